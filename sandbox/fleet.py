@@ -156,6 +156,7 @@ class _Runners:
     # Events for rates over a window: arrival and start times, (end, duration) of finished jobs.
     arrived: deque[float] = field(default_factory=deque)
     started: deque[float] = field(default_factory=deque)
+    waited: deque[tuple[float, float]] = field(default_factory=deque)  # (start, its job's wait)
     completed: deque[tuple[float, float]] = field(default_factory=deque)
     owed: float = 0.0  # fractional arrivals carried to the next step
     owed_burst: float = 0.0  # the same, of a burst's workflow
@@ -277,8 +278,9 @@ class Fleet:
         r.booting = [t for t in r.booting if t > now]
         r.booted += len(ready)
         while r.queue and r.booted > r.busy and r.acting:
-            r.queue.popleft()
+            job = r.queue.popleft()
             r.started.append(now)
+            r.waited.append((now, now - job.at))
             duration = r.spec.job_minutes * 60 * self._rng.uniform(0.75, 1.25)
             r.running.append((now + duration, duration))
         if r.acting:
@@ -287,8 +289,9 @@ class Fleet:
         for events in (r.arrived, r.started):
             while events and events[0] < horizon:
                 events.popleft()
-        while r.completed and r.completed[0][0] < horizon:
-            r.completed.popleft()
+        for timed in (r.completed, r.waited):
+            while timed and timed[0][0] < horizon:
+                timed.popleft()
 
     def _autoscale(self, r: _Runners) -> None:
         """ARC's listener: as many runners as busy + queued jobs, within [min, max]."""
@@ -351,6 +354,17 @@ class Fleet:
             ),
             unschedulable_ages_mins=tuple(round((now - t) / 60, 2) for t in r.unplaced),
         )
+
+    def startup_waits(self, window_min: float) -> dict[str, list[float]]:
+        """Per runner type, how long each job that started within the window had waited (fleet
+        seconds): what ARC's startup histogram observes."""
+        with self._lock:
+            self._advance()
+            since = self._now - window_min * 60
+            return {
+                name: [waited for at, waited in r.waited if at > since]
+                for name, r in self._types.items()
+            }
 
     def set_bounds(self, runner_type: str, minimum: int, maximum: int | None) -> bool:
         """ARC's listener seeing its scale set's new minRunners and maxRunners (None: unbounded):

@@ -3,7 +3,9 @@
 - Prometheus: `GET|POST /api/v1/query` answers the instant queries of the `prometheus` metrics
   backend (its default ARC queries, at the bot's rate window) with instant vectors labelled like
   ARC's listener metrics (`name` = the scale set with its random suffix: `linux-2xlarge-x7q2k`
-  for the runner type `linux.2xlarge`). The runner pods' default queries (`pod_queries`, each
+  for the runner type `linux.2xlarge`); the wait as ARC gives it, the startup histogram's buckets
+  of the jobs that started within the window, each timed from its arrival (ARC has no gauge of
+  the oldest queued job: that is the HUD's). The runner pods' default queries (`pod_queries`, each
   reading whatever it is) and their sources' probe it answers as a Prometheus scraping
   kube-state-metrics and cAdvisor would over the fleet's pods: every series present, each type's
   Pending pods and those no node fits (its node group full), labelled with the runner set from
@@ -40,6 +42,7 @@ import hashlib
 import html
 import json
 import logging
+import math
 import re
 import time
 from collections import deque
@@ -54,7 +57,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot.backends.metrics.prometheus import arc_queries
+from bot.backends.metrics.prometheus import arc_queries, startup_buckets, wait_window
 from bot.backends.metrics.prometheus_history import range_queries
 from bot.backends.metrics.prometheus_pods import RUNNER_POD, pod_queries, probe_query
 from bot.domain.runner_pods import NEEDS
@@ -70,6 +73,12 @@ EVALUATE_EVERY_SIM_S = 30.0  # Grafana evaluates a rule every 30 s here (simulat
 SAMPLES_KEPT = 20_000  # a reading per evaluation: days of the demo at ×10
 LOOKBACK_S = 300.0  # Prometheus's: a step takes the latest sample at most this old
 MAX_POINTS = 11_000  # Prometheus refuses a range query of more points per series
+# ARC's startup histogram's buckets, in seconds (its `metrics.go`).
+STARTUP_BUCKETS = (
+    0.01, 0.05, 0.1, 0.5, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 18, 20, 25, 30, 40, 50, 60, 70,
+    80, 90, 100, 110, 120, 150, 180, 210, 240, 300, 360, 420, 480, 540, 600, 900, 1200, 1800,
+    2400, 3000, 3600,
+)  # fmt: skip
 POD_LABEL = "name"  # the runner-type label the pods' queries give (PROMETHEUS_RUNNER_TYPE_LABEL)
 
 
@@ -125,6 +134,10 @@ class FleetApi:
         self.samples: deque[tuple[float, dict[str, TypeReading]]] = deque(maxlen=SAMPLES_KEPT)
         queries = arc_queries(config.rate_window)
         self._fields = {query: name for name, query in queries.items()}
+        # ARC's startup histogram, over the rate window and the longer one the wait falls back
+        # to (window -> fleet minutes): the bot's wait, of the jobs that started.
+        windows = (config.rate_window, wait_window(config.rate_window))
+        self._startups = {startup_buckets(w): minutes(w) for w in windows if w}
         # The capacity report's wait: the same startup buckets, quantiled by Prometheus over the
         # range (`range_queries`); answered from the readings kept, as the instant one is.
         wait = range_queries(queries, wait_buckets=True)["wait_mins"]
@@ -181,6 +194,8 @@ class FleetApi:
             series = self._probed()
         elif query in self._pod_readings:
             series = self._pods(self._pod_readings[query])
+        elif query in self._startups:
+            series = self._startup_buckets(self._startups[query])
         elif wanted is not None:
             series = [(self._labels(name), getattr(r, wanted)) for name, r in self.served().items()]
         elif any(pods in query for pods in self._pod_readings):
@@ -233,6 +248,19 @@ class FleetApi:
         """Each runner type now, in real time: what Prometheus would scrape."""
         readings = self.fleet.reading(self._window_min)
         return {name: in_real_time(read, self.fleet.speed) for name, read in readings.items()}
+
+    def _startup_buckets(self, window_min: float) -> list[tuple[dict[str, str], float]]:
+        """`gha_job_startup_duration_seconds_bucket`'s rates per second over the window, per
+        runner type and ARC's bucket, as Prometheus answers the bot's query: each start's wait
+        in real seconds, counted in every bucket it fits."""
+        found = []
+        for name, waits in self.fleet.startup_waits(window_min).items():
+            real = [waited / self.fleet.speed for waited in waits]
+            for bound in (*STARTUP_BUCKETS, math.inf):
+                le = "+Inf" if math.isinf(bound) else f"{bound:g}"
+                count = sum(1 for waited in real if waited <= bound)
+                found.append(({**self._labels(name), "le": le}, count / (window_min * 60)))
+        return found
 
     def _labels(self, runner_type: str) -> dict[str, str]:
         """A listener's labels: its runner set's name, as ARC 0.14 names it."""

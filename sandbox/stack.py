@@ -61,14 +61,17 @@ RATE_WINDOW = "10m"
 # Where the demo's incidents get their GitHub issue (in GitHub's stand-in).
 ISSUES_REPO = "pytorch/ci-queue-alerts"
 # The bot's settings in minutes that describe the fleet, as a real fleet's operator sets them
-# (the drain target, a runner's boot, the early warning's horizon, a drained queue's wait, and
-# the alert rule's wait threshold, in the fleet's own minutes): divided by the fleet's speed.
+# (the drain target, a runner's boot, the early warning's horizon, a drained queue's wait, the
+# alert rule's wait threshold and the HUD's listing threshold, in the fleet's own minutes):
+# divided by the fleet's speed, so a message says "waiting over 0.8 min" of the wall clock.
 FLEET_MINUTES = {
     "drain_target_minutes": 30.0,
     "runner_boot_minutes": 5.0,
     "early_warning_minutes": 15.0,
     "drain_max_wait_minutes": 5.0,
     "early_warning_wait_minutes": RuleConfig().fire_wait_min,
+    # The HUD's `queued_jobs` lists jobs queued over 5 minutes of the fleet's (`fleet_api`).
+    "hud_jobs_over_minutes": 5.0,
 }
 
 

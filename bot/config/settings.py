@@ -341,6 +341,9 @@ class Metrics(Group, title="Live queue metrics"):
     hud_parameters: JsonObject = {}
     """hud: the query's parameters as JSON, over the defaults (queuedThresholdMinutes 5, as
     PyTorch's own queue alert counts)."""
+    hud_jobs_over_minutes: Minutes = Field(5.0, ge=0, le=1440)
+    """hud: how long a job has queued before the HUD's queued_jobs lists it (5, as torchci's
+    query has it): said beside the jobs it lists, so a count of them never reads as the queue."""
     jobs_backend: JobsBackend = JobsBackend.AUTO
     """Where /queue jobs and diagnostics list the jobs behind the queue: auto (the metrics backend,
     when it can), github (needs GITHUB_TOKEN or a GitHub App, and GITHUB_REPOS), hud or none."""

@@ -12,7 +12,7 @@ from enum import StrEnum
 from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
-from bot.domain.units import number
+from bot.domain.units import minutes, number
 
 FOCUS = 3  # runner types diagnosed: the worst queues
 BUSY = 0.9  # a fleet this busy cannot absorb a queue
@@ -254,7 +254,7 @@ def duration(m: RunnerTypeMetrics) -> Check:
     now, usual = m.job_duration_mins, m.duration_baseline_mins
     if now is None or not usual:
         return Check(DURATION, Verdict.UNKNOWN, "needs job durations and their baseline")
-    text = f"{now:.0f} min per job against {usual:.0f} usually ({now / usual:.1f}×)"
+    text = f"{minutes(now)} per job against {minutes(usual)} usually ({now / usual:.1f}×)"
     return Check(DURATION, _level(now / usual, SLOW, VERY_SLOW), text)
 
 

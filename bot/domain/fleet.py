@@ -99,14 +99,15 @@ class FleetSnapshot(BaseModel):
 
 def with_job_waits(fleet: FleetSnapshot, jobs: JobsView) -> FleetSnapshot:
     """`fleet` with each type's wait the age of its oldest queued job (`JOBS_BACKEND` beside
-    ARC's metrics, which time only starts); a type not listed keeps the backend's wait unless
-    the listing is complete."""
+    ARC's metrics, which time only starts). A type the listing has no job of keeps the backend's
+    wait while the backend counts jobs queued (the listing may be a moment older, or list only
+    jobs past a threshold), and has none when neither lists a job."""
     types = {}
     for name, metrics in fleet.runner_types.items():
         listed = jobs.runner_types.get(jobs.name_of(name))
         workflows = listed.workflows if listed else ()
         known = [w.longest_wait_mins for w in workflows if w.longest_wait_mins is not None]
-        if known or jobs.complete:
+        if known or (jobs.complete and not metrics.queued):
             wait = {"longest_wait_mins": max(known, default=None), "wait_over": None}
             metrics = metrics.model_copy(update={**wait, "wait_of_starts": None})
         types[name] = metrics
@@ -235,7 +236,7 @@ def _advised(gauges: Mapping[str, float]) -> Advised:
 # Why a source may give no wait for a type that queues.
 WAIT_UNKNOWN = {
     "alert": "the alert does not say",
-    "prometheus": "ARC times jobs only as they start, and none started lately",
+    "prometheus": "ARC times jobs only as they start, and none started in the last hour",
 }
 
 

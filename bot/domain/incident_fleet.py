@@ -91,8 +91,32 @@ def incident_fleet(
     )
     # The readings' history knows a type by the reading's name, not the incident's.
     read_as = {name: by_key.get(runner_key(name), name) for name in kept}
-    view = with_scale_ups(view, incident.recent_actions)
+    view = with_alert_waits(with_scale_ups(view, incident.recent_actions), incident)
     return with_baselines(view, history, started_at=incident.started_at, read_as=read_as)
+
+
+def with_alert_waits(view: FleetSnapshot, incident: Incident) -> FleetSnapshot:
+    """Each queueing type whose reading knows no wait judged with the alert's wait for it (of the
+    type it names; of the one type shown, when it names none), said as the alert's and when. The
+    reading's own numbers stay as read: an old alert's wait never holds up a drain."""
+    said_at = incident.alerted_at or incident.opened_at
+    types = dict(view.runner_types)
+    for name, metrics in view.runner_types.items():
+        j = metrics.judged
+        if j is None or j.wait_mins is not None or not j.queued:
+            continue
+        if incident.runner_types:
+            queue = of_type(incident.runner_types, name) or RunnerQueue()
+        elif len(view.runner_types) == 1:
+            queue = RunnerQueue(longest_wait_mins=incident.numbers.max_queue_time_mins)
+        else:
+            continue
+        if queue.longest_wait_mins is None:
+            continue
+        wait = {"wait_mins": queue.longest_wait_mins, "wait_over": bool(queue.wait_over)}
+        judged = j.model_copy(update={**wait, "wait_alert_at": said_at, "wait_unknown": ""})
+        types[name] = metrics.model_copy(update={"judged": judged})
+    return view.model_copy(update={"runner_types": types})
 
 
 def alert_fleet(

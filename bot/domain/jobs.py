@@ -207,7 +207,9 @@ class Surge:
         if not self.history:
             arrived = f", {arrived}" if self.last_hour else ""
             no_history = "(no arrivals recorded a day before to compare)"
-            return f"{head}, {self.share:.0%} of the queue{arrived} {no_history}"
+            # Of the jobs the source lists: beside the reading's queue, say which.
+            of = "the queue" if self.listed_over_mins is None else "those waiting that long"
+            return f"{head}, {self.share:.0%} of {of}{arrived} {no_history}"
         before = "none a day before"
         if self.day_before:
             before = f"{self.day_before} a day before ({self.last_hour / self.day_before:.1f}×)"

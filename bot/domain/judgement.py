@@ -48,7 +48,8 @@ class Judgement(BaseModel):
     model_config = ConfigDict(
         frozen=True,
         **stored_short(
-            "queued=q wait_mins=w wait_over=w+ wait_of_starts=ws wait_unknown=w? direction=d "
+            "queued=q wait_mins=w wait_over=w+ wait_of_starts=ws wait_unknown=w? wait_alert_at=wa "
+            "direction=d "
             "change_per_min=r registered=reg booting=boot maximum=max runners=n needed=need "
             "added_since=add maximum_added=add+ raise_maximum_by=max+ clears_in_mins=clr "
             "within_mins=T causes=pc cannot_start=stuck held=hld unplaced=unp nodes_short=nsh "
@@ -62,6 +63,8 @@ class Judgement(BaseModel):
     wait_over: bool = False  # more than `wait_mins`, by how much nobody knows
     wait_of_starts: bool = False  # the slowest recent start, not the oldest job's age
     wait_unknown: str = ""  # why the wait is not known, said instead of a blank
+    # The alert's wait as it said it then, standing in where the reading knows none.
+    wait_alert_at: datetime | None = None
     direction: Direction | None = None  # None: fewer than two readings observed
     change_per_min: float | None = None  # the observed queue's, over the direction's readings
     busy: float | None = None
@@ -93,12 +96,16 @@ class Judgement(BaseModel):
 
     @property
     def wait(self) -> str:
-        """ "12 min", "over 60 min", "not known: …"; "" when nothing queues."""
-        if self.wait_mins is not None:
-            return wait_parts(self.wait_mins, over=self.wait_over)[1]
-        if self.queued:
-            return f"not known: {self.wait_unknown or 'the source gives none'}"
-        return ""
+        """ "12 min", "over 60 min"; "" when not known (`not_known` says so) or nothing queues."""
+        said = wait_parts(self.wait_mins, over=self.wait_over)
+        return said[1] if said is not None else ""
+
+    @property
+    def not_known(self) -> str:
+        """ "longest wait not known: …" while jobs queue and nothing knows their wait; else ""."""
+        if self.wait_mins is not None or not self.queued:
+            return ""
+        return f"longest wait not known: {self.wait_unknown or 'the source gives none'}"
 
     @property
     def wait_label(self) -> str:

@@ -38,12 +38,21 @@ def judged_parts(j: Judgement) -> list[str]:
     parts = []
     if j.queued is not None:
         parts.append(f"*{number(j.queued)}* queued")
-    if j.wait:
-        parts.append(f"{j.wait_label} *{j.wait}*")
+    if said := wait_part(j):
+        parts.append(said)
     if j.busy is not None and j.registered is not None:
         runners = f"busy {number(j.busy)}/{number(max(j.registered, j.busy))}"
         parts.append(runners + (f", {j.booting} booting" if j.booting else ""))
     return parts
+
+
+def wait_part(j: Judgement, *, bold: bool = True) -> str:
+    """ "longest wait *12 min*", with "as the alert said at 14:02" where the alert's stands in
+    for the reading's, or a plain "longest wait not known: …" while jobs queue; "" otherwise."""
+    if not j.wait:
+        return md.escape(j.not_known)
+    when = f" as the alert said at {md.time_of(j.wait_alert_at)}" if j.wait_alert_at else ""
+    return f"{j.wait_label} {f'*{j.wait}*' if bold else j.wait}{when}"
 
 
 def advice_parts(j: Judgement) -> list[str]:
@@ -236,10 +245,14 @@ def overview_line(incident: Incident, *, numbers: bool = True) -> str:
         types = incident.peak_types or types
     for name, queue in sorted(types.items())[:OVERVIEW_TYPES]:
         said = [f"{number(queue.queued)} queued"] if queue.queued is not None else []
-        said.append(
-            wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
-            or ("longest wait not known" if queue.queued else "")
-        )
+        if isinstance(queue, RunnerTypeMetrics) and queue.judged is not None:
+            said.append(wait_part(queue.judged, bold=False))
+        else:
+            wait = (queue.longest_wait_mins, queue.wait_over, queue.wait_of_starts)
+            said.append(
+                wait_said(wait[0], over=wait[1], of_starts=wait[2])
+                or ("longest wait not known" if queue.queued else "")
+            )
         line += f"\n    • `{md.runner_name(name)}`: {', '.join(filter(None, said)) or 'no numbers'}"
     if (more := len(types) - OVERVIEW_TYPES) > 0:
         line += f"\n    • +{more} more runner types"

@@ -124,8 +124,9 @@ async def test_jobs_from_the_hud_say_they_are_only_those_waiting_over_5_min(
     assert f"*`linux.2xlarge`* · {HUD_LIMIT} · pull request 7" in text
     assert "    • `pull` — 6 jobs waiting over 5 min, longest wait 11 min" in text
     assert (
-        "📈 *Most of the queue:* pull (pull request): 6 jobs waiting over 5 min, 86% of the "
-        "queue, 6 arrivals in the last hour (no arrivals recorded a day before to compare)"
+        "📈 *Most of the queue:* pull (pull request): 6 jobs waiting over 5 min, 86% of those "
+        "waiting that long, 6 arrivals in the last hour (no arrivals recorded a day before to "
+        "compare)"
     ) in text
     assert "No arrivals recorded a day before yet" in text
     assert "against none a day before" not in text and "What changed" not in text

@@ -138,6 +138,42 @@ async def test_a_start_past_arcs_top_bucket_reads_over_60_min_never_60(
     assert own[GPU_SET].wait_of_starts is None
 
 
+async def test_a_queue_with_no_start_in_the_rate_window_reads_the_last_hours_starts() -> None:
+    """Jobs queue on the GPU type and none started within the 30 s rate window: its wait is the
+    slowest start of the last hour, not "not known". The CPU type, queueing nothing, gets no such
+    wait: an old start must not hold up its drain."""
+    fleet = ArcFleet(names=(GPU_SET, CPU_SET))
+    gpu_set, cpu_set = fleet.queueing, fleet.healthy
+    for listener in (gpu_set, cpu_set):
+        listener.start(waited_s=10)  # ARC's histogram appears with its first start
+    try:
+
+        async def gpu_read() -> tuple[datetime, RunnerTypeMetrics | None]:
+            at = datetime.now(UTC)
+            return at, (await read(fleet.prometheus.url, at=at)).runner_types.get(GPU_SET)
+
+        async def counted() -> bool:  # the counters scraped twice: a rate, of no start yet
+            gpu = (await gpu_read())[1]
+            return gpu is not None and gpu.started_per_min is not None
+
+        async def started() -> datetime | None:
+            at, gpu = await gpu_read()
+            return at if gpu is not None and gpu.longest_wait_mins is not None else None
+
+        await eventually(counted, what="the first starts scraped", timeout=30)
+        gpu_set.start(waited_s=300, count=5)
+        cpu_set.start(waited_s=600, count=5)
+        at = await eventually(started, what="the later starts scraped", timeout=30)
+        later = (await read(fleet.prometheus.url, at=at + timedelta(minutes=2))).runner_types
+    finally:
+        fleet.stop()
+    gpu, cpu = later[GPU_SET], later[CPU_SET]
+    assert gpu.queued == 43 and gpu.longest_wait_mins == pytest.approx(5, abs=0.1)
+    said = wait_said(gpu.longest_wait_mins, over=gpu.wait_over, of_starts=gpu.wait_of_starts)
+    assert said == "slowest recent start 5 min"
+    assert cpu.queued == 0 and cpu.longest_wait_mins is None
+
+
 async def test_jobs_from_github_give_the_prometheus_reading_the_oldest_jobs_age(
     arc_fleet: ArcFleet, redis_url: str
 ) -> None:

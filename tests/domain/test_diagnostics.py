@@ -201,3 +201,9 @@ def test_the_worst_queues_are_diagnosed_first_and_at_most_three() -> None:
     types = {f"t{i}": M(queued=i, longest_wait_mins=10 * i) for i in range(1, 6)}
     diagnosis = diagnose(FleetSnapshot(at=NOW, source="alert", runner_types=types))
     assert [f.runner_type for f in diagnosis.findings] == ["t5", "t4", "t3"]
+
+
+def test_a_short_jobs_duration_is_said_in_tenths_of_a_minute_not_as_0_min() -> None:
+    """A fleet whose jobs take 20 s (the demo's, on the wall clock) read "0 min per job"."""
+    check = duration(M(job_duration_mins=0.3, duration_baseline_mins=0.25))
+    assert check.text == "0.3 min per job against 0.2 min usually (1.2×)"

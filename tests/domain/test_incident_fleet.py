@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from bot.domain.alerts import RunnerQueue
+from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics, judged
 from bot.domain.incident_fleet import (
     DrainRule,
@@ -31,6 +31,7 @@ from bot.domain.incidents import (
 from bot.domain.routes import Routing, parse_routes
 from bot.domain.runner_names import derived_scale_set
 from bot.domain.trend import sparkline
+from bot.render import mrkdwn as md
 from bot.render.queue import type_lines
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -466,3 +467,42 @@ def test_a_scale_up_counts_until_a_reading_shows_it(
     assert shown.maximum == 60
     assert shown.added_since == (20 if counted else 0)
     assert shown.runners == 7  # 27 needed, 20 of them booting either way
+
+
+def test_where_the_reading_knows_no_wait_the_alerts_stands_in_said_as_the_alerts() -> None:
+    """The GPU type queues and Prometheus knows no wait of it (no start in the last hour): its
+    line says the alert's 114 min and when the alert said it, where it read "not known"; the CPU
+    type keeps the reading's wait. The drain reads the reading's numbers, never the old alert's."""
+    said_at = NOW - 2 * MINUTE
+    inc = incident("gpu", "cpu").model_copy(update={"alerted_at": said_at})
+    reading = judged(fleet(gpu=(14, None), cpu=(3, 2)), [], interval=MINUTE)
+    view = view_of(inc, Reading(reading, NOW))
+    cpu, gpu = type_lines(view)
+    alerts = f"longest wait *114 min* as the alert said at {md.time_of(said_at)}"
+    assert gpu.startswith(f"• gpu: *14* queued · {alerts} · ")
+    assert cpu.startswith("• cpu: *3* queued · longest wait *2 min* · ")
+    assert view.runner_types["gpu"].longest_wait_mins is None
+    # An alert naming no type speaks for the one type shown, not for one of several.
+    fleetwide = incident().model_copy(
+        update={"numbers": QueueNumbers(max_queue_time_mins=0.3), "alerted_at": said_at}
+    )
+    alone = view_of(fleetwide, Reading(judged(fleet(gpu=(14, None)), [], interval=MINUTE), NOW))
+    assert "longest wait *0.3 min* as the alert said at" in type_lines(alone)[0]
+    both = judged(fleet(gpu=(14, None), cpu=(3, None)), [], interval=MINUTE)
+    assert all(
+        "as the alert said" not in line
+        for line in type_lines(view_of(fleetwide, Reading(both, NOW)))
+    )
+
+
+def test_a_wait_nothing_knows_is_said_plainly_in_the_line_every_surface_shares() -> None:
+    """No alert wait and no start in the last hour: said once, plainly, never in bold."""
+    inc = incident().model_copy(update={"runner_types": {"gpu": RunnerQueue(queued=14)}})
+    view = view_of(inc, Reading(judged(fleet(gpu=(14, None)), [], interval=MINUTE), NOW))
+    unknown = (
+        "longest wait not known: ARC times jobs only as they start, and none started in the "
+        "last hour"
+    )
+    assert type_lines(view) == [
+        f"• gpu: *14* queued · {unknown} · +14 runners would drain it in 30 min"
+    ]

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, with_job_waits
 from bot.domain.jobs import (
     Arrivals,
     JobsListing,
@@ -220,7 +221,10 @@ def test_a_source_that_lists_only_older_jobs_says_so_with_its_count() -> None:
     view = jobs_view(listing, Arrivals(), source="the HUD", at=NOW)
     surge = surging(view, GPU)
     assert surge is not None
-    assert surge.text.startswith("periodic (schedule): 8 jobs waiting over 5 min, 80% of")
+    # 80% of the jobs the source lists, not of the reading's queue it stands beside.
+    assert surge.text.startswith(
+        "periodic (schedule): 8 jobs waiting over 5 min, 80% of those waiting that long"
+    )
     assert queued_said(1, 5) == "1 job waiting over 5 min"
     assert queued_said(40, None) == "40 queued"
 
@@ -244,3 +248,20 @@ def test_whose_jobs_got_slower(now: float, before: float | None, slower: bool) -
     assert bool(found) is slower
     if slower:
         assert found[0].text == "periodic jobs take 40 min against 20 a day before (2.0×)"
+
+
+def test_the_listed_oldest_jobs_age_wins_and_a_type_it_lists_none_of_keeps_the_backends() -> None:
+    """Beside Prometheus: the GPU type's oldest listed job (7 min) is its wait; the 2xlarge type,
+    whose jobs the HUD does not list yet (none past its threshold), keeps the reading's 0.6 min
+    where it read "not known"; the 4xlarge type, queueing nothing, has no wait left over."""
+    cpu, idle = "linux.2xlarge", "linux.4xlarge"
+    read = {
+        GPU: RunnerTypeMetrics(queued=9, longest_wait_mins=3, wait_of_starts=True),
+        cpu: RunnerTypeMetrics(queued=12, longest_wait_mins=0.6, wait_of_starts=True),
+        idle: RunnerTypeMetrics(queued=0, longest_wait_mins=4, wait_of_starts=True),
+    }
+    fleet = FleetSnapshot(at=NOW, source="prometheus", runner_types=read)
+    listing = JobsListing((job(1, "pull", waited_mins=7),), listed_over_mins=5)
+    waits = with_job_waits(fleet, jobs_view(listing, Arrivals(), source="the HUD", at=NOW))
+    found = {n: (m.longest_wait_mins, m.wait_of_starts) for n, m in waits.runner_types.items()}
+    assert found == {GPU: (7, None), cpu: (0.6, True), idle: (None, None)}

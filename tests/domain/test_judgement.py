@@ -176,10 +176,11 @@ def test_scale_ups_after_a_reading_count_once_however_often_they_are_counted() -
 
 def test_a_wait_is_said_or_why_it_is_not_known() -> None:
     queued = judge(RunnerTypeMetrics(queued=5), [], at=NOW, wait_unknown="the alert does not say")
-    assert queued.wait == "not known: the alert does not say"
+    assert (queued.wait, queued.not_known) == ("", "longest wait not known: the alert does not say")
     over = judge(RunnerTypeMetrics(queued=5, longest_wait_mins=60, wait_over=True), [], at=NOW)
-    assert over.wait == "over 60 min"
-    assert judge(RunnerTypeMetrics(queued=0), [], at=NOW).wait == ""
+    assert (over.wait, over.not_known) == ("over 60 min", "")
+    idle = judge(RunnerTypeMetrics(queued=0), [], at=NOW)
+    assert (idle.wait, idle.not_known) == ("", "")
 
 
 def test_a_turn_shows_within_two_readings() -> None:

@@ -50,7 +50,7 @@ from sandbox.fleet_alerts import (
     RuleConfig,
     grafana_payload,
 )
-from sandbox.fleet_api import FleetApi, FleetApiConfig, runner_set_name
+from sandbox.fleet_api import STARTUP_BUCKETS, FleetApi, FleetApiConfig, runner_set_name
 from sandbox.serve import serve_in_thread
 from sandbox.stack import SCALE_SETS
 from tests.support.running import eventually
@@ -580,3 +580,42 @@ def test_notifications_reach_the_bot_with_its_token_and_are_retried() -> None:
     assert token == "Bearer tok"
     assert payload["status"] == "firing" and payload["version"] == "1"
     assert payload["alerts"][0]["silenceURL"].startswith(server.url)
+
+
+def bucket_of(waits_s: list[float]) -> tuple[float, float]:
+    """The bounds (minutes) of ARC's bucket the slowest of a few starts falls in: where the p99
+    of fewer than 100 starts lies."""
+    slowest = max(waits_s)
+    upper = min(b for b in STARTUP_BUCKETS if b >= slowest)
+    lower = max((b for b in STARTUP_BUCKETS if b < slowest), default=0.0)
+    return lower / 60, upper / 60
+
+
+async def test_the_fleets_wait_is_arcs_slowest_recent_start_and_the_last_hours_after_a_stall() -> (
+    None
+):
+    """The fleet answers the wait as ARC does, from the jobs that started: the p99 of the starts
+    within the rate window. Once 2xlarge's listener stalls, none starts within the window and the
+    bot reads the last hour's, where it read "not known"."""
+    clock = Clock()
+    fleet = Fleet(speed=1, clock=clock)
+    api = FleetApi(fleet, FleetApiConfig(rate_window="10m"))
+    clock.to_minute(12)  # the burst queues, and its jobs start after waiting
+    recent = fleet.startup_waits(10)["linux.2xlarge"]
+    with serve_in_thread(api.app) as server:
+        metrics = PrometheusMetrics(Settings(prometheus_url=server.url))
+        try:
+            burst = (await metrics.read(now=datetime.now(UTC))).runner_types["linux-2xlarge"]
+            fleet.stall("linux.2xlarge")
+            clock.to_minute(25)  # no start for 13 minutes, jobs still queued
+            stalled = (await metrics.read(now=datetime.now(UTC))).runner_types["linux-2xlarge"]
+        finally:
+            await metrics.aclose()
+    hour = fleet.startup_waits(60)["linux.2xlarge"]
+    assert len(recent) < 100 and len(hour) < 100
+    assert burst.wait_of_starts and burst.longest_wait_mins is not None
+    low, high = bucket_of(recent)
+    assert low <= burst.longest_wait_mins <= high
+    assert stalled.queued and stalled.queued > 0 and stalled.wait_of_starts
+    low, high = bucket_of(hour)
+    assert stalled.longest_wait_mins is not None and low <= stalled.longest_wait_mins <= high

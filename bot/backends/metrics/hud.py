@@ -22,7 +22,6 @@ from bot.domain.jobs import JobsListing, QueuedJob, trigger_of_hud
 
 T = TypeVar("T")
 JOBS_QUERY = "queued_jobs"
-JOBS_LISTED_OVER_MINS = 5.0  # `queued_jobs` lists only jobs queued longer than this
 HISTORY_QUERY = "queue_times_historical"
 HOUR_S = 3600
 # The query lists jobs created less than a week ago; a larger age is not a queued job.
@@ -50,6 +49,7 @@ class HudMetrics:
         self._query = config.hud_query
         self._parameters = {**DEFAULT_PARAMETERS[self._query], **config.hud_parameters}
         self._threshold = threshold_minutes(self._query, config.hud_parameters)
+        self._jobs_over = config.hud_jobs_over_minutes  # `queued_jobs` lists only jobs past it
         token = config.hud_token
         headers = {"x-hud-internal-bot": token.get_secret_value()} if token else {}
         timeout = config.backend_timeout_seconds
@@ -73,7 +73,7 @@ class HudMetrics:
         jobs, skipped = job_rows(await self._rows(JOBS_QUERY, {}), now=now)
         note = _note(skipped)
         return JobsListing(
-            tuple(jobs), complete=not skipped, note=note, listed_over_mins=JOBS_LISTED_OVER_MINS
+            tuple(jobs), complete=not skipped, note=note, listed_over_mins=self._jobs_over
         )
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:

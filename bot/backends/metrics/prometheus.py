@@ -22,6 +22,7 @@ from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
 from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
+from bot.domain.units import span_seconds
 
 T = TypeVar("T")
 Vector = list[tuple[dict[str, str], float]]
@@ -31,6 +32,12 @@ _JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assig
 _QUEUED = "(max by (name) (gha_assigned_jobs) - max by (name) (gha_running_jobs))"
 # The quantile of the startup histogram read as the longest wait: its slowest recent starts.
 WAIT_QUANTILE = 0.99
+# Where the rate window holds no start while jobs queue, the wait is read over this window (or
+# the rate window, if longer): ARC times a job only as it starts, and a queue whose jobs start
+# now and then still has a wait.
+WAIT_WINDOW = "1h"
+WAIT = "longest_wait_mins"
+LONGER_WAIT = f"longest_wait_mins over {WAIT_WINDOW}"  # as a refusal's note names it
 PROBE = "series scraped"  # the pods' sources probe, asked beside the fields
 # A series the probe found is taken as scraped this long without asking again: which sources a
 # cluster scrapes changes with a deploy, and the probe matches every series of each name.
@@ -59,10 +66,20 @@ def _mean_mins(window: str, offset: str = "", *, by: str = "name", fn: str = "ra
     return f"{total} / {count} / 60"
 
 
+def startup_buckets(window: str) -> str:
+    """ARC's startup histogram's buckets (seconds) per scale set, as rates over `window`."""
+    return _joined(f"rate(gha_job_startup_duration_seconds_bucket[{window}])", by="name, le")
+
+
+def wait_window(rate_window: str) -> str | None:
+    """The longer window the wait falls back to; None when the rate window is no shorter."""
+    shorter = (span_seconds(rate_window) or 0) < (span_seconds(WAIT_WINDOW) or 0)
+    return WAIT_WINDOW if shorter else None
+
+
 def arc_queries(window: str = "10m") -> dict[str, str]:
     started = "60 * " + _joined(f"rate(gha_started_jobs_total[{window}])")
     growth = f"60 * deriv({_QUEUED}[{window}:])"
-    bucket = _joined(f"rate(gha_job_startup_duration_seconds_bucket[{window}])", by="name, le")
     return {
         "queued": _QUEUED,
         "assigned": "max by (name) (gha_assigned_jobs)",
@@ -78,7 +95,7 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
         "completed_per_min": "60 * " + _joined(f"rate(gha_completed_jobs_total[{window}])"),
         # The startup histogram's buckets (seconds), whose p99 `read` takes: the slowest recent
         # start of a job that got a runner.
-        "longest_wait_mins": bucket,
+        "longest_wait_mins": startup_buckets(window),
         "job_duration_mins": _mean_mins(window),
         # The same hour yesterday: what "normal" means for this hour of the day.
         "arrival_baseline_per_min": "60 * "
@@ -115,8 +132,10 @@ class PrometheusMetrics:
         self._counted = counted
         self._queries = all_queries(config)
         # The wait is ARC's startup histogram (a start, from assignment) unless it was replaced.
-        arc_wait = arc_queries(config.prometheus_rate_window).get("longest_wait_mins")
-        self._arc_wait = self._queries.get("longest_wait_mins") == arc_wait
+        window = config.prometheus_rate_window
+        self._arc_wait = self._queries.get(WAIT) == startup_buckets(window)
+        longer = wait_window(window) if self._arc_wait else None
+        self._longer_wait = startup_buckets(longer) if longer else ""
         # The pods' readings whose default query stands: an empty answer is "not scraped" when
         # the series it reads is absent altogether.
         defaults = pod_queries(
@@ -147,26 +166,32 @@ class PrometheusMetrics:
     async def read(self, *, now: datetime) -> FleetSnapshot:
         """All queries at once, at one evaluation time: every field describes the same moment."""
         queries = {name: self.series(name, now=now) for name in self.fields}
+        if self._longer_wait:
+            queries[LONGER_WAIT] = self._query(self._longer_wait, now)
         (answers, failed), (pods, unseen, refused) = await asyncio.gather(
             gathered(queries), self.runner_pods(now=now)
         )
         failed.update(refused)
         by_type: dict[str, dict[str, Any]] = {}
-        buckets: dict[str, dict[float, float]] = {}
+        buckets: dict[tuple[str, str], dict[float, float]] = {}  # (query, runner type) -> counts
         for name, answer in answers.items():
             for labels, value in answer:
                 runner_type = self.runner_type(labels)
                 if not runner_type:
                     continue
-                if name != "longest_wait_mins" or "le" not in labels:
+                bucket = name in (WAIT, LONGER_WAIT) and "le" in labels
+                if not bucket and name != LONGER_WAIT:
                     by_type.setdefault(runner_type, {})[name] = value
-                elif (le := _bound(labels["le"])) is not None:
-                    kept = buckets.setdefault(runner_type, {})  # summed per type
+                elif bucket and (le := _bound(labels["le"])) is not None:
+                    kept = buckets.setdefault((name, runner_type), {})  # summed per type
                     kept[le] = kept.get(le, 0.0) + value
-        for runner_type, counts in buckets.items():
+        for runner_type in {runner_type for _, runner_type in buckets}:
             # ARC's histogram times starts, not jobs still queued; past its top bucket the p99
-            # says only "over".
-            if (found := bucket_quantile(WAIT_QUANTILE, counts)) is not None:
+            # says only "over". No start in the rate window while jobs queue: the last hour's.
+            found = bucket_quantile(WAIT_QUANTILE, buckets.get((WAIT, runner_type), {}))
+            if found is None and (by_type.get(runner_type, {}).get("queued") or 0) > 0:
+                found = bucket_quantile(WAIT_QUANTILE, buckets.get((LONGER_WAIT, runner_type), {}))
+            if found is not None:
                 by_type.setdefault(runner_type, {}).update(
                     longest_wait_mins=found[0] / 60,
                     wait_over=found[1] or None,
