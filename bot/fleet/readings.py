@@ -138,9 +138,8 @@ class FleetReadings:
                 fleet = with_job_waits(fleet, jobs)
             fleet = await self._named_kills(fleet, jobs, now)
             window = timedelta(seconds=self._config.advice_window)
-            recent = await self.history(
-                last=max(RECENT_READINGS, math.ceil(window / self.interval) + 1)
-            )
+            held = math.ceil(window / self.interval) + 1 if self.interval else 0
+            recent = await self.history(last=max(RECENT_READINGS, held))
             target = self._config.drain_target_minutes
             fleet = judged(fleet, recent, interval=self.interval, within_mins=target, window=window)
             reading = Reading(fleet, now)
