@@ -79,10 +79,13 @@ class StillLive:
 
 
 def still_live(incident: Incident) -> StillLive | None:
-    """None when nothing is over (or it resolved, or no number or threshold is known). Where
-    the rule only says whether each was crossed (PyTorch's), a number is over when the rule
-    said so and jobs still queue."""
+    """None when nothing is over (or it resolved, or no number or threshold is known), or its
+    alert cleared (followed until the queue drains: a Resolve only stops following, and nothing
+    fires to reopen it). Where the rule only says whether each was crossed (PyTorch's), a number
+    is over when the rule said so and jobs still queue."""
     head = headline(incident)
+    if incident.follow is not None:
+        return None  # the alert cleared: resolving only stops following, nothing reopens it
     if not incident.is_open or head.worst or head.queued == 0:
         return None  # nothing queues: a wait left is a start's, not a job still waiting
     numbers, peak = incident.numbers, incident.peak

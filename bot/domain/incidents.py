@@ -11,7 +11,15 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
+from bot.domain.alerts import (
+    AlertFacts,
+    Matcher,
+    QueueNumbers,
+    RunnerQueue,
+    Source,
+    first_known,
+    max_known,
+)
 from bot.domain.delivery import Delivery
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_type
 from bot.domain.judgement import BOOT_MINS, added
@@ -45,6 +53,7 @@ class Change(StrEnum):
     UPDATED = "updated"
     ALERTS_CHANGED = "alerts_changed"  # a different set of alerts or runner types is firing
     RESOLVED = "resolved"
+    FOLLOWED = "followed"  # the alert cleared while jobs still queue: followed until they drain
     REOPENED = "reopened"
     STALE = "stale"  # older than what the incident already reflects, or a duplicate delivery
 
@@ -115,6 +124,20 @@ class PutBack(BaseModel):
     latest: datetime | None = None  # `SCALE_REVERT_AFTER` after the scale-up, whatever happens
 
 
+# How a followed queue stopped being followed (`Follow.ended`).
+DRAINED, UNDER, CAPPED = "drained", "under", "capped"
+
+
+class Follow(BaseModel):
+    """The alert cleared while `queued` jobs still queued over its thresholds: the incident stays
+    open, its statuses going on, until the queue drains, falls under them, or DRAIN_FOLLOW_MAX
+    passes (`ended`)."""
+
+    cleared_at: datetime
+    queued: float
+    ended: str = ""
+
+
 class Snapshot(BaseModel):
     at: datetime
     numbers: QueueNumbers = QueueNumbers()
@@ -182,6 +205,7 @@ class Incident(BaseModel):
     charted_at: float = 0.0
     pictured_at: float = 0.0
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
+    follow: Follow | None = None
 
     @property
     def posted_status(self) -> Snapshot | None:
@@ -287,15 +311,24 @@ def open_incident(
 
 
 def apply_notification(
-    incident: Incident, delivery: Delivery, *, entry_id: str, now: datetime
+    incident: Incident,
+    delivery: Delivery,
+    *,
+    entry_id: str,
+    now: datetime,
+    still_queued: float | None = None,
 ) -> tuple[Incident, Change]:
-    """A later notification of the group (one `is_stale` let through) folded into its incident."""
+    """A later notification of the group (one `is_stale` let through) folded into its incident.
+    `still_queued`: the jobs the live reading still sees over the alert's thresholds, which a
+    resolved notification leaves followed instead of resolved."""
     if delivery.status == "resolved":
-        if not incident.is_open:
+        if not incident.is_open or incident.follow is not None:
             return incident, Change.STALE
         # `now`, not the alert's endsAt: the reopen window and the duration are this incident's.
         update = {"numbers": QueueNumbers(), "runner_types": {}, "firing_count": 0}
         update["notifications"] = incident.notifications + 1
+        if still_queued:
+            return _followed(incident, still_queued, now, update), Change.FOLLOWED
         return _resolved(incident, Resolution.ALERT, now, **update), Change.RESOLVED
     resolved_ms = incident.resolved_at.timestamp() * 1000 if incident.resolved_at else 0.0
     if incident.resolution is Resolution.MANUAL and entry_order(entry_id)[0] < resolved_ms:
@@ -306,9 +339,30 @@ def apply_notification(
         update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
         update |= {"status": Status.FIRING, "reopened": incident.reopened + 1}
         return updated.model_copy(update=update), Change.REOPENED
+    if incident.follow is not None:  # it never resolved: firing again, as the thread hears
+        return updated.model_copy(update={"follow": None}), Change.ALERTS_CHANGED
     alerts = [(i.firing_count, set(i.runner_types)) for i in (incident, updated)]
     changed = alerts[0] != alerts[1]
     return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
+
+
+def _followed(
+    incident: Incident, queued: float, now: datetime, update: dict[str, object]
+) -> Incident:
+    """The alert's numbers cleared, but not the thresholds the queue is followed against, nor
+    the names of its types (read live, they stay this incident's, not every type that queues)."""
+    numbers, peak = incident.numbers, incident.peak
+    kept = QueueNumbers(
+        queue_size_threshold=first_known(numbers.queue_size_threshold, peak.queue_size_threshold),
+        queue_time_threshold=first_known(numbers.queue_time_threshold, peak.queue_time_threshold),
+    )
+    update |= {
+        "numbers": kept,
+        "runner_types": dict.fromkeys(incident.runner_types, RunnerQueue()),
+        "follow": Follow(cleared_at=now, queued=queued),
+        "updated_at": now,
+    }
+    return incident.model_copy(update=update)
 
 
 def repeated(incident: Incident, *, now: datetime) -> Incident:
@@ -329,8 +383,13 @@ def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -
     return _resolved(incident, Resolution.MANUAL, now, resolved_by=by, resolved_by_name=name)
 
 
-def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
-    return _resolved(incident, Resolution.DRAINED, now)
+def resolve_drained(incident: Incident, *, now: datetime, ended: str = DRAINED) -> Incident:
+    """Drained, or a followed queue no longer followed (`ended`: why)."""
+    if incident.follow is None:
+        return _resolved(incident, Resolution.DRAINED, now)
+    follow = incident.follow.model_copy(update={"ended": ended})
+    resolution = Resolution.ALERT if ended == CAPPED else Resolution.DRAINED
+    return _resolved(incident, resolution, now, follow=follow)
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:

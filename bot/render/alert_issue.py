@@ -39,6 +39,7 @@ TITLES = {
     "scaled": "Scaled up",
     "scale_reverted": "Scale-up put back",
     "diagnosed": "Likely cause",
+    "alert_cleared": "Alert cleared",
     "reopened": "Fired again",
 }
 

@@ -27,7 +27,13 @@ from bot.domain.jobs import JobsView
 from bot.domain.units import duration, minutes, number, wait_said
 from bot.render.chart import incident_chart, sampled
 from bot.render.mrkdwn import is_linkable
-from bot.render.replies import RESOLVED_BY, peak_queued_label, put_back_said, time_to_drain
+from bot.render.replies import (
+    RESOLVED_BY,
+    followed_how,
+    peak_queued_label,
+    put_back_said,
+    time_to_drain,
+)
 
 MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
 MAX_TYPES = 15  # runner types in the impact table
@@ -132,6 +138,8 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
     ended = incident.resolved_at
     if incident.resolution is Resolution.MANUAL and incident.resolved_by:
         how = f"(resolved by {who(incident.resolved_by, incident.resolved_by_name)})"
+    elif followed := followed_how(incident):
+        how = f"({followed})"
     else:
         how = _ENDED.get(incident.resolution, "") if incident.resolution else ""
     rows = [

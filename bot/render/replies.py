@@ -14,6 +14,9 @@ from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, longest_wait, worst_first
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
+    CAPPED,
+    DRAINED,
+    UNDER,
     Event,
     Incident,
     PutBack,
@@ -42,6 +45,7 @@ _EVENT_ICONS = {
     "notified": "🔁",
     "alerts_changed": "🔀",
     "resolved": "✅",
+    "alert_cleared": "⏳",
     "reopened": "🔴",
     "acknowledged": "👀",
     "handed_over": "🤝",
@@ -81,7 +85,42 @@ def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
         if mentions:
             return f"by {md.mention(incident.resolved_by)}"
         return f"by {md.person(incident.resolved_by, incident.resolved_by_name)}"
+    if followed := followed_how(incident):
+        return f"({followed})"
     return RESOLVED_BY.get(incident.resolution, "") if incident.resolution else ""
+
+
+_FOLLOW_ENDED = {
+    DRAINED: "queue drained {} later",
+    UNDER: "queue under its thresholds {} later",
+    CAPPED: "jobs still queued when following stopped {} later",
+}
+
+
+def followed_how(incident: Incident) -> str:
+    """ "alert cleared, queue drained 4 min later": how a queue followed after its alert cleared
+    ended; "" for any other resolve."""
+    follow, ended = incident.follow, incident.resolved_at
+    if follow is None or ended is None or follow.ended not in _FOLLOW_ENDED:
+        return ""
+    later = duration(ended - follow.cleared_at)
+    return f"alert cleared, {_FOLLOW_ENDED[follow.ended].format(later)}"
+
+
+def drained_said(incident: Incident) -> str:
+    """The timeline's line for a resolve the readings decided."""
+    if followed := followed_how(incident):
+        return f"Resolved: {followed}"
+    return "The queue drained: resolved automatically"
+
+
+def following_said(incident: Incident) -> str:
+    """What the thread hears when the alert cleared with jobs still queued over its thresholds."""
+    if incident.follow is None:
+        return ""
+    queued = round(incident.follow.queued)
+    jobs = f"{md.plural(queued, 'job')} still {'queues' if queued == 1 else 'queue'}"
+    return f"The alert cleared; {jobs} over its thresholds: following until the queue drains"
 
 
 def title_text(incident: Incident) -> str:

@@ -113,7 +113,9 @@ def _status_line(incident: Incident, mentions: bool) -> str:
     def named(user_id: str, name: str) -> str:
         return md.mention(user_id) if mentions else md.person(user_id, name)
 
-    if incident.is_open:
+    if incident.follow is not None and incident.is_open:
+        parts = ["⏳ *Alert cleared*: jobs still queue, followed until the queue drains"]
+    elif incident.is_open:
         parts = ["🔴 *Firing*"]
         if incident.firing_count > 1:
             parts.append(f"{incident.firing_count} alerts")

@@ -4,8 +4,9 @@ Due times live in a Redis sorted set, so a new leader carries on where the last 
 that finds incidents due takes the fleet's reading once, decides each due incident's status and
 commits it, fenced by the incident's version, with the next due time. The due incidents are
 claimed because a 0.25 replica ticks beside the leader during a rolling upgrade. After DRAIN_CHECKS
-drained checks in a row the incident resolves itself; a status with nothing meaningful to say
-edits the previous one instead.
+drained checks in a row the incident resolves itself, as one whose alert cleared while jobs still
+queued does once they are under its thresholds or DRAIN_FOLLOW_MAX has passed; a status with
+nothing meaningful to say edits the previous one instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
@@ -23,7 +24,7 @@ from bot import logs
 from bot.backends.errors import BackendError
 from bot.config import Settings
 from bot.domain.fleet import HistoryPoint, Reading
-from bot.domain.incident_fleet import as_snapshot, drain_checks, incident_fleet
+from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended, incident_fleet
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -34,7 +35,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.message import Rendered
 from bot.fleet.readings import FleetReadings
-from bot.render.replies import STATUS_FALLBACK, StatusShown, summaries
+from bot.render.replies import STATUS_FALLBACK, StatusShown, drained_said, summaries
 from bot.storage.due_set import Claim
 from bot.storage.incident_store import (
     BAND_EVENT,
@@ -157,10 +158,13 @@ class StatusReporter:
         needed = self.config.drain_checks
         checks = drain_checks(incident, view, self.config.drain_rule)
         live = view if (view.is_live or view.note) else None
-        if checks >= needed:
-            drained = record_status(incident, current, live=live, drain_checks=0, posted=False)
-            resolved = resolve_drained(drained, now=now)
-            event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
+        drained = record_status(incident, current, live=live, drain_checks=0, posted=False)
+        cap = timedelta(seconds=self.config.drain_follow_max)
+        rule = self.config.drain_rule
+        ended = follow_ended(drained, checks, needed=needed, rule=rule, cap=cap, now=now)
+        if checks >= needed or ended:
+            resolved = resolve_drained(drained, now=now, ended=ended)
+            event = Event(at=now, kind="resolved", text=drained_said(resolved))
             events = [*await self.store.events(incident.id), event]
             return Commit(
                 resolved,
@@ -192,7 +196,8 @@ class StatusReporter:
             drawn["pictured_at"] = drawn["charted_at"]
         updated = updated.model_copy(update=drawn)
         every_s = self.config.status_interval_seconds
-        interval = self.config.drain_check_seconds if checks else every_s
+        # A queue followed after its alert cleared is looked at as often as a draining one.
+        interval = self.config.drain_check_seconds if checks or incident.follow else every_s
         return Commit(
             updated,
             replies=tuple(replies),
