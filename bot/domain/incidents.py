@@ -22,6 +22,7 @@ from bot.domain.alerts import (
 )
 from bot.domain.delivery import Delivery
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_type
+from bot.domain.jobs import Workflows
 from bot.domain.judgement import BOOT_MINS, added
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
@@ -32,6 +33,7 @@ MAX_RESOLVED_INSTANCES = 1000  # alert instances seen resolved, per group
 # Timeline kinds beyond the lifecycle's, on the record for the postmortem.
 REFUSED = "refused"
 EARLY_WARNING = "early_warning"
+POSTMORTEM = "postmortem"
 
 
 class Status(StrEnum):
@@ -83,8 +85,16 @@ class Event(BaseModel):
 
 
 def actions_taken(events: Sequence[Event]) -> list[Event]:
-    """A refusal is something asked, not done."""
-    return [event for event in events if event.actor and event.kind != REFUSED]
+    """What responders did to the incident, every surface's count: a refusal is something asked,
+    not done; a postmortem is written about the incident, not done to it."""
+    return [event for event in events if event.actor and event.kind not in (REFUSED, POSTMORTEM)]
+
+
+def drafted_from(events: Sequence[Event], drafted: Event) -> list[Event]:
+    """The timeline a write-up recorded as `drafted` was drafted from: the events before it, so
+    its copy on the alert's issue, drafted later, says what the one in Slack said."""
+    before = list(events)
+    return before[: before.index(drafted)] if drafted in before else before
 
 
 class Responder(BaseModel):
@@ -206,6 +216,7 @@ class Incident(BaseModel):
     pictured_at: float = 0.0
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
     follow: Follow | None = None
+    workflows: Workflows | None = None  # as its latest postmortem read them
 
     @property
     def posted_status(self) -> Snapshot | None:
