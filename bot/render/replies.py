@@ -284,7 +284,7 @@ def render_summary(
         md.section(f"{head}\n{md.truncate(title_text(incident), 500)}"),
         md.fields(_summary_fields(incident, took, events)),
     ]
-    if peaks := _peak_rows(incident):
+    if peaks := peak_rows(incident):
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     if (silence := incident.silence) is not None:
         blocks.append(
@@ -360,7 +360,8 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
     if peak.max_queue_time_mins is not None:
         items.append(f"Peak longest wait: *{minutes(peak.max_queue_time_mins)}*")
     if peak.max_queue_size is not None:
-        items.append(f"{peak_queued_label(incident)}: *{number(peak.max_queue_size)}*")
+        at = peak_at(incident)
+        items.append(f"{peak_queued_label(incident)}: *{number(peak.max_queue_size)}*{at}")
     if peak.max_queue_time_mins is None and peak.max_queue_size is None:
         items.append(NO_NUMBERS)
     if (drained := time_to_drain(incident)) is not None:
@@ -378,6 +379,12 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
     return items
 
 
+def peak_at(incident: Incident) -> str:
+    """ " at 14:05": when the peak queue was seen, as the summary and the root say it."""
+    moment = peak_moment(incident)
+    return f" at {md.time_of(moment.at)}" if moment is not None else ""
+
+
 def time_to_drain(incident: Incident) -> timedelta | None:
     """From the peak queue to the resolve; None unless the live readings saw the queue drain."""
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
@@ -393,7 +400,8 @@ def queue_numbers(queue: RunnerQueue) -> str:
     return " · ".join([*parts, wait] if wait else parts)
 
 
-def _peak_rows(incident: Incident) -> list[str]:
+def peak_rows(incident: Incident) -> list[str]:
+    """Each runner type at its worst: the summary's, and the root's once resolved."""
     rows = []
     for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
         if numbers := queue_numbers(queue):
