@@ -148,6 +148,16 @@ class Follow(BaseModel):
     ended: str = ""
 
 
+class RunnersSeen(BaseModel):
+    """A runner type's runners over the incident's live readings, each at its most: what the
+    capacity report says of the type where the incident covers it."""
+
+    busy: float | None = None
+    registered: float | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+
 class Snapshot(BaseModel):
     at: datetime
     numbers: QueueNumbers = QueueNumbers()
@@ -206,6 +216,7 @@ class Incident(BaseModel):
     trend: Trend = Field(default_factory=Trend)
     live: FleetSnapshot | None = None  # the live backend's latest view; None with `alert`
     peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
+    peak_runners: dict[str, RunnersSeen] = Field(default_factory=dict)
     drain_checks: int = 0  # consecutive checks that found the queue drained
     # What the latest new status reply showed once quiet statuses (edits) followed it.
     last_posted: Snapshot | None = None
@@ -587,7 +598,25 @@ def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) ->
     if live is not None:
         update["live"] = live
         update |= _still_likely(incident, live)
+        if live.is_live:
+            update["peak_runners"] = runners_seen(incident.peak_runners, live)
     return incident.model_copy(update=update)
+
+
+def runners_seen(before: Mapping[str, RunnersSeen], live: FleetSnapshot) -> dict[str, RunnersSeen]:
+    seen = dict(before)
+    for name, metrics in live.runner_types.items():
+        seen[name] = most_runners(seen.get(name, RunnersSeen()), metrics)
+    return seen
+
+
+def most_runners(seen: RunnersSeen, more: RunnersSeen | RunnerTypeMetrics | None) -> RunnersSeen:
+    """Each of `seen`'s numbers at its most with `more`'s."""
+    if more is None:
+        return seen
+    return RunnersSeen(
+        **{f: max_known(getattr(seen, f), getattr(more, f)) for f in RunnersSeen.model_fields}
+    )
 
 
 def with_status(trend: Trend, snapshot: Snapshot) -> Trend:

@@ -3,7 +3,8 @@ issue, and the issue's resolve comment take their numbers, counts and workflows 
 stored record (the incident and its timeline), so they cannot differ. (A responder once saw
 "Actions taken | 3" in Slack beside "4" on GitHub, "not known (no jobs source)" on GitHub beside
 the HUD's workflows in the postmortem, and a root saying "6 queued · longest wait 2 min" over a
-summary's "12 queued · 2.7 min".)"""
+summary's "12 queued · 2.7 min", and `/queue report` saying "runners 16–20" of a type the
+thread showed "busy 25/25".)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 from bot.domain.alert_issue import Moment, moment_key
 from bot.domain.alerts import QueueNumbers, RunnerQueue
+from bot.domain.capacity import capacity_report
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, judged
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -20,10 +23,13 @@ from bot.domain.incidents import (
     drafted_from,
     resolve_drained,
     resolve_manually,
+    with_live,
 )
 from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue, workflows_seen
 from bot.render.alert_issue import comment, unlinked
+from bot.render.capacity import render_report
 from bot.render.postmortem import render_postmortem
+from bot.render.queue import type_lines
 from bot.render.replies import peak_rows, render_summary
 from bot.render.root import render_root
 from tests.support.incidents import make_incident
@@ -133,3 +139,30 @@ def test_the_root_at_resolve_shows_the_summarys_peaks_and_when() -> None:
     when = re.escape(str(int(at(5).timestamp())))
     assert re.search(rf"Peak queued jobs: \*12\* at <!date\^{when}", fields_of(summary))
     assert re.search(rf"peak at <!date\^{when}", root)
+
+
+def test_the_capacity_report_says_the_runners_the_thread_showed() -> None:
+    """The thread showed busy 25/25 on a maximum raised to 25; the maximum went back to 20 since.
+    The report's runners for the type are what its incident recorded, not today's bounds."""
+    big = "linux.2xlarge"
+    read = FleetSnapshot(
+        at=at(10),
+        source="prometheus",
+        runner_types={
+            big: RunnerTypeMetrics(
+                queued=30, longest_wait_mins=12, busy=25, registered=25, minimum=16, maximum=25
+            )
+        },
+    )
+    during = judged(read, [], interval=timedelta(minutes=1))
+    incident = with_live(make_incident(started_at=T0, opened_at=T0), during, Snapshot(at=at(10)))
+    done = resolve_drained(incident, now=at(40))
+    now_read = {big: RunnerTypeMetrics(minimum=16, maximum=20)}
+
+    [report] = capacity_report([(done, [])], now_read, since=T0, now=at(60), only=big)
+    thread = " ".join(type_lines(during))
+
+    assert "busy 25/25" in thread
+    assert "runners 16–25 (busy 25/25 at most in its incidents)" in render_report(
+        [report], days=7, kept_days=30
+    )
