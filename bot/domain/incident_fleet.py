@@ -285,7 +285,7 @@ def still_queued(incident: Incident, rule: DrainRule) -> float | None:
     by `rule`; None when it cannot tell or they are not. With the `alert` backend, always None:
     the alert's resolve is the only drain it knows."""
     view = incident.live
-    if view is None or not view.is_live or not _readable(view):
+    if view is None or not _readable(view):
         return None
     types = view.runner_types.values()
     queued = sum(m.queued or 0 for m in types)
