@@ -212,7 +212,10 @@ def render_status(
 
 
 def _age_line(incident: Incident, now: datetime) -> str:
-    if incident.is_open:
+    if incident.is_open and incident.follow is not None:
+        cleared = duration(now - incident.follow.cleared_at)
+        line = f"⏳ Alert cleared *{cleared}* ago: following until the queue drains"
+    elif incident.is_open:
         line = f"Firing for *{duration(now - incident.started_at)}*"
     else:
         took = duration((incident.resolved_at or now) - incident.started_at)

@@ -23,7 +23,13 @@ from bot.domain.incidents import (
     resolve_drained,
     resolve_manually,
 )
-from bot.render.replies import drained_said, following_said, render_summary, resolved_how
+from bot.render.replies import (
+    drained_said,
+    following_said,
+    render_status,
+    render_summary,
+    resolved_how,
+)
 from bot.render.root import render_root
 from tests.support.incidents import make_incident
 from tests.support.payloads import fixture_json
@@ -31,6 +37,7 @@ from tests.support.payloads import fixture_json
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 RULE = DrainRule(max_queued=0, max_wait_mins=5)
 CAP = timedelta(hours=2)
+MIN = timedelta(minutes=1)
 RESOLVED = "grafana/queue-alert-resolved.json"
 
 
@@ -117,6 +124,8 @@ def test_the_alert_clearing_over_its_thresholds_keeps_the_incident_followed() ->
         "drains"
     )
     assert "Alert cleared" in str(render_root(after, now=NOW).blocks[1]), "the root says so"
+    status = render_status(after, previous=None, current=after.snapshot(NOW), now=NOW + MIN * 3)
+    assert "Alert cleared *3 min* ago: following until the queue drains" in str(status.blocks[0])
 
 
 def test_the_alert_clearing_under_them_resolves_at_once_as_before() -> None:
