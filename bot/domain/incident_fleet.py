@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue, first_known
+from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import (
     FleetSnapshot,
     HistoryPoint,
@@ -28,6 +28,7 @@ from bot.domain.incidents import (
     UNDER,
     Incident,
     Snapshot,
+    thresholds,
     with_scale_ups,
 )
 from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement
@@ -291,7 +292,7 @@ def still_queued(incident: Incident, rule: DrainRule) -> float | None:
     queued = sum(m.queued or 0 for m in types)
     if not queued:
         return None
-    size, time = _thresholds(incident)
+    size, time = thresholds(incident)
     if size is None and time is None:
         return None if is_drained(view, rule) else queued
     largest = max((m.queued or 0 for m in types), default=0)
@@ -315,18 +316,9 @@ def follow_ended(
     view = incident.live
     # Drained by the rule is said once the drain checks agree, as for any incident.
     under = view is not None and _readable(view) and not is_drained(view, rule)
-    if under and _thresholds(incident) != (None, None) and still_queued(incident, rule) is None:
+    if under and thresholds(incident) != (None, None) and still_queued(incident, rule) is None:
         return UNDER
     return CAPPED if now - follow.cleared_at >= cap else ""
-
-
-def _thresholds(incident: Incident) -> tuple[float | None, float | None]:
-    """The alert's size and time thresholds, kept in the peak when its numbers cleared."""
-    numbers, peak = incident.numbers, incident.peak
-    return (
-        first_known(numbers.queue_size_threshold, peak.queue_size_threshold),
-        first_known(numbers.queue_time_threshold, peak.queue_time_threshold),
-    )
 
 
 def _readable(view: FleetSnapshot | None) -> bool:

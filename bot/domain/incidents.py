@@ -373,18 +373,24 @@ def _followed(
 ) -> Incident:
     """The alert's numbers cleared, but not the thresholds the queue is followed against, nor
     the names of its types (read live, they stay this incident's, not every type that queues)."""
-    numbers, peak = incident.numbers, incident.peak
-    kept = QueueNumbers(
-        queue_size_threshold=first_known(numbers.queue_size_threshold, peak.queue_size_threshold),
-        queue_time_threshold=first_known(numbers.queue_time_threshold, peak.queue_time_threshold),
-    )
+    size, time = thresholds(incident)
     update |= {
-        "numbers": kept,
+        "numbers": QueueNumbers(queue_size_threshold=size, queue_time_threshold=time),
         "runner_types": dict.fromkeys(incident.runner_types, RunnerQueue()),
         "follow": Follow(cleared_at=now, queued=queued),
         "updated_at": now,
     }
     return incident.model_copy(update=update)
+
+
+def thresholds(incident: Incident) -> tuple[float | None, float | None]:
+    """The alert rule's size and time thresholds: its latest numbers', else the peak's (kept when
+    a resolve cleared the numbers)."""
+    numbers, peak = incident.numbers, incident.peak
+    return (
+        first_known(numbers.queue_size_threshold, peak.queue_size_threshold),
+        first_known(numbers.queue_time_threshold, peak.queue_time_threshold),
+    )
 
 
 def repeated(incident: Incident, *, now: datetime) -> Incident:
