@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.domain.alert_issue import Moment, moment_key, moments
 from bot.domain.alerts import QueueNumbers, RunnerQueue, parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
@@ -17,12 +18,14 @@ from bot.domain.incidents import (
     DRAINED,
     UNDER,
     Change,
+    Event,
     Incident,
     Resolution,
     apply_notification,
     resolve_drained,
     resolve_manually,
 )
+from bot.render.alert_issue import comment
 from bot.render.replies import (
     drained_said,
     following_said,
@@ -217,3 +220,17 @@ def test_an_ordinary_drain_says_what_it_said_before() -> None:
     assert resolved.follow is None and resolved.resolution is Resolution.DRAINED
     assert drained_said(resolved) == "The queue drained: resolved automatically"
     assert resolved_how(resolved) == "(queue drained)"
+
+
+def test_the_alerts_issue_hears_the_alert_cleared_and_later_the_resolve() -> None:
+    incident = followed(live(linux_2xlarge=(6, 2)))
+    cleared_event = Event(at=NOW, kind="alert_cleared", text=following_said(incident))
+    resolved = resolve_drained(incident, now=NOW + MIN * 4)
+    resolve_event = Event(at=NOW + MIN * 4, kind="resolved", text=drained_said(resolved))
+
+    told = [m.event for m in moments([cleared_event, resolve_event]) if m.event is not None]
+    said = comment(incident, Moment(moment_key(cleared_event), cleared_event), now=NOW)
+
+    assert told == [cleared_event, resolve_event]
+    assert said.startswith("**Alert cleared** at ")
+    assert "6 jobs still queue over its thresholds" in said
