@@ -306,7 +306,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             Leases(redis),
             config=settings,
             permalink=gateway.link,
-            postmortem=core.postmortem_markdown,
             clock=clock,
         ).tick
     outbound = Outbound(

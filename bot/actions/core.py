@@ -17,8 +17,15 @@ from bot.config import Settings
 from bot.domain.fleet import of_type
 from bot.domain.headline import still_live
 from bot.domain.incident_fleet import judgement_of
-from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
-from bot.domain.jobs import JobsView
+from bot.domain.incidents import (
+    POSTMORTEM,
+    Event,
+    Incident,
+    acknowledge,
+    resolve_manually,
+    with_action,
+)
+from bot.domain.jobs import JobsView, workflows_seen
 from bot.domain.judgement import Judgement
 from bot.domain.scaling import ScaleOwner, ScalePreview
 from bot.render.mrkdwn import escape
@@ -182,12 +189,16 @@ class ActionCore:
             name = await self._acting.name(actor)
 
             def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
-                markdown = render_postmortem(incident, timeline, now=now, jobs=jobs, jobs_note=note)
+                # Read once, kept: the copy on the alert's issue renders this record too.
+                types = sorted(incident.shown_types or incident.runner_types)
+                seen = workflows_seen(jobs, note, types=types, ended=incident.resolved_at)
+                incident = incident.model_copy(update={"workflows": seen})
+                markdown = render_postmortem(incident, timeline, now=now)
                 text = (
                     "Postmortem draft (still firing)" if incident.is_open else "Postmortem drafted"
                 )
                 event = Event(
-                    at=now, kind="postmortem", text=text, actor=actor.user_id, actor_name=name
+                    at=now, kind=POSTMORTEM, text=text, actor=actor.user_id, actor_name=name
                 )
                 reply = postmortem_reply(markdown, title=f"Postmortem · incident {incident.id}")
                 commit = Commit(with_action(incident, event), events=(event,), replies=(reply,))
@@ -196,13 +207,6 @@ class ActionCore:
             return await self._acting.commit(ref, decide, with_timeline=True)
 
         return await self._acting.guarded("postmortem", actor, interaction, run)
-
-    async def postmortem_markdown(
-        self, incident: Incident, timeline: list[Event], now: datetime
-    ) -> str:
-        """The write-up as `postmortem` shares it, for the alert's GitHub issue."""
-        jobs, note = await self._jobs_view(now)
-        return render_postmortem(incident, timeline, now=now, jobs=jobs, jobs_note=note)
 
     async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
         unread = "the jobs source could not be read: {exc}"

@@ -223,6 +223,10 @@ class Incidents(Group, title="Incidents"):
     """Drained: at most this many jobs waiting per runner type."""
     drain_max_wait_minutes: Minutes = Field(5, ge=0)
     """Drained: no job waiting longer than this."""
+    drain_follow_max: Span = Field(2 * 3600, ge=0, le=7 * 86_400)
+    """When the alert clears while the live readings still see jobs queued over its thresholds, the
+    thread keeps its statuses until the queue drains or falls under them, for at most this long
+    (a span such as `2h`; 0: resolve with the alert, as with METRICS_BACKEND=alert)."""
     drain_target_minutes: Minutes = Field(30, gt=0, le=1440)
     """Runners are recommended to drain the queue within this long (the one recommendation every
     surface shows)."""

@@ -19,7 +19,7 @@ AREA_LABEL = "area:alerting"
 # Timeline kinds a comment tells; everything else (statuses, notifications) stays in Slack.
 MOMENTS = frozenset(
     {"acknowledged", "handed_over", "silenced", "unsilenced", "scaled", "scale_reverted"}
-    | {"diagnosed", "resolved", "reopened", "postmortem"}
+    | {"diagnosed", "alert_cleared", "resolved", "reopened", "postmortem"}
 )
 THREAD_MOMENT = "thread"  # the first thing an issue hears: where the incident's thread is
 MAX_TITLE = 256  # GitHub's

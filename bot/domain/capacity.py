@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 from bot.domain.early_warning import Thresholds, stated_thresholds
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.incidents import Event, Incident
+from bot.domain.incidents import Event, Incident, RunnersSeen, most_runners
 from bot.domain.judgement import to_drain
 from bot.domain.oom_kills import OomKill, ranked
 from bot.domain.runner_names import runner_key
@@ -106,6 +106,8 @@ class TypeReport:
     scale_ups: Mapping[str, int] = field(default_factory=dict)  # who -> how many
     minimum: float | None = None
     maximum: float | None = None
+    busy: float | None = None  # the most its incidents saw busy, of `registered`
+    registered: float | None = None
     # From the backend's history, where it keeps one (None: not known).
     wait_p50_mins: float | None = None
     wait_p90_mins: float | None = None
@@ -219,9 +221,16 @@ def _report(
     if history is not None and history.peak_queued is not None:
         queued.append(history.peak_queued)
     waits = [p.longest_wait_mins for p in peaks if p.longest_wait_mins is not None]
-    maximum = live.maximum if live else None
+    minimum, maximum = (live.minimum, live.maximum) if live else (None, None)
     if maximum is None and history is not None and history.maximum:
         maximum = history.maximum[max(history.maximum)]  # the latest the history knows
+    # Where incidents cover the type, its runners as they recorded them, not as they are now
+    # (a raised maximum put back since), nor the history's series.
+    ran = RunnersSeen()
+    for incident, _ in incidents:
+        ran = most_runners(ran, incident.peak_runners.get(name))
+    if ran.maximum is not None:
+        minimum, maximum = ran.minimum, ran.maximum
     duration = (live.job_duration_mins if live else None) or (history.job_mins if history else None)
     made = (e.scale for _, events in incidents for e in events)
     scalers = Counter(  # who made the type's scale-ups, and how many each
@@ -236,8 +245,10 @@ def _report(
         peak_queued=max(queued, default=None),
         peak_wait_mins=max(waits, default=None),
         scale_ups=dict(scalers.most_common()),
-        minimum=live.minimum if live else None,
+        minimum=minimum,
         maximum=maximum,
+        busy=ran.busy,
+        registered=ran.registered,
         wait_p50_mins=history.wait_p50_mins if history else None,
         wait_p90_mins=history.wait_p90_mins if history else None,
         quantiles_of=history.quantiles_of if history else "queue time",

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.domain.alerts import RunnerQueue, first_known
+from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, longest_wait
-from bot.domain.incidents import Incident, queued_total
+from bot.domain.incidents import Incident, queued_total, thresholds
 from bot.domain.units import number, wait_said
 
 
@@ -79,15 +79,17 @@ class StillLive:
 
 
 def still_live(incident: Incident) -> StillLive | None:
-    """None when nothing is over (or it resolved, or no number or threshold is known). Where
-    the rule only says whether each was crossed (PyTorch's), a number is over when the rule
-    said so and jobs still queue."""
+    """None when nothing is over (or it resolved, or no number or threshold is known), or its
+    alert cleared (followed until the queue drains: a Resolve only stops following, and nothing
+    fires to reopen it). Where the rule only says whether each was crossed (PyTorch's), a number
+    is over when the rule said so and jobs still queue."""
     head = headline(incident)
+    if incident.follow is not None:
+        return None  # the alert cleared: resolving only stops following, nothing reopens it
     if not incident.is_open or head.worst or head.queued == 0:
         return None  # nothing queues: a wait left is a start's, not a job still waiting
-    numbers, peak = incident.numbers, incident.peak
-    size_limit = first_known(numbers.queue_size_threshold, peak.queue_size_threshold)
-    time_limit = first_known(numbers.queue_time_threshold, peak.queue_time_threshold)
+    numbers = incident.numbers
+    size_limit, time_limit = thresholds(incident)
     types = head.live.runner_types.values() if head.live else incident.runner_types.values()
     queues = [q.queued for q in types if q.queued is not None]
     largest = max(queues, default=head.queued)

@@ -18,10 +18,19 @@ from bot.domain.fleet import (
     Reading,
     RunnerTypeMetrics,
     judged_as,
+    longest_wait,
     of_type,
     worst_first,
 )
-from bot.domain.incidents import Incident, Snapshot, with_scale_ups
+from bot.domain.incidents import (
+    CAPPED,
+    DRAINED,
+    UNDER,
+    Incident,
+    Snapshot,
+    thresholds,
+    with_scale_ups,
+)
 from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement
 from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
@@ -293,6 +302,54 @@ def _can_show_none(incident: Incident, view: FleetSnapshot) -> bool:
     alert naming no type whose queue drained before a live reading saw it would else wait for
     the alert's resolve, which an alert source may never send)."""
     return view.absent_means_empty or view.at - incident.opened_at >= SCRAPED_WITHIN
+
+
+def still_queued(incident: Incident, rule: DrainRule) -> float | None:
+    """The jobs its latest live view still sees queued over the alert's thresholds (a type's queue
+    over the size one, or the longest wait over the time one), or where it has none, not drained
+    by `rule`; None when it cannot tell or they are not. With the `alert` backend, always None:
+    the alert's resolve is the only drain it knows."""
+    view = incident.live
+    if view is None or not _readable(view):
+        return None
+    types = view.runner_types.values()
+    queued = sum(m.queued or 0 for m in types)
+    if not queued:
+        return None
+    size, time = thresholds(incident)
+    if size is None and time is None:
+        return None if is_drained(view, rule) else queued
+    largest = max((m.queued or 0 for m in types), default=0)
+    worst = longest_wait(types)
+    wait = worst.longest_wait_mins if worst is not None else None
+    over_size = size is not None and largest > size
+    over_time = time is not None and wait is not None and wait > time
+    return queued if over_size or over_time else None
+
+
+def follow_ended(
+    incident: Incident, checks: int, *, needed: int, rule: DrainRule, cap: timedelta, now: datetime
+) -> str:
+    """Why a queue followed after its alert cleared stops being followed (`DRAINED`, `UNDER` its
+    thresholds, `CAPPED`); "" while it goes on, or when it is not followed."""
+    follow = incident.follow
+    if follow is None:
+        return ""
+    if checks >= needed:
+        return DRAINED
+    view = incident.live
+    # Drained by the rule is said once the drain checks agree, as for any incident.
+    under = view is not None and _readable(view) and not is_drained(view, rule)
+    if under and thresholds(incident) != (None, None) and still_queued(incident, rule) is None:
+        return UNDER
+    return CAPPED if now - follow.cleared_at >= cap else ""
+
+
+def _readable(view: FleetSnapshot | None) -> bool:
+    """A live view that knows every queue it shows."""
+    if view is None or not view.is_live or view.missing or view.hidden_queueing:
+        return False
+    return all(m.queued is not None for m in view.runner_types.values())
 
 
 def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snapshot:

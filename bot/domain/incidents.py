@@ -11,9 +11,18 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
+from bot.domain.alerts import (
+    AlertFacts,
+    Matcher,
+    QueueNumbers,
+    RunnerQueue,
+    Source,
+    first_known,
+    max_known,
+)
 from bot.domain.delivery import Delivery
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_type
+from bot.domain.jobs import Workflows
 from bot.domain.judgement import BOOT_MINS, added
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
@@ -24,6 +33,7 @@ MAX_RESOLVED_INSTANCES = 1000  # alert instances seen resolved, per group
 # Timeline kinds beyond the lifecycle's, on the record for the postmortem.
 REFUSED = "refused"
 EARLY_WARNING = "early_warning"
+POSTMORTEM = "postmortem"
 
 
 class Status(StrEnum):
@@ -45,6 +55,7 @@ class Change(StrEnum):
     UPDATED = "updated"
     ALERTS_CHANGED = "alerts_changed"  # a different set of alerts or runner types is firing
     RESOLVED = "resolved"
+    FOLLOWED = "followed"  # the alert cleared while jobs still queue: followed until they drain
     REOPENED = "reopened"
     STALE = "stale"  # older than what the incident already reflects, or a duplicate delivery
 
@@ -74,8 +85,16 @@ class Event(BaseModel):
 
 
 def actions_taken(events: Sequence[Event]) -> list[Event]:
-    """A refusal is something asked, not done."""
-    return [event for event in events if event.actor and event.kind != REFUSED]
+    """What responders did to the incident, every surface's count: a refusal is something asked,
+    not done; a postmortem is written about the incident, not done to it."""
+    return [event for event in events if event.actor and event.kind not in (REFUSED, POSTMORTEM)]
+
+
+def drafted_from(events: Sequence[Event], drafted: Event) -> list[Event]:
+    """The timeline a write-up recorded as `drafted` was drafted from: the events before it, so
+    its copy on the alert's issue, drafted later, says what the one in Slack said."""
+    before = list(events)
+    return before[: before.index(drafted)] if drafted in before else before
 
 
 class Responder(BaseModel):
@@ -113,6 +132,30 @@ class PutBack(BaseModel):
     after: int
     when: str = ""  # what it waits for after the resolve ("once its queue has stayed drained")
     latest: datetime | None = None  # `SCALE_REVERT_AFTER` after the scale-up, whatever happens
+
+
+# How a followed queue stopped being followed (`Follow.ended`).
+DRAINED, UNDER, CAPPED = "drained", "under", "capped"
+
+
+class Follow(BaseModel):
+    """The alert cleared while `queued` jobs still queued over its thresholds: the incident stays
+    open, its statuses going on, until the queue drains, falls under them, or DRAIN_FOLLOW_MAX
+    passes (`ended`)."""
+
+    cleared_at: datetime
+    queued: float
+    ended: str = ""
+
+
+class RunnersSeen(BaseModel):
+    """A runner type's runners over the incident's live readings, each at its most: what the
+    capacity report says of the type where the incident covers it."""
+
+    busy: float | None = None
+    registered: float | None = None
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 class Snapshot(BaseModel):
@@ -173,6 +216,7 @@ class Incident(BaseModel):
     trend: Trend = Field(default_factory=Trend)
     live: FleetSnapshot | None = None  # the live backend's latest view; None with `alert`
     peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
+    peak_runners: dict[str, RunnersSeen] = Field(default_factory=dict)
     drain_checks: int = 0  # consecutive checks that found the queue drained
     # What the latest new status reply showed once quiet statuses (edits) followed it.
     last_posted: Snapshot | None = None
@@ -182,6 +226,8 @@ class Incident(BaseModel):
     charted_at: float = 0.0
     pictured_at: float = 0.0
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
+    follow: Follow | None = None
+    workflows: Workflows | None = None  # as its latest postmortem read them
 
     @property
     def posted_status(self) -> Snapshot | None:
@@ -287,15 +333,24 @@ def open_incident(
 
 
 def apply_notification(
-    incident: Incident, delivery: Delivery, *, entry_id: str, now: datetime
+    incident: Incident,
+    delivery: Delivery,
+    *,
+    entry_id: str,
+    now: datetime,
+    still_queued: float | None = None,
 ) -> tuple[Incident, Change]:
-    """A later notification of the group (one `is_stale` let through) folded into its incident."""
+    """A later notification of the group (one `is_stale` let through) folded into its incident.
+    `still_queued`: the jobs the live reading still sees over the alert's thresholds, which a
+    resolved notification leaves followed instead of resolved."""
     if delivery.status == "resolved":
-        if not incident.is_open:
+        if not incident.is_open or incident.follow is not None:
             return incident, Change.STALE
         # `now`, not the alert's endsAt: the reopen window and the duration are this incident's.
         update = {"numbers": QueueNumbers(), "runner_types": {}, "firing_count": 0}
         update["notifications"] = incident.notifications + 1
+        if still_queued:
+            return _followed(incident, still_queued, now, update), Change.FOLLOWED
         return _resolved(incident, Resolution.ALERT, now, **update), Change.RESOLVED
     resolved_ms = incident.resolved_at.timestamp() * 1000 if incident.resolved_at else 0.0
     if incident.resolution is Resolution.MANUAL and entry_order(entry_id)[0] < resolved_ms:
@@ -306,9 +361,36 @@ def apply_notification(
         update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
         update |= {"status": Status.FIRING, "reopened": incident.reopened + 1}
         return updated.model_copy(update=update), Change.REOPENED
+    if incident.follow is not None:  # it never resolved: firing again, as the thread hears
+        return updated.model_copy(update={"follow": None}), Change.ALERTS_CHANGED
     alerts = [(i.firing_count, set(i.runner_types)) for i in (incident, updated)]
     changed = alerts[0] != alerts[1]
     return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
+
+
+def _followed(
+    incident: Incident, queued: float, now: datetime, update: dict[str, object]
+) -> Incident:
+    """The alert's numbers cleared, but not the thresholds the queue is followed against, nor
+    the names of its types (read live, they stay this incident's, not every type that queues)."""
+    size, time = thresholds(incident)
+    update |= {
+        "numbers": QueueNumbers(queue_size_threshold=size, queue_time_threshold=time),
+        "runner_types": dict.fromkeys(incident.runner_types, RunnerQueue()),
+        "follow": Follow(cleared_at=now, queued=queued),
+        "updated_at": now,
+    }
+    return incident.model_copy(update=update)
+
+
+def thresholds(incident: Incident) -> tuple[float | None, float | None]:
+    """The alert rule's size and time thresholds: its latest numbers', else the peak's (kept when
+    a resolve cleared the numbers)."""
+    numbers, peak = incident.numbers, incident.peak
+    return (
+        first_known(numbers.queue_size_threshold, peak.queue_size_threshold),
+        first_known(numbers.queue_time_threshold, peak.queue_time_threshold),
+    )
 
 
 def repeated(incident: Incident, *, now: datetime) -> Incident:
@@ -329,8 +411,13 @@ def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -
     return _resolved(incident, Resolution.MANUAL, now, resolved_by=by, resolved_by_name=name)
 
 
-def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
-    return _resolved(incident, Resolution.DRAINED, now)
+def resolve_drained(incident: Incident, *, now: datetime, ended: str = DRAINED) -> Incident:
+    """Drained, or a followed queue no longer followed (`ended`: why)."""
+    if incident.follow is None:
+        return _resolved(incident, Resolution.DRAINED, now)
+    follow = incident.follow.model_copy(update={"ended": ended})
+    resolution = Resolution.ALERT if ended == CAPPED else Resolution.DRAINED
+    return _resolved(incident, resolution, now, follow=follow)
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
@@ -517,7 +604,25 @@ def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) ->
     if live is not None:
         update["live"] = live
         update |= _still_likely(incident, live)
+        if live.is_live:
+            update["peak_runners"] = runners_seen(incident.peak_runners, live)
     return incident.model_copy(update=update)
+
+
+def runners_seen(before: Mapping[str, RunnersSeen], live: FleetSnapshot) -> dict[str, RunnersSeen]:
+    seen = dict(before)
+    for name, metrics in live.runner_types.items():
+        seen[name] = most_runners(seen.get(name, RunnersSeen()), metrics)
+    return seen
+
+
+def most_runners(seen: RunnersSeen, more: RunnersSeen | RunnerTypeMetrics | None) -> RunnersSeen:
+    """Each of `seen`'s numbers at its most with `more`'s."""
+    if more is None:
+        return seen
+    return RunnersSeen(
+        **{f: max_known(getattr(seen, f), getattr(more, f)) for f in RunnersSeen.model_fields}
+    )
 
 
 def with_status(trend: Trend, snapshot: Snapshot) -> Trend:

@@ -4,10 +4,12 @@ job, a mass re-run, a `ciflow` tag): the fix for a surge is to cancel or defer i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
 
 from bot.domain import units
 from bot.domain.runner_names import type_named
@@ -300,3 +302,51 @@ def surging(view: JobsView, runner_type: str) -> Surge | None:
         said = (w.workflow, w.trigger, last, before, w.queued, share, view.history)
         found.append((score, Surge(runner_type, *said, view.listed_over_mins)))
     return max(found, key=lambda pair: pair[0])[1] if found else None
+
+
+# The jobs source counts the last hour's arrivals: listed later than this after the incident
+# ended, its jobs are another hour's.
+JOBS_WINDOW = timedelta(hours=1)
+
+
+class WorkflowRow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    runner_type: str
+    workflow: str
+    queued: int
+    last_hour: int | None = None
+
+
+class Workflows(BaseModel):
+    """The workflows behind an incident's runner types as its jobs source listed them when its
+    postmortem was drafted, or why none are known (`unknown`; `late`: listed more than an hour
+    after it ended): every write-up renders this record, never a later listing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime | None = None
+    source: str = ""
+    rows: tuple[WorkflowRow, ...] = ()
+    note: str = ""  # the source's own
+    unknown: str = ""
+    late: bool = False
+
+
+def workflows_seen(
+    view: JobsView | None, why: str, *, types: Sequence[str], ended: datetime | None
+) -> Workflows:
+    """The record of `view`'s workflows for `types` (or `why` it is None), most queued first."""
+    if view is None:
+        return Workflows(unknown=why or "no jobs source")
+    seen = Workflows(at=view.at, source=view.source, note=view.note)
+    if ended is not None and view.at - ended > JOBS_WINDOW:
+        return seen.model_copy(update={"late": True, "note": ""})
+    rows = [
+        WorkflowRow(runner_type=name, workflow=w.workflow, queued=w.queued, last_hour=w.last_hour)
+        for name in dict.fromkeys(view.name_of(t) for t in sorted(types))
+        if (found := view.runner_types.get(name)) is not None
+        for w in found.workflows
+    ]
+    rows.sort(key=lambda row: (-row.queued, row.runner_type, row.workflow))
+    return seen.model_copy(update={"rows": tuple(rows)})

@@ -15,6 +15,7 @@ from functools import partial
 from bot import logs
 from bot.config import Settings
 from bot.domain.delivery import Delivery, named
+from bot.domain.incident_fleet import still_queued
 from bot.domain.incidents import (
     Change,
     Event,
@@ -28,7 +29,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.routes import channel_for
 from bot.intake.group_loop import GroupLoop
-from bot.render.replies import render_event, summaries
+from bot.render.replies import following_said, render_event, summaries
 from bot.storage.incident_store import (
     BAND_EVENT,
     Commit,
@@ -223,7 +224,12 @@ class Intake:
     ) -> tuple[Change, Commit]:
         current = loaded.incident
         assert current is not None
-        incident, change = apply_notification(current, delivery, entry_id=entry_id, now=now)
+        queued = None
+        if delivery.status == "resolved" and self.config.drain_follow_max:
+            queued = still_queued(current, self.config.drain_rule)
+        incident, change = apply_notification(
+            current, delivery, entry_id=entry_id, now=now, still_queued=queued
+        )
         fenced = {"incident": incident, "version": loaded.version, "thread": loaded.thread}
         if change is Change.STALE:
             return change, base
@@ -238,6 +244,8 @@ class Intake:
                 base, **fenced, events=(event,), replies=replies, stop_status=True
             )
         due = self._next_status(now) if change is Change.REOPENED else None
+        if change is Change.FOLLOWED:  # looked at as often as a draining queue
+            due = now.timestamp() + self.config.drain_check_seconds
         reply = Reply("event", BAND_EVENT, render_event(incident, event))
         return change, replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
 
@@ -261,9 +269,11 @@ def _event_for(change: Change, incident: Incident, now: datetime) -> Event:
     texts = {
         Change.RESOLVED: "Alert resolved",
         Change.REOPENED: "Alert fired again: incident reopened",
+        Change.FOLLOWED: following_said(incident),
         Change.ALERTS_CHANGED: _alerts_line(incident),
     }
-    return Event(at=now, kind=change.value, text=texts.get(change, change.value))
+    kind = "alert_cleared" if change is Change.FOLLOWED else change.value
+    return Event(at=now, kind=kind, text=texts.get(change, change.value))
 
 
 def _alerts_line(incident: Incident) -> str:

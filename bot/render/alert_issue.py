@@ -12,10 +12,11 @@ import re
 from datetime import datetime
 
 from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
-from bot.domain.incidents import Event, Incident
+from bot.domain.incidents import POSTMORTEM, Event, Incident, drafted_from
 from bot.render.postmortem import (
     impact_section,
     md_escape,
+    render_postmortem,
     safe_url,
     summary_section,
     utc,
@@ -39,6 +40,7 @@ TITLES = {
     "scaled": "Scaled up",
     "scale_reverted": "Scale-up put back",
     "diagnosed": "Likely cause",
+    "alert_cleared": "Alert cleared",
     "reopened": "Fired again",
 }
 
@@ -81,10 +83,10 @@ def comment(
     *,
     thread_url: str = "",
     timeline: list[Event] | None = None,
-    postmortem: str = "",
     now: datetime,
 ) -> str:
-    """The comment telling `moment`, its mark last."""
+    """The comment telling `moment`, its mark last; a postmortem's, the write-up as the thread
+    got it (drafted from the same record, at the same moment)."""
     event = moment.event
     if moment.key == THREAD_MOMENT or event is None:
         where = f"[its Slack thread]({thread_url.strip()})" if safe_url(thread_url) else "Slack"
@@ -93,8 +95,8 @@ def comment(
             "the steps responders take there are commented here; the periodic status stays in "
             "Slack."
         )
-    elif event.kind == "postmortem" and postmortem:
-        text = postmortem
+    elif event.kind == POSTMORTEM:
+        text = render_postmortem(incident, drafted_from(timeline or [], event), now=event.at)
     else:
         title = "Resolved" if event.kind == "resolved" else TITLES.get(event.kind)
         title = title or md_escape(event.kind.replace("_", " ").capitalize(), 60)
@@ -106,7 +108,7 @@ def comment(
         if event.kind == "resolved":
             upto = [e for e in timeline or [] if e.at <= event.at]
             summary = summary_section(incident, upto, now).replace("## ", "### ", 1)
-            impact = impact_section(incident, None, "").replace("## ", "### ", 1)
+            impact = impact_section(incident).replace("## ", "### ", 1)
             text = f"{text}\n\n{summary}\n\n{impact}"
     mark = comment_mark(incident, moment.key)
     text = unlinked(text)

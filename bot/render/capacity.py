@@ -108,7 +108,11 @@ def _type_line(report: TypeReport) -> str:
         parts.append(f"longest wait {minutes(report.peak_wait_mins)}")
     if report.maximum is not None:
         low = number(report.minimum) if report.minimum is not None else "?"
-        parts.append(f"runners {low}–{number(report.maximum)}")
+        runners = f"runners {low}–{number(report.maximum)}"
+        if report.busy is not None and report.registered is not None:
+            busy = f"busy {number(report.busy)}/{number(max(report.busy, report.registered))}"
+            runners += f" ({busy} at most in its incidents)"
+        parts.append(runners)
     if report.scale_ups:
         named = list(report.scale_ups.items())  # most first
         who = ", ".join(f"{md.escaped(n, 40)} {c}" for n, c in named[:MAX_SCALERS])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import RunnerTypeMetrics, worst_first
@@ -23,18 +23,23 @@ from bot.domain.incidents import (
     actions_taken,
     peak_moment,
 )
-from bot.domain.jobs import JobsView
+from bot.domain.jobs import Workflows
 from bot.domain.units import duration, minutes, number, wait_said
 from bot.render.chart import incident_chart, sampled
 from bot.render.mrkdwn import is_linkable
-from bot.render.replies import RESOLVED_BY, peak_queued_label, put_back_said, time_to_drain
+from bot.render.replies import (
+    RESOLVED_BY,
+    followed_how,
+    peak_queued_label,
+    put_back_said,
+    time_to_drain,
+)
 
 MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
 MAX_TYPES = 15  # runner types in the impact table
 MAX_WORKFLOWS = 15  # workflow rows in the jobs table
 MAX_TIMELINE = 200  # timeline rows; the earliest are said to be left out
 MAX_CHART_ROWS = 12  # rows of "Queue over time"
-JOBS_WINDOW = timedelta(hours=1)  # the jobs source counts arrivals of the last hour
 RENOTIFIED = frozenset({"updated", "notified"})  # repeats of the alert: one row per run
 ALL_TYPES = "all runner types"
 
@@ -94,16 +99,9 @@ def safe_url(url: str) -> bool:
     return is_linkable(url) and not re.search(r"[\s<>`\\]", url)
 
 
-def render_postmortem(
-    incident: Incident,
-    events: Sequence[Event],
-    *,
-    now: datetime,
-    jobs: JobsView | None = None,
-    jobs_note: str = "",
-) -> str:
-    """The write-up from the timeline (`events`, oldest first). `jobs` is the jobs source's view;
-    without one, `jobs_note` says why."""
+def render_postmortem(incident: Incident, events: Sequence[Event], *, now: datetime) -> str:
+    """The write-up from the timeline (`events`, oldest first) and the incident's record, its
+    workflows those its postmortem's jobs listing found (`Incident.workflows`)."""
     title = md_escape(incident.title)
     if incident.priority:
         title = f"{md_escape(incident.priority, 20)} · {title}"
@@ -119,7 +117,7 @@ def render_postmortem(
     sections = [
         heading,
         summary_section(incident, events, now),
-        impact_section(incident, jobs, jobs_note),
+        impact_section(incident),
         _timeline(incident, events),
         _diagnosis(incident, events),
         _queue_over_time(incident),
@@ -132,6 +130,8 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
     ended = incident.resolved_at
     if incident.resolution is Resolution.MANUAL and incident.resolved_by:
         how = f"(resolved by {who(incident.resolved_by, incident.resolved_by_name)})"
+    elif followed := followed_how(incident):
+        how = f"({followed})"
     else:
         how = _ENDED.get(incident.resolution, "") if incident.resolution else ""
     rows = [
@@ -167,7 +167,7 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
     return "## Summary\n\n" + table + ("\n\nLinks:\n\n" + "\n".join(links) if links else "")
 
 
-def impact_section(incident: Incident, jobs: JobsView | None, jobs_note: str) -> str:
+def impact_section(incident: Incident) -> str:
     peak = incident.peak
     lines = []
     if peak.max_queue_time_mins is not None:
@@ -178,7 +178,7 @@ def impact_section(incident: Incident, jobs: JobsView | None, jobs_note: str) ->
         lines.append(f"- Drained in: **{duration(drained)}** from the peak")
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
-    return "\n\n".join([*parts, _jobs(incident, jobs, jobs_note)])
+    return "\n\n".join(part for part in [*parts, _workflows(incident.workflows)] if part)
 
 
 def _at_peak(incident: Incident) -> str:
@@ -247,32 +247,34 @@ def _wait(queue: RunnerQueue | RunnerTypeMetrics) -> str:
     return said or ("–" if queue.queued == 0 else "?")
 
 
-def _jobs(incident: Incident, jobs: JobsView | None, note: str) -> str:
-    """The workflows behind the incident's runner types, as the jobs source last read them."""
-    if jobs is None:
-        return f"Jobs and workflows affected: not known ({md_escape(note or 'no jobs source')})."
-    if incident.resolved_at is not None and jobs.at - incident.resolved_at > JOBS_WINDOW:
+def _workflows(seen: Workflows | None) -> str:
+    """The workflows behind the incident's runner types, as its postmortem's jobs listing found
+    them (nothing before a postmortem read one)."""
+    if seen is None:
+        return ""
+    if seen.unknown:
+        return f"Jobs and workflows affected: not known ({md_escape(seen.unknown)})."
+    at = utc(seen.at) if seen.at is not None else "?"
+    if seen.late:
         return (
             "Jobs and workflows affected: not known (the jobs source counts the last hour's "
-            f"arrivals, and the incident ended more than an hour before {utc(jobs.at)})."
+            f"arrivals, and the incident ended more than an hour before {at})."
         )
-    wanted = [jobs.name_of(name) for name in sorted(incident.shown_types or incident.runner_types)]
-    rows = []
-    for name in dict.fromkeys(wanted):
-        found = jobs.runner_types.get(name)
-        for flow in found.workflows if found is not None else ():
-            arrived = "" if flow.last_hour is None else number(flow.last_hour)
-            rows.append(
-                (md_escape(name, 80), md_escape(flow.workflow, 120), str(flow.queued), arrived)
-            )
-    source = md_escape(jobs.source, 40)
-    head = f"Jobs and workflows affected, as {source} read them on {utc(jobs.at)}"
-    if not rows:
+    head = f"Jobs and workflows affected, as {md_escape(seen.source, 40)} read them on {at}"
+    if not seen.rows:
         return f"{head}: no queued jobs of these runner types."
-    rows.sort(key=lambda row: (-int(row[2]), row[0], row[1]))
+    rows = [
+        (
+            md_escape(row.runner_type, 80),
+            md_escape(row.workflow, 120),
+            str(row.queued),
+            "" if row.last_hour is None else number(row.last_hour),
+        )
+        for row in seen.rows
+    ]
     header = ("Runner type", "Workflow", "Queued", "Arrived in the last hour")
     table = _table(header, rows, align=("---", "---", "---:", "---:"), most=MAX_WORKFLOWS, of="")
-    return f"{head}:\n\n{table}" + (f"\n\n_{md_escape(jobs.note)}_" if jobs.note else "")
+    return f"{head}:\n\n{table}" + (f"\n\n_{md_escape(seen.note)}_" if seen.note else "")
 
 
 def _timeline(incident: Incident, events: Sequence[Event]) -> str:

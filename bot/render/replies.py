@@ -14,6 +14,9 @@ from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, longest_wait, worst_first
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
+    CAPPED,
+    DRAINED,
+    UNDER,
     Event,
     Incident,
     PutBack,
@@ -42,6 +45,7 @@ _EVENT_ICONS = {
     "notified": "🔁",
     "alerts_changed": "🔀",
     "resolved": "✅",
+    "alert_cleared": "⏳",
     "reopened": "🔴",
     "acknowledged": "👀",
     "handed_over": "🤝",
@@ -81,7 +85,42 @@ def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
         if mentions:
             return f"by {md.mention(incident.resolved_by)}"
         return f"by {md.person(incident.resolved_by, incident.resolved_by_name)}"
+    if followed := followed_how(incident):
+        return f"({followed})"
     return RESOLVED_BY.get(incident.resolution, "") if incident.resolution else ""
+
+
+_FOLLOW_ENDED = {
+    DRAINED: "queue drained {} later",
+    UNDER: "queue under its thresholds {} later",
+    CAPPED: "jobs still queued when following stopped {} later",
+}
+
+
+def followed_how(incident: Incident) -> str:
+    """ "alert cleared, queue drained 4 min later": how a queue followed after its alert cleared
+    ended; "" for any other resolve."""
+    follow, ended = incident.follow, incident.resolved_at
+    if follow is None or ended is None or follow.ended not in _FOLLOW_ENDED:
+        return ""
+    later = duration(ended - follow.cleared_at)
+    return f"alert cleared, {_FOLLOW_ENDED[follow.ended].format(later)}"
+
+
+def drained_said(incident: Incident) -> str:
+    """The timeline's line for a resolve the readings decided."""
+    if followed := followed_how(incident):
+        return f"Resolved: {followed}"
+    return "The queue drained: resolved automatically"
+
+
+def following_said(incident: Incident) -> str:
+    """What the thread hears when the alert cleared with jobs still queued over its thresholds."""
+    if incident.follow is None:
+        return ""
+    queued = round(incident.follow.queued)
+    jobs = f"{md.plural(queued, 'job')} still {'queues' if queued == 1 else 'queue'}"
+    return f"The alert cleared; {jobs} over its thresholds: following until the queue drains"
 
 
 def title_text(incident: Incident) -> str:
@@ -173,7 +212,10 @@ def render_status(
 
 
 def _age_line(incident: Incident, now: datetime) -> str:
-    if incident.is_open:
+    if incident.is_open and incident.follow is not None:
+        cleared = duration(now - incident.follow.cleared_at)
+        line = f"⏳ Alert cleared *{cleared}* ago: following until the queue drains"
+    elif incident.is_open:
         line = f"Firing for *{duration(now - incident.started_at)}*"
     else:
         took = duration((incident.resolved_at or now) - incident.started_at)
@@ -245,7 +287,7 @@ def render_summary(
         md.section(f"{head}\n{md.truncate(title_text(incident), 500)}"),
         md.fields(_summary_fields(incident, took, events)),
     ]
-    if peaks := _peak_rows(incident):
+    if peaks := peak_rows(incident):
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     if (silence := incident.silence) is not None:
         blocks.append(
@@ -321,7 +363,8 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
     if peak.max_queue_time_mins is not None:
         items.append(f"Peak longest wait: *{minutes(peak.max_queue_time_mins)}*")
     if peak.max_queue_size is not None:
-        items.append(f"{peak_queued_label(incident)}: *{number(peak.max_queue_size)}*")
+        at = peak_at(incident)
+        items.append(f"{peak_queued_label(incident)}: *{number(peak.max_queue_size)}*{at}")
     if peak.max_queue_time_mins is None and peak.max_queue_size is None:
         items.append(NO_NUMBERS)
     if (drained := time_to_drain(incident)) is not None:
@@ -339,6 +382,12 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
     return items
 
 
+def peak_at(incident: Incident) -> str:
+    """ " at 14:05": when the peak queue was seen, as the summary and the root say it."""
+    moment = peak_moment(incident)
+    return f" at {md.time_of(moment.at)}" if moment is not None else ""
+
+
 def time_to_drain(incident: Incident) -> timedelta | None:
     """From the peak queue to the resolve; None unless the live readings saw the queue drain."""
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
@@ -354,7 +403,8 @@ def queue_numbers(queue: RunnerQueue) -> str:
     return " · ".join([*parts, wait] if wait else parts)
 
 
-def _peak_rows(incident: Incident) -> list[str]:
+def peak_rows(incident: Incident) -> list[str]:
+    """Each runner type at its worst: the summary's, and the root's once resolved."""
     rows = []
     for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
         if numbers := queue_numbers(queue):

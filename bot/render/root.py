@@ -25,7 +25,9 @@ from bot.render.queue import advice_parts, head_figures, source_note, type_lines
 from bot.render.replies import (
     capped_rows,
     incident_ref,
+    peak_at,
     peak_queued_label,
+    peak_rows,
     queue_numbers,
     resolved_how,
     title_text,
@@ -76,6 +78,9 @@ def render_root(
         blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
         if live.note and incident.is_open:
             blocks.append(md.context([md.truncate(source_note(live), 2000)]))
+    elif not incident.is_open and (peaks := peak_rows(incident)):
+        # The summary's record, not the alert's last numbers beside the peaks above.
+        blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     elif incident.runner_types:
         blocks.append(md.section(_runner_listing(incident, now, within_mins)))
     if incident.likely_cause.strip():
@@ -114,7 +119,9 @@ def _status_line(incident: Incident, mentions: bool) -> str:
     def named(user_id: str, name: str) -> str:
         return md.mention(user_id) if mentions else md.person(user_id, name)
 
-    if incident.is_open:
+    if incident.follow is not None and incident.is_open:
+        parts = ["⏳ *Alert cleared*: jobs still queue, followed until the queue drains"]
+    elif incident.is_open:
         parts = ["🔴 *Firing*"]
         if incident.firing_count > 1:
             parts.append(f"{incident.firing_count} alerts")
@@ -220,7 +227,9 @@ def _headline_label(incident: Incident, head: Headline) -> str:
         source = md.escape(source_name(head.live.source))
         return f"*Now* · live from {source} at {md.time_of(head.live.at)}"
     if head.worst and (head.queued is not None or head.wait_mins is not None):
-        return "*Worst seen*"  # the alert's and the readings' worst, not what the alert says
+        # The alert's and the readings' worst, not what the alert says: the summary's peaks.
+        at = peak_at(incident)
+        return f"*Worst seen* · the queue's peak{at}" if at else "*Worst seen*"
     said = f"*As the alert says* · {_source(incident)}"
     if incident.alerted_at is not None:
         said += f" at {md.time_of(incident.alerted_at)}"

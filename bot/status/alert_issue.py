@@ -28,7 +28,6 @@ from bot.backends.issues import NOT_THERE, Issues
 from bot.backoff import wait_after
 from bot.config import Settings
 from bot.domain.alert_issue import IssueLink
-from bot.domain.incidents import Event, Incident
 from bot.pacing import Pacing
 from bot.status.issue_pass import (
     BUSY_S,
@@ -50,8 +49,6 @@ RETRY_FIRST_S, RETRY_MAX_S = 10.0, 900.0  # the backoff after a failed call
 
 # (channel, ts) -> its link: "" when there is none, None while not known; never raises.
 Permalink = Callable[[str, str], Awaitable[str | None]]
-# The incident's write-up, for a postmortem moment (`ActionCore.postmortem_markdown`).
-Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
 
 
 @dataclass(eq=False)
@@ -65,7 +62,6 @@ class AlertIssues:
     config: Settings
     permalink: Permalink
     clock: Callable[[], datetime]
-    postmortem: Postmortem | None = None
 
     async def tick(self) -> None:
         try:

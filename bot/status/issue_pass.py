@@ -182,16 +182,11 @@ class IssuePass:
         thread_url = await self.thread_url() if moment.key == THREAD_MOMENT else ""
         if moment.event is not None and moment.event.kind == "reopened":
             await self.set_state()  # open again before saying it fired again
-        postmortem = ""
-        if moment.event is not None and moment.event.kind == "postmortem" and owner.postmortem:
-            upto = [e for e in timeline if e.at <= moment.event.at]
-            postmortem = await owner.postmortem(incident, upto, moment.event.at)
         body = comment(
             incident,
             moment,
             thread_url=thread_url,
             timeline=timeline,
-            postmortem=postmortem,
             now=owner.clock(),
         )
         try:

@@ -4,8 +4,9 @@ Due times live in a Redis sorted set, so a new leader carries on where the last 
 that finds incidents due takes the fleet's reading once, decides each due incident's status and
 commits it, fenced by the incident's version, with the next due time. The due incidents are
 claimed because a 0.25 replica ticks beside the leader during a rolling upgrade. After DRAIN_CHECKS
-drained checks in a row the incident resolves itself; a status with nothing meaningful to say
-edits the previous one instead.
+drained checks in a row the incident resolves itself, as one whose alert cleared while jobs still
+queued does once they are under its thresholds or DRAIN_FOLLOW_MAX has passed; a status with
+nothing meaningful to say edits the previous one instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from redis.exceptions import RedisError
 
@@ -23,7 +24,7 @@ from bot import logs
 from bot.backends.errors import BackendError
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, shows_the_same
-from bot.domain.incident_fleet import as_snapshot, drain_checks, incident_fleet
+from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended, incident_fleet
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -35,7 +36,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.message import Rendered
 from bot.fleet.readings import FleetReadings
-from bot.render.replies import STATUS_FALLBACK, StatusShown, summaries
+from bot.render.replies import STATUS_FALLBACK, StatusShown, drained_said, summaries
 from bot.storage.due_set import Claim
 from bot.storage.incident_store import (
     BAND_EVENT,
@@ -56,7 +57,7 @@ from bot.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 NEVER = datetime.min.replace(tzinfo=UTC)
-FOLLOW_BATCH = 100  # roots brought to a new reading per tick, as the due set hands out statuses
+ROOTS_PER_TICK = 100  # roots brought to a new reading per tick, as the due set hands out statuses
 # How long a tick holds its claims: a leader that dies meanwhile delays them by this much.
 CLAIM_S = 30.0
 
@@ -69,15 +70,15 @@ class StatusReporter:
     _: KW_ONLY
     config: Settings
     clock: Callable[[], datetime]
-    _followed: datetime = NEVER  # the reading the roots are brought to
-    _to_follow: list[str] = field(default_factory=list)  # the open incidents not brought to it yet
+    _shown_at: datetime = NEVER  # the reading the roots are brought to
+    _to_show: list[str] = field(default_factory=list)  # the open incidents not brought to it yet
 
     async def tick(self) -> None:
         """Commit every status that is due, in three round trips (claim, read, commit); one
         whose incident moved on meanwhile is due again at once. Then every open incident's root
-        follows a new reading. Never raises."""
+        is brought to a new reading. Never raises."""
         await self._statuses()
-        await self._follow()
+        await self._roots_to_reading()
 
     async def _statuses(self) -> None:
         due = self.store.status_due
@@ -116,9 +117,9 @@ class StatusReporter:
             else:
                 self.telemetry.status_posts.inc()
 
-    async def _follow(self) -> None:
+    async def _roots_to_reading(self) -> None:
         """Each open incident's root shows the newest reading, between statuses too: the root,
-        `/queue`, diagnostics and the forms then say one moment. At most `FOLLOW_BATCH` incidents
+        `/queue`, diagnostics and the forms then say one moment. At most `ROOTS_PER_TICK` incidents
         a tick, as statuses are taken, so a thousand open ones never hold the loop long; a root
         is edited only where what it shows of its types moved (`shows_the_same`); a commit that
         finds its incident moved on is left to the next reading."""
@@ -128,17 +129,17 @@ class StatusReporter:
             reading = await self.readings.latest()
             if reading is None or reading.fleet is None:
                 return
-            if reading.fleet.at > self._followed:
-                self._followed, self._to_follow = reading.fleet.at, await self.store.open_ids()
-            if not self._to_follow:
+            if reading.fleet.at > self._shown_at:
+                self._shown_at, self._to_show = reading.fleet.at, await self.store.open_ids()
+            if not self._to_show:
                 return
-            batch = self._to_follow[:FOLLOW_BATCH]
+            batch = self._to_show[:ROOTS_PER_TICK]
             history = await self.readings.history()
             reads = await self.store.read_due(batch)
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
-        del self._to_follow[: len(batch)]
+        del self._to_show[: len(batch)]
         now, commits = self.clock(), []
         for read in reads:
             await asyncio.sleep(0)
@@ -217,10 +218,13 @@ class StatusReporter:
         needed = self.config.drain_checks
         checks = drain_checks(incident, view, self.config.drain_rule)
         live = view if (view.is_live or view.note) else None
-        if checks >= needed:
-            drained = record_status(incident, current, live=live, drain_checks=0, posted=False)
-            resolved = resolve_drained(drained, now=now)
-            event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
+        drained = record_status(incident, current, live=live, drain_checks=0, posted=False)
+        cap = timedelta(seconds=self.config.drain_follow_max)
+        rule = self.config.drain_rule
+        ended = follow_ended(drained, checks, needed=needed, rule=rule, cap=cap, now=now)
+        if checks >= needed or ended:
+            resolved = resolve_drained(drained, now=now, ended=ended)
+            event = Event(at=now, kind="resolved", text=drained_said(resolved))
             events = [*await self.store.events(incident.id), event]
             return Commit(
                 resolved,
@@ -252,7 +256,8 @@ class StatusReporter:
             drawn["pictured_at"] = drawn["charted_at"]
         updated = updated.model_copy(update=drawn)
         every_s = self.config.status_interval_seconds
-        interval = self.config.drain_check_seconds if checks else every_s
+        # A queue followed after its alert cleared is looked at as often as a draining one.
+        interval = self.config.drain_check_seconds if checks or incident.follow else every_s
         return Commit(
             updated,
             replies=tuple(replies),

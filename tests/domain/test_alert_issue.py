@@ -197,7 +197,9 @@ def test_outside_text_is_escaped_and_a_long_postmortem_is_cut_to_githubs_limit()
     assert not re.search(r"(?<!\\)\]\(", said)  # no link: every `]` escaped
     assert f"\\@{WORD_JOINER}mallory" in said
     long = Event(at=T0, kind="postmortem", text="Postmortem drafted")
-    cut = comment(incident, Moment(moment_key(long), long), postmortem="x" * 100_000, now=T0)
+    many = [Event(at=T0, kind="scaled", text="x" * 300, actor="U1") for _ in range(250)]
+    cut = comment(incident, Moment(moment_key(long), long), timeline=[*many, long], now=T0)
+    assert "x" * 300 in cut, "the write-up itself, cut"
     assert len(cut) <= MAX_BODY
     assert cut.rstrip().endswith(comment_mark(incident, moment_key(long)))
 

@@ -128,6 +128,7 @@ def apply(
     *,
     at: timedelta = timedelta(hours=1),
     source: Source = "grafana",
+    still_queued: float | None = None,
 ) -> tuple[State, Change]:
     """What the intake does with one delivery (the reopen window aside)."""
     current = state if isinstance(state, State) else state_of(state)
@@ -135,7 +136,7 @@ def apply(
     if is_stale(current.group, delivery, entry_id):
         return current, Change.STALE
     incident, change = apply_notification(
-        current.incident, delivery, entry_id=entry_id, now=T0 + at
+        current.incident, delivery, entry_id=entry_id, now=T0 + at, still_queued=still_queued
     )
     return State(noted(current.group, delivery, entry_id), incident), change
 
@@ -214,6 +215,13 @@ def _opened_at_entry_9_5() -> State:
     return state_of(opened(), GroupState(incident_id="7", last_entry=entry(9, 5)))
 
 
+def _followed() -> State:
+    """The alert cleared while the live readings still saw 12 jobs over its thresholds."""
+    state, change = apply(opened(), payload(GRAFANA_RESOLVED), RESOLVED_ENTRY, still_queued=12)
+    assert change is Change.FOLLOWED
+    return state
+
+
 MIN = timedelta(minutes=1)
 STATES: dict[str, Callable[[], State]] = {
     "open": _open,
@@ -221,6 +229,7 @@ STATES: dict[str, Callable[[], State]] = {
     "resolved by hand": _resolved_by_hand,
     "acknowledged": _acknowledged,
     "open at 9-5": _opened_at_entry_9_5,
+    "followed after its alert cleared": _followed,
 }
 
 NOTIFICATIONS: dict[str, Callable[[], dict[str, Any]]] = {
@@ -241,6 +250,7 @@ class Row:
     entry_id: str
     change: Change
     status: Status
+    still_queued: float | None = None  # what the live readings see over the thresholds
 
 
 TABLE = [
@@ -275,6 +285,29 @@ TABLE = [
     Row("resolved by hand", "firing, worse", entry(1500, 0), Change.STALE, Status.RESOLVED),
     Row("open at 9-5", "firing, worse", entry(10, 0), Change.UPDATED, Status.FIRING),
     Row("open at 9-5", "resolved", entry(9, 4), Change.STALE, Status.FIRING),
+    # The alert clears while jobs still queue over its thresholds: followed, not resolved.
+    Row("open", "resolved", entry(3000, 0), Change.FOLLOWED, Status.FIRING, still_queued=12),
+    Row("open", "resolved", entry(3000, 0), Change.RESOLVED, Status.RESOLVED, still_queued=0),
+    Row("acknowledged", "resolved", entry(3000, 0), Change.FOLLOWED, Status.FIRING, 6),
+    # Its resolve repeated (an HA peer) changes nothing: there is one follow-up, one summary.
+    Row(
+        "followed after its alert cleared", "resolved", entry(3000, 0), Change.STALE, Status.FIRING
+    ),
+    Row(
+        "followed after its alert cleared",
+        "firing, same numbers",
+        entry(3000, 0),
+        Change.STALE,
+        Status.FIRING,
+    ),
+    # Firing again while followed: it never resolved, so it fires again, never "reopened".
+    Row(
+        "followed after its alert cleared",
+        "firing again (new start)",
+        entry(3000, 0),
+        Change.ALERTS_CHANGED,
+        Status.FIRING,
+    ),
 ]
 
 
@@ -285,9 +318,11 @@ def test_apply_notification(row: Row) -> None:
     before = STATES[row.state]()
     data = NOTIFICATIONS[row.notification]()
 
-    after, change = apply(before, data, row.entry_id)
+    after, change = apply(before, data, row.entry_id, still_queued=row.still_queued)
 
     assert (change, after.incident.status) == (row.change, row.status)
+    if change is not Change.STALE:
+        assert (after.incident.follow is not None) == (change is Change.FOLLOWED)
     if change is Change.STALE:
         # A stale notification changes nothing anyone sees.
         assert after.incident == before.incident

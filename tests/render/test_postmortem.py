@@ -35,7 +35,7 @@ from bot.domain.incidents import (
     resolve_drained,
     resolve_manually,
 )
-from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue
+from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue, workflows_seen
 from bot.domain.trend import Trend
 from bot.domain.units import minutes, number, wait_said
 from bot.render.postmortem import MAX_CHART_ROWS, md_escape, render_postmortem
@@ -175,13 +175,20 @@ def jobs_view(at: datetime = NOW) -> JobsView:
     )
 
 
-def document(incident: Incident | None = None, events: list[Event] | None = None, **kw: Any) -> str:
-    return render_postmortem(
-        incident if incident is not None else seeded(),
-        timeline() if events is None else events,
-        now=NOW,
-        **kw,
-    )
+def document(
+    incident: Incident | None = None,
+    events: list[Event] | None = None,
+    jobs: JobsView | None = None,
+    jobs_note: str = "",
+) -> str:
+    """The write-up of `incident`, its workflows' record what the postmortem read (`jobs`, or
+    why none: `jobs_note`; neither: no postmortem read any)."""
+    incident = incident if incident is not None else seeded()
+    if jobs is not None or jobs_note:
+        types = sorted(incident.shown_types or incident.runner_types)
+        seen = workflows_seen(jobs, jobs_note, types=types, ended=incident.resolved_at)
+        incident = incident.model_copy(update={"workflows": seen})
+    return render_postmortem(incident, timeline() if events is None else events, now=NOW)
 
 
 def section(doc: str, heading: str) -> str:
@@ -607,7 +614,7 @@ def test_hostile_text_never_breaks_a_table_nor_makes_a_link(
         },
         note=text,
     )
-    doc = render_postmortem(incident, events, now=NOW, jobs=view)
+    doc = document(incident, events, jobs=view)
     lines = doc.splitlines()
     assert [line for line in lines if line.startswith("## ")] == SECTIONS
     width = 0

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
+from bot.render.alert_issue import unlinked
 from sandbox.github_issues import TOKEN
 from sandbox.github_issues import GithubIssues as GithubStandIn
 from sandbox.serve import serve_in_thread
+from tests.actions.test_postmortem import files_in_thread
 from tests.support.payloads import fixture_json, refired
 from tests.support.running import RunningBot, eventually, open_incident, run_bot
 from tests.support.slack import CHANNEL, Slack, post_event, slash, thread_texts
@@ -106,8 +108,15 @@ async def test_alerting_infras_issue_is_found_linked_and_told_each_step_once(
             what="the postmortem",
             timeout=WAIT_S,
         )
+        [(_, in_slack)] = await eventually(
+            lambda: files_in_thread(slack, root.ts), what="the postmortem in the thread"
+        )
     assert "### Summary" in resolved and "### Impact" in resolved
+    assert "no jobs source" not in resolved, "no postmortem read any jobs yet: nothing claimed"
     assert "## Timeline" in write_up and "## Questions" in write_up
+    # One record: the issue's write-up is the thread's, counts and all, drafted later.
+    assert "| Actions taken | 1, by " in in_slack
+    assert unlinked(in_slack).strip() in write_up
     said = bodies(github, number)
     assert len(said) == 4, said  # the thread, ack, resolve, postmortem: never a status
     assert github.issue(REPO, number)["state"] == "open"  # not ours to close
