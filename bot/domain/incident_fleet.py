@@ -21,7 +21,7 @@ from bot.domain.fleet import (
     of_type,
     worst_first,
 )
-from bot.domain.incidents import Incident, Snapshot, with_scale_ups
+from bot.domain.incidents import Incident, Snapshot, advice_of, with_scale_ups
 from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement
 from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
@@ -287,7 +287,8 @@ def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snaps
         queue_time_threshold=incident.numbers.queue_time_threshold,
         queue_size_threshold=incident.numbers.queue_size_threshold,
     )
-    return Snapshot(at=view.at, numbers=numbers, runner_types=types)
+    advice = {n: advice_of(m.judged) for n, m in view.runner_types.items() if m.judged}
+    return Snapshot(at=view.at, numbers=numbers, runner_types=types, advice=advice)
 
 
 def with_baselines(

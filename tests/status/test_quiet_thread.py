@@ -42,7 +42,8 @@ WOBBLE = [(40, 31), (41, 32), (40, 33), (42, 31), (41, 34), (39, 32)]
 
 
 class WobblingQueue:
-    """A queue that moves by a job or two, as a real one does between readings."""
+    """A queue that moves by a job or two, as a real one does between readings, under runners
+    booting enough for it: the advice (none) holds, as the stabilized advice would."""
 
     name = "Prometheus"
     live = True
@@ -54,7 +55,9 @@ class WobblingQueue:
     async def read(self, *, now: datetime) -> FleetSnapshot:
         queued, wait = (0, 0) if self.drained else WOBBLE[self.reads % len(WOBBLE)]
         self.reads += 1
-        metrics = RunnerTypeMetrics(queued=queued, longest_wait_mins=wait, busy=20, registered=20)
+        metrics = RunnerTypeMetrics(
+            queued=queued, longest_wait_mins=wait, busy=20, registered=20, desired=80
+        )
         return FleetSnapshot(at=now, source="prometheus", runner_types={"linux.2xlarge": metrics})
 
     async def aclose(self) -> None:
@@ -69,7 +72,7 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
     queue = SendQueue(redis, "qp", retention_s=3600)
     now = [START]
     metrics = WobblingQueue()
-    config = Settings(backend_timeout_seconds=2)  # every 600 s, a chart every third status
+    config = Settings(backend_timeout_seconds=2)  # every 600 s
     readings = FleetReadings(redis, store.keys, metrics, config=config, clock=lambda: now[0])
     reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
     await opened_and_posted(redis, store, config)
@@ -96,7 +99,7 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
 
     assert len(messages) <= 15, messages
     assert messages.count("status") == 1 and edits == 11  # one status, edited in place
-    assert messages.count("chart") == 4  # every third status
+    assert "chart" not in messages, "no picture of a trend that did not move"
 
     # Then the queue drains: the next status finds it drained, two more checks a minute apart
     # confirm it, and the summary closes the incident: 12 minutes at most with the defaults.
