@@ -200,13 +200,14 @@ class StatusReporter:
 
 def status_kind(incident: Incident, current: Snapshot, drain: DrainRule) -> str | None:
     """A new status reply (STATUS) for the first status and for a material change a minute after
-    the last; else an edit of the last status reply (RESTATUS) while nothing was posted below it,
-    which it would show newer numbers above; else nothing (None): the root shows the numbers."""
+    the last (within it, nothing yet); else an edit of the last status reply (RESTATUS) while
+    nothing was posted below it, which it would show newer numbers above; else nothing (None):
+    the root shows the numbers."""
     posted = incident.posted_status
     if incident.status_posts == 0:
         return STATUS
-    if is_material(posted, current, drain) and status_spaced(posted, current):
-        return STATUS
+    if is_material(posted, current, drain):
+        return STATUS if status_spaced(posted, current) else None  # next check's, then
     return None if incident.replied_since_status else RESTATUS
 
 
