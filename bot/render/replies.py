@@ -184,7 +184,7 @@ def render_status(
 def _age_line(incident: Incident, at: datetime, now: datetime) -> str:
     """Open, its age at `at`: the status's moment, a minute on from the last status's."""
     if incident.is_open:
-        line = f"Firing for *{duration(at - incident.started_at)}*"
+        line = f"Firing for *{_age(at - incident.started_at)}*"
     else:
         took = duration((incident.resolved_at or now) - incident.started_at)
         line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
@@ -194,6 +194,12 @@ def _age_line(incident: Incident, at: datetime, now: datetime) -> str:
         owner = md.person(incident.acknowledged_by, incident.acknowledged_name)
         return f"{line} · acknowledged by {owner}"
     return f"{line} · not acknowledged" if incident.is_open else line
+
+
+def _age(span: timedelta) -> str:
+    """To the minute however long: statuses a minute apart never say the same age."""
+    said, mins = duration(span), int(span.total_seconds()) // 60 % 60
+    return f"{said} {mins} min" if span >= timedelta(days=1) and mins else said
 
 
 def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, str, str | None]]:
