@@ -28,6 +28,7 @@ from bot.domain.incidents import (
     UNDER,
     Incident,
     Snapshot,
+    advice_of,
     thresholds,
     with_scale_ups,
 )
@@ -368,7 +369,8 @@ def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snaps
         queue_time_threshold=incident.numbers.queue_time_threshold,
         queue_size_threshold=incident.numbers.queue_size_threshold,
     )
-    return Snapshot(at=view.at, numbers=numbers, runner_types=types)
+    advice = {n: advice_of(m.judged) for n, m in view.runner_types.items() if m.judged}
+    return Snapshot(at=view.at, numbers=numbers, runner_types=types, advice=advice)
 
 
 def with_baselines(

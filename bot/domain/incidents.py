@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,9 +24,12 @@ from bot.domain.alerts import (
 from bot.domain.delivery import Delivery
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_type
 from bot.domain.jobs import Workflows
-from bot.domain.judgement import BOOT_MINS, added
+from bot.domain.judgement import BOOT_MINS, Judgement, added
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
+
+if TYPE_CHECKING:
+    from bot.domain.incident_fleet import DrainRule
 
 TREND_POINTS = 48
 RECENT_ACTIONS = 3  # on the root; the timeline keeps them all
@@ -158,10 +162,16 @@ class RunnersSeen(BaseModel):
     maximum: float | None = None
 
 
+# A runner type's advice as a responder acts on it, from its stored (stabilized) judgement:
+# its direction, the runners to add, how far to raise the maximum, the nodes short.
+Advice = tuple[str, int, int, int]
+
+
 class Snapshot(BaseModel):
     at: datetime
     numbers: QueueNumbers = QueueNumbers()
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
+    advice: dict[str, Advice] = Field(default_factory=dict)  # a live view's, per runner type
 
 
 class Incident(BaseModel):
@@ -221,7 +231,9 @@ class Incident(BaseModel):
     # What the latest new status reply showed once quiet statuses (edits) followed it.
     last_posted: Snapshot | None = None
     status_posts: int = 0
-    status_checks: int = 0  # statuses posted or edited in place: the chart's cadence
+    # A reply other than a status went into the thread after the latest status reply: editing
+    # that reply would show, above it, numbers newer than it (`IncidentStore` sets it).
+    replied_since_status: bool = False
     # The trend's end when a status last drew it (0: never): the summary leaves out the same.
     charted_at: float = 0.0
     pictured_at: float = 0.0
@@ -544,23 +556,29 @@ def record_status(
     drain_checks: int = 0,
     posted: bool = True,
 ) -> Incident:
-    """`posted`: a new reply, which `last_status` is now (not an edit of the previous one)."""
+    """`posted`: a new reply, which `last_status` is now (not an edit of the previous one, nor
+    nothing said)."""
     update = {
         "last_status": snapshot,
         "last_posted": None if posted else incident.posted_status,
         "trend": with_status(incident.trend, snapshot),
         "drain_checks": drain_checks,
-        "status_checks": incident.status_checks + 1,
         "status_posts": incident.status_posts + posted,
     }
+    if posted:
+        update["replied_since_status"] = False
     return with_live(incident.model_copy(update=update), live, snapshot)
 
 
-# A status that says nothing new edits the previous reply instead of posting (at a 10-minute
-# cadence a two-hour incident would post 12): a type starts or stops queueing, or its queue or
-# wait moved by both a step and a ratio since the last *posted* status, so a drift adds up.
+# A status reply is posted only when what a responder acts on changed since the last one (at a
+# 10-minute cadence a two-hour incident would otherwise post 12): the numbers moving alone are
+# no news, the root has them current. A threshold counts as crossed once the queue or the wait
+# is clear of it by both a step and a ratio, so one wobbling around it does not cross it at
+# every reading; the trend chart is drawn again once the queue moved as much.
 QUEUED_STEP, QUEUED_RATIO = 3.0, 0.25
 WAIT_STEP_MINS, WAIT_RATIO = 10.0, 0.25
+# Two status replies never carry the same minute (their titles, their "Firing for").
+STATUS_SPACING = timedelta(minutes=1)
 
 
 def moved(before: float | None, now: float | None, step: float, ratio: float) -> bool:
@@ -571,30 +589,73 @@ def moved(before: float | None, now: float | None, step: float, ratio: float) ->
     return delta >= step and delta >= ratio * max(abs(before), abs(now))
 
 
-def is_meaningful(last_posted: Snapshot | None, current: Snapshot) -> bool:
-    if last_posted is None:
+def advice_of(judged: Judgement) -> Advice:
+    direction = judged.direction.value if judged.direction is not None else ""
+    return (direction, judged.runners, judged.raise_maximum_by, judged.nodes_short)
+
+
+def is_material(posted: Snapshot | None, current: Snapshot, drain: DrainRule) -> bool:
+    """Worth a new status reply since the `posted` one: a runner type's advice changed (its
+    direction, runners to add, maximum to raise, nodes short, compared as stored), or the queue
+    or the wait crossed the alert's threshold or the drain rule's."""
+    if posted is None:
         return True
-    before, now = _queueing(last_posted), _queueing(current)
-    if set(before) != set(now):
+    if posted.advice != current.advice:
         return True
-    a, b = (
-        RunnerQueue(s.numbers.max_queue_size, s.numbers.max_queue_time_mins)
-        for s in (last_posted, current)
-    )
-    pairs = [(before[name], queue) for name, queue in now.items()] + [(a, b)]
-    return any(
-        moved(old.queued, new.queued, QUEUED_STEP, QUEUED_RATIO)
-        or moved(old.longest_wait_mins, new.longest_wait_mins, WAIT_STEP_MINS, WAIT_RATIO)
-        for old, new in pairs
+    before, now = posted.numbers, current.numbers
+    queued = (before.max_queue_size, now.max_queue_size, now.queue_size_threshold)
+    waited = (before.max_queue_time_mins, now.max_queue_time_mins, now.queue_time_threshold)
+    return (
+        _crossed(*queued, QUEUED_STEP, QUEUED_RATIO)
+        or _crossed(*waited, WAIT_STEP_MINS, WAIT_RATIO)
+        or _drain_crossed(posted, current, drain)
     )
 
 
-def _queueing(snapshot: Snapshot) -> dict[str, RunnerQueue]:
-    return {
-        name: queue
-        for name, queue in snapshot.runner_types.items()
-        if (queue.queued or 0) > 0 or (queue.longest_wait_mins or 0) > 0
-    }
+def _crossed(
+    before: float | None, now: float | None, threshold: float | None, step: float, ratio: float
+) -> bool:
+    """From one side of `threshold` to beyond the other by more than its margin."""
+    if before is None or now is None or threshold is None:
+        return False
+    margin = max(step, ratio * threshold)
+    return now > threshold + margin if before < threshold else now < threshold - margin
+
+
+def _drain_crossed(posted: Snapshot, current: Snapshot, drain: DrainRule) -> bool:
+    """Drained since the posted status (at once: the drain checks start), or no longer, by
+    more than a step: a queue that drains to 0 and takes a job is not news twice."""
+    was, now = (_drained(s, drain.max_queued, drain.max_wait_mins) for s in (posted, current))
+    if was == now:
+        return False
+    return now or not _drained(
+        current, drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS
+    )
+
+
+def _drained(snapshot: Snapshot, max_queued: float, max_wait_mins: float) -> bool:
+    """Each type's queue within the rule, or the alert's numbers where it names no type."""
+    queues = list(snapshot.runner_types.values()) or [
+        RunnerQueue(snapshot.numbers.max_queue_size, snapshot.numbers.max_queue_time_mins)
+    ]
+    return all(
+        (q.queued or 0) <= max_queued and (q.longest_wait_mins or 0) <= max_wait_mins
+        for q in queues
+    )
+
+
+def status_spaced(posted: Snapshot | None, current: Snapshot) -> bool:
+    """Whether a new status reply may follow the last one: a minute on, so never in its minute."""
+    return posted is None or current.at - posted.at >= STATUS_SPACING
+
+
+def chart_moved(incident: Incident) -> bool:
+    """Whether a chart drawn now shows what the last one drawn did not: none drawn yet (or its
+    end left the trend), or the queue moved by a step and a ratio since."""
+    times, totals = incident.trend.times(), incident.trend.totals()
+    if incident.charted_at not in times:
+        return len(times) > 1
+    return moved(totals[times.index(incident.charted_at)], totals[-1], QUEUED_STEP, QUEUED_RATIO)
 
 
 def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) -> Incident:

@@ -134,7 +134,7 @@ async def read_root(desk: Desk, incident_id: str, earlier: InFlight | None) -> P
 
 async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> Post | None:
     out, channel = desk.out, desk.channel
-    head = await out.queue.head_reply(incident_id)
+    head = await out.queue.head_reply(incident_id, in_flight=earlier.item if earlier else "")
     if head is None:
         await out.queue.forget(channel, f"replies:{incident_id}")
         return None

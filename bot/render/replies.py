@@ -134,7 +134,8 @@ def title_text(incident: Incident) -> str:
 class StatusShown(BaseModel):
     """What a status reply shows, decided by the tick and rendered by the sender when it posts,
     from the incident as it is then: a waiting status is these few bytes instead of its blocks.
-    `current` is the snapshot this status recorded, `previous` the one it is compared with."""
+    `current` is the snapshot this status recorded, `previous` the last posted status's, which
+    it is compared with; `chart`: whether it draws the trend."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -143,6 +144,7 @@ class StatusShown(BaseModel):
     live: bool = False  # the runner types' lines come from the incident's live view
     drain: tuple[int, int] | None = None
     since: datetime | None = None
+    chart: bool = False
 
     def to_extra(self) -> dict[str, Any]:
         return {"status": self.model_dump(mode="json", exclude_defaults=True, by_alias=True)}
@@ -155,7 +157,8 @@ class StatusShown(BaseModel):
 def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
     """A status reply as the sender posts it, its runner types' lines from the live view as it is
     then; when a newer reading took its place meanwhile, the headline is that reading's too, so
-    one reply never shows two readings."""
+    one reply never shows two readings. Its title and age stay the tick's: two replies never
+    carry the same minute."""
     view = incident.live if shown.live else None
     current, drain, since = shown.current, shown.drain, shown.since
     if view is not None and view.is_live and view.at != current.at:
@@ -169,6 +172,8 @@ def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Re
         view=view,
         drain=drain,
         since=since,
+        chart=shown.chart,
+        at=shown.current.at,
     )
 
 
@@ -181,12 +186,16 @@ def render_status(
     view: FleetSnapshot | None = None,
     drain: tuple[int, int] | None = None,
     since: datetime | None = None,
+    chart: bool = False,
+    at: datetime | None = None,
 ) -> Rendered:
     """The numbers now and their change since the previous status. `drain` is (checks that found
-    it drained, checks needed); `since` marks a quiet status edited in place."""
+    it drained, checks needed); `since` marks a quiet status edited in place; `at` is the moment
+    it is titled and aged by (the current snapshot's unless said)."""
     live = view if view is not None and view.is_live else None
-    age = _age_line(incident, now)
-    blocks = [md.section(f"*📊 Status update · {md.time_of(current.at)}*\n{age}")]
+    at = at or current.at
+    age = _age_line(incident, at, now)
+    blocks = [md.section(f"*📊 Status update · {md.time_of(at)}*\n{age}")]
     headline = _headline(current, previous)
     if headline:
         blocks.append(md.fields([f"{label}: *{value}*{_paren(d)}" for label, value, d in headline]))
@@ -203,20 +212,21 @@ def render_status(
     if drain is not None and drain[0] > 0:
         notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
     if since is not None:
-        notes.append(f"No meaningful change since {md.time_of(since)}: updated in place")
-    blocks += _chart(incident)
+        notes.append(f"No material change since {md.time_of(since)}: updated in place")
+    blocks += _chart(incident) if chart else []
     if notes:
         blocks.append(md.context([md.truncate(n, 2000) for n in notes]))
     said = ", ".join(f"{label.lower()} {value}{_paren(d)}" for label, value, d in headline)
     return md.rendered(f"Status update: {said or 'no queue numbers'}", blocks)
 
 
-def _age_line(incident: Incident, now: datetime) -> str:
+def _age_line(incident: Incident, at: datetime, now: datetime) -> str:
+    """Open, its age at `at`: the status's moment, a minute on from the last status's."""
     if incident.is_open and incident.follow is not None:
-        cleared = duration(now - incident.follow.cleared_at)
+        cleared = _age(at - incident.follow.cleared_at)
         line = f"⏳ Alert cleared *{cleared}* ago: following until the queue drains"
     elif incident.is_open:
-        line = f"Firing for *{duration(now - incident.started_at)}*"
+        line = f"Firing for *{_age(at - incident.started_at)}*"
     else:
         took = duration((incident.resolved_at or now) - incident.started_at)
         line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
@@ -226,6 +236,12 @@ def _age_line(incident: Incident, now: datetime) -> str:
         owner = md.person(incident.acknowledged_by, incident.acknowledged_name)
         return f"{line} · acknowledged by {owner}"
     return f"{line} · not acknowledged" if incident.is_open else line
+
+
+def _age(span: timedelta) -> str:
+    """To the minute however long: statuses a minute apart never say the same age."""
+    said, mins = duration(span), int(span.total_seconds()) // 60 % 60
+    return f"{said} {mins} min" if span >= timedelta(days=1) and mins else said
 
 
 def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, str, str | None]]:

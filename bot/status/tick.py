@@ -5,8 +5,9 @@ that finds incidents due takes the fleet's reading once, decides each due incide
 commits it, fenced by the incident's version, with the next due time. The due incidents are
 claimed because a 0.25 replica ticks beside the leader during a rolling upgrade. After DRAIN_CHECKS
 drained checks in a row the incident resolves itself, as one whose alert cleared while jobs still
-queued does once they are under its thresholds or DRAIN_FOLLOW_MAX has passed; a status with
-nothing meaningful to say edits the previous one instead.
+queued does once they are under its thresholds or DRAIN_FOLLOW_MAX has passed. A status is a new
+reply only for a material change (`status_kind`); else it edits the last status reply in place
+while nothing was posted below it, or says nothing.
 """
 
 from __future__ import annotations
@@ -24,13 +25,22 @@ from bot import logs
 from bot.backends.errors import BackendError
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, shows_the_same
-from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended, incident_fleet
+from bot.domain.incident_fleet import (
+    DrainRule,
+    as_snapshot,
+    drain_checks,
+    follow_ended,
+    incident_fleet,
+)
 from bot.domain.incidents import (
     Event,
     Incident,
-    is_meaningful,
+    Snapshot,
+    chart_moved,
+    is_material,
     record_status,
     resolve_drained,
+    status_spaced,
     trend_end,
     with_live,
 )
@@ -114,7 +124,7 @@ class StatusReporter:
                     await self._again(claim, done if isinstance(done, Exception) else None)
             elif commit.stop_status:
                 self.telemetry.incidents_resolved.labels("drained").inc()
-            else:
+            elif any(reply.kind == STATUS for reply in commit.replies):
                 self.telemetry.status_posts.inc()
 
     async def _roots_to_reading(self) -> None:
@@ -234,35 +244,82 @@ class StatusReporter:
                 version=loaded.version,
                 thread=loaded.thread,
             )
-        posted = incident.posted_status
-        quiet = not is_meaningful(posted, current) and incident.status_posts > 0
-        updated = record_status(incident, current, live=live, drain_checks=checks, posted=not quiet)
-        shown = StatusShown(
-            current=current,
-            previous=incident.last_status,
+        kind = status_kind(incident, current, self.config.drain_rule)
+        posted = kind == STATUS
+        updated = record_status(incident, current, live=live, drain_checks=checks, posted=posted)
+        updated, replies = status_replies(
+            incident,
+            updated,
+            kind,
+            current,
             live=live is not None,
             drain=(checks, needed) if checks else None,
-            since=posted.at if quiet and posted else None,
+            pictures=bool(self.config.status_chart_every) and view.is_live,
         )
-        # Rendered by the sender when it posts: this text only names the reply while it waits.
-        text = Rendered(STATUS_FALLBACK, [])
-        kind = RESTATUS if quiet else STATUS
-        replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
-        # The summary leaves out the trend the statuses drew already.
-        drawn = {"charted_at": trend_end(updated)}
-        every = self.config.status_chart_every
-        if every and view.is_live and updated.status_checks % every == 0:
-            replies.append(chart_reply())
-            drawn["pictured_at"] = drawn["charted_at"]
-        updated = updated.model_copy(update=drawn)
         every_s = self.config.status_interval_seconds
         # A queue followed after its alert cleared is looked at as often as a draining one.
         interval = self.config.drain_check_seconds if checks or incident.follow else every_s
         return Commit(
             updated,
-            replies=tuple(replies),
+            replies=replies,
             root=view.is_live or incident.live is not None,
             status_due=now.timestamp() + min(interval, every_s),
             version=loaded.version,
             thread=loaded.thread,
         )
+
+
+def status_kind(incident: Incident, current: Snapshot, drain: DrainRule) -> str | None:
+    """A new status reply (STATUS) for the first status and for a material change a minute after
+    the last (within it, nothing yet); else an edit of the last status reply (RESTATUS) while
+    nothing was posted below it, which it would show newer numbers above; else nothing (None):
+    the root shows the numbers."""
+    posted = incident.posted_status
+    if incident.status_posts == 0:
+        return STATUS
+    if is_material(posted, current, drain):
+        return STATUS if status_spaced(posted, current) else None  # next check's, then
+    return None if incident.replied_since_status else RESTATUS
+
+
+def status_replies(
+    incident: Incident,
+    updated: Incident,
+    kind: str | None,
+    current: Snapshot,
+    *,
+    live: bool,
+    drain: tuple[int, int] | None,
+    pictures: bool,
+) -> tuple[Incident, tuple[Reply, ...]]:
+    """The status `kind` decided, compared with the last posted status; its chart drawn when the
+    trend moved since the last one drawn (an edit keeps its reply's), as a picture too where
+    `pictures` (charts refused as blocks), only with a new reply."""
+    posted = incident.posted_status
+    if kind is None or posted is None:
+        return updated, ()
+    edit = kind == RESTATUS
+    chart = chart_moved(updated) or (edit and drew_at(incident, posted))
+    shown = StatusShown(
+        current=current,
+        previous=posted,
+        live=live,
+        drain=drain,
+        since=posted.at if edit else None,
+        chart=chart,
+    )
+    # Rendered by the sender when it posts: this text only names the reply while it waits.
+    text = Rendered(STATUS_FALLBACK, [])
+    replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
+    if chart:
+        # The summary leaves out the trend the statuses drew already.
+        updated = updated.model_copy(update={"charted_at": trend_end(updated)})
+    if chart and pictures and not edit:
+        replies.append(chart_reply())
+        updated = updated.model_copy(update={"pictured_at": updated.charted_at})
+    return updated, tuple(replies)
+
+
+def drew_at(incident: Incident, posted: Snapshot) -> bool:
+    """Whether the status reply that showed `posted` drew the chart (or a later edit of it)."""
+    return incident.charted_at >= int(posted.at.timestamp())

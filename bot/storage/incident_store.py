@@ -47,6 +47,7 @@ class ThreadRef:
 # reply; a chart is an image uploaded into the thread; a postmortem a Markdown file shared there.
 STATUS, RESTATUS, CHART, POSTMORTEM = "status", "restatus", "chart", "postmortem"
 STATUS_KINDS = (STATUS, RESTATUS)
+THREAD_STATUS = (*STATUS_KINDS, CHART)  # a status and its picture
 
 
 @dataclass(frozen=True)
@@ -297,6 +298,10 @@ class IncidentStore:
             spec.update(adopts=True, thread=json.dumps(thread), group_hash=change.group_hash)
         ttl_s = self.retention_s
         incident = change.incident
+        if incident is not None and any(r.kind not in THREAD_STATUS for r in change.replies):
+            # It goes below the latest status reply (the sender posts a thread's replies in
+            # order): that reply is edited no more.
+            incident = incident.model_copy(update={"replied_since_status": True})
         if incident is not None:
             ttl_s = min(TEST_RETENTION_S, ttl_s) if incident.is_test else ttl_s
             spec.update(

@@ -113,10 +113,13 @@ class SendQueue:
     async def head_item(self, incident_id: str) -> str:
         return cast(str | None, await self._redis.lindex(self.keys.outbox(incident_id), 0)) or ""  # type: ignore[misc]
 
-    async def head_reply(self, incident_id: str) -> HeadReply | None:
+    async def head_reply(self, incident_id: str, *, in_flight: str = "") -> HeadReply | None:
+        """The thread's next reply; a status waits behind the replies queued after it, but not
+        the one `in_flight` (it may have been posted)."""
         k = self.keys
         item, payload, thread, uid, status_ts = await self._head_reply(
-            keys=[k.outbox(incident_id), k.outbox_items(incident_id), k.incident(incident_id)]
+            keys=[k.outbox(incident_id), k.outbox_items(incident_id), k.incident(incident_id)],
+            args=[in_flight],
         )
         if not item:
             return None

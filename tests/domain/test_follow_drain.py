@@ -127,7 +127,8 @@ def test_the_alert_clearing_over_its_thresholds_keeps_the_incident_followed() ->
         "drains"
     )
     assert "Alert cleared" in str(render_root(after, now=NOW).blocks[1]), "the root says so"
-    status = render_status(after, previous=None, current=after.snapshot(NOW), now=NOW + MIN * 3)
+    later = NOW + MIN * 3
+    status = render_status(after, previous=None, current=after.snapshot(later), now=later)
     assert "Alert cleared *3 min* ago: following until the queue drains" in str(status.blocks[0])
 
 

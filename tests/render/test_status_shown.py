@@ -88,6 +88,6 @@ def test_a_reading_that_lands_between_the_decision_and_the_post_is_the_whole_rep
     shown = StatusShown(current=current, live=True, drain=(1, 3), since=decided_at)
     diagnosed = recorded.model_copy(update={"live": reading(read_at, 30)})
     text = str(render_shown(diagnosed, shown, now=read_at).blocks)
-    assert "drained" not in text and "No meaningful change" not in text
+    assert "drained" not in text and "No material change" not in text
     assert "Queued jobs: *30*" in text and f"{name}: *30* queued" in text
     assert "Queued jobs: *20*" not in text and "*20* queued" not in text

@@ -185,19 +185,25 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         answer = visitor.ask_the_queue(page, within_ms=STEP_MS)
         playwright_expect(answer).to_contain_text("linux.2xlarge")
         playwright_expect(answer).to_contain_text("Open incidents")
-        # The next status moves the root on from diagnostics' reading to its own, as the first.
+        # A status is posted on a material change, a minute or more after the last: one that
+        # comes before the drain's summary moves the root on from diagnostics' reading to its
+        # own, as the first.
         next_status = visitor.wait_for(
             page,
-            lambda seen: at_next_status(
-                seen.root,
-                seen.latest(visitor.STATUS),
-                status_before=status,
-                runner_type=RUNNER_TYPE,
+            lambda seen: (
+                at_next_status(
+                    seen.root,
+                    seen.latest(visitor.STATUS),
+                    status_before=status,
+                    runner_type=RUNNER_TYPE,
+                )
+                or ("drained" if seen.latest("resolved (queue drained)") else None)
             ),
-            within_ms=STEP_MS,
-            what="the root and the next status after diagnostics from one commit",
+            within_ms=DRAIN_MS,
+            what="the root and the next status after diagnostics from one commit, or the drain",
         )
-        assert_one_reading(next_status, "status")
+        if isinstance(next_status, Moment):
+            assert_one_reading(next_status, "status")
 
         # Silenced, Grafana sends no resolve: the bot sees the drain itself and says so.
         visitor.see_it_drain(page, root, within_ms=DRAIN_MS)
@@ -216,6 +222,7 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
                     (diagnosed, "diagnostics"),
                     (next_status, "next status"),
                 )
+                if isinstance(moment, Moment)
             ),
             encoding="utf-8",
         )

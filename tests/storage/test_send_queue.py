@@ -30,16 +30,69 @@ async def test_replies_wait_in_order_and_threads_queue_by_their_most_urgent_repl
 ) -> None:
     store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
     one, two = await opened(store, "1"), await opened(store, "2")
-    # Thread 1: a status then an event; thread 2: a responder's action.
-    await store.commit(
-        Commit(one, version=1, replies=(reply("s1", "status", BAND_STATUS), reply("e1")))
-    )
+    # Thread 1: two events; thread 2: a responder's action.
+    await store.commit(Commit(one, version=1, replies=(reply("e1"), reply("e2"))))
     await store.commit(Commit(two, version=1, replies=(reply("a2", "action", BAND_ACTION),)))
 
     posts = await redis.zrange(KEYS.posts(CHANNEL), 0, -1)
     assert posts == ["root:1", "root:2", "replies:2", "replies:1"], "roots, then urgency"
     head = await queue.head_reply("1")
-    assert head is not None and head.rendered.text == "s1", "a thread keeps its own order"
+    assert head is not None and head.rendered.text == "e1", "a thread keeps its own order"
+
+
+async def test_a_status_goes_out_below_the_replies_queued_after_it(redis: Redis) -> None:
+    """It is rendered as it goes, from the incident then: above a scale-up's reply it would show
+    that scale-up's runners; a quiet one (an edit of a reply higher up) is dropped instead."""
+    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
+    new = await opened(store)
+    status, quiet = reply("status", "status", BAND_STATUS), reply("quiet", "restatus", BAND_STATUS)
+    await store.commit(Commit(new, version=1, replies=(status,)))
+    await store.commit(Commit(new, version=2, replies=(reply("scaled", "action", BAND_ACTION),)))
+    assert await sent_texts(queue) == ["scaled", "status"]
+
+    await store.commit(Commit(new, version=3, replies=(quiet,)))
+    await store.commit(Commit(new, version=4, replies=(reply("acknowledged"),)))
+    assert await sent_texts(queue) == ["acknowledged"]
+    assert await redis.ttl(KEYS.outbox("1")) == -2, "nothing left behind"
+
+
+async def test_a_status_in_flight_keeps_its_place(redis: Redis) -> None:
+    """It may be in the thread already: moved, it would be posted twice."""
+    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
+    new = await opened(store)
+    await store.commit(Commit(new, version=1, replies=(reply("status", "status", BAND_STATUS),)))
+    await store.commit(Commit(new, version=2, replies=(reply("scaled", "action", BAND_ACTION),)))
+    item = await queue.head_item("1")
+    head = await queue.head_reply("1", in_flight=item)
+    assert head is not None and head.rendered.text == "status"
+
+
+async def test_a_quiet_status_gives_way_to_a_new_status_still_waiting(redis: Redis) -> None:
+    """In its place it would edit the status before that one, and the new one is never said."""
+    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
+    new = await opened(store)
+    await store.commit(Commit(new, version=1, replies=(reply("new", "status", BAND_STATUS),)))
+    await store.commit(Commit(new, version=2, replies=(reply("quiet", "restatus", BAND_STATUS),)))
+    assert await sent_texts(queue) == ["new"]
+
+
+async def test_a_reply_below_the_status_is_kept_with_the_incident(redis: Redis) -> None:
+    """What the next status is decided on: nothing may edit a status reply with one below it."""
+    store = IncidentStore(redis, PREFIX)
+    new = await opened(store)
+    await store.commit(Commit(new, version=1, replies=(reply("status", "status", BAND_STATUS),)))
+    assert (await store.get("1")).replied_since_status is False  # type: ignore[union-attr]
+    await store.commit(Commit(new, version=2, replies=(reply("acknowledged"),)))
+    assert (await store.get("1")).replied_since_status is True  # type: ignore[union-attr]
+
+
+async def sent_texts(queue: SendQueue) -> list[str]:
+    """What the sender would send of incident 1's thread, in order."""
+    texts = []
+    while (head := await queue.head_reply("1")) is not None:
+        texts.append(head.rendered.text)
+        await queue.record_reply(CHANNEL, "1", head.item)
+    return texts
 
 
 async def test_a_newer_status_replaces_the_one_still_waiting(redis: Redis) -> None:

@@ -1,8 +1,9 @@
 """What a responder should have read along a trajectory, checked over what each surface said
 after each step (`Look`), and the table of it that the trajectories print.
 
-One judgement, rendered everywhere: after one reading the root, the latest status, diagnostics
-and `/queue` give the same advice, and the Scale up… modal is pre-filled with it (capped), able
+One judgement, rendered everywhere: after one reading the root, the latest status (where it
+shows that reading: a status is posted only on a material change), diagnostics and `/queue`
+give the same advice, and the Scale up… modal is pre-filled with it (capped), able
 to raise the maximum when the advice asks for that; every surface reads the expected direction
 by the second reading after a turn; none says rising or +N once the queue fell two readings in
 a row, nor advises runners or a higher maximum with nothing queued; the form's default is one
@@ -50,6 +51,10 @@ class Look:
     # Jobs arriving and finishing a minute in the rates' window of the reading read
     rates: tuple[float | None, float | None] = (None, None)
 
+    def surfaces(self) -> list[str]:
+        """The surfaces that showed this look's reading."""
+        return [surface for surface in SURFACES if surface in self.said]
+
     def advice(self, surface: str) -> Advice:
         return advice_of(self.said.get(surface, ""), RUNNER_TYPE)
 
@@ -76,7 +81,7 @@ def one_number(look: Look) -> list[str]:
     higher maximum when the advice asks for one."""
     if look.stamp is None:
         return [f"step {look.step}: the surfaces never showed one reading ({look.attempts} tries)"]
-    advices = {surface: look.advice(surface) for surface in SURFACES}
+    advices = {surface: look.advice(surface) for surface in look.surfaces()}
     found = []
     if len(set(advices.values())) > 1:
         found.append(f"step {look.step}: the advice differs: {advices}{quoted(look)}")
@@ -95,7 +100,7 @@ def one_number(look: Look) -> list[str]:
             f"step {look.step}: the form is pre-filled with {look.form}, the root advises none"
         )
     maximum = look.shown.maximum or 0
-    asking = [s for s in SURFACES if cites_maximum(look.said[s], maximum)]
+    asking = [s for s in look.surfaces() if cites_maximum(look.said[s], maximum)]
     if asking and look.mode != "raise_max":
         found.append(
             f"step {look.step}: {', '.join(asking)} ask for a higher maximum; the form does not "
@@ -112,7 +117,7 @@ def direction_right(looks: list[Look], index: int) -> list[str]:
     previous = looks[index - 1].expect if index else None
     if previous is not None and previous != look.expect:
         return []  # the turn's first reading: the old direction may stand one more reading
-    wrong = {s: d for s in SURFACES if (d := look.direction(s)) != look.expect}
+    wrong = {s: d for s in look.surfaces() if (d := look.direction(s)) != look.expect}
     if not wrong:
         return []
     return [f"step {look.step}: expected {look.expect}, read {wrong}{quoted(look, wrong)}"]
@@ -126,7 +131,7 @@ def no_rise_while_falling(looks: list[Look], index: int) -> list[str]:
     if not queued[0] > queued[1] > queued[2]:
         return []
     look = looks[index]
-    said = {s: (look.direction(s), look.advice(s)) for s in SURFACES}
+    said = {s: (look.direction(s), look.advice(s)) for s in look.surfaces()}
     wrong = {s: d for s, d in said.items() if d[0] == "rising" or isinstance(d[1], int)}
     if not wrong:
         return []
@@ -141,13 +146,15 @@ def nothing_at_zero(look: Look) -> list[str]:
     maximum = look.shown.maximum or 0
     wrong = [
         surface
-        for surface in SURFACES
+        for surface in look.surfaces()
         if isinstance(look.advice(surface), int) or cites_maximum(look.said[surface], maximum)
     ]
     wrong += ["the form"] if look.form is not None else []
     if not wrong:
         return []
-    return [f"step {look.step}: nothing queued, yet {wrong} advise more{quoted(look, SURFACES)}"]
+    return [
+        f"step {look.step}: nothing queued, yet {wrong} advise more{quoted(look, look.surfaces())}"
+    ]
 
 
 def no_flapping(looks: list[Look]) -> list[str]:
@@ -155,7 +162,7 @@ def no_flapping(looks: list[Look]) -> list[str]:
     consecutive readings, whatever the direction says, where the queue only wanders."""
     found = []
     for before, after in pairwise(looks):
-        for surface in SURFACES:
+        for surface in set(before.surfaces()) & set(after.surfaces()):
             kinds = {_kind(look, surface) for look in (before, after)}
             if kinds == {"more", "clears"}:
                 found.append(
@@ -214,7 +221,10 @@ def table(name: str, looks: list[Look]) -> str:
 
 
 def cell(look: Look, surface: str) -> str:
-    """ "▲ +7", "▼ clears", "= +1"; "?" for no direction, "—" for no advice."""
+    """ "▲ +7", "▼ clears", "= +1"; "?" for no direction, "—" for no advice; "" where the
+    surface did not show the reading."""
+    if surface not in look.said:
+        return ""
     direction, advice = look.direction(surface), look.advice(surface)
     shown = f"+{advice}" if isinstance(advice, int) else (advice or "—")
     return f"{ARROWS.get(direction or '', '?')} {shown}"

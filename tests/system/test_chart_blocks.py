@@ -100,7 +100,9 @@ async def test_slack_draws_the_trend_inside_the_statuses_and_the_summary(
         [values] = [v for name, v in series_of(status).items() if name.startswith(QUEUEING[:9])]
         assert len(values) >= 2 and values[-1] == 43
         # The numbers stay put: the next statuses are quiet and edit this one, chart and all.
-        await eventually(lambda: thread()[thread().index(status)].edits >= 1, what="an edit")
+        await eventually(
+            lambda: any(m.ts == status.ts and m.edits >= 1 for m in thread()), what="an edit"
+        )
 
         arc_fleet.queueing.set(assigned_jobs=120)
         summary = await eventually(

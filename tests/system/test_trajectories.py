@@ -21,7 +21,7 @@ from tests.support.fakes.arc_script import Step
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.slack import Slack
 from tests.support.trajectory import trajectory
-from tests.support.trajectory_checks import CAP, RUNNER_TYPE, SURFACES, no_flapping
+from tests.support.trajectory_checks import CAP, RUNNER_TYPE, no_flapping
 from tests.support.trajectory_text import Advice, advice_of, cites_maximum
 
 pytestmark = pytest.mark.slow
@@ -149,13 +149,13 @@ async def test_a_maximum_raised_by_hand_leaves_the_advice(
             await t.look(Step(queued, runners, runners), expect="falling")
             for queued, runners in ((30, 60), (22, 80), (12, 100))
         ]
-    assert any(cites_maximum(short.said[s], MAX) for s in SURFACES), (
+    assert any(cites_maximum(short.said[s], MAX) for s in short.surfaces()), (
         "at the maximum, some surface asks for a higher one"
     )
     still = [
         f"step {look.step} {surface}"
         for look in later
-        for surface in SURFACES
+        for surface in look.surfaces()
         if cites_maximum(look.said[surface], MAX)
     ]
     problems = t.problems() + ([f"the old maximum still advised: {still}"] if still else [])

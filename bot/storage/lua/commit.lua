@@ -84,28 +84,43 @@ if c.events ~= nil and #c.events > 0 then
   end
 end
 
+-- A quiet status gives way to a new status still waiting, which shows the latest reading when
+-- it goes: in its place, it would edit the status reply before that one.
+local function status_waits(outbox)
+  for _, item in ipairs(redis.call('LRANGE', outbox, 0, -1)) do
+    if string.find(item, '^status:') then return true end
+  end
+  return false
+end
+
+local function push_reply(reply)
+  local seq = redis.call('INCR', KEYS[13])
+  local item = reply.kind .. ':' .. reply.band .. ':' .. seq
+  local replaced = false
+  if type(reply.replaces) == 'table' then -- e.g. a newer status replaces one still waiting
+    local kinds = {}
+    for _, kind in ipairs(reply.replaces) do kinds[kind] = true end
+    for _, old in ipairs(redis.call('LRANGE', KEYS[7], 0, -1)) do
+      local _, _, kind = string.find(old, '^([^:]+):')
+      if kinds[kind] then
+        redis.call('LREM', KEYS[7], 0, old)
+        redis.call('HDEL', KEYS[8], old)
+        replaced = true
+      end
+    end
+  end
+  redis.call('RPUSH', KEYS[7], item)
+  -- What it says instead when it took a waiting reply's place (the summary, the chart of a
+  -- status that never went out).
+  redis.call('HSET', KEYS[8], item, (replaced and reply.payload_if_replaced) or reply.payload)
+end
+
 local posts_changed = false
 if c.replies ~= nil and #c.replies > 0 then
   for _, reply in ipairs(c.replies) do
-    local seq = redis.call('INCR', KEYS[13])
-    local item = reply.kind .. ':' .. reply.band .. ':' .. seq
-    local replaced = false
-    if type(reply.replaces) == 'table' then -- e.g. a newer status replaces one still waiting
-      local kinds = {}
-      for _, kind in ipairs(reply.replaces) do kinds[kind] = true end
-      for _, old in ipairs(redis.call('LRANGE', KEYS[7], 0, -1)) do
-        local _, _, kind = string.find(old, '^([^:]+):')
-        if kinds[kind] then
-          redis.call('LREM', KEYS[7], 0, old)
-          redis.call('HDEL', KEYS[8], old)
-          replaced = true
-        end
-      end
+    if not (reply.kind == 'restatus' and status_waits(KEYS[7])) then
+      push_reply(reply)
     end
-    redis.call('RPUSH', KEYS[7], item)
-    -- What it says instead when it took a waiting reply's place (the summary, the chart of a
-    -- status that never went out).
-    redis.call('HSET', KEYS[8], item, (replaced and reply.payload_if_replaced) or reply.payload)
   end
   while redis.call('LLEN', KEYS[7]) > c.max_outbox do
     redis.call('HDEL', KEYS[8], redis.call('LPOP', KEYS[7]))
