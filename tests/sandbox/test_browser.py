@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator
 from contextlib import ExitStack, suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,7 @@ from sandbox.stack import (
 )
 from tests.support.page_numbers import Missed, Moment, after_diagnostics, at_next_status
 from tests.support.servers import RedisServer, wait_until
+from tests.support.trajectory_text import Advice, advice_of
 
 playwright_expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -145,7 +147,10 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
 
         before = sandbox.fleet.spec("linux.2xlarge")
         minimum, maximum = before["minRunners"], before["maxRunners"]
+        rooted = advice_of(visitor.read_the_incident(page).root, RUNNER_TYPE)
         added, advised = visitor.scale_up(page, root, within_ms=STEP_MS)
+        # The form's default is the advice the root said a moment before: one held advice.
+        assert advice_of(advised, RUNNER_TYPE) == rooted, (rooted, advised)
         # The form's default was the advice it said, the root's (the maximum raised as far as
         # it says, at most one request's cap), and the scale set took it: its ceiling raised,
         # once, and ARC's listener acted on it.
@@ -185,6 +190,9 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         answer = visitor.ask_the_queue(page, within_ms=STEP_MS)
         playwright_expect(answer).to_contain_text("linux.2xlarge")
         playwright_expect(answer).to_contain_text("Open incidents")
+        # At one moment the root, the latest status, diagnostics and `/queue` say one advice.
+        agreed = one_advice(page, answer.inner_text())
+        assert agreed is not None, "no moment where every surface said the same advice"
         # A status is posted on a material change, a minute or more after the last: one that
         # comes before the drain's summary moves the root on from diagnostics' reading to its
         # own, as the first.
@@ -228,8 +236,11 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         )
 
     # One early warning that the incident took on, one incident, one silence, one scale-up and
-    # its revert: nothing happened twice.
+    # its revert: nothing happened twice; and a thread of at most 8 replies.
     messages = sandbox.emulator.channel_messages(CHANNEL)
+    [incident] = [m for m in messages if visitor.TITLE in m.text + str(m.blocks)]
+    replies = sandbox.emulator.thread(CHANNEL, incident.ts)[1:]
+    assert len(replies) <= 8, [r.text for r in replies]
     [warning] = [m for m in messages if "Early warning" in m.text]
     assert "carries it on" in warning.text
     assert len([m for m in messages if visitor.TITLE in m.text + str(m.blocks)]) == 1
@@ -242,6 +253,25 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
     ]
     assert sandbox.fleet.spec("linux.2xlarge")["maxRunners"] == maximum
     assert_the_issue_told_each_step_once(sandbox)
+
+
+def one_advice(page: Any, answer: str, *, tries: int = 5) -> Advice | None:
+    """The type's advice where the root, the latest status, diagnostics and a `/queue` answer
+    say the same, asking `/queue` again while a reading lands between two reads; None when no
+    moment of `tries` agreed."""
+    for _ in range(tries):
+        seen = visitor.read_the_incident(page)
+        said = {
+            "root": advice_of(seen.root, RUNNER_TYPE),
+            "status": advice_of(seen.latest(visitor.STATUS) or "", RUNNER_TYPE),
+            "diagnostics": advice_of(seen.latest(visitor.DIAGNOSTICS) or "", RUNNER_TYPE),
+            "/queue": advice_of(answer, RUNNER_TYPE),
+        }
+        if len(set(said.values())) == 1:
+            return said["root"]
+        print(f"surfaces disagree, asking again: {said}")
+        answer = visitor.ask_the_queue(page, within_ms=STEP_MS).inner_text()
+    return None
 
 
 def assert_the_issue_told_each_step_once(sandbox: Sandbox) -> None:
