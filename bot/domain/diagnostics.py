@@ -164,10 +164,10 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
             # The fix that scaling only buys time for, beside the runners every surface
             # advises, or a surge whose queue already falls clears by itself first.
             said = _advice(finding.runner_type, judged)
-            if judged.runners:
-                advice = f"{advice}; meanwhile {said}"
-            elif cause is Cause.SURGE and judged.clears_in_mins is not None:
+            if cause is Cause.SURGE and not judged.runners and judged.clears_in_mins is not None:
                 advice = f"{said}; {advice}"
+            else:
+                advice = f"{advice}; meanwhile {said}" if judged.runners else f"{advice}; {said}"
         lead_type, lead = finding.runner_type, finding.check(cause.value)
     else:
         cause, confidence, why = _likely_cause(findings)
