@@ -28,6 +28,7 @@ BOOT_MINS = 5.0  # how long a new runner may take to register before it counts a
 DIRECTION_READINGS = 3  # a turn shows within two readings of it
 RECENT_READINGS = 6  # looked back over, past readings that repeat the one before
 SURE_READINGS = 3  # fewer distinct readings cannot tell a climb from a wobble
+TELLING_READINGS = 4  # from this many distinct readings a turn must stand out of their scatter
 # Student's t at one-sided 97.5%, by degrees of freedom.
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}
 SLOW_DRAIN_TARGETS = 2.0  # a falling queue that clears within this many targets needs no runner
@@ -65,7 +66,7 @@ class Judgement(BaseModel):
     wait_unknown: str = ""  # why the wait is not known, said instead of a blank
     # The alert's wait as it said it then, standing in where the reading knows none.
     wait_alert_at: datetime | None = None
-    direction: Direction | None = None  # None: fewer than two readings observed
+    direction: Direction | None = None  # None: fewer than three readings observed
     change_per_min: float | None = None  # the observed queue's, over the direction's readings
     busy: float | None = None
     registered: float | None = None
@@ -161,13 +162,12 @@ class Judgement(BaseModel):
 
     @property
     def _held_note(self) -> str:
-        """Said where the advice is the window's, above what this reading alone advises (less
-        the runners added since), so a falling queue beside it contradicts nothing."""
-        alone = max(self.own - self.added_since, 0)
-        if self.wanted <= alone:
+        """Said where the advice is the window's while this reading alone advises none (less
+        the runners added since), so a falling queue beside it contradicts nothing; a held
+        amount above a smaller one of its own needs no word."""
+        if self.own > self.added_since or not self.wanted:
             return ""
-        said = f"+{alone}" if alone else "none"
-        return f" (the most advised over {minutes(self.window_mins)}; this reading alone: {said})"
+        return f" (the most advised over {minutes(self.window_mins)}; this reading alone: none)"
 
     @property
     def _no_node(self) -> str:
@@ -380,22 +380,26 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
 def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | None, float | None]:
     """The direction of the observed queue (epoch seconds, queued, oldest first) and its change
     per minute over its last `DIRECTION_READINGS` distinct values: a net change beyond the noise,
-    the latest step not against it. A repeated reading (a backend not refreshed) is passed over."""
+    the latest step not against it, and, once the last six readings can tell, a slope beyond
+    their scatter (a wobble turns nothing). A repeated reading (a backend not refreshed) is
+    passed over."""
     recent = list(points)[-RECENT_READINGS:]
-    if len(recent) < 2:
+    if len(recent) < DIRECTION_READINGS:
         return None, None
     if len({value for _, value in recent[-DIRECTION_READINGS:]}) == 1:
         return Direction.HOLDING, 0.0
-    last = _distinct(recent)[-DIRECTION_READINGS:]
+    distinct = _distinct(recent)
+    last = distinct[-DIRECTION_READINGS:]
     span = (last[-1][0] - last[0][0]) / 60
     if span <= 0:
         return None, None
     net, step = last[-1][1] - last[0][1], last[-1][1] - last[-2][1]
     rate = net / span
     allowed = max(NOISE_JOBS, NOISE_SHARE * max(value for _, value in last))
-    if net > allowed and step >= 0:
+    low, high = _slope_bounds(distinct) if len(distinct) >= TELLING_READINGS else (rate, rate)
+    if net > allowed and step >= 0 and low > 0:
         return Direction.RISING, rate
-    if net < -allowed and step <= 0:
+    if net < -allowed and step <= 0 and high < 0:
         return Direction.FALLING, rate
     return Direction.HOLDING, rate
 
@@ -407,16 +411,22 @@ def sure_growth(points: Sequence[tuple[float, float]]) -> float:
     last = _distinct(list(points)[-RECENT_READINGS:])
     if len(last) < SURE_READINGS:
         return 0.0
-    xs = [(t - last[0][0]) / 60 for t, _ in last]
-    ys = [value for _, value in last]
+    return max(_slope_bounds(last)[0], 0.0)
+
+
+def _slope_bounds(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The least-squares slope per minute of three or more points (epoch seconds, value), at its
+    one-sided 97.5% lower and upper bounds (Student's t)."""
+    xs = [(t - points[0][0]) / 60 for t, _ in points]
+    ys = [value for _, value in points]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     spread = sum((x - mean_x) ** 2 for x in xs)
     if spread <= 0:
-        return 0.0
+        return 0.0, 0.0
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
     scatter = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
-    error = math.sqrt(scatter / (len(xs) - 2) / spread)
-    return max(slope - T_975[len(xs) - 2] * error, 0.0)
+    error = T_975[len(xs) - 2] * math.sqrt(scatter / (len(xs) - 2) / spread)
+    return slope - error, slope + error
 
 
 def _distinct(points: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -215,10 +215,14 @@ def test_a_queue_read_in_steps_is_read_by_its_steps_and_holds_once_it_stops() ->
     assert direction_of(points) == (Direction.HOLDING, 0.0)
 
 
-@given(st.lists(st.integers(28, 32), min_size=2, max_size=6))
+@given(st.lists(st.integers(28, 32), min_size=3, max_size=6))
 def test_a_queue_wandering_by_two_holds(values: list[int]) -> None:
     points = [(MINUTE * i, float(q)) for i, q in enumerate(values)]
     assert direction_of(points)[0] is Direction.HOLDING
+
+
+def test_fewer_than_three_readings_tell_no_direction() -> None:
+    assert direction_of([(0.0, 33.0), (MINUTE, 28.0)]) == (None, None)
 
 
 @given(
@@ -272,4 +276,5 @@ def test_a_fleet_is_judged_from_the_history_of_its_readings() -> None:
     assert verdict is not None and verdict.direction is Direction.FALLING
     assert verdict.change_per_min == -4.0
     idle = read.runner_types["idle"].judged
-    assert idle is not None and idle.direction is Direction.HOLDING  # absent before: nothing
+    # Absent before and no queue read now: two zeros tell no direction.
+    assert idle is not None and idle.direction is None

@@ -7,6 +7,7 @@ new message, a quiet status an edit of the previous one, a chart a new message."
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -348,3 +349,84 @@ async def opened_and_posted(redis: Redis, store: IncidentStore, config: Settings
         )
     )
     await redis.hset(store.keys.incident("1"), "thread", '{"channel": "C1", "ts": "1.000001"}')
+
+
+# -- a plateau at the maximum, then a climb -------------------------------------------------
+
+PLATEAU_AT_MAX = [0, 3, -2, 1, -3, 2, -1, 3, -3, 0, 2, -2, 1, -1, 3, -3, 0, 1, -2, 2]
+CLIMB_FROM = 40
+
+
+class AtItsMaximum:
+    """A scale set at its maximum of 20, every runner busy on 10-minute jobs, its queue ±3
+    around 30 for 40 readings, then climbing 4 jobs a reading."""
+
+    name = "Prometheus"
+    live = True
+
+    def __init__(self, clock: list[datetime]) -> None:
+        self.clock = clock
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        t = int((now - START).total_seconds() // 60)
+        if t <= CLIMB_FROM:
+            queued = 30 + PLATEAU_AT_MAX[t % len(PLATEAU_AT_MAX)]
+        else:
+            queued = 33 + 4 * (t - CLIMB_FROM)
+        metrics = RunnerTypeMetrics(
+            queued=queued,
+            longest_wait_mins=12,
+            job_duration_mins=10,
+            busy=20,
+            registered=20,
+            desired=20,
+            maximum=20,
+        )
+        return FleetSnapshot(at=now, source="prometheus", runner_types={"linux.2xlarge": metrics})
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_wobbling_plateau_holds_the_advice_and_the_thread_then_a_climb_raises_it(
+    redis_url: str,
+) -> None:
+    """A reading and a status check every minute: over 40 readings wobbling ±3 at the maximum
+    the advice the root shows moves at most twice and at most 3 status replies are posted; the
+    climb after it raises the advice at once, never through "none"."""
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    store = IncidentStore(redis, "qp")
+    queue = SendQueue(redis, "qp", retention_s=3600)
+    now = [START]
+    config = Settings(backend_timeout_seconds=2, status_interval_seconds=60)
+    readings = FleetReadings(
+        redis, store.keys, AtItsMaximum(now), config=config, clock=lambda: now[0]
+    )
+    reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
+    await opened_and_posted(redis, store, config)
+    statuses: list[int] = []  # the minute of each new status reply
+    advised: list[tuple[int, str]] = []  # the advice the root shows, minute by minute
+
+    for minute in range(1, 53):
+        now[0] = START + timedelta(minutes=minute, seconds=1)
+        await readings.tick()
+        await reporter.tick()
+        while (head := await queue.head_reply("1")) is not None:
+            if head.kind == "status":
+                statuses.append(minute)
+            await queue.record_reply("C1", "1", head.item, status_ts=f"2.{minute:06d}")
+        incident = await store.get("1")
+        assert incident is not None and incident.live is not None
+        judged = incident.live.runner_types["linux.2xlarge"].judged
+        assert judged is not None
+        assert judged.advice.startswith("+"), (minute, judged.advice)
+        advised.append((minute, (judged.runners, judged.raise_maximum_by)))
+
+    plateau = [advice for minute, advice in advised if minute <= CLIMB_FROM]
+    moves = sum(1 for a, b in itertools.pairwise(plateau) if a != b)
+    print(f"plateau: advice moved {moves}×, statuses at minutes {statuses}")
+    assert moves <= 2, plateau
+    assert len([m for m in statuses if m <= CLIMB_FROM]) <= 3, statuses
+    climb = [runners for minute, (runners, _) in advised if minute > CLIMB_FROM]
+    assert climb == sorted(climb) and climb[-1] > plateau[-1][0] + 5, advised
+    await redis.aclose()
