@@ -369,7 +369,7 @@ def apply_notification(
         return incident, Change.STALE  # fired before someone resolved it by hand
     updated = _with_facts(incident, delivery.facts, now=now)
     if not incident.is_open:
-        cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by")
+        cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "follow")
         update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
         update |= {"status": Status.FIRING, "reopened": incident.reopened + 1}
         return updated.model_copy(update=update), Change.REOPENED

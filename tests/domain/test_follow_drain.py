@@ -235,3 +235,34 @@ def test_the_alerts_issue_hears_the_alert_cleared_and_later_the_resolve() -> Non
     assert told == [cleared_event, resolve_event]
     assert said.startswith("**Alert cleared** at ")
     assert "6 jobs still queue over its thresholds" in said
+
+
+@pytest.mark.parametrize("ended_by", ["drained", "by hand"])
+def test_a_followed_incident_that_fires_again_after_it_ended_is_firing_not_followed(
+    ended_by: str,
+) -> None:
+    """Followed, then resolved (the drain, or a person), then fired again: reopened as any
+    incident, its next resolved notification resolves or follows it afresh, never ignored."""
+    followed, _ = cleared(firing(live(linux_2xlarge=(6, 2)), queue_size_threshold=5))
+    ended = (
+        resolve_drained(followed, now=NOW + MIN)
+        if ended_by == "drained"
+        else resolve_manually(followed, by="U1", name="alice", now=NOW + MIN)
+    )
+    firing_again = delivery_of(
+        parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    )
+    reopened, change = apply_notification(
+        ended, firing_again, entry_id="9999999999999-5", now=NOW + 2 * MIN
+    )
+    assert change is Change.REOPENED and reopened.follow is None
+    assert follow_ended(reopened, 0, needed=3, rule=RULE, cap=CAP, now=NOW + 3 * CAP) == ""
+    resolved = delivery_of(parse_notification("grafana", fixture_json(RESOLVED)))
+    again, change = apply_notification(
+        reopened.model_copy(update={"live": live(linux_2xlarge=(0, 0))}),
+        resolved,
+        entry_id="9999999999999-9",
+        now=NOW + 3 * MIN,
+        still_queued=None,
+    )
+    assert change is Change.RESOLVED and not again.is_open
