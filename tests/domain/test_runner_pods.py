@@ -13,7 +13,7 @@ from bot.domain.causes import Cause
 from bot.domain.diagnostics import diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.judgement import judge
+from bot.domain.judgement import added, judge
 from bot.domain.oom_kills import NAMING, with_workflows
 from bot.domain.runner_pods import (
     CADVISOR,
@@ -403,3 +403,15 @@ def test_kills_are_named_by_the_workflows_that_ran_on_their_pods_or_say_how_to_n
     _, why, _ = diagnosis_of(unnamed)
     assert "OOMKilled 4 times in 30 min (`JOBS_BACKEND=github` names their workflows)" in why
     assert why.count("JOBS_BACKEND") == 1
+
+
+def test_runners_added_beside_one_pod_that_finds_no_node_are_booting_not_advised_twice() -> None:
+    """One Pending pod finds no node, most start: the runners taken from Slack count as booting
+    at once, so the advice is not the same runners again."""
+    m = M(queued=30, registered=12, busy=12, idle=0, maximum=20, desired=13, job_duration_mins=3)
+    pods = RunnerPods(pods_pending=8, pending_mins=7, unschedulable=1, unschedulable_mins=7)
+    j = judge(m.model_copy(update={"pods": pods}), [], at=NOW)
+    assert (j.runners, j.cannot_start, j.unplaced) == (3, 0, 1)
+    after = added(j, j.runners)
+    assert (after.runners, after.booting) == (0, 3)
+    assert after.advice.startswith("none: the 3 runners booting")
