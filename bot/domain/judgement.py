@@ -358,7 +358,8 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
 def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     """The judgement once `runners` were added from Slack after its reading (raising the
     maximum by `maximum_by`): they count as booting at once, so nobody is advised them twice,
-    or, while new pods cannot start, as pods that hold their slots: never "booting". Worked out from the reading's own numbers, so counting again changes nothing."""
+    or, while new pods cannot start, as pods that hold their slots: never "booting". Worked
+    out from the reading's own numbers, so counting again changes nothing."""
     if runners == j.added_since and maximum_by == j.maximum_added:
         return j
     stuck = "held" if j.cannot_start else "booting"
