@@ -165,9 +165,9 @@ class Judgement(BaseModel):
         """Said where the advice is the window's while this reading alone advises none (less
         the runners added since), so a falling queue beside it contradicts nothing; a held
         amount above a smaller one of its own needs no word."""
-        if self.own > self.added_since or not self.wanted:
+        if self.own > self.added_since or not self.wanted or not self.window_mins:
             return ""
-        return f" (the most advised over {minutes(self.window_mins)}; this reading alone: none)"
+        return " (held: this reading alone advises none)"
 
     @property
     def _no_node(self) -> str:
@@ -246,8 +246,8 @@ def _held(j: Judgement, earlier: Sequence[Advised], running: float | None, noise
     the window advised, less the runners the type gained since (so a scale-up counts at once);
     "none" only once every reading in the window advised none. A lower most within the queue's
     noise of what the last reading showed keeps that: a wobble does not move it."""
-    if j.cannot_start or not earlier:
-        return j
+    if j.cannot_start or not earlier or (not j.queued and not j.own):
+        return j  # nothing queued and none advised is none at once: no runner to add to idle ones
     supply = j.supply
 
     def now(runners: int, then: float) -> int:
