@@ -264,49 +264,6 @@ def judged_as(
     return m.model_copy(update={"judged": verdict})
 
 
-# What a type's line shows of its judgement: a reading that moves none of it shows the same.
-SHOWN = (
-    "queued",
-    "wait_mins",
-    "wait_over",
-    "wait_unknown",
-    "direction",
-    "busy",
-    "registered",
-    "booting",
-    "maximum",
-    "runners",
-    "raise_maximum_by",
-    "nodes_short",
-    "cannot_start",
-    "clears_in_mins",
-)
-
-
-def shows_the_same(before: FleetSnapshot, after: FleetSnapshot) -> bool:
-    """Whether `after` would show what `before` shows: the same types, notes and, per type, the
-    same judged numbers and advice (a wait to a tenth, a drain to the minute)."""
-    if (before.source, before.note, before.absent, before.missing, before.hidden) != (
-        after.source,
-        after.note,
-        after.absent,
-        after.missing,
-        after.hidden,
-    ) or set(before.runner_types) != set(after.runner_types):
-        return False
-    return all(
-        _shown(m.judged) == _shown(after.runner_types[name].judged)
-        for name, m in before.runner_types.items()
-    )
-
-
-def _shown(j: Judgement | None) -> tuple[object, ...] | None:
-    if j is None:
-        return None
-    values = [getattr(j, name) for name in SHOWN]
-    return tuple(round(v, 1) if isinstance(v, float) else v for v in values)
-
-
 def of_type(types: Mapping[str, V], runner_type: str) -> V | None:
     """`runner_type`'s entry, named as the reading or as an alert names it."""
     name = type_named(types, runner_type)

@@ -600,7 +600,8 @@ def is_material(posted: Snapshot | None, current: Snapshot, drain: DrainRule) ->
     or the wait crossed the alert's threshold or the drain rule's."""
     if posted is None:
         return True
-    if posted.advice != current.advice:
+    # A status stored without its advice (by 0.26) knows none to compare: not news by itself.
+    if posted.advice and posted.advice != current.advice:
         return True
     before, now = posted.numbers, current.numbers
     queued = (before.max_queue_size, now.max_queue_size, now.queue_size_threshold)

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from bot import logs
 from bot.backends.errors import BackendError
 from bot.config import Settings
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, shows_the_same
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
 from bot.domain.incident_fleet import (
     DrainRule,
     as_snapshot,
@@ -46,6 +46,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.message import Rendered
 from bot.fleet.readings import FleetReadings
+from bot.render.queue import source_note, type_lines
 from bot.render.replies import STATUS_FALLBACK, StatusShown, drained_said, summaries
 from bot.storage.due_set import Claim
 from bot.storage.incident_store import (
@@ -67,7 +68,9 @@ from bot.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 NEVER = datetime.min.replace(tzinfo=UTC)
-ROOTS_PER_TICK = 100  # roots brought to a new reading per tick, as the due set hands out statuses
+ROOTS_PER_TICK = 100  # views brought to a new reading per tick, as the due set hands out statuses
+# Up to this many open incidents each root is edited to every reading; beyond, only for news.
+ROOTS_FOLLOWING_EVERY_READING = 20
 # How long a tick holds its claims: a leader that dies meanwhile delays them by this much.
 CLAIM_S = 30.0
 
@@ -82,6 +85,7 @@ class StatusReporter:
     clock: Callable[[], datetime]
     _shown_at: datetime = NEVER  # the reading the roots are brought to
     _to_show: list[str] = field(default_factory=list)  # the open incidents not brought to it yet
+    _open: int = 0  # how many incidents were open at that reading
 
     async def tick(self) -> None:
         """Commit every status that is due, in three round trips (claim, read, commit); one
@@ -128,11 +132,14 @@ class StatusReporter:
                 self.telemetry.status_posts.inc()
 
     async def _roots_to_reading(self) -> None:
-        """Each open incident's root shows the newest reading, between statuses too: the root,
-        `/queue`, diagnostics and the forms then say one moment. At most `ROOTS_PER_TICK` incidents
-        a tick, as statuses are taken, so a thousand open ones never hold the loop long; a root
-        is edited only where what it shows of its types moved (`shows_the_same`); a commit that
-        finds its incident moved on is left to the next reading."""
+        """Each open incident's view (what the root, diagnostics and the forms answer from) is
+        brought to the newest reading, between statuses too, so they and `/queue` say one moment.
+        At most `ROOTS_PER_TICK` incidents a tick, as statuses are taken, so a thousand open ones
+        never hold the loop long; only where a type's line would read otherwise; a commit that
+        finds its incident moved on is left to the next reading. The root is edited for it
+        while few incidents are open, and beyond that only for news (`is_material`): Slack
+        allows an app about 50 `chat.update` a minute, and a click's edit must not wait behind
+        a storm's numbers."""
         if not self.readings.metrics.live:
             return
         try:
@@ -141,6 +148,7 @@ class StatusReporter:
                 return
             if reading.fleet.at > self._shown_at:
                 self._shown_at, self._to_show = reading.fleet.at, await self.store.open_ids()
+                self._open = len(self._to_show)
             if not self._to_show:
                 return
             batch = self._to_show[:ROOTS_PER_TICK]
@@ -160,9 +168,16 @@ class StatusReporter:
                     continue
                 view = self._view(incident, reading, history, now)
                 shown = incident.live
-                if view.is_live and (shown is None or not shows_the_same(shown, view)):
-                    seen = with_live(incident, view, as_snapshot(incident, view, view.at))
-                    commits.append(Commit(seen, version=loaded.version, thread=loaded.thread))
+                if not view.is_live or (shown is not None and reads_alike(incident, shown, view)):
+                    continue
+                current = as_snapshot(incident, view, view.at)
+                before = as_snapshot(incident, shown, shown.at) if shown is not None else None
+                news = is_material(before, current, self.config.drain_rule)
+                seen = with_live(incident, view, current)
+                root = news or self._open <= ROOTS_FOLLOWING_EVERY_READING
+                commits.append(
+                    Commit(seen, root=root, version=loaded.version, thread=loaded.thread)
+                )
         try:
             await self.store.commit_many(commits, now=now.timestamp())
         except RedisError as exc:
@@ -267,6 +282,15 @@ class StatusReporter:
             version=loaded.version,
             thread=loaded.thread,
         )
+
+
+def reads_alike(incident: Incident, before: FleetSnapshot, after: FleetSnapshot) -> bool:
+    """Whether the root would read the same from `after` as from `before`: its runner types'
+    lines and where they come from, as rendered (one definition of what it shows)."""
+    trend = incident.trend
+    return source_note(before) == source_note(after) and type_lines(before, trend) == type_lines(
+        after, trend
+    )
 
 
 def status_kind(incident: Incident, current: Snapshot, drain: DrainRule) -> str | None:

@@ -106,8 +106,11 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
             what="the root showing the live queue",
         )
 
-        # The chart as a picture: uploaded into the thread with files.upload v2, a PNG of the
-        # promised size.
+        # The queue drains: the incident resolves itself, with no resolved notification.
+        arc_fleet.queueing.set(assigned_jobs=120)
+        summary = await resolved_on_drain(thread)
+        # A steady queue posts one status, edited in place: its chart goes as a picture with the
+        # summary, uploaded into the thread with files.upload v2, a PNG of the promised size.
         chart = await eventually(
             lambda: next((m for m in thread()[1:] if m.files), None), what="a chart", timeout=LIVE_S
         )
@@ -117,9 +120,6 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
         reserve = slack.emulator.calls("files.getUploadURLExternal")[-1]
         assert "queued from" in str(reserve.params.get("alt_txt", ""))
 
-        # The queue drains: the incident resolves itself, with no resolved notification.
-        arc_fleet.queueing.set(assigned_jobs=120)
-        summary = await resolved_on_drain(thread)
         assert f"{QUEUEING}: 43 queued" in text_of(summary)
         assert "(queue drained)" in text_of(summary)
 
