@@ -100,7 +100,8 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
         return
     view = opened.get("view") or {}
     preview = await core.scale_preview(owner, form.runner_type, timeout_s=PREVIEW_IN_FORM_S)
-    form = replace(form, advised=preview.default.delta or 0)  # the review compares with it
+    if preview.recommended is not None:  # the review compares the advice then with the advice now
+        form = replace(form, advised=preview.default.delta or 0)
     try:
         await slack.call(
             "views.update",
@@ -174,11 +175,14 @@ async def _take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
         await tell(slack, body, owner, channel=form.channel)
         return
     preview = await core.scale_preview(owner, form.runner_type, timeout_s=PREVIEW_IN_FORM_S)
-    refused = core.scaling.refused(preview.target, preview.capacity, amount, form.raise_maximum)
+    # The advice's amount in the advice's shape: the maximum raised where it raises it.
+    taken = amount == preview.default.delta
+    raise_maximum = preview.default.raise_maximum if taken else form.raise_maximum
+    refused = core.scaling.refused(preview.target, preview.capacity, amount, raise_maximum)
     if refused:
         await tell(slack, body, Outcome(False, refused), channel=form.channel)
         return
-    step = replace(form, delta=amount, advised=amount)
+    step = replace(form, delta=amount, advised=amount, raise_maximum=raise_maximum)
     about = scale_about(owner, form.runner_type)
     review = render_scale_confirm(step, preview, core.scaling.backend_name, about=about)
     try:

@@ -75,8 +75,9 @@ FLEET_MINUTES = {
 }
 
 
-# The advice is held over five fleet minutes (ADVICE_WINDOW's default), in the bot's seconds.
-ADVICE_WINDOW_S = 300
+# The advice is held over five fleet minutes (ADVICE_WINDOW's default), and a status checked
+# every ten (STATUS_INTERVAL_SECONDS'), in the bot's seconds.
+ADVICE_WINDOW_S, STATUS_INTERVAL_S = 300, 600
 
 
 class SandboxError(Exception):
@@ -90,7 +91,9 @@ class SandboxConfig:
     drain checks fit in a few minutes."""
 
     speed: float = 10.0
-    status_interval_s: int = 30
+    # A status check as often as a real fleet's ten minutes, at the fleet's speed (100 s at ×6),
+    # unless a test sets its own.
+    status_interval_s: int | None = None
     # Every 3 s is half a fleet minute at ×10: the early warning sees the burst build in time.
     metrics_interval_s: int = 3
     drain_check_s: int = 10
@@ -254,7 +257,8 @@ def _settings(
             scale_allowed_users=PAGE_USER,
             scale_cooldown_seconds=10,
             scale_revert_settle=config.revert_settle_s,
-            status_interval_seconds=config.status_interval_s,
+            status_interval_seconds=config.status_interval_s
+            or max(round(STATUS_INTERVAL_S / config.speed), 1),
             status_tick_seconds=1.0,
             status_chart_every=2,
             drain_check_seconds=config.drain_check_s,

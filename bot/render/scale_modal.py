@@ -38,7 +38,9 @@ class ScaleForm:
     raise_maximum: bool = False
     keep: bool = False  # not put back when the incident resolves
     warning: str = ""  # from an early warning: its uid (`ref` is then empty)
-    advised: int = 0  # what the form filled in when it opened (0: nothing), for the review
+    # What the form filled in when it opened (0: nothing; None: not known, nothing read in
+    # time), for the review to compare the advice now with.
+    advised: int | None = None
 
     def dump(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -207,7 +209,7 @@ def _against_advice(form: ScaleForm, preview: ScalePreview) -> list[dict[str, An
         blocks.append(md.section(f"⚠️ Runner pods of this type cannot all start: *{words}*."))
     elif now != form.delta:
         said = f"+{now}" if now else "none"
-        if now != form.advised:
+        if form.advised is not None and now != form.advised:
             was = f"+{form.advised}" if form.advised else "none"
             line = f"⚠️ The advice moved since the form opened: {was} then, *{said}* now ({words})."
         else:

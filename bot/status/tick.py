@@ -33,6 +33,7 @@ from bot.domain.incident_fleet import (
     incident_fleet,
 )
 from bot.domain.incidents import (
+    STATUS_SPACING,
     Event,
     Incident,
     Snapshot,
@@ -274,11 +275,15 @@ class StatusReporter:
         every_s = self.config.status_interval_seconds
         # A queue followed after its alert cleared is looked at as often as a draining one.
         interval = self.config.drain_check_seconds if checks or incident.follow else every_s
+        due = now.timestamp() + min(interval, every_s)
+        last = incident.posted_status
+        if kind is None and last is not None and is_material(last, current, rule):
+            due = min(due, (last.at + STATUS_SPACING).timestamp())  # news, once it may be said
         return Commit(
             updated,
             replies=replies,
             root=view.is_live or incident.live is not None,
-            status_due=now.timestamp() + min(interval, every_s),
+            status_due=due,
             version=loaded.version,
             thread=loaded.thread,
         )
