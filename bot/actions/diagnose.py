@@ -14,7 +14,7 @@ from bot.config import Settings
 from bot.domain.causes import JOBS_SOURCES
 from bot.domain.diagnostics import Cause, Diagnosis, Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.incident_fleet import as_snapshot, incident_fleet
+from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import Event, Incident, diagnosed, with_action, with_live
 from bot.domain.jobs import JobsView, surging
 from bot.fleet.jobs import JobsWatch
@@ -85,16 +85,7 @@ class Diagnosing:
         saying why), and what the causes read beyond it."""
         reading, history = await self.readings.current()
         now = self.acting.clock()
-        snapshot = incident_fleet(
-            incident,
-            reading,
-            history,
-            backend=self.readings.metrics.name,
-            now=now,
-            interval=self.readings.interval,
-            routing=self.config.routing,
-            within_mins=self.config.drain_target_minutes,
-        )
+        snapshot = self.readings.incident_view(incident, reading, history, now)
         types = [t for t in snapshot.runner_types if t]
         unread = "needs the jobs behind the queue, which could not be read ({exc})"
         failures, (view, jobs_note) = await asyncio.gather(

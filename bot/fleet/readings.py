@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,6 +33,8 @@ from bot.domain.fleet import (
     troubled_gauges,
     with_job_waits,
 )
+from bot.domain.incident_fleet import incident_fleet
+from bot.domain.incidents import Incident
 from bot.domain.jobs import JobsView
 from bot.domain.judgement import RECENT_READINGS
 from bot.domain.oom_kills import NAMING, WORKFLOW_CHARS, kills_of, with_workflows
@@ -109,6 +111,26 @@ class FleetReadings:
             return stored  # being read right now; this one is recent enough
         async with self._refreshing:
             return await self._refresh(stored, now)
+
+    def incident_view(
+        self,
+        incident: Incident,
+        reading: Reading | None,
+        history: Sequence[HistoryPoint],
+        now: datetime,
+    ) -> FleetSnapshot:
+        """The runner types `incident` shows of `reading` (`incident_fleet`), as every surface
+        that answers from a reading sees them."""
+        return incident_fleet(
+            incident,
+            reading,
+            history,
+            backend=self.metrics.name,
+            now=now,
+            interval=self.interval,
+            routing=self._config.routing,
+            within_mins=self._config.drain_target_minutes,
+        )
 
     async def current(self) -> tuple[Reading | None, list[HistoryPoint]]:
         reading = await self.latest()

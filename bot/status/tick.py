@@ -30,7 +30,6 @@ from bot.domain.incident_fleet import (
     as_snapshot,
     drain_checks,
     follow_ended,
-    incident_fleet,
 )
 from bot.domain.incidents import (
     STATUS_SPACING,
@@ -167,7 +166,7 @@ class StatusReporter:
                 incident = loaded.incident
                 if incident is None or not incident.is_open:
                     continue
-                view = self._view(incident, reading, history, now)
+                view = self.readings.incident_view(incident, reading, history, now)
                 shown = incident.live
                 if not view.is_live or (shown is not None and reads_alike(incident, shown, view)):
                     continue
@@ -183,24 +182,6 @@ class StatusReporter:
             await self.store.commit_many(commits, now=now.timestamp())
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
-
-    def _view(
-        self,
-        incident: Incident,
-        reading: Reading | None,
-        history: Sequence[HistoryPoint],
-        now: datetime,
-    ) -> FleetSnapshot:
-        return incident_fleet(
-            incident,
-            reading,
-            history,
-            backend=self.readings.metrics.name,
-            now=now,
-            interval=self.readings.interval,
-            routing=self.config.routing,
-            within_mins=self.config.drain_target_minutes,
-        )
 
     async def _decided(
         self,
@@ -239,7 +220,7 @@ class StatusReporter:
         history: Sequence[HistoryPoint],
         now: datetime,
     ) -> Commit:
-        view = self._view(incident, reading, history, now)
+        view = self.readings.incident_view(incident, reading, history, now)
         current = as_snapshot(incident, view, now)
         needed = self.config.drain_checks
         checks = drain_checks(incident, view, self.config.drain_rule)
