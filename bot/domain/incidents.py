@@ -624,13 +624,16 @@ def _crossed(
 
 
 def _drain_crossed(posted: Snapshot, current: Snapshot, drain: DrainRule) -> bool:
-    """Drained since the posted status (at once: the drain checks start), or no longer, by
-    more than a step: a queue that drains to 0 and takes a job is not news twice."""
+    """Out of the drain rule since the posted status, by more than a step: a queue back after it
+    looked drained is news. Looking drained is not: the root says it at once, and the summary
+    follows within the drain checks."""
     was, now = (_drained(s, drain.max_queued, drain.max_wait_mins) for s in (posted, current))
-    if was == now:
-        return False
-    return now or not _drained(
-        current, drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS
+    return (
+        was
+        and not now
+        and not _drained(
+            current, drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS
+        )
     )
 
 

@@ -380,8 +380,8 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
 def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | None, float | None]:
     """The direction of the observed queue (epoch seconds, queued, oldest first) and its change
     per minute over its last `DIRECTION_READINGS` distinct values: a net change beyond the noise,
-    the latest step not against it, and, once the last six readings can tell, a slope beyond
-    their scatter (a wobble turns nothing). A repeated reading (a backend not refreshed) is
+    the latest step not against it, and, once its last four distinct values can tell, a slope
+    beyond their scatter (a wobble turns nothing, a turn shows within two readings). A repeated reading (a backend not refreshed) is
     passed over."""
     recent = list(points)[-RECENT_READINGS:]
     if len(recent) < DIRECTION_READINGS:
@@ -396,7 +396,10 @@ def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | Non
     net, step = last[-1][1] - last[0][1], last[-1][1] - last[-2][1]
     rate = net / span
     allowed = max(NOISE_JOBS, NOISE_SHARE * max(value for _, value in last))
-    low, high = _slope_bounds(distinct) if len(distinct) >= TELLING_READINGS else (rate, rate)
+    # A value held over several readings is read where it last stood: a plateau that then
+    # turns is a turn, not a curve.
+    telling = _distinct(recent[::-1])[::-1][-TELLING_READINGS:]
+    low, high = _slope_bounds(telling) if len(telling) == TELLING_READINGS else (rate, rate)
     if net > allowed and step >= 0 and low > 0:
         return Direction.RISING, rate
     if net < -allowed and step <= 0 and high < 0:

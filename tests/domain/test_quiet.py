@@ -59,8 +59,9 @@ def snap(
         (snap(queued=23, size_limit=20), snap(queued=17, size_limit=20), False),
         (snap(wait=20, wait_limit=30), snap(wait=45, wait_limit=30), True),
         (snap(wait=25, wait_limit=30), snap(wait=35, wait_limit=30), False),
-        # The drain rule: drained at once; no longer, once past it by a step.
-        (snap(queued=3, wait=4), snap(queued=0, wait=0), True),
+        # The drain rule: looking drained is the root's and the summary's to say; no longer
+        # drained is news, once past it by a step.
+        (snap(queued=3, wait=4), snap(queued=0, wait=0), False),
         (snap(queued=0, wait=0), snap(queued=1, wait=1), False),
         (snap(queued=0, wait=0), snap(queued=5, wait=1), True),
     ],

@@ -5,8 +5,9 @@ One judgement, rendered everywhere: after one reading the root, the latest statu
 shows that reading: a status is posted only on a material change), diagnostics and `/queue`
 give the same advice, and the Scale up… modal is pre-filled with it (capped), able
 to raise the maximum when the advice asks for that; every surface reads the expected direction
-by the second reading after a turn; none says rising or +N once the queue fell two readings in
-a row, nor advises runners or a higher maximum with nothing queued; the form's default is one
+by the third reading after a turn; none says rising or +N once the queue fell two readings in
+a row (but a +N held over the advice window, said as held), nor advises runners or a higher
+maximum with nothing queued; the form's default is one
 the scale set takes; and where the queue only wanders, consecutive readings don't flap between
 advice of opposite kinds.
 """
@@ -29,6 +30,7 @@ from tests.support.trajectory_text import (
     type_lines,
 )
 
+HELD = "held: this reading alone advises none"  # a +N held over the window, said as such
 RUNNER_TYPE = "linux.2xlarge"
 CAP = 20  # the most one scale request may add (the scale target's `cap`)
 SURFACES = ("root", "status", "diagnostics", "/queue")
@@ -110,13 +112,16 @@ def one_number(look: Look) -> list[str]:
 
 
 def direction_right(looks: list[Look], index: int) -> list[str]:
-    """Every surface reads the expected direction, from the second reading after a turn on."""
+    """Every surface reads the expected direction, from the third reading after a turn on: a
+    turn must stand out of the readings' scatter before it is said, so a wobble turns nothing."""
     look = looks[index]
     if look.expect is None or look.stamp is None:
         return []
-    previous = looks[index - 1].expect if index else None
-    if previous is not None and previous != look.expect:
-        return []  # the turn's first reading: the old direction may stand one more reading
+    before = [looks[k].expect if k >= 0 else look.expect for k in (index - 2, index - 1)]
+    if any(previous != look.expect for previous in before):
+        # The turn's first two readings (or the first after too few readings to tell one): the
+        # old direction, or none, may stand until then.
+        return []
     wrong = {s: d for s in look.surfaces() if (d := look.direction(s)) != look.expect}
     if not wrong:
         return []
@@ -124,7 +129,8 @@ def direction_right(looks: list[Look], index: int) -> list[str]:
 
 
 def no_rise_while_falling(looks: list[Look], index: int) -> list[str]:
-    """No "rising" and no "+N" on any surface once the queue fell two readings in a row."""
+    """No "rising" and no "+N" on any surface once the queue fell two readings in a row, but a
+    +N held over the advice window that says the reading alone advises none (HPA's hold)."""
     if index < 2:
         return []
     queued = [looks[i].shown.queued for i in (index - 2, index - 1, index)]
@@ -132,7 +138,11 @@ def no_rise_while_falling(looks: list[Look], index: int) -> list[str]:
         return []
     look = looks[index]
     said = {s: (look.direction(s), look.advice(s)) for s in look.surfaces()}
-    wrong = {s: d for s, d in said.items() if d[0] == "rising" or isinstance(d[1], int)}
+    wrong = {
+        s: d
+        for s, d in said.items()
+        if d[0] == "rising" or (isinstance(d[1], int) and HELD not in look.said[s])
+    }
     if not wrong:
         return []
     return [f"step {look.step}: the queue fell {queued}, yet {wrong}{quoted(look, wrong)}"]

@@ -1,7 +1,7 @@
 """One judgement, rendered everywhere: a served bot on a scripted ARC scale set, read after each
 step as a responder reads it (`tests/support/trajectory.py`). After every step the root, the
 latest status, diagnostics, `/queue` and the Scale up… modal's default agree on the advice for
-linux.2xlarge; the direction is right by the second reading after a turn; nothing says rising
+linux.2xlarge; the direction is right by the third reading after a turn; nothing says rising
 or +N once the queue fell two readings in a row, nor anything but "none" with nothing queued;
 every form default is one the target takes. The advice is sized as in production (+5 to +40
 along a surge), so agreeing on it is not agreeing on +1; a scale-up capped below it leaves the
@@ -51,7 +51,7 @@ async def test_a_surge_at_the_maximum(
     first = Step(queued=26, busy=MAX, registered=MAX, maximum=MAX)
     name = "a surge at the maximum"
     async with trajectory(name, settings_for, slack, kube, tmp_path, first) as t:
-        await t.look(first, expect="holding")
+        await t.look(first)  # too few readings yet to tell a direction
         for queued in (30, 34, 38, 43, 48, 54):
             await t.look(Step(queued, MAX, MAX), expect="rising")
         scaled = await t.scale_by_default()
@@ -71,7 +71,7 @@ async def test_capacity_arriving_while_jobs_keep_coming(
     first = Step(queued=20, busy=MAX, registered=MAX, maximum=MAX)
     name = "capacity arriving while jobs keep coming"
     async with trajectory(name, settings_for, slack, kube, tmp_path, first, drain_checks=100) as t:
-        await t.look(first, expect="holding")
+        await t.look(first)  # too few readings yet to tell a direction
         await t.look(Step(24, MAX, MAX), expect="rising")
         await t.look(Step(28, MAX, MAX), expect="rising")
         await t.look(Step(32, MAX, MAX, maximum=80, note="maxRunners 40 → 80"), expect="rising")
@@ -106,7 +106,7 @@ async def test_a_drain_after_a_scale_up(
     first = Step(queued=160, busy=MAX, registered=MAX, maximum=MAX)
     name = "a drain after a scale-up"
     async with trajectory(name, settings_for, slack, kube, tmp_path, first) as t:
-        whole = (await t.look(first, expect="holding")).advice("root")
+        whole = (await t.look(first)).advice("root")  # too few readings for a direction
         assert isinstance(whole, int) and whole > CAP, f"+{whole} is no more than one request"
         capped = await t.scale_by_default()
         assert capped.accepted and capped.amount == CAP, capped
@@ -135,12 +135,12 @@ async def test_a_maximum_raised_by_hand_leaves_the_advice(
     settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
     """maxRunners goes from 40 to 120 without the bot (kubectl) while the queue climbs at the
-    maximum: by the second reading after it, no surface asks for a higher maximum or names the
+    maximum: by the third reading after it, no surface asks for a higher maximum or names the
     old one as the limit."""
     first = Step(queued=20, busy=MAX, registered=MAX, maximum=MAX)
     name = "a maximum raised by hand"
     async with trajectory(name, settings_for, slack, kube, tmp_path, first) as t:
-        await t.look(first, expect="holding")
+        await t.look(first)  # too few readings yet to tell a direction
         await t.look(Step(25, MAX, MAX), expect="rising")
         short = await t.look(Step(30, MAX, MAX), expect="rising")
         raised = Step(34, MAX, MAX, maximum=120, note="maxRunners 40 → 120 by hand")
