@@ -130,7 +130,17 @@ async def test_a_workspace_that_refuses_the_block_gets_the_message_without_it_an
     async with run_bot(settings(settings_for, arc_fleet.prometheus.url)) as running:
         await running.send("grafana", fixture_json(FIRING))
         thread = await slack.first_thread()
-
+        # A steady queue posts one status, edited in place; a picture goes with a new status
+        # or the summary: the queue drains.
+        await eventually(
+            lambda: (
+                any("Status update" in m.text for m in thread()[1:])
+                and "43 queued" in thread()[0].text
+            ),
+            what="the first status, and the root with the live queue",
+            timeout=FIRST_CHART_S,
+        )
+        arc_fleet.queueing.set(assigned_jobs=120)
         picture = await first_chart(
             running,
             arc_fleet,
