@@ -287,7 +287,7 @@ async def test_a_lookup_under_distributed_app_limits_waits_out_each_429_and_ends
             latest=now + 60,
         )
     finally:
-        slack.emulator.history_tier = 3
+        slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
 
     assert last and last["text"] == "reply 39"
     calls = slack.emulator.calls("conversations.replies")
@@ -322,7 +322,7 @@ async def test_two_lookups_waiting_on_one_hold_do_not_both_call_when_it_ends(
             )
         )
     finally:
-        slack.emulator.history_tier = 3
+        slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
 
     assert [m and m["ts"] for m in found] == [root, root, root]
     statuses = [c.status for c in slack.emulator.calls("conversations.history")]

@@ -449,7 +449,7 @@ async def test_after_a_lost_answer_the_channel_goes_on_under_distributed_app_lim
             await eventually(lambda: queue_drained(running), what="nothing left to send")
     finally:
         slack.emulator.stall("chat.postMessage", 0)
-        slack.emulator.history_tier = 3
+        slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
 
     roots = slack.emulator.channel_messages(CHANNEL)
     assert len({m.metadata["event_payload"]["uid"] for m in roots}) == 2, "no root twice"
@@ -474,7 +474,7 @@ async def test_paced_posts_with_nothing_failed_never_read_history(
                 await running.send("grafana", group(f"paced-{n}"))
             await eventually(lambda: len(ok_posts(slack)) == 5, what="five roots", timeout=15)
     finally:
-        slack.emulator.history_tier = 3
+        slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
 
     assert lookups_of(slack) == []
 

@@ -442,7 +442,8 @@ async def tier_1_after_calls_at_tier_3(asker: Asker) -> Answer:
     """Calls made at Tier 3 do not count against the Tier 1 minute that follows."""
     for _ in range(3):
         await asker.client.conversations_history(channel=CHANNEL)
-    asker.emulator.history_tier = 1
+    # Slack's minute, whatever an earlier test of the session left the emulator's at.
+    asker.emulator.history_tier, asker.emulator.history_interval_s = 1, 60.0
     assert (await asker.client.conversations_history(channel=CHANNEL))["ok"]
     return await asker.sdk(lambda c: c.conversations_history(channel=CHANNEL))
 
