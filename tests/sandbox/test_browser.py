@@ -147,11 +147,7 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
 
         before = sandbox.fleet.spec("linux.2xlarge")
         minimum, maximum = before["minRunners"], before["maxRunners"]
-        rooted = advice_of(visitor.read_the_incident(page).root, RUNNER_TYPE)
         added, advised = visitor.scale_up(page, root, within_ms=STEP_MS)
-        # The form's default is the advice the root said a moment before: one held advice.
-        recommended = next(line for line in advised.splitlines() if "Recommended" in line)
-        assert advice_of(f"{RUNNER_TYPE}: {recommended}", RUNNER_TYPE) == rooted, (rooted, advised)
         # The form's default was the advice it said, the root's (the maximum raised as far as
         # it says, at most one request's cap), and the scale set took it: its ceiling raised,
         # once, and ARC's listener acted on it.
