@@ -381,8 +381,8 @@ def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | Non
     """The direction of the observed queue (epoch seconds, queued, oldest first) and its change
     per minute over its last `DIRECTION_READINGS` distinct values: a net change beyond the noise,
     the latest step not against it, and, once its last four distinct values can tell, a slope
-    beyond their scatter (a wobble turns nothing, a turn shows within two readings). A repeated reading (a backend not refreshed) is
-    passed over."""
+    beyond their scatter (a wobble turns nothing, a turn shows by the third reading). A repeated
+    reading (a backend not refreshed) is passed over."""
     recent = list(points)[-RECENT_READINGS:]
     if len(recent) < DIRECTION_READINGS:
         return None, None
