@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -66,6 +67,38 @@ class WobblingQueue:
         return None
 
 
+@dataclass
+class Outbox:
+    """What incident 1's channel sender makes of its outbox, as `bot/outbound/messages.py` does:
+    each new message (its kind, its text, its blocks as JSON; a status rendered as it goes out),
+    and each quiet status an edit of the last status reply."""
+
+    queue: SendQueue
+    store: IncidentStore
+    now: list[datetime]
+    messages: list[tuple[str, str, str]] = field(default_factory=list)
+    edits: list[str] = field(default_factory=list)
+
+    @property
+    def kinds(self) -> list[str]:
+        return [kind for kind, _, _ in self.messages]
+
+    async def send(self) -> None:
+        while (head := await self.queue.head_reply("1")) is not None:
+            text, blocks = head.rendered.text, head.rendered.blocks
+            if head.is_status and (incident := await self.store.get("1")) is not None:
+                shown = StatusShown.from_extra(head.extra)
+                blocks = render_shown(incident, shown, now=self.now[0]).blocks
+                text = str(blocks[0]["text"]["text"])
+            if head.kind == "restatus" and head.status_ts:
+                self.edits.append(text)
+                await self.queue.record_reply("C1", "1", head.item)
+                continue
+            self.messages.append((head.kind, text, json.dumps(blocks, ensure_ascii=False)))
+            ts = f"2.{len(self.messages):06d}" if head.is_status else ""
+            await self.queue.record_reply("C1", "1", head.item, status_ts=ts)
+
+
 async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messages(
     redis_url: str,
 ) -> None:
@@ -79,29 +112,17 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
     reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
     await opened_and_posted(redis, store, config)
 
-    messages, edits = ["root"], 0
-
-    async def send_what_is_waiting() -> None:
-        nonlocal edits
-        while (head := await queue.head_reply("1")) is not None:
-            if head.kind == "restatus" and head.status_ts:
-                edits += 1
-                await queue.record_reply("C1", "1", head.item)
-                continue
-            # Charts as pictures (`CHART_STYLE=image`): each one is a message of its own.
-            messages.append(head.kind)
-            ts = f"2.{len(messages):06d}"
-            status = ts if head.kind in ("status", "restatus") else ""
-            await queue.record_reply("C1", "1", head.item, status_ts=status)
+    out = Outbox(queue, store, now)
 
     for _ in range(12):  # two hours, one status every ten minutes
         now[0] += timedelta(seconds=config.status_interval_seconds)
         await reporter.tick()
-        await send_what_is_waiting()
+        await out.send()
 
-    assert len(messages) <= 15, messages
-    assert messages.count("status") == 1 and edits == 11  # one status, edited in place
-    assert "chart" not in messages, "no picture of a trend that did not move"
+    # With the root, at most 15; charts as pictures (`CHART_STYLE=image`) are messages too.
+    assert len(out.messages) + 1 <= 15, out.kinds
+    assert out.kinds.count("status") == 1 and len(out.edits) == 11  # one status, edited in place
+    assert "chart" not in out.kinds, "no picture of a trend that did not move"
 
     # Then the queue drains: the next status finds it drained, two more checks a minute apart
     # confirm it, and the summary closes the incident: 12 minutes at most with the defaults.
@@ -109,10 +130,10 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
     for _ in range(13):
         now[0] += timedelta(seconds=61)
         await reporter.tick()
-        await send_what_is_waiting()
+        await out.send()
     loaded = await store.load("1")
     assert loaded.incident is not None and not loaded.incident.is_open
-    assert "summary" in messages and len(messages) <= 15, messages
+    assert "summary" in out.kinds and len(out.messages) + 1 <= 15, out.kinds
     await redis.aclose()
 
 
@@ -156,17 +177,7 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
     readings = FleetReadings(redis, store.keys, metrics, config=config, clock=lambda: now[0])
     reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
     await opened_and_posted(redis, store, config)
-    thread: list[tuple[str, str]] = []  # (kind, text) of each new reply
-
-    async def send_what_is_waiting() -> None:
-        while (head := await queue.head_reply("1")) is not None:
-            edit = head.kind == "restatus" and head.status_ts
-            if not edit:
-                blocks = json.dumps(head.rendered.blocks, ensure_ascii=False)
-                thread.append((head.kind, blocks))
-            ts = f"2.{len(thread):06d}"
-            status = ts if head.kind in ("status", "restatus") and not edit else ""
-            await queue.record_reply("C1", "1", head.item, status_ts=status or head.status_ts)
+    out = Outbox(queue, store, now)
 
     for act in (
         core.acknowledge(ALICE, "1"),
@@ -177,30 +188,30 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
         outcome = await act
         assert outcome.ok, outcome.text
         now[0] += timedelta(seconds=30)
-        await send_what_is_waiting()
+        await out.send()
     for _ in range(3):  # half an hour of statuses: the third with its chart as a picture
         now[0] += timedelta(seconds=config.status_interval_seconds)
         await reporter.tick()
-        await send_what_is_waiting()
+        await out.send()
     resolved = await core.resolve(ALICE, "1", anyway=True)  # its queue is still live
     assert resolved.ok
-    await send_what_is_waiting()
+    await out.send()
     now[0] += timedelta(seconds=16)
     await reverts.tick()
-    await send_what_is_waiting()
+    await out.send()
 
-    kinds = [kind for kind, _ in thread]
-    assert len(thread) <= 8, kinds
+    kinds = out.kinds
+    assert len(out.messages) <= 8, kinds
     assert kinds.count("chart") == 1, "the summary's picture would draw the status's again"
-    texts = [text for _, text in thread]
-    said = [text for kind, text in thread if kind in ("action", "event")]
+    texts = [blocks for _, _, blocks in out.messages]
+    said = [blocks for kind, _, blocks in out.messages if kind in ("action", "event")]
     (silenced,) = [t for t in said if "Silenced for" in t]
     assert "Silenced for 1 h in Grafana until" in silenced and "<@" not in silenced, "once, no ping"
     (acknowledged,) = [t for t in said if "Acknowledged" in t]
     assert "<@U0ALICE>" in acknowledged, "the owner is mentioned once: the thread is theirs"
     plans = [t for t in texts if "unless someone changes it meanwhile" in t]
     assert len(plans) == 1 and "Scaled linux.2xlarge by +5" in plans[0], "said once"
-    (summary,) = [t for kind, t in thread if kind == "summary"]
+    (summary,) = [blocks for kind, _, blocks in out.messages if kind == "summary"]
     ended = await store.get("1")
     assert ended is not None and chart_block(incident_chart(ended)) is not None, "one to draw"
     assert f'"type": "{BLOCK_TYPE}"' not in summary, "the last status drew this very chart"
@@ -282,24 +293,7 @@ async def test_a_two_hour_incident_rising_scaled_and_drained_takes_at_most_15_re
     readings = FleetReadings(redis, store.keys, metrics, config=config, clock=lambda: now[0])
     reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
     await opened_and_posted(redis, store, config)
-    thread: list[tuple[str, str]] = []  # (kind, first line) of each new reply
-    edits: list[str] = []
-
-    async def send_what_is_waiting() -> None:
-        while (head := await queue.head_reply("1")) is not None:
-            text = head.rendered.text
-            if head.is_status and (incident := await store.get("1")) is not None:
-                shown = StatusShown.from_extra(head.extra)
-                text = json.loads(json.dumps(render_shown(incident, shown, now=now[0]).blocks))
-                text = text[0]["text"]["text"]
-            if head.kind == "restatus" and head.status_ts:
-                edits.append(text)
-                await queue.record_reply("C1", "1", head.item)
-                continue
-            thread.append((head.kind, text))
-            ts = f"2.{len(thread):06d}"
-            status = ts if head.kind in ("status", "restatus") else ""
-            await queue.record_reply("C1", "1", head.item, status_ts=status)
+    out = Outbox(queue, store, now)
 
     for minute in range(1, 121):
         now[0] = START + timedelta(minutes=minute, seconds=1)
@@ -310,18 +304,18 @@ async def test_a_two_hour_incident_rising_scaled_and_drained_takes_at_most_15_re
             assert scaled.ok, scaled.text
         await readings.tick()
         await reporter.tick()
-        await send_what_is_waiting()
+        await out.send()
         if (ended := await store.get("1")) is not None and not ended.is_open:
             break
     now[0] += timedelta(minutes=31)
     await reverts.tick()
-    await send_what_is_waiting()
+    await out.send()
 
-    kinds = [kind for kind, _ in thread]
-    print(f"two hours: {len(thread)} replies {kinds}, {len(edits)} edits in place")
+    kinds = out.kinds
+    print(f"two hours: {len(kinds)} replies {kinds}, {len(out.edits)} edits in place")
     assert ended is not None and not ended.is_open, "drained and resolved"
-    assert len(thread) <= 15, kinds
-    statuses = [text for kind, text in thread if kind == "status"]
+    assert len(kinds) <= 15, kinds
+    statuses = [text for kind, text, _ in out.messages if kind == "status"]
     assert 3 <= len(statuses) <= 7, statuses
     titles = [line.split("\n")[0] for line in statuses]
     ages = [line.split("\n")[1].split(" · ")[0] for line in statuses]
@@ -404,17 +398,17 @@ async def test_a_wobbling_plateau_holds_the_advice_and_the_thread_then_a_climb_r
     )
     reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
     await opened_and_posted(redis, store, config)
+    out = Outbox(queue, store, now)
     statuses: list[int] = []  # the minute of each new status reply
-    advised: list[tuple[int, str]] = []  # the advice the root shows, minute by minute
+    advised: list[tuple[int, tuple[int, int]]] = []  # the advice the root shows, by the minute
 
     for minute in range(1, 53):
         now[0] = START + timedelta(minutes=minute, seconds=1)
         await readings.tick()
         await reporter.tick()
-        while (head := await queue.head_reply("1")) is not None:
-            if head.kind == "status":
-                statuses.append(minute)
-            await queue.record_reply("C1", "1", head.item, status_ts=f"2.{minute:06d}")
+        posted = len(out.kinds)
+        await out.send()
+        statuses += [minute for kind in out.kinds[posted:] if kind == "status"]
         incident = await store.get("1")
         assert incident is not None and incident.live is not None
         judged = incident.live.runner_types["linux.2xlarge"].judged
