@@ -33,26 +33,43 @@ async def open_incident(running: RunningBot, slack: Slack) -> Any:
     return (await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root"))[0]
 
 
-def view_submission(view: dict[str, Any], values: dict[str, Any], *, user: str = USER) -> str:
+def _interaction(kind: str, user: str, **fields: Any) -> str:
+    """An interaction's form body as Slack posts it: `payload` of `kind`, from `user`."""
     payload = {
-        "type": "view_submission",
+        "type": kind,
         "team": {"id": "T0QUEUE", "domain": "example"},
         "user": {"id": user, "username": "alice", "name": "alice", "team_id": "T0QUEUE"},
         "api_app_id": "A0QUEUE",
         "token": "legacy",
         "trigger_id": f"{time.time_ns()}.1",
-        "view": {
-            "id": view["id"],
-            "type": "modal",
-            "callback_id": view["callback_id"],
-            "private_metadata": view["private_metadata"],
-            "hash": view.get("hash", "1.x"),
-            "state": {"values": values},
-            "blocks": view["blocks"],
-        },
-        "response_urls": [],
+        **fields,
     }
     return urllib.parse.urlencode({"payload": json.dumps(payload)})
+
+
+def _view(view: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": view["id"],
+        "type": "modal",
+        "callback_id": view["callback_id"],
+        "private_metadata": view["private_metadata"],
+        "hash": view.get("hash", "1.x"),
+        "state": {"values": values},
+        "blocks": view["blocks"],
+    }
+
+
+def view_submission(view: dict[str, Any], values: dict[str, Any], *, user: str = USER) -> str:
+    return _interaction("view_submission", user, view=_view(view, values), response_urls=[])
+
+
+def modal_click(view: dict[str, Any], action_id: str, value: str, *, user: str = USER) -> str:
+    """A button pressed in a modal, as Slack sends it: the view as it stands, its hash."""
+    action = {"type": "button", "action_id": action_id, "value": value, "block_id": "x"}
+    container = {"type": "view", "view_id": view["id"]}
+    return _interaction(
+        "block_actions", user, container=container, view=_view(view, {}), actions=[action]
+    )
 
 
 def form_values(runner_type: str, amount: str, mode: str | None = None) -> dict[str, Any]:

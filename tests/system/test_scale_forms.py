@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
-from tests.support.scale import form_values, view_submission
+from tests.support.scale import form_values, modal_click, view_submission
 from tests.support.slack import (
     CHANNEL,
     USER,
@@ -104,6 +102,11 @@ async def review_and_confirm(
     return review
 
 
+def root_saying(slack: Slack, words: str) -> Any:
+    """The channel's message that says `words` (the root, once it shows that advice)."""
+    return next((m for m in slack.emulator.channel_messages(CHANNEL) if words in text_of(m)), None)
+
+
 def advice_of(text: str) -> str:
     found = re.search(
         r"\+\d+ runners would drain it in 30 min; raise the maximum by \d+ \(20 → \d+\)", text
@@ -122,14 +125,7 @@ async def test_the_incidents_form_offers_the_roots_advice_as_arc_accepts_it(
     async with run_bot(settings(settings_for, arc_fleet, kube, tmp_path)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
         root = await eventually(
-            lambda: next(
-                (
-                    m
-                    for m in slack.emulator.channel_messages(CHANNEL)
-                    if "+28 runners" in text_of(m)
-                ),
-                None,
-            ),
+            lambda: root_saying(slack, "+28 runners"),
             what="the root with the live advice",
             timeout=30,
         )
@@ -230,22 +226,6 @@ async def test_the_warnings_form_offers_the_current_readings_advice_as_arc_accep
         assert not [t for t in ephemeral_texts(slack) if "Could not scale" in t]
 
 
-def modal_click(view: dict[str, Any], action_id: str, value: str) -> str:
-    """A button pressed in a modal, as Slack sends it: the view as it stands, its hash."""
-    payload = {
-        "type": "block_actions",
-        "team": {"id": "T0QUEUE", "domain": "example"},
-        "user": {"id": USER, "username": "alice", "name": "alice", "team_id": "T0QUEUE"},
-        "api_app_id": "A0QUEUE",
-        "token": "legacy",
-        "trigger_id": f"{time.time_ns()}.1",
-        "container": {"type": "view", "view_id": view["id"]},
-        "view": {**view, "state": {"values": {}}},
-        "actions": [{"type": "button", "action_id": action_id, "value": value, "block_id": "x"}],
-    }
-    return urllib.parse.urlencode({"payload": json.dumps(payload)})
-
-
 async def test_the_review_says_the_advice_moved_and_takes_the_new_amount(
     settings_for: Any, slack: Slack, arc_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
@@ -257,14 +237,7 @@ async def test_the_review_says_the_advice_moved_and_takes_the_new_amount(
     async with run_bot(settings(settings_for, arc_fleet, kube, tmp_path)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
         root = await eventually(
-            lambda: next(
-                (
-                    m
-                    for m in slack.emulator.channel_messages(CHANNEL)
-                    if "+12 runners" in text_of(m)
-                ),
-                None,
-            ),
+            lambda: root_saying(slack, "+12 runners"),
             what="the root advising +12",
             timeout=30,
         )
@@ -275,9 +248,7 @@ async def test_the_review_says_the_advice_moved_and_takes_the_new_amount(
 
         arc_fleet.queueing.set(assigned_jobs=32, **SIXTEEN_OF_TWENTY)
         await eventually(
-            lambda: any(
-                "+16 runners" in text_of(m) for m in slack.emulator.channel_messages(CHANNEL)
-            ),
+            lambda: root_saying(slack, "+16 runners") is not None,
             what="the root advising +16",
             timeout=30,
         )
