@@ -20,11 +20,7 @@ async def test_the_thread_follows_a_queue_its_alert_cleared_over_until_it_drains
 ) -> None:
     async with run_bot(live(settings_for, arc_fleet.prometheus.url)) as running:
         await running.send("grafana", fixture_json(FIRING))
-        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
-        root_ts = roots[0].ts
-
-        def thread() -> list[Any]:
-            return slack.emulator.thread(CHANNEL, root_ts)
+        thread = await slack.first_thread()
 
         def summaries() -> list[Any]:
             return [m for m in thread()[1:] if "Peak by runner type" in text_of(m)]

@@ -82,11 +82,8 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
     settings = live(settings_for, arc_fleet.prometheus.url, chart_style="image")
     async with run_bot(settings) as running:
         await running.send("grafana", fixture_json(FIRING))
-        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
-        root_ts = roots[0].ts
-
-        def thread() -> list[Any]:
-            return slack.emulator.thread(CHANNEL, root_ts)
+        thread = await slack.first_thread()
+        root_ts = thread()[0].ts
 
         # The alert names no runner type: the incident shows the type that queues, live.
         await eventually(
@@ -149,11 +146,7 @@ async def test_the_root_follows_each_reading_between_statuses(
     settings = live(settings_for, arc_fleet.prometheus.url, status_interval_seconds=600)
     async with run_bot(settings) as running:
         await running.send("grafana", fixture_json(FIRING))
-        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
-        root_ts = roots[0].ts
-
-        def thread() -> list[Any]:
-            return slack.emulator.thread(CHANNEL, root_ts)
+        thread = await slack.first_thread()
 
         await eventually(
             lambda: f"{QUEUEING}: *43* queued" in text_of(thread()[0]),
