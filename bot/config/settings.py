@@ -42,7 +42,7 @@ from bot.config.values import (
 )
 from bot.domain.capacity import Schedule, parse_schedule
 from bot.domain.early_warning import Thresholds
-from bot.domain.incident_fleet import DrainRule
+from bot.domain.incidents import DrainRule
 from bot.domain.message import ChartStyle
 from bot.domain.routes import Route, Routing, parse_routes
 from bot.domain.runner_names import RunnerNames, scale_set_problem

@@ -8,7 +8,6 @@ reading the alert's numbers stand in.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
@@ -26,6 +25,7 @@ from bot.domain.incidents import (
     CAPPED,
     DRAINED,
     UNDER,
+    DrainRule,
     Incident,
     Snapshot,
     advice_of,
@@ -44,14 +44,6 @@ NOTHING_QUEUED = RunnerTypeMetrics(queued=0)  # a followed type whose absence me
 BASELINE_WINDOW = timedelta(hours=6)
 BASELINE_GAP = timedelta(minutes=10)
 ALL_TYPES = ""  # the alert's headline numbers when it names no runner type
-
-
-@dataclass(frozen=True)
-class DrainRule:
-    """DRAIN_MAX_QUEUED, DRAIN_MAX_WAIT_MINUTES: drained when every type shown is within both."""
-
-    max_queued: float
-    max_wait_mins: float
 
 
 def incident_fleet(

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,9 +26,6 @@ from bot.domain.jobs import Workflows
 from bot.domain.judgement import BOOT_MINS, Judgement, added
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
-
-if TYPE_CHECKING:
-    from bot.domain.incident_fleet import DrainRule
 
 TREND_POINTS = 48
 RECENT_ACTIONS = 3  # on the root; the timeline keeps them all
@@ -136,6 +132,14 @@ class PutBack(BaseModel):
     after: int
     when: str = ""  # what it waits for after the resolve ("once its queue has stayed drained")
     latest: datetime | None = None  # `SCALE_REVERT_AFTER` after the scale-up, whatever happens
+
+
+@dataclass(frozen=True)
+class DrainRule:
+    """DRAIN_MAX_QUEUED, DRAIN_MAX_WAIT_MINUTES: drained when every type shown is within both."""
+
+    max_queued: float
+    max_wait_mins: float
 
 
 # How a followed queue stopped being followed (`Follow.ended`).

@@ -20,7 +20,8 @@ from bot.backends.metrics.prometheus import (
 )
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import DrainRule, is_drained
+from bot.domain.incident_fleet import is_drained
+from bot.domain.incidents import DrainRule
 from bot.domain.units import wait_said
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings

@@ -12,12 +12,13 @@ from bot.domain.alerts import QueueNumbers, RunnerQueue, parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.headline import still_live
-from bot.domain.incident_fleet import DrainRule, follow_ended, still_queued
+from bot.domain.incident_fleet import follow_ended, still_queued
 from bot.domain.incidents import (
     CAPPED,
     DRAINED,
     UNDER,
     Change,
+    DrainRule,
     Event,
     Incident,
     Resolution,

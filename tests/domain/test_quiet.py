@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.incident_fleet import DrainRule
-from bot.domain.incidents import Advice, Incident, Snapshot, is_material, record_status
+from bot.domain.incidents import Advice, DrainRule, Incident, Snapshot, is_material, record_status
 from bot.status.tick import status_kind
 from bot.storage.incident_store import RESTATUS, STATUS
 from tests.support.incidents import make_incident
