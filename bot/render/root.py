@@ -120,7 +120,7 @@ def _status_line(incident: Incident, mentions: bool) -> str:
         return md.mention(user_id) if mentions else md.person(user_id, name)
 
     if incident.follow is not None and incident.is_open:
-        parts = ["⏳ *Alert cleared*: jobs still queue, followed until the queue drains"]
+        parts = ["⏳ *Alert cleared*: followed until the queue drains"]
     elif incident.is_open:
         parts = ["🔴 *Firing*"]
         if incident.firing_count > 1:
@@ -336,8 +336,10 @@ def _actions(incident: Incident) -> dict[str, Any]:
 def _confirm(incident: Incident) -> dict[str, Any]:
     """Resolve's one question: while the queue is still live, what is (the root is rendered
     again on every change, so it is current), and confirming resolves anyway."""
-    closes = (
-        "closes the incident and stops its status updates. If the alert fires again, it reopens."
+    closes = "closes the incident and stops its status updates. " + (
+        "Its alert cleared already: nothing reopens it."
+        if incident.follow is not None
+        else "If the alert fires again, it reopens."
     )
     text, confirm = f"This {closes}", "Resolve"
     if (live := still_live(incident)) is not None:

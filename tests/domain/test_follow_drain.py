@@ -127,7 +127,17 @@ def test_the_alert_clearing_over_its_thresholds_keeps_the_incident_followed() ->
         "The alert cleared; 6 jobs still queue over its thresholds: following until the queue "
         "drains"
     )
-    assert "Alert cleared" in str(render_root(after, now=NOW).blocks[1]), "the root says so"
+    root = render_root(after, now=NOW).blocks
+    assert "Alert cleared" in str(root[1]), "the root says so"
+    (resolve,) = [
+        e
+        for b in root
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e.get("action_id") == "incident_resolve"
+    ]
+    assert "Its alert cleared already: nothing reopens it." in resolve["confirm"]["text"]["text"]
+    assert "If the alert fires again" not in resolve["confirm"]["text"]["text"]
     later = NOW + MIN * 3
     status = render_status(after, previous=None, current=after.snapshot(later), now=later)
     assert "Alert cleared *3 min* ago: following until the queue drains" in str(status.blocks[0])
