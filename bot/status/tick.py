@@ -25,14 +25,10 @@ from bot import logs
 from bot.backends.errors import BackendError
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
-from bot.domain.incident_fleet import (
-    DrainRule,
-    as_snapshot,
-    drain_checks,
-    follow_ended,
-)
+from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended
 from bot.domain.incidents import (
     STATUS_SPACING,
+    DrainRule,
     Event,
     Incident,
     Snapshot,
