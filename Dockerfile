@@ -39,6 +39,10 @@ ENV PATH=/opt/queuepilot/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     MPLCONFIGDIR=/tmp/matplotlib
+# The commit a development version names (`--version`, queuepilot_build_info), since the image
+# holds no checkout to ask: deploy/image/build.sh and the release workflow pass it.
+ARG QUEUEPILOT_COMMIT=""
+ENV QUEUEPILOT_COMMIT=$QUEUEPILOT_COMMIT
 # Numeric, so Kubernetes' runAsNonRoot can tell it is not root without reading /etc/passwd.
 USER 10001:10001
 EXPOSE 3000

@@ -13,7 +13,7 @@ SERVERS := redis-server redis-sentinel prometheus-alertmanager prometheus
 BROWSER := chromium
 BROWSER_PACKAGES := chromium fonts-noto-color-emoji
 
-.PHONY: test demo lint format bench serve system-deps browser-deps screenshot apt-install clean image lock
+.PHONY: test demo lint format bench serve system-deps browser-deps screenshot apt-install clean image lock release
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES=python3-venv
@@ -117,3 +117,10 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info build
+
+# `make release VERSION=0.27.0` writes a release's version everywhere it is named (pyproject.toml,
+# the chart's version and appVersion, CHANGELOG's heading); `VERSION=0.28.0.dev0` opens the next.
+# docs/releasing.md has the whole procedure.
+release: $(STAMP)
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=0.27.0 (or 0.28.0.dev0)"; exit 2; }
+	$(BIN)/python deploy/release.py $(VERSION)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import platform
 import re
+import subprocess
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from prometheus_client import (
     CollectorRegistry,
@@ -60,11 +64,42 @@ def backend_label(service: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name).strip("_") or "unknown"
 
 
+@functools.cache
 def queuepilot_version() -> str:
+    """The release, or for a development version the commit too (`0.27.0.dev0+g1a2b3c4d5e6f`, a
+    PEP 440 local version), so that a build from main is never taken for the release it leads to."""
     try:
-        return version("queuepilot")
+        found = version("queuepilot")
     except PackageNotFoundError:  # a checkout run without installing it
         return "unknown (not installed)"
+    if ".dev" not in found:
+        return found
+    commit = _commit(os.environ.get("QUEUEPILOT_COMMIT", "")) or _checkout_commit()
+    return f"{found}+g{commit[:12]}" if commit else f"{found}+unknown"
+
+
+def _commit(text: str) -> str | None:
+    text = text.strip().lower()
+    return text if re.fullmatch(r"[0-9a-f]{7,64}", text) else None
+
+
+def _checkout_commit() -> str | None:
+    """The commit of the checkout the package runs from (an editable install); the image has no
+    checkout, and its build sets QUEUEPILOT_COMMIT instead."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return _commit(found.stdout)
 
 
 class Telemetry:

@@ -96,6 +96,7 @@ fi
 # one, and pruning removes only what older builds left (vfs keeps every layer as a full copy).
 $BUILDAH bud --pull=never --layers --isolation chroot --network host --target build \
     --tag localhost/queuepilot-build:cache .
-$BUILDAH bud --pull=never --layers --isolation chroot --network host --tag "$IMAGE" .
+$BUILDAH bud --pull=never --layers --isolation chroot --network host --tag "$IMAGE" \
+    --build-arg QUEUEPILOT_COMMIT="$(git rev-parse HEAD 2>/dev/null || true)" .
 $BUILDAH rmi --prune >/dev/null
 $BUILDAH images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$IMAGE"

@@ -4,20 +4,33 @@ against the Slack emulator and real redis-servers; what it prints and how it exi
 from __future__ import annotations
 
 import json
+import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
 from sandbox.slack_methods import ALL_SCOPES
 from tests.checks.conftest import check_env, lines, run_check
+from tests.support.processes import REPO
 from tests.support.servers import free_port
 from tests.support.slack import Slack
 
 
-def test_version_is_the_packages(tmp_path: Path, slack: Slack, redis_url: str) -> None:
+def test_version_is_the_packages_and_a_development_one_names_its_commit(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    installed = version("queuepilot")
+    assert ".dev" in installed, "main carries a development version between releases"
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
     result = run_check(check_env(slack, redis_url), tmp_path, "--version")
 
     assert result.returncode == 0
-    assert result.stdout.strip() == f"queuepilot {version('queuepilot')}"
+    assert result.stdout.strip() == f"queuepilot {installed}+g{head[:12]}", "the checkout's"
+    built = check_env(slack, redis_url, QUEUEPILOT_COMMIT="0123456789abcdef0123")
+    result = run_check(built, tmp_path, "--version")
+    assert result.stdout.strip() == f"queuepilot {installed}+g0123456789ab", "the image's build"
 
 
 def test_settings_problems_are_all_printed_and_nothing_is_probed(

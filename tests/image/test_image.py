@@ -4,6 +4,7 @@ read-only root, serving a real Redis and the Slack emulator, stopping cleanly on
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import tomllib
 from pathlib import Path
@@ -50,10 +51,15 @@ def test_configuration_is_what_a_restricted_pod_needs(image: Image) -> None:
     assert "3000/tcp" in image.config["ExposedPorts"]
 
 
-def test_prints_its_version(image: Image, tmp_path: Path) -> None:
+def test_prints_its_version_and_a_development_ones_commit(image: Image, tmp_path: Path) -> None:
+    """The image holds no checkout: its build names the commit (QUEUEPILOT_COMMIT)."""
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     output = run_once(image, tmp_path, command=["--version"])
-    assert output.strip() == f"queuepilot {version}"
+    built = f"+g{head[:12]}" if ".dev" in version else ""
+    assert output.strip() == f"queuepilot {version}{built}"
 
 
 def test_holds_the_runtime_only(image: Image, tmp_path: Path) -> None:
