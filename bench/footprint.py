@@ -16,8 +16,9 @@ process's own accounting in /proc:
   workspace that refuses Slack's chart block. Peak resident memory (the kernel's high-water
   mark), CPU seconds, and memory once settled.
 
-It ends by printing the resources `deploy/kubernetes/base/deployment.yaml` sets beside what the
-rule below gives for these numbers. Linux only (/proc).
+It ends by printing the resources the Helm chart sets (`resources` in
+deploy/helm/queuepilot/values.yaml, the Deployment's) beside what the rule below gives for these
+numbers. Linux only (/proc).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from sandbox.slack_api import SlackEmulator
 
 REPO = Path(__file__).resolve().parents[1]
 ALERTS = REPO / "sandbox" / "alerts"
-DEPLOYMENT = REPO / "deploy" / "kubernetes" / "base" / "deployment.yaml"
+CHART_VALUES = REPO / "deploy" / "helm" / "queuepilot" / "values.yaml"
 TOKEN, CHANNEL, BOT_TOKEN = "footprint-token", "C0FOOTPRINT", "xoxb-footprint"
 MIB = 1024 * 1024
 TICK_S = os.sysconf("SC_CLK_TCK")
@@ -266,18 +267,14 @@ def rule(measured: dict[str, float]) -> dict[str, str]:
     }
 
 
-def manifest_resources() -> dict[str, str]:
-    for doc in yaml.safe_load_all(DEPLOYMENT.read_text()):
-        if doc and doc.get("kind") == "Deployment":
-            container = doc["spec"]["template"]["spec"]["containers"][0]
-            resources = container.get("resources", {})
-            found = {
-                f"{kind}.{name}": str(value)
-                for kind in ("requests", "limits")
-                for name, value in (resources.get(kind) or {}).items()
-            }
-            return {"limits.cpu": "none", **found}
-    return {}
+def chart_resources() -> dict[str, str]:
+    resources = yaml.safe_load(CHART_VALUES.read_text())["resources"]
+    found = {
+        f"{kind}.{name}": str(value)
+        for kind in ("requests", "limits")
+        for name, value in (resources.get(kind) or {}).items()
+    }
+    return {"limits.cpu": "none", **found}
 
 
 def report(measured: dict[str, float], plan: Plan) -> None:
@@ -298,12 +295,12 @@ def report(measured: dict[str, float], plan: Plan) -> None:
         f"  burst: CPU {measured['burst_cpu_s']:.2f} s, peak RSS {mib['peak_rss']:.0f} MiB, "
         f"settled RSS {mib['settled_rss']:.0f} MiB"
     )
-    wanted, shown = rule(measured), manifest_resources()
+    wanted, shown = rule(measured), chart_resources()
     print(
         "resources (rule: requests = idle CPU with a 50m floor and the settled RSS; memory "
         f"limit = {MEMORY_LIMIT_FACTOR}x the peak RSS; no CPU limit):"
     )
-    where = DEPLOYMENT.relative_to(REPO)
+    where = f"{CHART_VALUES.relative_to(REPO)} resources"
     for name, value in wanted.items():
         print(f"  {name:16} rule {value:>6} · {where} {shown.get(name, '-')}")
 

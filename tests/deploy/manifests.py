@@ -1,16 +1,16 @@
-"""The Kubernetes manifests as `kubectl apply -k` sends them, and the app they deploy: what the
-tests of `deploy/kubernetes` read."""
+"""The Helm chart (deploy/helm/queuepilot) rendered as `helm install` renders it, by Helm's own
+engine in this process, and the app it deploys: what the deploy tests read."""
 
 from __future__ import annotations
 
+import copy
 import functools
+import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
+import helm_python
 import yaml
 
 from bot.app import build_app, build_bot
@@ -19,71 +19,115 @@ from bot.config import load_settings
 from bot.config.secret_files import file_variables
 
 REPO = Path(__file__).resolve().parents[2]
-KUBERNETES = REPO / "deploy" / "kubernetes"
-VARIANTS = {
-    "base": KUBERNETES / "base",
-    "socket-mode": KUBERNETES / "socket-mode",
-    # The base or Socket Mode with components, as an operator's overlay adds them.
-    "servicemonitor": Path(__file__).parent / "servicemonitor",
-    "secret-files": Path(__file__).parent / "secret-files",
-    "socket-mode-secret-files": Path(__file__).parent / "socket-mode-secret-files",
-    "external-secret": Path(__file__).parent / "external-secret",
-    "network-policy": Path(__file__).parent / "network-policy",
-    # An operator's own overlay: its namespace and ARC's, and every component.
-    "overlay": Path(__file__).parent / "overlay",
-}
-# The variants whose secrets are files of the mounted Secret, and what they are otherwise like.
-SECRET_FILES = {
-    "secret-files": "base",
-    "socket-mode-secret-files": "socket-mode",
-    "overlay": "base",
-}
-SECRET_EXAMPLES = {
-    "base": KUBERNETES / "base" / "secret.env.example",
-    "socket-mode": KUBERNETES / "socket-mode" / "secret.env.example",
-}
+CHART = REPO / "deploy" / "helm" / "queuepilot"
+EXAMPLES = REPO / "deploy" / "helm" / "examples"
 DOCS = REPO / "docs" / "kubernetes.md"
-# The schemas of the oldest Kubernetes release the manifests promise to work on.
+# The schemas of the oldest Kubernetes release the chart promises to work on (its kubeVersion).
 KUBERNETES_VERSION = "1.30"
+RELEASE = "queuepilot"
+# Not `default`: an object that forgot its namespace would land in kubectl's current one.
+NAMESPACE = "queuepilot"
+# The Secret an operator made, as docs/kubernetes.md makes it.
+SECRET = {"existingSecret": "queuepilot"}
+SLACK_SECRETS = {
+    "SLACK_BOT_TOKEN": "xoxb-0000-example",
+    "SLACK_SIGNING_SECRET": "signing-secret-0000",
+    "ALERT_WEBHOOK_TOKEN": "webhook-token-0000",
+}
 
 
-def known_variables() -> set[str]:
-    """Every environment variable queuepilot reads: the settings, and the secrets' <NAME>_FILE."""
-    return set(settings_variables()) | file_variables()
+def example(name: str) -> dict[str, Any]:
+    return yaml.safe_load((EXAMPLES / name).read_text())
 
 
-def kubectl() -> str:
-    path = shutil.which("kubectl")
-    if path is None:
-        pytest.fail(
-            "kubectl is not installed: the manifests are rendered with `kubectl kustomize` "
-            "(Kustomize v5, as kubectl 1.27 and later embed it)"
-        )
-    return path
+# Each way an operator installs the chart: its values and the release's namespace.
+CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "defaults": (SECRET, NAMESPACE),
+    "socket-mode": ({**SECRET, "socketMode": {"enabled": True}}, NAMESPACE),
+    "secrets-in-values": ({"secrets": SLACK_SECRETS}, NAMESPACE),
+    "secret-files": ({**SECRET, "secretFiles": True}, NAMESPACE),
+    "socket-mode-secret-files": (
+        {**SECRET, "secretFiles": True, "socketMode": {"enabled": True}},
+        NAMESPACE,
+    ),
+    "external-secret": (
+        {"externalSecret": {"enabled": True, "secretStoreRef": {"name": "vault"}}},
+        NAMESPACE,
+    ),
+    "monitoring": (
+        {
+            **SECRET,
+            "serviceMonitor": {"enabled": True},
+            "prometheusRule": {"enabled": True, "queueRules": True},
+            "grafanaDashboard": {"enabled": True},
+        },
+        NAMESPACE,
+    ),
+    "network-policy": ({**SECRET, "networkPolicy": {"enabled": True}}, NAMESPACE),
+    "arc-elsewhere": ({**SECRET, "arc": {"namespace": "arc-runners"}}, NAMESPACE),
+    "no-pdb": ({**SECRET, "podDisruptionBudget": {"enabled": False}}, NAMESPACE),
+    "no-scaler": ({**SECRET, "config": {"SCALER_BACKEND": "none"}}, NAMESPACE),
+    "ci-bots": (example("ci-bots.yaml"), "ci-bots"),
+}
+# The cases whose secrets are files of the mounted Secret, and the mode each runs in.
+SECRET_FILES = {"secret-files": "http", "socket-mode-secret-files": "socket", "ci-bots": "http"}
+SOCKET_MODE = {"socket-mode", "socket-mode-secret-files"}
+SECRET_EXAMPLES = {
+    "http": EXAMPLES / "secret.env.example",
+    "socket": EXAMPLES / "secret-socket-mode.env.example",
+}
 
 
 @functools.cache
-def _rendered(variant: str) -> str:
-    result = subprocess.run(
-        [kubectl(), "kustomize", str(VARIANTS[variant])],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+def chart() -> helm_python.Chart:
+    """Loaded once per test process: Helm's loader reads every file, .helmignore applied."""
+    return helm_python.Chart.load(CHART)
+
+
+@functools.cache
+def _rendered(values: str, namespace: str) -> tuple[dict[str, Any], ...]:
+    manifests = chart().render(json.loads(values), name=RELEASE, namespace=namespace)
+    return tuple(
+        doc
+        for path, text in sorted(manifests.items())
+        if path.endswith(".yaml")
+        for doc in yaml.safe_load_all(text)
+        if doc
     )
-    assert result.returncode == 0, f"kubectl kustomize {variant}: {result.stderr}"
-    return result.stdout
 
 
-def render(variant: str) -> list[dict[str, Any]]:
-    """The variant's objects as `kubectl apply -k` would send them (a fresh copy each call)."""
-    return [doc for doc in yaml.safe_load_all(_rendered(variant)) if doc]
+def render_values(values: dict[str, Any], namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """The objects `helm install -n <namespace>` would send (a fresh copy each call); a value the
+    schema or a template refuses raises helm_python.HelmError."""
+    return copy.deepcopy(list(_rendered(json.dumps(values, sort_keys=True), namespace)))
+
+
+def render(case: str) -> list[dict[str, Any]]:
+    values, namespace = CASES[case]
+    return render_values(values, namespace)
+
+
+def namespace_of(case: str) -> str:
+    return CASES[case][1]
+
+
+def lint(values: dict[str, Any], namespace: str = NAMESPACE) -> list[str]:
+    """`helm lint --strict` against Kubernetes 1.30: its warnings and errors (info aside)."""
+    report = helm_python.lint(
+        CHART, values, strict=True, namespace=namespace, kube_version=f"v{KUBERNETES_VERSION}.0"
+    )
+    found = [f"{m['path']}: {m['error']}" for m in report["messages"] if m["severity"] >= 2]
+    return found + list(report["errors"])
 
 
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     found = [o for o in objects if o["kind"] == kind]
     assert len(found) == 1, f"{len(found)} objects of kind {kind}"
     return found[0]
+
+
+def kinds(objects: list[dict[str, Any]]) -> list[str]:
+    return sorted(o["kind"] for o in objects)
 
 
 def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -96,8 +140,21 @@ def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return containers[0]
 
 
+def settings_config_map(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ConfigMap the pods read their settings from (not the dashboard's)."""
+    (source,) = [s for s in container(objects)["envFrom"] if "configMapRef" in s]
+    name = source["configMapRef"]["name"]
+    (found,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name]
+    return found
+
+
 def config(objects: list[dict[str, Any]]) -> dict[str, str]:
-    return dict(one(objects, "ConfigMap").get("data") or {})
+    return dict(settings_config_map(objects).get("data") or {})
+
+
+def known_variables() -> set[str]:
+    """Every environment variable queuepilot reads: the settings, and the secrets' <NAME>_FILE."""
+    return set(settings_variables()) | file_variables()
 
 
 def env_file_keys(path: Path, *, commented: bool = True) -> list[str]:

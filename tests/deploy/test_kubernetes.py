@@ -1,6 +1,6 @@
-"""The Kubernetes manifests: every variant renders with `kubectl kustomize`, every object is valid
-against Kubernetes' published schemas, and what the manifests say agrees with the code they run
-(routes, port, settings, the API calls the `arc` scaler makes)."""
+"""What the chart deploys agrees with the code it runs: the port the app listens on, the routes it
+serves (probes, Slack's request URL, the alert webhooks), the image's user, the settings it knows,
+the API calls the `arc` scaler makes, and the leader's stop."""
 
 from __future__ import annotations
 
@@ -8,25 +8,26 @@ import json
 import re
 
 import httpx
-import jsonschema
-import kubernetes_validate
 import pytest
-import yaml
 
 from bot import leader
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
-from bot.config import Settings, read_settings
+from bot.checks.scaler import scaling
+from bot.config import Settings, load_settings, read_settings
 from bot.domain.scaling import ScaleTarget
 from tests.deploy.manifests import (
+    CASES,
     DOCS,
-    KUBERNETES,
-    KUBERNETES_VERSION,
+    NAMESPACE,
+    RELEASE,
     REPO,
+    SECRET,
     SECRET_EXAMPLES,
     SECRET_FILES,
-    VARIANTS,
+    SOCKET_MODE,
+    chart,
     config,
     container,
     env_file_keys,
@@ -35,140 +36,172 @@ from tests.deploy.manifests import (
     pod_spec,
     pod_template_labels,
     render,
+    render_values,
     selects,
     served_routes,
 )
 
-BASE_KINDS = {
-    "ConfigMap",
-    "Deployment",
-    "Ingress",
-    "PodDisruptionBudget",
-    "Role",
-    "RoleBinding",
-    "Service",
-    "ServiceAccount",
-}
-KINDS = {
-    "base": BASE_KINDS,
-    "socket-mode": BASE_KINDS - {"Ingress"},
-    "servicemonitor": BASE_KINDS | {"ServiceMonitor"},
-    "secret-files": BASE_KINDS,
-    "socket-mode-secret-files": BASE_KINDS - {"Ingress"},
-    "external-secret": BASE_KINDS | {"ExternalSecret"},
-    "network-policy": BASE_KINDS | {"NetworkPolicy"},
-    "overlay": BASE_KINDS | {"ServiceMonitor", "ExternalSecret", "NetworkPolicy"},
-}
-# Custom resources, which Kubernetes' published schemas do not hold: each checked against the
-# fields of its CRD that the manifests use, below.
-CUSTOM_KINDS = {"ServiceMonitor", "ExternalSecret"}
-# Where each variant puts the bot: the namespace its kustomization sets, once.
-NAMESPACES = {"overlay": "ci-bots"}
 ARC_FIXTURE = REPO / "tests" / "fixtures" / "backends" / "arc" / "autoscalingrunnerset.json"
 
-
-# --- every variant renders, and is valid -------------------------------------------------------
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_every_object_is_valid_against_the_kubernetes_schemas(variant: str) -> None:
-    objects = render(variant)
-    assert {o["kind"] for o in objects} == KINDS[variant]
-    for obj in objects:
-        if obj["kind"] in CUSTOM_KINDS:
-            continue
-        name = f"{obj['kind']}/{obj['metadata']['name']}"
-        try:
-            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            path = ".".join(str(part) for part in exc.path)
-            pytest.fail(f"{variant}: {name} is invalid at {path}: {exc.message}")
+# --- the pod: what it runs, how it is probed, what it may do -----------------------------------
 
 
-# The fields of Prometheus Operator's ServiceMonitor CRD (monitoring.coreos.com/v1) that this
-# component uses, with the CRD's own constraints on them.
-SERVICE_MONITOR = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "monitoring.coreos.com/v1"},
-        "kind": {"const": "ServiceMonitor"},
-        "metadata": {"type": "object", "required": ["name", "namespace"]},
-        "spec": {
-            "type": "object",
-            "required": ["selector", "endpoints"],
-            "properties": {
-                "selector": {
-                    "type": "object",
-                    "properties": {"matchLabels": {"type": "object"}},
-                    "required": ["matchLabels"],
-                },
-                "endpoints": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["port", "path"],
-                        "properties": {
-                            "port": {"type": "string"},
-                            "path": {"type": "string", "pattern": "^/"},
-                            "interval": {
-                                "type": "string",
-                                "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?"
-                                r"(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
-                            },
-                        },
-                    },
-                },
-            },
-        },
-    },
-}
+def test_the_probes_are_routes_the_app_serves_on_the_container_port() -> None:
+    objects = render("defaults")
+    served = served_routes(socket_mode=False)["GET"]
+    main = container(objects)
+    probes = {kind: main[kind] for kind in ("startupProbe", "livenessProbe", "readinessProbe")}
+    assert probes["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    ports = {port["name"]: port["containerPort"] for port in main["ports"]}
+    for probe in probes.values():
+        assert probe["httpGet"]["path"] in served
+        assert probe["httpGet"]["port"] in ports
 
 
-def test_the_service_monitor_scrapes_the_bots_metrics_on_its_service() -> None:
-    objects = render("servicemonitor")
-    monitor, service = one(objects, "ServiceMonitor"), one(objects, "Service")
-    jsonschema.validate(monitor, SERVICE_MONITOR)
-    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"]
-    assert selects(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
-    ports = {port["name"] for port in service["spec"]["ports"]}
-    for endpoint in monitor["spec"]["endpoints"]:
-        assert endpoint["port"] in ports
-        assert endpoint["path"] in served_routes(socket_mode=False)["GET"]
+def test_the_container_port_is_the_one_the_app_listens_on() -> None:
+    objects = render("defaults")
+    listens = int(config(objects).get("PORT", Settings.model_fields["port"].default))
+    assert listens == 3000
+    ports = {port["name"]: port["containerPort"] for port in container(objects)["ports"]}
+    assert ports == {"http": listens}
+    service = one(objects, "Service")
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(80, "http")]
+    assert selects(service["spec"]["selector"], pod_template_labels(objects))
 
 
-# --- where each object lives, and what the Role allows -----------------------------------------
+def test_a_port_set_in_the_settings_is_the_one_the_pod_exposes() -> None:
+    objects = render_values({**SECRET, "config": {"PORT": "8080"}})
+    assert container(objects)["ports"][0]["containerPort"] == 8080
+    assert config(objects)["PORT"] == "8080"
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_the_role_stays_in_the_runners_namespace_and_the_rest_in_queuepilots(
-    variant: str,
-) -> None:
-    """Each set once: the bot's by the kustomization's `namespace:`, ARC's by SCALER_ARC_NAMESPACE
-    (the namespace the bot addresses the scale sets in)."""
-    objects = render(variant)
-    bots = NAMESPACES.get(variant, "queuepilot")
-    runners = config(objects)["SCALER_ARC_NAMESPACE"]
-    assert runners == ("ci-runners" if variant == "overlay" else "arc-runners")
-    for obj in objects:
-        expected = runners if obj["kind"] in ("Role", "RoleBinding") else bots
-        assert obj["metadata"].get("namespace") == expected, obj["kind"]
+def test_the_pod_runs_as_the_images_user_on_a_read_only_root() -> None:
+    """The `restricted` Pod Security Standard, in every case."""
+    for case in CASES:
+        objects = render(case)
+        pod, main = pod_spec(objects), container(objects)
+        group = {"fsGroup": 10001} if case in SECRET_FILES else {}
+        assert pod["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "runAsGroup": 10001,
+            **group,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }, case
+        assert main["securityContext"] == {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        }, case
+        # /tmp, an emptyDir, is the one writable path.
+        volumes = {volume["name"]: volume for volume in pod["volumes"]}
+        writable = [m for m in main["volumeMounts"] if not m.get("readOnly")]
+        assert [(m["mountPath"], m["name"]) for m in writable] == [("/tmp", "tmp")], case
+        assert "emptyDir" in volumes["tmp"]
+
+
+def test_the_pod_matches_the_image() -> None:
+    """The user the pod runs as is the image's, and what the image writes is under /tmp."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    user = re.findall(r"^USER\s+(\d+):(\d+)\s*$", dockerfile, re.M)
+    pod = pod_spec(render("defaults"))["securityContext"]
+    assert user == [(str(pod["runAsUser"]), str(pod["runAsGroup"]))]
+    written = re.findall(r"MPLCONFIGDIR=(\S+)", dockerfile)
+    assert written and all(path.startswith("/tmp/") for path in written)
+    exposed = re.findall(r"^EXPOSE\s+(\d+)\s*$", dockerfile, re.M)
+    assert exposed == [str(container(render("defaults"))["ports"][0]["containerPort"])]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_service_account_token_is_mounted_only_for_the_arc_scaler(case: str) -> None:
+    objects = render(case)
+    assert one(objects, "ServiceAccount")["automountServiceAccountToken"] is False
+    uses_arc = config(objects).get("SCALER_BACKEND") == "arc"
+    assert pod_spec(objects)["automountServiceAccountToken"] is uses_arc
+    assert ("Role" in [o["kind"] for o in objects]) is uses_arc
+
+
+def test_replicas_on_separate_nodes_replaced_one_at_a_time() -> None:
+    objects = render("defaults")
+    deployment, budget = one(objects, "Deployment"), one(objects, "PodDisruptionBudget")
+    labels = pod_template_labels(objects)
+    assert deployment["spec"]["replicas"] == 2
+    assert selects(deployment["spec"]["selector"]["matchLabels"], labels)
+    assert selects(budget["spec"]["selector"]["matchLabels"], labels)
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert "minAvailable" not in budget["spec"]
+    # A rollout starts a new pod and waits for it to be ready before it stops an old one.
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    spread = [
+        c
+        for c in pod_spec(objects)["topologySpreadConstraints"]
+        if c["topologyKey"] == "kubernetes.io/hostname"
+    ]
+    assert len(spread) == 1
+    assert spread[0]["whenUnsatisfiable"] == "DoNotSchedule"
+    assert spread[0]["maxSkew"] == 1
+    assert selects(spread[0]["labelSelector"]["matchLabels"], labels)
+
+
+def test_a_budget_with_min_available_replaces_max_unavailable() -> None:
+    objects = render_values({**SECRET, "podDisruptionBudget": {"minAvailable": 1}})
+    assert {"minAvailable": 1}.items() <= one(objects, "PodDisruptionBudget")["spec"].items()
+    assert "maxUnavailable" not in one(objects, "PodDisruptionBudget")["spec"]
+
+
+def test_termination_grace_covers_the_pause_the_drain_and_the_stop() -> None:
+    """Kubernetes counts the preStop pause in the grace; SIGKILL must not come before the
+    requests in flight are answered and the work is stopped in order."""
+    objects = render("defaults")
+    pause = container(objects)["lifecycle"]["preStop"]["exec"]["command"]
+    assert pause[0] == "sleep"
+    drain = float(
+        config(objects).get("SHUTDOWN_GRACE_SECONDS")
+        or Settings.model_fields["shutdown_grace_seconds"].default
+    )
+    stop = leader.STOP_WORK_S + 5  # the lifespan's wait for the leader's work (bot/app.py)
+    assert pod_spec(objects)["terminationGracePeriodSeconds"] > float(pause[1]) + drain + stop
+
+
+def test_resources_are_set_with_a_memory_limit_and_no_cpu_limit() -> None:
+    resources = container(render("defaults"))["resources"]
+    assert resources == {
+        "requests": {"cpu": "50m", "memory": "160Mi"},
+        "limits": {"memory": "320Mi"},
+    }
+
+
+def test_scheduling_values_reach_the_pod() -> None:
+    values = {
+        **SECRET,
+        "nodeSelector": {"pool": "bots"},
+        "tolerations": [{"key": "bots", "operator": "Exists", "effect": "NoSchedule"}],
+        "podAnnotations": {"team": "ci"},
+        "podLabels": {"team": "ci"},
+        "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/q"}},
+        "imagePullSecrets": [{"name": "regcred"}],
+    }
+    objects = render_values(values)
+    pod, template = pod_spec(objects), one(objects, "Deployment")["spec"]["template"]
+    assert pod["nodeSelector"] == {"pool": "bots"}
+    assert pod["tolerations"] == values["tolerations"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert template["metadata"]["annotations"]["team"] == "ci"
+    assert template["metadata"]["labels"]["team"] == "ci"
     account = one(objects, "ServiceAccount")["metadata"]
-    assert one(objects, "RoleBinding")["subjects"][0]["namespace"] == account["namespace"]
+    assert account["annotations"] == values["serviceAccount"]["annotations"]
 
 
-def test_no_object_writes_its_namespace() -> None:
-    """Kustomize sets them: an object that named its own would stay behind in an overlay."""
-    for path in sorted(KUBERNETES.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and "metadata" in doc and doc.get("apiVersion") != "builtin":
-                assert "namespace" not in doc["metadata"], path.relative_to(REPO)
+# --- what the Role allows -----------------------------------------------------------------------
 
 
 def test_the_role_grants_get_and_patch_on_scale_sets_to_the_bots_service_account() -> None:
-    objects = render("base")
+    objects = render("arc-elsewhere")
     role, binding = one(objects, "Role"), one(objects, "RoleBinding")
     assert role["rules"] == [
         {
@@ -177,9 +210,7 @@ def test_the_role_grants_get_and_patch_on_scale_sets_to_the_bots_service_account
             "verbs": ["get", "patch"],
         }
     ]
-    assert role["metadata"]["namespace"] == config(objects).get(
-        "SCALER_ARC_NAMESPACE", Settings.model_fields["scaler_arc_namespace"].default
-    )
+    assert role["metadata"]["namespace"] == config(objects)["SCALER_ARC_NAMESPACE"]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "Role",
@@ -192,8 +223,16 @@ def test_the_role_grants_get_and_patch_on_scale_sets_to_the_bots_service_account
     assert pod_spec(objects)["serviceAccountName"] == account["name"]
 
 
+def test_rbac_create_false_leaves_the_grant_to_the_cluster_admin() -> None:
+    objects = render_values({**SECRET, "rbac": {"create": False}})
+    assert not [o for o in objects if o["kind"] in ("Role", "RoleBinding")]
+    assert pod_spec(objects)["automountServiceAccountToken"] is True
+
+
 async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
-    """Every operation of the scaler against a recording API: each call's verb and resource."""
+    """Every operation of the scaler, configured as the chart configures it, against a recording
+    API: each call's verb, resource and namespace."""
+    objects = render("arc-elsewhere")
     runner_set = json.loads(ARC_FIXTURE.read_text())
     runner_set["spec"]["maxRunners"] = 200  # room to scale up: the recorded set is at its 120
     calls: list[tuple[str, str]] = []
@@ -212,7 +251,8 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
 
     client = httpx.AsyncClient(base_url="https://kube", transport=httpx.MockTransport(answer))
     access = KubeAccess("https://kube", token="token")
-    arc = ArcScaler(Settings(scaler_arc_namespace="arc-runners"), access, client=client)
+    settings = Settings(scaler_arc_namespace=config(objects)["SCALER_ARC_NAMESPACE"])
+    arc = ArcScaler(settings, access, client=client)
     target = ScaleTarget("linux", runner_set["metadata"]["name"], cap=10)
     await arc.capacity(target)
     await arc.failures(target)
@@ -222,7 +262,7 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
     await client.aclose()
 
     verbs = {"GET": "get", "PATCH": "patch"}
-    role = one(render("base"), "Role")
+    role = one(objects, "Role")
     rule = role["rules"][0]
     namespace = role["metadata"]["namespace"]
     object_path = re.compile(
@@ -238,187 +278,102 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
     assert used == set(rule["verbs"])
 
 
-# --- the pod: what it runs, how it is probed, what it may do -----------------------------------
-
-
-def test_the_probes_are_routes_the_app_serves_on_the_container_port() -> None:
-    objects = render("base")
-    served = served_routes(socket_mode=False)["GET"]
-    main = container(objects)
-    probes = {kind: main[kind] for kind in ("startupProbe", "livenessProbe", "readinessProbe")}
-    assert probes["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    ports = {port["name"]: port["containerPort"] for port in main["ports"]}
-    for probe in probes.values():
-        assert probe["httpGet"]["path"] in served
-        assert probe["httpGet"]["port"] in ports
-
-
-def test_the_container_port_is_the_one_the_app_listens_on() -> None:
-    objects = render("base")
-    listens = int(config(objects).get("PORT", Settings.model_fields["port"].default))
-    assert listens == 3000
-    ports = {port["name"]: port["containerPort"] for port in container(objects)["ports"]}
-    assert ports == {"http": listens}
-    service = one(objects, "Service")
-    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(80, "http")]
-    assert selects(service["spec"]["selector"], pod_template_labels(objects))
-
-
-def test_the_pod_runs_as_the_images_user_on_a_read_only_root() -> None:
-    objects = render("base")
-    pod, main = pod_spec(objects), container(objects)
-    assert pod["securityContext"] == {
-        "runAsNonRoot": True,
-        "runAsUser": 10001,
-        "runAsGroup": 10001,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-    assert main["securityContext"] == {
-        "runAsNonRoot": True,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-    # /tmp, an emptyDir, is the one writable path.
-    volumes = {volume["name"]: volume for volume in pod["volumes"]}
-    assert [(m["mountPath"], m["name"]) for m in main["volumeMounts"]] == [("/tmp", "tmp")]
-    assert "emptyDir" in volumes["tmp"]
-
-
-def test_the_pod_matches_the_image() -> None:
-    """The user the pod runs as is the image's, and what the image writes is under /tmp."""
-    dockerfile = (REPO / "Dockerfile").read_text()
-    user = re.findall(r"^USER\s+(\d+):(\d+)\s*$", dockerfile, re.M)
-    pod = pod_spec(render("base"))["securityContext"]
-    assert user == [(str(pod["runAsUser"]), str(pod["runAsGroup"]))]
-    written = re.findall(r"MPLCONFIGDIR=(\S+)", dockerfile)
-    assert written and all(path.startswith("/tmp/") for path in written)
-    exposed = re.findall(r"^EXPOSE\s+(\d+)\s*$", dockerfile, re.M)
-    assert exposed == [str(container(render("base"))["ports"][0]["containerPort"])]
-
-
-def test_the_service_account_token_is_mounted_only_for_the_arc_scaler() -> None:
-    objects = render("base")
-    assert one(objects, "ServiceAccount")["automountServiceAccountToken"] is False
-    uses_arc = config(objects).get("SCALER_BACKEND") == "arc"
-    assert pod_spec(objects)["automountServiceAccountToken"] is uses_arc
-
-
-def test_two_replicas_on_two_nodes_one_disrupted_at_a_time() -> None:
-    objects = render("base")
-    deployment, budget = one(objects, "Deployment"), one(objects, "PodDisruptionBudget")
-    labels = pod_template_labels(objects)
-    assert deployment["spec"]["replicas"] == 2
-    assert selects(deployment["spec"]["selector"]["matchLabels"], labels)
-    assert selects(budget["spec"]["selector"]["matchLabels"], labels)
-    assert budget["spec"].get("maxUnavailable") == 1 or budget["spec"].get("minAvailable") == 1
-    spread = [
-        c
-        for c in pod_spec(objects)["topologySpreadConstraints"]
-        if c["topologyKey"] == "kubernetes.io/hostname"
-    ]
-    assert len(spread) == 1
-    assert spread[0]["whenUnsatisfiable"] == "DoNotSchedule"
-    assert spread[0]["maxSkew"] == 1
-    assert selects(spread[0]["labelSelector"]["matchLabels"], labels)
-
-
-def test_termination_grace_covers_the_pause_the_drain_and_the_stop() -> None:
-    """Kubernetes counts the preStop pause in the grace; SIGKILL must not come before the
-    requests in flight are answered and the work is stopped in order."""
-    objects = render("base")
-    pause = container(objects)["lifecycle"]["preStop"]["exec"]["command"]
-    assert pause[0] == "sleep"
-    drain = float(
-        config(objects).get("SHUTDOWN_GRACE_SECONDS")
-        or Settings.model_fields["shutdown_grace_seconds"].default
-    )
-    stop = leader.STOP_WORK_S + 5  # the lifespan's wait for the leader's work (bot/app.py)
-    assert pod_spec(objects)["terminationGracePeriodSeconds"] > float(pause[1]) + drain + stop
-
-
-def test_resources_are_set_with_a_memory_limit_and_no_cpu_limit() -> None:
-    resources = container(render("base"))["resources"]
-    assert set(resources["requests"]) == {"cpu", "memory"}
-    assert set(resources["limits"]) == {"memory"}
-
-
 # --- settings: the ConfigMap, the Secret, and what the pod reads ------------------------------
 
 
-@pytest.mark.parametrize("variant", sorted(set(VARIANTS) - set(SECRET_FILES)))
-def test_settings_come_from_the_config_map_then_the_secret(variant: str) -> None:
-    objects = render(variant)
+@pytest.mark.parametrize("case", sorted(set(CASES) - set(SECRET_FILES)))
+def test_settings_come_from_the_config_map_then_the_secret(case: str) -> None:
+    objects = render(case)
     main = container(objects)
     assert "env" not in main
     assert main["envFrom"] == [
-        {"configMapRef": {"name": one(objects, "ConfigMap")["metadata"]["name"]}},
+        {"configMapRef": {"name": "queuepilot-config"}},
         {"secretRef": {"name": "queuepilot"}},  # last: a key in both takes the Secret's value
     ]
-    assert one(objects, "ConfigMap")["metadata"]["name"].startswith("queuepilot-config-")
 
 
-def test_every_variable_the_manifests_set_is_a_setting() -> None:
+@pytest.mark.parametrize("case", CASES)
+def test_every_variable_the_chart_sets_is_a_setting(case: str) -> None:
     known = known_variables()
-    assert set(config(render("base"))) <= known
-    for variant in VARIANTS:
-        assert {e["name"] for e in container(render(variant)).get("env", [])} <= known
-    for variant, example in SECRET_EXAMPLES.items():
+    objects = render(case)
+    assert set(config(objects)) <= known
+    assert {e["name"] for e in container(objects).get("env", [])} <= known
+
+
+def test_every_secret_example_key_is_a_setting() -> None:
+    known = known_variables()
+    for mode, example in SECRET_EXAMPLES.items():
         keys = env_file_keys(example)
         assert keys, example
-        assert set(keys) <= known, f"{variant}: {set(keys) - known}"
+        assert set(keys) <= known, f"{mode}: {set(keys) - known}"
 
 
-def test_config_env_values_are_written_as_kubernetes_takes_them() -> None:
-    """Kustomize keeps quotes and `export` in an env file's values: they would reach the bot."""
-    lines = (KUBERNETES / "base" / "config.env").read_text().splitlines()
-    settings = [line for line in lines if line.strip() and not line.startswith("#")]
-    for line in settings:
-        key, sep, value = line.partition("=")
-        assert sep and re.fullmatch(r"[A-Z][A-Z0-9_]*", key), line
-        assert value == value.strip() and not value.startswith(("'", '"')), line
-
-
-@pytest.mark.parametrize(
-    ("variant", "secret"),
-    [
-        ("base", {"SLACK_BOT_TOKEN": "xoxb-0000-example", "SLACK_SIGNING_SECRET": "example"}),
-        ("socket-mode", {"SLACK_BOT_TOKEN": "xoxb-0000-example", "SLACK_APP_TOKEN": "xapp-1-x"}),
-    ],
-)
-def test_the_example_settings_with_their_secret_are_settings_serve_takes(
-    variant: str, secret: dict[str, str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("case", ["defaults", "socket-mode", "ci-bots"])
+def test_the_settings_with_their_secret_are_settings_serve_takes(
+    case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name in known_variables():
         monkeypatch.delenv(name, raising=False)
-    required = set(env_file_keys(SECRET_EXAMPLES[variant], commented=False))
-    values = {**config(render(variant)), **secret, "ALERT_WEBHOOK_TOKEN": "example"}
-    assert required == set(secret) | {"ALERT_WEBHOOK_TOKEN"}
+    mode = "socket" if case in SOCKET_MODE else "http"
+    required = set(env_file_keys(SECRET_EXAMPLES[mode], commented=False))
+    slack = "SLACK_APP_TOKEN" if mode == "socket" else "SLACK_SIGNING_SECRET"
+    assert required == {"SLACK_BOT_TOKEN", slack, "ALERT_WEBHOOK_TOKEN"}
+    secret = {"SLACK_BOT_TOKEN": "xoxb-0000-example", slack: "xapp-1-x", "ALERT_WEBHOOK_TOKEN": "x"}
+    values = {**config(render(case)), **secret}
     settings = read_settings(_env_file=None, **{k.lower(): v for k, v in values.items()})
-    assert settings.socket_mode is (variant == "socket-mode")
+    assert settings.socket_mode is (mode == "socket")
+
+
+def test_the_charts_default_settings_allow_someone_to_scale() -> None:
+    """`queuepilot check` fails when nobody may scale: the defaults name an on-call group."""
+    settings = load_settings(
+        _env_file=None, **{k.lower(): v for k, v in config(render("defaults")).items()}
+    )
+    assert settings.scaler_backend.value == "arc"
+    assert scaling(settings) == []
+
+
+def test_the_config_values_are_strings_as_the_configmap_holds_them() -> None:
+    """A ConfigMap's data are strings: the schema refuses a bare number rather than let
+    Kubernetes refuse the object at install."""
+    defaults = chart().values["config"]
+    assert all(isinstance(value, str) for value in defaults.values())
+    assert set(defaults) <= known_variables()
 
 
 # --- what reaches the outside ----------------------------------------------------------------
 
 
 def test_the_ingress_publishes_only_slacks_request_url() -> None:
-    objects = render("base")
+    objects = render("defaults")
     ingress = one(objects, "Ingress")["spec"]
     assert "defaultBackend" not in ingress
     paths = [path for rule in ingress["rules"] for path in rule["http"]["paths"]]
+    service = one(objects, "Service")
     assert paths == [
         {
             "path": "/slack/events",
             "pathType": "Exact",
-            "backend": {"service": {"name": "queuepilot", "port": {"name": "http"}}},
+            "backend": {"service": {"name": service["metadata"]["name"], "port": {"name": "http"}}},
         }
     ]
     assert "/slack/events" in served_routes(socket_mode=False)["POST"]
+    assert ingress["tls"] == [{"hosts": ["queuepilot.example.com"], "secretName": "queuepilot-tls"}]
 
 
-def test_socket_mode_publishes_nothing_and_keeps_the_service_for_alerts() -> None:
-    objects = render("socket-mode")
+def test_the_ingress_takes_its_class_annotations_and_tls_from_values() -> None:
+    objects = render("ci-bots")
+    ingress = one(objects, "Ingress")
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert ingress["metadata"]["annotations"] == {"cert-manager.io/cluster-issuer": "letsencrypt"}
+    assert ingress["spec"]["rules"][0]["host"] == "queuepilot.ci.example.com"
+    plain = render_values({**SECRET, "ingress": {"tls": {"secretName": ""}}})
+    assert "tls" not in one(plain, "Ingress")["spec"]
+
+
+@pytest.mark.parametrize("case", sorted(SOCKET_MODE))
+def test_socket_mode_publishes_nothing_and_keeps_the_service_for_alerts(case: str) -> None:
+    objects = render(case)
     assert not [o for o in objects if o["kind"] == "Ingress"]
     assert one(objects, "Service")["spec"]["type"] == "ClusterIP"
     routes = served_routes(socket_mode=True)
@@ -426,9 +381,31 @@ def test_socket_mode_publishes_nothing_and_keeps_the_service_for_alerts() -> Non
     assert {"/alerts/grafana", "/alerts/alertmanager"} <= routes["POST"]
 
 
+def test_the_notes_name_the_urls_the_app_serves() -> None:
+    notes = chart().render(SECRET, name=RELEASE, namespace=NAMESPACE)[
+        "queuepilot/templates/NOTES.txt"
+    ]
+    routes = served_routes(socket_mode=False)["POST"]
+    urls = re.findall(r"https?://\S+", notes)
+    paths = {httpx.URL(url).path for url in urls}
+    assert {"/slack/events", "/alerts/alertmanager", "/alerts/grafana"} == paths
+    assert paths <= routes
+    assert "http://queuepilot.queuepilot.svc/alerts/alertmanager" in urls
+
+
 def test_the_docs_create_the_secret_the_pods_read() -> None:
     text = DOCS.read_text()
     assert "kubectl -n queuepilot create secret generic queuepilot --from-env-file=" in text
+    assert "--set existingSecret=queuepilot" in text
     known = known_variables()
     named = set(re.findall(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b", text))
     assert named - known == set(), "docs/kubernetes.md names variables that are no settings"
+
+
+def test_config_null_drops_every_example_setting() -> None:
+    """The defaults are examples: `config: null` (or `KEY: null`) leaves them out."""
+    objects = render_values({**SECRET, "config": None})
+    assert config(objects) == {}
+    assert pod_spec(objects)["automountServiceAccountToken"] is False  # no scaler, no token
+    dropped = render_values({**SECRET, "config": {"LOG_LEVEL": None}})
+    assert "LOG_LEVEL" not in config(dropped) and "SLACK_CHANNEL" in config(dropped)

@@ -1,0 +1,159 @@
+{{/*
+Names. `helm install queuepilot …` names every object queuepilot (the ConfigMap
+queuepilot-config, the Role queuepilot-scaler); another release name is prefixed to the chart's,
+unless it contains it. 63 characters: a DNS label.
+*/}}
+{{- define "queuepilot.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "queuepilot.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "queuepilot.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* What selects the bot's pods: stable for the release's life (a Deployment's selector is immutable). */}}
+{{- define "queuepilot.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "queuepilot.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "queuepilot.labels" -}}
+helm.sh/chart: {{ include "queuepilot.chart" . }}
+{{ include "queuepilot.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The standard labels and `extra` (a values map): the standard ones win, so nothing relabels the release. */}}
+{{- define "queuepilot.labelsWith" -}}
+{{- toYaml (merge (include "queuepilot.labels" .context | fromYaml) (.extra | default dict)) }}
+{{- end }}
+
+{{- define "queuepilot.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/* The Secret the pods read: the user's, or the one the chart or the External Secrets Operator makes. */}}
+{{- define "queuepilot.secretName" -}}
+{{- .Values.existingSecret | default (include "queuepilot.fullname" .) }}
+{{- end }}
+
+{{/* The port the bot listens on: PORT of the settings, 3000 unless set. */}}
+{{- define "queuepilot.port" -}}
+{{- (.Values.config | default dict).PORT | default "3000" | int }}
+{{- end }}
+
+{{/* "true" when the scaler is ARC's: the pod then calls the Kubernetes API with its token. */}}
+{{- define "queuepilot.usesArc" -}}
+{{- if eq ((.Values.config | default dict).SCALER_BACKEND | default "" | toString) "arc" }}true{{ end }}
+{{- end }}
+
+{{/* ARC's namespace, set once: the bot addresses the scale sets there, and the Role is there. */}}
+{{- define "queuepilot.arcNamespace" -}}
+{{- .Values.arc.namespace | default .Release.Namespace }}
+{{- end }}
+
+{{/* The settings as the ConfigMap holds them: `config`, and ARC's namespace from arc.namespace. */}}
+{{- define "queuepilot.configData" -}}
+{{- $data := dict }}
+{{- range $key, $value := .Values.config | default dict }}
+{{- if not (kindIs "invalid" $value) }}
+{{- $_ := set $data $key (toString $value) }}
+{{- end }}
+{{- end }}
+{{- if include "queuepilot.usesArc" . }}
+{{- $_ := set $data "SCALER_ARC_NAMESPACE" (include "queuepilot.arcNamespace" .) }}
+{{- end }}
+{{- toYaml $data }}
+{{- end }}
+
+{{/*
+The Secret's keys the pod reads from files with secretFiles: those `secrets` gives, or, for a
+Secret the chart does not see, the ones the mode requires (others: <NAME>_FILE in `config`).
+*/}}
+{{- define "queuepilot.secretFileKeys" -}}
+{{- $keys := list }}
+{{- if .Values.secrets }}
+{{- $keys = keys .Values.secrets | sortAlpha }}
+{{- else }}
+{{- $keys = include "queuepilot.requiredSecrets" . | fromYamlArray }}
+{{- end }}
+{{- toYaml $keys }}
+{{- end }}
+
+{{- define "queuepilot.requiredSecrets" -}}
+{{- if .Values.socketMode.enabled }}
+{{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_APP_TOKEN" "ALERT_WEBHOOK_TOKEN") }}
+{{- else }}
+{{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_SIGNING_SECRET" "ALERT_WEBHOOK_TOKEN") }}
+{{- end }}
+{{- end }}
+
+{{/*
+The settings that are secrets (SecretStr in bot/config/settings.py; a test keeps the two lists
+equal). In a ConfigMap they would be readable by anyone who may read the namespace's config.
+*/}}
+{{- define "queuepilot.secretSettings" -}}
+{{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_SIGNING_SECRET" "SLACK_APP_TOKEN" "REDIS_SENTINEL_PASSWORD" "ALERT_WEBHOOK_TOKEN" "ALERT_WEBHOOK_HMAC_SECRET" "ALERT_WEBHOOK_BASIC_PASSWORD" "GRAFANA_TOKEN" "SCALER_WEBHOOK_SECRET" "PROMETHEUS_TOKEN" "GITHUB_TOKEN" "GITHUB_APP_PRIVATE_KEY" "HUD_TOKEN") }}
+{{- end }}
+
+{{/*
+Refuses values that would deploy a bot that cannot start or cannot be reached, naming the value
+and the fix. Included by the Deployment, so every render runs it.
+*/}}
+{{- define "queuepilot.validate" -}}
+{{- $config := .Values.config | default dict }}
+{{- $sources := list }}
+{{- if .Values.existingSecret }}{{ $sources = append $sources "existingSecret" }}{{ end }}
+{{- if .Values.secrets }}{{ $sources = append $sources "secrets" }}{{ end }}
+{{- if .Values.externalSecret.enabled }}{{ $sources = append $sources "externalSecret.enabled" }}{{ end }}
+{{- if ne (len $sources) 1 }}
+{{- $given := ternary "none is set: choose one" (printf "%s are set: keep one" (join " and " $sources)) (empty $sources) }}
+{{- fail (printf "queuepilot's secrets come from exactly one of existingSecret (a Secret you made), secrets (values the chart puts in a Secret) or externalSecret.enabled (the External Secrets Operator): %s" $given) }}
+{{- end }}
+{{- if and .Values.externalSecret.enabled (not .Values.externalSecret.secretStoreRef.name) }}
+{{- fail "externalSecret.secretStoreRef.name is empty: name the ClusterSecretStore (or SecretStore, with externalSecret.secretStoreRef.kind) that holds queuepilot's secrets" }}
+{{- end }}
+{{- if .Values.secrets }}
+{{- range include "queuepilot.requiredSecrets" . | fromYamlArray }}
+{{- if not (index $.Values.secrets .) }}
+{{- fail (printf "secrets.%s is missing or empty: %s needs it (SLACK_BOT_TOKEN, %s and ALERT_WEBHOOK_TOKEN)" . (ternary "Socket Mode (socketMode.enabled)" "HTTP mode" $.Values.socketMode.enabled) (ternary "SLACK_APP_TOKEN" "SLACK_SIGNING_SECRET" $.Values.socketMode.enabled)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range include "queuepilot.secretSettings" . | fromYamlArray }}
+{{- if hasKey $config . }}
+{{- if not (kindIs "invalid" (index $config .)) }}
+{{- fail (printf "config.%s is a secret: the ConfigMap is no place for it; give it with your Secret (existingSecret, secrets or externalSecret) and remove it from config" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if hasKey $config "SCALER_ARC_NAMESPACE" }}
+{{- fail "config.SCALER_ARC_NAMESPACE: set arc.namespace instead, which puts both the setting and the Role that lets the bot scale in ARC's namespace" }}
+{{- end }}
+{{- if .Values.secretFiles }}
+{{- range include "queuepilot.secretFileKeys" . | fromYamlArray }}
+{{- if hasKey $config . }}
+{{- if not (kindIs "invalid" (index $config .)) }}
+{{- fail (printf "config.%s: with secretFiles the bot reads %s from the file %s_FILE names, and stops when both are set; remove it from config" . . .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and .Values.ingress.enabled (not .Values.socketMode.enabled) (not .Values.ingress.host) }}
+{{- fail "ingress.host is empty: Slack posts to https://<ingress.host>/slack/events; set it, or ingress.enabled=false (and route Slack's requests yourself), or socketMode.enabled=true" }}
+{{- end }}
+{{- end }}

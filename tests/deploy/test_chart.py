@@ -1,0 +1,292 @@
+"""The chart as Helm takes it: `helm lint --strict` passes, every way of installing it renders,
+every object is valid against Kubernetes 1.30's published schemas (custom resources against
+their CRDs' fields), each lands in the release's namespace, and values that could not work are
+refused with a message naming them."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import helm_python
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy import crds
+from tests.deploy.manifests import (
+    CASES,
+    CHART,
+    DOCS,
+    KUBERNETES_VERSION,
+    NAMESPACE,
+    RELEASE,
+    SECRET,
+    SLACK_SECRETS,
+    chart,
+    config,
+    kinds,
+    lint,
+    namespace_of,
+    one,
+    pod_spec,
+    render,
+    render_values,
+)
+
+BASE = [
+    "ConfigMap",
+    "Deployment",
+    "Ingress",
+    "PodDisruptionBudget",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "ServiceAccount",
+]
+# The settings' ConfigMap and the dashboard's; the bot's rules and the queue rules.
+MONITORING = ["ConfigMap", "ServiceMonitor", "PrometheusRule", "PrometheusRule"]
+KINDS = {
+    "defaults": BASE,
+    "socket-mode": sorted(set(BASE) - {"Ingress"}),
+    "secrets-in-values": sorted([*BASE, "Secret"]),
+    "secret-files": BASE,
+    "socket-mode-secret-files": sorted(set(BASE) - {"Ingress"}),
+    "external-secret": sorted([*BASE, "ExternalSecret"]),
+    "monitoring": sorted([*BASE, *MONITORING]),
+    "network-policy": sorted([*BASE, "NetworkPolicy"]),
+    "arc-elsewhere": BASE,
+    "no-pdb": sorted(set(BASE) - {"PodDisruptionBudget"}),
+    "no-scaler": sorted(set(BASE) - {"Role", "RoleBinding"}),
+    "ci-bots": sorted([*BASE, *MONITORING, "ExternalSecret", "NetworkPolicy"]),
+}
+
+
+def test_every_case_is_listed_with_what_it_makes() -> None:
+    assert set(KINDS) == set(CASES)
+
+
+def test_helm_lint_strict_passes_on_the_charts_own_defaults() -> None:
+    """What `helm lint --strict deploy/helm/queuepilot` runs: no value of the user's at all."""
+    assert lint({}) == []
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_helm_lint_strict_passes(case: str) -> None:
+    values, namespace = CASES[case]
+    assert lint(values, namespace) == []
+
+
+def test_the_chart_is_the_release_it_ships_for_the_oldest_kubernetes_it_is_tested_on() -> None:
+    metadata = chart().metadata
+    assert (metadata["apiVersion"], metadata["name"]) == ("v2", "queuepilot")
+    assert metadata["kubeVersion"] == f">={KUBERNETES_VERSION}.0-0"
+    assert metadata["home"] and metadata["sources"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_object_is_valid_against_the_kubernetes_schemas(case: str) -> None:
+    objects = render(case)
+    assert kinds(objects) == KINDS[case]
+    for obj in objects:
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        try:
+            if obj["kind"] in crds.SCHEMAS:
+                crds.validate(obj)
+            else:
+                kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(str(part) for part in exc.path)
+            pytest.fail(f"{case}: {name} is invalid at {path}: {exc.message}")
+        except jsonschema.ValidationError as exc:
+            path = ".".join(str(part) for part in exc.absolute_path)
+            pytest.fail(f"{case}: {name} leaves its CRD at {path}: {exc.message}")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_object_is_in_the_releases_namespace_and_arcs_role_in_arcs(case: str) -> None:
+    """Set explicitly on each object: `helm template | kubectl apply` and a GitOps tool that
+    applies the rendered manifests put them where the release is, not in a current namespace."""
+    objects = render(case)
+    bots = namespace_of(case)
+    runners = config(objects).get("SCALER_ARC_NAMESPACE")
+    for obj in objects:
+        expected = runners if obj["kind"] in ("Role", "RoleBinding") else bots
+        assert obj["metadata"].get("namespace") == expected, f"{case}: {obj['kind']}"
+    if "RoleBinding" in kinds(objects):
+        account = one(objects, "ServiceAccount")["metadata"]
+        subject = one(objects, "RoleBinding")["subjects"][0]
+        assert (subject["name"], subject["namespace"]) == (account["name"], account["namespace"])
+
+
+def test_arcs_namespace_is_set_once_and_defaults_to_the_releases() -> None:
+    assert config(render("defaults"))["SCALER_ARC_NAMESPACE"] == NAMESPACE
+    assert config(render("arc-elsewhere"))["SCALER_ARC_NAMESPACE"] == "arc-runners"
+    assert config(render("ci-bots"))["SCALER_ARC_NAMESPACE"] == "ci-runners"
+    assert "SCALER_ARC_NAMESPACE" not in config(render("no-scaler"))
+
+
+def test_every_object_carries_the_standard_labels() -> None:
+    objects = render("ci-bots")
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "queuepilot", obj["kind"]
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+        assert labels["app.kubernetes.io/version"] == chart().metadata["appVersion"]
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["helm.sh/chart"] == f"queuepilot-{chart().metadata['version']}"
+
+
+def test_the_image_is_the_charts_release_unless_a_tag_is_given() -> None:
+    image = pod_spec(render("defaults"))["containers"][0]["image"]
+    assert image == f"ghcr.io/queuepilot/queuepilot:{chart().metadata['appVersion']}"
+    tagged = render_values({**SECRET, "image": {"tag": "0.26.0"}})
+    assert pod_spec(tagged)["containers"][0]["image"] == "ghcr.io/queuepilot/queuepilot:0.26.0"
+
+
+def test_the_image_the_chart_names_is_the_one_the_project_publishes() -> None:
+    workflow = (CHART.parents[2] / ".github" / "workflows" / "image.yml").read_text()
+    assert "images: ghcr.io/${{ github.repository }}" in workflow
+    assert chart().metadata["home"] == "https://github.com/queuepilot/queuepilot"
+    assert chart().values["image"]["repository"] == "ghcr.io/queuepilot/queuepilot"
+
+
+def test_a_changed_setting_or_secret_rolls_the_pods() -> None:
+    """The pods read them at start: the pod template changes with them."""
+
+    def annotations(values: dict) -> dict[str, str]:
+        return one(render_values(values), "Deployment")["spec"]["template"]["metadata"][
+            "annotations"
+        ]
+
+    before = annotations(SECRET)
+    after = annotations({**SECRET, "config": {"LOG_LEVEL": "DEBUG"}})
+    assert before["checksum/config"] != after["checksum/config"]
+    secrets = {"secrets": SLACK_SECRETS}
+    rotated = {"secrets": {**SLACK_SECRETS, "ALERT_WEBHOOK_TOKEN": "rotated"}}
+    assert annotations(secrets)["checksum/secret"] != annotations(rotated)["checksum/secret"]
+
+
+def test_the_package_leaves_out_the_rules_tests_and_notes() -> None:
+    """.helmignore: the promtool tests and grafana-rule.md stay in the repository."""
+    names = {file["name"] for file in chart().files}
+    assert {"alerts/queuepilot-rules.yaml", "alerts/queue-rules.yaml"} <= names
+    assert "dashboards/queuepilot.json" in names
+    assert not [n for n in names if n.endswith((".test.yaml", ".md"))], names
+
+
+# --- values that could not work are refused, naming them ----------------------------------------
+
+
+def refusal(values: dict) -> str:
+    with pytest.raises(helm_python.HelmError) as caught:
+        render_values(values)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({**SECRET, "replicas": 3}, "'replicas'"),  # replicaCount
+        ({**SECRET, "ingress": {"hosts": ["q.example.com"]}}, "'hosts'"),  # ingress.host
+        ({**SECRET, "serviceMonitor": {"enable": True}}, "'enable'"),
+        ({**SECRET, "config": {"PORT": 3000}}, "/config/PORT"),  # a number, not a string
+        ({**SECRET, "config": {"slack_channel": "C1"}}, "'slack_channel'"),  # SLACK_CHANNEL
+        ({"secrets": {"slack_bot_token": "xoxb-1"}}, "'slack_bot_token'"),
+        ({**SECRET, "replicaCount": "2"}, "/replicaCount"),
+        ({**SECRET, "secretFiles": "yes"}, "/secretFiles"),
+    ],
+)
+def test_a_misspelt_or_mistyped_value_is_refused_by_the_schema(values: dict, named: str) -> None:
+    message = refusal(values)
+    assert "schema" in message and named in message, message
+    assert lint(values), "helm lint passes a value the schema refuses"
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({**SECRET, "secrets": SLACK_SECRETS}, "existingSecret and secrets are set: keep one"),
+        (
+            {**SECRET, "externalSecret": {"enabled": True, "secretStoreRef": {"name": "v"}}},
+            "existingSecret and externalSecret.enabled are set: keep one",
+        ),
+        ({}, "none is set: choose one"),
+        (
+            {"externalSecret": {"enabled": True}},
+            "externalSecret.secretStoreRef.name is empty",
+        ),
+        (
+            {"secrets": {**SLACK_SECRETS, "SLACK_SIGNING_SECRET": ""}},
+            "secrets.SLACK_SIGNING_SECRET is missing or empty",
+        ),
+        (
+            {"secrets": SLACK_SECRETS, "socketMode": {"enabled": True}},
+            "secrets.SLACK_APP_TOKEN is missing or empty",
+        ),
+        ({**SECRET, "config": {"GITHUB_TOKEN": "ghp_x"}}, "config.GITHUB_TOKEN is a secret"),
+        ({**SECRET, "config": {"SCALER_ARC_NAMESPACE": "x"}}, "set arc.namespace instead"),
+        (
+            {"secrets": {**SLACK_SECRETS, "REDIS_URL": "redis://:pw@r:6379"}, "secretFiles": True},
+            "config.REDIS_URL: with secretFiles the bot reads REDIS_URL from the file",
+        ),
+        ({**SECRET, "ingress": {"host": ""}}, "ingress.host is empty"),
+    ],
+)
+def test_values_that_could_not_work_are_refused_naming_the_fix(values: dict, named: str) -> None:
+    message = refusal(values)
+    assert named in message, message
+
+
+def test_socket_mode_needs_no_ingress_host() -> None:
+    render_values({**SECRET, "socketMode": {"enabled": True}, "ingress": {"host": ""}})
+
+
+def test_the_values_file_documents_every_value_the_schema_allows() -> None:
+    """values.yaml is the reference: a value the schema takes but values.yaml does not show
+    would be found by nobody."""
+    schema = chart().schema
+    assert schema is not None
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def walk(node: dict, values: dict, path: str) -> None:
+        for key, sub in node.get("properties", {}).items():
+            if key == "global":
+                continue
+            assert key in values, f"values.yaml does not show {path}{key}"
+            if sub.get("additionalProperties") is False and isinstance(values[key], dict):
+                walk(sub, values[key], f"{path}{key}.")
+
+    walk(schema, defaults, "")
+    assert set(defaults) <= set(schema["properties"])
+
+
+def docs_values() -> list[dict]:
+    """Every set of chart values docs/kubernetes.md shows: a YAML block whose keys are values',
+    and the values of its Argo CD Application and Flux HelmRelease."""
+    text = DOCS.read_text()
+    blocks = re.findall(r"^( *)```yaml\n(.*?)^\1```", text, re.M | re.S)
+    keys = set(chart().schema["properties"])
+    found = []
+    for _, block in blocks:
+        for doc in yaml.safe_load_all(textwrap.dedent(block)):
+            if not isinstance(doc, dict):
+                continue
+            if doc.get("kind") == "Application":
+                doc = doc["spec"]["source"]["helm"]["valuesObject"]
+            elif doc.get("kind") == "HelmRelease":
+                doc = doc["spec"]["values"]
+            if set(doc) <= keys:
+                found.append(doc)
+    return found
+
+
+def test_the_values_the_docs_show_render_and_lint() -> None:
+    shown = docs_values()
+    assert len(shown) >= 6
+    for values in shown:
+        sources = {"existingSecret", "secrets", "externalSecret"} & set(values)
+        given = values if sources else {**SECRET, **values}
+        render_values(given)
+        assert lint(given) == [], values
