@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.checks.scaler import scaling
-from bot.config import load_settings
-from tests.checks.conftest import REPO, check_env, lines, run_check
+from tests.checks.conftest import check_env, lines, run_check
 from tests.support.slack import Slack
 
 WEBHOOK = {
@@ -57,16 +55,6 @@ def test_someone_allowed_and_a_cap_within_the_ceiling_pass(
 
     assert result.returncode == 0, result.stdout
     assert not any(line.split()[1] == "scaling" for line in lines(result))
-
-
-def test_the_shipped_kubernetes_settings_allow_someone_to_scale() -> None:
-    config = REPO / "deploy" / "kubernetes" / "base" / "config.env"
-    pairs = [line.split("=", 1) for line in config.read_text().splitlines()]
-    values = {key.lower(): value for key, *value in pairs if key and not key.startswith("#")}
-    settings = load_settings(_env_file=None, **{k: v[0] for k, v in values.items()})
-
-    assert settings.scaler_backend.value == "arc"
-    assert scaling(settings) == []
 
 
 def test_format_json_is_one_document_with_every_check_and_the_same_exit_code(

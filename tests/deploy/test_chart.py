@@ -39,6 +39,7 @@ BASE = [
     "ConfigMap",
     "Deployment",
     "Ingress",
+    "Pod",  # the upgrade check (a pre-upgrade and test hook)
     "PodDisruptionBudget",
     "Role",
     "RoleBinding",

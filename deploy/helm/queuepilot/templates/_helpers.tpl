@@ -24,10 +24,19 @@ unless it contains it. 63 characters: a DNS label.
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* What selects the bot's pods: stable for the release's life (a Deployment's selector is immutable). */}}
+{{/*
+The release's pods: the bot's and the upgrade check's (the NetworkPolicy applies to both).
+Stable for the release's life (a Deployment's selector is immutable).
+*/}}
 {{- define "queuepilot.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "queuepilot.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The bot's pods alone: what the Service sends requests to and the PDB keeps up. */}}
+{{- define "queuepilot.botSelectorLabels" -}}
+{{ include "queuepilot.selectorLabels" . }}
+app.kubernetes.io/component: bot
 {{- end }}
 
 {{- define "queuepilot.labels" -}}
@@ -156,4 +165,26 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- if and .Values.ingress.enabled (not .Values.socketMode.enabled) (not .Values.ingress.host) }}
 {{- fail "ingress.host is empty: Slack posts to https://<ingress.host>/slack/events; set it, or ingress.enabled=false (and route Slack's requests yourself), or socketMode.enabled=true" }}
 {{- end }}
+{{- end }}
+
+{{/* The `restricted` Pod Security Standard, for the bot's pods and the upgrade check's. */}}
+{{- define "queuepilot.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001  # the image's own user
+runAsGroup: 10001
+{{- if .Values.secretFiles }}
+# The Secret's files belong to this group (mode 0440): the bot's user reads them, no other user
+# in the pod does.
+fsGroup: 10001
+{{- end }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "queuepilot.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
 {{- end }}
