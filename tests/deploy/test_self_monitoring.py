@@ -1,25 +1,32 @@
 """queuepilot's own alert rules and dashboard (deploy/alerts/queuepilot-rules.yaml,
-deploy/grafana/queuepilot.json): Prometheus's `promtool` checks the rules and runs their unit
-test, the dashboard is a Grafana dashboard whose every query is PromQL, and every metric either
-reads is one the bot exports."""
+deploy/grafana/queuepilot.json): every metric either reads is one the bot exports, /metrics
+serves what the counting rules read, and the dashboard is a Grafana dashboard whose every query
+is PromQL (tests/deploy/test_alert_rules.py runs the rules' unit test)."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
+from redis.asyncio import Redis
+from starlette.applications import Starlette
 
-from bot.telemetry import Telemetry
+from bot.outbound.messages import NOT_A_MEMBER
+from bot.telemetry import CHANNEL_REFUSALS, Telemetry
+from handlers import health
 from tests.support.servers import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "deploy" / "alerts"
-RULES, RULES_TEST = ALERTS / "queuepilot-rules.yaml", ALERTS / "queuepilot-rules.test.yaml"
+RULES = ALERTS / "queuepilot-rules.yaml"
 DASHBOARD = REPO / "deploy" / "grafana" / "queuepilot.json"
 METRIC = re.compile(r"\b((?:queuepilot|process|python)_[a-z0-9_]+)\b")
 
@@ -65,27 +72,49 @@ def exported() -> set[str]:
     return names
 
 
-def test_promtool_checks_the_rules() -> None:
-    result = promtool("check", "rules", RULES.name)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout
+async def served(telemetry: Telemetry) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of /metrics, as the bot's route serves it: (name, labels) -> value."""
+    app = Starlette()
 
+    async def nothing() -> None:
+        return None
 
-def test_the_rules_unit_test_passes() -> None:
-    result = promtool("test", "rules", RULES_TEST.name)
-    assert result.returncode == 0, result.stdout + result.stderr
+    async def role() -> dict[str, Any]:
+        return {}
 
-
-def test_the_unit_test_sees_every_alert_fire() -> None:
-    cases = yaml.safe_load(RULES_TEST.read_text())["tests"]
-    fired = {
-        check["alertname"]
-        for case in cases
-        for check in case["alert_rule_test"]
-        if check.get("exp_alerts")
+    health.register(app, Redis(), telemetry, alive=lambda: True, backlogs=nothing, role=role)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://qp") as c:
+        text = (await c.get("/metrics")).text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
     }
-    groups = yaml.safe_load(RULES.read_text())["groups"]
-    assert fired == {rule["alert"] for group in groups for rule in group["rules"]}
+
+
+async def test_metrics_serve_what_the_counting_rules_read() -> None:
+    """A labelled counter's series appears at its first increment, at 1, with the time it was
+    created beside it; the channel refusals are there at 0 from the start."""
+    telemetry = Telemetry()
+    start = await served(telemetry)
+    for error in CHANNEL_REFUSALS:
+        assert start["queuepilot_slack_undeliverable_total", frozenset({("error", error)})] == 0
+    assert set(NOT_A_MEMBER) <= set(CHANNEL_REFUSALS)
+    restricted = frozenset({("error", "restricted_action")})
+    assert ("queuepilot_slack_undeliverable_total", restricted) not in start
+
+    before = time.time()
+    telemetry.slack_undeliverable.labels("restricted_action").inc()
+    telemetry.slack_rate_limited.labels("chat.update").inc()
+    after = await served(telemetry)
+
+    assert after["queuepilot_slack_undeliverable_total", restricted] == 1
+    assert after["queuepilot_slack_undeliverable_created", restricted] >= before
+    update = frozenset({("method", "chat.update")})
+    assert after["queuepilot_slack_rate_limited_created", update] >= before
+    read = {name for expr in rule_expressions() for name in METRIC.findall(expr)}
+    created = {name for name in read if name.endswith("_created")}
+    assert created and created <= {name for name, _ in after}
 
 
 def test_the_dashboard_is_a_grafana_dashboard() -> None:
