@@ -1,7 +1,8 @@
 """queuepilot's own alert rules and dashboard (deploy/alerts/queuepilot-rules.yaml,
 deploy/grafana/queuepilot.json): every metric either reads is one the bot exports, /metrics
 serves what the counting rules read, and the dashboard is a Grafana dashboard whose every query
-is PromQL (tests/deploy/test_alert_rules.py runs the rules' unit test)."""
+is PromQL and shows queuepilot's own series only (tests/deploy/test_alert_rules.py runs the
+rules' unit test)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,19 @@ ALERTS = REPO / "deploy" / "alerts"
 RULES = ALERTS / "queuepilot-rules.yaml"
 DASHBOARD = REPO / "deploy" / "grafana" / "queuepilot.json"
 METRIC = re.compile(r"\b((?:queuepilot|process|python)_[a-z0-9_]+)\b")
+# Scrape targets as a ServiceMonitor labels them (namespace, pod, instance, job): queuepilot's two
+# replicas; beside them another exporter, and a sidecar in one of their pods scraped apart (its
+# own port); and queuepilot's staging deployment.
+Target = tuple[str, str, str, str]
+QUEUEPILOT: list[Target] = [
+    ("ci-bots", "queuepilot-7f9c6d5b8-2xk4p", "10.42.1.17:3000", "queuepilot"),
+    ("ci-bots", "queuepilot-7f9c6d5b8-m8q2z", "10.42.2.23:3000", "queuepilot"),
+]
+OTHERS: list[Target] = [
+    ("ci-bots", "redis-exporter-6b7c9d8f5-k2m4p", "10.42.1.40:9121", "redis-exporter"),
+    ("ci-bots", "queuepilot-7f9c6d5b8-2xk4p", "10.42.1.17:9090", "ci-bots/sidecar"),
+]
+STAGING: Target = ("staging", "queuepilot-5b8d7c4f9-t6w5n", "10.42.3.9:3000", "queuepilot")
 
 
 def promtool(*args: str, cwd: Path = ALERTS) -> subprocess.CompletedProcess[str]:
@@ -155,6 +169,80 @@ def test_every_dashboard_query_is_promql(tmp_path: Path) -> None:
     ]}]}  # fmt: skip
     (tmp_path / "dashboard-rules.yaml").write_text(yaml.safe_dump(rules))
     result = promtool("check", "rules", "dashboard-rules.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def filled(query: str, namespace: str = "ci-bots") -> str:
+    return query.replace("$namespace", namespace).replace("$__rate_interval", "2m")
+
+
+def exporting(target: Target, names: set[str]) -> list[dict[str, str]]:
+    """promtool's input series of one scrape target: its process, as every prometheus_client
+    exports it, and the queuepilot metrics in `names`."""
+    namespace, pod, instance, job = target
+    labels = f'namespace="{namespace}",pod="{pod}",instance="{instance}",job="{job}"'
+    process = {
+        "process_resident_memory_bytes": "1.2e8x10",
+        "process_cpu_seconds_total": "0+6x10",
+        "process_open_fds": "12x10",
+        "process_start_time_seconds": "1.7e9x10",
+    }
+    own = {name: "0+1x10" if name.endswith("_total") else "1x10" for name in names}
+    return [
+        {"series": f"{name}{{{labels}}}", "values": values}
+        for name, values in (process | own).items()
+    ]
+
+
+def test_every_panel_shows_queuepilot_s_own_series_only(tmp_path: Path) -> None:
+    """promtool runs every query where queuepilot's namespace also holds another exporter and a
+    sidecar scraped apart in one of its pods. Over those alone (queuepilot exporting only in
+    another namespace) a query finds nothing, but the 0 a stat shows for "none"; beside
+    queuepilot's replicas, a panel by pod shows each replica once."""
+    read = {name for query in queries() for name in METRIC.findall(query)}
+    own = {name for name in read if name.startswith("queuepilot_")}
+    at = "10m"
+    alone = [
+        {
+            "expr": filled(query),
+            "eval_time": at,
+            "exp_samples": [{"labels": "{}", "value": 0}] if "or vector(0)" in query else [],
+        }
+        for query in queries()
+    ]
+    by_pod = [
+        {
+            "expr": f"count by (pod, instance) ({filled(target['expr'])})",
+            "eval_time": at,
+            "exp_samples": [
+                {"labels": f'{{pod="{pod}",instance="{instance}"}}', "value": 1}
+                for _, pod, instance, _ in QUEUEPILOT
+            ],
+        }
+        for panel in panels()
+        for target in panel["targets"]
+        if "{{pod}}" in target.get("legendFormat", "")
+    ]
+    assert by_pod, "no panel by pod"
+    others = [s for target in OTHERS for s in exporting(target, set())]
+    unit = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": others + exporting(STAGING, own),
+                "promql_expr_test": alone,
+            },
+            {
+                "interval": "1m",
+                "input_series": others + [s for t in QUEUEPILOT for s in exporting(t, own)],
+                "promql_expr_test": by_pod,
+            },
+        ],
+    }
+    (tmp_path / "dashboard.test.yaml").write_text(yaml.safe_dump(unit))
+    result = promtool("test", "rules", "dashboard.test.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
