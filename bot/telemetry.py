@@ -56,6 +56,9 @@ HELP = {
     "Kubernetes and AWS APIs), by backend and outcome (ok, refused, rate_limited, server_error, "
     "timeout, unreachable, error).",
 }
+# Slack's answers when the app cannot post in a channel at all (bot.outbound.messages'
+# NOT_A_MEMBER, and an archived channel): the commonest reasons a message is dropped.
+CHANNEL_REFUSALS = ("not_in_channel", "channel_not_found", "is_archived")
 
 
 def backend_label(service: str) -> str:
@@ -119,6 +122,11 @@ class Telemetry:
         self.slack_calls = counter("slack_calls_total", "method", "outcome")
         self.slack_rate_limited = counter("slack_rate_limited_total", "method")
         self.slack_undeliverable = counter("slack_undeliverable_total", "error")
+        # At 0 from the start, so that an increase over them (the dashboard's, an operator's own
+        # rule) counts the first drop: a labelled series otherwise appears at its first
+        # increment, at 1, and shows no growth.
+        for error in CHANNEL_REFUSALS:
+            self.slack_undeliverable.labels(error)
         self.slack_lookups = counter("slack_lookups_total", "outcome")
         self.intake_failures = counter("intake_failures_total", "kind")
         self.actions = counter("actions_total", "action", "outcome")

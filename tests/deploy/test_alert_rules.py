@@ -1,24 +1,38 @@
-"""The example Prometheus rules: Prometheus's own `promtool` checks them and runs their unit test,
-and the alert that test expects, delivered by Alertmanager, gives the incident its runner type,
-priority and numbers through the bot's own parser."""
+"""The Prometheus rules (deploy/alerts): the example queue rules on ARC's metrics and queuepilot's
+own. Prometheus's own `promtool` checks them and runs their unit tests, every alert has a case
+that fires and one that stays quiet, a severity, and a runbook that is its own entry in
+docs/operations.md; and the queue alert those tests expect, delivered by Alertmanager, gives the
+incident its runner type, priority and numbers through the bot's own parser."""
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from bot.backends.metrics.prometheus_pods import RUNNER_POD, RUNNER_SET
 from bot.domain.alerts import AlertFacts, RunnerQueue, parse_json_body, parse_notification
 from bot.domain.delivery import facts_of
 from tests.support.servers import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "deploy" / "alerts"
-RULES, RULES_TEST = ALERTS / "queue-rules.yaml", ALERTS / "queue-rules.test.yaml"
+QUEUE_RULES, QUEUE_TEST = ALERTS / "queue-rules.yaml", ALERTS / "queue-rules.test.yaml"
+# Each rule file and its unit test.
+RULE_FILES = {
+    QUEUE_RULES: QUEUE_TEST,
+    ALERTS / "queuepilot-rules.yaml": ALERTS / "queuepilot-rules.test.yaml",
+}
+OPERATIONS = REPO / "docs" / "operations.md"
+# The project's repository: the image is ghcr.io/queuepilot/queuepilot, published from it.
+RUNBOOKS = "https://github.com/queuepilot/queuepilot/blob/main/docs/operations.md#"
+SEVERITIES = {"critical", "warning", "info"}
 # A real Alertmanager's webhook body (0.25, captured): the envelope the alert arrives in.
 ALERTMANAGER_BODY = REPO / "tests" / "fixtures" / "alertmanager" / "runner-queue-am-00-firing.json"
 
@@ -34,29 +48,106 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_promtool_checks_the_rules() -> None:
-    result = promtool("check", "rules", RULES.name)
+def rules(path: Path) -> list[dict[str, Any]]:
+    return [rule for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
+
+
+def alerts(path: Path) -> list[dict[str, Any]]:
+    return [rule for rule in rules(path) if "alert" in rule]
+
+
+def checks(path: Path) -> list[dict[str, Any]]:
+    """Every `alert_rule_test` entry of a unit test file."""
+    cases = yaml.safe_load(path.read_text())["tests"]
+    return [check for case in cases for check in case.get("alert_rule_test", [])]
+
+
+def slug(heading: str) -> str:
+    """A Markdown heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to
+    hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def headings(markdown: str) -> dict[str, str]:
+    """Anchor -> heading text, of every heading outside code blocks (a repeated heading's anchor
+    gets -1, -2, ... as on GitHub)."""
+    found: dict[str, str] = {}
+    fenced = False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (match := re.match(r"#{1,6} (.+)", line)):
+            anchor, n = slug(match[1]), 0
+            while (anchor if not n else f"{anchor}-{n}") in found:
+                n += 1
+            found[anchor if not n else f"{anchor}-{n}"] = match[1]
+    return found
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
+def test_promtool_checks_the_rules(path: Path) -> None:
+    result = promtool("check", "rules", path.name)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 
 
-def test_the_rules_unit_test_passes() -> None:
-    result = promtool("test", "rules", RULES_TEST.name)
+@pytest.mark.parametrize("path", RULE_FILES.values(), ids=lambda p: p.name)
+def test_the_rules_unit_test_passes(path: Path) -> None:
+    result = promtool("test", "rules", path.name)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
+def test_every_alert_has_a_case_that_fires_and_one_that_stays_quiet(path: Path) -> None:
+    names = {rule["alert"] for rule in alerts(path)}
+    tested = checks(RULE_FILES[path])
+    fired = {check["alertname"] for check in tested if check.get("exp_alerts")}
+    quiet = {check["alertname"] for check in tested if not check.get("exp_alerts")}
+    assert names - fired == set(), "alerts no case sees fire"
+    assert names - quiet == set(), "alerts no case sees stay quiet"
+    assert fired | quiet <= names, "cases of alerts the rules do not have"
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
+def test_every_alert_has_a_severity_and_its_own_runbook_entry(path: Path) -> None:
+    entries = headings(OPERATIONS.read_text())
+    for rule in alerts(path):
+        name = rule["alert"]
+        assert rule["labels"].get("severity") in SEVERITIES, name
+        url = rule["annotations"].get("runbook_url", "")
+        assert url.startswith(RUNBOOKS), f"{name}: {url!r}"
+        anchor = url.removeprefix(RUNBOOKS)
+        assert anchor in entries, f"{name}: docs/operations.md has no heading #{anchor}"
+        assert name in entries[anchor], f"{name}: #{anchor} is {entries[anchor]!r}"
+
+
+def test_every_link_to_an_operations_anchor_names_a_heading() -> None:
+    """The page's own links too, so that the anchors are read as GitHub makes them."""
+    page = OPERATIONS.read_text()
+    linked = set(re.findall(r"\]\(#([^)]+)\)", page))
+    for path in RULE_FILES:
+        linked |= {rule["annotations"]["runbook_url"].partition("#")[2] for rule in alerts(path)}
+    assert linked - set(headings(page)) == set()
+
+
+def test_the_stalled_listener_rule_reads_runner_pods_as_the_bot_does() -> None:
+    """The pods that cannot start are named as queuepilot's diagnostics name runner pods."""
+    [stuck] = [r for r in rules(QUEUE_RULES) if r.get("record", "").endswith("pods_stuck:count")]
+    assert f'"runner_set", "{RUNNER_SET}", "pod",\n' in stuck["expr"]
+    assert f'"{RUNNER_POD}"\n' in stuck["expr"]
+    [stalled] = [r for r in alerts(QUEUE_RULES) if r["alert"] == "ARCListenerStalled"]
+    assert f"unless on (namespace, runner_type) {stuck['record']}" in stalled["expr"]
+
+
 def expected_alert(alertname: str) -> tuple[dict[str, str], dict[str, str]]:
-    """The labels and annotations the unit test expects of the rule's firing alert (the one
-    case with a non-empty `exp_alerts`)."""
-    cases = yaml.safe_load(RULES_TEST.read_text())["tests"]
+    """The labels and annotations the unit test expects of the rule's first firing alert."""
     found = [
         alert
-        for case in cases
-        for check in case.get("alert_rule_test", [])
+        for check in checks(QUEUE_TEST)
         if check["alertname"] == alertname
         for alert in check.get("exp_alerts") or []
     ]
-    assert len(found) == 1, found
+    assert found, alertname
     labels = {"alertname": alertname, **found[0]["exp_labels"]}
     return labels, found[0]["exp_annotations"]
 
@@ -86,7 +177,7 @@ def test_the_queue_alert_gives_the_incident_its_runner_type_priority_and_numbers
     facts = delivered("RunnerJobsQueueing")
 
     assert facts.title == "RunnerJobsQueueing"
-    assert facts.priority == "P2"
+    assert facts.priority == "P2"  # the priority label, before the severity beside it
     assert facts.team == "ci-infra"
     assert facts.runner_types == {"linux-large": RunnerQueue(queued=40, longest_wait_mins=20)}
     assert facts.numbers.max_queue_size == 40
@@ -95,7 +186,7 @@ def test_the_queue_alert_gives_the_incident_its_runner_type_priority_and_numbers
     assert facts.numbers.queue_size_over is None  # a threshold, not a condition's outcome
     assert facts.summary == "Jobs are queueing for linux-large runners"
     assert facts.description.startswith("40 jobs have waited for a linux-large runner")
-    assert facts.runbook_url == "https://example.com/runbooks/ci-runner-queue"
+    assert facts.runbook_url == f"{RUNBOOKS}runnerjobsqueueing"
 
 
 def test_the_stalled_listener_alert_names_its_runner_type_and_queue() -> None:
@@ -104,4 +195,4 @@ def test_the_stalled_listener_alert_names_its_runner_type_and_queue() -> None:
     assert facts.priority == "P2"
     assert facts.runner_types == {"linux-gpu": RunnerQueue(queued=8)}
     assert facts.numbers.max_queue_size == 8
-    assert facts.runbook_url == "https://example.com/runbooks/arc-listener-stalled"
+    assert facts.runbook_url == f"{RUNBOOKS}arclistenerstalled"

@@ -1,27 +1,48 @@
 """queuepilot's own alert rules and dashboard (deploy/alerts/queuepilot-rules.yaml,
-deploy/grafana/queuepilot.json): Prometheus's `promtool` checks the rules and runs their unit
-test, the dashboard is a Grafana dashboard whose every query is PromQL, and every metric either
-reads is one the bot exports."""
+deploy/grafana/queuepilot.json): every metric either reads is one the bot exports, /metrics
+serves what the counting rules read, and the dashboard is a Grafana dashboard whose every query
+is PromQL and shows queuepilot's own series only (tests/deploy/test_alert_rules.py runs the
+rules' unit test)."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
+from redis.asyncio import Redis
+from starlette.applications import Starlette
 
-from bot.telemetry import Telemetry
+from bot.outbound.messages import NOT_A_MEMBER
+from bot.telemetry import CHANNEL_REFUSALS, Telemetry
+from handlers import health
 from tests.support.servers import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "deploy" / "alerts"
-RULES, RULES_TEST = ALERTS / "queuepilot-rules.yaml", ALERTS / "queuepilot-rules.test.yaml"
+RULES = ALERTS / "queuepilot-rules.yaml"
 DASHBOARD = REPO / "deploy" / "grafana" / "queuepilot.json"
 METRIC = re.compile(r"\b((?:queuepilot|process|python)_[a-z0-9_]+)\b")
+# Scrape targets as a ServiceMonitor labels them (namespace, pod, instance, job): queuepilot's two
+# replicas; beside them another exporter, and a sidecar in one of their pods scraped apart (its
+# own port); and queuepilot's staging deployment.
+Target = tuple[str, str, str, str]
+QUEUEPILOT: list[Target] = [
+    ("ci-bots", "queuepilot-7f9c6d5b8-2xk4p", "10.42.1.17:3000", "queuepilot"),
+    ("ci-bots", "queuepilot-7f9c6d5b8-m8q2z", "10.42.2.23:3000", "queuepilot"),
+]
+OTHERS: list[Target] = [
+    ("ci-bots", "redis-exporter-6b7c9d8f5-k2m4p", "10.42.1.40:9121", "redis-exporter"),
+    ("ci-bots", "queuepilot-7f9c6d5b8-2xk4p", "10.42.1.17:9090", "ci-bots/sidecar"),
+]
+STAGING: Target = ("staging", "queuepilot-5b8d7c4f9-t6w5n", "10.42.3.9:3000", "queuepilot")
 
 
 def promtool(*args: str, cwd: Path = ALERTS) -> subprocess.CompletedProcess[str]:
@@ -65,27 +86,49 @@ def exported() -> set[str]:
     return names
 
 
-def test_promtool_checks_the_rules() -> None:
-    result = promtool("check", "rules", RULES.name)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout
+async def served(telemetry: Telemetry) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of /metrics, as the bot's route serves it: (name, labels) -> value."""
+    app = Starlette()
 
+    async def nothing() -> None:
+        return None
 
-def test_the_rules_unit_test_passes() -> None:
-    result = promtool("test", "rules", RULES_TEST.name)
-    assert result.returncode == 0, result.stdout + result.stderr
+    async def role() -> dict[str, Any]:
+        return {}
 
-
-def test_the_unit_test_sees_every_alert_fire() -> None:
-    cases = yaml.safe_load(RULES_TEST.read_text())["tests"]
-    fired = {
-        check["alertname"]
-        for case in cases
-        for check in case["alert_rule_test"]
-        if check.get("exp_alerts")
+    health.register(app, Redis(), telemetry, alive=lambda: True, backlogs=nothing, role=role)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://qp") as c:
+        text = (await c.get("/metrics")).text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
     }
-    groups = yaml.safe_load(RULES.read_text())["groups"]
-    assert fired == {rule["alert"] for group in groups for rule in group["rules"]}
+
+
+async def test_metrics_serve_what_the_counting_rules_read() -> None:
+    """A labelled counter's series appears at its first increment, at 1, with the time it was
+    created beside it; the channel refusals are there at 0 from the start."""
+    telemetry = Telemetry()
+    start = await served(telemetry)
+    for error in CHANNEL_REFUSALS:
+        assert start["queuepilot_slack_undeliverable_total", frozenset({("error", error)})] == 0
+    assert set(NOT_A_MEMBER) <= set(CHANNEL_REFUSALS)
+    restricted = frozenset({("error", "restricted_action")})
+    assert ("queuepilot_slack_undeliverable_total", restricted) not in start
+
+    before = time.time()
+    telemetry.slack_undeliverable.labels("restricted_action").inc()
+    telemetry.slack_rate_limited.labels("chat.update").inc()
+    after = await served(telemetry)
+
+    assert after["queuepilot_slack_undeliverable_total", restricted] == 1
+    assert after["queuepilot_slack_undeliverable_created", restricted] >= before
+    update = frozenset({("method", "chat.update")})
+    assert after["queuepilot_slack_rate_limited_created", update] >= before
+    read = {name for expr in rule_expressions() for name in METRIC.findall(expr)}
+    created = {name for name in read if name.endswith("_created")}
+    assert created and created <= {name for name, _ in after}
 
 
 def test_the_dashboard_is_a_grafana_dashboard() -> None:
@@ -126,6 +169,80 @@ def test_every_dashboard_query_is_promql(tmp_path: Path) -> None:
     ]}]}  # fmt: skip
     (tmp_path / "dashboard-rules.yaml").write_text(yaml.safe_dump(rules))
     result = promtool("check", "rules", "dashboard-rules.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def filled(query: str, namespace: str = "ci-bots") -> str:
+    return query.replace("$namespace", namespace).replace("$__rate_interval", "2m")
+
+
+def exporting(target: Target, names: set[str]) -> list[dict[str, str]]:
+    """promtool's input series of one scrape target: its process, as every prometheus_client
+    exports it, and the queuepilot metrics in `names`."""
+    namespace, pod, instance, job = target
+    labels = f'namespace="{namespace}",pod="{pod}",instance="{instance}",job="{job}"'
+    process = {
+        "process_resident_memory_bytes": "1.2e8x10",
+        "process_cpu_seconds_total": "0+6x10",
+        "process_open_fds": "12x10",
+        "process_start_time_seconds": "1.7e9x10",
+    }
+    own = {name: "0+1x10" if name.endswith("_total") else "1x10" for name in names}
+    return [
+        {"series": f"{name}{{{labels}}}", "values": values}
+        for name, values in (process | own).items()
+    ]
+
+
+def test_every_panel_shows_queuepilot_s_own_series_only(tmp_path: Path) -> None:
+    """promtool runs every query where queuepilot's namespace also holds another exporter and a
+    sidecar scraped apart in one of its pods. Over those alone (queuepilot exporting only in
+    another namespace) a query finds nothing, but the 0 a stat shows for "none"; beside
+    queuepilot's replicas, a panel by pod shows each replica once."""
+    read = {name for query in queries() for name in METRIC.findall(query)}
+    own = {name for name in read if name.startswith("queuepilot_")}
+    at = "10m"
+    alone = [
+        {
+            "expr": filled(query),
+            "eval_time": at,
+            "exp_samples": [{"labels": "{}", "value": 0}] if "or vector(0)" in query else [],
+        }
+        for query in queries()
+    ]
+    by_pod = [
+        {
+            "expr": f"count by (pod, instance) ({filled(target['expr'])})",
+            "eval_time": at,
+            "exp_samples": [
+                {"labels": f'{{pod="{pod}",instance="{instance}"}}', "value": 1}
+                for _, pod, instance, _ in QUEUEPILOT
+            ],
+        }
+        for panel in panels()
+        for target in panel["targets"]
+        if "{{pod}}" in target.get("legendFormat", "")
+    ]
+    assert by_pod, "no panel by pod"
+    others = [s for target in OTHERS for s in exporting(target, set())]
+    unit = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": others + exporting(STAGING, own),
+                "promql_expr_test": alone,
+            },
+            {
+                "interval": "1m",
+                "input_series": others + [s for t in QUEUEPILOT for s in exporting(t, own)],
+                "promql_expr_test": by_pod,
+            },
+        ],
+    }
+    (tmp_path / "dashboard.test.yaml").write_text(yaml.safe_dump(unit))
+    result = promtool("test", "rules", "dashboard.test.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
