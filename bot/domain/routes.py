@@ -11,11 +11,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-
-import re2
 
 from bot.domain.alerts import OPERATORS, AlertFacts, Matcher
+from bot.domain.label_regex import label_regex
 
 MAX_ROUTES = 100
 MAX_MATCHERS = 20
@@ -177,7 +175,7 @@ def _matcher(piece: str) -> Matcher:
     is_equal, is_regex = OPERATORS[operator]
     if is_regex:
         try:
-            _regex(value)
+            label_regex(value)
         except ValueError as exc:
             raise ValueError(f"bad regex {value!r} ({exc})") from None
     return Matcher(name, value, is_equal, is_regex)
@@ -194,69 +192,9 @@ def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str,
 def _equal(matcher: Matcher, value: str) -> bool:
     if matcher.is_regex:
         try:
-            found = _regex(matcher.value).search(value) is not None
+            found = label_regex(matcher.value).search(value) is not None
         except UnicodeEncodeError:  # a lone surrogate (JSON allows one): not a UTF-8 label
             found = False
     else:
         found = value == matcher.value
     return found if matcher.is_equal else not found
-
-
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re2._Regexp:
-    """As `pkg/labels.NewMatcher` compiles it, so `a)|(b` is `^(?:a)|(b)$` and takes `axyz`;
-    what RE2 or Go refuses is a ValueError naming the reason."""
-    composed = f"^(?:{pattern})$"
-    refused = _refused_by_go(composed)
-    if refused:
-        raise ValueError(refused)
-    try:
-        return re2.compile(composed, _RE2_OPTIONS)
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else exc
-        shown = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
-        raise ValueError(shown) from None
-
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # a refused route is reported by `serve`, not on stderr
-_GO_CAPTURE_NAME = re.compile(r"\(\?P<([^>]*)>")
-
-
-def _refused_by_go(pattern: str) -> str:
-    """Why Go's regexp (Go 1.19, Alertmanager 0.25's) refuses what RE2 takes: `\\C`, `(?<name>`,
-    a group name beyond ASCII letters, digits and `_` ("" when it would not)."""
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("\\Q", i):  # literal up to `\E`
-            end = pattern.find("\\E", i + 2)
-            i = len(pattern) if end < 0 else end + 2
-        elif pattern.startswith("\\C", i):
-            return "invalid escape sequence: \\C"
-        elif pattern[i] == "\\":
-            i += 2
-        elif pattern[i] == "[":
-            i = _class_end(pattern, i)
-        elif pattern.startswith("(?<", i):
-            return (
-                "invalid or unsupported Perl syntax: (?< (Go before 1.22; name a group (?P<name>…))"
-            )
-        elif (named := _GO_CAPTURE_NAME.match(pattern, i)) and not re.fullmatch(
-            r"[A-Za-z0-9_]+", named[1]
-        ):
-            return f"invalid named capture: {named[0]}"
-        else:
-            i += 1
-    return ""
-
-
-def _class_end(pattern: str, i: int) -> int:
-    """Where the class opened at `i` ends: a `]` first is a member; `[:alpha:]` and escapes
-    are passed whole."""
-    j = i + 2 if pattern.startswith("[^", i) else i + 1
-    first = True
-    while j < len(pattern) and (pattern[j] != "]" or first):
-        first = False
-        posix_end = pattern.find(":]", j + 2) if pattern.startswith("[:", j) else -1
-        j = posix_end + 2 if posix_end >= 0 else j + (2 if pattern[j] == "\\" else 1)
-    return j + 1
