@@ -7,6 +7,7 @@ import json
 from importlib.metadata import version
 from pathlib import Path
 
+from bot.backends.metrics.prometheus import arc_queries
 from sandbox.slack_methods import ALL_SCOPES
 from tests.checks.conftest import check_env, lines, run_check
 from tests.support.servers import free_port
@@ -127,3 +128,42 @@ def test_secrets_stay_out_of_the_report(tmp_path: Path, slack: Slack) -> None:
     failed = "\n".join(lines(result, "FAIL"))
     assert "auth.test refused SLACK_BOT_TOKEN: invalid_auth" in failed
     assert "unreachable at 127.0.0.1:" in failed
+
+
+def test_check_shows_each_query_as_asked_with_the_selector_in_every_series(
+    tmp_path: Path, slack: Slack, redis_url: str, empty_prometheus: str
+) -> None:
+    env = check_env(
+        slack,
+        redis_url,
+        METRICS_BACKEND="prometheus",
+        PROMETHEUS_URL=empty_prometheus,
+        PROMETHEUS_SELECTOR="{cluster = 'prod'}",
+        PROMETHEUS_QUERIES=json.dumps({"busy": "sum by (name) (pool_busy)", "idle": ""}),
+    )
+
+    result = run_check(env, tmp_path)
+
+    said = [
+        line.split(None, 2)[2] for line in lines(result, "ok") if line.split()[1] == "prometheus"
+    ]
+    asked = [line for line in said if line.startswith("query ")]
+    assert said[said.index(asked[0]) - 1] == (
+        'PROMETHEUS_SELECTOR cluster="prod": in every series of the default queries; '
+        "PROMETHEUS_QUERIES' own (busy) as written"
+    )
+    assert asked[0] == (
+        'query queued: (max by (name) (gha_assigned_jobs{cluster="prod"}) - '
+        'max by (name) (gha_running_jobs{cluster="prod"}))'
+    )
+    assert "query busy (PROMETHEUS_QUERIES): sum by (name) (pool_busy)" in asked
+    assert not any(line.startswith("query idle") for line in asked), "a field dropped is not asked"
+    assert asked[-1] == (
+        'query runner pods: 15 default readings, every series with cluster="prod" '
+        "(docs/backends.md)"
+    )
+    fields = [line.split(":")[0].split()[1] for line in asked[:-1]]
+    assert len(fields) == len(set(fields)) == len(arc_queries()) - 1  # less the one dropped
+    assert all(
+        '{cluster="prod"}' in line for line in asked[:-1] if "PROMETHEUS_QUERIES" not in line
+    )
