@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.domain.alerts import OPERATORS, AlertFacts, Matcher
 from bot.domain.label_regex import label_regex
@@ -42,6 +42,9 @@ _ESCAPES = {"n": "\n", '"': '"', "\\": "\\"}
 class Route:
     matchers: tuple[Matcher, ...]
     channel: str
+    # What its matchers most likely meant where they say something else (`typo_of`), for
+    # `check` and `serve` to warn of: no part of what the route matches.
+    typos: tuple[str, ...] = field(default=(), compare=False)
 
     def takes(self, labels: Mapping[str, str], runner_types: Iterable[str] = ()) -> bool:
         return all(_holds(m, labels, tuple(runner_types)) for m in self.matchers)
@@ -121,14 +124,32 @@ def _route(n: int, item: object) -> Route:
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
         raise ValueError(f'route {n}: "match" must be a non-empty list of strings')
     matchers: list[Matcher] = []
+    typos: list[str] = []
     for text in texts:
         try:
             matchers += parse_matchers(text)
         except ValueError as exc:
             raise ValueError(f"route {n}: {text!r}: {exc}") from None
+        typos += filter(None, map(typo_of, matcher_pieces(text)))
     if len(matchers) > MAX_MATCHERS:
         raise ValueError(f"route {n}: at most {MAX_MATCHERS} matchers")
-    return Route(tuple(matchers), channel)
+    return Route(tuple(matchers), channel, tuple(typos))
+
+
+def typo_of(piece: str) -> str:
+    """What a matcher whose unquoted value starts with `=` or `~` most likely meant ("" for any
+    other). Alertmanager reads `team==rocm` as team equal to "=rocm", and so does this, so the
+    route is kept as written, but such a value is no team's: `check` and `serve` say so. A value
+    quoted (`team="=rocm"`) was meant."""
+    found = _MATCHER.fullmatch(piece)
+    if found is None:
+        return ""
+    name, operator, raw = found.groups()
+    if not raw.startswith(("=", "~")):
+        return ""
+    meant = json.dumps(raw.lstrip("=~"), ensure_ascii=False)
+    said = json.dumps(raw, ensure_ascii=False)
+    return f"{name}{operator}{raw}: the value is {said}; did you mean {name}{operator}{meant}?"
 
 
 def parse_matchers(text: str) -> list[Matcher]:

@@ -11,7 +11,7 @@ from bot.backends.metrics.prometheus import arc_queries
 from sandbox.slack_methods import ALL_SCOPES
 from tests.checks.conftest import check_env, lines, run_check
 from tests.support.servers import free_port
-from tests.support.slack import Slack
+from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
 
 
 def test_version_is_the_packages(tmp_path: Path, slack: Slack, redis_url: str) -> None:
@@ -167,3 +167,57 @@ def test_check_shows_each_query_as_asked_with_the_selector_in_every_series(
     assert all(
         '{cluster="prod"}' in line for line in asked[:-1] if "PROMETHEUS_QUERIES" not in line
     )
+
+
+def test_a_route_typo_and_values_an_env_file_left_in_quotes_are_warned_and_check_passes(
+    tmp_path: Path, slack: Slack, persistent_redis: str
+) -> None:
+    """`team==rocm` means team equal to "=rocm" to Alertmanager and to queuepilot alike, and
+    passes; `docker --env-file` keeps `KEY="value"`'s quotes in the value."""
+    routes = json.dumps([{"match": ["team==rocm"], "channel": CHANNEL}])
+    env = check_env(
+        slack,
+        persistent_redis,
+        SLACK_ROUTES=routes,
+        REDIS_SENTINEL_MASTER='"mymaster"',
+        SLACK_SIGNING_SECRET=f"'{SIGNING_SECRET}'",
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 0, result.stdout
+    quotes = "remove the quotes (env files keep them: docker's --env-file and kubectl's "
+    quotes += "--from-env-file pass them on as part of the value)"
+    assert lines(result, "warn") == [
+        f"warn  settings   REDIS_SENTINEL_MASTER: {quotes}",
+        f"warn  settings   SLACK_SIGNING_SECRET: {quotes}",
+        'warn  settings   SLACK_ROUTES route 1: team==rocm: the value is "=rocm"; did you mean '
+        'team="rocm"?',
+    ]
+    assert "and 1 route" in lines(result, "ok")[0]
+    assert SIGNING_SECRET not in result.stdout
+
+
+def test_a_value_refused_for_its_quotes_says_so_once_and_never_shows_a_secret(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    env = check_env(
+        slack,
+        redis_url,
+        SLACK_BOT_TOKEN=f'"{BOT_TOKEN}"',
+        METRICS_BACKEND="prometheus",
+        PROMETHEUS_URL='"http://prometheus.monitoring:9090"',
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1
+    quotes = "; its value is in quotes: remove the quotes (env files keep them"
+    token, url = lines(result, "FAIL")
+    assert token.startswith("FAIL  settings   SLACK_BOT_TOKEN: not a bot token (xoxb-…)" + quotes)
+    assert url.startswith(
+        "FAIL  settings   PROMETHEUS_URL: '\"http://prometheus.monitoring:9090\"' is not a URL"
+    )
+    assert quotes in url
+    assert lines(result, "warn") == [], "the problem says it: no warning beside it"
+    assert BOT_TOKEN not in result.stdout
