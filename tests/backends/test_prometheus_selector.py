@@ -7,7 +7,6 @@ reads the query; and Prometheus reads the selector's text as the matchers the se
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -21,91 +20,10 @@ from bot.domain.fleet import FleetSnapshot
 from bot.domain.promql_selector import parse_selector, selector_text
 from bot.domain.runner_pods import NEEDS
 from bot.factory import build_metrics
-from sandbox.runner_pods import RunnerPodsExporter
-from sandbox.serve import RunningServer, serve_in_thread
 from tests.domain.test_promql_selector import SELECTORS
-from tests.support.fakes.arc_exporter import GAUGES, HEALTHY, QUEUEING, ArcListener
+from tests.support.fakes.arc_clusters import TwoClusters
+from tests.support.fakes.arc_exporter import GAUGES, HEALTHY, QUEUEING
 from tests.support.running import eventually
-from tests.support.servers import Prometheus
-
-# Each cluster's numbers, chosen so that a series read from both (a `max by` of the two, or a
-# sum) gives neither cluster's.
-PROD = {
-    QUEUEING: dict(assigned_jobs=163, running_jobs=120, registered_runners=120, busy_runners=120,
-                   idle_runners=0, min_runners=0, max_runners=120, desired_runners=120),
-    HEALTHY: dict(assigned_jobs=17, running_jobs=17, registered_runners=19, busy_runners=17,
-                  idle_runners=2, min_runners=2, max_runners=200, desired_runners=19),
-}  # fmt: skip
-STAGING = {
-    QUEUEING: dict(assigned_jobs=400, running_jobs=100, registered_runners=100, busy_runners=100,
-                   idle_runners=0, min_runners=0, max_runners=100, desired_runners=100),
-    HEALTHY: dict(assigned_jobs=5, running_jobs=5, registered_runners=60, busy_runners=5,
-                  idle_runners=55, min_runners=50, max_runners=60, desired_runners=60),
-}  # fmt: skip
-WAITED_S = {"prod": 600, "staging": 30}  # each cluster's jobs' wait for a runner
-TOOK_S = {"prod": 1500, "staging": 120}
-
-
-class Cluster:
-    """One cluster's two listeners and its runner pods (kube-state-metrics, cAdvisor and
-    node-exporter), each a target; the runner sets named alike in every cluster."""
-
-    def __init__(self, name: str, gauges: dict[str, dict[str, float]]) -> None:
-        self.name = name
-        self.listeners = {t: ArcListener(f"{t}-{'x7q2k' if t == QUEUEING else 'd4zt9'}")
-                          for t in (QUEUEING, HEALTHY)}  # fmt: skip
-        for runner_type, values in gauges.items():
-            self.listeners[runner_type].set(**values)
-        self.pods = RunnerPodsExporter(
-            [listener.name for listener in self.listeners.values()],
-            scraped=("ksm", "cadvisor", "node"),
-        )
-        apps = [*(listener.app for listener in self.listeners.values()), self.pods.app]
-        self.servers: list[RunningServer] = [serve_in_thread(app) for app in apps]
-
-    @property
-    def targets(self) -> dict[str, dict[str, str]]:
-        return {s.url.split("//", 1)[1]: {"cluster": self.name} for s in self.servers}
-
-    def work(self) -> None:
-        """Jobs start and finish, so ARC's counters have rates between scrapes."""
-        queueing = self.listeners[QUEUEING]
-        queueing.start(waited_s=WAITED_S[self.name], count=2)
-        queueing.complete(took_s=TOOK_S[self.name], count=2)
-
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
-
-
-class TwoClusters:
-    def __init__(self) -> None:
-        self.prod = Cluster("prod", PROD)
-        self.staging = Cluster("staging", STAGING)
-        queueing = self.prod.listeners[QUEUEING].name
-        ten_minutes_ago = time.time() - 600
-        self.prod.pods.set(
-            queueing, running=3, unschedulable=2, node_condition="DiskPressure",
-            pending_since=ten_minutes_ago,
-        )  # fmt: skip
-        self.staging.pods.set(
-            queueing, running=9, unschedulable=6, image_pull=2, pending_since=ten_minutes_ago
-        )
-        self.prometheus = Prometheus(labelled=self.prod.targets | self.staging.targets)
-        try:
-            self.prometheus.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def work(self) -> None:
-        self.prod.work()
-        self.staging.work()
-
-    def stop(self) -> None:
-        self.prometheus.stop()
-        self.prod.stop()
-        self.staging.stop()
 
 
 @pytest.fixture(scope="module")
