@@ -60,10 +60,10 @@ async def probe(settings: Settings) -> list[Finding]:
             )
             del types[field]
     found = _answered(settings, types) + _targets(settings, types) + pods
-    return findings + found + asked(settings, metrics)
+    return findings + found + _asked(settings, metrics)
 
 
-def asked(settings: Settings, metrics: PrometheusMetrics) -> list[Finding]:
+def _asked(settings: Settings, metrics: PrometheusMetrics) -> list[Finding]:
     """Each field's PromQL as it is asked, one line each, so PROMETHEUS_SELECTOR's effect is
     seen rather than taken on trust; the runner pods' default queries (hundreds of characters
     each, in docs/backends.md) in one line."""
