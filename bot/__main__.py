@@ -11,8 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from bot.config import SettingsError, read_settings, unknown_variables
-from bot.config.serve import serve_warnings
+from bot.config import SettingsError, Startup, read_startup
 from bot.telemetry import queuepilot_version
 
 
@@ -55,20 +54,25 @@ def _serve() -> int:
     from bot.app import build_app, build_bot
     from bot.storage.connection import RedisSetupError, refuse_cluster
 
+    # What `check` says of the settings, read the same way (one function for both).
+    startup = read_startup()
+    settings = startup.settings
+    if settings is None:
+        _refuse(startup.problems, startup)
+        return 2
     try:
-        settings = read_settings()
         # Before anything is built: what Bolt and the backends log as they are made is JSON too.
         logs.configure(settings.log_level)
         # Building the backends can still find a setting unusable (an unreadable kubeconfig).
         bot = build_bot(settings)
     except SettingsError as exc:
-        for problem in exc.problems:
-            print(f"queuepilot: configuration error: {problem}", file=sys.stderr)
+        _refuse(exc.problems, startup)
         return 2
-    for near_miss in unknown_variables():
-        logging.getLogger("queuepilot").warning("%s (ignored)", near_miss)
-    for warning in serve_warnings(settings):
-        logging.getLogger("queuepilot").warning("%s", warning)
+    log = logging.getLogger("queuepilot")
+    for near_miss in startup.near_misses:
+        log.warning("%s (ignored)", near_miss)
+    for warning in startup.warnings:
+        log.warning("%s", warning)
     try:
         refuse_cluster(settings.redis_url, settings.sentinel())
     except RedisSetupError as exc:
@@ -92,6 +96,15 @@ def _serve() -> int:
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
     return 0
+
+
+def _refuse(problems: list[str], startup: Startup) -> None:
+    """`serve` will not start: every problem, and the near misses with them, as a misspelt name
+    may be why a setting is missing (PROMETHEUS_ULR, so PROMETHEUS_URL is)."""
+    for problem in [*problems, *startup.near_misses]:
+        print(f"queuepilot: configuration error: {problem}", file=sys.stderr)
+    for warning in startup.warnings:
+        print(f"queuepilot: warning: {warning}", file=sys.stderr)
 
 
 def _send(file: Path, url: str, source: str | None, token: str | None) -> int:

@@ -3,6 +3,8 @@ what is wrong."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -21,10 +23,13 @@ from bot.config import (
     read_settings,
 )
 from bot.config.serve import serve_warnings
+from tests.support.processes import BotProcess, bot_env
+from tests.support.slack import CHANNEL, Slack
 
 FIELDS = frozenset(Settings.model_fields)
 SERVE_TIMEOUT_S = 10
-ENV_EXAMPLE = Path(__file__).parents[1] / ".env.example"
+ROOT = Path(__file__).parents[1]
+ENV_EXAMPLE = ROOT / ".env.example"
 
 
 @pytest.fixture(autouse=True)
@@ -200,12 +205,13 @@ def test_serve_is_closed_by_default_without_a_webhook_credential() -> None:
 
 
 def run_serve(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """`python -m bot serve` in an empty directory, with only PATH, HOME and `env` set."""
+    """`python -m bot serve` of this checkout in an empty directory, with only PATH, HOME and
+    `env` set."""
     clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
     return subprocess.run(
         [sys.executable, "-m", "bot", "serve"],
         cwd=tmp_path,
-        env=clean | env,
+        env=clean | {"PYTHONPATH": str(ROOT)} | env,
         capture_output=True,
         text=True,
         timeout=SERVE_TIMEOUT_S,
@@ -276,6 +282,39 @@ def test_serve_never_prints_a_secret(tmp_path: Path) -> None:
     assert "PORT" in output
     assert "xoxb-secret-value" not in output
     assert "signing-secret-value" not in output
+
+
+def test_serve_refusing_to_start_says_the_misspelt_name_that_left_a_setting_missing(
+    tmp_path: Path,
+) -> None:
+    result = run_serve(
+        tmp_path,
+        **{name.upper(): value for name, value in serve_ready().items()},
+        METRICS_BACKEND="prometheus",
+        PROMETHEUS_ULR="http://prometheus.monitoring:9090",
+    )
+
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "queuepilot: configuration error: METRICS_BACKEND=prometheus needs PROMETHEUS_URL",
+        "queuepilot: configuration error: PROMETHEUS_ULR is not a queuepilot setting: did you "
+        "mean PROMETHEUS_URL?",
+    ]
+
+
+def test_serve_refusing_a_value_an_env_file_left_in_quotes_says_so(tmp_path: Path) -> None:
+    ready = {name.upper(): value for name, value in serve_ready().items()}
+    result = run_serve(tmp_path, **ready | {"SLACK_CHANNEL": '"C0QUEUE"', "REDIS_PREFIX": "'qp'"})
+
+    assert result.returncode == 2
+    quotes = "remove the quotes (env files keep them: docker's --env-file and kubectl's "
+    quotes += "--from-env-file pass them on as part of the value)"
+    assert result.stderr.strip().splitlines() == [
+        "queuepilot: configuration error: SLACK_CHANNEL: '\"C0QUEUE\"' is not a channel ID: use "
+        "the channel's ID (C… or G…; in Slack, open the channel's details: the ID is at the bottom "
+        f"of About); its value is in quotes: {quotes}",
+        f"queuepilot: warning: REDIS_PREFIX: {quotes}",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -507,3 +546,45 @@ def test_serve_warns_of_webhooks_open_to_anyone_or_closed_to_alertmanager(
         assert warnings == []
     else:
         assert len(warnings) == 1 and warned in warnings[0]
+
+
+async def test_serve_logs_at_start_what_check_warns_of(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    """One reading of the environment for both (`read_startup`): a misspelt name, a route's
+    typo, a value an env file left in quotes."""
+    said = {
+        "SLACK_CHANEL": CHANNEL,
+        "SLACK_ROUTES": json.dumps([{"match": ["team==rocm"], "channel": CHANNEL}]),
+        "REDIS_SENTINEL_MASTER": '"mymaster"',
+    }
+    bot = BotProcess(slack, redis_url, tmp_path, "warned", **said)
+    try:
+        await bot.wait_healthy()
+    finally:
+        bot.kill()
+    logged = [json.loads(line) for line in bot.output().splitlines() if line.startswith("{")]
+    warned = [
+        line["message"].removesuffix(" (ignored)")
+        for line in logged
+        if line["logger"] == "queuepilot" and line["level"] == "warning"
+    ]
+    check = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "bot", "check"],
+        cwd=tmp_path,
+        env=bot_env(slack, redis_url, bot.port, **said),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    found = [line.split(None, 2) for line in check.stdout.splitlines()[:-1]]
+    checked = [
+        text for verdict, subject, text in found if subject == "settings" and verdict != "ok"
+    ]
+    assert warned == checked, check.stdout
+    near_miss, quoted, typo = warned
+    assert near_miss == "SLACK_CHANEL is not a queuepilot setting: did you mean SLACK_CHANNEL?"
+    assert quoted.startswith("REDIS_SENTINEL_MASTER: remove the quotes (env files keep them")
+    assert typo.startswith('SLACK_ROUTES route 1: team==rocm: the value is "=rocm"; did you')

@@ -12,6 +12,7 @@ from bot.backends.metrics.prometheus import PrometheusMetrics, gathered
 from bot.checks import Finding, Verdict, fail, ok, warn
 from bot.checks.runner_pods import pods_findings
 from bot.config import ScalerBackend, Settings
+from bot.domain.runner_pods import NEEDS
 from bot.factory import build_metrics
 
 SUBJECT = "prometheus"
@@ -58,7 +59,32 @@ async def probe(settings: Settings) -> list[Finding]:
                 )
             )
             del types[field]
-    return findings + _answered(settings, types) + _targets(settings, types) + pods
+    found = _answered(settings, types) + _targets(settings, types) + pods
+    return findings + found + _asked(settings, metrics)
+
+
+def _asked(settings: Settings, metrics: PrometheusMetrics) -> list[Finding]:
+    """Each field's PromQL as it is asked, one line each, so PROMETHEUS_SELECTOR's effect is
+    seen rather than taken on trust; the runner pods' default queries (hundreds of characters
+    each, in docs/backends.md) in one line."""
+    custom, where = settings.prometheus_queries, settings.prometheus_selector
+    found = []
+    if where:
+        written = [name for name, query in custom.items() if query.strip()]
+        own = f"; PROMETHEUS_QUERIES' own ({', '.join(written)}) as written" if written else ""
+        said = f"PROMETHEUS_SELECTOR {where}: in every series of the default queries{own}"
+        found.append(ok(SUBJECT, said))
+    for name, query in metrics.queries.items():
+        if name in custom:
+            found.append(ok(SUBJECT, f"query {name} (PROMETHEUS_QUERIES): {query}"))
+        elif name not in NEEDS:
+            found.append(ok(SUBJECT, f"query {name}: {query}"))
+    pods = [name for name in metrics.readings if name not in custom]
+    if pods:
+        selected = f", every series with {where}" if where else ""
+        said = f"query runner pods: {len(pods)} default readings{selected} (docs/backends.md)"
+        found.append(ok(SUBJECT, said))
+    return found
 
 
 def _refused(settings: Settings, field: str, error: BackendError) -> Finding:

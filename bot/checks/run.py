@@ -15,17 +15,9 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from bot.backends.errors import deadline_of
-from bot.checks import Finding, Verdict, fail, github, ok, prometheus, scaler, silence, slack
+from bot.checks import Finding, Verdict, fail, github, ok, prometheus, scaler, silence, slack, warn
 from bot.checks import redis as redis_check
-from bot.config import (
-    JobsBackend,
-    MetricsBackend,
-    ScalerBackend,
-    Settings,
-    SettingsError,
-    read_settings,
-    unknown_variables,
-)
+from bot.config import JobsBackend, MetricsBackend, ScalerBackend, Settings, read_startup
 from bot.factory import scale_targets
 from bot.storage.connection import build_redis
 
@@ -39,15 +31,18 @@ Probe = Callable[[], Awaitable[list[Finding]]]
 
 
 def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
-    """The settings (None when `serve` would refuse them) and what was found about them. A near
-    miss (METRIC_BACKEND) fails here, where `serve` only warns: the meant one is left default."""
-    near_misses = [fail("settings", problem) for problem in unknown_variables(environ)]
-    try:
-        settings = read_settings()
-    except SettingsError as exc:
-        return None, near_misses + [fail("settings", problem) for problem in exc.problems]
+    """The settings (None when `serve` would refuse them) and what was found about them, read as
+    `serve` reads them. A near miss (METRIC_BACKEND) fails here, where `serve` only warns while
+    it can start: the meant one is left default."""
+    startup = read_startup(environ)
+    near_misses = [fail("settings", problem) for problem in startup.near_misses]
+    warnings = [warn("settings", warning) for warning in startup.warnings]
+    settings = startup.settings
+    if settings is None:
+        problems = [fail("settings", problem) for problem in startup.problems]
+        return None, near_misses + problems + warnings
     found = [ok("settings", summary(settings)), *runner_types(settings), *scaler.scaling(settings)]
-    return settings, [*near_misses, *found]
+    return settings, [*near_misses, *found, *warnings]
 
 
 def summary(settings: Settings) -> str:

@@ -1,6 +1,13 @@
 """queuepilot's settings: one validated object, read once at start and passed down."""
 
-from bot.config.loading import known_variables, load_settings, read_settings, unknown_variables
+from bot.config.loading import (
+    Startup,
+    known_variables,
+    load_settings,
+    read_settings,
+    read_startup,
+    unknown_variables,
+)
 from bot.config.serve import check_serve
 from bot.config.settings import (
     JobsBackend,
@@ -18,9 +25,11 @@ __all__ = [
     "Settings",
     "SettingsError",
     "SilenceBackend",
+    "Startup",
     "check_serve",
     "known_variables",
     "load_settings",
     "read_settings",
+    "read_startup",
     "unknown_variables",
 ]

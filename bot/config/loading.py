@@ -1,5 +1,6 @@
 """Reading the settings: every problem at once, each naming the variable an operator sets (and
-the place inside a JSON setting); and the variables that look like ours but are not."""
+the place inside a JSON setting); the variables that look like ours but are not; and the values
+an env file left in quotes. `serve` and `check` read them alike (`read_startup`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import difflib
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,15 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.config.secret_files import SUFFIX, environment, file_variables, read_secret_files
-from bot.config.serve import check_serve, serve_problems
+from bot.config.secret_files import (
+    REMOVE_QUOTES,
+    SUFFIX,
+    environment,
+    file_variables,
+    in_quotes,
+    read_secret_files,
+)
+from bot.config.serve import check_serve, serve_problems, serve_warnings
 from bot.config.settings import Settings, SettingsError
 
 # Kubernetes gives a pod `<SERVICE>_PORT`, `<SERVICE>_SERVICE_HOST`, … for every Service in its
@@ -66,6 +75,35 @@ def read_settings(**overrides: Any) -> Settings:
     return settings
 
 
+@dataclass(frozen=True)
+class Startup:
+    """What `serve` and `check` make of the environment, alike: one reading, two callers."""
+
+    settings: Settings | None  # None: `serve` refuses to start, for `problems`
+    problems: list[str]
+    near_misses: list[str]  # variables that look like a misspelt setting (`unknown_variables`)
+    warnings: list[str]  # what runs, but an operator should hear of at the start
+
+
+def read_startup(
+    environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
+) -> Startup:
+    """The settings `serve` runs with (from the process environment and `.env`) and what an
+    operator should hear of them; `environ`: the environment looked over for near misses and
+    quoted values (the process's by default)."""
+    environ = os.environ if environ is None else environ
+    near_misses = unknown_variables(environ, dotenv)
+    quoted = quoted_variables(environ)
+    try:
+        settings = read_settings()
+    except SettingsError as exc:
+        # A value refused for its quotes says so in its problem already.
+        named = {p.split(":", 1)[0].split("[", 1)[0] for p in exc.problems}
+        unsaid = [q for q in quoted if q.split(":", 1)[0].upper() not in named]
+        return Startup(None, exc.problems, near_misses, unsaid)
+    return Startup(settings, [], near_misses, quoted + serve_warnings(settings))
+
+
 def _load(overrides: dict[str, Any]) -> tuple[Settings | None, list[str], set[str]]:
     """The settings, or None with every problem and the settings that have one."""
     files = read_secret_files(environment(overrides.get("_env_file", ".env")), overrides)
@@ -108,6 +146,17 @@ def unknown_variables(
     return found
 
 
+def quoted_variables(environ: Mapping[str, str]) -> list[str]:
+    """Our variables (a setting, or a secret's `_FILE`) whose value is wrapped in quotes: taken
+    as part of the value, they make a token wrong, a URL no URL, a path no file."""
+    ours = known_variables() | file_variables()
+    return [
+        f"{name}: {REMOVE_QUOTES}"
+        for name, value in sorted(environ.items())
+        if name.upper() in ours and in_quotes(value)
+    ]
+
+
 def _problem(error: ErrorDetails, read_from: Mapping[str, str]) -> str:
     """`SCALER_TARGETS["linux.2xlarge"].cap: must be ≥ 1` from pydantic's error, with the value
     refused where pydantic's message doesn't say it and it is no secret, and the file it was
@@ -119,6 +168,8 @@ def _problem(error: ErrorDetails, read_from: Mapping[str, str]) -> str:
     secret = info is not None and "SecretStr" in str(info.annotation)
     if error["type"] != "value_error" and not path and isinstance(value, str) and not secret:
         shown = f" (got {value[:40]!r})"
+    if not path and in_quotes(value):
+        shown += f"; its value is in quotes: {REMOVE_QUOTES}"
     if str(field) in read_from:
         shown += f" (read from {str(field).upper()}{SUFFIX}={read_from[str(field)]})"
     return f"{str(field).upper()}{where}: {error['msg'].removeprefix('Value error, ')}{shown}"

@@ -24,8 +24,13 @@ model, not this file. -->
 Every setting is an environment variable (names are case-insensitive), or a line of a `.env` file
 in the working directory. `queuepilot check` reads them all and reports every problem at once,
 each with its variable's name; `queuepilot serve` refuses to start on any of them. A variable
-that looks like a misspelt setting (`METRIC_BACKEND`) is a warning at start and an error in
-`check`.
+that looks like a misspelt setting (`METRIC_BACKEND`) is a warning at start (said with the errors
+when `serve` cannot start) and an error in `check`.
+
+**Quotes are part of the value** where an env file is read by docker's `--env-file` or kubectl's
+`--from-env-file` (Kustomize's `configMapGenerator` too): they keep `KEY="value"`'s quotes, where
+a shell, Compose's `env_file` and the `.env` the bot reads take them away. A value wrapped in
+quotes is a warning in `check` and at start, and a problem it causes says so.
 
 **Secrets** can be files instead: every secret setting, and `REDIS_URL` (it may carry a password),
 is also read from the file `<NAME>_FILE` names, once at start, its trailing line break dropped

@@ -16,6 +16,14 @@ from bot.config.settings import Settings
 SUFFIX = "_FILE"
 # A URL that may carry a password (redis://:password@host) is as secret as a token.
 _SECRET_URLS = ("redis_url",)
+# docker's --env-file and Kubernetes' --from-env-file (kubectl, Kustomize's configMapGenerator)
+# take everything after `=` as the value: `KEY="value"` arrives with its quotes, where a shell,
+# Compose's `env_file` and `.env` (python-dotenv) take them away.
+_QUOTES = ('"', "'")
+REMOVE_QUOTES = (
+    "remove the quotes (env files keep them: docker's --env-file and kubectl's --from-env-file "
+    "pass them on as part of the value)"
+)
 # A secret is a few KiB at most (a PEM key is about 3): a path to anything bigger (a log, a device
 # that never ends) is a mistake, refused before it is read whole.
 MAX_BYTES = 64 * 1024
@@ -60,8 +68,16 @@ def read_secret_files(environ: Mapping[str, str], given: Mapping[str, object]) -
             found.values[name] = _read(path)
             found.paths[name] = path
         except ValueError as exc:
-            found.problems[name] = f"{variable}{SUFFIX}: cannot read {path}: {exc}"
+            quoted = f"; the path is in quotes: {REMOVE_QUOTES}" if in_quotes(path) else ""
+            found.problems[name] = f"{variable}{SUFFIX}: cannot read {path}: {exc}{quoted}"
     return found
+
+
+def in_quotes(value: object) -> bool:
+    """Wrapped in quotes, as an env file's `KEY="value"` arrives through those that keep them."""
+    return (
+        isinstance(value, str) and len(value) >= 2 and value[0] in _QUOTES and value[-1] == value[0]
+    )
 
 
 def _read(path: str) -> str:

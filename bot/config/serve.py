@@ -86,19 +86,25 @@ def _has_webhook_credential(s: Settings) -> bool:
 
 def serve_warnings(s: Settings) -> list[str]:
     """What `serve` runs with, but an operator should hear of at the start."""
+    warnings = [
+        f"SLACK_ROUTES route {n}: {typo}"
+        for n, route in enumerate(s.slack_routes, 1)
+        for typo in route.typos
+    ]
     if s.alert_webhook_allow_unauthenticated and not _has_webhook_credential(s):
-        return [
+        warnings.append(
             "alert endpoints accept unauthenticated notifications "
             "(ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED=true)"
-        ]
+        )
+        return warnings
     header = s.alert_webhook_token is not None or s.alert_webhook_basic_user is not None
     hmac_only = s.alert_webhook_hmac_secret is not None and not header
     if hmac_only and not s.alert_webhook_allow_unauthenticated:
-        return [
+        warnings.append(
             "/alerts/alertmanager refuses everything: only ALERT_WEBHOOK_HMAC_SECRET is set "
             "and Alertmanager cannot sign (give it ALERT_WEBHOOK_TOKEN or basic auth)"
-        ]
-    return []
+        )
+    return warnings
 
 
 def _slack(s: Settings) -> list[str]:

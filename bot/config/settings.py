@@ -29,6 +29,7 @@ from bot.config.values import (
     OptionalHttpUrl,
     OwnerName,
     OwnerNames,
+    PromqlSelector,
     RedisUrl,
     Regex,
     Seconds,
@@ -319,6 +320,12 @@ class Metrics(Group, title="Live queue metrics"):
     """prometheus: a bearer token, if the server wants one."""
     prometheus_queries: JsonObject = {}
     """prometheus: field → PromQL, replacing the ARC defaults ("" drops a field)."""
+    prometheus_selector: PromqlSelector = Field("", examples=['cluster="prod"'])
+    """prometheus: label matchers in PromQL's syntax (=, !=, =~, !~; values quoted), added to
+    every series of every default query: the one cluster to read where a Prometheus (Thanos,
+    Mimir) holds several, whose same-named scale sets would otherwise add up. Use a label every
+    series carries alike (an external label such as cluster). PROMETHEUS_QUERIES' own queries
+    are asked as written."""
     github_token: SecretStr | None = None
     """A GitHub token: github reads the runners and the queued jobs with it (Actions and
     Administration: read); GITHUB_ISSUES_REPO writes the alert's issue with it (Issues: read and

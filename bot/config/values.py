@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BeforeValidator, SecretStr
 from pydantic_settings import NoDecode
 
+from bot.domain.promql_selector import parse_selector, selector_text
 from bot.domain.units import span_seconds
 from bot.storage.connection import RedisSetupError, parse_sentinels
 
@@ -188,6 +189,11 @@ def _regex(value: str) -> str:
     return value
 
 
+def _promql_selector(value: str) -> str:
+    """Written back as `selector_text` writes it: the text every default query carries."""
+    return selector_text(parse_selector(value))
+
+
 def _sentinels(value: str | None) -> str | None:
     if value is not None:
         try:
@@ -248,5 +254,8 @@ OwnerName = Annotated[str, AfterValidator(_owner_name)]
 SlashCommand = Annotated[str, AfterValidator(_slash_command)]
 Namespace = Annotated[str, AfterValidator(_namespace)]
 Regex = Annotated[str, AfterValidator(_regex)]
+PromqlSelector = Annotated[
+    str, AfterValidator(_promql_selector), 'PromQL label matchers (`label="value"`, …)'
+]
 Sentinels = Annotated[str | None, AfterValidator(_sentinels)]
 Upper = BeforeValidator(lambda value: value.upper() if isinstance(value, str) else value)

@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from functools import lru_cache
-
-import re2
+from dataclasses import dataclass, field
 
 from bot.domain.alerts import OPERATORS, AlertFacts, Matcher
+from bot.domain.label_regex import label_regex
 
 MAX_ROUTES = 100
 MAX_MATCHERS = 20
@@ -44,6 +42,9 @@ _ESCAPES = {"n": "\n", '"': '"', "\\": "\\"}
 class Route:
     matchers: tuple[Matcher, ...]
     channel: str
+    # What its matchers most likely meant where they say something else (`typo_of`), for
+    # `check` and `serve` to warn of: no part of what the route matches.
+    typos: tuple[str, ...] = field(default=(), compare=False)
 
     def takes(self, labels: Mapping[str, str], runner_types: Iterable[str] = ()) -> bool:
         return all(_holds(m, labels, tuple(runner_types)) for m in self.matchers)
@@ -123,14 +124,32 @@ def _route(n: int, item: object) -> Route:
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
         raise ValueError(f'route {n}: "match" must be a non-empty list of strings')
     matchers: list[Matcher] = []
+    typos: list[str] = []
     for text in texts:
         try:
             matchers += parse_matchers(text)
         except ValueError as exc:
             raise ValueError(f"route {n}: {text!r}: {exc}") from None
+        typos += filter(None, map(typo_of, matcher_pieces(text)))
     if len(matchers) > MAX_MATCHERS:
         raise ValueError(f"route {n}: at most {MAX_MATCHERS} matchers")
-    return Route(tuple(matchers), channel)
+    return Route(tuple(matchers), channel, tuple(typos))
+
+
+def typo_of(piece: str) -> str:
+    """What a matcher whose unquoted value starts with `=` or `~` most likely meant ("" for any
+    other). Alertmanager reads `team==rocm` as team equal to "=rocm", and so does this, so the
+    route is kept as written, but such a value is no team's: `check` and `serve` say so. A value
+    quoted (`team="=rocm"`) was meant."""
+    found = _MATCHER.fullmatch(piece)
+    if found is None:
+        return ""
+    name, operator, raw = found.groups()
+    if not raw.startswith(("=", "~")):
+        return ""
+    meant = json.dumps(raw.lstrip("=~"), ensure_ascii=False)
+    said = json.dumps(raw, ensure_ascii=False)
+    return f"{name}{operator}{raw}: the value is {said}; did you mean {name}{operator}{meant}?"
 
 
 def parse_matchers(text: str) -> list[Matcher]:
@@ -177,7 +196,7 @@ def _matcher(piece: str) -> Matcher:
     is_equal, is_regex = OPERATORS[operator]
     if is_regex:
         try:
-            _regex(value)
+            label_regex(value)
         except ValueError as exc:
             raise ValueError(f"bad regex {value!r} ({exc})") from None
     return Matcher(name, value, is_equal, is_regex)
@@ -194,69 +213,9 @@ def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str,
 def _equal(matcher: Matcher, value: str) -> bool:
     if matcher.is_regex:
         try:
-            found = _regex(matcher.value).search(value) is not None
+            found = label_regex(matcher.value).search(value) is not None
         except UnicodeEncodeError:  # a lone surrogate (JSON allows one): not a UTF-8 label
             found = False
     else:
         found = value == matcher.value
     return found if matcher.is_equal else not found
-
-
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re2._Regexp:
-    """As `pkg/labels.NewMatcher` compiles it, so `a)|(b` is `^(?:a)|(b)$` and takes `axyz`;
-    what RE2 or Go refuses is a ValueError naming the reason."""
-    composed = f"^(?:{pattern})$"
-    refused = _refused_by_go(composed)
-    if refused:
-        raise ValueError(refused)
-    try:
-        return re2.compile(composed, _RE2_OPTIONS)
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else exc
-        shown = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
-        raise ValueError(shown) from None
-
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # a refused route is reported by `serve`, not on stderr
-_GO_CAPTURE_NAME = re.compile(r"\(\?P<([^>]*)>")
-
-
-def _refused_by_go(pattern: str) -> str:
-    """Why Go's regexp (Go 1.19, Alertmanager 0.25's) refuses what RE2 takes: `\\C`, `(?<name>`,
-    a group name beyond ASCII letters, digits and `_` ("" when it would not)."""
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("\\Q", i):  # literal up to `\E`
-            end = pattern.find("\\E", i + 2)
-            i = len(pattern) if end < 0 else end + 2
-        elif pattern.startswith("\\C", i):
-            return "invalid escape sequence: \\C"
-        elif pattern[i] == "\\":
-            i += 2
-        elif pattern[i] == "[":
-            i = _class_end(pattern, i)
-        elif pattern.startswith("(?<", i):
-            return (
-                "invalid or unsupported Perl syntax: (?< (Go before 1.22; name a group (?P<name>…))"
-            )
-        elif (named := _GO_CAPTURE_NAME.match(pattern, i)) and not re.fullmatch(
-            r"[A-Za-z0-9_]+", named[1]
-        ):
-            return f"invalid named capture: {named[0]}"
-        else:
-            i += 1
-    return ""
-
-
-def _class_end(pattern: str, i: int) -> int:
-    """Where the class opened at `i` ends: a `]` first is a member; `[:alpha:]` and escapes
-    are passed whole."""
-    j = i + 2 if pattern.startswith("[^", i) else i + 1
-    first = True
-    while j < len(pattern) and (pattern[j] != "]" or first):
-        first = False
-        posix_end = pattern.find(":]", j + 2) if pattern.startswith("[:", j) else -1
-        j = posix_end + 2 if posix_end >= 0 else j + (2 if pattern[j] == "\\" else 1)
-    return j + 1

@@ -8,11 +8,12 @@ import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
+from bot.backends.metrics.prometheus import arc_queries
 from sandbox.slack_methods import ALL_SCOPES
 from tests.checks.conftest import check_env, lines, run_check
 from tests.support.processes import REPO
 from tests.support.servers import free_port
-from tests.support.slack import Slack
+from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
 
 
 def test_version_is_the_packages_and_a_development_one_names_its_commit(
@@ -140,3 +141,96 @@ def test_secrets_stay_out_of_the_report(tmp_path: Path, slack: Slack) -> None:
     failed = "\n".join(lines(result, "FAIL"))
     assert "auth.test refused SLACK_BOT_TOKEN: invalid_auth" in failed
     assert "unreachable at 127.0.0.1:" in failed
+
+
+def test_check_shows_each_query_as_asked_with_the_selector_in_every_series(
+    tmp_path: Path, slack: Slack, redis_url: str, empty_prometheus: str
+) -> None:
+    env = check_env(
+        slack,
+        redis_url,
+        METRICS_BACKEND="prometheus",
+        PROMETHEUS_URL=empty_prometheus,
+        PROMETHEUS_SELECTOR="{cluster = 'prod'}",
+        PROMETHEUS_QUERIES=json.dumps({"busy": "sum by (name) (pool_busy)", "idle": ""}),
+    )
+
+    result = run_check(env, tmp_path)
+
+    said = [
+        line.split(None, 2)[2] for line in lines(result, "ok") if line.split()[1] == "prometheus"
+    ]
+    asked = [line for line in said if line.startswith("query ")]
+    assert said[said.index(asked[0]) - 1] == (
+        'PROMETHEUS_SELECTOR cluster="prod": in every series of the default queries; '
+        "PROMETHEUS_QUERIES' own (busy) as written"
+    )
+    assert asked[0] == (
+        'query queued: (max by (name) (gha_assigned_jobs{cluster="prod"}) - '
+        'max by (name) (gha_running_jobs{cluster="prod"}))'
+    )
+    assert "query busy (PROMETHEUS_QUERIES): sum by (name) (pool_busy)" in asked
+    assert not any(line.startswith("query idle") for line in asked), "a field dropped is not asked"
+    assert asked[-1] == (
+        'query runner pods: 15 default readings, every series with cluster="prod" '
+        "(docs/backends.md)"
+    )
+    fields = [line.split(":")[0].split()[1] for line in asked[:-1]]
+    assert len(fields) == len(set(fields)) == len(arc_queries()) - 1  # less the one dropped
+    assert all(
+        '{cluster="prod"}' in line for line in asked[:-1] if "PROMETHEUS_QUERIES" not in line
+    )
+
+
+def test_a_route_typo_and_values_an_env_file_left_in_quotes_are_warned_and_check_passes(
+    tmp_path: Path, slack: Slack, persistent_redis: str
+) -> None:
+    """`team==rocm` means team equal to "=rocm" to Alertmanager and to queuepilot alike, and
+    passes; `docker --env-file` keeps `KEY="value"`'s quotes in the value."""
+    routes = json.dumps([{"match": ["team==rocm"], "channel": CHANNEL}])
+    env = check_env(
+        slack,
+        persistent_redis,
+        SLACK_ROUTES=routes,
+        REDIS_SENTINEL_MASTER='"mymaster"',
+        SLACK_SIGNING_SECRET=f"'{SIGNING_SECRET}'",
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 0, result.stdout
+    quotes = "remove the quotes (env files keep them: docker's --env-file and kubectl's "
+    quotes += "--from-env-file pass them on as part of the value)"
+    assert lines(result, "warn") == [
+        f"warn  settings   REDIS_SENTINEL_MASTER: {quotes}",
+        f"warn  settings   SLACK_SIGNING_SECRET: {quotes}",
+        'warn  settings   SLACK_ROUTES route 1: team==rocm: the value is "=rocm"; did you mean '
+        'team="rocm"?',
+    ]
+    assert "and 1 route" in lines(result, "ok")[0]
+    assert SIGNING_SECRET not in result.stdout
+
+
+def test_a_value_refused_for_its_quotes_says_so_once_and_never_shows_a_secret(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    env = check_env(
+        slack,
+        redis_url,
+        SLACK_BOT_TOKEN=f'"{BOT_TOKEN}"',
+        METRICS_BACKEND="prometheus",
+        PROMETHEUS_URL='"http://prometheus.monitoring:9090"',
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1
+    quotes = "; its value is in quotes: remove the quotes (env files keep them"
+    token, url = lines(result, "FAIL")
+    assert token.startswith("FAIL  settings   SLACK_BOT_TOKEN: not a bot token (xoxb-…)" + quotes)
+    assert url.startswith(
+        "FAIL  settings   PROMETHEUS_URL: '\"http://prometheus.monitoring:9090\"' is not a URL"
+    )
+    assert quotes in url
+    assert lines(result, "warn") == [], "the problem says it: no warning beside it"
+    assert BOT_TOKEN not in result.stdout

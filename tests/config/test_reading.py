@@ -19,6 +19,7 @@ from bot.config import (
     read_settings,
     unknown_variables,
 )
+from bot.config.loading import quoted_variables
 
 KNOWN = known_variables()
 NONSENSE = "@@ not a value @@"
@@ -260,4 +261,33 @@ def test_arc_targets_may_leave_the_target_out_but_other_backends_may_not() -> No
     assert refused.value.problems == [
         'SCALER_TARGETS["linux.2xlarge"]: SCALER_BACKEND=aws-asg needs its "target" '
         "(only arc derives one)"
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(CHECKED, st.sampled_from(['"', "'"]))
+def test_a_value_refused_in_quotes_says_an_env_file_kept_them(name: str, quote: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(_env_file=None, **{name: f"{quote}{NONSENSE}{quote}"})
+    [problem] = refused.value.problems
+    assert problem.startswith(name.upper()), problem
+    assert problem.endswith(
+        "; its value is in quotes: remove the quotes (env files keep them: docker's --env-file "
+        "and kubectl's --from-env-file pass them on as part of the value)"
+    ), problem
+
+
+def test_a_variable_of_ours_in_quotes_is_found_and_others_are_not() -> None:
+    environ = {
+        "REDIS_PREFIX": '"qp"',
+        "slack_channel": "'C0QUEUE'",  # names are case-insensitive
+        "SLACK_BOT_TOKEN_FILE": '"/run/secrets/queuepilot/SLACK_BOT_TOKEN"',
+        "PROMETHEUS_SELECTOR": 'cluster="prod"',  # quotes inside the value are its own
+        "HOST": '"',
+        "GIT_AUTHOR_NAME": '"someone"',
+    }
+    assert [line.split(":")[0] for line in quoted_variables(environ)] == [
+        "REDIS_PREFIX",
+        "SLACK_BOT_TOKEN_FILE",
+        "slack_channel",
     ]

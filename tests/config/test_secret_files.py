@@ -12,7 +12,7 @@ import pytest
 from bot.config import SettingsError, known_variables, load_settings, read_settings
 from bot.config import unknown_variables as near_misses
 from bot.config.reference import render
-from bot.config.secret_files import MAX_BYTES, file_variables, secret_settings
+from bot.config.secret_files import MAX_BYTES, REMOVE_QUOTES, file_variables, secret_settings
 from tests.support.github_app import private_pem
 
 # What each secret must look like to be taken; the rest take any text.
@@ -198,3 +198,16 @@ def test_the_reference_offers_the_file_form_of_every_secret() -> None:
     assert "`<NAME>_FILE`" in reference
     for variable in file_variables():
         assert f"Or from a file: `{variable}`." in reference
+
+
+def test_a_path_an_env_file_left_in_quotes_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = secret_file(tmp_path, "token", "webhook")
+    monkeypatch.setenv("ALERT_WEBHOOK_TOKEN_FILE", f'"{path}"')
+    with pytest.raises(SettingsError) as refused:
+        load_settings(_env_file=None)
+    (problem,) = refused.value.problems
+    assert problem.startswith(f'ALERT_WEBHOOK_TOKEN_FILE: cannot read "{path}": no such file')
+    assert problem.endswith(f"; the path is in quotes: {REMOVE_QUOTES}")
+    assert REMOVE_QUOTES.startswith("remove the quotes (env files keep them: docker's --env-file")

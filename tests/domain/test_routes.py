@@ -393,3 +393,36 @@ def test_every_type_is_owned_by_exactly_the_channel_its_warning_goes_to(
         holders = [c for c, owned in owners.items() if owned is not None and name in owned]
         # The channel its early warning goes to, as for every type.
         assert holders == [OWNING.channel_of_type(name)]
+
+
+@pytest.mark.parametrize(
+    ("match", "typo"),
+    [
+        ("team==rocm", 'team==rocm: the value is "=rocm"; did you mean team="rocm"?'),
+        ("team=~~rocm.*", 'team=~~rocm.*: the value is "~rocm.*"; did you mean team=~"rocm.*"?'),
+        ("team!==rocm", 'team!==rocm: the value is "=rocm"; did you mean team!="rocm"?'),
+        ("team!~~rocm", 'team!~~rocm: the value is "~rocm"; did you mean team!~"rocm"?'),
+        ("priority=P1, team==rocm", 'team==rocm: the value is "=rocm"; did you mean team="rocm"?'),
+    ],
+)
+def test_a_value_that_starts_with_an_operators_sign_is_doubted(match: str, typo: str) -> None:
+    [route] = parse_routes(json.dumps([{"match": [match], "channel": "C0ROCM"}]))
+    assert route.typos == (typo,)
+
+
+def test_a_doubted_value_keeps_alertmanagers_meaning() -> None:
+    """Alertmanager's `ParseMatchers` reads `team==rocm` as team equal to "=rocm": so does the
+    route, which only `check` and `serve`'s log doubt."""
+    routes = [{"match": ["team==rocm"], "channel": "C0ROCM"}]
+    routes += [{"match": ["runner_type=~~rocm.*"], "channel": "C0ROCM"}]
+    equal, regex = parse_routes(json.dumps(routes))
+    assert equal.matchers == (Matcher("team", "=rocm"),)
+    assert not equal.takes({"team": "rocm"}) and equal.takes({"team": "=rocm"})
+    assert regex.matchers == (Matcher("runner_type", "~rocm.*", is_regex=True),)
+    assert not regex.takes({"runner_type": "rocm.mi300"})
+
+
+@pytest.mark.parametrize("match", ['team="=rocm"', "team=rocm", 'team=~"~rocm"', "team=r=ocm"])
+def test_a_value_quoted_or_with_the_sign_inside_is_taken_as_meant(match: str) -> None:
+    [route] = parse_routes(json.dumps([{"match": [match], "channel": "C0ROCM"}]))
+    assert route.typos == ()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -122,7 +123,9 @@ class Alertmanager(_ReadyServer):
 
 class Prometheus(_ReadyServer):
     """`prometheus` scraping its targets each second (or each `scrape_interval`, in Prometheus's
-    duration syntax), sending alerts to an Alertmanager if given."""
+    duration syntax), sending alerts to an Alertmanager if given. `labelled`: more targets, each
+    with the labels its every series gets (`{"cluster": "prod"}`, as a Thanos or Mimir holding
+    several clusters' series has them)."""
 
     def __init__(
         self,
@@ -132,9 +135,14 @@ class Prometheus(_ReadyServer):
         alertmanager: str | None = None,
         rules: str = "",
         scrape_interval: str = "1s",
+        labelled: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__("prometheus")
         scraped = [*(targets or []), *([target] if target else [])]
+        groups = [
+            f"{{targets: ['{t}'], labels: {json.dumps(dict(labels))}}}"
+            for t, labels in (labelled or {}).items()
+        ]
         (self.dir / "rules.yml").write_text(rules or "groups: []\n")
         alerting = (
             f"alerting:\n  alertmanagers:\n  - static_configs: [{{targets: ['{alertmanager}']}}]\n"
@@ -142,6 +150,7 @@ class Prometheus(_ReadyServer):
             else ""
         )
         listed = ", ".join(f"'{t}'" for t in scraped)
+        static = ", ".join([f"{{targets: [{listed}]}}", *groups])
         (self.dir / "prometheus.yml").write_text(
             "global:\n"
             f"  scrape_interval: {scrape_interval}\n"
@@ -150,7 +159,7 @@ class Prometheus(_ReadyServer):
             f"{alerting}"
             "scrape_configs:\n"
             "- job_name: fleet\n"
-            f"  static_configs: [{{targets: [{listed}]}}]\n"
+            f"  static_configs: [{static}]\n"
         )
 
     def backfill(self, openmetrics: str) -> None:

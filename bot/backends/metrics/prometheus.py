@@ -21,15 +21,13 @@ from bot.config import Settings
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
+from bot.domain.promql_selector import vector
 from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
 from bot.domain.units import span_seconds
 
 T = TypeVar("T")
 Vector = list[tuple[dict[str, str], float]]
 
-# Gives a job-level series its scale set's `name`: they come from the same listener target.
-_JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assigned_jobs{offset})"
-_QUEUED = "(max by (name) (gha_assigned_jobs) - max by (name) (gha_running_jobs))"
 # The quantile of the startup histogram read as the longest wait: its slowest recent starts.
 WAIT_QUANTILE = 0.99
 # Where the rate window holds no start while jobs queue, the wait is read over this window (or
@@ -54,21 +52,40 @@ NO_STARTS = (
 )
 
 
-def _joined(expr: str, offset: str = "", *, by: str = "name") -> str:
-    return f"sum by ({by}) ({expr}{_JOIN.format(offset=offset)})"
+def _gauge(name: str, where: str) -> str:
+    return f"max by (name) ({vector(name, where=where)})"
 
 
-def _mean_mins(window: str, offset: str = "", *, by: str = "name", fn: str = "rate") -> str:
+def _queued(where: str) -> str:
+    return f"({_gauge('gha_assigned_jobs', where)} - {_gauge('gha_running_jobs', where)})"
+
+
+def _joined(expr: str, offset: str = "", *, by: str = "name", where: str = "") -> str:
+    """A job-level series (`expr`) given its scale set's `name`: they come from the same
+    listener target."""
+    names = f"group by (instance, name) ({vector('gha_assigned_jobs', where=where)}{offset})"
+    return f"sum by ({by}) ({expr} * on (instance) group_left (name) {names})"
+
+
+def _mean_mins(
+    window: str, offset: str = "", *, by: str = "name", fn: str = "rate", where: str = ""
+) -> str:
     total, count = (
-        _joined(f"{fn}({ranges.EXECUTION}_{part}[{window}]{offset})", offset, by=by)
+        _joined(
+            f"{fn}({vector(f'{ranges.EXECUTION}_{part}', where=where)}[{window}]{offset})",
+            offset,
+            by=by,
+            where=where,
+        )
         for part in ("sum", "count")
     )
     return f"{total} / {count} / 60"
 
 
-def startup_buckets(window: str) -> str:
+def startup_buckets(window: str, where: str = "") -> str:
     """ARC's startup histogram's buckets (seconds) per scale set, as rates over `window`."""
-    return _joined(f"rate(gha_job_startup_duration_seconds_bucket[{window}])", by="name, le")
+    buckets = vector("gha_job_startup_duration_seconds_bucket", where=where)
+    return _joined(f"rate({buckets}[{window}])", by="name, le", where=where)
 
 
 def wait_window(rate_window: str) -> str | None:
@@ -77,43 +94,55 @@ def wait_window(rate_window: str) -> str | None:
     return WAIT_WINDOW if shorter else None
 
 
-def arc_queries(window: str = "10m") -> dict[str, str]:
-    started = "60 * " + _joined(f"rate(gha_started_jobs_total[{window}])")
-    growth = f"60 * deriv({_QUEUED}[{window}:])"
+def arc_queries(window: str = "10m", where: str = "") -> dict[str, str]:
+    """Field -> PromQL over ARC's listener metrics; `where`: PROMETHEUS_SELECTOR's matchers, in
+    every series read."""
+
+    def started_rate(window: str, offset: str = "") -> str:
+        started = vector("gha_started_jobs_total", where=where)
+        return "60 * " + _joined(f"rate({started}[{window}]{offset})", offset, where=where)
+
+    started = started_rate(window)
+    growth = f"60 * deriv({_queued(where)}[{window}:])"
+    completed = vector("gha_completed_jobs_total", where=where)
     return {
-        "queued": _QUEUED,
-        "assigned": "max by (name) (gha_assigned_jobs)",
-        "registered": "max by (name) (gha_registered_runners)",
-        "busy": "max by (name) (gha_busy_runners)",
-        "idle": "max by (name) (gha_idle_runners)",
-        "minimum": "max by (name) (gha_min_runners)",
-        "maximum": "max by (name) (gha_max_runners)",
-        "desired": "max by (name) (gha_desired_runners)",
+        "queued": _queued(where),
+        "assigned": _gauge("gha_assigned_jobs", where),
+        "registered": _gauge("gha_registered_runners", where),
+        "busy": _gauge("gha_busy_runners", where),
+        "idle": _gauge("gha_idle_runners", where),
+        "minimum": _gauge("gha_min_runners", where),
+        "maximum": _gauge("gha_max_runners", where),
+        "desired": _gauge("gha_desired_runners", where),
         "started_per_min": started,
         # Demand: what started, plus what the queue grew by meanwhile.
         "arrival_per_min": f"{started} + on (name) {growth}",
-        "completed_per_min": "60 * " + _joined(f"rate(gha_completed_jobs_total[{window}])"),
+        "completed_per_min": "60 * " + _joined(f"rate({completed}[{window}])", where=where),
         # The startup histogram's buckets (seconds), whose p99 `read` takes: the slowest recent
         # start of a job that got a runner.
-        "longest_wait_mins": startup_buckets(window),
-        "job_duration_mins": _mean_mins(window),
+        "longest_wait_mins": startup_buckets(window, where),
+        "job_duration_mins": _mean_mins(window, where=where),
         # The same hour yesterday: what "normal" means for this hour of the day.
-        "arrival_baseline_per_min": "60 * "
-        + _joined("rate(gha_started_jobs_total[1h] offset 1d)", " offset 1d"),
-        "duration_baseline_mins": _mean_mins("1h", " offset 1d"),
+        "arrival_baseline_per_min": started_rate("1h", " offset 1d"),
+        "duration_baseline_mins": _mean_mins("1h", " offset 1d", where=where),
     }
 
 
+def default_queries(config: Settings) -> dict[str, str]:
+    """Field or reading -> its default PromQL, PROMETHEUS_SELECTOR in every series."""
+    window, where = config.prometheus_rate_window, config.prometheus_selector
+    label, boot = config.prometheus_runner_type_label, config.runner_boot_minutes
+    return {**arc_queries(window, where), **pod_queries(label, window, boot, where)}
+
+
 def all_queries(config: Settings) -> dict[str, str]:
-    """Field of `RunnerTypeMetrics` -> PromQL: PROMETHEUS_QUERIES over `arc_queries()`; an empty
-    query drops a field."""
+    """Field of `RunnerTypeMetrics` -> PromQL: PROMETHEUS_QUERIES over the defaults (as written:
+    PROMETHEUS_SELECTOR is the defaults'); an empty query drops a field."""
     queries = config.prometheus_queries
     unknown = unknown_fields(queries)
     if unknown:
         raise ValueError(f"PROMETHEUS_QUERIES: unknown fields {unknown}")
-    window, label = config.prometheus_rate_window, config.prometheus_runner_type_label
-    pods = pod_queries(label, window, config.runner_boot_minutes)
-    merged = {**arc_queries(window), **pods, **queries}
+    merged = {**default_queries(config), **queries}
     return {name: query for name, query in merged.items() if query.strip()}
 
 
@@ -131,19 +160,16 @@ class PrometheusMetrics:
         self._config = config
         self._counted = counted
         self._queries = all_queries(config)
+        self._where = where = config.prometheus_selector
         # The wait is ARC's startup histogram (a start, from assignment) unless it was replaced.
         window = config.prometheus_rate_window
-        self._arc_wait = self._queries.get(WAIT) == startup_buckets(window)
+        self._arc_wait = self._queries.get(WAIT) == startup_buckets(window, where)
         longer = wait_window(window) if self._arc_wait else None
-        self._longer_wait = startup_buckets(longer) if longer else ""
+        self._longer_wait = startup_buckets(longer, where) if longer else ""
         # The pods' readings whose default query stands: an empty answer is "not scraped" when
         # the series it reads is absent altogether.
-        defaults = pod_queries(
-            config.prometheus_runner_type_label,
-            config.prometheus_rate_window,
-            config.runner_boot_minutes,
-        )
-        self._probed = [r for r in defaults if self._queries.get(r) == defaults[r]]
+        defaults = default_queries(config)
+        self._probed = [r for r in defaults if r in NEEDS and self._queries.get(r) == defaults[r]]
         self._found: dict[str, float] = {}  # series name -> when the probe found it (monotonic)
         self._unscraped: dict[str, str] = {}  # the last probe's `runner_pods` `probed`
         suffix = config.prometheus_name_suffix
@@ -157,6 +183,11 @@ class PrometheusMetrics:
     def fields(self) -> list[str]:
         """The queue's fields `queuepilot check` asks; the runner pods' readings are optional."""
         return [name for name in self._queries if name not in NEEDS]
+
+    @property
+    def queries(self) -> dict[str, str]:
+        """Field or reading -> the PromQL asked for it (`queuepilot check` shows them)."""
+        return dict(self._queries)
 
     @property
     def readings(self) -> list[str]:
@@ -227,7 +258,7 @@ class PrometheusMetrics:
         known = set() if fresh else {name for name, at in self._found.items() if at > since}
         needed = {series for r in self._probed for series, _ in NEEDS[r]} - known
         if needed:
-            queries[PROBE] = self._query(probe_query(sorted(needed)), now)
+            queries[PROBE] = self._query(probe_query(sorted(needed), self._where), now)
         answers, failed = await gathered(queries, all_may_fail=True)
         found_now = {labels.get("__name__", "") for labels, _ in answers.pop(PROBE, [])}
         scraped = known | found_now
@@ -257,13 +288,18 @@ class PrometheusMetrics:
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         """Per (runner type, workflow), the jobs started in the last hour and in the same hour a
         day before: what arrived, since ARC's listener has no per-job queue to list."""
-        by = "name, " + ", ".join(WORKFLOW_LABELS)
+        by, where = "name, " + ", ".join(WORKFLOW_LABELS), self._where
+        started = vector("gha_started_jobs_total", where=where)
+
+        def counted(offset: str = "") -> str:
+            return _joined(f"increase({started}[1h]{offset})", offset, by=by, where=where)
+
         day = " offset 1d"
         last, before, minutes, minutes_before = await asyncio.gather(
-            self._query(_joined("increase(gha_started_jobs_total[1h])", by=by), now),
-            self._query(_joined(f"increase(gha_started_jobs_total[1h]{day})", day, by=by), now),
-            self._query(_mean_mins("1h", by=by, fn="increase"), now),
-            self._query(_mean_mins("1h", day, by=by, fn="increase"), now),
+            self._query(counted(), now),
+            self._query(counted(day), now),
+            self._query(_mean_mins("1h", by=by, fn="increase", where=where), now),
+            self._query(_mean_mins("1h", day, by=by, fn="increase", where=where), now),
         )
         day_before = self._per_workflow(before, counts=True)
         arrivals = Arrivals(
@@ -304,11 +340,11 @@ class PrometheusMetrics:
         step = ranges.step_s(start, end)
         fields = ranges.range_queries(self._queries, wait_buckets=self._arc_wait)
         seconds = max(60, round((end - start).total_seconds()))
-        suffix = self._config.prometheus_name_suffix
+        suffix, where = self._config.prometheus_name_suffix, self._where
         numbers = {
-            "wait_p50_mins": ranges.quantile_query(0.5, seconds, suffix),
-            "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix),
-            "job_mins": ranges.duration_query(seconds, suffix),
+            "wait_p50_mins": ranges.quantile_query(0.5, seconds, suffix, where),
+            "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix, where),
+            "job_mins": ranges.duration_query(seconds, suffix, where),
             **ranges.pending_queries(self._queries, seconds, step),
         }
         ranged, failed = await gathered(

@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.backends.errors import BackendError
 from bot.domain.capacity import Series, TypeHistory
+from bot.domain.promql_selector import vector
 from bot.domain.runner_pods import WINDOW_MINS
 
 # Prometheus refuses a range query of more than 11,000 points per series; a week at 5 min is
@@ -90,17 +91,15 @@ def combined(name: str, was: float | None, value: float) -> float:
 TYPE = "queuepilot_type"  # the scale set (the runner set's `name` less its suffix), while summing
 
 
-def per_type(expr: str, seconds: int, name_suffix: str = "") -> str:
+def per_type(expr: str, seconds: int, name_suffix: str = "", where: str = "") -> str:
     """A job series per scale set (`TYPE`) through any target that served the set's gauges, so a
     listener restarted or renamed mid-window is one match. Summed before any quantile: quantiles of
-    two halves cannot be added afterwards."""
+    two halves cannot be added afterwards. `where`: PROMETHEUS_SELECTOR's matchers."""
     # Prometheus anchors its regexes at both ends; a name with no suffix is its type whole.
     suffix = f"(?:{name_suffix.removesuffix('$')})?" if name_suffix else ""
     cut = json.dumps(f"(.+?){suffix}")
-    names = (
-        f'label_replace(last_over_time(gha_assigned_jobs[{seconds}s]), "{TYPE}", "$1", "name", '
-        f"{cut})"
-    )
+    assigned = vector("gha_assigned_jobs", where=where)
+    names = f'label_replace(last_over_time({assigned}[{seconds}s]), "{TYPE}", "$1", "name", {cut})'
     return f"{expr} * on (instance) group_left ({TYPE}) group by (instance, {TYPE}) ({names})"
 
 
@@ -109,16 +108,22 @@ def _named(expr: str) -> str:
     return f'label_replace({expr}, "name", "$1", "{TYPE}", "(.*)")'
 
 
-def quantile_query(quantile: float, seconds: int, name_suffix: str = "") -> str:
+def quantile_query(quantile: float, seconds: int, name_suffix: str = "", where: str = "") -> str:
     """Minutes within which `quantile` of the jobs that got a runner in the window got one."""
-    jobs = per_type(f"increase({STARTUP}[{seconds}s])", seconds, name_suffix)
+    startup = vector(STARTUP, where=where)
+    jobs = per_type(f"increase({startup}[{seconds}s])", seconds, name_suffix, where)
     return f"histogram_quantile({quantile}, {_named(f'sum by ({TYPE}, le) ({jobs})')}) / 60"
 
 
-def duration_query(seconds: int, name_suffix: str = "") -> str:
+def duration_query(seconds: int, name_suffix: str = "", where: str = "") -> str:
     """The mean minutes a job ran, of the jobs that finished in the window."""
     total, count = (
-        per_type(f"increase({EXECUTION}_{part}[{seconds}s])", seconds, name_suffix)
+        per_type(
+            f"increase({vector(f'{EXECUTION}_{part}', where=where)}[{seconds}s])",
+            seconds,
+            name_suffix,
+            where,
+        )
         for part in ("sum", "count")
     )
     return _named(f"sum by ({TYPE}) ({total}) / sum by ({TYPE}) ({count}) / 60")

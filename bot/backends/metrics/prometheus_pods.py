@@ -19,10 +19,12 @@ the owner already leaves out) gives no runner set rather than a phantom one.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 
 from bot.domain.judgement import BOOT_MINS
+from bot.domain.promql_selector import vector
 from bot.domain.runner_pods import (
     CREATING_MINS,
     DISK,
@@ -51,12 +53,6 @@ WORST = {"pending_mins", "unschedulable_mins", "memory_of_limit"}
 # The runner container and, in ARC's dind mode, the `dind` one its docker builds run in (a
 # container, or an init container with restartPolicy Always from Kubernetes 1.29).
 CONTAINERS = "runner|dind"
-_BAD_NODE = (
-    'max by (node, condition) (kube_node_status_condition{condition=~"DiskPressure|'
-    'MemoryPressure|PIDPressure", status="true"} == 1) or label_replace(max by (node) '
-    '(kube_node_status_condition{condition="Ready", status!="true"} == 1), "condition", '
-    '"NotReady", "", "")'
-)
 # The block devices that are disks, as kube-prometheus's node-exporter mixin selects them
 # (`diskDeviceSelector`): no loop or ram devices, whose busy time says nothing of the disks'.
 DISKS = 'device=~"(/dev/)?(mmcblk.p.+|nvme.+|rbd.+|sd.+|vd.+|xvd.+|dm-.+|md.+|dasd.+)"'
@@ -74,32 +70,52 @@ def grown(series: str, window: str) -> str:
     )
 
 
-def node_exporter_node() -> str:
+def node_exporter_node(where: str = "") -> str:
     """Each node-exporter pod's node. Its series name that pod (kube-prometheus-stack's
     ServiceMonitor keeps the target's `namespace` and `pod`; `instance` is the pod's address, no
     `node` label), so its node is the pod's in `kube_pod_info`, as kube-prometheus-stack's own
     recording rules (`node_namespace_pod:kube_pod_info:`) join them."""
-    return 'topk by (namespace, pod) (1, max by (namespace, pod, node) (kube_pod_info{node!=""}))'
+    info = vector("kube_pod_info", 'node!=""', where=where)
+    return f"topk by (namespace, pod) (1, max by (namespace, pod, node) ({info}))"
 
 
-def busy_disks(window: str) -> str:
+def busy_disks(window: str, where: str = "") -> str:
     """Per node, the share of `window` its busiest disk was busy, of nodes at `DISK_BUSY` or
     more."""
+    io_time = vector("node_disk_io_time_seconds_total", DISKS, where=where)
     busy = (
-        f"rate(node_disk_io_time_seconds_total{{{DISKS}}}[{window}]) * on (namespace, pod) "
-        f"group_left (node) {node_exporter_node()}"
+        f"rate({io_time}[{window}]) * on (namespace, pod) group_left (node) "
+        f"{node_exporter_node(where)}"
     )
     # A counter's rate extrapolated over the window can pass 1 s/s by a little.
     return f"round(clamp_max(max by (node) ({busy}), 1), 0.01) >= {DISK_BUSY}"
 
 
+def bad_nodes(where: str = "") -> str:
+    """Per node and condition, the nodes under pressure or not Ready."""
+    pressure = vector(
+        "kube_node_status_condition",
+        'condition=~"DiskPressure|MemoryPressure|PIDPressure"',
+        'status="true"',
+        where=where,
+    )
+    not_ready = vector(
+        "kube_node_status_condition", 'condition="Ready"', 'status!="true"', where=where
+    )
+    return (
+        f"max by (node, condition) ({pressure} == 1) or label_replace(max by (node) "
+        f'({not_ready} == 1), "condition", "NotReady", "", "")'
+    )
+
+
 def pod_queries(
-    label: str = "name", window: str = "10m", boot_mins: float = BOOT_MINS
+    label: str = "name", window: str = "10m", boot_mins: float = BOOT_MINS, where: str = ""
 ) -> dict[str, str]:
     """Reading of `RunnerPods` -> PromQL answering one series per runner set in `label` (`nodes`:
     one per runner set, node and condition, its value the set's pods on that node). `boot_mins`:
     how long a new pod may wait for its node (a cluster autoscaler or Karpenter adding one) or
-    its image before it counts as unable to start.
+    its image before it counts as unable to start. `where`: PROMETHEUS_SELECTOR's matchers, in
+    every series read.
 
     Every kube-state-metrics series is first taken `max by` the pod (and what else tells its
     series apart): two replicas of kube-state-metrics (HA, or its own rolling update) serve each
@@ -107,30 +123,31 @@ def pod_queries(
     with such a series on both sides fail."""
     counted = f"{WINDOW_MINS:.0f}m"
 
+    def series(name: str, *matchers: str) -> str:
+        return vector(name, *matchers, where=where)
+
     def runners(expr: str) -> str:
         """`expr`, of pods named by their `namespace` and `pod` and nothing the runner-type label
         could be (cAdvisor's series carry a `name`), less the pods that are no runner's."""
-        owned = (
-            "max by (namespace, pod) (max_over_time("
-            f'kube_pod_owner{{owner_kind="EphemeralRunner"}}[{counted}]))'
-        )
+        owner = series("kube_pod_owner", 'owner_kind="EphemeralRunner"')
+        owned = f"max by (namespace, pod) (max_over_time({owner}[{counted}]))"
         joined = f"({expr}) * on (namespace, pod) group_left () {owned}"
         return f'label_replace({joined}, "{label}", "{RUNNER_SET}", "pod", "{RUNNER_POD}")'
 
-    def once(series: str) -> str:
-        return f"max by (namespace, pod) ({series})"
+    def once(expr: str) -> str:
+        return f"max by (namespace, pod) ({expr})"
 
-    def both(series: str, matchers: str) -> str:
+    def both(name: str, *matchers: str) -> str:
         """A container series and its init containers' (ARC's dind mode runs some there)."""
-        init = series.replace("kube_pod_container_", "kube_pod_init_container_")
-        return f"{series}{{{matchers}}} or {init}{{{matchers}}}"
+        init = name.replace("kube_pod_container_", "kube_pod_init_container_")
+        return f"{series(name, *matchers)} or {series(init, *matchers)}"
 
-    age = once("time() - kube_pod_created")
+    age = once(f"time() - {series('kube_pod_created')}")
     # Creating starts once a node is found: waiting for one is the unschedulable reading's. A
     # pod without the series (a kube-state-metrics that lacks it) is timed from its creation.
     placed = (
-        "time() - (max by (namespace, pod) (kube_pod_status_scheduled_time) or "
-        "max by (namespace, pod) (kube_pod_created))"
+        f"time() - ({once(series('kube_pod_status_scheduled_time'))} or "
+        f"{once(series('kube_pod_created'))})"
     )
 
     def older(expr: str, mins: float, since: str = age) -> str:
@@ -142,18 +159,18 @@ def pod_queries(
     def waiting(reasons: str, mins: float, since: str = age, only: bool = False) -> str:
         """Pods with a container or an init container waiting for `reasons`, each pod once;
         `only`: and none waiting for another."""
-        series = once(both("kube_pod_container_status_waiting_reason", f'reason=~"{reasons}"'))
-        series += " == 1"
+        reason = "kube_pod_container_status_waiting_reason"
+        found = once(both(reason, f'reason=~"{reasons}"')) + " == 1"
         if only:
-            other = both("kube_pod_container_status_waiting_reason", f'reason!~"{reasons}"')
-            series = f"({series}) unless on (namespace, pod) ({once(other)} == 1)"
-        return f"count by ({label}) ({runners(older(series, mins, since))})"
+            other = both(reason, f'reason!~"{reasons}"')
+            found = f"({found}) unless on (namespace, pod) ({once(other)} == 1)"
+        return f"count by ({label}) ({runners(older(found, mins, since))})"
 
-    pending = once('kube_pod_status_phase{phase="Pending"}') + " == 1"
-    unschedulable = older(once("kube_pod_status_unschedulable") + " == 1", boot_mins)
+    pending = once(series("kube_pod_status_phase", 'phase="Pending"')) + " == 1"
+    unschedulable = older(once(series("kube_pod_status_unschedulable")) + " == 1", boot_mins)
     oom = 'reason="OOMKilled"'
     ended = " or ".join(
-        f"max_over_time(kube_pod_{kind}container_status_{reason}{{{oom}}}[{counted}])"
+        f"max_over_time({series(f'kube_pod_{kind}container_status_{reason}', oom)}[{counted}])"
         for reason in ("terminated_reason", "last_terminated_reason")
         for kind in ("", "init_")
     )
@@ -162,33 +179,39 @@ def pod_queries(
     # (restartPolicy Always); the runner container restarts none under the chart's restartPolicy
     # Never, but a pod template may set another.
     restarted = [
-        f"max by (namespace, pod, container) ({grown(series, counted)})"
-        for series in (
+        f"max by (namespace, pod, container) ({grown(series(name), counted)})"
+        for name in (
             "kube_pod_container_status_restarts_total",
             "kube_pod_init_container_status_restarts_total",
         )
     ]
     restarts = f"sum by (namespace, pod) ({' or '.join(restarted)})"
     containers = f'container=~"{CONTAINERS}"'
-    # Summed over the pod's containers first: only those with a CPU limit have CFS periods.
-    periods = "sum by (namespace, pod) (rate(container_cpu_cfs_{}periods_total{{{}}}[{}]))"
+
+    def periods(part: str) -> str:
+        """Summed over the pod's containers first: only those with a CPU limit have CFS
+        periods."""
+        counter = series(f"container_cpu_cfs_{part}periods_total", containers)
+        return f"sum by (namespace, pod) (rate({counter}[{window}]))"
+
     throttled, total = (
-        f"sum by ({label}) ({runners(periods.format(part, containers, window))})"
-        for part in ("throttled_", "")
+        f"sum by ({label}) ({runners(periods(part))})" for part in ("throttled_", "")
     )
     # Each container against its own limit, the fuller of them; one without a limit has none.
     by_container = "max by (namespace, pod, container)"
-    limits = both("kube_pod_container_resource_limits", f'{containers}, resource="memory"')
+    limits = both("kube_pod_container_resource_limits", containers, 'resource="memory"')
+    working_set = series("container_memory_working_set_bytes", containers)
     memory = (
-        f"max by (namespace, pod) ({by_container} (container_memory_working_set_bytes{{"
-        f"{containers}}}) / on (namespace, pod, container) {by_container} ({limits}))"
+        f"max by (namespace, pod) ({by_container} ({working_set}) / on (namespace, pod, "
+        f"container) {by_container} ({limits}))"
     )
-    on_node = 'max by (namespace, pod, node) (kube_pod_info{node!=""})'
+    info = series("kube_pod_info", 'node!=""')
+    on_node = f"max by (namespace, pod, node) ({info})"
     # The nodes the runner pods ran on within the window, killed pods' too, though ARC deleted them.
-    ran_on = f'max by (namespace, pod, node) (max_over_time(kube_pod_info{{node!=""}}[{counted}]))'
+    ran_on = f"max by (namespace, pod, node) (max_over_time({info}[{counted}]))"
     node_kills = (
-        f"max by (node) ({grown('node_vmstat_oom_kill', counted)} * on (namespace, pod) "
-        f"group_left (node) {node_exporter_node()})"
+        f"max by (node) ({grown(series('node_vmstat_oom_kill'), counted)} * on (namespace, pod) "
+        f"group_left (node) {node_exporter_node(where)})"
     )
     return {
         "pods_pending": f"count by ({label}) ({runners(pending)})",
@@ -215,11 +238,11 @@ def pod_queries(
         "memory_of_limit": f"max by ({label}) ({runners(memory)})",
         # One condition per node (topk): a node both under pressure and not Ready is one line.
         "nodes": f"count by ({label}, node, condition) ({runners(on_node)} * on (node) "
-        f"group_left (condition) topk by (node) (1, {_BAD_NODE}))",
+        f"group_left (condition) topk by (node) (1, {bad_nodes(where)}))",
         # Per runner set and node whose disk is saturated, the set's pods on it; the share busy
         # in the `busy` label.
         "disk_busy": f'count_values by ({label}, node) ("busy", '
-        f"{runners(f'{on_node} * on (node) group_left () ({busy_disks(window)})')})",
+        f"{runners(f'{on_node} * on (node) group_left () ({busy_disks(window, where)})')})",
         # Per runner set and node its pods ran on, the node's OOM kills (a node is counted once
         # per type: `runner_pods` adds each node's once).
         "node_oom_kills": f"max by ({label}, node) ({runners(ran_on)} * on (node) "
@@ -227,10 +250,11 @@ def pod_queries(
     }
 
 
-def probe_query(metrics: list[str]) -> str:
-    """Which of `metrics` Prometheus has at all: a series nobody scrapes is "not known", not 0."""
+def probe_query(metrics: list[str], where: str = "") -> str:
+    """Which of `metrics` Prometheus has at all (of the series PROMETHEUS_SELECTOR, `where`,
+    selects): a series nobody scrapes is "not known", not 0."""
     names = "|".join(re.escape(m) for m in sorted(set(metrics)))
-    return f'count by (__name__) ({{__name__=~"{names}"}})'
+    return f"count by (__name__) ({vector('', f'__name__=~{json.dumps(names)}', where=where)})"
 
 
 def runner_pods(
