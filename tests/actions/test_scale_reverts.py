@@ -25,7 +25,7 @@ from bot.actions.scale_reverts import (
     put_back_said,
     record_id,
 )
-from bot.backends.kube import from_kubeconfig
+from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
@@ -74,7 +74,7 @@ class Clock:
 @pytest.fixture
 def arc(kube: FakeKubeApi, tmp_path: Path) -> ArcScaler:
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
-    return ArcScaler(Settings(backend_timeout_seconds=2), from_kubeconfig(path))
+    return ArcScaler(Settings(backend_timeout_seconds=2), kube_access(str(path), {}))
 
 
 @pytest.fixture
@@ -399,7 +399,7 @@ async def test_two_replicas_sweeping_at_once_revert_and_say_it_once(
     clock.pass_(seconds=16)
     other = Redis.from_url(redis_url, decode_responses=True)
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
-    second = sweep(other, ArcScaler(Settings(), from_kubeconfig(path)), clock)
+    second = sweep(other, ArcScaler(Settings(), kube_access(str(path), {})), clock)
     try:
         await asyncio.gather(first.tick(), second.tick(), first.tick(), second.tick())
     finally:
