@@ -145,6 +145,11 @@ class ExecAuth(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         await self._inner.aclose()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> ExecAuth:
+        # lightkube before 1.0 deep-copies its connection's parameters, the transport among them;
+        # this one holds the plugin's token and a TLS context, shared, never copied.
+        return self
+
 
 def exec_plugin(section: object, base: Path, environ: Mapping[str, str]) -> ExecPlugin:
     """A kubeconfig user's `exec` section as kubectl validates it, its command found as kubectl

@@ -26,9 +26,6 @@ from bot.factory import build_scaler, scale_targets
 KUBERNETES, SQS, ASG = "kubernetes", "sqs", "aws-asg"
 GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
 VERBS = ("get", "patch")
-NO_ACCESS = (
-    "set SCALER_KUBECONFIG to a kubeconfig file, or run in the cluster with a service account"
-)
 RBAC = (
     "bind the bot's service account to a Role in {namespace} allowing get and patch on "
     "autoscalingrunnersets (apiGroups: [actions.github.com])"
@@ -80,7 +77,7 @@ async def probe_arc(settings: Settings, environ: Mapping[str, str]) -> list[Find
     try:
         access = kube_access(settings.scaler_kubeconfig, environ)
     except SettingsError as exc:
-        return [fail(KUBERNETES, "; ".join(exc.problems), NO_ACCESS)]
+        return [fail(KUBERNETES, "; ".join(exc.problems))]  # each names its fix
     async with access.client(settings.backend_timeout_seconds) as client:
         scaler = ArcScaler(settings, access, client)
         targets = scale_targets(settings).values()
