@@ -117,7 +117,7 @@ def in_cluster(host: str, port: str, account: Path = SERVICE_ACCOUNT) -> KubeAcc
     return KubeAccess(config)
 
 
-def from_kubeconfig(path: Path, environ: Mapping[str, str] | None = None) -> KubeAccess:
+def from_kubeconfig(path: Path, environ: Mapping[str, str]) -> KubeAccess:
     """The kubeconfig's current context, or a non-retryable `BackendError` naming the file and
     what is wrong in it. An exec plugin runs with `environ` (the bot's environment) under its
     own `env`."""
@@ -162,7 +162,7 @@ def from_kubeconfig(path: Path, environ: Mapping[str, str] | None = None) -> Kub
     if section is None:
         return KubeAccess(config)
     try:
-        plugin = exec_plugin(section, path.parent, environ or {})
+        plugin = exec_plugin(section, path.parent, environ)
     except BackendError as exc:
         raise BackendError(f"kubeconfig {path}: {exc}", retryable=False) from None
     return KubeAccess(config, plugin)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from bot.backends.errors import BackendError
-from bot.backends.kube import kube_access
+from bot.backends.kube import SERVICE, kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.checks import Verdict
@@ -102,6 +102,25 @@ async def test_in_the_cluster_an_api_server_the_ca_did_not_sign_is_not_talked_to
 
     assert caught.value.retryable
     assert min_runners(api) == 0 and api.patches == [] and api.refused_tokens == []
+
+
+async def test_every_call_is_counted_with_its_outcome(
+    cluster: tuple[FakeKubeApi, Certificates, str], tmp_path: Path
+) -> None:
+    """What /metrics shows (queuepilot_backend_calls_total): a read and a write answered, then
+    a read RBAC refuses."""
+    api, made, url = cluster
+    account = service_account(tmp_path, made.ca, SA_TOKEN)
+    calls: list[tuple[str, str]] = []
+    access = kube_access(None, in_cluster_env(url), account=account)
+    arc = ArcScaler(SETTINGS, access, counted=lambda *call: calls.append(call))
+
+    await arc.scale(ScaleRequest(TARGET, 2, "1", "al"))
+    api.denied_verbs = {"get"}
+    with pytest.raises(BackendError, match="403 Forbidden"):
+        await arc.capacity(TARGET)
+
+    assert calls == [(SERVICE, "ok"), (SERVICE, "ok"), (SERVICE, "refused")]
 
 
 def test_in_the_cluster_without_a_token_says_what_to_mount(tmp_path: Path) -> None:
@@ -218,12 +237,15 @@ async def test_a_failing_exec_plugin_fails_the_scale_up_and_the_check_names_it(
     lapsed = "error: the SSO session has expired; run `aws sso login` again"
     path = exec_kubeconfig(tmp_path, url, made.ca, fail=lapsed)
 
+    calls: list[tuple[str, str]] = []
+    arc = ArcScaler(SETTINGS, kube_access(str(path), {}), counted=lambda *call: calls.append(call))
     with pytest.raises(BackendError) as caught:
-        await exec_scaler(path).scale(ScaleRequest(TARGET, 2, "1", "al"))
+        await arc.scale(ScaleRequest(TARGET, 2, "1", "al"))
     said = f"the kubeconfig's exec plugin kube-token failed (exit 1): {lapsed}"
     assert str(caught.value) == said
     assert not caught.value.retryable
     assert min_runners(api) == 0 and api.refused_tokens == [], "the API server was not called"
+    assert calls == [(SERVICE, "error")]
 
     settings = Settings(
         scaler_backend="arc",
