@@ -4,15 +4,12 @@ with no /metrics, passes nothing)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from pathlib import Path
 
-from bot.backends.errors import BackendError
 from bot.backends.github_api import AppInstallationToken, GithubApi
 from bot.backends.http import Counted, uncounted
 from bot.backends.issues import GithubIssues
-from bot.backends.kube import KubeAccess, from_kubeconfig, in_cluster
+from bot.backends.kube import kube_access
 from bot.backends.metrics import AlertMetrics, QueuedJobs, QueueMetrics
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
@@ -75,26 +72,13 @@ def build_scaler(
     if backend is ScalerBackend.WEBHOOK and settings.scaler_webhook_url:
         return WebhookScaler(settings, counted=counted)
     if backend is ScalerBackend.ARC:
-        return ArcScaler(settings, kube_access(settings, environ), counted=counted)
+        access = kube_access(settings.scaler_kubeconfig, environ)
+        return ArcScaler(settings, access, counted=counted)
     if backend is ScalerBackend.SQS and settings.scaler_sqs_queue_url:
         return SqsScaler(settings, counted=counted)
     if backend is ScalerBackend.AWS_ASG:
         return AsgScaler(settings, counted=counted)
     return None
-
-
-def kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
-    """SCALER_KUBECONFIG, else the pod's service account, else kubectl's default kubeconfig."""
-    try:
-        if settings.scaler_kubeconfig:
-            return from_kubeconfig(Path(settings.scaler_kubeconfig))
-        host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
-        if host and port:
-            return in_cluster(host, port)
-        default = environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-        return from_kubeconfig(Path(default.split(os.pathsep)[0]))
-    except (BackendError, OSError) as exc:
-        raise SettingsError(f"SCALER_BACKEND=arc: no Kubernetes access: {exc}") from None
 
 
 def github_auth(settings: Settings, *, counted: Counted = uncounted) -> AppInstallationToken | None:

@@ -3,7 +3,9 @@
 The demo's fleet serves it as the target of the bot's `arc` scaler (`fleet_api`), and the tests
 serve it alone (`tests/support/fakes/kube_api.py` adds the recorded fixture set).
 
-It answers GET and PATCH at the real path, requires the bearer token, takes JSON merge patches
+It answers GET and PATCH at the real path, requires the bearer token (else 401 with an
+Unauthorized `Status`, as the API server's authentication filter answers, before anything else;
+`token` may change meanwhile, as a rotated or revoked credential), takes JSON merge patches
 and JSON patches (a strategic merge patch, or any other type, on a custom resource gets 415, as
 in Kubernetes), honours a `metadata.resourceVersion` in the patch (409 Conflict with a `Status`
 body when stale), and bumps the version on every write, status writes included (as etcd
@@ -105,6 +107,8 @@ class KubeApi:
     denied_verbs: set[str] = field(default_factory=set)
     user: str = "system:serviceaccount:queuepilot:queuepilot"  # the token's identity
     reviews: list[dict[str, Any]] = field(default_factory=list)
+    # The bearer tokens refused with a 401 (None: no bearer token at all), in order.
+    refused_tokens: list[str | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.route = Route(PATH, self.handle, methods=["GET", "PATCH"])
@@ -129,7 +133,7 @@ class KubeApi:
         return path
 
     async def handle(self, request: Request) -> Response:
-        if request.headers.get("authorization") != f"Bearer {self.token}":
+        if not self._authenticated(request):
             return status(401, "Unauthorized", "Unauthorized")
         self.arc.serving(asyncio.get_running_loop())
         key = (request.path_params["ns"], request.path_params["name"])
@@ -202,7 +206,7 @@ class KubeApi:
 
     async def review(self, request: Request) -> Response:
         """A SelfSubjectAccessReview: may this token do that?"""
-        if request.headers.get("authorization") != f"Bearer {self.token}":
+        if not self._authenticated(request):
             return status(401, "Unauthorized", "Unauthorized")
         try:
             body = json.loads(await request.body() or b"null", parse_constant=_not_json)
@@ -234,6 +238,13 @@ class KubeApi:
             "status": verdict,
         }
         return JSONResponse(answer, status_code=201)
+
+    def _authenticated(self, request: Request) -> bool:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and token == self.token:
+            return True
+        self.refused_tokens.append(token if scheme.lower() == "bearer" else None)
+        return False
 
     def write(
         self,

@@ -59,17 +59,23 @@ class RunningServer:
     """Handle to a server started by `serve_in_thread`; stop it or use it as a context."""
 
     def __init__(
-        self, server: StoppingServer, thread: threading.Thread, host: str, port: int
+        self,
+        server: StoppingServer,
+        thread: threading.Thread,
+        host: str,
+        port: int,
+        scheme: str = "http",
     ) -> None:
         self._server = server
         self._thread = thread
         self.host = host
         self.port = port
+        self.scheme = scheme
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask uvicorn to shut down gracefully and wait for its thread to finish."""
@@ -98,8 +104,10 @@ def serve_in_thread(
     *,
     graceful_timeout: float = 2.0,
     startup_timeout: float = 30.0,
+    tls: tuple[str, str] | None = None,
 ) -> RunningServer:
-    """Serve `app` on host:port (0 picks a free port) and return once it accepts connections.
+    """Serve `app` on host:port (0 picks a free port) and return once it accepts connections;
+    over HTTPS with `tls`, the server's certificate file and key file.
 
     The socket is bound here rather than by uvicorn so the chosen port is known up front
     and there is no race between picking a free port and listening on it.
@@ -115,6 +123,8 @@ def serve_in_thread(
         access_log=False,
         lifespan="auto",  # run the app's startup/shutdown hooks if it has any
         timeout_graceful_shutdown=graceful_timeout,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
     )
     ready = threading.Event()
     server = _NotifyingServer(config, ready)
@@ -131,7 +141,7 @@ def serve_in_thread(
         raise RuntimeError(f"server on {host}:{bound_port} failed to start") from (
             failure[0] if failure else None
         )
-    return RunningServer(server, thread, host, bound_port)
+    return RunningServer(server, thread, host, bound_port, "https" if tls else "http")
 
 
 def _bind(host: str, port: int) -> socket.socket:

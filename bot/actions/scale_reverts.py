@@ -40,8 +40,8 @@ from bot.storage.keys import Keys
 
 log = logging.getLogger(__name__)
 
-# A transient failure is tried again after 30 s, doubling, at most every 15 minutes; after
-# this many it is reported and dropped (with the doubling, about 3 hours of trying).
+# A transient failure is tried again after 15 to 30 s, doubling, at most 15 minutes apart; after
+# this many it is reported and dropped (doubling, jittered: 1¼ to 2½ hours of trying).
 FIRST_BACKOFF_S = 30.0
 MAX_BACKOFF_S = 900.0
 MAX_ATTEMPTS = 15

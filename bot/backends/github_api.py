@@ -48,8 +48,9 @@ JWT_LIFETIME_S = 600
 RENEW_BEFORE_S = 300.0
 UNEXPECTED = "GitHub answered with an unexpected shape"
 # A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
-# longer while it continues; the readings stop a quarter of an hour at most.
-SECONDARY_FIRST_S = 60.0
+# longer while it continues; the readings stop a quarter of an hour at most. The backoff waits
+# half its step to all of it: a first step of two minutes waits at least GitHub's minute.
+SECONDARY_FIRST_S = 120.0
 SECONDARY_MAX_S = 900.0
 
 
@@ -183,12 +184,13 @@ class GithubApi:
         if response.status_code in (403, 429):
             raise self._limited(response, after_limit=after_limit)
         if after_limit:
-            self._secondary.reset()  # answered since the last limit: the next waits a minute
+            self._secondary.reset()  # answered since the last limit: the next waits 1 to 2 min
         return response
 
     def _limited(self, response: httpx.Response, *, after_limit: bool) -> BackendError:
         """A 403/429 as GitHub's "Exceeding the rate limit" asks: `retry-after`, else the quota's
-        reset, else a minute, doubling; an answer to a call sent before the last limit adds none."""
+        reset, else one to two minutes, doubling; an answer to a call sent before the last limit
+        adds none."""
         headers = response.headers
         now = self._clock()
         retry_after = _float(headers.get("retry-after"))

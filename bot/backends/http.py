@@ -59,24 +59,31 @@ async def request(
         response = await client.request(
             method, url, json=json_body, content=content, headers=headers, params=params
         )
-    except httpx.TimeoutException as exc:
-        counted(service, "timeout")
-        timeout = client.timeout.read or client.timeout.connect
-        within = f" within {timeout:g} s" if timeout else ""
-        sent = not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
-        message = f"{service} did not answer{within}"
-        raise BackendError(message, retryable=True, unanswered=sent) from None
-    except httpx.ConnectError:
-        counted(service, "unreachable")
-        where = _origin(str(client.base_url.join(url)))
-        raise BackendError(f"{service} is unreachable at {where}", retryable=True) from None
     except httpx.HTTPError as exc:
-        counted(service, "error")
-        raise BackendError(f"{service}: {type(exc).__name__}", retryable=True) from None
+        timeout = client.timeout.read or client.timeout.connect
+        where = str(client.base_url.join(url))
+        raise unanswered(exc, service, counted, timeout_s=timeout, url=where) from None
     counted(service, outcome_of(response, expect))
     if response.status_code in expect:
         return response
     raise error_of(service, response)
+
+
+def unanswered(
+    exc: httpx.HTTPError, service: str, counted: Counted, *, timeout_s: float | None, url: str
+) -> BackendError:
+    """A call that got no answer, counted and said: a timeout (perhaps carried out, when it was
+    sent), an address that takes no connection, or another transport failure; each retryable."""
+    if isinstance(exc, httpx.TimeoutException):
+        counted(service, "timeout")
+        within = f" within {timeout_s:g} s" if timeout_s else ""
+        sent = not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
+        return BackendError(f"{service} did not answer{within}", retryable=True, unanswered=sent)
+    if isinstance(exc, httpx.ConnectError):
+        counted(service, "unreachable")
+        return BackendError(f"{service} is unreachable at {_origin(url)}", retryable=True)
+    counted(service, "error")
+    return BackendError(f"{service}: {type(exc).__name__}", retryable=True)
 
 
 def outcome_of(response: httpx.Response, expect: Collection[int] = (200,)) -> str:

@@ -1,105 +1,229 @@
-"""Reaching the Kubernetes API: the pod's service account, or a kubeconfig's current context (no
-`exec` plugins). The in-cluster token is read on every request: the kubelet rotates it."""
+"""How the bot reaches the Kubernetes API, decided in one place (`kube_access`): SCALER_KUBECONFIG,
+else the pod's service account, else kubectl's kubeconfig ($KUBECONFIG, else ~/.kube/config),
+with the kubeconfig's current context.
+
+The calls go through lightkube's client, which reads the kubeconfig's cluster and user (a CA file
+or data, client certificates, insecure-skip-tls-verify, a token or a token file) and reads the
+service account's token file again when the API server refuses the token it holds (the kubelet
+rotates it). A user's `exec` plugin is run by `bot.backends.kube_exec`. Every call is counted and
+its failure classified once (`call`), as `bot.backends.http` does for the other backends."""
 
 from __future__ import annotations
 
-import base64
-import ssl
-import tempfile
+import json
+import os
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import yaml
+from lightkube import AsyncClient, ConfigError
+from lightkube.config.client_adapter import verify_cluster
+from lightkube.config.kubeconfig import KubeConfig, SingleConfig
+from lightkube.config.models import Cluster, User
 
 from bot.backends.errors import BackendError
-from bot.backends.http import backend_client, bearer
+from bot.backends.http import Counted, error_of, outcome_of, unanswered
+from bot.backends.kube_exec import CredentialError, ExecAuth, ExecPlugin, exec_plugin
+from bot.config import SettingsError
 
+SERVICE = "The Kubernetes API"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+NO_ACCESS = "SCALER_BACKEND=arc: no Kubernetes access"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class KubeAccess:
-    server: str
-    verify: ssl.SSLContext | bool = True
-    token: str | None = None
-    token_file: Path | None = None
-    cert: tuple[str, str] | None = None
+    """One cluster and who the bot is there: lightkube's configuration of it, and the exec plugin
+    that gives the token when the kubeconfig's user has one."""
 
-    def headers(self) -> dict[str, str]:
-        return bearer(self.token_file.read_text().strip() if self.token_file else self.token)
+    config: SingleConfig
+    plugin: ExecPlugin | None = None
 
-    def client(self, timeout_s: float) -> httpx.AsyncClient:
-        return backend_client(self.server, timeout_s, verify=self.verify, cert=self.cert)
+    @property
+    def server(self) -> str:
+        return str(self.config.cluster.server)
+
+    def client(
+        self, timeout_s: float, transport: httpx.AsyncBaseTransport | None = None
+    ) -> AsyncClient:
+        """A client whose calls give up after `timeout_s`; `transport`: where requests go (a
+        connection to the server, verified as the kubeconfig says, unless given)."""
+        config = self.config._replace(user=self.config.user or User())  # lightkube needs one
+        if self.plugin is not None:
+            verify = verify_cluster(config.cluster, config.user, config.abs_file)
+            inner = transport or httpx.AsyncHTTPTransport(verify=verify)
+            transport = ExecAuth(self.plugin, inner, timeout_s)
+        # Parsed whole (not lazily), so that an answer of the wrong shape fails inside `call`.
+        return AsyncClient(
+            config, timeout=httpx.Timeout(timeout_s), lazy=False, transport=transport
+        )
+
+
+def kube_access(
+    kubeconfig: str | None, environ: Mapping[str, str], *, account: Path = SERVICE_ACCOUNT
+) -> KubeAccess:
+    """SCALER_KUBECONFIG, else the pod's service account, else kubectl's default kubeconfig; or a
+    `SettingsError` naming where it looked and the fix."""
+    if kubeconfig:
+        return _from_file(Path(kubeconfig), "SCALER_KUBECONFIG", environ)
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+    if host and port:
+        try:
+            return in_cluster(host, port, account)
+        except BackendError as exc:
+            raise SettingsError(
+                f"{NO_ACCESS}: {exc}: mount the service account's token "
+                "(automountServiceAccountToken), or set SCALER_KUBECONFIG to a kubeconfig file"
+            ) from None
+    named = environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    path = Path(named) if named else Path.home() / ".kube" / "config"
+    if not named and not path.exists():
+        raise SettingsError(
+            f"{NO_ACCESS}: not in a cluster (no KUBERNETES_SERVICE_HOST) and no kubeconfig at "
+            f"{path}: set SCALER_KUBECONFIG to a kubeconfig file, or run in the cluster with a "
+            "service account"
+        )
+    return _from_file(path, "KUBECONFIG" if named else "kubectl's default", environ)
+
+
+def _from_file(path: Path, named_by: str, environ: Mapping[str, str]) -> KubeAccess:
+    try:
+        return from_kubeconfig(path, environ)
+    except BackendError as exc:
+        other = "point SCALER_KUBECONFIG at another" if named_by == "SCALER_KUBECONFIG" else (
+            "set SCALER_KUBECONFIG to another"
+        )  # fmt: skip
+        raise SettingsError(f"{NO_ACCESS} through {named_by}: {exc}. Fix it, or {other}") from None
 
 
 def in_cluster(host: str, port: str, account: Path = SERVICE_ACCOUNT) -> KubeAccess:
-    server = f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}"
-    context = ssl.create_default_context(cafile=str(account / "ca.crt"))
-    return KubeAccess(server, verify=context, token_file=account / "token")
+    """The pod's service account: its token file (lightkube reads it again after a 401) and the
+    cluster's CA, at the API server the kubelet names."""
+    for part in ("token", "ca.crt"):
+        try:
+            (account / part).read_bytes()
+        except OSError as exc:
+            message = f"the service account's {account / part} is unreadable: {exc.strerror}"
+            raise BackendError(message, retryable=False) from None
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    cluster = Cluster(server=server, certificate_auth=str(account / "ca.crt"))
+    user = User(token_file=str(account / "token"))
+    config = KubeConfig.from_one(cluster=cluster, user=user).get()
+    _check_tls(config, f"the service account's {account / 'ca.crt'}")
+    return KubeAccess(config)
 
 
-def from_kubeconfig(path: Path) -> KubeAccess:
+def from_kubeconfig(path: Path, environ: Mapping[str, str]) -> KubeAccess:
+    """The kubeconfig's current context, or a non-retryable `BackendError` naming the file and
+    what is wrong in it. An exec plugin runs with `environ` (the bot's environment) under its
+    own `env`."""
     try:
-        config = yaml.safe_load(path.read_text()) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        loaded = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
         raise BackendError(f"kubeconfig {path} is unreadable: {exc}", retryable=False) from None
-    if not isinstance(config, dict):
+    except yaml.YAMLError as exc:
+        raise BackendError(f"kubeconfig {path} is not YAML: {exc}", retryable=False) from None
+    if not isinstance(loaded, dict):
         raise BackendError(f"kubeconfig {path} is not a kubeconfig", retryable=False)
+    if not loaded.get("current-context"):
+        message = f"kubeconfig {path} sets no current-context (kubectl config use-context <name>)"
+        raise BackendError(message, retryable=False)
+    raw, plugins = _without_exec(loaded)
     try:
-        return _access(config, path)
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        config = KubeConfig.from_dict(raw, fname=path).get()
+    except ConfigError as exc:  # the current context is not among its contexts
         raise BackendError(f"kubeconfig {path}: {exc}", retryable=False) from None
-
-
-def _access(config: dict[str, Any], path: Path) -> KubeAccess:
-    context = _named(config, "contexts", config.get("current-context"), "context")
-    cluster = _named(config, "clusters", context.get("cluster"), "cluster")
-    user = _named(config, "users", context.get("user"), "user") if context.get("user") else {}
-    if "exec" in user or "auth-provider" in user:
+    except KeyError as exc:
+        missing = f"has no {exc.args[0]}" if exc.args[0] in ("clusters", "contexts") else (
+            f"names {exc.args[0]!r} in its current context, and holds no such cluster or user"
+        )  # fmt: skip
+        raise BackendError(f"kubeconfig {path} {missing}", retryable=False) from None
+    except (TypeError, AttributeError, ValueError) as exc:
+        said = str(exc)[:200]
         raise BackendError(
-            "kubeconfig users with exec or auth-provider plugins are not supported: "
-            "use a service-account token",
+            f"kubeconfig {path} is not a kubeconfig: {said}", retryable=False
+        ) from None
+    server = config.cluster.server
+    if not isinstance(server, str) or not server.startswith(("https://", "http://")):
+        raise BackendError(f"kubeconfig {path}: the cluster has no server", retryable=False)
+    user = config.user or User()
+    if user.auth_provider:
+        raise BackendError(
+            f"kubeconfig {path}: its user has an auth-provider, which kubectl no longer runs: "
+            "use an exec plugin or a service-account token",
             retryable=False,
         )
-    server = str(cluster.get("server") or "")
-    if not server.startswith(("https://", "http://")):
-        raise BackendError(f"kubeconfig {path}: the cluster has no server", retryable=False)
-    verify: ssl.SSLContext | bool = not cluster.get("insecure-skip-tls-verify", False)
-    ca = _pem(cluster, "certificate-authority", path.parent)
-    if ca is not None and verify:
-        verify = ssl.create_default_context(cadata=ca)
-    pems = [_pem(user, key, path.parent) for key in ("client-certificate", "client-key")]
-    cert = (_temp_file(pems[0]), _temp_file(pems[1])) if all(pems) else None
-    token_file = Path(str(user["tokenFile"])) if user.get("tokenFile") else None
-    token = str(user["token"]) if user.get("token") else None
-    return KubeAccess(server, verify=verify, token=token, token_file=token_file, cert=cert)
+    _check_tls(config, f"kubeconfig {path}")
+    section = plugins.get(config.context.user) if config.context.user else None
+    if section is None:
+        return KubeAccess(config)
+    try:
+        plugin = exec_plugin(section, path.parent, environ)
+    except BackendError as exc:
+        raise BackendError(f"kubeconfig {path}: {exc}", retryable=False) from None
+    return KubeAccess(config, plugin)
 
 
-def _named(config: dict[str, Any], section: str, name: object, key: str) -> dict[str, Any]:
-    entries = config.get(section)
-    for entry in entries if isinstance(entries, list) else []:
-        found = entry.get(key) if isinstance(entry, dict) and entry.get("name") == name else None
-        if isinstance(found, dict):
-            return dict(found)
-    raise BackendError(f"kubeconfig: no {key} named {name!r}", retryable=False)
+def _check_tls(config: SingleConfig, where: str) -> None:
+    """The CA and client certificate load, as each client will load them: said at start, not at
+    the first scale-up."""
+    try:
+        verify_cluster(config.cluster, config.user or User(), config.abs_file)
+    except (OSError, ValueError, ConfigError) as exc:  # ssl.SSLError is an OSError
+        said = str(exc)[:200]
+        message = f"{where}: its TLS certificates are unusable: {said}"
+        raise BackendError(message, retryable=False) from None
 
 
-def _pem(section: dict[str, Any], key: str, base: Path) -> str | None:
-    """A PEM from `<key>-data` (base64) or the file `<key>` names (relative to the config)."""
-    data = section.get(f"{key}-data")
-    if data:
-        return base64.b64decode(str(data), validate=True).decode()
-    file = section.get(key)
-    if file:
-        return (base / str(file)).read_text()  # an absolute path stays absolute
-    return None
+def _without_exec(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The kubeconfig with its users' `exec` sections taken out (they are ours to run, not
+    lightkube's), and those sections by user."""
+    users, plugins = config.get("users"), {}
+    if not isinstance(users, list):
+        return config, plugins
+    kept = []
+    for entry in users:
+        user = entry.get("user") if isinstance(entry, dict) else None
+        if isinstance(user, dict) and "exec" in user:
+            plugins[entry.get("name")] = user["exec"]
+            entry = {**entry, "user": {k: v for k, v in user.items() if k != "exec"}}
+        kept.append(entry)
+    return {**config, "users": kept}, plugins
 
 
-def _temp_file(pem: str | None) -> str:
-    """httpx takes client certificates as files only."""
-    handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)  # noqa: SIM115
-    with handle:
-        handle.write(pem or "")
-    return handle.name
+async def call(request: Awaitable[T], counted: Counted, *, timeout_s: float, server: str) -> T:
+    """A lightkube call's answer, or a `BackendError` as `bot.backends.http` words one: the
+    API server's refusal (a 403's `Status` message, retryable when 5xx or 429), no answer, or
+    an answer that is not an object; its outcome told to `counted`."""
+    try:
+        answer = await request
+    except CredentialError:
+        counted(SERVICE, "error")
+        raise
+    except ConfigError as exc:  # the service account's token file gone
+        counted(SERVICE, "error")
+        raise BackendError(f"{SERVICE} was not called: {exc}", retryable=False) from None
+    except (httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise _failure(exc, counted, timeout_s, server) from None
+    counted(SERVICE, "ok")
+    return answer
+
+
+def _failure(exc: Exception, counted: Counted, timeout_s: float, server: str) -> BackendError:
+    # lightkube raises a refusal as an HTTPStatusError (its ApiError); when it cannot read the
+    # refusal's body or Content-Type, as whatever that raised, the refusal as its context.
+    refused = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__context__
+    if isinstance(refused, httpx.HTTPStatusError):
+        counted(SERVICE, outcome_of(refused.response))
+        return error_of(SERVICE, refused.response)
+    if isinstance(exc, httpx.HTTPError):
+        return unanswered(exc, SERVICE, counted, timeout_s=timeout_s, url=server)
+    counted(SERVICE, "ok")  # answered, but in a shape lightkube could not read
+    shape = "something that is not JSON" if isinstance(exc, json.JSONDecodeError) else (
+        "an unexpected shape"
+    )  # fmt: skip
+    return BackendError(f"{SERVICE} answered with {shape}", retryable=True)

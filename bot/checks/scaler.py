@@ -6,27 +6,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-import httpx
+from lightkube import AsyncClient
+from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
+from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 
 from bot.backends.errors import BackendError
-from bot.backends.http import request_json, uncounted
-from bot.backends.kube import KubeAccess
+from bot.backends.http import uncounted
+from bot.backends.kube import KubeAccess, call, kube_access
+from bot.backends.kube_exec import CredentialError
 from bot.backends.scale import aws
-from bot.backends.scale.arc import SERVICE, ArcScaler
+from bot.backends.scale.arc import ArcScaler
 from bot.backends.scale.asg import AsgScaler
 from bot.backends.scale.sqs import queue_region
 from bot.checks import Finding, fail, ok, shown_url, warn
 from bot.config import ScalerBackend, Settings, SettingsError
 from bot.domain.scaling import ScaleTarget
-from bot.factory import build_scaler, kube_access, scale_targets
+from bot.factory import build_scaler, scale_targets
 
 KUBERNETES, SQS, ASG = "kubernetes", "sqs", "aws-asg"
-REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
 VERBS = ("get", "patch")
-NO_ACCESS = (
-    "set SCALER_KUBECONFIG to a kubeconfig file, or run in the cluster with a service account"
-)
 RBAC = (
     "bind the bot's service account to a Role in {namespace} allowing get and patch on "
     "autoscalingrunnersets (apiGroups: [actions.github.com])"
@@ -76,33 +75,36 @@ def scaling(settings: Settings) -> list[Finding]:
 
 async def probe_arc(settings: Settings, environ: Mapping[str, str]) -> list[Finding]:
     try:
-        access = kube_access(settings, environ)
+        access = kube_access(settings.scaler_kubeconfig, environ)
     except SettingsError as exc:
-        return [fail(KUBERNETES, "; ".join(exc.problems), NO_ACCESS)]
+        return [fail(KUBERNETES, "; ".join(exc.problems))]  # each names its fix
     async with access.client(settings.backend_timeout_seconds) as client:
-        scaler, namespace = ArcScaler(settings, access, client), settings.scaler_arc_namespace
+        scaler = ArcScaler(settings, access, client)
         targets = scale_targets(settings).values()
         given = {rt for rt, entry in settings.scaler_targets.items() if entry.target}
         found = (
-            _target(client, access, scaler, target, namespace, target.runner_type in given)
+            _target(client, access, scaler, target, settings, target.runner_type in given)
             for target in targets
         )
         return list(await asyncio.gather(*found))
 
 
 async def _target(
-    client: httpx.AsyncClient,
+    client: AsyncClient,
     access: KubeAccess,
     scaler: ArcScaler,
     target: ScaleTarget,
-    ns: str,
+    settings: Settings,
     given: bool,
 ) -> Finding:
     namespace, _, name = target.target.rpartition("/")
-    namespace = namespace or ns
+    namespace = namespace or settings.scaler_arc_namespace
     shown = f"{namespace}/{name} ({target.runner_type})"
+    timeout_s = settings.backend_timeout_seconds
     try:
-        allowed = {verb: await _allowed(client, access, namespace, name, verb) for verb in VERBS}
+        allowed = {
+            verb: await _allowed(client, access, namespace, name, verb, timeout_s) for verb in VERBS
+        }
     except BackendError as exc:
         return _refused(exc, access, shown)
     denied = [verb for verb, yes in allowed.items() if not yes]
@@ -145,25 +147,29 @@ def fix_set(target: ScaleTarget, given: bool, listed: str) -> str:
 
 
 async def _allowed(
-    client: httpx.AsyncClient, access: KubeAccess, namespace: str, name: str, verb: str
+    client: AsyncClient, access: KubeAccess, namespace: str, name: str, verb: str, timeout_s: float
 ) -> bool:
-    attributes = {"namespace": namespace, "verb": verb, "group": GROUP, "resource": RESOURCE}
-    review = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": {**attributes, "name": name}},
-    }
-    answer = await request_json(
-        client, SERVICE, "POST", REVIEWS, counted=uncounted, json_body=review,
-        headers=access.headers(), expect=(200, 201),
-    )  # fmt: skip
-    status = answer.get("status")
-    return isinstance(status, dict) and status.get("allowed") is True
+    attributes = ResourceAttributes(
+        namespace=namespace, verb=verb, group=GROUP, resource=RESOURCE, name=name
+    )
+    review = SelfSubjectAccessReview(
+        spec=SelfSubjectAccessReviewSpec(resourceAttributes=attributes)
+    )
+    answer = await call(client.create(review), uncounted, timeout_s=timeout_s, server=access.server)
+    return answer.status is not None and answer.status.allowed is True
 
 
 def _refused(exc: BackendError, access: KubeAccess, shown: str) -> Finding:
-    if exc.status == 401:
-        fix = "the kubeconfig's (or service account's) token is not accepted: renew it"
+    if isinstance(exc, CredentialError):
+        fix = (
+            "run the kubeconfig's exec plugin by hand where queuepilot runs, with its args and "
+            "env, to see why it gives no token"
+        )
+    elif exc.status == 401:
+        fix = (
+            "the credential (the kubeconfig's token or exec plugin's, or the service account's) "
+            "is not accepted: renew it"
+        )
     elif exc.status is None:
         fix = f"the API server at {shown_url(access.server)} must be reachable from here"
     else:

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from bot.actions.flow import Actor
 from bot.backends.errors import BackendError
-from bot.backends.kube import from_kubeconfig
+from bot.backends.kube import kube_access
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
@@ -268,7 +268,7 @@ async def test_the_autoscalers_own_failures_are_the_likely_cause_with_its_words(
     the failing scale-up with ARC's words and says to fix it before scaling further."""
     kube.add_from_fixture(minRunners=0, maxRunners=120)
     kube.write(manager="manager", status={"failedEphemeralRunners": 7, "phase": "Running"})
-    access = from_kubeconfig(kube.kubeconfig(tmp_path, kube.url))
+    access = kube_access(str(kube.kubeconfig(tmp_path, kube.url)), {})
     arc = ArcScaler(Settings(backend_timeout_seconds=2), access)
     redis = Redis.from_url(redis_url, decode_responses=True)
     store = IncidentStore(redis, "qp")

@@ -25,7 +25,7 @@ from bot.actions.scale_reverts import (
     put_back_said,
     record_id,
 )
-from bot.backends.kube import from_kubeconfig
+from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
@@ -74,7 +74,7 @@ class Clock:
 @pytest.fixture
 def arc(kube: FakeKubeApi, tmp_path: Path) -> ArcScaler:
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
-    return ArcScaler(Settings(backend_timeout_seconds=2), from_kubeconfig(path))
+    return ArcScaler(Settings(backend_timeout_seconds=2), kube_access(str(path), {}))
 
 
 @pytest.fixture
@@ -362,10 +362,10 @@ async def test_a_transient_failure_is_retried_with_backoff(
     assert min_runners(kube) == 5 and not await said(redis), "503: not yet, nothing said"
     clock.pass_(seconds=10)
     await reverts.tick()
-    assert kube.unavailable == 1, "not tried again before its backoff (30 s)"
+    assert kube.unavailable == 1, "not tried again before its backoff (15 to 30 s)"
     clock.pass_(seconds=21)
     await reverts.tick()
-    assert kube.unavailable == 0 and min_runners(kube) == 5, "second failure: 60 s now"
+    assert kube.unavailable == 0 and min_runners(kube) == 5, "second failure: 30 to 60 s now"
     clock.pass_(seconds=61)
     await reverts.tick()
     assert min_runners(kube) == 0
@@ -399,7 +399,7 @@ async def test_two_replicas_sweeping_at_once_revert_and_say_it_once(
     clock.pass_(seconds=16)
     other = Redis.from_url(redis_url, decode_responses=True)
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
-    second = sweep(other, ArcScaler(Settings(), from_kubeconfig(path)), clock)
+    second = sweep(other, ArcScaler(Settings(), kube_access(str(path), {})), clock)
     try:
         await asyncio.gather(first.tick(), second.tick(), first.tick(), second.tick())
     finally:

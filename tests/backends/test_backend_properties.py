@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import sys
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -18,13 +19,14 @@ from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
 from bot.backends.http import error_of
-from bot.backends.kube import from_kubeconfig
+from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import _capacity
 from bot.backends.scale.webhook import sign, verify, webhook_result
 from bot.backends.silence.alertmanager import silence_state
+from bot.config import SettingsError
 from bot.domain.scaling import ScaleTarget
-from tests.support.mutations import json_values, objects
+from tests.support.mutations import json_values, mutated, objects
 
 REQUEST = ScaleRequest(ScaleTarget("t", "x", cap=5), 2, "1", "al")
 
@@ -63,16 +65,54 @@ def test_any_refusal_is_told_short(status: int, body: bytes) -> None:
     assert error.retryable is (status >= 500 or status == 429)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.text(max_size=400) | st.builds(lambda v: json.dumps(v), json_values))
+# A kubeconfig kubectl takes: a token user, and one signing in through an exec plugin.
+KUBECONFIG = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "current-context": "plugin",
+    "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+    "contexts": [
+        {"name": "plugin", "context": {"cluster": "c", "user": "p"}},
+        {"name": "token", "context": {"cluster": "c", "user": "t"}},
+    ],
+    "users": [
+        {"name": "t", "user": {"token": "abc"}},
+        {
+            "name": "p",
+            "user": {
+                "exec": {
+                    "apiVersion": "client.authentication.k8s.io/v1",
+                    "command": sys.executable,
+                    "args": ["-c", "print()"],
+                    "env": [{"name": "A", "value": "b"}],
+                    "interactiveMode": "Never",
+                    "installHint": "install python",
+                }
+            },
+        },
+    ],
+}
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.text(max_size=400)
+    | st.builds(json.dumps, json_values)
+    | st.builds(json.dumps, mutated(KUBECONFIG))
+)
 def test_any_kubeconfig_is_access_or_a_clear_error(text: str) -> None:
     with TemporaryDirectory() as directory:
         path = Path(directory) / "kubeconfig"
         path.write_text(text)
         try:
-            access = from_kubeconfig(path)
-        except BackendError as exc:
-            assert "kubeconfig" in str(exc)
+            access = kube_access(str(path), {})
+        except SettingsError as exc:
+            said = str(exc)
+            assert said.startswith(
+                f"SCALER_BACKEND=arc: no Kubernetes access through SCALER_KUBECONFIG: kubeconfig "
+                f"{path}"
+            )
+            assert said.endswith("Fix it, or point SCALER_KUBECONFIG at another")
             return
         assert access.server.startswith(("http://", "https://"))
 

@@ -175,18 +175,23 @@ def backend_at(server: RunningServer, clock: Clock) -> GithubMetrics:
     return GithubMetrics(config, GithubApi(config, clock=clock))
 
 
-async def held_for(metrics: GithubMetrics, clock: Clock, expected_s: float) -> None:
-    """No call is sent until `expected_s` after the last limit was met; then calls are (and
-    meet the limit again, while the fake keeps it)."""
+async def held_for(
+    metrics: GithubMetrics, clock: Clock, at_least: float, at_most: float | None = None
+) -> None:
+    """No call is sent for `at_least` after the last limit was met; by `at_most` (a backoff's
+    jittered wait lies between), calls are sent again (and meet the limit again, while the fake
+    keeps it). A time GitHub names is waited exactly."""
+    at_most = at_least if at_most is None else at_most
     sent = metrics.api.calls
-    clock.now += expected_s - 1
-    with pytest.raises(BackendError, match="rate limit: no calls for another 1 s"):
+    clock.now += at_least - 1
+    left = "1 s" if at_most == at_least else "[0-9]+ s"
+    with pytest.raises(BackendError, match=f"rate limit: no calls for another {left}"):
         await metrics.read(now=NOW)
-    assert metrics.api.calls == sent, f"held for {expected_s:g} s"
-    clock.now += 1
+    assert metrics.api.calls == sent, f"held for {at_least:g} s"
+    clock.now += at_most - at_least + 1
     with suppress(BackendError):
         await metrics.read(now=NOW)
-    assert metrics.api.calls > sent, f"asked again after {expected_s:g} s"
+    assert metrics.api.calls > sent, f"asked again by {at_most:g} s"
 
 
 async def limited(metrics: GithubMetrics, match: str = "secondary rate limit") -> None:
@@ -212,15 +217,16 @@ async def test_a_rate_limit_stops_every_call_until_githubs_reset(
 async def test_secondary_limits_in_a_row_wait_a_minute_then_twice_as_long_each(
     github: tuple[FakeGithub, RunningServer], status: int
 ) -> None:
-    """GitHub: at least a minute, then exponentially longer while it continues. Every read
-    sends calls together: those that meet the same limit count once."""
+    """GitHub: at least a minute, then exponentially longer while it continues (each wait
+    between half its step and the step). Every read sends calls together: those that meet the
+    same limit count once."""
     fake, server = github
     clock = Clock()
     metrics = backend_at(server, clock)
     fake.limit, fake.limit_status = "secondary", status
     await limited(metrics)
-    for wait in (60, 120, 240, 480, 900, 900):
-        await held_for(metrics, clock, wait)
+    for step in (120, 240, 480, 900, 900, 900):
+        await held_for(metrics, clock, step / 2, step)
     await metrics.aclose()
 
 
@@ -237,7 +243,7 @@ async def test_a_secondary_limit_waits_retry_after_when_it_gives_one(
     fake.retry_after = None
     await held_for(metrics, clock, 30)
     fake.limit = None
-    await held_for(metrics, clock, 480)  # the fourth in a row names no time: a minute, doubled
+    await held_for(metrics, clock, 450, 900)  # the fourth in a row names no time: doubled, capped
     assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
     await metrics.aclose()
 
@@ -262,13 +268,13 @@ async def test_an_answer_after_secondary_limits_starts_the_wait_again_at_a_minut
     metrics = backend_at(server, clock)
     fake.limit = "secondary"
     await limited(metrics)
-    await held_for(metrics, clock, 60)
+    await held_for(metrics, clock, 60, 120)
     fake.limit = None
-    await held_for(metrics, clock, 120)  # the calls sent then are answered
+    await held_for(metrics, clock, 120, 240)  # the calls sent then are answered
     assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
     fake.limit = "secondary"
     await limited(metrics)
-    await held_for(metrics, clock, 60)
+    await held_for(metrics, clock, 60, 120)
     await metrics.aclose()
 
 

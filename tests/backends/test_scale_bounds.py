@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
-from bot.backends.kube import from_kubeconfig
+from bot.backends.kube import kube_access
 from bot.backends.scale import Reverted, ScaleRequest, Undo, problem
 from bot.backends.scale.arc import NAMES, ArcScaler
 from bot.config import Settings
@@ -26,7 +26,7 @@ SET = ("arc-runners", "mt-l-x86iavx512-8-64")
 
 def scaler(kube: FakeKubeApi, tmp_path: Path) -> ArcScaler:
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
-    return ArcScaler(Settings(backend_timeout_seconds=10), from_kubeconfig(path))
+    return ArcScaler(Settings(backend_timeout_seconds=10), kube_access(str(path), {}))
 
 
 def spec(kube: FakeKubeApi) -> tuple[int | None, int | None]:

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
-from bot.backends.kube import from_kubeconfig
+from bot.backends.kube import kube_access
 from bot.backends.scale import Reverted, ScaleRequest, Undo
 from bot.backends.scale.arc import ArcScaler, changed_by, ephemeral_failures
 from bot.config import Settings, load_settings
@@ -28,7 +28,7 @@ TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=10)
 
 def scaler(kube: FakeKubeApi, tmp_path: Path, *, url: str | None = None) -> ArcScaler:
     path = kube.kubeconfig(tmp_path, url or kube.url)  # type: ignore[attr-defined]
-    return ArcScaler(Settings(backend_timeout_seconds=10), from_kubeconfig(path))
+    return ArcScaler(Settings(backend_timeout_seconds=10), kube_access(str(path), {}))
 
 
 @pytest.mark.parametrize(

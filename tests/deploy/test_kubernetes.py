@@ -9,6 +9,7 @@ import re
 
 import httpx
 import pytest
+from lightkube import KubeConfig
 
 from bot import leader
 from bot.backends.kube import KubeAccess
@@ -249,8 +250,8 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
             runner_set["metadata"]["resourceVersion"] = str(version)
         return httpx.Response(200, json=runner_set)
 
-    client = httpx.AsyncClient(base_url="https://kube", transport=httpx.MockTransport(answer))
-    access = KubeAccess("https://kube", token="token")
+    access = KubeAccess(KubeConfig.from_server("https://kube").get())
+    client = access.client(10, transport=httpx.MockTransport(answer))
     settings = Settings(scaler_arc_namespace=config(objects)["SCALER_ARC_NAMESPACE"])
     arc = ArcScaler(settings, access, client=client)
     target = ScaleTarget("linux", runner_set["metadata"]["name"], cap=10)
@@ -259,7 +260,7 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
     result = await arc.scale(ScaleRequest(target, 2, "1", "al"))
     assert result.undo is not None
     await arc.revert(target, result.undo)
-    await client.aclose()
+    await client.close()
 
     verbs = {"GET": "get", "PATCH": "patch"}
     role = one(objects, "Role")

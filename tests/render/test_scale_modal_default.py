@@ -9,10 +9,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from lightkube import KubeConfig
 
 from bot.backends.kube import KubeAccess
 from bot.backends.scale.arc import ArcScaler
@@ -32,7 +32,7 @@ NOW = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
 TYPE = "linux.2xlarge"
 FORM = ScaleForm(ref="12:u12", channel="C1", runner_type=TYPE)
 OWNER = ScaleOwner((TYPE,))
-ARC = ArcScaler(Settings(), KubeAccess("http://127.0.0.1:9"), httpx.AsyncClient())
+ARC = ArcScaler(Settings(), KubeAccess(KubeConfig.from_server("http://127.0.0.1:9").get()))
 ASG = AsgScaler(Settings(), autoscaling=object())
 
 

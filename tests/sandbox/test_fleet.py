@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
-from bot.backends.kube import from_kubeconfig
+from bot.backends.kube import kube_access
 from bot.backends.metrics.hud import HudMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.scale import ScaleRequest
@@ -360,7 +360,7 @@ def target(runner_type: str = "linux.2xlarge") -> ScaleTarget:
 @pytest.fixture
 def arc(fleet_api: FleetApi, tmp_path: Path) -> Iterator[ArcScaler]:
     """The bot's `arc` scaler, reaching the fleet's Kubernetes API through a kubeconfig."""
-    access = from_kubeconfig(fleet_api.kube.kubeconfig(tmp_path, fleet_api.url))
+    access = kube_access(str(fleet_api.kube.kubeconfig(tmp_path, fleet_api.url)), {})
     yield ArcScaler(Settings(), access)
 
 

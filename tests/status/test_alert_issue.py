@@ -144,11 +144,14 @@ async def test_failures_back_off_and_a_success_resets_them(redis: Redis) -> None
     keep, store = await keeper(redis, issues, clock, open=True)
     incident = await opened_due(store)
     await with_thread(redis, incident)
-    for wait in (10, 20, 40):
+    for step in (10, 20, 40):  # each wait jittered between half the step and the step
         issues.refuse["list"] = BackendError("GitHub answered 502", retryable=True, status=502)
         await keep.tick()
-        assert await due_at(store, incident.id) == (clock.now + timedelta(seconds=wait)).timestamp()
-        clock.now += timedelta(seconds=wait)
+        due = await due_at(store, incident.id)
+        assert due is not None
+        wait = due - clock.now.timestamp()
+        assert step / 2 <= wait <= step
+        clock.now += timedelta(seconds=step)
     await keep.tick()
     link = await IssueLinks(redis, KEYS, retention_s=3600).get(incident.id)
     assert link is not None and link.failures == 0 and THREAD_MOMENT in link.told

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from bot.actions.flow import Actor
 from bot.actions.scale_reverts import ScaleReverts
-from bot.backends.kube import from_kubeconfig
+from bot.backends.kube import kube_access
 from bot.backends.scale.arc import ArcScaler
 from bot.backends.silence.alertmanager import ApiV2Silencer, grafana_silencer
 from bot.config import Settings
@@ -161,7 +161,7 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
     now = [START]
     metrics = WobblingQueue()
     config = Settings(backend_timeout_seconds=2, scale_revert_settle=0)
-    arc = ArcScaler(config, from_kubeconfig(kube.kubeconfig(tmp_path, kube.url)))
+    arc = ArcScaler(config, kube_access(str(kube.kubeconfig(tmp_path, kube.url)), {}))
     reverts = ScaleReverts(redis, store.keys, store, arc, config=config, clock=lambda: now[0])
     core = action_core(
         redis,
@@ -278,7 +278,7 @@ async def test_a_two_hour_incident_rising_scaled_and_drained_takes_at_most_15_re
     now = [START]
     metrics = TwoHours(now)
     config = Settings(backend_timeout_seconds=2, scale_revert_settle=0)  # every 600 s
-    arc = ArcScaler(config, from_kubeconfig(kube.kubeconfig(tmp_path, kube.url)))
+    arc = ArcScaler(config, kube_access(str(kube.kubeconfig(tmp_path, kube.url)), {}))
     reverts = ScaleReverts(redis, store.keys, store, arc, config=config, clock=lambda: now[0])
     core = action_core(
         redis,

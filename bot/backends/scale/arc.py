@@ -4,16 +4,16 @@ the resourceVersion read, so a helm or kubectl write meanwhile is a 409, not ove
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
-from urllib.parse import quote
 
-import httpx
+from lightkube import AsyncClient
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.types import PatchType
 
 from bot.backends.errors import BackendError
-from bot.backends.http import Counted, request_json, time_of, uncounted
-from bot.backends.kube import KubeAccess
+from bot.backends.http import Counted, time_of, uncounted
+from bot.backends.kube import SERVICE, KubeAccess, call
 from bot.backends.scale import (
     Reverted,
     Scaler,
@@ -27,8 +27,9 @@ from bot.backends.scale import (
 from bot.config import Settings
 from bot.domain.scaling import Capacity, ScaleTarget, managed_by
 
-API = "/apis/actions.github.com/v1alpha1"
-SERVICE = "The Kubernetes API"
+RUNNER_SETS = create_namespaced_resource(
+    "actions.github.com", "v1alpha1", "AutoscalingRunnerSet", "autoscalingrunnersets"
+)
 CONFLICT_RETRIES = 3
 FIELD_MANAGER = "queuepilot"  # how managedFields name our writes (`?fieldManager=`)
 # The counts as ARC's listener checks them (it has no desired count of its own to check).
@@ -36,6 +37,10 @@ NAMES = ("minRunners", "maxRunners", "runners")
 LISTENER = "ARC's listener does not run with maxRunners below minRunners"
 # Who the API server says asked, in its Forbidden message (`User "system:serviceaccount:…"`).
 ASKER = re.compile(r'User "([^"]{1,200})"')
+# Kubernetes' names (a DNS label for a namespace, a DNS subdomain for the set): lightkube puts
+# them in the path as they are, so anything else must not reach it.
+LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 
 class ArcScaler(Scaler):
@@ -47,17 +52,18 @@ class ArcScaler(Scaler):
         self,
         config: Settings,
         access: KubeAccess,
-        client: httpx.AsyncClient | None = None,
+        client: AsyncClient | None = None,
         *,
         counted: Counted = uncounted,
     ) -> None:
         self._counted = counted
         self._namespace = config.scaler_arc_namespace
-        self._access = access
-        self._client = client or access.client(config.backend_timeout_seconds)
+        self._server = access.server
+        self._timeout_s = config.backend_timeout_seconds
+        self._client = client or access.client(self._timeout_s)
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
-        return _capacity(await self._call("GET", target))
+        return _capacity(await self._call(target))
 
     def refusal(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
@@ -68,7 +74,7 @@ class ArcScaler(Scaler):
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         for _ in range(CONFLICT_RETRIES):
-            runner_set = await self._call("GET", scale.target)
+            runner_set = await self._call(scale.target)
             before = _capacity(runner_set)
             field, value, after = _planned(scale.target, scale.delta, scale.raise_maximum, before)
             answer = await self._patch(scale.target, runner_set, field, value)
@@ -85,7 +91,7 @@ class ArcScaler(Scaler):
     async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
         field = undo.field
         for _ in range(CONFLICT_RETRIES):
-            runner_set = await self._call("GET", target)
+            runner_set = await self._call(target)
             now = _spec_value(runner_set, field)
             if now == undo.before:
                 return Reverted(True, f"{field} was already back to {_shown(undo.before)}")
@@ -104,7 +110,7 @@ class ArcScaler(Scaler):
         raise BackendError("the scale set kept changing while being put back", retryable=True)
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
-        return ephemeral_failures(await self._call("GET", target))
+        return ephemeral_failures(await self._call(target))
 
     async def _patch(
         self, target: ScaleTarget, read: dict[str, Any], field: str, value: int | None
@@ -112,34 +118,40 @@ class ArcScaler(Scaler):
         """The object as written under the version read, or None when it was written since."""
         patch = {"metadata": {"resourceVersion": _version(read)}, "spec": {field: value}}
         try:
-            return await self._call("PATCH", target, json.dumps(patch).encode())
+            return await self._call(target, patch)
         except BackendError as exc:
             if exc.status == 409:
                 return None
             raise
 
     async def _call(
-        self, method: str, target: ScaleTarget, patch: bytes | None = None
+        self, target: ScaleTarget, patch: dict[str, Any] | None = None
     ) -> dict[str, Any]:
+        """The set as read (GET), or as written by `patch` (a merge patch)."""
         space, _, name = target.target.rpartition("/")  # `namespace/name`, or a bare name
         space = space or self._namespace
-        path = (
-            f"{API}/namespaces/{quote(space, safe='')}/autoscalingrunnersets/{quote(name, safe='')}"
-        )
-        headers = self._access.headers()
-        params = None
-        if patch is not None:
-            headers["Content-Type"] = "application/merge-patch+json"
-            params = {"fieldManager": FIELD_MANAGER}
+        if not (LABEL.fullmatch(space) and SUBDOMAIN.fullmatch(name)):
+            raise BackendError(
+                f"{target.target} is not `namespace/name` of an AutoscalingRunnerSet",
+                retryable=False,
+            )
+        request = (
+            self._client.get(RUNNER_SETS, name, namespace=space)
+            if patch is None
+            else self._client.patch(
+                RUNNER_SETS, name, patch, namespace=space,
+                patch_type=PatchType.MERGE, field_manager=FIELD_MANAGER,
+            )
+        )  # fmt: skip
         try:
-            return await request_json(
-                self._client, SERVICE, method, path, counted=self._counted,
-                content=patch, headers=headers, params=params,
-            )  # fmt: skip
+            found = await call(
+                request, self._counted, timeout_s=self._timeout_s, server=self._server
+            )
         except BackendError as exc:
             if exc.status == 403:
                 raise forbidden(exc, "patch" if patch is not None else "get", space, name) from None
             raise
+        return found.to_dict()
 
 
 def forbidden(exc: BackendError, verb: str, namespace: str, name: str) -> BackendError:
