@@ -17,7 +17,7 @@ Deployment's pods are from one ConfigMap. What is promised, checked as a channel
   the same thread, the resolve posts one summary (both scale-ups in what was done, the one
   put-back still to come, the peak as the alert said it) and puts both scale-ups back at once.
 
-Going back (new to old) is not promised; it is exercised only as far as the side-by-side phase.
+Going back, to 0.26.0: test_rollback.py.
 """
 
 from __future__ import annotations
