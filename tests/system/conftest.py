@@ -1,4 +1,5 @@
-"""What the whole-bot runs share: ARC listeners scraped by a real Prometheus."""
+"""What the whole-bot runs share: ARC listeners scraped by a real Prometheus; for two releases'
+replicas side by side, ARC's scale set, Grafana's silences and a plain Redis client."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
+import redis
 
+from sandbox.serve import serve_in_thread
+from sandbox.silence_api import FakeSilenceApi
 from tests.support.fakes.arc_exporter import ArcFleet
+from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.servers import RedisServer
 
 
@@ -32,3 +37,27 @@ def own_redis() -> Iterator[RedisServer]:
     finally:
         server.stop()
         shutil.rmtree(server.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def arc_kube(kube: FakeKubeApi) -> FakeKubeApi:
+    """The Kubernetes fake with the recorded ARC scale set, 40 runners running."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    return kube
+
+
+@pytest.fixture
+def grafana() -> Iterator[FakeSilenceApi]:
+    """Grafana's silences API, served."""
+    api = FakeSilenceApi()
+    with serve_in_thread(api.app) as server:
+        api.url = server.url  # type: ignore[attr-defined]
+        yield api
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator[redis.Redis]:
+    """A plain client of the session's redis-server, to read what the replicas left there."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()

@@ -1,0 +1,395 @@
+"""Rolling back to the previous release, as `helm rollback` or `kubectl rollout undo` does it: the
+rolling update of test_upgrade.py the other way round.
+
+The previous release, 0.26.0, is commit `4c0f27d`, the one that released it (the commits after it
+keep 0.26.0 in pyproject.toml under the CHANGELOG's "Unreleased"); it is taken from git and run as
+a real replica beside the checkout's, both from one environment: the one the checkout's rollout
+left, its new settings included. 0.26.0 elects no leader: each of its replicas applies
+notifications, performs the clicks it takes and ticks; the checkout's replica leads, and sends to
+the channel while it holds the channel's sender lease. What is promised, checked as a channel
+would see it:
+
+- the checkout alone opens incident 1 (Grafana), acknowledged, silenced and scaled up from Slack
+  (a put-back pending), its statuses begun, and incident 2 (Alertmanager);
+- both versions serve side by side: notifications sent to either are applied once, a click to
+  either is done once (0.26.0 scales incident 1 again), `/queue report` asked of each is answered
+  once from what both wrote, and statuses are not doubled;
+- the checkout's replica stops on SIGTERM right after accepting a re-notification and with a
+  reply still to post (Slack answered its post with a 429): 0.26.0 shows the one and posts the
+  other from the checkout's send queue;
+- 0.26.0 alone carries on: re-notifications edit the same root, a new alert group takes the next
+  number, statuses keep coming in the same thread, `/queue` lists the open incidents, and the
+  buttons of the roots as the checkout rendered them work: Acknowledge, Remove silence, Resolve.
+  The checkout's Resolve asks once, in its confirm, with what is still live; 0.26.0 asks once
+  more (*Resolve anyway*) and resolves when that is pressed: one summary, and the three scale-ups
+  put back at once. Neither replica logs an error.
+
+One setting holds a rollback up: a `PROMETHEUS_QUERIES` field only the checkout knows stops a
+0.26.0 replica at start, naming it. What is in flight as the checkout's last replica stops:
+test_rollback_in_flight.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from bot.domain.fleet import FIELDS
+from sandbox.silence_api import FakeSilenceApi
+from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.payloads import as_group, fixture_json
+from tests.support.processes import REPO, BotProcess
+from tests.support.releases import (
+    AM_FIRING,
+    FIRING,
+    KEYS,
+    REPORT,
+    applied,
+    choose_silence,
+    deliver,
+    drained,
+    dump,
+    events,
+    logged_no_error,
+    min_runners,
+    notify,
+    once_each,
+    one_status_an_interval,
+    press,
+    ready,
+    release_tree,
+    renotified,
+    replica,
+    reports,
+    root,
+    roots,
+    shared_settings,
+    statuses_shown,
+    terminated,
+    text_of,
+)
+from tests.support.running import eventually
+from tests.support.scale import RUNNER
+from tests.support.slack import CHANNEL, Slack, button_value, ephemeral_texts, slash
+
+PREVIOUS_RELEASE = "4c0f27d"  # 0.26.0
+PREVIOUS = "0.26.0"
+
+# The settings the checkout adds, as an operator may have set them after upgrading: the
+# ConfigMap keeps them when the pods go back, and 0.26.0 must start with them.
+NEW_SETTINGS = {
+    "ADVICE_WINDOW": "5m",
+    "DRAIN_FOLLOW_MAX": "2h",
+    "GITHUB_ISSUES_OPEN_AFTER_SECONDS": "90",
+    "HUD_JOBS_OVER_MINUTES": "5",
+    "LEADER_LEASE_MS": "6000",
+    "PROBE_INTERVAL_SECONDS": "300",
+    "SHUTDOWN_GRACE_SECONDS": "10",
+}
+
+# Incident 1's scale-ups: the checkout's, 0.26.0's beside it, the checkout's last before it
+# stops; minRunners 0 -> 5 -> 8 -> 10, put back to 0 at once by 0.26.0.
+NEW_ADDS, OLD_ADDS, LAST_ADDS = 5, 3, 2
+SCALED = NEW_ADDS + OLD_ADDS + LAST_ADDS
+RENOTIFIED = 6
+# Slack's Retry-After on the checkout's last reply: longer than the rest of the test.
+HOLD_S = 30
+
+STILL_LIVE = "Incident 1 is still live"
+PUT_BACK = f"Incident 1: Put {RUNNER} back (the incident resolved and its queue stayed drained"
+EVENTS_1 = (
+    "Incident 1: Acknowledged",
+    "Incident 1: Silenced for 1 h in Grafana",
+    f"Incident 1: Scaled {RUNNER} by +{NEW_ADDS}",
+    f"Incident 1: Scaled {RUNNER} by +{OLD_ADDS}",
+    f"Incident 1: Scaled {RUNNER} by +{LAST_ADDS}",
+    "Incident 1: Silence removed from Grafana",
+    "Incident 1 resolved after",
+    PUT_BACK,
+)
+EVENTS_2 = ("Incident 2: Acknowledged",)
+ANSWERS = (
+    "You acknowledged incident 1.",
+    "You silenced incident 1 until",
+    f"You scaled `{RUNNER}` by +{NEW_ADDS}",
+    f"You scaled `{RUNNER}` by +{OLD_ADDS}",
+    f"You scaled `{RUNNER}` by +{LAST_ADDS}",
+    "*#2* RunnerQueueTimeHigh",  # `/queue`, which lists incident 1 below it
+    "You acknowledged incident 2.",
+    "You removed incident 1's silence",
+    STILL_LIVE,
+    "You resolved incident 1",
+)
+
+
+@pytest.mark.slow
+async def test_a_rollback_to_the_previous_release_carries_everything_back(
+    redis_url: str,
+    slack: Slack,
+    arc_kube: FakeKubeApi,
+    grafana: FakeSilenceApi,
+    store: redis.Redis,
+    tmp_path: Path,
+) -> None:
+    kube = arc_kube
+    previous = release_tree(PREVIOUS_RELEASE, tmp_path / PREVIOUS)
+    env = shared_settings(kube, grafana, tmp_path) | NEW_SETTINGS
+    (tmp_path / "next").mkdir()
+    new = replica(slack, redis_url, REPO, tmp_path / "next", "next", **env)
+    processes = [new]
+    try:
+        await ready(new, REPO)
+        first, second = await checkout_alone(new, slack, kube, grafana)
+        as_rendered = {"first": root(slack, first.ts), "second": root(slack, second.ts)}
+
+        # As the first pod of the rollback: the previous release's code, from its own directory.
+        old = replica(slack, redis_url, previous, previous, PREVIOUS, **env)
+        processes.append(old)
+        await ready(old, previous)
+        await side_by_side(new, old, slack, kube, store, first)
+
+        await stopped_with_a_reply_to_post(new, slack, kube, first)
+        await previous_release_alone(old, slack, kube, grafana, first, second, as_rendered)
+
+        await eventually(lambda: drained(store), what="everything applied")
+        nothing_duplicated_or_lost(slack, first.ts, second.ts)
+        assert store.xpending(KEYS.stream, "intake")["pending"] == 0
+        assert store.xlen(KEYS.dead_letters) == 0
+        # What the checkout's replica took from Slack it did before it stopped: 0.26.0 never
+        # reads the requests stream.
+        assert store.xlen(KEYS.requests) == 0
+        assert store.xlen(KEYS.request_dead_letters) == 0
+        for process in processes:
+            logged_no_error(process)
+    except BaseException:
+        dump(slack, processes)
+        raise
+    finally:
+        for process in processes:
+            process.kill()
+
+
+async def checkout_alone(
+    new: BotProcess, slack: Slack, kube: FakeKubeApi, grafana: FakeSilenceApi
+) -> tuple[Any, Any]:
+    """Incident 1 opened, acknowledged, silenced and scaled up on the checkout, its statuses
+    begun; incident 2 opened beside it, nobody on it. Their roots."""
+    await notify(new, "grafana", fixture_json(FIRING))
+    [first] = await eventually(lambda: roots(slack), what="incident 1's root")
+    await deliver(new, press(button_value(first, "incident_ack"), "incident_ack", first.ts))
+    await deliver(new, choose_silence(3600, first.ts))
+    await deliver(new, slash(f"scale {RUNNER} +{NEW_ADDS}"))
+    await eventually(lambda: min_runners(kube) == NEW_ADDS, what="scaled")
+    await eventually(
+        lambda: "silenced until" in text_of(root(slack, first.ts)), what="the root silenced"
+    )
+    assert "acknowledged by" in text_of(root(slack, first.ts))
+    assert [s["status"]["state"] for s in grafana.silences.values()] == ["active"]
+    await eventually(lambda: statuses_shown(slack, first.ts) >= 1, what="a first status")
+    await notify(new, "alertmanager", fixture_json(AM_FIRING))
+    await eventually(lambda: len(roots(slack)) == 2, what="incident 2's root")
+    return first, roots(slack)[1]
+
+
+async def side_by_side(
+    new: BotProcess,
+    old: BotProcess,
+    slack: Slack,
+    kube: FakeKubeApi,
+    store: redis.Redis,
+    first: Any,
+) -> None:
+    """Both versions serve: notifications to either are applied once, 0.26.0 scales incident 1
+    again and the checkout shows it, each answers `/queue report`, statuses go on."""
+    statuses_before = statuses_shown(slack, first.ts)
+    before = await applied(old) + await applied(new)
+    # Incident 2 re-notified to both at once, twice each (an HA Alertmanager pair does).
+    am_firing = fixture_json(AM_FIRING)
+    await asyncio.gather(*(notify(r, "alertmanager", am_firing) for r in (old, new) * 2))
+    await eventually(lambda: drained(store), what="the four applied")
+    assert len(roots(slack)) == 2
+
+    # Incident 1 re-notified to each replica in turn: each applied once, by whichever consumer
+    # of the one group takes it, and the root shows the latest.
+    firing = fixture_json(FIRING)
+    for sent in range(RENOTIFIED):
+        wait = 200 + sent
+        await notify((old, new)[sent % 2], "grafana", renotified(firing, wait=wait))
+        await eventually(lambda: drained(store), what=f"re-notification {wait} applied")
+
+    async def applied_since() -> float:
+        return await applied(old) + await applied(new) - before
+
+    async def all_counted() -> bool:
+        return await applied_since() >= 4 + RENOTIFIED
+
+    await eventually(all_counted, what="every notification counted")
+    assert await applied_since() == 4 + RENOTIFIED, "each notification applied once"
+    longest = 200 + RENOTIFIED - 1
+    await eventually(
+        lambda: f"{longest} min" in text_of(root(slack, first.ts)), what="the last shown"
+    )
+
+    # 0.26.0 performs the clicks it takes (named: two are open); the checkout, the channel's
+    # sender, shows the scale-up on the root.
+    await deliver(old, slash(f"scale {RUNNER} +{OLD_ADDS} 1"))
+    await eventually(lambda: min_runners(kube) == NEW_ADDS + OLD_ADDS, what="scaled by 0.26.0")
+    await eventually(
+        lambda: f"by +{OLD_ADDS}" in text_of(root(slack, first.ts)),
+        what="0.26.0's scale-up on the root",
+    )
+    # Each reads every timeline for the capacity report, the other version's events included.
+    for process in (old, new):
+        await deliver(process, slash("report"))
+    await eventually(lambda: reports(slack) == 2, what="a report from each")
+    await eventually(
+        lambda: statuses_shown(slack, first.ts) >= statuses_before + 3,
+        what="statuses while both run",
+        timeout=20,
+    )
+
+
+async def stopped_with_a_reply_to_post(
+    new: BotProcess, slack: Slack, kube: FakeKubeApi, first: Any
+) -> None:
+    """The checkout's replica stops right after accepting a re-notification, and while Slack
+    holds it off the reply of its last scale-up: 0.26.0 shows the one and posts the other."""
+    last = f"Incident 1: Scaled {RUNNER} by +{LAST_ADDS}"
+
+    def posts_of_last() -> list[Any]:
+        calls = slack.emulator.calls("chat.postMessage")
+        return [c for c in calls if str(c.params.get("text")).startswith(last)]
+
+    slack.emulator.fail_next(
+        "chat.postMessage", retry_after=HOLD_S, when=lambda p: str(p.get("text")).startswith(last)
+    )
+    await deliver(new, slash(f"scale {RUNNER} +{LAST_ADDS} 1"))
+    await eventually(lambda: min_runners(kube) == SCALED, what="the last scale-up")
+    [refused] = await eventually(posts_of_last, what="its reply refused for now")
+    assert refused.status == 429
+    await notify(new, "grafana", renotified(fixture_json(FIRING), wait=150))
+    signalled_at = time.monotonic()
+    await terminated(new)
+    await eventually(lambda: "150 min" in text_of(root(slack, first.ts)), what="150 shown")
+    [posted] = await eventually(lambda: posts_of_last()[1:], what="its reply posted")
+    # The checkout's replica holds its posts for the whole Retry-After, so within it, after
+    # SIGTERM, the post is 0.26.0's, from what the checkout had queued.
+    assert posted.ok and signalled_at < posted.at < refused.at + HOLD_S
+
+
+async def previous_release_alone(
+    old: BotProcess,
+    slack: Slack,
+    kube: FakeKubeApi,
+    grafana: FakeSilenceApi,
+    first: Any,
+    second: Any,
+    as_rendered: dict[str, Any],
+) -> None:
+    """0.26.0 carries both incidents on: the same roots, statuses, the checkout's buttons, a
+    resolve that sums up and puts every scale-up back, the next incident's number."""
+    statuses_before = statuses_shown(slack, first.ts)
+    await notify(old, "grafana", renotified(fixture_json(FIRING), wait=171))
+    await eventually(lambda: "171 min" in text_of(root(slack, first.ts)), what="171 shown")
+    assert "acknowledged by" in text_of(root(slack, first.ts))
+    await eventually(
+        lambda: statuses_shown(slack, first.ts) >= statuses_before + 2,
+        what="statuses after the rollback",
+        timeout=15,
+    )
+    await deliver(old, slash(""))
+    listed = await eventually(
+        lambda: [t for t in ephemeral_texts(slack) if t.startswith("*#2*")], what="/queue"
+    )
+    assert "*#1* Jobs queueing in autoscaled machines" in listed[0], listed
+
+    ack = button_value(as_rendered["second"], "incident_ack")
+    await deliver(old, press(ack, "incident_ack", second.ts))
+    await eventually(
+        lambda: "acknowledged by" in text_of(root(slack, second.ts)), what="2 acknowledged"
+    )
+    unsilence = button_value(as_rendered["first"], "incident_unsilence")
+    await deliver(old, press(unsilence, "incident_unsilence", first.ts))
+    await eventually(
+        lambda: [s["status"]["state"] for s in grafana.silences.values()] == ["expired"],
+        what="the checkout's Remove silence done",
+    )
+    await resolved_asked_twice(old, slack, first, as_rendered["first"])
+    await eventually(lambda: min_runners(kube) == 0, what="the scale-ups put back")
+    await eventually(lambda: len(events(slack, first.ts)) == len(EVENTS_1), what="all said")
+    [put_back] = [text for text in events(slack, first.ts) if text.startswith(PUT_BACK)]
+    assert f"minRunners {SCALED} → 0" in put_back, "the three scale-ups went back at once"
+
+    # A new alert group: the number after the checkout's, never one of theirs again.
+    await notify(old, "grafana", as_group("after-the-rollback"))
+    await eventually(lambda: len(roots(slack)) == 3, what="incident 3's root")
+    for number, message in enumerate(roots(slack), 1):
+        assert f"ID *{number}*" in text_of(root(slack, message.ts))
+
+
+async def resolved_asked_twice(old: BotProcess, slack: Slack, first: Any, rendered: Any) -> None:
+    """The checkout's Resolve asked in its confirm with what is still live; pressed on 0.26.0,
+    which asks once more, it resolves on *Resolve anyway*."""
+    [resolve] = [
+        e
+        for b in rendered.blocks
+        for e in b.get("elements", [])
+        if e.get("action_id") == "incident_resolve"
+    ]
+    assert resolve["confirm"]["confirm"]["text"] == "Resolve anyway", resolve
+    assert resolve["confirm"]["text"]["text"].startswith("Still live:"), resolve
+    await deliver(old, press(resolve["value"], "incident_resolve", first.ts))
+    [asked] = await eventually(
+        lambda: [m for m in slack.emulator.ephemerals(CHANNEL) if m.text.startswith(STILL_LIVE)],
+        what="0.26.0 asking once more",
+    )
+    assert "Resolved" not in text_of(root(slack, first.ts))
+    anyway = button_value(asked, "incident_resolve_anyway")
+    await deliver(old, press(anyway, "incident_resolve_anyway", asked.ts, ephemeral=True))
+    await eventually(lambda: "Resolved" in text_of(root(slack, first.ts)), what="1 resolved")
+
+
+def nothing_duplicated_or_lost(slack: Slack, first_ts: str, second_ts: str) -> None:
+    shown = [m.ts for m in roots(slack)]
+    assert shown[:2] == [first_ts, second_ts] and len(shown) == 3, "one root per incident"
+    final = text_of(root(slack, first_ts))
+    assert "acknowledged by" in final and "incident_" not in final, "resolved, no buttons"
+    once_each(events(slack, first_ts), EVENTS_1)
+    once_each(events(slack, second_ts), EVENTS_2)
+    answers = ephemeral_texts(slack)
+    once_each([text for text in answers if not text.startswith(REPORT)], ANSWERS)
+    assert reports(slack) == 2, answers
+    one_status_an_interval(slack, first_ts)
+
+
+@pytest.mark.slow
+async def test_the_previous_release_stops_at_start_on_a_prometheus_query_only_the_checkout_knows(
+    redis_url: str, slack: Slack, tmp_path: Path
+) -> None:
+    """The one setting that holds a rollback up: with the ConfigMap as the checkout's rollout left
+    it, a 0.26.0 replica stops at start naming the field (the rollout waits, the checkout's
+    replicas serving)."""
+    assert "pods_pending" in FIELDS
+    previous = release_tree(PREVIOUS_RELEASE, tmp_path / PREVIOUS)
+    queries = {"pods_pending": 'sum by (namespace) (kube_pod_status_phase{phase="Pending"})'}
+    old = replica(
+        slack,
+        redis_url,
+        previous,
+        previous,
+        PREVIOUS,
+        METRICS_BACKEND="prometheus",
+        PROMETHEUS_URL="http://127.0.0.1:9",
+        PROMETHEUS_QUERIES=json.dumps(queries),
+    )
+    try:
+        assert await asyncio.to_thread(old.process.wait, 60) != 0
+        assert "PROMETHEUS_QUERIES: unknown fields ['pods_pending']" in old.output()
+    finally:
+        old.kill()
