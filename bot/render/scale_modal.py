@@ -7,7 +7,7 @@ an input's value across `views.update` when its IDs stay the same (bolt-js#290).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,11 +47,18 @@ class ScaleForm:
 
     @classmethod
     def load(cls, text: str) -> ScaleForm | None:
+        """A form another release opened keeps its fields this one knows: a field it adds is
+        left out, so a rollback or upgrade does not lose the forms open meanwhile."""
         try:
             data = json.loads(text)
-            return cls(**data) if isinstance(data, dict) else None
+            if not isinstance(data, dict):
+                return None
+            return cls(**{k: v for k, v in data.items() if k in _FORM_FIELDS})
         except (ValueError, TypeError):
             return None
+
+
+_FORM_FIELDS = frozenset(f.name for f in fields(ScaleForm))
 
 
 def scale_about(owner: ScaleOwner, runner_type: str) -> str:

@@ -3,6 +3,7 @@ metadata, a modal's state values, an interaction's identity. None may raise, wha
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given
@@ -31,3 +32,12 @@ def test_modal_state_values_never_break_the_submission(values: dict[str, Any]) -
 def test_any_interaction_has_an_identity_or_none(body: dict[str, Any]) -> None:
     identity = interaction_of(body)
     assert identity is None or isinstance(identity, str)
+
+
+@given(objects)
+def test_a_form_another_release_opened_keeps_what_this_one_knows(extra: dict[str, Any]) -> None:
+    """During a rollout or a rollback a form opened on one release is submitted to the other:
+    a field this release does not know is left out, never the form."""
+    form = ScaleForm("1", "C1", "linux.2xlarge", 7, raise_maximum=True, advised=7)
+    data = {**{f"later_{k}": v for k, v in extra.items()}, **json.loads(form.dump())}
+    assert ScaleForm.load(json.dumps(data)) == form
