@@ -5,6 +5,7 @@ consumer that died carries on that attempt, so a click acts once."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from functools import partial
@@ -19,6 +20,11 @@ from bot.storage.requests import Request, RequestStream
 Perform = Callable[[dict[str, Any]], Awaitable[None]]
 # A crowd clicking at once waits here for its turn, not in the Redis pool for a connection.
 MAX_IN_FLIGHT = 64
+# Past this a click is not performed: its reply can no longer reach the person (Slack's
+# response_url answers for 30 minutes), and a silence or a scale-up hours late surprises. Such
+# an entry waited for a leader of a release that reads this stream (a rollback to one that
+# does not, then an upgrade again).
+STALE_MS = 30 * 60 * 1000
 
 
 @dataclass(eq=False)
@@ -49,8 +55,17 @@ class Requests:
             if work is None:
                 await self._loop.bury(entry, entry.problem or f"no work is named {entry.work!r}")
                 continue
+            if (waited_ms := time.time() * 1000 - entry_ms(entry.id)) > STALE_MS:
+                waited = f"{waited_ms / 60_000:.0f} min"
+                await self._loop.bury(entry, f"{entry.work} taken {waited} after it was asked")
+                continue
             attempt.set(entry.id)  # in this entry's task only
             what = f"entry {entry.id} ({entry.work})"
             # Once done, it is acknowledged again while Redis fails, never performed again.
             if await self._loop.retried(partial(work, entry.body), what, entry):
                 await self._loop.retried(partial(self.stream.ack, entry.id), f"{what} done", entry)
+
+
+def entry_ms(entry_id: str) -> int:
+    """When Redis appended the entry (its ID's first part: the server's clock, in ms)."""
+    return int(entry_id.split("-", 1)[0])

@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.config import Settings
 from bot.intake.requests import Perform, Requests
-from bot.storage.requests import RequestStream, request_of
+from bot.storage.requests import RequestStream, request_fields, request_of
 from tests.support.running import eventually
 
 PREFIX = "qp"
@@ -187,3 +187,21 @@ async def ended_while(
     then()
     await running
     return stream
+
+
+async def test_a_click_that_waited_past_its_reply_window_is_dead_lettered_not_done(
+    redis: Redis,
+) -> None:
+    """A click left in the stream by a release that stopped (read by no leader for hours) is not
+    performed when a leader comes: its reply could not reach the person, the act would surprise."""
+    await redis.flushdb()
+    done: list[dict[str, Any]] = []
+    stream = RequestStream(redis, PREFIX)
+    now_ms = int((await redis.time())[0]) * 1000
+    stale = request_fields("record", {"stale": True})
+    await redis.xadd(stream.key, stale, id=f"{now_ms - 31 * 60 * 1000}-0")  # type: ignore[arg-type]
+    async with consuming(redis, {"record": recording(done)}) as stream:
+        await stream.append("record", NEXT)
+        await eventually(lambda: NEXT in done, what="the fresh click done")
+        assert await dead_reasons(redis, stream) == ["record taken 31 min after it was asked"]
+    assert {"stale": True} not in done
