@@ -101,8 +101,9 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
     # pulling its image, 1 creating, 2 killed; the unschedulable ones are on no node.
     node = "ip-10-0-1-17.ec2.internal"
     busy, pressure = pods.nodes
-    # node-exporter serves no timestamps: a loaded scrape's lag moves the rate by a point or so.
-    assert busy.busy == pytest.approx(0.96, abs=0.02)
+    # node-exporter serves no timestamps: a loaded scrape's lag moves the rate by a few points
+    # (0.94 seen on a loaded machine); a node not busy would read far below.
+    assert busy.busy == pytest.approx(0.96, abs=0.04)
     assert (busy.node, busy.condition, busy.pods) == (node, DISK, 7)
     assert pressure == NodeTrouble(node=node, condition="DiskPressure", pods=7)
     assert pods.unknown == ""
