@@ -162,10 +162,20 @@ def from_kubeconfig(path: Path, environ: Mapping[str, str]) -> KubeAccess:
     if section is None:
         return KubeAccess(config)
     try:
-        plugin = exec_plugin(section, path.parent, environ)
+        plugin = exec_plugin(section, path.parent, environ, _named_cluster(loaded, config))
     except BackendError as exc:
         raise BackendError(f"kubeconfig {path}: {exc}", retryable=False) from None
     return KubeAccess(config, plugin)
+
+
+def _named_cluster(loaded: dict[str, Any], config: SingleConfig) -> dict[str, Any]:
+    """The current context's cluster as the kubeconfig writes it, for a plugin that asks for it
+    (provideClusterInfo)."""
+    for entry in loaded.get("clusters") or []:
+        if isinstance(entry, dict) and entry.get("name") == config.context.cluster:
+            cluster = entry.get("cluster")
+            return dict(cluster) if isinstance(cluster, dict) else {}
+    return {}
 
 
 def _check_tls(config: SingleConfig, where: str) -> None:

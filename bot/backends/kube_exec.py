@@ -26,6 +26,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import time_of
+from bot.config.secret_files import file_variables, secret_settings
 
 GROUP = "client.authentication.k8s.io"
 VERSIONS = (f"{GROUP}/v1", f"{GROUP}/v1beta1")
@@ -41,7 +42,9 @@ class ExecPlugin:
     api_version: str
     command: str  # the path found (`_found`)
     args: tuple[str, ...]
-    env: dict[str, str] = field(repr=False)  # may hold secrets: never logged
+    env: dict[str, str] = field(repr=False)  # the plugin's own may hold secrets: never logged
+    # The kubeconfig's cluster, sent to a plugin that asks for it (provideClusterInfo).
+    cluster: dict[str, Any] | None = field(default=None, repr=False)
     _token: str | None = field(default=None, init=False, repr=False)
     _expires: datetime | None = field(default=None, init=False, repr=False)
     _runs: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
@@ -63,6 +66,8 @@ class ExecPlugin:
         # What client-go tells a plugin; a bot has no terminal to prompt on.
         info: dict[str, Any] = {"apiVersion": self.api_version, "kind": "ExecCredential"}
         info["spec"] = {"interactive": False}
+        if self.cluster is not None:
+            info["spec"]["cluster"] = self.cluster
         env = {**self.env, "KUBERNETES_EXEC_INFO": json.dumps(info)}
         try:
             process = await asyncio.create_subprocess_exec(
@@ -151,10 +156,16 @@ class ExecAuth(httpx.AsyncBaseTransport):
         return self
 
 
-def exec_plugin(section: object, base: Path, environ: Mapping[str, str]) -> ExecPlugin:
+def exec_plugin(
+    section: object,
+    base: Path,
+    environ: Mapping[str, str],
+    cluster: Mapping[str, Any] | None = None,
+) -> ExecPlugin:
     """A kubeconfig user's `exec` section as kubectl validates it, its command found as kubectl
     finds it (a path relative to the kubeconfig, or a name on PATH); or a non-retryable
-    `BackendError` saying what to fix."""
+    `BackendError` saying what to fix. The plugin runs with the environment as kubectl gives it,
+    less queuepilot's own secrets (no plugin needs a Slack token), and its `env` over it."""
     if not isinstance(section, dict):
         raise BackendError("its user's exec is not a mapping", retryable=False)
     version, command = section.get("apiVersion"), section.get("command")
@@ -185,8 +196,39 @@ def exec_plugin(section: object, base: Path, environ: Mapping[str, str]) -> Exec
         hint = section.get("installHint")
         fix = str(hint).strip()[:300] if hint else "install it where queuepilot runs"
         raise BackendError(f"its user's exec plugin {command} is not found: {fix}", retryable=False)
-    variables = {**environ, **{p["name"]: str(p.get("value") or "") for p in pairs}}
-    return ExecPlugin(str(version), found, tuple(args), variables)
+    kept = {k: v for k, v in environ.items() if k.upper() not in _SECRETS}
+    variables = {**kept, **{p["name"]: str(p.get("value") or "") for p in pairs}}
+    asked = section.get("provideClusterInfo") is True
+    return ExecPlugin(str(version), found, tuple(args), variables, _cluster_info(cluster, asked))
+
+
+def _cluster_info(cluster: Mapping[str, Any] | None, asked: bool) -> dict[str, Any] | None:
+    """ExecCredential's spec.cluster, from the kubeconfig's cluster in its own names: what
+    client-go sends when the plugin's provideClusterInfo is true (GKE's plugin sets it)."""
+    if not asked:
+        return None
+    cluster = cluster or {}
+    info: dict[str, Any] = {"server": str(cluster.get("server") or "")}
+    for ours, theirs in _CLUSTER_FIELDS.items():
+        if cluster.get(ours) not in (None, ""):
+            info[theirs] = cluster[ours]
+    for entry in cluster.get("extensions") or []:
+        if isinstance(entry, dict) and entry.get("name") == f"{GROUP}/exec":
+            info["config"] = entry.get("extension")
+    return info
+
+
+# The kubeconfig's names for spec.cluster's fields.
+_CLUSTER_FIELDS = {
+    "tls-server-name": "tls-server-name",
+    "insecure-skip-tls-verify": "insecure-skip-tls-verify",
+    "certificate-authority-data": "certificate-authority-data",
+    "proxy-url": "proxy-url",
+    "disable-compression": "disable-compression",
+}
+_SECRETS = frozenset(
+    {name.upper() for name in secret_settings()} | file_variables() | {"REDIS_URL"}
+)
 
 
 def _found(command: str, base: Path, environ: Mapping[str, str]) -> str | None:

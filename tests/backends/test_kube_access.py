@@ -7,6 +7,7 @@ but the current one with a 401, as the API server does, and keeps the tokens it 
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,12 +141,19 @@ def test_in_the_cluster_without_a_token_says_what_to_mount(tmp_path: Path) -> No
 
 
 def exec_kubeconfig(
-    tmp_path: Path, url: str, ca: Path, *, ttl: float = 3600, fail: str = ""
+    tmp_path: Path,
+    url: str,
+    ca: Path,
+    *,
+    ttl: float = 3600,
+    fail: str = "",
+    cluster_info: bool = False,
 ) -> Path:
     """A kubeconfig as `aws eks update-kubeconfig` or `gcloud` writes one: the cluster's CA as
-    data, and a user whose token comes from a plugin beside the file (run relative to it)."""
+    data, and a user whose token comes from a plugin beside the file (run relative to it), which
+    writes what it was given to `seen` beside it."""
     kube_token.install(tmp_path)
-    args = ["--runs", str(tmp_path / "runs"), "--ttl", str(ttl)]
+    args = ["--runs", str(tmp_path / "runs"), "--ttl", str(ttl), "--seen", str(tmp_path / "seen")]
     args += ["--fail", fail] if fail else []
     config = {
         "apiVersion": "v1",
@@ -171,7 +179,7 @@ def exec_kubeconfig(
                         "args": args,
                         "env": [{"name": "TOKEN_PREFIX", "value": "exec-token"}],
                         "interactiveMode": "Never",
-                        "provideClusterInfo": False,
+                        "provideClusterInfo": cluster_info,
                     }
                 },
             }
@@ -182,8 +190,31 @@ def exec_kubeconfig(
     return path
 
 
-def exec_scaler(path: Path) -> ArcScaler:
-    return ArcScaler(SETTINGS, kube_access(str(path), {}))
+def exec_scaler(path: Path, environ: dict[str, str] | None = None) -> ArcScaler:
+    return ArcScaler(SETTINGS, kube_access(str(path), environ or {}))
+
+
+async def test_the_plugin_gets_the_cluster_it_asks_for_and_none_of_the_bots_secrets(
+    cluster: tuple[FakeKubeApi, Certificates, str], tmp_path: Path
+) -> None:
+    """GKE's plugin reads the cluster from KUBERNETES_EXEC_INFO (provideClusterInfo); no plugin
+    needs the Slack token or Redis's password the bot's environment holds."""
+    api, made, url = cluster
+    api.token = "exec-token-1"
+    environ = {"HOME": "/home/bot", "SLACK_BOT_TOKEN": "xoxb-1", "REDIS_URL": "redis://:pw@r"}
+    environ["GITHUB_TOKEN_FILE"] = "/run/secrets/queuepilot/GITHUB_TOKEN"
+    arc = exec_scaler(exec_kubeconfig(tmp_path, url, made.ca, cluster_info=True), environ)
+
+    await arc.scale(ScaleRequest(TARGET, 3, "1", "al"))
+
+    seen = json.loads((tmp_path / "seen").read_text())
+    assert seen["info"]["spec"]["cluster"] == {
+        "server": url,
+        "certificate-authority-data": base64.b64encode(made.ca.read_bytes()).decode(),
+    }
+    assert {"HOME", "TOKEN_PREFIX"} <= set(seen["environment"])
+    assert not {"SLACK_BOT_TOKEN", "REDIS_URL", "GITHUB_TOKEN_FILE"} & set(seen["environment"])
+    assert min_runners(api) == 3
 
 
 async def test_a_scale_up_through_an_exec_plugin_uses_its_token_until_it_expires(

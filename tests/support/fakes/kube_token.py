@@ -2,8 +2,9 @@
 `--ttl SECONDS` (and $TOKEN_PREFIX from the kubeconfig's `env`), it prints an ExecCredential of
 the apiVersion KUBERNETES_EXEC_INFO names, whose token is `<prefix>-<n>` for its n-th run (counted
 in FILE) and which expires `--ttl` seconds on; with `--fail MESSAGE` it says MESSAGE on stderr and
-exits 1, as a plugin whose login lapsed. Without KUBERNETES_EXEC_INFO it refuses, as plugins that
-read it do. `install(directory)` writes it there as an executable."""
+exits 1, as a plugin whose login lapsed; with `--seen FILE` it writes there what it was given
+(KUBERNETES_EXEC_INFO and its environment's names). Without KUBERNETES_EXEC_INFO it refuses, as
+plugins that read it do. `install(directory)` writes it there as an executable."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, required=True)
     parser.add_argument("--ttl", type=float, default=3600)
     parser.add_argument("--fail", default="")
+    parser.add_argument("--seen", type=Path)
     args = parser.parse_args()
     if args.fail:
         print(args.fail, file=sys.stderr)
@@ -42,6 +44,8 @@ def main() -> int:
     if not isinstance(info, dict) or info.get("spec", {}).get("interactive") is not False:
         print("KUBERNETES_EXEC_INFO asks for no non-interactive ExecCredential", file=sys.stderr)
         return 1
+    if args.seen is not None:
+        args.seen.write_text(json.dumps({"info": info, "environment": sorted(os.environ)}))
     run = runs(args.runs) + 1
     args.runs.write_text(str(run))
     expires = datetime.now(UTC) + timedelta(seconds=args.ttl)
