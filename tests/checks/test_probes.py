@@ -91,6 +91,28 @@ async def test_a_service_account_without_patch_rights_fails_with_the_rbac_fix(
     assert "Role in arc-runners allowing get and patch on autoscalingrunnersets" in found.fix
 
 
+async def test_before_an_upgrade_that_applies_the_charts_role_a_missing_grant_there_is_a_warning(
+    settings_for: Callable[..., Settings], kube: FakeKubeApi
+) -> None:
+    """The chart's upgrade check runs before the upgrade applies the Role it makes: a grant still
+    missing in that namespace may be the upgrade's own, and must not stop it; elsewhere it fails."""
+    kube.add_from_fixture()
+    kube.denied_verbs = {"patch"}
+    settings = arc_settings(settings_for, kube)
+
+    [found] = of(
+        await probe_all(settings, {"QUEUEPILOT_ROLE_PENDING": "arc-runners"}), "kubernetes"
+    )
+
+    assert found.verdict is Verdict.WARN
+    assert "may not patch autoscalingrunnersets.actions.github.com yet" in found.detail
+    assert "`helm test`" in found.fix
+    [elsewhere] = of(
+        await probe_all(settings, {"QUEUEPILOT_ROLE_PENDING": "ci-runners"}), "kubernetes"
+    )
+    assert elsewhere.verdict is Verdict.FAIL
+
+
 async def test_a_target_naming_no_set_fails(
     settings_for: Callable[..., Settings], kube: FakeKubeApi
 ) -> None:

@@ -39,7 +39,8 @@ BASE = [
     "ConfigMap",
     "Deployment",
     "Ingress",
-    "Pod",  # the upgrade check (a pre-upgrade and test hook)
+    "Pod",  # the upgrade check: before an upgrade (a hook) and as `helm test`
+    "Pod",
     "PodDisruptionBudget",
     "Role",
     "RoleBinding",
@@ -50,16 +51,17 @@ BASE = [
 MONITORING = ["ConfigMap", "ServiceMonitor", "PrometheusRule", "PrometheusRule"]
 KINDS = {
     "defaults": BASE,
-    "socket-mode": sorted(set(BASE) - {"Ingress"}),
-    "secrets-in-values": sorted([*BASE, "Secret"]),
+    "socket-mode": [k for k in BASE if k not in {"Ingress"}],
+    # The chart's Secret, and its new values for the check before an upgrade.
+    "secrets-in-values": sorted([*BASE, "Secret", "Secret"]),
     "secret-files": BASE,
-    "socket-mode-secret-files": sorted(set(BASE) - {"Ingress"}),
+    "socket-mode-secret-files": [k for k in BASE if k not in {"Ingress"}],
     "external-secret": sorted([*BASE, "ExternalSecret"]),
     "monitoring": sorted([*BASE, *MONITORING]),
     "network-policy": sorted([*BASE, "NetworkPolicy"]),
     "arc-elsewhere": BASE,
-    "no-pdb": sorted(set(BASE) - {"PodDisruptionBudget"}),
-    "no-scaler": sorted(set(BASE) - {"Role", "RoleBinding"}),
+    "no-pdb": [k for k in BASE if k not in {"PodDisruptionBudget"}],
+    "no-scaler": [k for k in BASE if k not in {"Role", "RoleBinding"}],
     "ci-bots": sorted([*BASE, *MONITORING, "ExternalSecret", "NetworkPolicy"]),
 }
 

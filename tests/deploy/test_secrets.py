@@ -32,6 +32,11 @@ from tests.deploy.manifests import (
 )
 
 
+def released(objects: list[dict]) -> list[dict]:
+    """What the release keeps: not the hooks' objects."""
+    return [o for o in objects if "helm.sh/hook" not in o["metadata"].get("annotations", {})]
+
+
 def secret_read(objects: list[dict]) -> list[str]:
     """The names of the Secrets the pod reads, as variables or as files."""
     main, volumes = container(objects), pod_spec(objects)["volumes"]
@@ -43,7 +48,8 @@ def secret_read(objects: list[dict]) -> list[str]:
 def test_the_pods_read_one_secret_and_it_is_the_one_the_chart_names(case: str) -> None:
     objects = render(case)
     values = CASES[case][0]
-    made = [o for o in objects if o["kind"] in ("Secret", "ExternalSecret")]
+    # The upgrade check's copy of a chart-made Secret is a hook's, gone once the check passed.
+    made = [o for o in released(objects) if o["kind"] in ("Secret", "ExternalSecret")]
     if "existingSecret" in values:
         assert made == []  # the operator's: the chart makes none, and never sees the tokens
         assert secret_read(objects) == [values["existingSecret"]]
@@ -57,7 +63,7 @@ def test_the_pods_read_one_secret_and_it_is_the_one_the_chart_names(case: str) -
 
 def test_secrets_given_as_values_become_the_secret_the_pods_read() -> None:
     objects = render("secrets-in-values")
-    secret = one(objects, "Secret")
+    secret = one(released(objects), "Secret")
     assert secret["type"] == "Opaque"
     data = {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
     assert data == CASES["secrets-in-values"][0]["secrets"]

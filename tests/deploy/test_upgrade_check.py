@@ -1,9 +1,10 @@
 """The upgrade check: `helm upgrade` first runs `queuepilot check` with the new image and the new
 settings as a hook, in a pod that reads the secrets, runs as and may reach what the bot's pods
-do, whichever way the secrets are given; `helm test` runs the same pod."""
+do, whichever way the secrets are given; `helm test` runs the same check once it is done."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -21,48 +22,85 @@ from tests.deploy.manifests import (
     selects,
 )
 
-
-def check_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    return one(objects, "Pod")
+ROLE_PENDING = "QUEUEPILOT_ROLE_PENDING"
 
 
+def check_pod(objects: list[dict[str, Any]], hook: str) -> dict[str, Any]:
+    (found,) = [
+        o
+        for o in objects
+        if o["kind"] == "Pod" and o["metadata"]["annotations"]["helm.sh/hook"] == hook
+    ]
+    return found
+
+
+def secret_data(objects: list[dict[str, Any]], name: str) -> dict[str, str]:
+    (found,) = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == name]
+    return {k: base64.b64decode(v).decode() for k, v in found["data"].items()}
+
+
+@pytest.mark.parametrize("hook", ["pre-upgrade", "test"])
 @pytest.mark.parametrize("case", CASES)
 def test_the_check_runs_the_new_image_with_the_new_settings_and_the_bots_secrets(
-    case: str,
+    case: str, hook: str
 ) -> None:
     objects = render(case)
-    pod, bot = check_pod(objects), container(objects)
+    pod, bot = check_pod(objects, hook), container(objects)
     (check,) = pod["spec"]["containers"]
 
-    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "pre-upgrade,test"
     assert pod["spec"]["restartPolicy"] == "Never", "one run: its exit code is the verdict"
     assert check["args"] == ["check"] and check["image"] == bot["image"]
     env = {e["name"]: e["value"] for e in check.get("env", [])}
+    env.pop(ROLE_PENDING, None)
     # The ConfigMap still holds the old settings while a pre-upgrade hook runs: inline here.
     assert {k: v for k, v in env.items() if not k.endswith("_FILE")} == config(objects)
     bot_env = {e["name"]: e["value"] for e in bot.get("env", [])}
     assert {k: v for k, v in env.items() if k.endswith("_FILE")} == bot_env
-    secret_refs = [s for s in bot["envFrom"] if "secretRef" in s]
-    assert check.get("envFrom", []) == secret_refs
     assert check["volumeMounts"] == bot["volumeMounts"]
-    assert pod["spec"]["volumes"] == pod_spec(objects)["volumes"]
     for key in ("serviceAccountName", "securityContext", "automountServiceAccountToken"):
         assert pod["spec"][key] == pod_spec(objects)[key], key
     assert check["securityContext"] == bot["securityContext"]
+    # The secrets the bot reads, or, before an upgrade, the new values' of a chart-made Secret.
+    bot_secret = [s["secretRef"]["name"] for s in bot["envFrom"] if "secretRef" in s]
+    bot_files = [v["secret"]["secretName"] for v in pod_spec(objects)["volumes"] if "secret" in v]
+    read = [s["secretRef"]["name"] for s in check.get("envFrom", [])]
+    read += [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v]
+    (ours,) = bot_secret + bot_files
+    (theirs,) = read
+    if hook == "pre-upgrade" and case == "secrets-in-values":
+        assert theirs != ours and secret_data(objects, theirs) == secret_data(objects, ours)
+    else:
+        assert theirs == ours
+
+
+def test_before_an_upgrade_the_check_knows_the_role_it_applies_and_helm_test_does_not() -> None:
+    """The pre-upgrade check runs before the Role this chart makes is applied: a grant missing
+    there is warned, not failed; `helm test`, after the upgrade, holds it to the grant."""
+    objects = render("arc-elsewhere")
+    pending = {
+        e["name"]: e["value"]
+        for e in check_pod(objects, "pre-upgrade")["spec"]["containers"][0]["env"]
+    }
+    assert pending[ROLE_PENDING] == one(objects, "Role")["metadata"]["namespace"]
+    after = check_pod(objects, "test")["spec"]["containers"][0]["env"]
+    assert ROLE_PENDING not in {e["name"] for e in after}
+    unmade = render_values({**SECRET, "rbac": {"create": False}})
+    made_by_you = check_pod(unmade, "pre-upgrade")["spec"]["containers"][0]["env"]
+    assert ROLE_PENDING not in {e["name"] for e in made_by_you}, "your Role: held to it"
 
 
 @pytest.mark.parametrize("case", ["defaults", "network-policy"])
 def test_the_check_gets_no_requests_but_the_bots_network(case: str) -> None:
     objects = render(case)
-    labels = check_pod(objects)["metadata"]["labels"]
-
-    assert not selects(one(objects, "Service")["spec"]["selector"], labels)
-    pdb = one(objects, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"]
-    assert not selects(pdb, labels), "the PDB counts the bot's replicas only"
+    for hook in ("pre-upgrade", "test"):
+        labels = check_pod(objects, hook)["metadata"]["labels"]
+        assert not selects(one(objects, "Service")["spec"]["selector"], labels)
+        pdb = one(objects, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"]
+        assert not selects(pdb, labels), "the PDB counts the bot's replicas only"
+        if case == "network-policy":
+            policy = one(objects, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"]
+            assert selects(policy, labels), "it reaches what the bot reaches, no more"
     assert selects(one(objects, "Service")["spec"]["selector"], pod_template_labels(objects))
-    if case == "network-policy":
-        policy = one(objects, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"]
-        assert selects(policy, labels), "it reaches what the bot reaches, no more"
 
 
 def test_turned_off_there_is_no_hook() -> None:
