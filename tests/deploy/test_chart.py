@@ -31,6 +31,7 @@ from tests.deploy.manifests import (
     namespace_of,
     one,
     pod_spec,
+    pod_template_labels,
     render,
     render_values,
 )
@@ -139,6 +140,13 @@ def test_every_object_carries_the_standard_labels() -> None:
         assert labels["app.kubernetes.io/version"] == chart().metadata["appVersion"]
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
         assert labels["helm.sh/chart"] == f"queuepilot-{chart().metadata['version']}"
+
+
+def test_the_version_label_is_the_version_the_pods_run() -> None:
+    """Going back with `--set image.tag=0.26.0` labels the pods 0.26.0, not the chart's release."""
+    pinned = render_values({**SECRET, "image": {"tag": "0.26.0@sha256:" + "a" * 64}})
+    assert pod_template_labels(pinned)["app.kubernetes.io/version"] == "0.26.0"
+    assert one(pinned, "Deployment")["metadata"]["labels"]["app.kubernetes.io/version"] == "0.26.0"
 
 
 def test_the_image_is_the_charts_release_unless_a_tag_is_given() -> None:

@@ -42,13 +42,19 @@ app.kubernetes.io/component: bot
 {{- define "queuepilot.labels" -}}
 helm.sh/chart: {{ include "queuepilot.chart" . }}
 {{ include "queuepilot.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/version: {{ include "queuepilot.version" . | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* The standard labels and `extra` (a values map): the standard ones win, so nothing relabels the release. */}}
 {{- define "queuepilot.labelsWith" -}}
 {{- toYaml (merge (include "queuepilot.labels" .context | fromYaml) (.extra | default dict)) }}
+{{- end }}
+
+{{/* The version the pods run, as a label value: image.tag (its digest left out), else appVersion. */}}
+{{- define "queuepilot.version" -}}
+{{- $tag := (.Values.image.tag | default .Chart.AppVersion) | toString | splitList "@" | first }}
+{{- regexReplaceAll "[^A-Za-z0-9_.-]" $tag "_" | trunc 63 | trimAll "_.-" }}
 {{- end }}
 
 {{- define "queuepilot.image" -}}
