@@ -28,7 +28,6 @@ UPGRADING = Path("docs/upgrading.md")
 
 _UNRELEASED = re.compile(r"^## Unreleased \((?P<version>[^)]+)\)$", re.MULTILINE)
 _RELEASED = re.compile(r"^## (?P<version>\d+\.\d+\.\d+\S*)", re.MULTILINE)
-_PRE = {"a": "alpha", "b": "beta", "rc": "rc"}
 
 
 class ReleaseError(Exception):
@@ -37,16 +36,17 @@ class ReleaseError(Exception):
 
 def chart_version(version: Version) -> str:
     """The SemVer 2 Helm requires of a chart, for a PEP 440 version this project uses."""
-    if version.epoch or version.post is not None or version.local or len(version.release) != 3:
+    # SemVer orders pre-releases by their words: "dev" before "rc" as PEP 440 does, but after
+    # "alpha" and "beta", and rc1.dev0 after rc1. Those forms are refused, not mis-ordered.
+    odd = version.pre is not None and (version.pre[0] != "rc" or version.dev is not None)
+    if odd or version.epoch or version.post is not None or version.local:
+        raise ReleaseError(f"{version}: use MAJOR.MINOR.PATCH, with rcN or .devN at most")
+    if len(version.release) != 3:
         raise ReleaseError(f"{version}: use MAJOR.MINOR.PATCH, with rcN or .devN at most")
     text = version.base_version
-    parts = []
     if version.pre is not None:
-        kind, number = version.pre
-        parts.append(f"{_PRE[kind]}.{number}")
-    if version.dev is not None:
-        parts.append(f"dev.{version.dev}")
-    return f"{text}-{'.'.join(parts)}" if parts else text
+        return f"{text}-rc.{version.pre[1]}"
+    return f"{text}-dev.{version.dev}" if version.dev is not None else text
 
 
 def current(pyproject: str) -> Version:
