@@ -39,9 +39,8 @@ def chart_version(version: Version) -> str:
     # SemVer orders pre-releases by their words: "dev" before "rc" as PEP 440 does, but after
     # "alpha" and "beta", and rc1.dev0 after rc1. Those forms are refused, not mis-ordered.
     odd = version.pre is not None and (version.pre[0] != "rc" or version.dev is not None)
-    if odd or version.epoch or version.post is not None or version.local:
-        raise ReleaseError(f"{version}: use MAJOR.MINOR.PATCH, with rcN or .devN at most")
-    if len(version.release) != 3:
+    unusual = version.epoch or version.post is not None or version.local
+    if odd or unusual or len(version.release) != 3:
         raise ReleaseError(f"{version}: use MAJOR.MINOR.PATCH, with rcN or .devN at most")
     text = version.base_version
     if version.pre is not None:
