@@ -135,7 +135,8 @@ def test_the_dashboard_is_a_grafana_dashboard() -> None:
     model = dashboard()
     assert model["title"] and model["uid"] and isinstance(model["schemaVersion"], int)
     variables = {v["name"] for v in model["templating"]["list"]}
-    assert variables == {"datasource", "namespace"}
+    # One deployment: its namespace, and its job (the Service scraped) within it.
+    assert variables == {"datasource", "namespace", "job"}
     everything = model["panels"]
     assert len({p["id"] for p in everything}) == len(everything), "panel IDs are unique"
     cells: set[tuple[int, int]] = set()
@@ -161,19 +162,20 @@ def test_the_dashboard_is_a_grafana_dashboard() -> None:
 
 def test_every_dashboard_query_is_promql(tmp_path: Path) -> None:
     """promtool parses each query, written as a recording rule (the variables filled in)."""
-    filled = [
-        q.replace("$namespace", "queuepilot").replace("$__rate_interval", "2m") for q in queries()
-    ]
+    asked = [filled(q, "queuepilot") for q in queries()]
     rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:query_{n}", "expr": expr} for n, expr in enumerate(filled)
+        {"record": f"dashboard:query_{n}", "expr": expr} for n, expr in enumerate(asked)
     ]}]}  # fmt: skip
     (tmp_path / "dashboard-rules.yaml").write_text(yaml.safe_dump(rules))
     result = promtool("check", "rules", "dashboard-rules.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def filled(query: str, namespace: str = "ci-bots") -> str:
-    return query.replace("$namespace", namespace).replace("$__rate_interval", "2m")
+def filled(query: str, namespace: str = "ci-bots", job: str = "queuepilot") -> str:
+    return (
+        query.replace("$namespace", namespace).replace("$job", job)
+        .replace("$__rate_interval", "2m")
+    )  # fmt: skip
 
 
 def exporting(target: Target, names: set[str]) -> list[dict[str, str]]:
