@@ -149,7 +149,10 @@ def typo_of(piece: str) -> str:
         return ""
     meant = json.dumps(raw.lstrip("=~"), ensure_ascii=False)
     said = json.dumps(raw, ensure_ascii=False)
-    return f"{name}{operator}{raw}: the value is {said}; did you mean {name}{operator}{meant}?"
+    # `team=~rocm-.*` read as `=` then "~rocm-.*" was a regex match: `=~` (`!=~`: `!~`).
+    regex = raw.startswith("~") and operator in ("=", "!=")
+    wanted = {"=": "=~", "!=": "!~"}[operator] if regex else operator
+    return f"{name}{operator}{raw}: the value is {said}; did you mean {name}{wanted}{meant}?"
 
 
 def parse_matchers(text: str) -> list[Matcher]:
