@@ -105,16 +105,19 @@ def serve_in_thread(
     graceful_timeout: float = 2.0,
     startup_timeout: float = 30.0,
     tls: tuple[str, str] | None = None,
+    sock: socket.socket | None = None,
 ) -> RunningServer:
     """Serve `app` on host:port (0 picks a free port) and return once it accepts connections;
     over HTTPS with `tls`, the server's certificate file and key file.
 
     The socket is bound here rather than by uvicorn so the chosen port is known up front
-    and there is no race between picking a free port and listening on it.
+    and there is no race between picking a free port and listening on it; or it is `sock`,
+    bound (not listening) by whoever had to name the port before the server started.
     `graceful_timeout` bounds shutdown when responses are still in flight (e.g. stalled);
     `startup_timeout` only turns a wedged startup into an error instead of a hung test.
     """
-    sock = _bind(host, port)
+    sock = sock or _bind(host, port)
+    host = sock.getsockname()[0]
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,

@@ -125,29 +125,48 @@ def scale_up(page: Page, root: Any, *, within_ms: float) -> tuple[int, str]:
 @dataclass(frozen=True)
 class Seen:
     """The incident as the page shows it at one moment (one rendering of the emulator's state):
-    the root's text and the thread's replies', oldest first, as a person reads them."""
+    the root's text and the thread's replies', oldest first, as a person reads them; and the
+    moment of the reading each shows, to the second (epoch seconds; None where none is shown):
+    the root's "Now · live from … at", a reply's heading. The text shows that moment to the
+    minute, as Slack does; the page keeps it whole in a <time> element."""
 
     version: str
     root: str
     replies: tuple[str, ...]
+    root_at: float | None = None
+    reply_ats: tuple[float | None, ...] = ()
 
     def latest(self, marker: str) -> str | None:
         return next((text for text in reversed(self.replies) if marker in text), None)
 
+    def latest_at(self, marker: str) -> float | None:
+        """The moment of the reading the latest reply saying `marker` shows."""
+        said = zip(reversed(self.replies), reversed(self.reply_ats), strict=True)
+        return next((at for text, at in said if marker in text), None)
+
 
 # The page redraws the channel and the thread together from one state: their texts in one call.
-READ = """title => ({
-  version: document.body.dataset.version || "",
-  root: [...document.querySelectorAll("#messages article.message")]
-    .map(a => a.innerText).find(t => t.includes(title)) || "",
-  replies: [...document.querySelectorAll("#thread-messages > article")].slice(1)
-    .map(a => a.innerText),
-})"""
+READ = """title => {
+  const moment = time => (time ? Date.parse(time.dateTime) / 1000 : null);
+  const live = article => [...article.querySelectorAll("time[datetime]")]
+    .find(time => /live from .+ at $/.test(time.previousSibling?.textContent || ""));
+  const root = [...document.querySelectorAll("#messages article.message")]
+    .find(a => a.innerText.includes(title));
+  const replies = [...document.querySelectorAll("#thread-messages > article")].slice(1);
+  return {
+    version: document.body.dataset.version || "",
+    root: root ? root.innerText : "",
+    rootAt: root ? moment(live(root)) : null,
+    replies: replies.map(a => a.innerText),
+    replyAts: replies.map(a => moment(a.querySelector("time[datetime]"))),
+  };
+}"""
 
 
 def read_the_incident(page: Page) -> Seen:
     seen = page.evaluate(READ, TITLE)
-    return Seen(seen["version"], seen["root"], tuple(seen["replies"]))
+    replies, ats = tuple(seen["replies"]), tuple(seen["replyAts"])
+    return Seen(seen["version"], seen["root"], replies, seen["rootAt"], ats)
 
 
 def wait_for(page: Page, found: Callable[[Seen], T | None], *, within_ms: float, what: str) -> T:
@@ -178,9 +197,12 @@ def run_diagnostics(page: Page, root: Any, *, within_ms: float) -> None:
 
 def ask_the_queue(page: Page, *, within_ms: float) -> Any:
     """Type `/queue` in the composer; the answer shows only to the visitor, in the channel."""
+    answers = page.locator("#messages article.ephemeral", has_text="Queue by runner type")
+    before = answers.count()
     page.locator("#composer-input").fill("/queue")
     page.locator("#composer-input").press("Enter")
-    answer = page.locator("#messages article.ephemeral", has_text="Queue by runner type").last
+    expect(answers).to_have_count(before + 1, timeout=within_ms)  # this answer, not an earlier
+    answer = answers.last
     expect(answer).to_contain_text("Only visible to you", timeout=within_ms)
     return answer
 

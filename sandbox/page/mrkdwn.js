@@ -35,7 +35,11 @@ function special(inner, names) {
     return `<span class="mention">#${escapeHtml(name)}</span>`;
   }
   if (target.startsWith("!date^")) {
-    return escapeHtml(unescapeSlack(label || ""));
+    // Shown as its fallback text; the moment itself kept as a <time> element's, to the second.
+    const moment = new Date(Number(target.split("^")[1]) * 1000);
+    const text = escapeHtml(unescapeSlack(label || ""));
+    if (Number.isNaN(moment.getTime())) return text;  // not a moment Slack could show either
+    return `<time datetime="${moment.toISOString()}">${text}</time>`;
   }
   if (target.startsWith("!")) {
     return `<span class="mention">@${escapeHtml(target.slice(1).split("^")[0])}</span>`;

@@ -159,7 +159,7 @@ async def test_a_429_on_an_edit_holds_the_edits_not_the_channels_posts(
 ) -> None:
     """Slack limits edits per workspace and posts per channel: a `Retry-After` on `chat.update`
     says nothing about posting, so a new group's thread does not wait out an edit's hold."""
-    hold_s = 20
+    hold_s = 8
     async with run_bot(settings_for(root_edit_interval_ms=0)) as running:
         await running.send("grafana", group("edited"))
         await eventually(lambda: len(ok_posts(slack)) == 1, what="the first root")
@@ -175,7 +175,6 @@ async def test_a_429_on_an_edit_holds_the_edits_not_the_channels_posts(
         )
         limited = next(c for c in slack.emulator.calls("chat.update") if c.status == 429)
         second = [c for c in ok_posts(slack) if not c.params.get("thread_ts")][1]
-        assert second.at - limited.at < hold_s / 2, "the post did not wait for the edit"
         await eventually(
             lambda: any(c.ok for c in slack.emulator.calls("chat.update")),
             timeout=hold_s + 10,
@@ -184,6 +183,7 @@ async def test_a_429_on_an_edit_holds_the_edits_not_the_channels_posts(
     edits = slack.emulator.calls("chat.update")
     first_ok = next(c for c in edits if c.ok)
     assert first_ok.at - limited.at >= hold_s - JITTER_S, "the edit waited out its Retry-After"
+    assert second.at < first_ok.at, "the post went out while the edit was held"
     assert "40" in json.dumps(first_ok.params.get("blocks")), "the edit shows the latest numbers"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.support.page_numbers import (
     Missed,
+    Moment,
     TypeLine,
     after_diagnostics,
     at_next_status,
@@ -130,3 +131,23 @@ def test_the_first_status_meets_the_root_once_the_root_is_live() -> None:
     assert at_next_status(root("", live=False), first, status_before=None, runner_type=TYPE) is None
     assert at_next_status(root(""), None, status_before=None, runner_type=TYPE) is None
     assert at_next_status(root(""), first, status_before=None, runner_type=TYPE) is not None
+
+
+def test_the_readings_moments_tell_apart_what_the_minute_cannot() -> None:
+    """The root follows each reading between statuses: within one minute it may show a reading
+    before or after the status's. To the second, only the other message's own reading is its
+    moment, and a root already past it has missed it."""
+    first, before = status(""), status()
+    for moments, expected in (
+        ((60.0, 60.0), Moment),
+        ((59.0, 60.0), type(None)),
+        ((61.0, 60.0), Missed),
+    ):
+        found = at_next_status(
+            root(""), first, status_before=None, runner_type=TYPE, moments=moments
+        )
+        assert isinstance(found, expected), (moments, found)
+        found = after_diagnostics(
+            root(), DIAGNOSTICS, before, status_before=before, runner_type=TYPE, moments=moments
+        )
+        assert isinstance(found, expected), (moments, found)

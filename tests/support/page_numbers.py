@@ -83,23 +83,38 @@ class Moment:
 
 @dataclass(frozen=True)
 class Missed:
-    """A moment that passed unseen: a newer status moved the root on before it showed the
-    diagnostics' reading (the walk cannot time its click against the status cycle; the
-    property tests hold the two to one reading either way)."""
+    """A moment that passed unseen: the root moved on before it showed the other message's
+    reading (a newer status after diagnostics; a newer reading before the page drew the root a
+    status edited: the root follows each reading, and one root's edits are paced). The walk
+    cannot time its steps against the bot's cycle; the property tests hold the two to one
+    reading either way."""
 
     root: str
     status: str
 
 
 def after_diagnostics(
-    root: str, diagnostics: str | None, status: str | None, *, status_before: str, runner_type: str
+    root: str,
+    diagnostics: str | None,
+    status: str | None,
+    *,
+    status_before: str,
+    runner_type: str,
+    moments: tuple[float | None, float | None] = (None, None),
 ) -> Moment | Missed | None:
     """The root showing the diagnostics' reading, beside the report; None until it does.
 
     `status_before` is the latest status when diagnostics were asked for: once a newer one is
     shown, a root not yet showing their reading never will (its Now is the newer status's):
-    `Missed`."""
+    `Missed`. `moments`: the root's and the report's readings to the second, as the page keeps
+    them; the root past the report's reading is `Missed` too (it follows each reading)."""
     shown, before = root_said(root, runner_type), status_said(status_before, runner_type)
+    root_at, report_at = moments
+    if diagnostics is not None and root_at is not None and report_at is not None:
+        if root_at > report_at:
+            return Missed(root, status or status_before)
+        if root_at < report_at:
+            return None
     if (
         diagnostics is not None
         and DIAGNOSED in root
@@ -114,16 +129,29 @@ def after_diagnostics(
 
 
 def at_next_status(
-    root: str, status: str | None, *, status_before: str | None, runner_type: str
-) -> Moment | None:
+    root: str,
+    status: str | None,
+    *,
+    status_before: str | None,
+    runner_type: str,
+    moments: tuple[float | None, float | None] = (None, None),
+) -> Moment | Missed | None:
     """The root and the first status after `status_before` (posted, or that one edited in place)
-    rendered from one commit; None until both show it. Before the first status the root shows
-    the alert's numbers, not a reading: a live root without bars is the first status's."""
+    showing one reading; None until both show it. `moments`: the root's and the status's
+    readings to the second, as the page keeps them (`sandbox.visitor.Seen`): the text's minute
+    cannot tell apart the readings the root follows between statuses. The root past the
+    status's reading without having shown it is `Missed`."""
     if status is None or status == status_before:
         return None
     shown, said = root_said(root, runner_type), status_said(status, runner_type)
     if shown.at is None or shown.line is None or said.line is None:
         return None
+    root_at, status_at = moments
+    if root_at is not None and status_at is not None:
+        if root_at > status_at:
+            return Missed(root, status)
+        if root_at < status_at:
+            return None
     # The bars are scaled to their highest: two commits can draw alike; the reading's time
     # tells them apart.
     if shown.line.bars != said.line.bars or shown.at != said.at:

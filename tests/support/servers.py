@@ -65,9 +65,15 @@ class _ReadyServer:
         return f"http://127.0.0.1:{self.port}"
 
     def _run(self, *args: str, timeout: float) -> None:
+        self._launch(*args)
+        self.wait_ready(timeout)
+
+    def _launch(self, *args: str) -> None:
         self.process = subprocess.Popen(
             [self.binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
+
+    def wait_ready(self, timeout: float) -> None:
         wait_until(
             lambda: httpx.get(f"{self.url}/-/ready", timeout=0.5).status_code == 200,
             what=f"{Path(self.binary).name} ready",
@@ -176,13 +182,17 @@ class Prometheus(_ReadyServer):
         )  # fmt: skip
 
     def start(self) -> None:
-        self._run(
+        self.launch()
+        self.wait_ready(timeout=30)
+
+    def launch(self) -> None:
+        """Start the process; `wait_ready` waits for it to answer."""
+        self._launch(
             f"--config.file={self.dir / 'prometheus.yml'}",
             f"--storage.tsdb.path={self.dir / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--rules.alert.resend-delay=1s",
             "--log.level=warn",
-            timeout=30,
         )
 
 

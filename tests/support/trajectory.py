@@ -48,7 +48,7 @@ from tests.support.trajectory_text import (
 )
 
 SCALE_SET = "linux-2xlarge"  # as Helm names the release serving linux.2xlarge
-READING_S = 4
+READING_S = 2
 PACE = 60 / READING_S  # production minutes to a minute here: one reading each
 WINDOW_READINGS = 10  # PROMETHEUS_RATE_WINDOW's default (10m) over METRICS_INTERVAL's (1 min)
 SCRAPE_S = 0.5
@@ -304,6 +304,9 @@ def settings_of(
         "status_interval_seconds": 1,
         "drain_checks": 2,
         "drain_check_seconds": 1,
+        # A look waits for the root to render its reading: edited at the default's pace (one
+        # edit in 2 s), a step would often miss its reading and wait a second one.
+        "root_edit_interval_ms": 100,
         "scaler_backend": "arc",
         "scaler_kubeconfig": str(kubeconfig),
         "scaler_targets": json.dumps(

@@ -301,9 +301,12 @@ async def test_with_the_hud_the_incident_closes_itself_once_its_labels_leave_the
         )
         # CPU's jobs got runners: the HUD answers without its label. GPU still queues.
         fake.rows[AGGREGATE] = [r for r in fake.rows[AGGREGATE] if r["runner_label"] != CPU]
-        # Said as the HUD said it: it lists jobs queued over 5 minutes, and none of CPU's.
+        # Said as the HUD said it: it lists jobs queued over 5 minutes, and none of CPU's. The
+        # root follows each reading (a status reply for it waits a minute after the last).
         await eventually(
-            lambda: shown(f"{CPU}: none queued over 5 min"), what="CPU drained", timeout=LIVE_S
+            lambda: f"{CPU}: none queued over 5 min" in text_of(thread()[0]),
+            what="CPU drained",
+            timeout=LIVE_S,
         )
         assert "Resolved" not in text_of(thread()[0])
         # Nothing queues any more: the HUD answers `[]`, and the incident resolves on its own.
@@ -346,26 +349,32 @@ async def test_with_a_hud_threshold_past_the_drain_limit_an_empty_answer_closes_
         aggregate = [params for name, params in fake.asked if name == AGGREGATE]
         assert aggregate[-1]["queuedThresholdMinutes"] == 30
         fake.rows[AGGREGATE] = []
+
+        def root() -> str:
+            return text_of(slack.emulator.channel_messages(CHANNEL)[0])
+
+        # The root follows each reading (a status reply for it waits a minute after the last).
         await eventually(
             lambda: (
-                shown(f"{GPU}: none queued over 30 min")
-                and shown(f"{CPU}: none queued over 30 min")
+                f"{GPU}: none queued over 30 min" in root()
+                and f"{CPU}: none queued over 30 min" in root()
             ),
             what="the empty answer said as the HUD said it",
             timeout=LIVE_S,
         )
 
-        def resolved() -> bool:
-            return "Resolved" in text_of(slack.emulator.channel_messages(CHANNEL)[0])
+        def readings() -> int:
+            return sum(1 for name, _ in fake.asked if name == AGGREGATE)
 
-        # More checks than DRAIN_CHECKS (2) since (edits of a quiet status count): still open.
-        seen = sum(1 + m.edits for m in statuses())
+        # Five more readings of the empty answer, each checked by a status a second apart:
+        # drained, it would have resolved after DRAIN_CHECKS (2). Still open.
+        seen = readings()
         await eventually(
-            lambda: resolved() or sum(1 + m.edits for m in statuses()) >= seen + 4,
-            what="four more checks",
+            lambda: "Resolved" in root() or readings() >= seen + 5,
+            what="five more readings",
             timeout=LIVE_S,
         )
-        assert not resolved()
+        assert "Resolved" not in root()
 
 
 async def test_with_prometheus_a_vanished_series_blocks_the_drain(

@@ -136,7 +136,9 @@ QUEUEING, HEALTHY = "mt-l-x86iavx512-8-64", "mt-l-x86iamx-8-32"
 class ArcFleet:
     """Two scale sets' listeners, each its own scrape target of a real `prometheus` (as in a
     cluster: the job metrics join the gauges on `instance`); the first one queueing. `names`:
-    the two scale sets (as Helm releases name them: `linux-2xlarge` serves `linux.2xlarge`)."""
+    the two scale sets (as Helm releases name them: `linux-2xlarge` serves `linux.2xlarge`).
+    The Prometheus was started ahead (`tests.support.warm_prometheus`): its first scrape of
+    the listeners comes within a second."""
 
     def __init__(
         self,
@@ -149,7 +151,7 @@ class ArcFleet:
         `sandbox.runner_pods`), one more target."""
         from sandbox.runner_pods import RunnerPodsExporter
         from sandbox.serve import serve_in_thread
-        from tests.support.servers import Prometheus
+        from tests.support.warm_prometheus import scraper
 
         # The runner sets' names as ARC 0.14 makes them: "<scale set>-<5 chars>".
         self.queueing = ArcListener(f"{names[0]}-x7q2k", workflow_label)
@@ -162,13 +164,14 @@ class ArcFleet:
             assigned_jobs=17, running_jobs=17, registered_runners=19, busy_runners=17,
             idle_runners=2, min_runners=2, max_runners=200, desired_runners=19,
         )  # fmt: skip
-        self.servers = [serve_in_thread(self.queueing.app), serve_in_thread(self.healthy.app)]
         self.pods = RunnerPodsExporter([self.queueing.name, self.healthy.name], scraped=pods)
-        if pods:
-            self.servers.append(serve_in_thread(self.pods.app))
-        self.prometheus = Prometheus(targets=[s.url.split("//", 1)[1] for s in self.servers])
+        apps = [self.queueing.app, self.healthy.app, *([self.pods.app] if pods else [])]
+        self._scraper = scraper(len(apps))
+        self.prometheus = self._scraper.prometheus
+        self.servers = []
         try:
-            self.prometheus.start()
+            for app, sock in zip(apps, self._scraper.sockets, strict=True):
+                self.servers.append(serve_in_thread(app, sock=sock))
         except BaseException:
             self.stop()
             raise
@@ -177,3 +180,4 @@ class ArcFleet:
         self.prometheus.stop()
         for server in self.servers:
             server.stop()
+        self._scraper.stop()  # the sockets no server took

@@ -1,0 +1,78 @@
+"""Prometheus started ahead of the exporters it scrapes.
+
+A fresh `prometheus` scrapes nothing for its first five seconds: its scrape manager takes its
+targets on a 5 s tick (fixed in Debian's Prometheus 2.42), so a test reading a fresh one waits
+that out before its first sample. Instead each test worker keeps one started, scraping ports
+held for exporters that do not exist yet. `scraper(count)` hands it over with the held sockets
+(bound, not listening: a scrape meanwhile is refused, and no other server can take the port)
+and starts the next one. The test serves its exporters on those sockets, and the next scrape,
+within the scrape interval, reads them: a fresh Prometheus all the same, its data its own.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+import httpx
+
+from tests.support.servers import Prometheus, wait_until
+
+NEVER = "0001-01-01T00:00:00Z"  # a target's lastScrape before its first scrape
+
+
+@dataclass
+class Scraper:
+    """A started Prometheus scraping the ports of `sockets` every second."""
+
+    prometheus: Prometheus
+    sockets: list[socket.socket]
+
+    def stop(self) -> None:
+        self.prometheus.stop()
+        for sock in self.sockets:
+            sock.close()
+
+
+_spares: dict[int, Scraper] = {}  # by how many targets, one each
+
+
+def scraper(count: int) -> Scraper:
+    """A Prometheus scraping `count` held sockets, its scrapes begun; the next one started."""
+    taken = _spares.pop(count, None) or _launched(count)
+    _spares[count] = _launched(count)
+    try:
+        taken.prometheus.wait_ready(timeout=30)
+        wait_until(lambda: _scraping(taken), timeout=30, what="prometheus scraping its targets")
+    except BaseException:
+        taken.stop()
+        raise
+    return taken
+
+
+def stop_spares() -> None:
+    """Stop the ones started for a next test (at the end of the worker's session)."""
+    while _spares:
+        _, spare = _spares.popitem()
+        spare.stop()
+
+
+def _launched(count: int) -> Scraper:
+    sockets = [_held() for _ in range(count)]
+    prometheus = Prometheus(targets=[f"127.0.0.1:{s.getsockname()[1]}" for s in sockets])
+    prometheus.launch()
+    return Scraper(prometheus, sockets)
+
+
+def _held() -> socket.socket:
+    # IPPROTO_TCP as `sandbox.serve` binds its own: the server it is handed to sets TCP_NODELAY.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def _scraping(taken: Scraper) -> bool:
+    """Every target scraped at least once (refused, as nothing serves it yet)."""
+    answer = httpx.get(f"{taken.prometheus.url}/api/v1/targets", timeout=1).json()
+    targets = answer["data"]["activeTargets"]
+    return len(targets) == len(taken.sockets) and all(t["lastScrape"] != NEVER for t in targets)
