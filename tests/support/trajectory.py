@@ -48,7 +48,7 @@ from tests.support.trajectory_text import (
 )
 
 SCALE_SET = "linux-2xlarge"  # as Helm names the release serving linux.2xlarge
-READING_S = 2
+READING_S = 4  # at 2 s a loaded 2-core machine read one step of the surge as holding
 PACE = 60 / READING_S  # production minutes to a minute here: one reading each
 WINDOW_READINGS = 10  # PROMETHEUS_RATE_WINDOW's default (10m) over METRICS_INTERVAL's (1 min)
 SCRAPE_S = 0.5
