@@ -22,7 +22,7 @@ from tests.support.jobs import queue_of_jobs
 from tests.support.running import WEBHOOK_TOKEN, RunningBot, run_bot
 from tests.support.servers import RedisServer
 from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
-from tests.support.warm_prometheus import stop_spares
+from tests.support.warm_prometheus import start_spares, stop_spares
 
 # The same examples every run: a property test fails on what changed, not on the day's draw
 # (`make bench`'s fuzz is where new inputs are explored). No deadline: on a loaded 2-core machine
@@ -79,7 +79,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session", autouse=True)
 def _prometheus_spares() -> Iterator[None]:
     """The Prometheus a worker keeps started for its next test that scrapes one
-    (`tests.support.warm_prometheus`) stops with the worker's session."""
+    (`tests.support.warm_prometheus`): started with the session, for ARC's two listeners and
+    for them with the runner pods' sources (`ArcFleet`), and stopped with it."""
+    start_spares(2, 3)
     yield
     stop_spares()
 

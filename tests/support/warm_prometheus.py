@@ -50,6 +50,29 @@ def scraper(count: int) -> Scraper:
     return taken
 
 
+def wait_scraped(taken: Scraper, *, times: int = 2) -> None:
+    """Until Prometheus has scraped every target `times` times since it is served: a rate has
+    its two samples, and a first reading sees every target, as a bot started beside a
+    Prometheus that has long scraped its fleet does."""
+    query = f"count(sum_over_time(up[1m]) >= {times})"
+
+    def scraped() -> bool:
+        answer = httpx.get(
+            f"{taken.prometheus.url}/api/v1/query", params={"query": query}, timeout=1
+        ).json()
+        result = answer["data"]["result"]
+        return bool(result) and int(result[0]["value"][1]) == len(taken.sockets)
+
+    wait_until(scraped, timeout=30, what=f"prometheus scraping every target {times} times")
+
+
+def start_spares(*counts: int) -> None:
+    """Start one for each count ahead of the first test that asks (at the worker's start)."""
+    for count in counts:
+        if count not in _spares:
+            _spares[count] = _launched(count)
+
+
 def stop_spares() -> None:
     """Stop the ones started for a next test (at the end of the worker's session)."""
     while _spares:
