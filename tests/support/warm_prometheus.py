@@ -6,7 +6,7 @@ that out before its first sample. Instead each test worker keeps one started, sc
 held for exporters that do not exist yet. `scraper(count)` hands it over with the held sockets
 (bound, not listening: a scrape meanwhile is refused, and no other server can take the port)
 and starts the next one. The test serves its exporters on those sockets, and the next scrape,
-within the scrape interval, reads them: a fresh Prometheus all the same, its data its own.
+within half a second, reads them: a fresh Prometheus all the same, its data its own.
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ import httpx
 
 from tests.support.servers import Prometheus, wait_until
 
+# Twice a second: a rate over a test's few-second window has several samples to go on, not
+# two whose reading is at the mercy of a busy process.
+SCRAPE_INTERVAL = "500ms"
 NEVER = "0001-01-01T00:00:00Z"  # a target's lastScrape before its first scrape
 
 
 @dataclass
 class Scraper:
-    """A started Prometheus scraping the ports of `sockets` every second."""
+    """A started Prometheus scraping the ports of `sockets` every SCRAPE_INTERVAL."""
 
     prometheus: Prometheus
     sockets: list[socket.socket]
@@ -82,7 +85,8 @@ def stop_spares() -> None:
 
 def _launched(count: int) -> Scraper:
     sockets = [_held() for _ in range(count)]
-    prometheus = Prometheus(targets=[f"127.0.0.1:{s.getsockname()[1]}" for s in sockets])
+    targets = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
+    prometheus = Prometheus(targets=targets, scrape_interval=SCRAPE_INTERVAL)
     prometheus.launch()
     return Scraper(prometheus, sockets)
 
