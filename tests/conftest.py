@@ -22,7 +22,7 @@ from tests.support.jobs import queue_of_jobs
 from tests.support.running import WEBHOOK_TOKEN, RunningBot, run_bot
 from tests.support.servers import RedisServer
 from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
-from tests.support.warm_prometheus import stop_spares
+from tests.support.warm_prometheus import start_spares, stop_spares
 
 # The same examples every run: a property test fails on what changed, not on the day's draw
 # (`make bench`'s fuzz is where new inputs are explored). No deadline: on a loaded 2-core machine
@@ -41,26 +41,29 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["QUEUEPILOT_PORT_BAND"] = f"{low}-{low + 3999}"
 
 
-# The longest files start first, the browser walk (a minute and more) before all, then the
-# files that take the most time in all (`--durations=0`, 30 s to 3 min each), longest first,
-# then the rest of the end-to-end directories: the workers (`--dist worksteal`) take the
-# collection in blocks from the front and steal from the back, so a long test left near the
-# end runs alone while the other workers sit idle (with only the directories first, a run
-# ended on the trajectories' 30-50 s tests, ~40 s past an even share on a loaded machine).
-# Files keep their tests together (their module fixtures are set up once).
+# The longest files start first, the browser walk (about a minute) before all, then the files
+# with a test of 15 s and more or that take the most time in all (`--durations=0`, 15 s to
+# 1.5 min each), longest first, then the rest of the end-to-end directories: the workers
+# (`--dist worksteal`) take the collection in blocks from the front and steal from the back,
+# so a long test left near the end runs alone while the other workers sit idle (with only the
+# directories first, a run ended on the trajectories' 30-50 s tests, ~40 s past an even share
+# on a loaded machine). Files keep their tests together (their module fixtures are set up
+# once).
 LONG_FIRST = (
     "tests/sandbox/test_browser.py",
+    "tests/sandbox/test_demo_record.py",
     "tests/system/test_trajectories.py",
-    "tests/system/test_faults.py",
-    "tests/outbound/test_sender.py",
-    "tests/system/test_live_metrics.py",
     "tests/sandbox/test_demo.py",
-    "tests/handlers/test_slack.py",
+    "tests/sandbox/test_demo_early_warning.py",
+    "tests/system/test_live_metrics.py",
+    "tests/system/test_org_storm.py",
+    "tests/outbound/test_sender.py",
+    "tests/system/test_faults.py",
     "tests/outbound/test_storm.py",
     "tests/system/test_chart_blocks.py",
+    "tests/system/test_alertmanager_e2e.py",
+    "tests/system/test_upgrade.py",
     "tests/sandbox/test_demo_causes.py",
-    "tests/sandbox/test_demo_record.py",
-    "tests/handlers/test_webhooks.py",
     "tests/sandbox/",
     "tests/system/",
 )
@@ -79,7 +82,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session", autouse=True)
 def _prometheus_spares() -> Iterator[None]:
     """The Prometheus a worker keeps started for its next test that scrapes one
-    (`tests.support.warm_prometheus`) stops with the worker's session."""
+    (`tests.support.warm_prometheus`): started with the session, for ARC's two listeners and
+    for them with the runner pods' sources (`ArcFleet`), and stopped with it."""
+    start_spares(2, 3)
     yield
     stop_spares()
 

@@ -13,6 +13,8 @@ compared, are saved in `build/test-artifacts/`.
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from sandbox.stack import (
@@ -48,6 +51,7 @@ STEP_MS = 60_000
 DRAIN_MS = 240_000
 RUNNER_TYPE = "linux.2xlarge"  # the demo incident's
 GPU_TITLE = "GPU jobs queueing"  # the GPU team's incident
+GPU_TYPE = "linux.g5.4xlarge.nvidia.gpu"  # its runner type
 
 
 def browsed(redis_server: RedisServer, prefix: str, config: SandboxConfig) -> Iterator[Sandbox]:
@@ -76,9 +80,10 @@ def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
 
 @pytest.fixture
 def two_channels(redis_server: RedisServer) -> Iterator[Sandbox]:
-    """The demo with the GPU team's surge beside the 2xlarge one, a fleet minute a second."""
+    """The demo with the GPU team's surge beside the 2xlarge one, a fleet minute a second, a
+    status every 5 s."""
     config = SandboxConfig(
-        speed=60, metrics_interval_s=1, status_interval_s=15, team_burst_at_min=1.0
+        speed=60, metrics_interval_s=1, status_interval_s=5, team_burst_at_min=1.0
     )
     yield from browsed(redis_server, "qphome", config)
 
@@ -89,7 +94,8 @@ def test_the_home_tab_shows_both_channels_incidents_and_the_gpu_pods_no_node_fit
     """Opened before the incidents, the Home tab follows them as they open (the bot publishes
     it again on each change), each with its channel and a link to its thread, and the fleet.
     In the GPU team's channel, diagnostics find the new GPU runner pods Pending for no node
-    and advise no more runners: a higher maximum would leave more pods waiting."""
+    and advise no more runners: a higher maximum would leave more pods waiting. Each incident
+    opened in its team's channel (`assert_each_team_in_its_channel`)."""
     with visitor.chromium_page(two_channels.page_url) as page:
         home = visitor.open_the_home(page, within_ms=STEP_MS)
         playwright_expect(home).to_contain_text("The fleet now", timeout=STEP_MS)
@@ -126,6 +132,7 @@ def test_the_home_tab_shows_both_channels_incidents_and_the_gpu_pods_no_node_fit
     ]
     assert any(f"/archives/{CHANNEL}/p" in text for text in links), links
     assert any(f"/archives/{GPU_CHANNEL}/p" in text for text in links), links
+    assert_each_team_in_its_channel(two_channels)
 
 
 def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: Sandbox) -> None:
@@ -336,3 +343,66 @@ def assert_one_reading(moment: Moment, other: str) -> None:
 
 def _texts(moment: Moment, other: str) -> str:
     return f"--- the root:\n{moment.root.text}\n--- the {other}:\n{moment.other.text}"
+
+
+def assert_each_team_in_its_channel(sandbox: Sandbox) -> None:
+    """Team channels end to end: the GPU team's own Grafana rule fires for its runner type and
+    `SLACK_ROUTES` (on `runner_type`) sends its incident to #gpu-ci-incidents, while the
+    2xlarge incident opens in #ci-queue-incidents and leaves the GPU type to the team's
+    thread. Each root says what its own rule watches and lists its own team's types from the
+    live reading; each incident has its GitHub issue, linked from its root, whose comment
+    links its thread in its channel; every link either root carries opens a page."""
+    gpu = root_in(sandbox, GPU_CHANNEL, GPU_TITLE)
+    main = root_in(sandbox, CHANNEL, visitor.TITLE)
+    assert gpu is not None and main is not None
+    assert root_in(sandbox, CHANNEL, GPU_TITLE) is None, "not in the default channel"
+    assert root_in(sandbox, GPU_CHANNEL, visitor.TITLE) is None
+    assert "GPU jobs are queueing" in str(gpu.blocks)
+    assert "regular runner types" not in str(gpu.blocks)
+    assert "regular runner types" in str(main.blocks)
+    wait_until(
+        lambda: (
+            GPU_TYPE in str(root_in(sandbox, GPU_CHANNEL, GPU_TITLE).blocks)
+            and RUNNER_TYPE in str(root_in(sandbox, CHANNEL, visitor.TITLE).blocks)
+        ),
+        timeout=STEP_MS / 1000,
+        what="each root listing its own type",
+    )
+    assert GPU_TYPE not in str(root_in(sandbox, CHANNEL, visitor.TITLE).blocks)
+    github = sandbox.github
+    assert github is not None
+    for channel, title in ((CHANNEL, visitor.TITLE), (GPU_CHANNEL, GPU_TITLE)):
+        [issue] = [i for i in github.issues(ISSUES_REPO) if title in i["title"]]
+        number = issue["number"]
+        wait_until(
+            lambda c=channel, t=title, n=number: (
+                f"GitHub issue #{n}" in str(root_in(sandbox, c, t).blocks)
+                and any("Slack thread" in m["body"] for m in github.comments(ISSUES_REPO, n))
+            ),
+            timeout=STEP_MS / 1000,
+            what=f"{title}'s root and issue #{number} linking each other",
+        )
+        [told] = [m for m in github.comments(ISSUES_REPO, number) if "Slack thread" in m["body"]]
+        assert channel in told["body"]  # the permalink is of this channel's thread
+    assert len(github.issues(ISSUES_REPO)) == 2
+    for channel, title in ((CHANNEL, visitor.TITLE), (GPU_CHANNEL, GPU_TITLE)):
+        links = links_of(root_in(sandbox, channel, title).blocks)
+        assert len(links) == 6, links
+        for link in links:
+            answer = httpx.get(link, timeout=10)
+            assert answer.status_code == 200, (link, answer.status_code, answer.text[:200])
+
+
+def root_in(sandbox: Sandbox, channel: str, title: str) -> Any:
+    return next(
+        (m for m in sandbox.emulator.channel_messages(channel) if title in m.text + str(m.blocks)),
+        None,
+    )
+
+
+def links_of(blocks: list[dict[str, Any]]) -> list[str]:
+    """Every URL in the blocks' mrkdwn links (`<url|label>`, entities decoded as Slack does)
+    and buttons."""
+    text = json.dumps(blocks)
+    found = re.findall(r"<(https?://[^|>]+)\|", text) + re.findall(r'"url": "([^"]+)"', text)
+    return [html.unescape(url) for url in found]

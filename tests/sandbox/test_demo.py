@@ -236,11 +236,12 @@ def test_demo_without_redis_server_says_how_to_get_one(tmp_path: Path) -> None:
 def test_running_demo_prints_the_page_first_opens_the_incident_and_stops_on_ctrl_c(
     tmp_path: Path,
 ) -> None:
-    """The default path a visitor gets: `make demo`'s command at its default speed."""
+    """The path a visitor gets: `make demo`'s command, its fleet sped up as its pace note
+    offers (`DEMO_ARGS=--speed=…`; the SIGTERM test below runs it at its default speed)."""
     require_binary("redis-server")
     with (tmp_path / "stderr").open("w+", encoding="utf-8") as stderr:
         process = subprocess.Popen(
-            demo_command(),
+            demo_command("--speed", "60"),
             cwd=REPO,
             env=demo_env(),
             stdout=subprocess.PIPE,
@@ -251,7 +252,7 @@ def test_running_demo_prints_the_page_first_opens_the_incident_and_stops_on_ctrl
             lines = LineReader(process.stdout)
             first = lines.until("\n", timeout=60)
             assert re.match(r"queuepilot demo: open http://127\.0\.0\.1:\d+/ ", first), first
-            # The fleet's burst makes the alert fire, and the bot opens the incident, in ~1 min.
+            # The fleet's burst makes the alert fire, and the bot opens the incident, in ~10 s.
             started = first + lines.until("[new root]", timeout=120)
             process.send_signal(signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):

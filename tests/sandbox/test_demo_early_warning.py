@@ -27,9 +27,10 @@ PREFIX = "qpwarn"
 def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
     redis_server.flush()
     with ExitStack() as stack:
-        # A fleet minute every 2 s, read every second: the burst builds over a few readings.
+        # A fleet minute every 1.5 s, read every second: the burst builds over a few readings,
+        # and the warning comes some 5 s before the alert fires (at ×60, 1 to 2 s before).
         # Put back at the resolve (no settle time): the hand-over is what this test follows.
-        config = SandboxConfig(speed=30, metrics_interval_s=1, revert_settle_s=0)
+        config = SandboxConfig(speed=40, metrics_interval_s=1, revert_settle_s=0)
         yield start_sandbox(stack, redis_server.url, PREFIX, config)
 
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ from redis.exceptions import RedisError
 
 from bot.app import Bot, build_app, build_bot
 from bot.config import Settings, load_settings
+from bot.domain.judgement import DIRECTION_READINGS
 from sandbox.serve import StoppingServer, serve_in_thread
 from tests.support.payloads import fixture_json
 from tests.support.servers import RedisServer, free_port
@@ -78,6 +80,26 @@ async def leader_of(*running: RunningBot) -> RunningBot:
         lambda: next((r for r in running if r.bot.leadership.fence.held), None),
         what="the leader among the replicas",
     )
+
+
+async def read_after(running: RunningBot, moment: datetime) -> bool:
+    """Whether the bot's latest fleet reading was taken after `moment`: readings come every
+    METRICS_INTERVAL_SECONDS, so a test counts them by time."""
+    reading = await running.bot.readings.stored()
+    return reading is not None and reading.tried_at > moment
+
+
+async def direction_known(running: RunningBot) -> None:
+    """Until the bot has read the fleet often enough to tell the queue's direction (three
+    readings): an alert fired then opens on advice that holds while the queue does, as on a
+    bot that has long watched its fleet. Fired earlier, its first status would carry advice
+    with no direction yet, and the direction's arrival is news a status waits a minute for."""
+
+    async def known() -> bool:
+        readings = running.bot.readings
+        return readings is not None and len(await readings.history()) >= DIRECTION_READINGS
+
+    await eventually(known, what="three readings of the fleet")
 
 
 async def eventually(

@@ -30,15 +30,27 @@ class SentinelSet:
         return ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
 
     def start(self) -> None:
-        self._redis(self.master_port)
+        # A replica's first sync at once: a master waits 5 s by default for more replicas to
+        # share one diskless transfer, and here there is one.
+        self._redis(self.master_port, "--repl-diskless-sync-delay", "0")
         self._redis(self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port))
+        ids = {port: f"{port:040x}" for port in self.sentinel_ports}
         for port in self.sentinel_ports:
+            # Each knows its peers and the replica from the start, as a sentinel restarted from
+            # the state it writes to its own config: agreed at once, not after a round of hello
+            # messages (2 s apart).
+            known = "".join(
+                f"sentinel known-sentinel {MASTER_NAME} 127.0.0.1 {other} {ids[other]}\n"
+                for other in self.sentinel_ports
+                if other != port
+            )
             conf = self.dir / f"sentinel-{port}.conf"
             conf.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\nsentinel myid {ids[port]}\n"
                 f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master_port} 2\n"
                 f"sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
                 f"sentinel failover-timeout {MASTER_NAME} 5000\n"
+                f"sentinel known-replica {MASTER_NAME} 127.0.0.1 {self.replica_port}\n{known}"
             )
             self._spawn(port, [self.sentinel, str(conf), "--logfile", f"sentinel-{port}.log"])
         wait_until(self._ready, timeout=60, what="the replica in sync and the sentinels agreed")

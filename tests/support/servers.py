@@ -93,7 +93,6 @@ class Alertmanager(_ReadyServer):
 
     def __init__(self, webhook_url: str, *, bearer_token: str | None = None) -> None:
         super().__init__("prometheus-alertmanager")
-        self.cluster_port = free_port()
         auth = (
             f"\n    http_config:\n      authorization:\n        credentials: {bearer_token}"
             if bearer_token
@@ -118,7 +117,9 @@ class Alertmanager(_ReadyServer):
             f"--config.file={self.dir / 'alertmanager.yml'}",
             f"--storage.path={self.dir / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
-            f"--cluster.listen-address=127.0.0.1:{self.cluster_port}",
+            # One Alertmanager, no HA peers: in HA mode it holds notifications back until its
+            # cluster settles (seconds), and it would take a cluster port besides.
+            "--cluster.listen-address=",
             "--log.level=warn",
             timeout=20,
         )

@@ -6,7 +6,7 @@ that out before its first sample. Instead each test worker keeps one started, sc
 held for exporters that do not exist yet. `scraper(count)` hands it over with the held sockets
 (bound, not listening: a scrape meanwhile is refused, and no other server can take the port)
 and starts the next one. The test serves its exporters on those sockets, and the next scrape,
-within the scrape interval, reads them: a fresh Prometheus all the same, its data its own.
+within half a second, reads them: a fresh Prometheus all the same, its data its own.
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ import httpx
 
 from tests.support.servers import Prometheus, wait_until
 
+# Twice a second: a rate over a test's few-second window has several samples to go on, not
+# two whose reading is at the mercy of a busy process.
+SCRAPE_INTERVAL = "500ms"
 NEVER = "0001-01-01T00:00:00Z"  # a target's lastScrape before its first scrape
 
 
 @dataclass
 class Scraper:
-    """A started Prometheus scraping the ports of `sockets` every second."""
+    """A started Prometheus scraping the ports of `sockets` every SCRAPE_INTERVAL."""
 
     prometheus: Prometheus
     sockets: list[socket.socket]
@@ -50,6 +53,29 @@ def scraper(count: int) -> Scraper:
     return taken
 
 
+def wait_scraped(taken: Scraper, *, times: int = 2) -> None:
+    """Until Prometheus has scraped every target `times` times since it is served: a rate has
+    its two samples, and a first reading sees every target, as a bot started beside a
+    Prometheus that has long scraped its fleet does."""
+    query = f"count(sum_over_time(up[1m]) >= {times})"
+
+    def scraped() -> bool:
+        answer = httpx.get(
+            f"{taken.prometheus.url}/api/v1/query", params={"query": query}, timeout=1
+        ).json()
+        result = answer["data"]["result"]
+        return bool(result) and int(result[0]["value"][1]) == len(taken.sockets)
+
+    wait_until(scraped, timeout=30, what=f"prometheus scraping every target {times} times")
+
+
+def start_spares(*counts: int) -> None:
+    """Start one for each count ahead of the first test that asks (at the worker's start)."""
+    for count in counts:
+        if count not in _spares:
+            _spares[count] = _launched(count)
+
+
 def stop_spares() -> None:
     """Stop the ones started for a next test (at the end of the worker's session)."""
     while _spares:
@@ -59,7 +85,8 @@ def stop_spares() -> None:
 
 def _launched(count: int) -> Scraper:
     sockets = [_held() for _ in range(count)]
-    prometheus = Prometheus(targets=[f"127.0.0.1:{s.getsockname()[1]}" for s in sockets])
+    targets = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
+    prometheus = Prometheus(targets=targets, scrape_interval=SCRAPE_INTERVAL)
     prometheus.launch()
     return Scraper(prometheus, sockets)
 

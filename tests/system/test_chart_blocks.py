@@ -14,7 +14,7 @@ import httpx
 
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.payloads import fixture_json
-from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.running import RunningBot, direction_known, eventually, run_bot
 from tests.support.slack import Slack
 
 FIRING = "grafana/queue-alert-firing.json"
@@ -82,6 +82,7 @@ async def test_slack_draws_the_trend_inside_the_statuses_and_the_summary(
     settings_for: Any, slack: Slack, arc_fleet: ArcFleet
 ) -> None:
     async with run_bot(settings(settings_for, arc_fleet.prometheus.url)) as running:
+        await direction_known(running)
         await running.send("grafana", fixture_json(FIRING))
         thread = await slack.first_thread()
 
@@ -128,6 +129,7 @@ async def test_a_workspace_that_refuses_the_block_gets_the_message_without_it_an
 ) -> None:
     slack.emulator.chart_blocks = False  # as a workspace that does not take the block
     async with run_bot(settings(settings_for, arc_fleet.prometheus.url)) as running:
+        await direction_known(running)
         await running.send("grafana", fixture_json(FIRING))
         thread = await slack.first_thread()
         # A steady queue posts one status, edited in place; a picture goes with a new status
@@ -180,6 +182,7 @@ async def test_a_refusal_naming_another_block_keeps_the_chart(
         "[ERROR] must be less than 3001 characters [json-pointer:/blocks/0/text/text]",
     ]
     async with run_bot(settings(settings_for, arc_fleet.prometheus.url)) as running:
+        await direction_known(running)
         await running.send("grafana", fixture_json(FIRING))
         thread = await slack.first_thread()
         await first_chart(
@@ -241,6 +244,7 @@ async def test_a_summary_after_the_alert_resolved_has_its_picture_where_the_bloc
         update={"status_chart_every": 0, "drain_follow_max": 0}
     )
     async with run_bot(only_summary) as running:
+        await direction_known(running)
         await running.send("grafana", fixture_json(FIRING))
         thread = await slack.first_thread()
         refused = running.bot.store.keys.chart_blocks_refused

@@ -4,12 +4,12 @@ drains, then sums the incident up once with the combined reason."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.payloads import fixture_json
-from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.running import eventually, read_after, run_bot
 from tests.support.slack import CHANNEL, Slack
 from tests.system.test_live_metrics import FIRING, LIVE_S, RESOLVED, live, text_of
 
@@ -45,7 +45,7 @@ async def test_the_thread_follows_a_queue_its_alert_cleared_over_until_it_drains
         # material change, a minute after the last; the drain below is found by these checks).
         cleared = (await running.bot.readings.stored()).tried_at
         await eventually(
-            lambda: later_than(running, cleared + timedelta(seconds=3)),
+            lambda: read_after(running, cleared + timedelta(seconds=3)),
             what="three readings after the alert cleared",
         )
         assert "Resolved" not in text_of(thread()[0])
@@ -68,9 +68,3 @@ async def test_the_thread_follows_a_queue_its_alert_cleared_over_until_it_drains
 
         await eventually(sent, what="the resolve's replies sent")
         assert len(summaries()) == 1, "one summary"
-
-
-async def later_than(running: RunningBot, moment: datetime) -> bool:
-    """Whether the bot's latest reading was taken after `moment`."""
-    reading = await running.bot.readings.stored()
-    return reading is not None and reading.tried_at > moment

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.fakes.hud_api import FakeHud
 from tests.support.payloads import FIXTURES, fixture_json
-from tests.support.running import eventually, run_bot
+from tests.support.running import eventually, read_after, run_bot
 from tests.support.servers import free_port
 from tests.support.slack import CHANNEL, Slack
 
@@ -396,16 +397,20 @@ async def test_with_prometheus_a_vanished_series_blocks_the_drain(
         # Its queue may be long: the incident must not read that as drained.
         with arc_fleet.queueing.lock:
             arc_fleet.queueing.gauges.clear()
+
+        def root() -> str:
+            return text_of(slack.emulator.channel_messages(CHANNEL)[0])
+
+        # The root follows each reading (a status reply for it may wait a minute after the last).
         await eventually(
-            lambda: any(f"no numbers for {QUEUEING}" in text_of(m) for m in statuses()),
-            what="a status saying the type is missing",
+            lambda: f"no numbers for {QUEUEING}" in root(),
+            what="the root saying the type is missing",
             timeout=LIVE_S,
         )
-        seen = sum(1 + m.edits for m in statuses())
-        # Drained would resolve after two checks a second apart: give it four statuses.
+        # Drained would resolve after two checks a second apart: four readings later, still open.
+        missing = (await running.bot.readings.stored()).tried_at
         await eventually(
-            lambda: sum(1 + m.edits for m in statuses()) >= seen + 4,
-            what="four more statuses",
-            timeout=LIVE_S,
+            lambda: read_after(running, missing + timedelta(seconds=4)),
+            what="four more readings",
         )
-        assert "Resolved" not in text_of(slack.emulator.channel_messages(CHANNEL)[0])
+        assert "Resolved" not in root()

@@ -62,25 +62,42 @@ async def test_a_surge_at_the_maximum(
 async def test_capacity_arriving_while_jobs_keep_coming(
     settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    """maxRunners goes from 40 to 80; runners register 8 a reading and take the queue, which
-    falls 2 to 8 a reading while jobs keep arriving (more start than finish): falling, with no
-    runners advised; then nothing queues while 80 runners keep taking jobs as they come, the
-    surge still in the rates' window: no surface advises runners or a higher maximum. (A drain
-    needs the most drained checks allowed, so the incident stays open to be read at 0: a check
-    comes with every status, a second apart here.)"""
+    """maxRunners goes from 40 to 80 without the bot (kubectl) while the queue climbs at the
+    maximum: by the third reading after it, no surface asks for a higher maximum or names the
+    old one as the limit. Runners register 8 a reading and take the queue, which falls 2 to 8 a
+    reading while jobs keep arriving (more start than finish): falling, with no runners advised;
+    then nothing queues while 80 runners keep taking jobs as they come, the surge still in the
+    rates' window: no surface advises runners or a higher maximum. (A drain needs the most
+    drained checks allowed, so the incident stays open to be read at 0: a check comes with
+    every status, a second apart here.)"""
     first = Step(queued=20, busy=MAX, registered=MAX, maximum=MAX)
     name = "capacity arriving while jobs keep coming"
     async with trajectory(name, settings_for, slack, kube, tmp_path, first, drain_checks=100) as t:
         await t.look(first)  # too few readings yet to tell a direction
         await t.look(Step(24, MAX, MAX), expect="rising")
-        await t.look(Step(28, MAX, MAX), expect="rising")
-        await t.look(Step(32, MAX, MAX, maximum=80, note="maxRunners 40 → 80"), expect="rising")
-        for queued, runners in ((30, 48), (26, 56), (20, 64), (14, 72), (8, 80)):
+        short = await t.look(Step(28, MAX, MAX), expect="rising")
+        raised = Step(32, MAX, MAX, maximum=80, note="maxRunners 40 → 80 by hand")
+        await t.look(raised, expect="rising")
+        later = [
+            await t.look(Step(queued, runners, runners), expect="falling")
+            for queued, runners in ((30, 48), (26, 56), (20, 64))
+        ]
+        for queued, runners in ((14, 72), (8, 80)):
             await t.look(Step(queued, runners, runners), expect="falling")
         empty = await t.look(Step(0, 80, 80, note="nothing queued, jobs still coming"))
     arrivals, _ = empty.rates
     assert arrivals, f"at 0, no arrivals in the rates' window: {empty.rates}"
-    assert_none(t.problems())
+    assert any(cites_maximum(short.said[s], MAX) for s in short.surfaces()), (
+        "at the maximum, some surface asks for a higher one"
+    )
+    still = [
+        f"step {look.step} {surface}"
+        for look in later
+        for surface in look.surfaces()
+        if cites_maximum(look.said[surface], MAX)
+    ]
+    problems = t.problems() + ([f"the old maximum still advised: {still}"] if still else [])
+    assert_none(problems)
 
 
 async def test_a_noisy_plateau_does_not_flap(
@@ -129,34 +146,3 @@ async def test_a_drain_after_a_scale_up(
         summary = await t.resolved_by_drain()
     assert f"{RUNNER_TYPE}: " in summary and "(queue drained)" in summary
     assert_none(t.problems())
-
-
-async def test_a_maximum_raised_by_hand_leaves_the_advice(
-    settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
-) -> None:
-    """maxRunners goes from 40 to 120 without the bot (kubectl) while the queue climbs at the
-    maximum: by the third reading after it, no surface asks for a higher maximum or names the
-    old one as the limit."""
-    first = Step(queued=20, busy=MAX, registered=MAX, maximum=MAX)
-    name = "a maximum raised by hand"
-    async with trajectory(name, settings_for, slack, kube, tmp_path, first) as t:
-        await t.look(first)  # too few readings yet to tell a direction
-        await t.look(Step(25, MAX, MAX), expect="rising")
-        short = await t.look(Step(30, MAX, MAX), expect="rising")
-        raised = Step(34, MAX, MAX, maximum=120, note="maxRunners 40 → 120 by hand")
-        await t.look(raised, expect="rising")
-        later = [
-            await t.look(Step(queued, runners, runners), expect="falling")
-            for queued, runners in ((30, 60), (22, 80), (12, 100))
-        ]
-    assert any(cites_maximum(short.said[s], MAX) for s in short.surfaces()), (
-        "at the maximum, some surface asks for a higher one"
-    )
-    still = [
-        f"step {look.step} {surface}"
-        for look in later
-        for surface in look.surfaces()
-        if cites_maximum(look.said[surface], MAX)
-    ]
-    problems = t.problems() + ([f"the old maximum still advised: {still}"] if still else [])
-    assert_none(problems)

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
+
+if TYPE_CHECKING:
+    from sandbox.serve import RunningServer
+    from tests.support.servers import Prometheus
 
 BUCKETS = (
     0.01, 0.05, 0.1, 0.5, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 18, 20, 25, 30, 40, 50, 60, 70,
@@ -138,8 +143,8 @@ class ArcFleet:
     """Two scale sets' listeners, each its own scrape target of a real `prometheus` (as in a
     cluster: the job metrics join the gauges on `instance`); the first one queueing. `names`:
     the two scale sets (as Helm releases name them: `linux-2xlarge` serves `linux.2xlarge`).
-    The Prometheus was started ahead (`tests.support.warm_prometheus`): its first scrape of
-    the listeners comes within a second."""
+    The Prometheus was started ahead (`tests.support.warm_prometheus`): it scrapes the
+    listeners within half a second of their being served, once the test asks for it."""
 
     def __init__(
         self,
@@ -151,7 +156,6 @@ class ArcFleet:
         """`pods`: the runner pods' sources scraped beside the listeners ("ksm", "cadvisor";
         `sandbox.runner_pods`), one more target."""
         from sandbox.runner_pods import RunnerPodsExporter
-        from sandbox.serve import serve_in_thread
         from tests.support.warm_prometheus import scraper
 
         # The runner sets' names as ARC 0.14 makes them: "<scale set>-<5 chars>".
@@ -166,24 +170,42 @@ class ArcFleet:
             idle_runners=2, min_runners=2, max_runners=200, desired_runners=19,
         )  # fmt: skip
         self.pods = RunnerPodsExporter([self.queueing.name, self.healthy.name], scraped=pods)
-        apps = [self.queueing.app, self.healthy.app, *([self.pods.app] if pods else [])]
-        self._scraper = scraper(len(apps))
-        self.prometheus = self._scraper.prometheus
-        self.servers = []
+        # Its nodes and containers have run a while before their first scrape, as in a cluster
+        # (within a second here otherwise): their counters' first samples are not near zero,
+        # where Prometheus stops a rate's extrapolation short of its window.
+        self.pods.started -= 60
+        self._apps = [self.queueing.app, self.healthy.app, *([self.pods.app] if pods else [])]
+        self._scraper = scraper(len(self._apps))
+        self.servers: list[RunningServer] = []
+
+    @property
+    def prometheus(self) -> Prometheus:
+        """The fleet's Prometheus; the listeners are served from the first time it is asked
+        for, and scraped twice when it is given. A test sets what they report first: no
+        scrape reads the defaults before (an advice the bot saw once is held over its
+        window)."""
+        if not self.servers:
+            self._serve()
+        return self._scraper.prometheus
+
+    def _serve(self) -> None:
+        from sandbox.serve import serve_in_thread
+        from tests.support.warm_prometheus import wait_scraped
+
         try:
-            for app, sock in zip(apps, self._scraper.sockets, strict=True):
+            for app, sock in zip(self._apps, self._scraper.sockets, strict=True):
                 self.servers.append(serve_in_thread(app, sock=sock))
             # A server's first request is its slowest (Starlette builds its middleware on it):
-            # made here, before Prometheus's first scrape (within a second), so each sample a
+            # made here, before Prometheus's first scrape (within half a second), so each sample a
             # rate is taken from is read as promptly (these exporters serve no timestamps).
             for server in self.servers:
                 httpx.get(f"{server.url}/metrics", timeout=10).raise_for_status()
+            wait_scraped(self._scraper)
         except BaseException:
             self.stop()
             raise
 
     def stop(self) -> None:
-        self.prometheus.stop()
         for server in self.servers:
             server.stop()
         self._scraper.stop()  # the sockets no server took
