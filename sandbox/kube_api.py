@@ -96,7 +96,8 @@ def forbidden(user: str, verb: str, namespace: str, name: str) -> JSONResponse:
 class KubeApi:
     token: str = "kube-test-token"
     sets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    patches: list[tuple[str, str, Any]] = field(default_factory=list)
+    patches: list[tuple[str, str, Any]] = field(default_factory=list)  # every PATCH asked
+    written: list[tuple[str, Any]] = field(default_factory=list)  # the PATCHes applied
     get_delay_s: float = 0.0  # a slow API server: each GET answers this late
     unavailable: int = 0  # the next this many PATCHes get 503 (an API server restarting)
     # Another writer's change, made right after the next GET is answered: someone (Helm, a
@@ -202,6 +203,7 @@ class KubeApi:
         patched["status"] = runner_set.get("status")  # the status subresource's own
         manager = request.query_params.get("fieldManager") or _agent(request)
         written = self._written(runner_set, patched, manager, _fields(content_type, patch))
+        self.written.append((request.url.path, patch))
         return JSONResponse(written)
 
     async def review(self, request: Request) -> Response:
