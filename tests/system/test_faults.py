@@ -155,7 +155,6 @@ async def test_a_paused_sender_resumed_after_its_lease_posts_nothing_twice(
         await eventually(
             lambda: "stopped sending to" in sender.output(),
             what="the resumed replica standing down",
-            timeout=15,
         )
         await eventually(lambda: queue_empty(store), what="nothing left to send")
 
