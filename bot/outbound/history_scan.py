@@ -6,9 +6,10 @@ messages a call, and to a commercially distributed app outside the Marketplace a
 minute, 15 messages a call (its 2025-05-29 change). Which one this app is, the app cannot ask; so
 every call asks for 999, and Slack's answers tell the rest: a page shorter than asked while it says
 there is more is the most it gives a call, and a 429's `Retry-After` is how far apart its calls
-must be from then on. The channels are read a few at a time, so on Tier 3 twenty channels take
-about as long as one, and on Tier 1 every channel's newest page comes before anyone's deeper ones
-(the price: on Tier 1 the first calls side by side are answered 429 but one, once).
+must be from then on. The channels take turns, a page each, `READERS` calls at a time: on Tier 3
+twenty channels take about as long as one, and on Tier 1 every channel's newest page (which shows
+its highest number) comes before anyone's deeper ones. The price, on Tier 1: the first calls side
+by side are answered 429 but one, once.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ class Scan:
     def summary(self) -> str:
         took = asyncio.get_running_loop().time() - (self.hold_until - self.hold_s)
         read = sum(self.messages.values())
-        return f"{len(self.done)} channel(s) read back a week, {read:,} messages, in {took:.1f} s"
+        return f"{len(self.done)} channel(s) read, {read:,} messages, in {took:.1f} s"
 
     def progress(self) -> str:
         read = sum(self.messages.values())
