@@ -166,10 +166,14 @@ class Bot:
         take_over_ms = self.settings.leader_lease_ms // 2
 
         async def intake() -> None:
-            # Before a notification is applied: a Redis that lost the state numbers and threads
-            # anew. Only the intake waits: a slow history read holds up no click, post or tick.
+            # Before a notification is applied: a missing state marker starts a read of Slack's
+            # history beside the intake, which holds back only what a root found there may
+            # concern (`Intake.held`); no click, post or tick waits for it.
             await self.guard.at_start_of_term()
-            await self.intake.run(deposed, take_over_ms=take_over_ms)
+            try:
+                await self.intake.run(deposed, take_over_ms=take_over_ms)
+            finally:
+                await self.guard.end_of_term()
 
         tasks = {
             asyncio.create_task(intake(), name="intake"),
@@ -364,7 +368,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     # the week.
     if readings.keeps_history and not early_warning:
         ticks["fleet-reading"] = readings.tick
-    intake = Intake(stream, store, telemetry, config=settings, consumer=consumer, clock=clock)
+    intake = Intake(
+        stream, store, telemetry, config=settings, consumer=consumer, clock=clock, held=guard.held
+    )
     # What `queuepilot check` finds, said by serve too (`bot.checks.watch`).
     probes = ProbeWatch(settings, redis, telemetry)
     if settings.probe_interval_seconds:
@@ -398,7 +404,12 @@ def build_app(bot: Bot) -> ASGIApp:
     """Every endpoint on one port: Slack's, the alert webhooks, health and metrics."""
     app = Starlette(lifespan=bot.lifespan)
     webhooks = handlers.webhooks.AlertWebhooks(bot.stream, bot.telemetry, config=bot.settings)
-    role = bot.leadership.role
+
+    async def role() -> dict[str, Any]:
+        # A read of Slack's history after a possible loss, said by every replica while it lasts.
+        said = await bot.guard.marker.checking()
+        return {**await bot.leadership.role(), **({"state": said} if said else {})}
+
     handlers.health.register(
         app, bot.redis, bot.telemetry, alive=bot.alive, backlogs=bot.backlogs, role=role
     )

@@ -33,7 +33,8 @@ def register(
 
     async def readyz(request: Request) -> JSONResponse:
         """Ready when Redis answers (without it no notification can be accepted): a follower as
-        much as the leader, which the body names for whoever looks at one that does not lead."""
+        much as the leader, which the body names for whoever looks at one that does not lead,
+        with what the leader is doing that holds anything back (`state`)."""
         try:
             await redis.ping()
             leading = await role()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -50,6 +50,10 @@ MAX_IN_FLIGHT = 256
 GATHER_S = 0.02
 
 
+async def _at_once(channel: str) -> None:
+    return None
+
+
 @dataclass(eq=False)
 class Intake:
     stream: NotificationStream
@@ -59,6 +63,9 @@ class Intake:
     config: Settings
     consumer: str
     clock: Callable[[], datetime]
+    # After a possible loss of state, until a group routed to the channel can no longer find its
+    # root in Slack (`StateGuard.held`): a group opened before its root is found has two threads.
+    held: Callable[[str], Awaitable[None]] = _at_once
     # Opening takes the ID sequence's next number: one at a time, or a storm of new groups would
     # be a crowd refusing each other's numbers.
     _opening: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
@@ -119,6 +126,10 @@ class Intake:
             if read[2].incident is not None and read[2].incident.is_open:
                 changes += await self._fold(pending, read)
                 continue
+            deliveries = [entry.delivery for entry in pending if entry.delivery is not None]
+            if read[2].incident is None and any(d.status != "resolved" for d in deliveries):
+                # A group Redis knows nothing of: its root may yet be found in Slack.
+                await self.held(self._channel(deliveries[0]))
             async with self._opening:
                 changes += await self._fold(pending, await self.store.load_group(group_hash))
         return changes
@@ -190,7 +201,7 @@ class Intake:
     ) -> tuple[Change, Commit]:
         """A new incident; in the group's root found in Slack after Redis lost the state, by that
         root's number and UID (its buttons keep working), told in its thread."""
-        channel = channel_for(self.config.slack_routes, delivery.facts, self.config.slack_channel)
+        channel = self._channel(delivery)
         if found is not None:
             incident_id, channel = found.incident_id, found.channel
         incident = open_incident(
@@ -248,6 +259,9 @@ class Intake:
             due = now.timestamp() + self.config.drain_check_seconds
         reply = Reply("event", BAND_EVENT, render_event(incident, event))
         return change, replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
+
+    def _channel(self, delivery: Delivery) -> str:
+        return channel_for(self.config.slack_routes, delivery.facts, self.config.slack_channel)
 
     def _next_status(self, now: datetime) -> float:
         return now.timestamp() + self.config.status_interval_seconds

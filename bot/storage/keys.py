@@ -52,6 +52,9 @@ class Keys:
         # at every check): missing while the bot ran before, Redis lost the state
         # (`bot.outbound.lost_state`).
         self.state_marker = f"{v2}:state"
+        # While the leader reads Slack's history for roots after a possible loss: how far, for
+        # `/readyz` on every replica.
+        self.state_checking = f"{v2}:state:checking"
         self.found_roots = f"{v2}:found-roots"  # group -> its root found in Slack after a loss
         # Runner pods' OOM kills for the weekly report: "<pod>/<uid>" -> the kill, and by time.
         self.oom_kills = f"{v2}:pods:oom-kills"

@@ -23,6 +23,9 @@ from bot.storage.keys import Keys
 from bot.storage.leader import Fence, FencedScript
 
 UNSURE = "unsure"  # the marker's field while a check of it is unfinished
+# How long what a check says of itself outlives its last word: longer than Slack's longest wait
+# between two history reads (a 5-minute Retry-After), shorter than it takes to be misleading.
+CHECKING_KEEP_S = 900
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,16 @@ class StateMarker:
             *_, began = await pipe.execute()
         return float(began)
 
+    async def said_checking(self, text: str | None) -> None:
+        """What a read of Slack's history under way says of itself; None: none is."""
+        if text is None:
+            await self._redis.delete(self.keys.state_checking)
+        else:
+            await self._redis.set(self.keys.state_checking, text, ex=CHECKING_KEEP_S)
+
+    async def checking(self) -> str | None:
+        return cast(str | None, await self._redis.get(self.keys.state_checking))
+
     async def create(self, now: float) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(self.keys.state_marker, "since", repr(now))
@@ -97,7 +110,7 @@ class StateMarker:
         self, now: float | None, *, highest: int, roots: Mapping[str, FoundRoot], keep_s: int
     ) -> int:
         """Numbering above `highest`, the roots by group for `keep_s` (but a group's that opened
-        an incident since); the marker, saying so (with `now`; None raises the numbering only)."""
+        an incident since); the marker, saying so (with `now`; None: those two only)."""
         pairs = [item for group, root in roots.items() for item in (group, _json(root))]
         k = self.keys
         args = ["" if now is None else repr(now), highest, self._retention_s, keep_s, *pairs]

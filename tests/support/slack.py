@@ -19,6 +19,7 @@ from slack_sdk.errors import SlackApiError
 
 from sandbox.serve import RunningServer
 from sandbox.slack_api import SlackEmulator
+from sandbox.slack_model import Message
 
 if TYPE_CHECKING:
     from tests.support.running import RunningBot
@@ -54,6 +55,24 @@ async def refusal(call: Awaitable[Any]) -> dict[str, Any]:
     with pytest.raises(SlackApiError) as raised:
         await call
     return dict(raised.value.response.data)
+
+
+def chatter(emulator: SlackEmulator, channel: str, count: int) -> None:
+    """`count` messages of people after what `channel` shows, put straight into the emulator's
+    state (a test's setup): a busy channel, where the bot's roots are far back."""
+    with emulator.workspace() as ws:
+        shown = ws.channel(channel)
+        for n in range(count):
+            message = Message(
+                ts=ws.clock.next(),
+                channel=channel,
+                text=f"people talking {n}",
+                blocks=[],
+                thread_ts=None,
+                user="U0CHATTY",
+            )
+            shown.by_ts[message.ts] = message
+            shown.timeline.append(message)
 
 
 def signed(body: str, *, secret: str = SIGNING_SECRET, at: float | None = None) -> dict[str, str]:

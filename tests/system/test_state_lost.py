@@ -22,7 +22,7 @@ from sandbox.slack_model import Message
 from tests.support.payloads import as_group
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.servers import RedisServer
-from tests.support.slack import CHANNEL, Slack, signed
+from tests.support.slack import CHANNEL, Slack, chatter, signed
 
 ALICE = Person("U0ALICE", "alice")
 LOST = "Redis lost queuepilot's state"
@@ -32,7 +32,8 @@ TEAM = "C0TEAMQ"  # a channel SLACK_ROUTES sends alerts to
 
 
 def roots(slack: Slack) -> list[Message]:
-    return slack.emulator.channel_messages(CHANNEL)
+    """The bot's roots in the channel, among whatever people say there."""
+    return [m for m in slack.emulator.channel_messages(CHANNEL) if m.metadata]
 
 
 def number(root: Message) -> int:
@@ -62,7 +63,10 @@ def home_text(slack: Slack) -> str:
     return json.dumps(slack.emulator.home(ALICE.id) or {}, ensure_ascii=False)
 
 
-@pytest.mark.parametrize("how", ["flushall", "restart", "bot restarted too"])
+@pytest.mark.parametrize(
+    "how",
+    ["flushall", "restart", "bot restarted too", "bot restarted, its roots 500 messages back"],
+)
 async def test_after_redis_lost_the_state_an_alert_goes_on_in_its_thread_and_numbers_never_repeat(
     how: str,
     own_redis: RedisServer,
@@ -72,9 +76,11 @@ async def test_after_redis_lost_the_state_an_alert_goes_on_in_its_thread_and_num
 ) -> None:
     caplog.set_level(logging.ERROR, logger="bot.outbound.lost_state")
     settings = settings_for(redis_url=own_redis.url, leader_lease_ms=LEASE_MS)
-    if how == "bot restarted too":
+    if how.startswith("bot restarted"):
         async with run_bot(settings) as running:
             await two_threads(running, slack)
+        if "500 messages" in how:  # a busy shared channel; an internal app reads 999 a call
+            chatter(slack.emulator, CHANNEL, 500)
         Redis.from_url(own_redis.url).flushall()
         async with run_bot(settings) as running:
             await goes_on(running, slack, caplog)
@@ -160,3 +166,49 @@ async def test_a_replica_that_never_saw_the_state_finds_its_loss_in_the_team_cha
         )
         assert len(team) == 2 and number(team[-1]) > number(first), "a number never used"
         assert await metric(running, "queuepilot_state_lost_total") == 1
+
+
+async def test_as_a_distributed_app_a_fresh_start_holds_back_only_what_a_root_may_concern(
+    own_redis: RedisServer, settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """Slack gives a distributed app 15 messages a call, one call a minute (a second here): after
+    a restart beside an emptied Redis the read of a busy channel takes a while, and `/readyz`
+    says how far it has got. The alert that notifies meanwhile waits for it and goes on in its
+    thread."""
+    settings = settings_for(redis_url=own_redis.url, leader_lease_ms=LEASE_MS)
+    async with run_bot(settings) as running:
+        await two_threads(running, slack)
+    first = roots(slack)[0]
+    chatter(slack.emulator, CHANNEL, 40)
+    Redis.from_url(own_redis.url).flushall()
+    slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 1.0
+    try:
+        async with run_bot(settings) as running:
+            await fire(running, FIRING)
+            ready = await eventually(
+                lambda: ready_saying(running, "15 messages a call"), what="/readyz says how far"
+            )
+            await eventually(
+                lambda: any(
+                    "lost its memory" in m.text for m in slack.emulator.thread(CHANNEL, first.ts)
+                ),
+                what="the alert going on in its thread",
+                timeout=20,
+            )
+            assert len(roots(slack)) == 2, "no second thread"
+            await eventually(lambda: ready_saying(running, None), what="/readyz done checking")
+    finally:
+        slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
+    assert ready.startswith(
+        "checking Slack's history for roots after a possible loss of state: 0 of 1 channels read"
+    ), ready
+
+
+async def ready_saying(running: RunningBot, words: str | None) -> str | None:
+    """/readyz's `state` if it says `words`; with None, "done" once it says nothing."""
+    answer = await running.http.get("/readyz")
+    assert answer.status_code == 200, "ready all along"
+    state = answer.json().get("state")
+    if words is None:
+        return None if state else "done"
+    return state if state and words in state else None
