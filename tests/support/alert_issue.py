@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from redis.asyncio import Redis
 
 from bot.backends.errors import BackendError
-from bot.backends.issues import Issue
+from bot.backends.issues import Issue, Issues
 from bot.config import Settings
 from bot.domain.alert_issue import issue_title
 from bot.domain.incidents import Event, Incident, Status, resolve_manually
@@ -86,8 +87,8 @@ class Clock:
 
 async def keeper(
     redis: Redis,
-    issues: FakeIssues,
-    clock: Clock,
+    issues: Issues,
+    clock: Callable[[], datetime],
     *,
     open: bool = False,
     links: dict[str, str | None] | None = None,

@@ -1,25 +1,31 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
-token's quota is shared, so pages are asked with ETags (a 304 is free) and `queued_jobs` reuses a
-fresh listing."""
+token's quota is shared, so a run's jobs are read again only when its listing entry says it
+changed, pages are asked with ETags (a 304 is free), `queued_jobs` reuses a fresh listing, and
+each reading says how long it stands (`paced_s`): GITHUB_READING_SHARE of GitHub's hour at most
+(`bot.backends.github_rate`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Coroutine, Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi, Listing
+from bot.backends.github_rate import reading_pace
 from bot.backends.http import time_of
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
+from bot.domain.units import duration
 
 T = TypeVar("T")
 # The runs that may hold queued jobs (by id), and their jobs.
 RunsAndJobs = tuple[dict[Any, dict[str, Any]], Listing]
+# What of a run's listing entry changes when any of its jobs does.
+Mark = tuple[str, Any, Any]
 
 GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
@@ -56,12 +62,34 @@ class GithubMetrics:
         self._max_pages = max_pages
         self._reuse_s = reuse_s
         self._last: tuple[float, RunsAndJobs] | None = None
+        # Each listed run's jobs as last read, with the run's mark then: runs that left the
+        # listing are forgotten.
+        self._jobs_of: dict[Any, tuple[Mark, list[Any]]] = {}
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
+        warm, counted = bool(self._jobs_of), self.api.counted
         (runs, jobs), runners = await all_or_none([self._listed(), self._runners()])
         # A ghost (queued in a completed run) waits for nothing: the queue is what can still run.
         live = [job for job in jobs.items if not is_ghost(job, runs)]
-        return fleet_of(live, runners.items, now=now, every_job_listed=jobs.complete)
+        fleet = fleet_of(live, runners.items, now=now, every_job_listed=jobs.complete)
+        # The first reading reads every run's jobs: its cost says nothing of the next.
+        return self._paced(fleet, self.api.counted - counted, now) if warm else fleet
+
+    def _paced(self, fleet: FleetSnapshot, cost: int, now: datetime) -> FleetSnapshot:
+        """The reading with how long it stands: until the next may spend `cost` again within the
+        readings' share of GitHub's hour; said when that is longer than the configured interval."""
+        rate, config = self.api.rate, self._config
+        if rate is None:
+            return fleet
+        pace = reading_pace(cost, rate, share=config.github_reading_share, now=now.timestamp())
+        if pace <= config.metrics_interval_seconds:
+            return fleet
+        if now.timestamp() + pace >= rate.reset:
+            renews = datetime.fromtimestamp(rate.reset, UTC).strftime("%H:%M UTC")
+            note = f"read again at {renews}, when GitHub's quota renews"
+        else:
+            note = f"read every {duration(timedelta(seconds=pace))} to keep GitHub's quota"
+        return fleet.model_copy(update={"paced_s": pace, "note": note})
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         last = self._last
@@ -96,12 +124,29 @@ class GithubMetrics:
         urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]
         listed = await self._pages(urls, "workflow_runs")
         runs = {run["id"]: run for run in listed.items if isinstance(run, dict) and "id" in run}
-        paths = [_path(run.get("url")) for run in runs.values()]
-        jobs = await self._pages([f"{path}/jobs?" for path in paths if path], "jobs")
+        paths = {run_id: _path(run.get("url")) for run_id, run in runs.items()}
+        marks = {run_id: _mark(run) for run_id, run in runs.items()}
+        kept = {
+            run_id: self._jobs_of[run_id]
+            for run_id, mark in marks.items()
+            if mark is not None and run_id in self._jobs_of and self._jobs_of[run_id][0] == mark
+        }
+        changed = [run_id for run_id in runs if run_id not in kept and paths[run_id]]
+        read = await all_or_none([self._listing(f"{paths[i]}/jobs?", "jobs") for i in changed])
+        self._jobs_of = kept | {
+            run_id: (mark, jobs.items)
+            for run_id, jobs in zip(changed, read, strict=True)
+            if (mark := marks[run_id]) is not None and jobs.complete
+        }
+        items = [job for _, jobs in kept.values() for job in jobs]
+        items += [job for jobs in read for job in jobs.items]
         # A run that could not be read (no id, no usable `url`) may hold any queue.
-        every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(paths)
-        complete = bool(repos) and listed.complete and every_run_read and jobs.complete
-        return runs, Listing(jobs.items, complete)
+        every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(
+            paths.values()
+        )
+        every_page = all(jobs.complete for jobs in read)
+        complete = bool(repos) and listed.complete and every_run_read and every_page
+        return runs, Listing(items, complete)
 
     async def aclose(self) -> None:
         await self.api.aclose()
@@ -116,6 +161,15 @@ async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     except* BackendError as failed:
         raise failed.exceptions[0] from None
     return [task.result() for task in tasks]
+
+
+def _mark(run: dict[str, Any]) -> Mark | None:
+    """What changes in a run's listing entry when any of its jobs does (a job that starts or ends
+    moves the run's `updated_at`); None without an `updated_at`: read every time."""
+    updated = run.get("updated_at")
+    if not isinstance(updated, str) or not updated:
+        return None
+    return updated, run.get("run_attempt"), run.get("status")
 
 
 def _path(url: Any) -> str:

@@ -1,0 +1,115 @@
+"""GitHub's hourly quota as a budget the readings keep: a busy repository read for three hours
+(compressed: one clock moved by the test, shared by GitHub's stand-ins and the bot's client) on
+one token with the alert's issue, against GitHub's primary rate-limit rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from itertools import pairwise
+
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.asyncio import Redis
+
+from bot.backends.github_api import GithubApi
+from bot.backends.github_rate import Rate, rate_of, reading_pace
+from bot.backends.issues import GithubIssues
+from bot.backends.metrics.github import GithubMetrics
+from bot.config import Settings
+from bot.domain.fleet import Reading
+from bot.fleet.readings import FleetReadings
+from sandbox.github_issues import TOKEN
+from tests.support.alert_issue import REPO as ISSUES_REPO
+from tests.support.alert_issue import commit_event, keeper, opened_due, with_thread
+from tests.support.busy_github import REPO, BusyGithub
+from tests.support.store import KEYS
+
+TICK_S = 20  # how often the leader's ticks ask for the reading and the issue's due passes
+SHARE = 0.6
+HEADERS = [f"x-ratelimit-{n}" for n in ("limit", "remaining", "used", "reset", "resource")]
+
+
+def settings(**values: object) -> Settings:
+    return Settings(  # type: ignore[call-arg]
+        github_token=TOKEN,
+        github_api_url="http://api.github.test",
+        github_org="pytorch",
+        github_repos=(REPO,),
+        metrics_backend="github",
+        github_reading_share=SHARE,
+        **values,
+    )
+
+
+@dataclass
+class Seen:
+    """The readings as the surfaces saw them: (when read, complete, its note)."""
+
+    readings: list[tuple[datetime, bool, str]] = field(default_factory=list)
+
+    def see(self, reading: Reading | None) -> None:
+        fleet = reading.fleet if reading is not None else None
+        if fleet is not None and (not self.readings or self.readings[-1][0] != fleet.at):
+            self.readings.append((fleet.at, fleet.absent_means_empty, fleet.note))
+
+
+async def test_a_busy_repository_read_for_three_hours_keeps_its_share_of_githubs_quota(
+    redis: Redis,
+) -> None:
+    gh = BusyGithub()
+    gh.issues.repo(ISSUES_REPO)
+    config = settings()
+    metrics = GithubMetrics(config, GithubApi(config, gh.client(), clock=gh.clock))
+    readings = FleetReadings(redis, KEYS, metrics, config=config, clock=gh.clock.at)
+    issues_api = GithubApi(config, gh.client(), concurrency=1, clock=gh.clock)
+    keep, store = await keeper(redis, GithubIssues(issues_api, ISSUES_REPO), gh.clock.at, open=True)
+    seen = Seen()
+    incident = None
+    for minute in range(180):
+        if minute == 20:
+            incident = await opened_due(store)
+            await with_thread(redis, incident)
+        if minute == 150 and incident is not None:
+            await commit_event(store, incident, "resolved", gh.clock.at())
+        for _ in range(60 // TICK_S):
+            seen.see(await readings.latest())
+            await keep.tick()
+            gh.clock.now += TICK_S
+        gh.minute()
+    await metrics.aclose()
+    await issues_api.aclose()
+
+    assert gh.transport.statuses.count(403) == gh.transport.statuses.count(429) == 0
+    hours = [reset for who, reset, _ in gh.quota.ended if who == TOKEN]
+    spent = [sum(reset - 3600 <= t < reset for t in gh.actions.spent_at) for reset in hours]
+    print(f"readings' requests in each hour: {spent}; readings: {len(seen.readings)}")
+    assert len(hours) == 2 and all(n <= SHARE * 5000 for n in spent)
+    assert all(complete for _, complete, _ in seen.readings)
+    # The first hour began with a reading of every run's jobs (300 pages): it is read a little
+    # less often, then every 5 minutes at most.
+    at = [when for when, _, _ in seen.readings]
+    gaps = [(b - at[0], b - a) for a, b in pairwise(at)]
+    assert max(gap for since, gap in gaps if since > timedelta(hours=1)) <= timedelta(minutes=5)
+    assert max(gap for _, gap in gaps) <= timedelta(minutes=6)
+    assert all("to keep GitHub's quota" in note for _, _, note in seen.readings[4:10])
+    [issue] = gh.issues.issues(ISSUES_REPO)
+    assert issue["state"] == "closed" and gh.issues.comments(ISSUES_REPO, issue["number"])
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(HEADERS), st.text(max_size=12) | st.integers(-5, 10**6).map(str)
+    )
+)
+def test_any_rate_limit_headers_give_a_quota_or_none_never_an_exception(headers: dict) -> None:
+    rate = rate_of(headers)
+    assert rate is None or (0 <= rate.remaining <= rate.limit and rate.resource == "core")
+
+
+def test_the_pace_spends_the_share_over_the_hour_and_waits_for_the_reset_past_it() -> None:
+    whole = Rate(5000, 5000, 0, reset=3600.0)
+    assert reading_pace(250, whole, share=0.6, now=0.0) == 300.0  # 250 / (3,000 / h)
+    others = Rate(5000, 2100, 2900, reset=3600.0)  # others spent more than their 40%
+    assert reading_pace(250, others, share=0.6, now=1800.0) == 1800.0
+    assert reading_pace(250, others, share=0.6, now=3600.0) == 300.0  # a new hour
