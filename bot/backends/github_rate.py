@@ -7,10 +7,13 @@ on the token spend the same hour: the readings take at most GITHUB_READING_SHARE
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import bisect
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 WINDOW_S = 3600.0  # GitHub's primary limit is an hour's requests
+STEP_S = 15.0  # the intervals tried for a reading, a quarter of a minute apart
 
 
 @dataclass(frozen=True)
@@ -36,19 +39,28 @@ def rate_of(headers: Mapping[str, str]) -> Rate | None:
     return Rate(limit, remaining, limit - remaining if used is None else used, float(reset))
 
 
-def reading_pace(cost: int, rate: Rate, *, share: float, now: float) -> float:
-    """Seconds from now until the next reading of `cost` requests may start: what the readings
-    may still spend of this hour (GitHub's `remaining` less the `1 - share` of the limit kept for
-    the others on the token) spread evenly until its reset, so an hour that began with a costly
-    reading, or that others spent more of, is read less often, never past its share. A reading
-    it cannot hold waits for the reset; at a new hour the pace is `cost / (share * limit / h)`."""
+def reading_pace(
+    due: Sequence[float], pages: int, rate: Rate, *, share: float, now: float, shortest: float
+) -> float:
+    """Seconds from now until the next reading: the shortest interval (from `shortest`, in steps)
+    at which every reading that still fits before GitHub's reset fits in what the readings may
+    still spend of the hour (GitHub's `remaining` less the `1 - share` of the limit kept for the
+    others on the token). A reading T from now is predicted to cost `pages` (the listings) and a
+    request per run in `due` under T: how long ago each listed run changed, as the runs that
+    changed in the last T stand for those that will in the next T, or when it is due a read
+    anyway (ascending). A first reading after a start, which read every run, predicts from its
+    listing as any other. No reading fits: the next waits for the reset."""
     if now >= rate.reset:
         rate = Rate(rate.limit, rate.limit, 0, now + WINDOW_S)  # a new hour, whole
     left = rate.remaining - (1 - share) * rate.limit
     span = rate.reset - now
-    if left < cost:
-        return span
-    return cost * span / left
+    every = shortest
+    while every < span:
+        readings = math.ceil(span / every) - 1  # the reading at the reset starts a new hour
+        if readings * (pages + bisect.bisect_left(due, every)) <= left:
+            return every
+        every += STEP_S
+    return span
 
 
 def _count(value: str | None) -> int | None:

@@ -163,6 +163,29 @@ async def test_unchanged_pages_are_asked_with_their_etag_and_cost_no_quota(
     await metrics.aclose()
 
 
+async def test_a_job_that_started_unseen_in_its_runs_listing_leaves_the_queue_in_ten_minutes(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    """GitHub moves a run's `updated_at` when its jobs change, but not always: a run in
+    progress holding queued jobs is read again after ten minutes even when its entry stands."""
+    fake, server = github
+    metrics = backend(server)
+    assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
+    [run] = [r for r in fake.runs["pytorch/pytorch"] if r["id"] == 11]
+    run["jobs"][1].update(status="in_progress", runner_id=78, runner_name="i-78")
+    asked = len(fake.calls)
+    later = await metrics.read(now=NOW + timedelta(minutes=9))
+    assert later.runner_types[GPU].queued == 3  # its entry unchanged: not asked yet
+    assert not [url for url in fake.calls[asked:] if "/jobs" in url]
+    asked = len(fake.calls)
+    later = await metrics.read(now=NOW + timedelta(minutes=10))
+    assert later.runner_types[GPU].queued == 2
+    # Only that run: the queued runs, whose own status moves when a job starts, are not asked.
+    jobs_of = {url.split("/runs/")[1].split("/")[0] for url in fake.calls[asked:] if "/jobs" in url}
+    assert jobs_of == {"11"}
+    await metrics.aclose()
+
+
 class Clock:
     """The GitHub client's clock, moved by the test: waits of minutes without waiting."""
 

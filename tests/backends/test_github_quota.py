@@ -4,6 +4,7 @@ one token with the alert's issue, against GitHub's primary rate-limit rules."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -83,16 +84,16 @@ async def test_a_busy_repository_read_for_three_hours_keeps_its_share_of_githubs
     assert gh.transport.statuses.count(403) == gh.transport.statuses.count(429) == 0
     hours = [reset for who, reset, _ in gh.quota.ended if who == TOKEN]
     spent = [sum(reset - 3600 <= t < reset for t in gh.actions.spent_at) for reset in hours]
-    print(f"readings' requests in each hour: {spent}; readings: {len(seen.readings)}")
+    at = [when for when, _, _ in seen.readings]
+    gaps = [b - a for a, b in pairwise(at)]
+    print(f"readings' requests in each hour: {spent}; readings: {len(at)}; longest gap {max(gaps)}")
     assert len(hours) == 2 and all(n <= SHARE * 5000 for n in spent)
     assert all(complete for _, complete, _ in seen.readings)
-    # The first hour began with a reading of every run's jobs (300 pages): it is read a little
-    # less often, then every 5 minutes at most.
-    at = [when for when, _, _ in seen.readings]
-    gaps = [(b - at[0], b - a) for a, b in pairwise(at)]
-    assert max(gap for since, gap in gaps if since > timedelta(hours=1)) <= timedelta(minutes=5)
-    assert max(gap for _, gap in gaps) <= timedelta(minutes=6)
-    assert all("to keep GitHub's quota" in note for _, _, note in seen.readings[4:10])
+    # From the first hour on, the first reading's 300 pages included: every 5 minutes at most.
+    assert max(gaps) <= timedelta(minutes=5)
+    # Each says why it is not read every minute: "read every 4 min to keep GitHub's quota", or
+    # at an hour's end "read again at 10:10 UTC, when GitHub's quota renews".
+    assert all("GitHub's quota" in note for _, _, note in seen.readings)
     [issue] = gh.issues.issues(ISSUES_REPO)
     assert issue["state"] == "closed" and gh.issues.comments(ISSUES_REPO, issue["number"])
 
@@ -107,9 +108,20 @@ def test_any_rate_limit_headers_give_a_quota_or_none_never_an_exception(headers:
     assert rate is None or (0 <= rate.remaining <= rate.limit and rate.resource == "core")
 
 
-def test_the_pace_spends_the_share_over_the_hour_and_waits_for_the_reset_past_it() -> None:
+def busy_due() -> list[float]:
+    """The busy repository's runs by how long ago each changed: of 150 in progress, 70% change
+    a minute (the share changed within T is 1 - 0.3^T), and 15 runs queue a minute."""
+    in_progress = [60 * math.log(1 - k / 150) / math.log(0.3) for k in range(150)]
+    return sorted(in_progress + [4.0 * n for n in range(150)])
+
+
+def test_the_pace_is_the_shortest_interval_whose_readings_fit_the_share_left_until_reset() -> None:
     whole = Rate(5000, 5000, 0, reset=3600.0)
-    assert reading_pace(250, whole, share=0.6, now=0.0) == 300.0  # 250 / (3,000 / h)
-    others = Rate(5000, 2100, 2900, reset=3600.0)  # others spent more than their 40%
-    assert reading_pace(250, others, share=0.6, now=1800.0) == 1800.0
-    assert reading_pace(250, others, share=0.6, now=3600.0) == 300.0  # a new hour
+    # At 4 min 30 s, 13 readings of ~223 requests fit in 3,000; at 4 min 15 s, 14 of ~219 do not.
+    assert reading_pace(busy_due(), 6, whole, share=0.6, now=0.0, shortest=60.0) == 270.0
+    # A quiet repository: the configured interval.
+    assert reading_pace([600.0] * 20, 2, whole, share=0.6, now=0.0, shortest=60.0) == 60.0
+    # Others spent more than their 40%: the next reading waits for the reset, then a new hour.
+    others = Rate(5000, 2100, 2900, reset=3600.0)
+    assert reading_pace(busy_due(), 6, others, share=0.6, now=1800.0, shortest=60.0) == 1800.0
+    assert reading_pace(busy_due(), 6, others, share=0.6, now=3600.0, shortest=60.0) == 270.0

@@ -21,6 +21,7 @@ REPO = "pytorch/pytorch"
 TYPES = ("linux.2xlarge", "linux.4xlarge", "linux.g5.4xlarge.nvidia.gpu", "windows.4xlarge")
 RUNS, JOBS, RUNNERS = 150, 20, 150
 MOVE_ON, CHANGING = 15, 0.7
+LIVED = 10  # minutes the repository lived before the test starts
 # httpx's in-process transport imports sniffio on every request to see whether trio runs; where
 # it is not installed each failed import searches the path again (a fifth of the scenario's time).
 # Known absent, the import fails at once.
@@ -73,8 +74,11 @@ class BusyGithub:
         for n in range(RUNNERS):
             self.actions.runner(n + 1, TYPES[n % len(TYPES)], busy=n % 3 > 0)
         for _ in range(RUNS):
-            self._run("in_progress")
-            self._run("queued")
+            self._run("in_progress", self._now())
+            self._run("queued", self._now())
+        for _ in range(LIVED):  # its runs changed at their own moments before the bot came
+            self.clock.now += 60
+            self.minute()
 
     def client(self, base_url: str = "http://api.github.test") -> httpx.AsyncClient:
         from bot.backends.github_api import HEADERS
@@ -88,39 +92,39 @@ class BusyGithub:
 
     def minute(self) -> None:
         """A minute of the repository's life (the test moves the clock)."""
-        pick = self._random
+        pick, now = self._random, self._now()
         running = [r for r in self.runs if r["status"] == "in_progress"]
         done = {id(r) for r in pick.sample(running, MOVE_ON)}
         self.actions.runs[REPO] = [r for r in self.runs if id(r) not in done]
         for run in pick.sample([r for r in self.runs if r["status"] == "queued"], MOVE_ON):
             run["status"] = run["listed_as"] = "in_progress"
-            self._start(run["jobs"][0])
+            self._start(run["jobs"][0], now)
             self.actions.touch(run)
         for _ in range(MOVE_ON):
-            self._run("queued")
+            self._run("queued", now)
         for run in [r for r in self.runs if r["status"] == "in_progress"]:
             if pick.random() < CHANGING:
                 job = pick.choice(run["jobs"])
                 if job["status"] == "queued":
-                    self._start(job)
+                    self._start(job, now)
                 else:
-                    job.update(status="completed", conclusion="success", completed_at=self._now())
+                    job.update(status="completed", conclusion="success", completed_at=now)
                 self.actions.touch(run)
         for runner in pick.sample(self.actions.runners, 10):
             runner["busy"] = not runner["busy"]
 
-    def _run(self, status: str) -> None:
+    def _run(self, status: str, now: str) -> None:
         self._ids += 1
         jobs = [
-            FakeGithub.job(self._ids * 100 + j, [TYPES[j % len(TYPES)]], "queued", self._now())
+            FakeGithub.job(self._ids * 100 + j, [TYPES[j % len(TYPES)]], "queued", now)
             for j in range(JOBS)
         ]
         if status == "in_progress":
-            self._start(jobs[0])
+            self._start(jobs[0], now)
         self.actions.run(REPO, self._ids, status, jobs)
 
-    def _start(self, job: dict[str, Any]) -> None:
-        job.update(status="in_progress", started_at=self._now(), runner_id=77, runner_name="i-77")
+    def _start(self, job: dict[str, Any], now: str) -> None:
+        job.update(status="in_progress", started_at=now, runner_id=77, runner_name="i-77")
 
     def _now(self) -> str:
         return self.clock.at().strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Coroutine, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi, Listing
@@ -26,6 +26,11 @@ T = TypeVar("T")
 RunsAndJobs = tuple[dict[Any, dict[str, Any]], Listing]
 # What of a run's listing entry changes when any of its jobs does.
 Mark = tuple[str, Any, Any]
+# A run in progress holding queued jobs is read again this long after its last read even when its
+# listing entry is unchanged: GitHub moves a run's `updated_at` when its jobs change "in the vast
+# majority of cases", with races where it does not (github/vscode-github-actions,
+# src/store/workflowRun.ts), and a job it missed would stay queued in the numbers.
+REREAD_S = 600.0
 
 GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
@@ -62,45 +67,63 @@ class GithubMetrics:
         self._max_pages = max_pages
         self._reuse_s = reuse_s
         self._last: tuple[float, RunsAndJobs] | None = None
-        # Each listed run's jobs as last read, with the run's mark then: runs that left the
-        # listing are forgotten.
-        self._jobs_of: dict[Any, tuple[Mark, list[Any]]] = {}
+        # Each listed run's jobs as last read: runs that left the listing are forgotten.
+        self._jobs_of: dict[Any, Known] = {}
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        warm, counted = bool(self._jobs_of), self.api.counted
-        (runs, jobs), runners = await all_or_none([self._listed(), self._runners()])
+        counted = self.api.counted
+        listed, runners = await all_or_none([self._runs(), self._runners()])
+        pages = self.api.counted - counted  # the listings' part of a reading's cost
+        runs, jobs = await self._listed(listed, now)
         # A ghost (queued in a completed run) waits for nothing: the queue is what can still run.
         live = [job for job in jobs.items if not is_ghost(job, runs)]
         fleet = fleet_of(live, runners.items, now=now, every_job_listed=jobs.complete)
-        # The first reading reads every run's jobs: its cost says nothing of the next.
-        return self._paced(fleet, self.api.counted - counted, now) if warm else fleet
+        return self._paced(fleet, pages, runs, now)
 
-    def _paced(self, fleet: FleetSnapshot, cost: int, now: datetime) -> FleetSnapshot:
-        """The reading with how long it stands: until the next may spend `cost` again within the
-        readings' share of GitHub's hour; said when that is longer than the configured interval."""
-        rate, config = self.api.rate, self._config
+    def _paced(
+        self, fleet: FleetSnapshot, pages: int, runs: Mapping[Any, Any], now: datetime
+    ) -> FleetSnapshot:
+        """The reading with how long it stands: until the next may spend what it will cost
+        within the readings' share of GitHub's hour; said when longer than the interval."""
+        rate, config, at = self.api.rate, self._config, now.timestamp()
         if rate is None:
             return fleet
-        pace = reading_pace(cost, rate, share=config.github_reading_share, now=now.timestamp())
+        due = sorted(self._due_in(run_id, run, at) for run_id, run in runs.items())
+        pace = reading_pace(
+            due,
+            pages,
+            rate,
+            share=config.github_reading_share,
+            now=at,
+            shortest=config.metrics_interval_seconds,
+        )
         if pace <= config.metrics_interval_seconds:
             return fleet
-        if now.timestamp() + pace >= rate.reset:
+        if at + pace >= rate.reset:
             renews = datetime.fromtimestamp(rate.reset, UTC).strftime("%H:%M UTC")
             note = f"read again at {renews}, when GitHub's quota renews"
         else:
             note = f"read every {duration(timedelta(seconds=pace))} to keep GitHub's quota"
         return fleet.model_copy(update={"paced_s": pace, "note": note})
 
+    def _due_in(self, run_id: Any, run: dict[str, Any], now: float) -> float:
+        """Seconds from now within which a reading would read `run`'s jobs again, as the pace
+        predicts it: how long ago the run changed, or sooner when a re-read is due anyway."""
+        changed = time_of(run.get("updated_at"))
+        since = now - changed.timestamp() if changed else 0.0
+        known = self._jobs_of.get(run_id)
+        if known is not None and unsure(run, known.jobs):
+            since = min(since, known.at + REREAD_S - now)
+        return max(since, 0.0)
+
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         last = self._last
         fresh = last is not None and time.monotonic() - last[0] < self._reuse_s
-        runs, jobs = last[1] if last is not None and fresh else await self._listed()
+        if last is not None and fresh:
+            runs, jobs = last[1]
+        else:
+            runs, jobs = await self._listed(await self._runs(), now)
         return queued_jobs_of(runs, jobs.items, complete=jobs.complete)
-
-    async def _listed(self) -> RunsAndJobs:
-        listed = await self._jobs()
-        self._last = (time.monotonic(), listed)
-        return listed
 
     async def _listing(self, url: str, key: str) -> Listing:
         return await self.api.pages(f"{url}per_page=100", key, max_pages=self._max_pages)
@@ -116,36 +139,47 @@ class GithubMetrics:
             return await self._listing(f"/orgs/{org}/actions/runners?", "runners")
         return await self._pages([f"/repos/{repo}/actions/runners?" for repo in repos], "runners")
 
-    async def _jobs(self) -> RunsAndJobs:
-        """Jobs of queued runs and runs in progress (one job running and the next waiting for a
-        runner is the usual shape of a queue); complete only when every listing reached its end."""
+    async def _runs(self) -> Listing:
+        """The queued runs and the runs in progress (one job running and the next waiting for a
+        runner is the usual shape of a queue)."""
         repos = self._config.github_repos
         statuses = ("queued", "in_progress")
         urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]
-        listed = await self._pages(urls, "workflow_runs")
+        return await self._pages(urls, "workflow_runs")
+
+    async def _listed(self, listed: Listing, now: datetime) -> RunsAndJobs:
+        """The listed runs and their jobs, read again only for a run whose listing entry changed
+        (or, `unsure`, was last read REREAD_S ago); complete only when every listing reached its
+        end."""
+        at = now.timestamp()
         runs = {run["id"]: run for run in listed.items if isinstance(run, dict) and "id" in run}
         paths = {run_id: _path(run.get("url")) for run_id, run in runs.items()}
         marks = {run_id: _mark(run) for run_id, run in runs.items()}
         kept = {
-            run_id: self._jobs_of[run_id]
+            run_id: known
             for run_id, mark in marks.items()
-            if mark is not None and run_id in self._jobs_of and self._jobs_of[run_id][0] == mark
+            if (known := self._jobs_of.get(run_id)) is not None
+            and mark is not None
+            and known.mark == mark
+            and not (unsure(runs[run_id], known.jobs) and at - known.at >= REREAD_S)
         }
         changed = [run_id for run_id in runs if run_id not in kept and paths[run_id]]
         read = await all_or_none([self._listing(f"{paths[i]}/jobs?", "jobs") for i in changed])
         self._jobs_of = kept | {
-            run_id: (mark, jobs.items)
+            run_id: Known(mark, jobs.items, at)
             for run_id, jobs in zip(changed, read, strict=True)
             if (mark := marks[run_id]) is not None and jobs.complete
         }
-        items = [job for _, jobs in kept.values() for job in jobs]
+        items = [job for known in kept.values() for job in known.jobs]
         items += [job for jobs in read for job in jobs.items]
         # A run that could not be read (no id, no usable `url`) may hold any queue.
         every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(
             paths.values()
         )
         every_page = all(jobs.complete for jobs in read)
+        repos = self._config.github_repos
         complete = bool(repos) and listed.complete and every_run_read and every_page
+        self._last = (time.monotonic(), (runs, Listing(items, complete)))
         return runs, Listing(items, complete)
 
     async def aclose(self) -> None:
@@ -161,6 +195,23 @@ async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     except* BackendError as failed:
         raise failed.exceptions[0] from None
     return [task.result() for task in tasks]
+
+
+class Known(NamedTuple):
+    """A run's jobs as last read, with the run's mark then and when (epoch seconds)."""
+
+    mark: Mark
+    jobs: list[Any]
+    at: float
+
+
+def unsure(run: dict[str, Any], jobs: list[Any]) -> bool:
+    """A run in progress whose jobs, as last read, include queued ones: the one kind whose stale
+    jobs would misstate the queue. A run listed as queued has no job started yet, or its own
+    status (the listing's filter) would have moved."""
+    return run.get("status") != "queued" and any(
+        isinstance(job, dict) and job.get("status") == "queued" for job in jobs
+    )
 
 
 def _mark(run: dict[str, Any]) -> Mark | None:
