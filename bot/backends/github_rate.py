@@ -41,15 +41,15 @@ def rate_of(headers: Mapping[str, str]) -> Rate | None:
 
 def reading_pace(
     due: Sequence[float], pages: int, rate: Rate, *, share: float, now: float, shortest: float
-) -> float:
-    """Seconds from now until the next reading: the shortest interval (from `shortest`, in steps)
-    at which every reading that still fits before GitHub's reset fits in what the readings may
-    still spend of the hour (GitHub's `remaining` less the `1 - share` of the limit kept for the
-    others on the token). A reading T from now is predicted to cost `pages` (the listings) and a
-    request per run in `due` under T: how long ago each listed run changed, as the runs that
-    changed in the last T stand for those that will in the next T, or when it is due a read
-    anyway (ascending). A first reading after a start, which read every run, predicts from its
-    listing as any other. No reading fits: the next waits for the reset."""
+) -> tuple[float, int]:
+    """Seconds from now until the next reading, and the requests it is predicted to cost: the
+    shortest interval (from `shortest`, in steps) at which every reading that still fits before
+    GitHub's reset fits in what the readings may still spend of the hour (GitHub's `remaining`
+    less the `1 - share` of the limit kept for the others on the token). A reading T from now
+    costs `pages` (the listings) and a request per run in `due` under T: how long ago each
+    listed run changed, as the runs that changed in the last T stand for those that will in the
+    next T, or sooner when it is due a read anyway (ascending). No reading fits: the next waits
+    for the reset."""
     if now >= rate.reset:
         rate = Rate(rate.limit, rate.limit, 0, now + WINDOW_S)  # a new hour, whole
     left = rate.remaining - (1 - share) * rate.limit
@@ -57,10 +57,11 @@ def reading_pace(
     every = shortest
     while every < span:
         readings = math.ceil(span / every) - 1  # the reading at the reset starts a new hour
-        if readings * (pages + bisect.bisect_left(due, every)) <= left:
-            return every
+        cost = pages + bisect.bisect_left(due, every)
+        if readings * cost <= left:
+            return every, cost
         every += STEP_S
-    return span
+    return span, pages + bisect.bisect_left(due, span)
 
 
 def _count(value: str | None) -> int | None:

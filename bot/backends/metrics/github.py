@@ -85,26 +85,36 @@ class GithubMetrics:
     ) -> FleetSnapshot:
         """The reading with how long it stands: until the next may spend what it will cost
         within the readings' share of GitHub's hour; said when longer than the interval."""
-        rate, config, at = self.api.rate, self._config, now.timestamp()
-        if rate is None:
+        paced, rate = self._pace(pages, runs, now.timestamp()), self.api.rate
+        if paced is None or rate is None or paced[0] <= self._config.metrics_interval_seconds:
             return fleet
-        due = sorted(self._due_in(run_id, run, at) for run_id, run in runs.items())
-        pace = reading_pace(
-            due,
-            pages,
-            rate,
-            share=config.github_reading_share,
-            now=at,
-            shortest=config.metrics_interval_seconds,
-        )
-        if pace <= config.metrics_interval_seconds:
-            return fleet
-        if at + pace >= rate.reset:
+        pace = paced[0]
+        if now.timestamp() + pace >= rate.reset:
             renews = datetime.fromtimestamp(rate.reset, UTC).strftime("%H:%M UTC")
             note = f"read again at {renews}, when GitHub's quota renews"
         else:
             note = f"read every {duration(timedelta(seconds=pace))} to keep GitHub's quota"
         return fleet.model_copy(update={"paced_s": pace, "note": note})
+
+    def _pace(self, pages: int, runs: Mapping[Any, Any], now: float) -> tuple[float, int] | None:
+        """Seconds until the next reading and its predicted cost (`reading_pace`); None where
+        GitHub states no quota (an Enterprise Server without rate limits)."""
+        rate, config = self.api.rate, self._config
+        if rate is None:
+            return None
+        due = sorted(self._due_in(run_id, run, now) for run_id, run in runs.items())
+        share, shortest = config.github_reading_share, config.metrics_interval_seconds
+        return reading_pace(due, pages, rate, share=share, now=now, shortest=shortest)
+
+    async def sizing(self, *, now: datetime) -> Sizing:
+        """What a reading costs on this fleet and how often the share allows one, from the
+        listings alone (`queuepilot check`: no run's jobs are read)."""
+        counted = self.api.counted
+        listed, _ = await all_or_none([self._runs(), self._runners()])
+        pages = self.api.counted - counted
+        runs = _runs_of(listed)
+        pace, cost = self._pace(pages, runs, now.timestamp()) or (None, pages + len(runs))
+        return Sizing(len(runs), pages, cost, pace)
 
     def _due_in(self, run_id: Any, run: dict[str, Any], now: float) -> float:
         """Seconds from now within which a reading would read `run`'s jobs again, as the pace
@@ -152,7 +162,7 @@ class GithubMetrics:
         (or, `unsure`, was last read REREAD_S ago); complete only when every listing reached its
         end."""
         at = now.timestamp()
-        runs = {run["id"]: run for run in listed.items if isinstance(run, dict) and "id" in run}
+        runs = _runs_of(listed)
         paths = {run_id: _path(run.get("url")) for run_id, run in runs.items()}
         marks = {run_id: _mark(run) for run_id, run in runs.items()}
         kept = {
@@ -197,6 +207,16 @@ async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     return [task.result() for task in tasks]
 
 
+class Sizing(NamedTuple):
+    """A reading on this fleet: the runs listed, the listings' pages, the requests the next
+    costs, and in how many seconds the share allows it (None: GitHub states no quota)."""
+
+    runs: int
+    pages: int
+    cost: int
+    every_s: float | None
+
+
 class Known(NamedTuple):
     """A run's jobs as last read, with the run's mark then and when (epoch seconds)."""
 
@@ -212,6 +232,10 @@ def unsure(run: dict[str, Any], jobs: list[Any]) -> bool:
     return run.get("status") != "queued" and any(
         isinstance(job, dict) and job.get("status") == "queued" for job in jobs
     )
+
+
+def _runs_of(listed: Listing) -> dict[Any, dict[str, Any]]:
+    return {run["id"]: run for run in listed.items if isinstance(run, dict) and "id" in run}
 
 
 def _mark(run: dict[str, Any]) -> Mark | None:
