@@ -186,7 +186,8 @@ class GithubApi:
             sent = self._clock()
             wait = self._blocked_until - sent
             if wait > 0:
-                message = f"GitHub's rate limit: no calls for another {wait:.0f} s"
+                until = datetime.fromtimestamp(self._blocked_until, UTC).strftime("%H:%M:%S UTC")
+                message = f"GitHub's rate limit: no calls until {until} (another {wait:.0f} s)"
                 raise BackendError(message, retryable=True, retry_after_s=wait)
             token = await self._auth.token() if self._auth is not None else self._token
             response = await send(token)

@@ -5,8 +5,9 @@ one token with the alert's issue, against GitHub's primary rate-limit rules."""
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 from hypothesis import given
@@ -19,7 +20,11 @@ from bot.backends.issues import GithubIssues
 from bot.backends.metrics.github import GithubMetrics
 from bot.config import Settings
 from bot.domain.fleet import Reading
+from bot.domain.incidents import Event, Incident, acknowledge, with_action
 from bot.fleet.readings import FleetReadings
+from bot.pacing import Pacing
+from bot.render.root import render_root
+from bot.storage.incident_store import Commit, IncidentStore
 from sandbox.github_issues import TOKEN
 from tests.support.alert_issue import REPO as ISSUES_REPO
 from tests.support.alert_issue import commit_event, keeper, opened_due, with_thread
@@ -96,6 +101,80 @@ async def test_a_busy_repository_read_for_three_hours_keeps_its_share_of_githubs
     assert all("GitHub's quota" in note for _, _, note in seen.readings)
     [issue] = gh.issues.issues(ISSUES_REPO)
     assert issue["state"] == "closed" and gh.issues.comments(ISSUES_REPO, issue["number"])
+
+
+async def acknowledged(store: IncidentStore, incident: Incident, at: datetime) -> None:
+    loaded = await store.load(incident.id)
+    assert loaded.incident is not None
+    acked = acknowledge(loaded.incident, by="U1", name="alice", now=at)
+    event = Event(at=at, kind="acknowledged", text="Acknowledged", actor="U1", actor_name="alice")
+    commit = Commit(with_action(acked, event), version=loaded.version, events=(event,))
+    assert await store.commit(commit, now=at.timestamp())
+
+
+async def test_a_quota_spent_by_another_stops_readings_and_writes_until_reset_then_none_is_lost(
+    redis: Redis,
+) -> None:
+    gh = BusyGithub()
+    gh.issues.repo(ISSUES_REPO)
+    config = settings()
+    metrics = GithubMetrics(config, GithubApi(config, gh.client(), clock=gh.clock))
+    readings = FleetReadings(redis, KEYS, metrics, config=config, clock=gh.clock.at)
+    issues_api = GithubApi(config, gh.client(), concurrency=1, clock=gh.clock)
+    # The app-wide hold a refusal sets lasts on the test's clock (real time too: calls' spacing).
+    pacing = Pacing(lambda: gh.clock() + time.monotonic())
+    issues = GithubIssues(issues_api, ISSUES_REPO)
+    keep, store = await keeper(redis, issues, gh.clock.at, open=True, pacing=pacing)
+    incident = await opened_due(store)
+    await with_thread(redis, incident)
+    assert (await readings.latest()) is not None
+    await keep.tick()
+    [issue] = gh.issues.issues(ISSUES_REPO)
+    told = [c["body"] for c in gh.issues.comments(ISSUES_REPO, issue["number"])]
+
+    # Another process on the token spends what is left of the hour; meanwhile the incident is
+    # acknowledged and resolved, and the bot goes on ticking.
+    gh.quota.set_remaining(TOKEN, gh.clock(), 0)
+    reset = gh.quota.window(TOKEN, gh.clock())[1]
+    renews = datetime.fromtimestamp(reset, UTC).strftime("%H:%M")
+    seen: list[str] = []
+    for tick in range(int((reset - gh.clock()) // TICK_S) + 10):
+        if tick == 3:
+            await acknowledged(store, incident, gh.clock.at())
+        if tick == 30:
+            await commit_event(store, incident, "resolved", gh.clock.at())
+        reading = await readings.latest()
+        assert reading is not None
+        if gh.clock() < reset:
+            # Nothing is written; the root says why the numbers stopped once a reading met it.
+            assert [c["body"] for c in gh.issues.comments(ISSUES_REPO, issue["number"])] == told
+            if reading.error and not seen:
+                loaded = await store.load(incident.id)
+                assert loaded.incident is not None and loaded.incident.is_open
+                view = readings.incident_view(loaded.incident, reading, [], gh.clock.at())
+                root = render_root(
+                    loaded.incident.model_copy(update={"live": view}), now=gh.clock.at()
+                )
+                seen.append(str(root.blocks))
+        await keep.tick()
+        gh.clock.now += TICK_S
+    await metrics.aclose()
+    await issues_api.aclose()
+
+    # GitHub was asked once per client while spent, then waited for; after the reset every
+    # write was made, in order, once.
+    assert gh.transport.statuses.count(403) == 2
+    after = [c["body"] for c in gh.issues.comments(ISSUES_REPO, issue["number"])][len(told) :]
+    assert [body.split(" by ")[0].split(" at ")[0] for body in after] == [
+        "**Acknowledged**",
+        "**Resolved**",
+    ]
+    assert gh.issues.issues(ISSUES_REPO)[0]["state"] == "closed"
+    [root] = seen
+    assert (
+        f"⚠️ GitHub's rate limit is exhausted until {renews}:00 UTC: these are the alert's" in root
+    )
+    assert not reading.error  # read again after the reset
 
 
 @given(

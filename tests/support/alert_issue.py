@@ -93,9 +93,11 @@ async def keeper(
     open: bool = False,
     links: dict[str, str | None] | None = None,
     grace_s: int = 0,
+    pacing: Pacing | None = None,
 ) -> tuple[AlertIssues, IncidentStore]:
     """A replica's keeper; `links`: each channel's thread link as Slack gives it now (None:
-    not known yet), THREAD_URL in C0STORE unless given."""
+    not known yet), THREAD_URL in C0STORE unless given; `pacing`: the app-wide one, on a clock
+    of the test's."""
     store = IncidentStore(redis, PREFIX, issues=True)
     permalinks = {"C0STORE": THREAD_URL} if links is None else links
 
@@ -113,7 +115,7 @@ async def keeper(
             store,
             IssueLinks(redis, KEYS, retention_s=3600),
             issues,
-            Pacing(),
+            pacing or Pacing(),
             Leases(redis),
             config=config,
             permalink=permalink,
