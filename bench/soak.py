@@ -58,7 +58,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import redis
@@ -67,11 +66,12 @@ from bench import cpu_name, write_table
 from bench.footprint import ALERTS, MIB, RUNNER_TYPES, firing, resolved, serve_env, wait_for
 from sandbox.github_issues import TOKEN as GITHUB_TOKEN
 from sandbox.github_issues import GithubIssues
+from sandbox.github_quota import GithubQuota
 from sandbox.redis_server import RedisServer, free_port
 from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_interactions import Person, app_home_opened, event_callback
-from tests.support.fakes.github_api import FakeGithub
+from tests.support.fakes.github_api import FakeGithub, one_github
 
 REPO, ISSUES_REPO, ORG = "pytorch/pytorch", "pytorch/alerting-issues", "pytorch"
 SECRET = "soak-signing-secret"
@@ -153,20 +153,6 @@ def serve_counting(tasks_file: str) -> None:
     from bot.__main__ import main
 
     sys.exit(main(["serve"]))
-
-
-def github_app(actions: FakeGithub, issues: GithubIssues) -> Callable[..., Any]:
-    """One GitHub under one URL: its Actions API from one stand-in, the rest from the other."""
-    actions_app, issues_app = actions.app, issues.app
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        path = scope.get("path", "")
-        if scope["type"] == "http" and ("/actions/" in path or path == "/rate_limit"):
-            await actions_app(scope, receive, send)
-        else:
-            await issues_app(scope, receive, send)
-
-    return app
 
 
 def new_runs(fake: FakeGithub, first_id: int, count: int, now: float) -> None:
@@ -333,14 +319,15 @@ def key_kinds(r: redis.Redis) -> Kinds:
 
 def run(plan: Plan) -> tuple[list[Sample], Load, Kinds, Kinds]:
     emulator = SlackEmulator(token="xoxb-soak", channels=("C0SOAK",), enforce_rate_limits=False)
-    fake = FakeGithub(token=GITHUB_TOKEN, page_size=100, remaining=10**9)
-    issues = GithubIssues(quota=10**9, content_per_minute=10**9, content_per_hour=10**9)
+    quota = GithubQuota(limit=10**9)  # one token's, shared by both stand-ins
+    fake = FakeGithub(token=GITHUB_TOKEN, page_size=100, quota=quota)
+    issues = GithubIssues(limits=quota, content_per_minute=10**9, content_per_hour=10**9)
     port, load, samples = free_port(), Load(), []
     warm: Kinds = {}
     with (
         RedisServer() as redis_server,
         serve_in_thread(emulator.app) as slack,
-        serve_in_thread(github_app(fake, issues)) as github,
+        serve_in_thread(one_github(fake, issues)) as github,
         tempfile.TemporaryDirectory(prefix="qp-soak-") as workdir,
         open(Path(workdir) / "serve.log", "wb") as log,
     ):

@@ -68,6 +68,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from sandbox.github_apps import GithubApps, Installation, JwtRefused
+from sandbox.github_quota import GithubQuota
 
 TOKEN = "ghs_queuepilot-test"
 # An issue page's Markdown as github.com renders it: CommonMark with GitHub's tables and
@@ -221,7 +222,8 @@ class GithubIssues:
     # The owner's role on every repository, as `GET /repos/{owner}/{repo}` reports it.
     permissions: dict[str, bool] = field(default_factory=lambda: dict(
         admin=False, maintain=False, push=True, triage=True, pull=True))  # fmt: skip
-    quota: int = 5000  # the primary limit: an hour's requests
+    # The primary limit, per principal; the Actions API's stand-in may share it (one token).
+    limits: GithubQuota = field(default_factory=GithubQuota)
     limit_status: int = 403  # GitHub refuses past a limit with 403 or 429
     content_per_minute: int = 80  # the secondary limits on content-generating requests
     content_per_hour: int = 500
@@ -314,7 +316,7 @@ class GithubIssues:
         """A fresh hour: the whole quota, no content created lately, no switch set."""
         with self._lock:
             self._gate.set()  # nothing stays hung
-            self._used, self._reset_at = 0, self.clock() + 3600
+            self.limits.clear()
             self._writes: deque[float] = deque()  # when content was created, within the hour
             self._refusals: list[tuple[int, int | None]] = []
             self._failures: list[int] = []
@@ -362,25 +364,26 @@ class GithubIssues:
     async def _serve(self, request: Request) -> Response:
         method, path, raw = request.method, request.url.path, await request.body()
         version = request.headers.get("x-github-api-version") or VERSIONS[0]
+        who = self._who(request)
         with self._lock:
             self._requests += 1
             rid = f"{self._requests:04X}:{zlib.crc32(path.encode()) & 0xFFFFF:X}:{self._ids:X}"
             route, params = _route(path, "GET" if method == "HEAD" else method)
             if not request.headers.get("user-agent", "").strip():  # GitHub's front door answers
-                return self._answer(request, rid, version, 403, NO_USER_AGENT, {})
+                return self._answer(request, rid, version, 403, NO_USER_AGENT, {}, who)
             try:
                 caller = self._gatekeep(request, version, raw, route)
             except Refusal as no:
-                return self._answer(request, rid, version, no.status, no.body, no.headers)
+                return self._answer(request, rid, version, no.status, no.body, no.headers, who)
         await self._maybe_hang()
         with self._lock:
             try:
-                status, payload, headers = self._handle(request, route, params, raw, caller)
+                status, payload, headers = self._handle(request, route, params, raw, caller, who)
             except Refusal as no:
                 status, payload, headers = no.status, no.body, no.headers
             if route and route[2]:
                 headers["x-accepted-github-permissions"] = route[2]
-            answer = self._answer(request, rid, version, status, payload, headers)
+            answer = self._answer(request, rid, version, status, payload, headers, who)
             if method in ("POST", "PATCH") and status < 300 and self._lost > 0:
                 self._lost -= 1
                 return _LostAnswer(answer.body, status, dict(answer.headers))
@@ -444,6 +447,7 @@ class GithubIssues:
         params: dict[str, str],
         raw: bytes,
         caller: _Caller,
+        who: str,
     ) -> tuple[int, Any, dict]:
         if self._failures:
             status = self._failures.pop(0)
@@ -451,16 +455,15 @@ class GithubIssues:
         if self._refusals:
             raise self._limited(*self._refusals.pop(0), "secondary")
         if route is None:  # an unknown path, or a method the path does not take
-            self._spend()
+            self.limits.spend(who, self.clock())
             raise error(404, "Not Found")
         name, doc, accepted = route
         if name == "rate":  # GET /rate_limit costs no quota
-            return 200, self._rate_json(), {}
+            return 200, self._rate_json(who), {}
         if name in AS_APP:
             body = _json_body(raw, doc) if request.method == "POST" else {}
             return getattr(self, f"_{name}")(_Call(params, request.query_params, body, doc, caller))
-        self._window()
-        if self._used >= self.quota:
+        if self.limits.exhausted(who, self.clock()):
             raise self._limited(self.limit_status, None, "primary")
         writes, now = request.method in ("POST", "PATCH"), self.clock()
         while self._writes and self._writes[0] <= now - 3600:
@@ -472,7 +475,7 @@ class GithubIssues:
             raise self._limited(
                 self.limit_status, math.ceil(self._writes[0] + 3600 - now), "content"
             )
-        self._spend()
+        self.limits.spend(who, now)
         if not caller.may(accepted):
             no = error(403, f"Resource not accessible by {caller.kind}", doc)
             raise Refusal(403, no.body, {"x-accepted-github-permissions": accepted})
@@ -482,20 +485,17 @@ class GithubIssues:
         if writes and status < 300:
             self._writes.append(now)
         if not writes and status == 200:
-            headers["etag"] = etag = f'W/"{hashlib.sha256(_dump(payload)).hexdigest()}"'
+            # Per token, as GitHub's (`Vary: Authorization`): another token's ETag is a 200.
+            seen = request.headers.get("authorization", "").encode() + _dump(payload)
+            headers["etag"] = etag = f'W/"{hashlib.sha256(seen).hexdigest()}"'
             if request.headers.get("if-none-match", "").removeprefix("W/") == etag[2:]:
-                self._used -= 1  # GitHub: a 304 does not count against the rate limit
+                self.limits.spend(who, now, -1)  # GitHub: a 304 does not count against the limit
                 return 304, None, headers
         return status, payload, headers
 
     def _answer(self, request: Request, rid: str, version: str, status: int, payload: Any,
-                headers: dict[str, str]) -> Response:  # fmt: skip
-        self._window()
-        base = {"x-ratelimit-limit": str(self.quota),
-                "x-ratelimit-remaining": str(max(self.quota - self._used, 0)),
-                "x-ratelimit-used": str(min(self._used, self.quota)),
-                "x-ratelimit-reset": str(int(self._reset_at)), "x-ratelimit-resource": "core",
-                "x-github-request-id": rid}  # fmt: skip
+                headers: dict[str, str], who: str) -> Response:  # fmt: skip
+        base = {**self.limits.headers(who, self.clock()), "x-github-request-id": rid}
         if version in VERSIONS:
             base["x-github-api-version-selected"] = version
         self.calls.append((request.method, request.url.path, status))
@@ -506,13 +506,12 @@ class GithubIssues:
         json_type = "application/json; charset=utf-8"
         return Response(content, status, {**base, **headers}, media_type=json_type)
 
-    def _window(self) -> None:
-        if self.clock() >= self._reset_at:  # a new hour, a new quota
-            self._used, self._reset_at = 0, self.clock() + 3600
-
-    def _spend(self) -> None:
-        self._window()
-        self._used += 1
+    def _who(self, request: Request) -> str:
+        """Whose quota a request spends: an installation's token its installation's, any other
+        token its own (the stand-ins give each user one token)."""
+        token = request.headers.get("authorization", "").partition(" ")[2].strip()
+        minted = self.apps.tokens.get(token)
+        return f"installation:{minted.installation.id}" if minted is not None else token
 
     def _limited(self, status: int, retry_after: int | None, kind: str) -> Refusal:
         """GitHub's refusal past a limit (as tests/support/fakes/github_api.py words it)."""
@@ -573,11 +572,8 @@ class GithubIssues:
 
     # -- endpoints -------------------------------------------------------------------------------
 
-    def _rate_json(self) -> dict[str, Any]:
-        self._window()
-        remaining = max(self.quota - self._used, 0)
-        core = {"limit": self.quota, "used": self._used, "remaining": remaining,
-                "reset": int(self._reset_at)}  # fmt: skip
+    def _rate_json(self, who: str) -> dict[str, Any]:
+        core = self.limits.rate(who, self.clock())
         search = {"limit": 30, "used": 0, "remaining": 30, "reset": int(self.clock()) + 60}
         return {"resources": {"core": core, "search": search}, "rate": core}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.etag_cache import EtagCache, Page
+from bot.backends.github_rate import Rate, rate_of
 from bot.backends.http import (
     Counted,
     backend_client,
@@ -79,6 +81,7 @@ class GithubApi:
         self._client = client or backend_client(config.github_api_url, timeout, HEADERS)
         # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
         self._token = config.github_token.get_secret_value() if config.github_token else ""
+        self._token_key = hashlib.sha256(self._token.encode()).hexdigest()[:16]
         self._auth = auth
         self.etags = EtagCache()
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
@@ -89,6 +92,7 @@ class GithubApi:
         self._slots = asyncio.Semaphore(concurrency)
         self.calls = 0  # requests sent, for the tests and the logs
         self.not_modified = 0
+        self.rate: Rate | None = None  # the quota as GitHub's latest answer states it
 
     async def pages(self, url: str, key: str | None, *, max_pages: int = 20) -> Listing:
         """The `key` list of every page (the page itself when `key` is None)."""
@@ -114,7 +118,7 @@ class GithubApi:
     async def get(self, url: str, *, follow: bool = True) -> tuple[Any, str | None]:
         """The page at `url`; one moved permanently (a transferred issue) is read where its
         `Location` says."""
-        cached = self.etags.get(url)
+        cached = self.etags.get(self._whose(url))
         headers = {"If-None-Match": cached.etag} if cached else {}
         response = await self._call("GET", url, headers=headers, expect=(200, 301, 304))
         if response.status_code == 301:
@@ -129,10 +133,24 @@ class GithubApi:
         next_url = response.links.get("next", {}).get("url")  # as given, never built by hand
         etag = response.headers.get("etag")
         if etag:
-            self.etags.put(url, Page(etag, response.content, next_url))
+            self.etags.put(self._whose(url), Page(etag, response.content, next_url))
         else:
-            self.etags.discard(url)
+            self.etags.discard(self._whose(url))
         return body, next_url
+
+    @property
+    def counted(self) -> int:
+        """The requests GitHub counted against the quota (a 304 is free)."""
+        return self.calls - self.not_modified
+
+    def _whose(self, url: str) -> str:
+        """`url` as the cache keeps it: under the credential that read it (a hash of the token;
+        an App's installation), as GitHub's ETags belong to a token (`Vary: Authorization`). An
+        installation's renewed token then replaces its predecessor's pages in place."""
+        grant = self._auth.grant if self._auth is not None else None
+        if grant is not None:
+            return f"installation {grant.installation_id} {url}"
+        return f"token {self._token_key} {url}"
 
     async def send(
         self, method: str, url: str, body: Mapping[str, Any], *, expect: tuple[int, ...] = (200,)
@@ -168,7 +186,8 @@ class GithubApi:
             sent = self._clock()
             wait = self._blocked_until - sent
             if wait > 0:
-                message = f"GitHub's rate limit: no calls for another {wait:.0f} s"
+                until = datetime.fromtimestamp(self._blocked_until, UTC).strftime("%H:%M:%S UTC")
+                message = f"GitHub's rate limit: no calls until {until} (another {wait:.0f} s)"
                 raise BackendError(message, retryable=True, retry_after_s=wait)
             token = await self._auth.token() if self._auth is not None else self._token
             response = await send(token)
@@ -178,6 +197,7 @@ class GithubApi:
                 and self._auth.invalidate(token)
             ):
                 response = await send(await self._auth.token())
+        self._observe(rate_of(response.headers))
         if response.status_code == 401:
             raise error_of("GitHub", response)
         after_limit = sent > self._limited_at
@@ -223,6 +243,17 @@ class GithubApi:
             status=response.status_code,
             retry_after_s=max(self._blocked_until - now, 0.0),
         )
+
+    def _observe(self, rate: Rate | None) -> None:
+        """The quota's latest state: answers may come out of order, so within one window the
+        lowest `remaining` stands."""
+        known = self.rate
+        if rate is not None and (
+            known is None
+            or rate.reset > known.reset
+            or (rate.reset == known.reset and rate.remaining < known.remaining)
+        ):
+            self.rate = rate
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import AppInstallationToken, GithubApi
+from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
-from bot.checks import Finding, fail, ok, warn
+from bot.checks import Finding, Verdict, fail, ok, warn
 from bot.config import JobsBackend, MetricsBackend, Settings
 from bot.domain.alert_issue import AREA_LABEL
+from bot.domain.units import duration
 from bot.factory import build_issues, github_auth
 
 SUBJECT, HUD, ISSUES, APP = "github", "hud", "github issues", "github app"
@@ -59,7 +61,31 @@ async def probe_github(settings: Settings) -> list[Finding]:
             owners = owners or [(f"/repos/{repo}", REPO_RUNNERS) for repo in repos]
             reads[:0] = [_listed(api, f"{o}/actions/runners", "per_page=1", p) for o, p in owners]
         # At once: the probe's deadline is one call's, however many repositories are listed.
-        return [_quota(body), *await asyncio.gather(*reads)]
+        found = [_quota(body), *await asyncio.gather(*reads)]
+        listed = all(finding.verdict is not Verdict.FAIL for finding in found)
+        if settings.metrics_backend is MetricsBackend.GITHUB and repos and listed:
+            found.append(await _sizing(settings, api))
+        return found
+
+
+async def _sizing(settings: Settings, api: GithubApi) -> Finding:
+    """What a reading costs on this fleet and how often GITHUB_READING_SHARE allows one, as the
+    readings pace themselves (from the listings: a few requests, no run's jobs)."""
+    try:
+        size = await GithubMetrics(settings, api).sizing(now=datetime.now(UTC))
+    except BackendError as exc:
+        return fail(SUBJECT, f"listing the runs: {exc}")
+    share, interval = settings.github_reading_share, settings.metrics_interval_seconds
+    cost = (
+        f"{size.runs} runs queued or in progress: a reading costs about {size.cost} requests "
+        f"({size.pages} listing pages and the runs that changed since the last; the first after "
+        f"a start reads every run's jobs, {size.pages + size.runs})"
+    )
+    if size.every_s is None:
+        return ok(SUBJECT, f"{cost}; GitHub states no rate limit: a reading every {interval} s")
+    every = duration(timedelta(seconds=max(size.every_s, interval)))
+    allows = f"GITHUB_READING_SHARE {share:g} of GitHub's hour allows a reading every {every}"
+    return ok(SUBJECT, f"{cost}; {allows}")
 
 
 def _quota(body: object) -> Finding:

@@ -343,6 +343,11 @@ class Metrics(Group, title="Live queue metrics"):
     """github: the organization whose runners count."""
     github_repos: OwnerNames = ()
     """github: owner/name, comma-separated: the repositories whose queued jobs count."""
+    github_reading_share: float = Field(0.6, gt=0, le=1)
+    """github: the share of GitHub's hourly rate limit (5,000 requests for a token's user or an
+    App's installation) the readings may spend. They are paced to it, and read less often than
+    METRICS_INTERVAL_SECONDS when the fleet is large (each says how old its numbers are); the
+    rest stays for the alert's issue, `queuepilot check` and anyone else on the token."""
     hud_url: OptionalHttpUrl = None
     """hud: a PyTorch-style HUD's base URL."""
     hud_token: SecretStr | None = None

@@ -1,8 +1,9 @@
 """One reading of the fleet's queues per interval, shared by every incident and surface.
 
-A reading younger than the interval is served from Redis; an older one is refreshed with the
-backend's deadline, outside any commit, one refresh at a time in the process. A failed refresh is
-stored too, so a backend that is down is asked once an interval and every incident can say why.
+A reading younger than the interval (or than its own pace, where the backend keeps a quota:
+`FleetSnapshot.paced_s`) is served from Redis; an older one is refreshed with the backend's
+deadline, outside any commit, one refresh at a time in the process. A failed refresh is stored
+too, so a backend that is down is asked once an interval and every incident can say why.
 Successful readings are judged here, once (`bot.domain.fleet.judged`), and kept, compacted, in a
 bounded history: the baseline "in the hours before the incident" where the backend keeps none.
 """
@@ -105,7 +106,7 @@ class FleetReadings:
             return None
         stored = await self.stored()
         now = self._clock()
-        if stored is not None and now - stored.tried_at < self.interval:
+        if stored is not None and now - stored.tried_at < self.every(stored):
             return stored
         if self._refreshing.locked():
             return stored  # being read right now; this one is recent enough
@@ -127,10 +128,15 @@ class FleetReadings:
             history,
             backend=self.metrics.name,
             now=now,
-            interval=self.interval,
+            interval=self.every(reading),
             routing=self._config.routing,
             within_mins=self._config.drain_target_minutes,
         )
+
+    def every(self, reading: Reading | None) -> timedelta:
+        """How long `reading` stands: the interval, or its source's pace where that is longer."""
+        paced = reading.fleet.paced_s if reading is not None and reading.fleet else None
+        return max(self.interval, timedelta(seconds=paced or 0))
 
     async def current(self) -> tuple[Reading | None, list[HistoryPoint]]:
         reading = await self.latest()
@@ -160,17 +166,18 @@ class FleetReadings:
                 fleet = with_job_waits(fleet, jobs)
             fleet = await self._named_kills(fleet, jobs, now)
             window = timedelta(seconds=self._config.advice_window)
-            held = math.ceil(window / self.interval) + 1 if self.interval else 0
+            every = self.every(Reading(fleet, now))
+            held = math.ceil(window / every) + 1 if every else 0
             recent = await self.history(last=max(RECENT_READINGS, held))
             target = self._config.drain_target_minutes
-            fleet = judged(fleet, recent, interval=self.interval, within_mins=target, window=window)
+            fleet = judged(fleet, recent, interval=every, within_mins=target, window=window)
             reading = Reading(fleet, now)
             await self._remember(fleet)
             if self._kept is not None:
                 await self._kept.keep(fleet)
         if reading.error:
             log.warning("fleet: %s", reading.error)
-        keep_s = max(self.interval.total_seconds() * 10, 600)
+        keep_s = max(self.every(reading).total_seconds() * 10, 600)
         await self._store.save(reading.encode(), keep_ms=int(keep_s * 1000))
         return reading
 

@@ -196,7 +196,7 @@ class Home:
             return None, f"No live numbers from {metrics.name}: {why}"
         if reading.error:
             return reading.fleet, f"The latest read failed ({reading.error}): these are older."
-        return reading.fleet, ""
+        return reading.fleet, reading.fleet.note
 
 
 def _link(links: dict[tuple[str, str], str], message: tuple[str, str] | None) -> str:

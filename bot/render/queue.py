@@ -150,6 +150,8 @@ def live_queue(
         fleet = fleet.model_copy(update={"runner_types": types, "absent": absent})
     if error:
         head += f"\n⚠️ The latest read failed ({md.escape(error)}): these are older"
+    elif fleet.note:  # the reading's own word on its numbers (how often a quota lets it read)
+        head += f"\n⚠️ {md.escape(fleet.note)}"
     none = "_None of this channel's runner types is known._" if others else ""
     lines = type_lines(fleet, _trend_of(fleet, incidents), top=LIVE_TYPES)
     lines = lines or [none or "_No runner type is known._"]

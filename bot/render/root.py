@@ -83,6 +83,10 @@ def render_root(
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     elif incident.runner_types:
         blocks.append(md.section(_runner_listing(incident, now, within_mins)))
+    stopped = incident.live
+    if live is None and stopped is not None and stopped.note and incident.is_open:
+        # The live numbers stopped (the backend failed, GitHub's quota is spent): why.
+        blocks.append(md.context([md.truncate(source_note(stopped), 2000)]))
     if incident.likely_cause.strip():
         cause = md.escape(md.shorten(incident.likely_cause, 300))
         blocks.append(md.section(f"🩺 *Likely cause:* {cause}"))

@@ -152,11 +152,37 @@ async def test_unchanged_pages_are_asked_with_their_etag_and_cost_no_quota(
     fake, server = github
     metrics = backend(server)
     first = await metrics.read(now=NOW)
-    spent = 5000 - fake.remaining
+    spent, asked = 5000 - fake.remaining, len(fake.calls)
     second = await metrics.read(now=NOW)
     assert second == first
-    assert metrics.api.not_modified == spent  # every page answered 304 the second time
+    # Unchanged runs' jobs are not asked again at all; every listing page answered 304.
+    again = fake.calls[asked:]
+    assert again and not [url for url in again if "/jobs" in url]
+    assert metrics.api.not_modified == len(again)
     assert 5000 - fake.remaining == spent
+    await metrics.aclose()
+
+
+async def test_a_job_that_started_unseen_in_its_runs_listing_leaves_the_queue_in_ten_minutes(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    """GitHub moves a run's `updated_at` when its jobs change, but not always: a run in
+    progress holding queued jobs is read again after ten minutes even when its entry stands."""
+    fake, server = github
+    metrics = backend(server)
+    assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
+    [run] = [r for r in fake.runs["pytorch/pytorch"] if r["id"] == 11]
+    run["jobs"][1].update(status="in_progress", runner_id=78, runner_name="i-78")
+    asked = len(fake.calls)
+    later = await metrics.read(now=NOW + timedelta(minutes=9))
+    assert later.runner_types[GPU].queued == 3  # its entry unchanged: not asked yet
+    assert not [url for url in fake.calls[asked:] if "/jobs" in url]
+    asked = len(fake.calls)
+    later = await metrics.read(now=NOW + timedelta(minutes=10))
+    assert later.runner_types[GPU].queued == 2
+    # Only that run: the queued runs, whose own status moves when a job starts, are not asked.
+    jobs_of = {url.split("/runs/")[1].split("/")[0] for url in fake.calls[asked:] if "/jobs" in url}
+    assert jobs_of == {"11"}
     await metrics.aclose()
 
 
@@ -185,7 +211,7 @@ async def held_for(
     sent = metrics.api.calls
     clock.now += at_least - 1
     left = "1 s" if at_most == at_least else "[0-9]+ s"
-    with pytest.raises(BackendError, match=f"rate limit: no calls for another {left}"):
+    with pytest.raises(BackendError, match=rf"rate limit: no calls until .*\(another {left}\)"):
         await metrics.read(now=NOW)
     assert metrics.api.calls == sent, f"held for {at_least:g} s"
     clock.now += at_most - at_least + 1

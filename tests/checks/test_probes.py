@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,12 @@ from bot.checks import Finding, Verdict
 from bot.checks.run import bounded, probe_all, render
 from bot.config import Settings
 from bot.domain.runner_pods import NEEDS
+from sandbox.github_issues import TOKEN
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.silence_api import READ, FakeSilenceApi
+from tests.support.busy_github import LIVED, REPO, BusyGithub, Clock
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
-from tests.support.fakes.github_api import FakeGithub
+from tests.support.fakes.github_api import FakeGithub, one_github
 from tests.support.fakes.hud_api import FakeHud
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.running import eventually
@@ -407,6 +410,30 @@ async def test_a_github_token_without_the_runners_permission_fails_naming_it(
     assert "GET /orgs/pytorch/actions/runners: GitHub answered 403" in found[1].detail
     assert '"Self-hosted runners" (read)' in found[1].fix and "admin:org" in found[1].fix
     assert found[2].detail == "pytorch/pytorch: workflow runs listed (0 queued)"
+
+
+async def test_check_says_what_a_reading_costs_on_a_busy_fleet_and_how_often_the_share_allows_it(
+    settings_for: Callable[..., Settings],
+) -> None:
+    gh = BusyGithub(clock=Clock(time.time() - LIVED * 60))  # its last ten minutes lived: now
+    with serve_in_thread(one_github(gh.actions, gh.issues)) as server:
+        gh.actions.base_url = server.url
+        settings = settings_for(
+            metrics_backend="github",
+            github_token=TOKEN,
+            github_api_url=server.url,
+            github_org="pytorch",
+            github_repos=REPO,
+        )
+        said = render(of(await probe_all(settings, {}), "github")).splitlines()
+
+    assert said[-1] == (
+        "ok    github     300 runs queued or in progress: a reading costs about 208 requests (6 "
+        "listing pages and the runs that changed since the last; the first after a start reads "
+        "every run's jobs, 306); GITHUB_READING_SHARE 0.6 of GitHub's hour allows a reading "
+        "every 4 min"
+    )
+    assert not [call for call in gh.actions.calls if "/jobs" in call]  # no run's jobs read
 
 
 async def test_a_hud_token_it_refuses_fails(settings_for: Callable[..., Settings]) -> None:

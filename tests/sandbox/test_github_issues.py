@@ -89,7 +89,7 @@ async def test_every_answer_says_the_version_the_quota_and_the_request(
 async def test_the_quota_is_whole_again_at_its_reset_and_rate_limit_costs_none(
     gh: GithubIssues, http: httpx.AsyncClient, clock: Clock
 ) -> None:
-    gh.quota = 3
+    gh.limits.limit = 3
     spent = [await http.get(ISSUES) for _ in range(4)]
     rate = await http.get("/rate_limit")
     clock.now = int(spent[-1].headers["x-ratelimit-reset"])

@@ -214,7 +214,7 @@ async def content_past_an_hour(gh: Github) -> Answer:
 
 def past_the_quota(status: int) -> Ask:
     async def ask(gh: Github) -> Answer:
-        gh.api.quota, gh.api.limit_status = 3, status
+        gh.api.limits.limit, gh.api.limit_status = 3, status
         for _ in range(3):
             await gh.http.get(ISSUES)
         return await gh.final("GET", ISSUES)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from redis.asyncio import Redis
 
 from bot.backends.errors import BackendError
-from bot.backends.issues import Issue
+from bot.backends.issues import Issue, Issues
 from bot.config import Settings
 from bot.domain.alert_issue import issue_title
 from bot.domain.incidents import Event, Incident, Status, resolve_manually
@@ -86,15 +87,17 @@ class Clock:
 
 async def keeper(
     redis: Redis,
-    issues: FakeIssues,
-    clock: Clock,
+    issues: Issues,
+    clock: Callable[[], datetime],
     *,
     open: bool = False,
     links: dict[str, str | None] | None = None,
     grace_s: int = 0,
+    pacing: Pacing | None = None,
 ) -> tuple[AlertIssues, IncidentStore]:
     """A replica's keeper; `links`: each channel's thread link as Slack gives it now (None:
-    not known yet), THREAD_URL in C0STORE unless given."""
+    not known yet), THREAD_URL in C0STORE unless given; `pacing`: the app-wide one, on a clock
+    of the test's."""
     store = IncidentStore(redis, PREFIX, issues=True)
     permalinks = {"C0STORE": THREAD_URL} if links is None else links
 
@@ -112,7 +115,7 @@ async def keeper(
             store,
             IssueLinks(redis, KEYS, retention_s=3600),
             issues,
-            Pacing(),
+            pacing or Pacing(),
             Leases(redis),
             config=config,
             permalink=permalink,

@@ -1,25 +1,36 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
-token's quota is shared, so pages are asked with ETags (a 304 is free) and `queued_jobs` reuses a
-fresh listing."""
+token's quota is shared, so a run's jobs are read again only when its listing entry says it
+changed, pages are asked with ETags (a 304 is free), `queued_jobs` reuses a fresh listing, and
+each reading says how long it stands (`paced_s`): GITHUB_READING_SHARE of GitHub's hour at most
+(`bot.backends.github_rate`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Coroutine, Iterable, Mapping
-from datetime import datetime
-from typing import Any, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple, TypeVar
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi, Listing
+from bot.backends.github_rate import reading_pace
 from bot.backends.http import time_of
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
+from bot.domain.units import duration
 
 T = TypeVar("T")
 # The runs that may hold queued jobs (by id), and their jobs.
 RunsAndJobs = tuple[dict[Any, dict[str, Any]], Listing]
+# What of a run's listing entry changes when any of its jobs does.
+Mark = tuple[str, Any, Any]
+# A run in progress holding queued jobs is read again this long after its last read even when its
+# listing entry is unchanged: GitHub moves a run's `updated_at` when its jobs change "in the vast
+# majority of cases", with races where it does not (github/vscode-github-actions,
+# src/store/workflowRun.ts), and a job it missed would stay queued in the numbers.
+REREAD_S = 600.0
 
 GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
@@ -56,23 +67,73 @@ class GithubMetrics:
         self._max_pages = max_pages
         self._reuse_s = reuse_s
         self._last: tuple[float, RunsAndJobs] | None = None
+        # Each listed run's jobs as last read: runs that left the listing are forgotten.
+        self._jobs_of: dict[Any, Known] = {}
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        (runs, jobs), runners = await all_or_none([self._listed(), self._runners()])
+        counted = self.api.counted
+        listed, runners = await all_or_none([self._runs(), self._runners()])
+        pages = self.api.counted - counted  # the listings' part of a reading's cost
+        runs, jobs = await self._listed(listed, now)
         # A ghost (queued in a completed run) waits for nothing: the queue is what can still run.
         live = [job for job in jobs.items if not is_ghost(job, runs)]
-        return fleet_of(live, runners.items, now=now, every_job_listed=jobs.complete)
+        fleet = fleet_of(live, runners.items, now=now, every_job_listed=jobs.complete)
+        return self._paced(fleet, pages, runs, now)
+
+    def _paced(
+        self, fleet: FleetSnapshot, pages: int, runs: Mapping[Any, Any], now: datetime
+    ) -> FleetSnapshot:
+        """The reading with how long it stands: until the next may spend what it will cost
+        within the readings' share of GitHub's hour; said when longer than the interval."""
+        paced, rate = self._pace(pages, runs, now.timestamp()), self.api.rate
+        if paced is None or rate is None or paced[0] <= self._config.metrics_interval_seconds:
+            return fleet
+        pace = paced[0]
+        if now.timestamp() + pace >= rate.reset:
+            renews = datetime.fromtimestamp(rate.reset, UTC).strftime("%H:%M UTC")
+            note = f"read again at {renews}, when GitHub's quota renews"
+        else:
+            note = f"read every {duration(timedelta(seconds=pace))} to keep GitHub's quota"
+        return fleet.model_copy(update={"paced_s": pace, "note": note})
+
+    def _pace(self, pages: int, runs: Mapping[Any, Any], now: float) -> tuple[float, int] | None:
+        """Seconds until the next reading and its predicted cost (`reading_pace`); None where
+        GitHub states no quota (an Enterprise Server without rate limits)."""
+        rate, config = self.api.rate, self._config
+        if rate is None:
+            return None
+        due = sorted(self._due_in(run_id, run, now) for run_id, run in runs.items())
+        share, shortest = config.github_reading_share, config.metrics_interval_seconds
+        return reading_pace(due, pages, rate, share=share, now=now, shortest=shortest)
+
+    async def sizing(self, *, now: datetime) -> Sizing:
+        """What a reading costs on this fleet and how often the share allows one, from the
+        listings alone (`queuepilot check`: no run's jobs are read)."""
+        counted = self.api.counted
+        listed, _ = await all_or_none([self._runs(), self._runners()])
+        pages = self.api.counted - counted
+        runs = _runs_of(listed)
+        pace, cost = self._pace(pages, runs, now.timestamp()) or (None, pages + len(runs))
+        return Sizing(len(runs), pages, cost, pace)
+
+    def _due_in(self, run_id: Any, run: dict[str, Any], now: float) -> float:
+        """Seconds from now within which a reading would read `run`'s jobs again, as the pace
+        predicts it: how long ago the run changed, or sooner when a re-read is due anyway."""
+        changed = time_of(run.get("updated_at"))
+        since = now - changed.timestamp() if changed else 0.0
+        known = self._jobs_of.get(run_id)
+        if known is not None and unsure(run, known.jobs):
+            since = min(since, known.at + REREAD_S - now)
+        return max(since, 0.0)
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         last = self._last
         fresh = last is not None and time.monotonic() - last[0] < self._reuse_s
-        runs, jobs = last[1] if last is not None and fresh else await self._listed()
+        if last is not None and fresh:
+            runs, jobs = last[1]
+        else:
+            runs, jobs = await self._listed(await self._runs(), now)
         return queued_jobs_of(runs, jobs.items, complete=jobs.complete)
-
-    async def _listed(self) -> RunsAndJobs:
-        listed = await self._jobs()
-        self._last = (time.monotonic(), listed)
-        return listed
 
     async def _listing(self, url: str, key: str) -> Listing:
         return await self.api.pages(f"{url}per_page=100", key, max_pages=self._max_pages)
@@ -88,20 +149,48 @@ class GithubMetrics:
             return await self._listing(f"/orgs/{org}/actions/runners?", "runners")
         return await self._pages([f"/repos/{repo}/actions/runners?" for repo in repos], "runners")
 
-    async def _jobs(self) -> RunsAndJobs:
-        """Jobs of queued runs and runs in progress (one job running and the next waiting for a
-        runner is the usual shape of a queue); complete only when every listing reached its end."""
+    async def _runs(self) -> Listing:
+        """The queued runs and the runs in progress (one job running and the next waiting for a
+        runner is the usual shape of a queue)."""
         repos = self._config.github_repos
         statuses = ("queued", "in_progress")
         urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]
-        listed = await self._pages(urls, "workflow_runs")
-        runs = {run["id"]: run for run in listed.items if isinstance(run, dict) and "id" in run}
-        paths = [_path(run.get("url")) for run in runs.values()]
-        jobs = await self._pages([f"{path}/jobs?" for path in paths if path], "jobs")
+        return await self._pages(urls, "workflow_runs")
+
+    async def _listed(self, listed: Listing, now: datetime) -> RunsAndJobs:
+        """The listed runs and their jobs, read again only for a run whose listing entry changed
+        (or, `unsure`, was last read REREAD_S ago); complete only when every listing reached its
+        end."""
+        at = now.timestamp()
+        runs = _runs_of(listed)
+        paths = {run_id: _path(run.get("url")) for run_id, run in runs.items()}
+        marks = {run_id: _mark(run) for run_id, run in runs.items()}
+        kept = {
+            run_id: known
+            for run_id, mark in marks.items()
+            if (known := self._jobs_of.get(run_id)) is not None
+            and mark is not None
+            and known.mark == mark
+            and not (unsure(runs[run_id], known.jobs) and at - known.at >= REREAD_S)
+        }
+        changed = [run_id for run_id in runs if run_id not in kept and paths[run_id]]
+        read = await all_or_none([self._listing(f"{paths[i]}/jobs?", "jobs") for i in changed])
+        self._jobs_of = kept | {
+            run_id: Known(mark, jobs.items, at)
+            for run_id, jobs in zip(changed, read, strict=True)
+            if (mark := marks[run_id]) is not None and jobs.complete
+        }
+        items = [job for known in kept.values() for job in known.jobs]
+        items += [job for jobs in read for job in jobs.items]
         # A run that could not be read (no id, no usable `url`) may hold any queue.
-        every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(paths)
-        complete = bool(repos) and listed.complete and every_run_read and jobs.complete
-        return runs, Listing(jobs.items, complete)
+        every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(
+            paths.values()
+        )
+        every_page = all(jobs.complete for jobs in read)
+        repos = self._config.github_repos
+        complete = bool(repos) and listed.complete and every_run_read and every_page
+        self._last = (time.monotonic(), (runs, Listing(items, complete)))
+        return runs, Listing(items, complete)
 
     async def aclose(self) -> None:
         await self.api.aclose()
@@ -116,6 +205,46 @@ async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     except* BackendError as failed:
         raise failed.exceptions[0] from None
     return [task.result() for task in tasks]
+
+
+class Sizing(NamedTuple):
+    """A reading on this fleet: the runs listed, the listings' pages, the requests the next
+    costs, and in how many seconds the share allows it (None: GitHub states no quota)."""
+
+    runs: int
+    pages: int
+    cost: int
+    every_s: float | None
+
+
+class Known(NamedTuple):
+    """A run's jobs as last read, with the run's mark then and when (epoch seconds)."""
+
+    mark: Mark
+    jobs: list[Any]
+    at: float
+
+
+def unsure(run: dict[str, Any], jobs: list[Any]) -> bool:
+    """A run in progress whose jobs, as last read, include queued ones: the one kind whose stale
+    jobs would misstate the queue. A run listed as queued has no job started yet, or its own
+    status (the listing's filter) would have moved."""
+    return run.get("status") != "queued" and any(
+        isinstance(job, dict) and job.get("status") == "queued" for job in jobs
+    )
+
+
+def _runs_of(listed: Listing) -> dict[Any, dict[str, Any]]:
+    return {run["id"]: run for run in listed.items if isinstance(run, dict) and "id" in run}
+
+
+def _mark(run: dict[str, Any]) -> Mark | None:
+    """What changes in a run's listing entry when any of its jobs does (a job that starts or ends
+    moves the run's `updated_at`); None without an `updated_at`: read every time."""
+    updated = run.get("updated_at")
+    if not isinstance(updated, str) or not updated:
+        return None
+    return updated, run.get("run_attempt"), run.get("status")
 
 
 def _path(url: Any) -> str:

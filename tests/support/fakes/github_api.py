@@ -6,7 +6,10 @@ for the REST API", "Exceeding the rate limit"): 403 or 429, the primary limit wi
 `x-ratelimit-remaining: 0` until `x-ratelimit-reset`, a secondary one with its own message and a
 `retry-after` or not. `GET /rate_limit` answers the token's quota
 without spending it, as GitHub's does; paths under `forbidden` answer 403 as GitHub answers a
-fine-grained token without the permission.
+fine-grained token without the permission. The quota (`sandbox.github_quota`) may be shared with
+the issues' stand-in (`one_github`): one token, one hour's requests, counted, refused at zero with
+`x-ratelimit-remaining: 0` until its reset. ETags are the token's, as GitHub's (`Vary:
+Authorization`; GitHub support, eclipse-csi/otterdog#201): another token's ETag is a 200.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,6 +25,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from sandbox.github_issues import GithubIssues
+from sandbox.github_quota import GithubQuota
 
 
 @dataclass
@@ -30,7 +37,8 @@ class FakeGithub:
     # repo -> runs (each: id, status, jobs)
     runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     page_size: int = 2
-    remaining: int = 5000
+    quota: GithubQuota = field(default_factory=GithubQuota)
+    clock: Callable[[], float] = time.time  # epoch seconds, as `x-ratelimit-reset`
     # Set by a test: the next answers are refused as past GitHub's primary limit (the hour's
     # quota) or a secondary one, with `limit_status` (GitHub answers either 403 or 429).
     limit: Literal["primary", "secondary"] | None = None
@@ -38,6 +46,7 @@ class FakeGithub:
     retry_after: int | None = None  # a secondary limit's `retry-after`, when it gives one
     reset_at: int | None = None  # `x-ratelimit-reset` (epoch seconds); None: in an hour
     calls: list[str] = field(default_factory=list)
+    spent_at: list[float] = field(default_factory=list)  # when each counted request came
     base_url: str = ""
     # Path prefixes the token may not read ("/orgs/pytorch/actions/runners").
     forbidden: set[str] = field(default_factory=set)
@@ -90,8 +99,20 @@ class FakeGithub:
         self.runs.setdefault(repo, []).append(
             {"id": run_id, "status": status, "jobs": jobs, "name": name, "event": event,
              "head_branch": head_branch, "conclusion": conclusion, "run_attempt": run_attempt,
-             "listed_as": listed_as or status}
+             "listed_as": listed_as or status, "updated_at": _iso(self.clock())}
         )  # fmt: skip
+
+    def touch(self, run: dict[str, Any]) -> None:
+        """A run changed (a job of it did, or its status): GitHub moves its `updated_at`."""
+        run["updated_at"] = _iso(self.clock())
+
+    @property
+    def remaining(self) -> int:
+        return self.quota.rate(self.token, self.clock())["remaining"]
+
+    @remaining.setter
+    def remaining(self, value: int) -> None:
+        self.quota.set_remaining(self.token, self.clock(), value)
 
     @staticmethod
     def job(
@@ -121,13 +142,10 @@ class FakeGithub:
     # -- HTTP ----------------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
-        return {
-            "x-ratelimit-limit": "5000",
-            "x-ratelimit-remaining": str(self.remaining),
-            "x-ratelimit-used": str(5000 - self.remaining),
-            "x-ratelimit-reset": str(self.reset_at or int(time.time()) + 3600),
-            "x-ratelimit-resource": "core",
-        }
+        headers = self.quota.headers(self.token, self.clock())
+        if self.reset_at is not None:
+            headers["x-ratelimit-reset"] = str(self.reset_at)
+        return headers
 
     def _page(
         self, request: Request, items: list[Any], key: str, path: str, extra: dict
@@ -148,13 +166,16 @@ class FakeGithub:
             )
         if self.limit is not None:
             return self._limited()
+        if self.quota.exhausted(self.token, self.clock()):
+            return self._limited("primary")
         per_page = int(request.query_params.get("per_page", "30"))
         per_page = min(per_page, self.page_size)
         page = int(request.query_params.get("page", "1"))
         chunk = items[(page - 1) * per_page : page * per_page]
         body = {"total_count": len(items), key: chunk, **extra}
         raw = json.dumps(body).encode()
-        etag = 'W/"' + hashlib.sha256(raw).hexdigest()[:32] + '"'
+        seen = request.headers["authorization"].encode() + raw
+        etag = 'W/"' + hashlib.sha256(seen).hexdigest()[:32] + '"'
         headers = {**self._headers(), "etag": etag}
         if page * per_page < len(items):
             status = request.query_params.get("status")
@@ -162,15 +183,16 @@ class FakeGithub:
             headers["link"] = f'<{self.base_url}{path}?{query}>; rel="next"'
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers=headers)  # free: no quota used
-        self.remaining -= 1
-        return Response(raw, headers=headers, media_type="application/json")
+        self.quota.spend(self.token, self.clock())
+        self.spent_at.append(self.clock())
+        return Response(raw, headers={**headers, **self._headers()}, media_type="application/json")
 
-    def _limited(self) -> Response:
+    def _limited(self, limit: Literal["primary", "secondary"] | None = None) -> Response:
         """GitHub's refusal past a limit: its headers, and its body (`message`, with a request ID
         the real one varies, and `documentation_url`)."""
         headers = self._headers()
         request_id = "D24F:221686:28BC1:9F91F:69D56197"
-        if self.limit == "primary":
+        if (limit or self.limit) == "primary":
             headers["x-ratelimit-remaining"] = "0"
             headers["x-ratelimit-used"] = headers["x-ratelimit-limit"]
             message = (
@@ -233,12 +255,8 @@ class FakeGithub:
                     {"message": "Bad credentials"}, status_code=401, headers=self._headers()
                 )
             headers = self._headers()
-            core = {
-                "limit": 5000,
-                "used": 5000 - self.remaining,
-                "remaining": self.remaining,
-                "reset": int(headers["x-ratelimit-reset"]),
-            }
+            core = {**self.quota.rate(self.token, self.clock()),
+                    "reset": int(headers["x-ratelimit-reset"])}  # fmt: skip
             return JSONResponse({"resources": {"core": core}, "rate": core}, headers=headers)
 
         return Starlette(
@@ -250,3 +268,22 @@ class FakeGithub:
                 Route("/repos/{owner}/{repo}/actions/runs/{run_id:int}/jobs", jobs),
             ]
         )
+
+
+def one_github(actions: FakeGithub, issues: GithubIssues) -> Callable[..., Any]:
+    """One GitHub under one URL: its Actions API from one stand-in, the rest from the other. Give
+    both one `GithubQuota` and one clock for one token's one hour of requests."""
+    actions_app, issues_app = actions.app, issues.app
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and ("/actions/" in path or path == "/rate_limit"):
+            await actions_app(scope, receive, send)
+        else:
+            await issues_app(scope, receive, send)
+
+    return app
+
+
+def _iso(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))

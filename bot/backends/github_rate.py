@@ -1,0 +1,70 @@
+"""GitHub's primary rate limit as its answers state it, and how often the readings may spend it.
+
+Every answer carries `x-ratelimit-limit`, `-remaining`, `-used`, `-reset` (epoch seconds: when
+the hour's window ends) and `-resource` ("Rate limits for the REST API"). The quota belongs to the
+token's user or the App's installation, so the alert's issue, `queuepilot check` and anyone else
+on the token spend the same hour: the readings take at most GITHUB_READING_SHARE of it."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+WINDOW_S = 3600.0  # GitHub's primary limit is an hour's requests
+STEP_S = 15.0  # the intervals tried for a reading, a quarter of a minute apart
+
+
+@dataclass(frozen=True)
+class Rate:
+    limit: int
+    remaining: int
+    used: int
+    reset: float  # epoch seconds
+    resource: str = "core"
+
+
+def rate_of(headers: Mapping[str, str]) -> Rate | None:
+    """The `core` quota an answer states; None when it states none, or another resource's (a
+    search or GraphQL quota paces nothing here), or numbers that cannot be GitHub's."""
+    resource = headers.get("x-ratelimit-resource", "core")
+    numbers = [_count(headers.get(f"x-ratelimit-{name}")) for name in ("limit", "remaining")]
+    reset = _count(headers.get("x-ratelimit-reset"))
+    limit, remaining = numbers
+    if resource != "core" or limit is None or remaining is None or reset is None or limit < 1:
+        return None
+    used = _count(headers.get("x-ratelimit-used"))
+    remaining = min(remaining, limit)
+    return Rate(limit, remaining, limit - remaining if used is None else used, float(reset))
+
+
+def reading_pace(
+    due: Sequence[float], pages: int, rate: Rate, *, share: float, now: float, shortest: float
+) -> tuple[float, int]:
+    """Seconds from now until the next reading, and the requests it is predicted to cost: the
+    shortest interval (from `shortest`, in steps) at which every reading that still fits before
+    GitHub's reset fits in what the readings may still spend of the hour (GitHub's `remaining`
+    less the `1 - share` of the limit kept for the others on the token). A reading T from now
+    costs `pages` (the listings) and a request per run in `due` under T: how long ago each
+    listed run changed, as the runs that changed in the last T stand for those that will in the
+    next T, or sooner when it is due a read anyway (ascending). No reading fits: the next waits
+    for the reset."""
+    if now >= rate.reset:
+        rate = Rate(rate.limit, rate.limit, 0, now + WINDOW_S)  # a new hour, whole
+    left = rate.remaining - (1 - share) * rate.limit
+    span = rate.reset - now
+    every = shortest
+    while every < span:
+        readings = math.ceil(span / every) - 1  # the reading at the reset starts a new hour
+        cost = pages + bisect.bisect_left(due, every)
+        if readings * cost <= left:
+            return every, cost
+        every += STEP_S
+    return span, pages + bisect.bisect_left(due, span)
+
+
+def _count(value: str | None) -> int | None:
+    if value is None or not (value.strip().isascii() and value.strip().isdigit()):
+        return None
+    return int(value.strip())
