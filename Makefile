@@ -76,6 +76,7 @@ else
 	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt-install PACKAGES="$$missing"; fi
 	$(BIN)/python -m bench.side_by_side --write
 	$(BIN)/python -m bench.soak --write
+	$(BIN)/python -m bench.soak --case pages --write
 endif
 
 serve: $(STAMP)

@@ -35,7 +35,8 @@ Redis less them. After the warm-up (the first `--warm-up` days, longer than the 
 asserts each figure grows by at most 5% (the median of the last three samples against that of the
 first three after warm-up; tasks, descriptors and keys by 5% and 3 more, for what is in flight
 at a sample). It ends with every key kind, its count and whether it carries a TTL. Linux only
-(/proc).
+(/proc). `--case pages` is the GitHub backend's case: its bounded caches under a busy fleet
+(`bench/soak_pages.py`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from pathlib import Path
 import httpx
 import redis
 
-from bench import cpu_name, write_table
+from bench import cpu_name, soak_pages, write_table
 from bench.footprint import ALERTS, MIB, RUNNER_TYPES, firing, resolved, serve_env, wait_for
 from sandbox.github_issues import TOKEN as GITHUB_TOKEN
 from sandbox.github_issues import GithubIssues
@@ -469,7 +470,19 @@ def report(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    chooser = argparse.ArgumentParser(add_help=False)
+    chooser.add_argument(
+        "--case",
+        choices=["week", "pages"],
+        default="week",
+        help="pages: GitHub `/jobs` pages of 50 kB, ten new runs a second (its own options: "
+        "`--case pages --help`)",
+    )
+    case, rest = chooser.parse_known_args()
+    if case.case == "pages":
+        soak_pages.main(rest)
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[chooser])
     parser.add_argument("--serve", metavar="TASKS_FILE", help=argparse.SUPPRESS)
     parser.add_argument("--day", type=float, default=Plan.day_s, help="seconds a day takes")
     parser.add_argument("--warm-up", type=float, default=Plan.warm_up_days, help="days")

@@ -43,7 +43,7 @@ from bot.actions.silence import Silencing
 from bot.actions.silence_watch import SilenceWatch
 from bot.backends.metrics import QueueHistory
 from bot.checks.watch import ProbeWatch
-from bot.config import Settings
+from bot.config import Settings, memory
 from bot.domain.routes import MAX_ROUTES
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
@@ -137,6 +137,9 @@ class Bot:
             token = self.settings.slack_app_token.get_secret_value()
             socket_mode = await handlers.slack_boundary.start_socket_mode(token, self.bolt)
         log.info("queuepilot is up: channel %s", self.settings.slack_channel)
+        log.info(
+            "memory: %s", memory.described(memory.memory_limit(self.settings.memory_limit_mib))
+        )
         for n, route in enumerate(self.settings.slack_routes, 1):
             log.info("route %d: %s -> channel %s", n, route.text, route.channel)
         # Not one of the tasks health watches: a slow Slack does not hold up the start, and a

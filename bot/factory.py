@@ -128,7 +128,7 @@ def build_issues(
         return None
     # GitHub asks for one call at a time from one client (secondary limits).
     auth = auth or github_auth(settings, counted=counted)
-    api = GithubApi(settings, auth=auth, concurrency=1, counted=counted)
+    api = GithubApi(settings, auth=auth, concurrency=1, counted=counted, cache="github_issues")
     return GithubIssues(api, settings.github_issues_repo)
 
 

@@ -11,7 +11,8 @@ from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings, SettingsError, check_serve, load_settings
-from bot.factory import build_jobs_source, build_metrics, scale_targets
+from bot.config.memory import cache_bytes
+from bot.factory import build_issues, build_jobs_source, build_metrics, scale_targets
 
 
 @pytest.fixture(autouse=True)
@@ -146,3 +147,22 @@ async def test_prometheus_names_its_series_for_the_runner_types_the_bot_knows() 
         (GPU, "gpu-a10g", True),
         ("linux.2xlarge", "linux-2xlarge", False),
     ]
+
+
+async def test_each_github_client_takes_its_share_of_the_memory_limit() -> None:
+    """The readings' pages and the alert issue's each get the share `bot.config.memory` gives
+    them of MEMORY_LIMIT_MIB: a larger pod caches more."""
+    for limit in (320, 1024):
+        settings = load_settings(
+            **GITHUB, metrics_backend="github", github_issues_repo="pytorch/alerting-issues",
+            memory_limit_mib=limit,
+        )  # fmt: skip
+        metrics, issues = build_metrics(settings), build_issues(settings)
+        assert isinstance(metrics, GithubMetrics) and issues is not None
+        try:
+            shares = cache_bytes(limit)
+            assert metrics.api.etags.max_bytes == shares["github_readings"]
+            assert issues.api.etags.max_bytes == shares["github_issues"]
+        finally:
+            await metrics.aclose()
+            await issues.api.aclose()

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 # run: a busy organization has hundreds of runs queued or running at once, rarely past a thousand.
 # 4,096 entries holds that working set several times over, so every page a reading asks for again
 # is still here for its 304. A page is kept as GitHub's bytes (a `/jobs` page of 100 jobs with their
-# steps is some 100-300 KB); 32 MiB is a tenth of the manifests' 320 Mi memory limit, and parsing a
-# page again on a 304 costs far less than the quota it saves.
+# steps is some 100-300 KB); the bytes are the cache's share of the process's memory
+# (`bot.config.memory`), and parsing a page again on a 304 costs far less than the quota it saves.
 MAX_ENTRIES = 4096
-MAX_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ class Page:
 
 
 class EtagCache:
-    def __init__(self, *, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, *, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._pages: OrderedDict[str, Page] = OrderedDict()

@@ -32,6 +32,7 @@ from bot.backends.http import (
 )
 from bot.backoff import Backoff
 from bot.config import Settings
+from bot.config.memory import Cache, cache_bytes, memory_limit
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -75,6 +76,7 @@ class GithubApi:
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
         counted: Counted = uncounted,
+        cache: Cache = "github_readings",
     ) -> None:
         self._counted = counted
         timeout = config.backend_timeout_seconds
@@ -83,7 +85,9 @@ class GithubApi:
         self._token = config.github_token.get_secret_value() if config.github_token else ""
         self._token_key = hashlib.sha256(self._token.encode()).hexdigest()[:16]
         self._auth = auth
-        self.etags = EtagCache()
+        # `cache`: whose share of the memory its pages take (`bot.config.memory`).
+        limit = memory_limit(config.memory_limit_mib)
+        self.etags = EtagCache(max_bytes=cache_bytes(limit.mib)[cache])
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
         # When the last rate limit was met: an answer to a call sent before it tells nothing new.

@@ -203,6 +203,10 @@ class Server(Group, title="Server"):
     stops its work. A request takes milliseconds while Redis answers, and Slack gives up on one
     after 3 s. Kubernetes' terminationGracePeriodSeconds must cover the preStop pause, this and
     the stop (up to 15 s)."""
+    memory_limit_mib: int | None = Field(None, ge=32, le=1024 * 1024)
+    """The memory this process is given, in MiB: its caches are sized from it (docs/operations.md,
+    Memory). The Helm chart sets it from the container's memory limit. Unset: the cgroup's limit
+    (a container's), else 320, the chart's."""
 
 
 class Incidents(Group, title="Incidents"):

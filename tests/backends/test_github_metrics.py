@@ -21,6 +21,7 @@ from bot.backends.etag_cache import EtagCache
 from bot.backends.github_api import GithubApi
 from bot.backends.metrics.github import GithubMetrics, fleet_of, queued_jobs_of
 from bot.config import Settings
+from bot.config.memory import cache_bytes
 from bot.domain.jobs import Trigger
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.github_api import FakeGithub
@@ -600,6 +601,34 @@ async def test_the_etag_cache_stays_within_its_bounds_and_a_hot_page_keeps_its_3
             await api.get(f"/repos/pytorch/pytorch/actions/runs/{1000 + n}/jobs")
             assert len(api.etags) <= entries and api.etags.bytes <= size
         assert len(api.etags) < 10  # the runs' pages were let go
+        before = api.not_modified
+        await api.get(hot)
+        assert api.not_modified == before + 1
+    finally:
+        await api.aclose()
+
+
+async def test_under_a_small_memory_limit_the_pages_stay_within_the_readings_share(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    """MEMORY_LIMIT_MIB=128 gives the readings' pages their 2 MiB floor: 60 runs' `/jobs` pages
+    of 50 kB each (3 MB) are read, the cache never holds more than its share, and the page read
+    every time (the runners) still answers 304."""
+    fake, server = github
+    steps = [{"name": f"step {n}", "status": "queued", "number": n} for n in range(1000)]
+    for n in range(60):
+        job = {**FakeGithub.job(6000 + n, [CPU], "queued", ago(1)), "steps": steps}
+        fake.run("pytorch/pytorch", 2000 + n, "queued", [job])
+    api = GithubApi(config_of(server, memory_limit_mib=128))
+    share = cache_bytes(128)["github_readings"]
+    hot = "/orgs/pytorch/actions/runners?per_page=100"
+    try:
+        assert api.etags.max_bytes == share <= 2 * 1024 * 1024
+        for n in range(60):
+            await api.get(hot)
+            await api.get(f"/repos/pytorch/pytorch/actions/runs/{2000 + n}/jobs")
+            assert api.etags.bytes <= share
+        assert api.etags.bytes > share - 100_000  # full: the oldest pages went to make room
         before = api.not_modified
         await api.get(hot)
         assert api.not_modified == before + 1

@@ -286,11 +286,44 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
 def test_settings_come_from_the_config_map_then_the_secret(case: str) -> None:
     objects = render(case)
     main = container(objects)
-    assert "env" not in main
+    assert [e["name"] for e in main["env"]] == ["MEMORY_LIMIT_MIB"]  # the container's limit
     assert main["envFrom"] == [
         {"configMapRef": {"name": "queuepilot-config"}},
         {"secretRef": {"name": "queuepilot"}},  # last: a key in both takes the Secret's value
     ]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_caches_are_sized_from_the_containers_memory_limit(case: str) -> None:
+    """MEMORY_LIMIT_MIB is the limit `resources` gives the container, in MiB as Kubernetes
+    rounds it (up), so raising the limit grows the caches with it."""
+    (memory,) = [e for e in container(render(case))["env"] if e["name"] == "MEMORY_LIMIT_MIB"]
+    assert memory == {
+        "name": "MEMORY_LIMIT_MIB",
+        "valueFrom": {
+            "resourceFieldRef": {
+                "containerName": "queuepilot",
+                "resource": "limits.memory",
+                "divisor": "1Mi",
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        # Without a limit Kubernetes would give the node's allocatable memory: the bot reads its
+        # cgroup instead, and sizes itself as the chart's default limit where there is none.
+        {**SECRET, "resources": {"requests": {"memory": "160Mi"}, "limits": None}},
+        # The operator's own value stands.
+        {**SECRET, "config": {"MEMORY_LIMIT_MIB": "512"}},
+    ],
+    ids=["no-limit", "set-in-config"],
+)
+def test_no_memory_limit_or_one_in_config_leaves_the_variable_alone(values: dict) -> None:
+    objects = render_values(values)
+    assert "MEMORY_LIMIT_MIB" not in {e["name"] for e in container(objects).get("env", [])}
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -123,7 +123,7 @@ def test_secret_files_read_each_required_secret_from_the_mounted_secret(
     assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
 
     files = {e["name"]: e["value"] for e in main["env"] if e["name"].endswith("_FILE")}
-    assert set(files) == {e["name"] for e in main["env"]}
+    assert set(files) == {e["name"] for e in main["env"]} - {"MEMORY_LIMIT_MIB"}
     keys = {name.removesuffix("_FILE"): path for name, path in files.items()}
     for key, path in keys.items():
         assert path == f"{mount['mountPath']}/{key}"
@@ -146,5 +146,5 @@ def test_secret_files_of_secrets_given_as_values_cover_every_key() -> None:
     secrets = {**SLACK_SECRETS, "GITHUB_APP_PRIVATE_KEY": "-----BEGIN PRIVATE KEY-----\n…"}
     objects = render_values({"secrets": secrets, "secretFiles": True})
     names = [e["name"] for e in container(objects)["env"]]
-    assert names == sorted(f"{key}_FILE" for key in secrets)
+    assert names == ["MEMORY_LIMIT_MIB", *sorted(f"{key}_FILE" for key in secrets)]
     assert set(names) <= known_variables()

@@ -1,0 +1,107 @@
+"""The memory the process is given, and the share of it each cache may hold: caches whose bound is
+bytes are sized here, in one place, from MEMORY_LIMIT_MIB (the Helm chart sets it from the
+container's limit), else the cgroup's limit, else the chart's default limit.
+
+What the process holds whatever its caches hold does not grow with the limit: the interpreter,
+the libraries and a quiet bot's state (`bench.footprint`: 81-91 MiB at rest), and on top of that
+either a busy GitHub fleet's readings (`bench.soak --case pages`, caches at their floor: some 50
+MiB more, each reading parsing every active run's `/jobs` page) or a storm's charts
+(`bench.footprint`: a peak some 70 MiB above rest). RESERVED_MIB is that, and the chart requests
+as much. The caches share what the limit gives above it, and most of that stays headroom: for a
+storm on a busy fleet, a bigger fleet than the bench's, and the heap's fragmentation, which
+CPython does not give back. A cache only needs the pages a reading asks for again (a `/jobs` page
+per active run): more holds pages of runs that are over, which nobody asks for."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+MIB = 1024 * 1024
+RESERVED_MIB = 160  # at rest, plus a busy fleet's readings or a storm: the chart's request
+DEFAULT_LIMIT_MIB = 320  # the chart's limit: the size of a process that was given none
+Cache = Literal["github_readings", "github_issues"]
+# Each cache's share of the limit above RESERVED_MIB.
+SHARES: dict[Cache, float] = {
+    # `METRICS_BACKEND=github`: every page a reading asks for again answers 304 from here, free
+    # of quota. At the chart's limit, 9.6 MiB: the `/jobs` pages of some 200 active runs at 50 kB.
+    "github_readings": 0.06,
+    # GITHUB_ISSUES_REPO: an issue's search and comments, a few small pages per open incident.
+    "github_issues": 0.01,
+}
+FLOOR = 2 * MIB  # a cache's least, however small the limit: the listings keep their 304s
+# cgroup v1 writes "no limit" as the largest multiple of the page size; nothing real comes close.
+UNLIMITED = 1 << 60
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+@dataclass(frozen=True)
+class Limit:
+    mib: int
+    source: str  # where it was read, for the start's log line
+
+
+def cache_bytes(limit_mib: int) -> dict[Cache, int]:
+    """Each cache's bound in bytes under a limit of `limit_mib`."""
+    spare = max(limit_mib - RESERVED_MIB, 0) * MIB
+    return {name: max(int(share * spare), FLOOR) for name, share in SHARES.items()}
+
+
+def memory_limit(
+    setting: int | None, *, root: Path = CGROUP_ROOT, proc: Path = PROC_CGROUP
+) -> Limit:
+    """MEMORY_LIMIT_MIB when set, else the cgroup's limit, else the chart's default."""
+    if setting is not None:
+        return Limit(setting, "MEMORY_LIMIT_MIB")
+    for path in cgroup_files(_read(proc), root):
+        if (found := limit_mib(_read(path))) is not None:
+            return Limit(found, f"the cgroup's limit ({path})")
+    return Limit(DEFAULT_LIMIT_MIB, "no limit found: the Helm chart's")
+
+
+def described(limit: Limit) -> str:
+    """The start's log line: the limit, where it came from, and what each cache may hold."""
+    sizes = ", ".join(
+        f"{name} {size / MIB:.1f} MiB" for name, size in cache_bytes(limit.mib).items()
+    )
+    return f"{limit.mib} MiB ({limit.source}); caches: {sizes}"
+
+
+def limit_mib(text: str) -> int | None:
+    """A cgroup's limit file (v2's memory.max, v1's memory.limit_in_bytes) in whole MiB; None for
+    no limit ("max", v1's huge number), an empty or unreadable file, or under a MiB."""
+    text = text.strip()
+    if not re.fullmatch(r"[0-9]{1,20}", text) or int(text) >= UNLIMITED or int(text) < MIB:
+        return None
+    return int(text) // MIB
+
+
+def cgroup_files(proc_cgroup: str, root: Path) -> list[Path]:
+    """Where this process's memory limit may be, most specific first: its own cgroup's file as
+    /proc/self/cgroup names it (v2's `0::/path`, v1's `N:memory:/path`), then the mount's root,
+    which is the container's own cgroup where the runtime gives it a cgroup namespace."""
+    found = []
+    for line in proc_cgroup.splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and controllers == "":
+            base, name = root, "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        own = Path(path.strip("/"))
+        if ".." not in own.parts:
+            found.append(base / own / name)
+        found.append(base / name)
+    return list(dict.fromkeys(found))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return ""
