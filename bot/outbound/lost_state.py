@@ -23,14 +23,30 @@ the order they were opened, so a channel's newest root of the bot shows its high
 once every channel has shown its newest root (or been read to the window) new incidents can be
 numbered above every number used.
 
-The intake does not wait for all of it. A notification that would open an incident waits only
-while its group's root may still be found, that is until its channel (`SLACK_ROUTES` names it from
-the group's labels) has been read to the window and new numbers are known to be above all Slack
-shows, and at most `HOLD_S` from the start of the read; every other notification is applied at
-once. On Tier 3 this is a second or two; on a distributed app's Tier 1 (15 messages, one call a
-minute) the read goes on in the background after the hold, saying how far it has got in the log
-and `/readyz`, and a group whose root it finds only later opens a thread of its own (the root is
-not taken up once the group has one).
+The loss is said (the error log, `state_lost_total`, the marker) as soon as it is known: a root of
+this app seen (or the marker, by this process) and the numbering known. The read goes on after
+that only to collect roots; the marker keeps `unsure` until it is done, so a leader taking over
+reads on.
+
+The intake does not wait for all of it. An update or resolve of an incident Redis knows, and a
+group whose found root is known, go on at once. A notification that would open an incident waits
+for the numbering, and for a group Redis knows nothing of also while its root may still be found:
+until its channel (`SLACK_ROUTES` names it from the group's labels) has been read to the window,
+at most `HOLD_S` from the start of the read (after that it opens a thread of its own: a root
+found later is not taken up).
+
+How long an opening waits for the numbering, and what then: on Tier 3 every channel's newest page
+comes within a second or two; on a distributed app's Tier 1 (one call a minute) it comes one
+channel a minute, twenty minutes for twenty channels, and again after every change of leader.
+Waiting that long would keep a new alert off Slack when it matters most; going on with the
+sequence as it stands would number the next incident #1 beside roots #5 and #9 still unread.
+So an opening waits `NUMBER_HOLD_S`, its notification safe in the stream (accepted with a 202,
+acknowledged only once applied), and then new incidents are numbered above the highest number
+read so far plus `NUMBER_GAP`, said in the log; the read goes on and raises the numbering if a
+channel shows more. A number may repeat only if more than `NUMBER_GAP` incidents were opened in
+the unread channels after the newest root read, which a week of alerts does not come near; a
+thousand keeps the numbers short enough to type. A channel given up (it kept failing) counts as
+unread: its numbers are covered by the same gap.
 
 A check Slack holds up leaves the intake to go on meanwhile; the marker's `unsure` says so, on
 any replica, so that the intake's own writes are never taken for an older release's state, and
