@@ -109,6 +109,8 @@ class StateGuard:
     _scan: Scan | None = field(default=None, init=False)  # the read of Slack under way
     _task: asyncio.Task[None] | None = field(default=None, init=False)
     _watch: asyncio.Task[None] | None = field(default=None, init=False)  # ends it with the lead
+    # A failed read's guess at the numbering, kept for what waits on it until the next read.
+    _guess: asyncio.Task[None] | None = field(default=None, init=False)
     _said_at: float = field(default=0.0, init=False)  # when the log last said how far
 
     async def at_start_of_term(self, deposed: asyncio.Event | None = None) -> None:
@@ -129,6 +131,9 @@ class StateGuard:
         if self._watch is not None and self._watch is not asyncio.current_task():
             self._watch.cancel()
         self._watch = None
+        if self._guess is not None:
+            self._guess.cancel()
+            self._guess = None
         task, scan = self._task, self._scan
         self._task = self._scan = None
         if task is not None:
@@ -159,9 +164,11 @@ class StateGuard:
         `number_hold_s`, then above a guess) and, with `channel`, until a group routed there can
         no longer find its root in what is left to read (at most `hold_s`); at once when no read
         is under way."""
-        scan = self._scan
-        if scan is not None:
+        while (scan := self._scan) is not None:
             await scan.wait(channel)
+            if scan.numbered or self._scan is scan or self._scan is None:
+                return
+            # A failed read, replaced by the next tick's: wait on that one.
 
     async def _end_when(self, deposed: asyncio.Event) -> None:
         await deposed.wait()
@@ -196,12 +203,17 @@ class StateGuard:
                 await self._number_above_seen()
             channels = self._channels()
             loop = asyncio.get_running_loop()
+            failed, guess = self._scan, self._guess  # a failed read's, replaced by this one
+            self._guess = None
+            if guess is not None:
+                guess.cancel()
             scan = Scan(
                 channels,
                 Found("", began),
                 oldest=now - LOOKBACK_S,
                 latest=now + 60,
-                began=loop.time(),
+                # After a failed read, openings wait no longer than from its start.
+                began=failed.began if failed is not None else loop.time(),
                 hold_s=self.hold_s,
                 number_hold_s=self.number_hold_s,
                 give_up_after=self.give_up_after,
@@ -220,17 +232,23 @@ class StateGuard:
             )
             self._scan, self._said_at = scan, loop.time()
             self._task = asyncio.create_task(self._read(scan, now), name="state-check")
+            if failed is not None:  # what waited on it waits on this one
+                await failed.end()
             return self._task
 
     async def _read(self, scan: Scan, now: float) -> None:
-        """Every channel read, the loss said as soon as it is known, then the verdict; a failure
-        leaves it to the next tick."""
+        """Every channel read, the loss said as soon as it is known, then the verdict. A failure
+        leaves it to the next tick, and the openings waiting for the numbering waiting: on the
+        next tick's read, or on the guess when the number hold ends."""
         guess = asyncio.create_task(self._number_by(scan), name="state-check-numbers")
+        failed = True
         try:
             scan.found.bot_id = await self._own_bot()
             await read_all(self.slack, scan, lambda: self._step(scan, now))
             await self._conclude(scan, now)
+            failed = False
         except Deposed:
+            failed = False
             log.info("state: the read of Slack's history stops with the lead")
         except (SlackError, RedisError) as exc:
             log.warning(
@@ -240,10 +258,13 @@ class StateGuard:
         except Exception:
             log.exception("state: the read of Slack's history failed: checked again each tick")
         finally:
-            guess.cancel()
-            if self._scan is scan:
-                self._scan = None
-            await scan.end()
+            if failed and not scan.numbered:
+                self._guess = guess
+            else:
+                guess.cancel()
+                if self._scan is scan:
+                    self._scan = None
+                await scan.end()
             with suppress(RedisError):
                 await self.marker.said_checking(None)
 

@@ -465,3 +465,22 @@ async def test_with_the_intake_a_found_group_and_another_channel_s_group_go_on_w
 async def opened(store: IncidentStore, count: int) -> list[str] | None:
     ids = sorted(await store.open_ids(), key=int)
     return ids if len(ids) >= count else None
+
+
+async def test_an_opening_waits_through_a_failed_read_for_the_next_and_never_takes_a_used_number(
+    guard: StateGuard, slack: Slack
+) -> None:
+    """`auth.test` fails, so the read ends before a page: an incident about to open keeps
+    waiting (the sequence still stands at 0, below #5 in Slack) until the next tick's read knows
+    the numbering."""
+    await root(guard, "5", "g-a")
+    slack.emulator.fail_next("auth.test", status=500)
+    await guard.at_start_of_term()
+    opening = asyncio.create_task(guard.held(None))
+    await eventually(lambda: guard._task is not None and guard._task.done(), what="the read failed")
+    assert not opening.done(), "no number before Slack told which are used"
+    await guard.tick()
+    await asyncio.wait_for(opening, 5)
+    assert (await guard.marker.kept())[1] == 5
+    assert lost(guard) == 1
+    await guard.end_of_term()
