@@ -171,8 +171,9 @@ class Bot:
         async def intake() -> None:
             # Before a notification is applied: a missing state marker starts a read of Slack's
             # history beside the intake, which holds back only what a root found there may
-            # concern (`Intake.held`); no click, post or tick waits for it.
-            await self.guard.at_start_of_term()
+            # concern (`Intake.held`); no click, post or tick waits for it. It stops the moment
+            # the lead is lost, not when the intake's last batches are done.
+            await self.guard.at_start_of_term(deposed)
             try:
                 await self.intake.run(deposed, take_over_ms=take_over_ms)
             finally:

@@ -1,5 +1,10 @@
 """The one way queuepilot paces calls against a limit kept per app, in this process's memory: only
-the leader does the work (`bot.leader`), so its memory is where the app's budget lives."""
+the leader does the work (`bot.leader`), so its memory is where the app's budget lives.
+
+A method's calls are at least its caller's `interval_ms` apart, and further when Slack said so: a
+429 after a call it answered tells how far apart its calls must be (from that call to the end of
+the 429's hold), which is kept for the method from then on, for every caller (a history read
+after a possible loss and a lookup before a post share one budget)."""
 
 from __future__ import annotations
 
@@ -7,12 +12,21 @@ import asyncio
 import time
 from collections.abc import Callable
 
+# Slack's tiers count calls a minute: no method needs its calls further apart than that, and a
+# call answered long ago followed by a 429 (another reader used the budget) says no more.
+MAX_SPACING_S = 60.0
+
 
 class Pacing:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._held_until: dict[str, float] = {}
         self._next_slot: dict[str, float] = {}
+        self._answered_at: dict[str, float] = {}  # when the last call Slack answered was sent
+        self._spacing: dict[str, float] = {}  # seconds between calls, learned from 429s
+
+    def now(self) -> float:
+        return self._clock()
 
     def hold(self, method: str, seconds: float) -> None:
         """A 429: calls of `method` wait `seconds` (a longer hold already running stays)."""
@@ -22,21 +36,40 @@ class Pacing:
     def held_for(self, method: str) -> float:
         return max(self._held_until.get(method, 0.0) - self._clock(), 0.0)
 
+    def answered(self, method: str, sent_at: float) -> None:
+        """Slack answered a call of `method` sent at `sent_at` (this clock's time)."""
+        self._answered_at[method] = max(self._answered_at.get(method, 0.0), sent_at)
+
+    def refused(self, method: str, retry_after_s: float) -> None:
+        """A 429 holding `method` `retry_after_s`: its calls are from now on at least as far apart
+        as the last answered one was from the hold's end (at most `MAX_SPACING_S`)."""
+        self.hold(method, retry_after_s)
+        answered = self._answered_at.get(method)
+        if answered is not None:
+            apart = min(self._held_until[method] - answered, MAX_SPACING_S)
+            self._spacing[method] = max(self._spacing.get(method, 0.0), apart)
+
+    def spacing_s(self, method: str) -> float:
+        """How far apart Slack wants `method`'s calls, as its 429s told; 0 when none did."""
+        return self._spacing.get(method, 0.0)
+
     async def wait_for_slot(
         self, method: str, interval_ms: int, *, within_s: float | None = None
     ) -> float:
-        """Wait out any hold, then take the slot (none when `interval_ms` is 0) and answer 0.
-        With `within_s`, refuse rather than wait past it, answering how far away the slot is: a
-        caller with other work does that instead."""
+        """Wait out any hold, then take the slot (none when neither `interval_ms` nor a learned
+        spacing asks for one) and answer 0. With `within_s`, refuse rather than wait past it,
+        answering how far away the slot is: a caller with other work does that instead."""
+        interval_s = max(interval_ms / 1000, self._spacing.get(method, 0.0))
         deadline = None if within_s is None else self._clock() + within_s
         while True:
             now = self._clock()
-            slot_at = self._next_slot.get(method, 0.0) if interval_ms > 0 else 0.0
+            slot_at = self._next_slot.get(method, 0.0) if interval_s > 0 else 0.0
             wait_s = max(self._held_until.get(method, 0.0) - now, slot_at - now, 0.0)
             if wait_s <= 0:
-                if interval_ms > 0:
-                    self._next_slot[method] = now + interval_ms / 1000
+                if interval_s > 0:
+                    self._next_slot[method] = now + interval_s
                 return 0.0
             if deadline is not None and now + wait_s > deadline:
                 return wait_s
             await asyncio.sleep(wait_s)
+            interval_s = max(interval_ms / 1000, self._spacing.get(method, 0.0))

@@ -57,3 +57,31 @@ async def test_a_method_without_a_slot_is_paced_by_holds_alone() -> None:
     pacing = Pacing()
     turns = [await pacing.wait_for_slot("chat.getPermalink", 0, within_s=0) for _ in range(3)]
     assert turns == [0, 0, 0]
+
+
+async def test_a_429_after_an_answered_call_spaces_the_method_for_every_caller_from_then_on() -> (
+    None
+):
+    """Slack answered a history read at 0 s and refused the next until 60 s: its calls are a
+    minute apart (a distributed app's Tier 1), for the next read after a loss and for the send
+    path's lookups alike, however small the interval they ask for."""
+    now = [100.0]
+    pacing = Pacing(clock=lambda: now[0])
+    history = "conversations.history"
+    pacing.answered(history, 100.0)
+    now[0] = 101.0
+    pacing.refused(history, 59)
+    assert pacing.spacing_s(history) == 60
+    now[0] = 160.0  # the hold is over: one call, then the next a minute later
+    assert await pacing.wait_for_slot(history, 0, within_s=0) == 0
+    assert await pacing.wait_for_slot(history, 1200, within_s=0) == 60
+    assert pacing.spacing_s("chat.update") == 0, "other methods keep their own pace"
+
+
+def test_a_429_long_after_the_last_answer_spaces_calls_a_minute_at_most() -> None:
+    now = [0.0]
+    pacing = Pacing(clock=lambda: now[0])
+    pacing.answered("conversations.history", 0.0)
+    now[0] = 600.0  # another reader used the budget: not a ten-minute pace
+    pacing.refused("conversations.history", 30)
+    assert pacing.spacing_s("conversations.history") == 60

@@ -50,7 +50,7 @@ MAX_IN_FLIGHT = 256
 GATHER_S = 0.02
 
 
-async def _at_once(channel: str) -> None:
+async def _at_once(channel: str | None) -> None:
     return None
 
 
@@ -63,9 +63,10 @@ class Intake:
     config: Settings
     consumer: str
     clock: Callable[[], datetime]
-    # After a possible loss of state, until a group routed to the channel can no longer find its
-    # root in Slack (`StateGuard.held`): a group opened before its root is found has two threads.
-    held: Callable[[str], Awaitable[None]] = _at_once
+    # After a possible loss of state, until new incidents are numbered above every number used
+    # and, with a channel, until a group routed there can no longer find its root in Slack
+    # (`StateGuard.held`): a group opened before its root is found has two threads.
+    held: Callable[[str | None], Awaitable[None]] = _at_once
     # Opening takes the ID sequence's next number: one at a time, or a storm of new groups would
     # be a crowd refusing each other's numbers.
     _opening: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
@@ -126,13 +127,25 @@ class Intake:
             if read[2].incident is not None and read[2].incident.is_open:
                 changes += await self._fold(pending, read)
                 continue
-            deliveries = [entry.delivery for entry in pending if entry.delivery is not None]
-            if read[2].incident is None and any(d.status != "resolved" for d in deliveries):
-                # A group Redis knows nothing of: its root may yet be found in Slack.
-                await self.held(self._channel(deliveries[0]))
+            await self._held(pending, read)
             async with self._opening:
                 changes += await self._fold(pending, await self.store.load_group(group_hash))
         return changes
+
+    async def _held(self, pending: list[StreamEntry], read: GroupLoad) -> None:
+        """Until an incident this group may open can be: numbered above every number used, and
+        for a group Redis knows nothing of, its root found in Slack if it is there
+        (`StateGuard.held`). A group whose found root is known goes on in it at once."""
+        deliveries = [entry.delivery for entry in pending if entry.delivery is not None]
+        current, found = read[2].incident, read[4]
+        if found is not None or all(d.status == "resolved" for d in deliveries):
+            return
+        window = timedelta(seconds=self.config.reopen_window_seconds)
+        if current is not None and is_reopenable(current, self.clock(), window):
+            return
+        channel = self._channel(deliveries[0]) if current is None else None
+        async with self._loop.parked(len(pending)):
+            await self.held(channel)
 
     async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change]:
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Generic
 
@@ -47,6 +47,8 @@ class GroupLoop(Generic[E]):
     _queued: dict[str, list[E]] = field(default_factory=dict, init=False)
     stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _take_over_ms: int | None = field(default=None, init=False)
+    _parked: int = field(default=0, init=False)  # entries whose lanes wait outside (`parked`)
+    _room: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     @property
     def _upkeep_s(self) -> float:
@@ -134,6 +136,18 @@ class GroupLoop(Generic[E]):
         with suppress(RedisError):
             await self.group.hand_back(self.consumer, left)
 
+    @asynccontextmanager
+    async def parked(self, entries: int) -> AsyncIterator[None]:
+        """While a lane waits on something outside the loop (the read of Slack's history after a
+        possible loss), its `entries` leave the budget, up to as many again as it holds: a storm
+        of new groups waiting must not keep the known groups' notifications from being read."""
+        self._parked += entries
+        self._room.set()
+        try:
+            yield
+        finally:
+            self._parked -= entries
+
     async def _upkeep(self) -> None:
         await self.group.ensure_group()
         if self._take_over_ms is not None:  # a new term: this consumer's own unfinished first
@@ -156,11 +170,15 @@ class GroupLoop(Generic[E]):
     async def _read_more(self) -> None:
         """Read when there is room, else wait for a lane to end; neither for longer than the
         upkeep's interval, which keeps the entries under way alive."""
-        free = self.max_in_flight - len(self._in_flight)
+        budget = self.max_in_flight + min(self._parked, self.max_in_flight)
+        free = budget - len(self._in_flight)
         if free <= 0:
+            self._room.clear()
+            room = asyncio.create_task(self._room.wait())
             await asyncio.wait(
-                set(self._lanes.values()), timeout=self._upkeep_s, return_when="FIRST_COMPLETED"
+                {*self._lanes.values(), room}, timeout=self._upkeep_s, return_when="FIRST_COMPLETED"
             )
+            room.cancel()
             return
         block_ms = min(500, int(self._upkeep_s * 1000))
         entries = await self.group.read(self.consumer, count=free, block_ms=block_ms)

@@ -36,7 +36,8 @@ LOOKUP_PAGE = 15
 LOOKUP_MAX_PAGES = 20
 LOOKUP_RATE_LIMITED_TRIES = 30  # 429s in a row a lookup waits out (half an hour, distributed)
 # App-wide slots: the history reads (Tier 3, about 50 a minute), the Home's publishes (Tier 4).
-_SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200, "views.publish": 600}
+# Their calls go further apart when Slack's 429s say so (`Pacing.refused`).
+SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200, "views.publish": 600}
 # Slack has no link for the message and never will: kept as "none". Any other refusal (the app
 # not in the channel, a token or scope problem) may be mended, so it is asked again later.
 LINK_GONE = frozenset({"message_not_found", "channel_not_found"})
@@ -135,7 +136,7 @@ class SlackGateway:
                 wait = retry_after_s(getattr(answer, "headers", None) or {})
                 self.telemetry.slack_rate_limited.labels(method).inc()
                 log.warning("Slack rate-limited %s; holding it for %.1f s", method, wait)
-                self.pacing.hold(method, wait)
+                self.pacing.refused(method, wait)
                 raise SlackError(method, "ratelimited", retryable=True, retry_after=wait) from None
             # A body without Slack's `ok` (a proxy's error page) says nothing of what Slack did.
             uncertain = status >= 500 or error in _TRANSIENT_ERRORS or "ok" not in body
@@ -264,15 +265,28 @@ class SlackGateway:
         )
 
     async def in_turn(
-        self, method: str, tries: int, *, within_s: float | None = None, **params: Any
+        self,
+        method: str,
+        tries: int,
+        *,
+        within_s: float | None = None,
+        interval_ms: int | None = None,
+        **params: Any,
     ) -> dict[str, Any]:
         """A call made in its `turn` (so waiters do not all call the instant a hold ends); a 429
-        is waited out and the call made again, up to `tries` times."""
+        is waited out and the call made again, up to `tries` times. A method with an app-wide
+        slot learns from its answers how far apart Slack wants its calls; `interval_ms` (else its
+        slot) is the least spacing the caller asks for before Slack said any."""
         attempt = 1
+        spacing_ms = SLOTS_MS.get(method, 0) if interval_ms is None else interval_ms
         while True:
-            await self.turn(method, _SLOTS_MS.get(method, 0), within_s=within_s)
+            await self.turn(method, spacing_ms, within_s=within_s)
+            sent = self.pacing.now()
             try:
-                return await self.call(method, **params)
+                answer = await self.call(method, **params)
+                if method in SLOTS_MS:
+                    self.pacing.answered(method, sent)
+                return answer
             except SlackError as exc:
                 if exc.retry_after is None or attempt >= tries:
                     raise

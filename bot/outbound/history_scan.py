@@ -6,10 +6,11 @@ messages a call, and to a commercially distributed app outside the Marketplace a
 minute, 15 messages a call (its 2025-05-29 change). Which one this app is, the app cannot ask; so
 every call asks for 999, and Slack's answers tell the rest: a page shorter than asked while it says
 there is more is the most it gives a call, and a 429's `Retry-After` is how far apart its calls
-must be from then on. The channels take turns, a page each, `READERS` calls at a time: on Tier 3
-twenty channels take about as long as one, and on Tier 1 every channel's newest page (which shows
-its highest number) comes before anyone's deeper ones. The price, on Tier 1: the first calls side
-by side are answered 429 but one, once.
+must be from then on (kept by `bot.pacing` for the process's life, for every caller of the
+method). The channels take turns, a page each, up to `READERS` at a time: on Tier 3 twenty
+channels take about as long as one, and on Tier 1 every channel's newest page (which shows its
+highest number) comes before anyone's deeper ones. The readers grow by one a page, so on Tier 1
+the first read of a process meets two 429s at most before it knows the pace, and later ones none.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.backoff import Backoff
-from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.gateway import LOOKUP_RATE_LIMITED_TRIES, SlackError, SlackGateway
 from bot.outbound.messages import METADATA_EVENT, ROOT
 from bot.storage.state_marker import FoundRoot
 
@@ -60,21 +61,6 @@ class Found:
         return True
 
 
-@dataclass
-class Pace:
-    """What Slack's answers told of this app's history reads."""
-
-    interval_s: float = 0.0  # between calls: from the last answered call to a 429's end
-    page: int = 0  # messages a call, when Slack gave fewer than asked and said there were more
-    answered_at: float = 0.0  # when the last call Slack answered was sent (the event loop's time)
-
-    def text(self) -> str:
-        parts = [f"{self.page} messages a call"] if self.page else []
-        if self.interval_s:
-            parts.append(f"a call every {self.interval_s:.0f} s")
-        return f"Slack gives this app {', '.join(parts)}" if parts else ""
-
-
 @dataclass(eq=False)
 class Scan:
     """One read of the channels' history: how far it got, and the notifications waiting for it."""
@@ -83,17 +69,23 @@ class Scan:
     found: Found
     oldest: float  # the window's start (Unix time)
     latest: float
-    hold_s: float  # how long notifications wait for this read at most
-    hold_until: float  # the event loop's time when they stop waiting
-    pace: Pace = field(default_factory=Pace)
+    began: float  # the event loop's time when the read began
+    hold_s: float  # how long a group that may find its root waits for its channel's read
+    number_hold_s: float  # how long an opening waits for the numbering
+    give_up_after: int  # failures in a row (not 429s) after which a channel is left out
+    page: int = 0  # messages a call, when Slack gave fewer than asked and said there were more
     messages: dict[str, int] = field(default_factory=dict)  # channel -> messages read so far
-    done: set[str] = field(default_factory=set)  # read back to the window, or not readable
+    done: set[str] = field(default_factory=set)  # read back to the window, or left out
+    left_out: set[str] = field(default_factory=set)  # Slack would not show them, or kept failing
     newest: set[str] = field(default_factory=set)  # whose newest root of the bot was read
     recorded: set[str] = field(default_factory=set)  # done, and their roots in Redis
-    numbered: bool = False  # new incidents are numbered above every number the channels show
-    overdue: bool = False  # notifications went on without waiting for it any more
+    numbered: bool = False  # new incidents may be numbered: above all Slack shows, or a guess
+    exact: bool = False  # numbered above every number of every channel read
+    above: int = 0  # the highest number this read raised the numbering to
+    said: bool = False  # the loss is said (log, metric, marker); the read only collects roots
+    overdue: bool = False  # a group went on without waiting for its channel any more
     ended: bool = False  # finished, failed or stopped: nothing waits for it
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     @property
     def numbering_known(self) -> bool:
@@ -101,56 +93,77 @@ class Scan:
         opened: a channel's newest root shows its highest number."""
         return all(c in self.done or c in self.newest for c in self.channels)
 
+    @property
+    def numbering_unseen(self) -> set[str]:
+        """Channels left out before their newest root was read: numbers there are not known."""
+        return self.left_out - self.newest
+
     def settled(self, channel: str) -> bool:
-        return self.numbered and (channel in self.recorded or channel not in self.channels)
+        return channel in self.recorded or channel not in self.channels
 
-    def end(self) -> None:
+    async def end(self) -> None:
         self.ended = True
-        self.changed()
+        await self.changed()
 
-    def changed(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+    async def changed(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
-    async def wait(self, channel: str) -> None:
-        """Until a group routed to `channel` can no longer find a root in what is left to read,
-        and new numbers are above all Slack shows; at most until the hold ends."""
+    async def wait(self, channel: str | None) -> None:
+        """Until new incidents are numbered (above all Slack shows, or above a guess once
+        `number_hold_s` is over); with `channel`, also until a group routed there can no longer
+        find its root in what is left to read, at most `hold_s`."""
         loop = asyncio.get_running_loop()
-        while not (self.ended or self.settled(channel)):
-            left = self.hold_until - loop.time()
-            if left <= 0:
-                self._went_on()
-                return
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), left)
+        hold_until = self.began + self.hold_s
+
+        def roots_read() -> bool:
+            return channel is None or self.settled(channel) or loop.time() >= hold_until
+
+        def ready() -> bool:
+            return self.ended or (self.numbered and roots_read())
+
+        async with self._changed:
+            while not ready():
+                left = None if roots_read() else hold_until - loop.time()
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait_for(ready), left)
+        if channel is not None and not (self.ended or self.settled(channel)):
+            self._went_on()
 
     def summary(self) -> str:
-        took = asyncio.get_running_loop().time() - (self.hold_until - self.hold_s)
+        took = asyncio.get_running_loop().time() - self.began
         read = sum(self.messages.values())
         return f"{len(self.done)} channel(s) read, {read:,} messages, in {took:.1f} s"
 
-    def progress(self) -> str:
+    def progress(self, spacing_s: float) -> str:
+        """What `/readyz` and the log say: how far, at what pace, and what waits for it."""
         read = sum(self.messages.values())
-        pace = self.pace.text()
-        return (
+        pace = [f"{self.page} messages a call"] if self.page else []
+        if spacing_s:
+            pace.append(f"a call every {spacing_s:.0f} s")
+        said = f"; Slack gives this app {', '.join(pace)}" if pace else ""
+        text = (
             "checking Slack's history for roots after a possible loss of state: "
-            f"{len(self.done)} of {len(self.channels)} channels read ({read:,} messages"
-            + (f"; {pace})" if pace else ")")
+            f"{len(self.done)} of {len(self.channels)} channels read ({read:,} messages{said})"
         )
+        if not self.numbered:
+            left = self.began + self.number_hold_s - asyncio.get_running_loop().time()
+            text += (
+                "; new incidents wait until every channel's newest roots are read, "
+                f"at most {max(left, 0):.0f} s more"
+            )
+        return text
 
     def _went_on(self) -> None:
         if self.overdue:
             return
         self.overdue = True
-        left = len(self.channels) - len(self.done)
-        numbers = "" if self.numbered else "; new numbers may repeat ones of roots not read yet"
         log.warning(
             "state: %s after %.0f s: notifications go on without waiting for the rest; a group "
-            "whose root is in the %d channel(s) not read yet opens a second thread%s",
-            self.progress(),
+            "whose root is in the %d channel(s) not read yet opens a second thread",
+            self.progress(0),
             self.hold_s,
-            left,
-            numbers,
+            len(self.channels) - len(self.done),
         )
 
 
@@ -160,6 +173,8 @@ async def read_all(slack: SlackGateway, scan: Scan, step: Callable[[], Awaitable
     cursors: dict[str, str | None] = dict.fromkeys(scan.channels)
     turns = deque(scan.channels)
 
+    readers: list[asyncio.Task[None]] = []
+
     async def reader() -> None:
         while turns:
             channel = turns.popleft()
@@ -168,11 +183,14 @@ async def read_all(slack: SlackGateway, scan: Scan, step: Callable[[], Awaitable
                 turns.append(channel)
             else:
                 scan.done.add(channel)
+            if turns and len(readers) < READERS:  # one more reader each page, up to READERS
+                readers.append(asyncio.create_task(reader()))
             await step()
 
-    readers = [asyncio.create_task(reader()) for _ in range(min(READERS, len(turns)))]
+    readers.append(asyncio.create_task(reader()))
     try:
-        await asyncio.gather(*readers)
+        while not all(task.done() for task in readers):
+            await asyncio.gather(*readers)
     finally:
         for task in readers:  # one failed: the others stop too
             task.cancel()
@@ -182,20 +200,27 @@ async def _read_page(
     slack: SlackGateway, scan: Scan, channel: str, cursor: str | None
 ) -> str | None:
     """One page of `channel` read into `scan`; the next page's cursor, None at the end. A failure
-    worth retrying is retried after a back-off; a channel Slack will not show is left out, said."""
+    worth retrying is retried after a back-off, `give_up_after` times in a row at most; a channel
+    Slack will not show, or that kept failing, is left out, said."""
     scan.messages.setdefault(channel, 0)
     backoff = Backoff(30.0)
+    failures = 0
     while True:
         try:
             page = await _page(slack, scan, channel, cursor)
             break
         except SlackError as exc:
-            if not exc.retryable:
+            failures += 1
+            if not exc.retryable or failures >= scan.give_up_after:
+                tried = "" if not exc.retryable else f" {failures} times"
                 log.warning(
-                    "state: cannot read the history of %s (%s): its threads are not found",
+                    "state: cannot read the history of %s (%s%s): its threads are not found, "
+                    "and numbers it shows may be used again",
                     channel,
                     exc.error,
+                    tried,
                 )
+                scan.left_out.add(channel)
                 return None
             wait = backoff.next()
             log.info("state: history of %s: %s; again in %.1f s", channel, exc.error, wait)
@@ -205,7 +230,7 @@ async def _read_page(
     scan.messages[channel] += len(messages)
     cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
     if cursor and len(messages) < PAGE:
-        scan.pace.page = max(scan.pace.page, len(messages))
+        scan.page = max(scan.page, len(messages))
     if roots:
         scan.newest.add(channel)
     return cursor
@@ -214,31 +239,20 @@ async def _read_page(
 async def _page(
     slack: SlackGateway, scan: Scan, channel: str, cursor: str | None
 ) -> dict[str, Any]:
-    """One page, in this app's turn. A 429 holds the method for its `Retry-After` (the gateway),
-    and from then on calls are as far apart as the last answered one was from the hold's end."""
-    loop, pace = asyncio.get_running_loop(), scan.pace
-    while True:
-        await slack.turn(HISTORY, round(pace.interval_s * 1000), within_s=None)
-        sent = loop.time()
-        try:
-            page = await slack.call(
-                HISTORY,
-                channel=channel,
-                oldest=f"{scan.oldest:.6f}",
-                latest=f"{scan.latest:.6f}",
-                inclusive=True,
-                cursor=cursor,
-                limit=PAGE,
-                include_all_metadata=True,
-            )
-        except SlackError as exc:
-            if exc.retry_after is None:
-                raise
-            since = sent - pace.answered_at if pace.answered_at else 0.0
-            pace.interval_s = max(pace.interval_s, since + exc.retry_after)
-            continue
-        pace.answered_at = sent
-        return page
+    """One page, in this app's turn: the gateway paces the method as Slack's 429s tell (a read
+    and the send path's lookups share that budget), and waits a 429 out."""
+    return await slack.in_turn(
+        HISTORY,
+        LOOKUP_RATE_LIMITED_TRIES,
+        interval_ms=0,  # as fast as Slack lets: on Tier 3 twenty channels take one's time
+        channel=channel,
+        oldest=f"{scan.oldest:.6f}",
+        latest=f"{scan.latest:.6f}",
+        inclusive=True,
+        cursor=cursor,
+        limit=PAGE,
+        include_all_metadata=True,
+    )
 
 
 def _root_payload(message: dict[str, Any], bot_id: str) -> dict[str, Any] | None:

@@ -23,14 +23,30 @@ the order they were opened, so a channel's newest root of the bot shows its high
 once every channel has shown its newest root (or been read to the window) new incidents can be
 numbered above every number used.
 
-The intake does not wait for all of it. A notification that would open an incident waits only
-while its group's root may still be found, that is until its channel (`SLACK_ROUTES` names it from
-the group's labels) has been read to the window and new numbers are known to be above all Slack
-shows, and at most `HOLD_S` from the start of the read; every other notification is applied at
-once. On Tier 3 this is a second or two; on a distributed app's Tier 1 (15 messages, one call a
-minute) the read goes on in the background after the hold, saying how far it has got in the log
-and `/readyz`, and a group whose root it finds only later opens a thread of its own (the root is
-not taken up once the group has one).
+The loss is said (the error log, `state_lost_total`, the marker) as soon as it is known: a root of
+this app seen (or the marker, by this process) and the numbering known. The read goes on after
+that only to collect roots; the marker keeps `unsure` until it is done, so a leader taking over
+reads on.
+
+The intake does not wait for all of it. An update or resolve of an incident Redis knows, and a
+group whose found root is known, go on at once. A notification that would open an incident waits
+for the numbering, and for a group Redis knows nothing of also while its root may still be found:
+until its channel (`SLACK_ROUTES` names it from the group's labels) has been read to the window,
+at most `HOLD_S` from the start of the read (after that it opens a thread of its own: a root
+found later is not taken up).
+
+How long an opening waits for the numbering, and what then: on Tier 3 every channel's newest page
+comes within a second or two; on a distributed app's Tier 1 (one call a minute) it comes one
+channel a minute, twenty minutes for twenty channels, and again after every change of leader.
+Waiting that long would keep a new alert off Slack when it matters most; going on with the
+sequence as it stands would number the next incident #1 beside roots #5 and #9 still unread.
+So an opening waits `NUMBER_HOLD_S`, its notification safe in the stream (accepted with a 202,
+acknowledged only once applied), and then new incidents are numbered above the highest number
+read so far plus `NUMBER_GAP`, said in the log; the read goes on and raises the numbering if a
+channel shows more. A number may repeat only if more than `NUMBER_GAP` incidents were opened in
+the unread channels after the newest root read, which a week of alerts does not come near; a
+thousand keeps the numbers short enough to type. A channel given up (it kept failing) counts as
+unread: its numbers are covered by the same gap.
 
 A check Slack holds up leaves the intake to go on meanwhile; the marker's `unsure` says so, on
 any replica, so that the intake's own writes are never taken for an older release's state, and
@@ -43,16 +59,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from redis.exceptions import RedisError
 
+from bot.backoff import Backoff
 from bot.config import Settings
 from bot.outbound.gateway import SlackError, SlackGateway
-from bot.outbound.history_scan import Found, Scan, read_all
+from bot.outbound.history_scan import HISTORY, Found, Scan, read_all
+from bot.storage.leader import Deposed
 from bot.storage.state_marker import StateMarker
 from bot.telemetry import Telemetry
 
@@ -64,6 +82,11 @@ FOUND_KEEP_S = 86_400  # a found root waits this long for its group's next notif
 # read began: a slow Slack (a distributed app reads 15 messages a minute) must not keep an alert
 # from being shown.
 HOLD_S = 10.0
+# A notification that opens an incident waits for the numbering at most this long after the read
+# began, then goes on numbered above a guess: the highest number read so far and NUMBER_GAP more.
+NUMBER_HOLD_S = 120.0
+NUMBER_GAP = 1000
+GIVE_UP_AFTER = 8  # failures in a row (5xx, timeouts) after which a channel's read is given up
 SAY_EVERY_S = 30.0  # how often a long read says in the log how far it has got
 GUIDE = "docs/operations.md, Backup and restore"
 
@@ -77,17 +100,24 @@ class StateGuard:
     config: Settings
     clock: Callable[[], datetime]
     hold_s: float = HOLD_S
+    number_hold_s: float = NUMBER_HOLD_S
+    give_up_after: int = GIVE_UP_AFTER
     _seen: bool = field(default=False, init=False)  # this process saw the marker
     _highest: int = field(default=0, init=False)  # the highest number this process saw used
     _bot_id: str = field(default="", init=False)  # this app's bot, as auth.test names it
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _scan: Scan | None = field(default=None, init=False)  # the read of Slack under way
     _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _watch: asyncio.Task[None] | None = field(default=None, init=False)  # ends it with the lead
+    # A failed read's guess at the numbering, kept for what waits on it until the next read.
+    _guess: asyncio.Task[None] | None = field(default=None, init=False)
     _said_at: float = field(default=0.0, init=False)  # when the log last said how far
 
-    async def at_start_of_term(self) -> None:
+    async def at_start_of_term(self, deposed: asyncio.Event | None = None) -> None:
         """Before the intake applies anything: the marker looked at, and a read of Slack's
-        history begun beside the intake when it is missing."""
+        history begun beside the intake when it is missing; it ends when `deposed` is set."""
+        if deposed is not None:
+            self._watch = asyncio.create_task(self._end_when(deposed), name="state-check-end")
         try:
             await self._look()
         except RedisError as exc:
@@ -98,6 +128,12 @@ class StateGuard:
 
     async def end_of_term(self) -> None:
         """The read stops with the lead (the next leader reads again); nothing waits for it."""
+        if self._watch is not None and self._watch is not asyncio.current_task():
+            self._watch.cancel()
+        self._watch = None
+        if self._guess is not None:
+            self._guess.cancel()
+            self._guess = None
         task, scan = self._task, self._scan
         self._task = self._scan = None
         if task is not None:
@@ -105,32 +141,42 @@ class StateGuard:
             with suppress(asyncio.CancelledError):
                 await task
         if scan is not None:
-            scan.end()
+            await scan.end()
 
     async def tick(self) -> None:
         try:
             await self._look()
+            if (scan := self._scan) is not None:  # a long wait between pages says it again
+                await self.marker.said_checking(scan.progress(self.slack.pacing.spacing_s(HISTORY)))
         except RedisError as exc:
             log.warning("state: cannot check the state marker now: %s", exc)
 
     async def check(self) -> None:
         """The marker stands, or is set now: on a first start, or after a loss (said); returns
-        once Slack's history, when it had to be read, has been."""
+        once Slack's history, when it had to be read, has been. A tick that waits for the read:
+        the one way a test or the bench sees a whole check through."""
         task = await self._look()
         if task is not None:
             await task
 
-    async def held(self, channel: str) -> None:
-        """Until a group routed to `channel` can no longer find its root in what is left to read
-        of Slack, and new incidents are numbered above every number it shows; at once when no
-        read is under way, and at most `HOLD_S` after it began."""
-        scan = self._scan
-        if scan is not None:
+    async def held(self, channel: str | None) -> None:
+        """Until new incidents are numbered above every number Slack shows (at most
+        `number_hold_s`, then above a guess) and, with `channel`, until a group routed there can
+        no longer find its root in what is left to read (at most `hold_s`); at once when no read
+        is under way."""
+        while (scan := self._scan) is not None:
             await scan.wait(channel)
+            if scan.numbered or self._scan is scan or self._scan is None:
+                return
+            # A failed read, replaced by the next tick's: wait on that one.
+
+    async def _end_when(self, deposed: asyncio.Event) -> None:
+        await deposed.wait()
+        await self.end_of_term()
 
     async def _look(self) -> asyncio.Task[None] | None:
-        """The marker renewed, or set; missing, a read of Slack's history started. The read under
-        way, if any, is returned."""
+        """The marker renewed, or set; missing, or standing while a read of Slack's history
+        after a loss is unfinished, a read started. The read under way, if any, is returned."""
         async with self._lock:
             if self._task is not None and not self._task.done():
                 return self._task
@@ -144,7 +190,8 @@ class StateGuard:
                 self._seen, self._highest = True, max(self._highest, highest)
                 if marker.lost_at is not None:
                     self.telemetry.state_lost_at.set(marker.lost_at)
-                return None
+                if not marker.reading:
+                    return None
             now = self.clock().timestamp()
             if not self._seen and await self.marker.holds_state():
                 await self.marker.create(now)  # a release's state from before the marker
@@ -152,73 +199,192 @@ class StateGuard:
                 return None
             # Before Slack is read (it may be slow or away, and the intake goes on meanwhile).
             began = await self.marker.unsure(now)
-            if self._seen:
+            if self._seen and marker is None:
                 await self._number_above_seen()
             channels = self._channels()
-            self._scan = Scan(
+            loop = asyncio.get_running_loop()
+            failed, guess = self._scan, self._guess  # a failed read's, replaced by this one
+            self._guess = None
+            if guess is not None:
+                guess.cancel()
+            scan = Scan(
                 channels,
                 Found("", began),
                 oldest=now - LOOKBACK_S,
                 latest=now + 60,
+                # After a failed read, openings wait no longer than from its start.
+                began=failed.began if failed is not None else loop.time(),
                 hold_s=self.hold_s,
-                hold_until=asyncio.get_running_loop().time() + self.hold_s,
+                number_hold_s=self.number_hold_s,
+                give_up_after=self.give_up_after,
+                said=marker is not None,  # said by a leader before, whose read did not finish
             )
             log.info(
-                "state: no state marker: checking Slack's history of %d channel(s) for the bot's "
-                "roots (a first start, or Redis lost the state); a notification that may go on "
-                "in a root found there waits for its channel's read, at most %.0f s",
+                "state: %s: checking Slack's history of %d channel(s) for the bot's roots; a "
+                "notification that may go on in a root found there waits for its channel's read "
+                "(at most %.0f s), a new incident for the numbering (at most %.0f s)",
+                "reading on after a loss"
+                if scan.said
+                else "no state marker (a first start, or Redis lost the state)",
                 len(channels),
                 self.hold_s,
+                self.number_hold_s,
             )
-            self._said_at = asyncio.get_running_loop().time()
-            self._task = asyncio.create_task(self._read(self._scan, now), name="state-check")
+            self._scan, self._said_at = scan, loop.time()
+            self._task = asyncio.create_task(self._read(scan, now), name="state-check")
+            if failed is not None:  # what waited on it waits on this one
+                await failed.end()
             return self._task
 
     async def _read(self, scan: Scan, now: float) -> None:
-        """Every channel read, then the verdict; a failure leaves it to the next tick."""
+        """Every channel read, the loss said as soon as it is known, then the verdict. A failure
+        leaves it to the next tick, and the openings waiting for the numbering waiting: on the
+        next tick's read, or on the guess when the number hold ends."""
+        guess = asyncio.create_task(self._number_by(scan), name="state-check-numbers")
+        failed = True
         try:
             scan.found.bot_id = await self._own_bot()
-            await read_all(self.slack, scan, lambda: self._step(scan))
+            await read_all(self.slack, scan, lambda: self._step(scan, now))
             await self._conclude(scan, now)
+            failed = False
+        except Deposed:
+            failed = False
+            log.info("state: the read of Slack's history stops with the lead")
         except (SlackError, RedisError) as exc:
             log.warning(
                 "state: cannot tell yet whether Redis lost the state (%s): checked again each tick",
                 str(exc) or type(exc).__name__,
             )
+        except Exception:
+            log.exception("state: the read of Slack's history failed: checked again each tick")
         finally:
-            if self._scan is scan:
-                self._scan = None
-            scan.end()
+            if failed and not scan.numbered:
+                self._guess = guess
+            else:
+                guess.cancel()
+                if self._scan is scan:
+                    self._scan = None
+                await scan.end()
             with suppress(RedisError):
                 await self.marker.said_checking(None)
 
-    async def _step(self, scan: Scan) -> None:
+    async def _number_by(self, scan: Scan) -> None:
+        """Once `number_hold_s` is over, new incidents are numbered above a guess (see the
+        module's docstring) rather than waiting on: the read goes on and raises it if need be."""
+        left = scan.began + scan.number_hold_s - asyncio.get_running_loop().time()
+        await asyncio.sleep(max(left, 0.0))
+        if scan.numbered:
+            return
+        highest = max(self._highest, scan.found.highest) + NUMBER_GAP
+        await self._recorded(lambda: self._number_above(highest))
+        log.warning(
+            "state: %s: new incidents go on, numbered above %d (the highest number read so far "
+            "and %d more); a number shown only in the channels not read yet may be used again",
+            scan.progress(self.slack.pacing.spacing_s(HISTORY)),
+            highest,
+            NUMBER_GAP,
+        )
+        scan.above = max(scan.above, highest)
+        scan.numbered = True
+        await scan.changed()
+        await self._say_lost(scan, self.clock().timestamp())
+
+    async def _step(self, scan: Scan, now: float) -> None:
         """After a page: the numbering raised and the roots of the channels read put where the
-        intake finds them, before anyone waiting for them goes on; how far, said."""
+        intake finds them, before anyone waiting for them goes on; the loss said as soon as it is
+        known; how far, said."""
         newly = scan.done - scan.recorded
-        known = scan.numbering_known and not scan.numbered
+        known = scan.numbering_known and not scan.exact
         if newly or known:
             roots = {g: r for g, r in scan.found.roots.items() if r.channel in newly}
             highest = max(self._highest, scan.found.highest)
-            await self.marker.record_loss(None, highest=highest, roots=roots, keep_s=FOUND_KEEP_S)
+            if known and scan.numbering_unseen:  # numbers a channel left out shows are unknown
+                highest += NUMBER_GAP
+            await self._recorded(
+                lambda: self.marker.record_loss(
+                    None, highest=highest, roots=roots, keep_s=FOUND_KEEP_S
+                )
+            )
+            scan.above = max(scan.above, highest)
             scan.recorded |= newly
+            scan.exact = scan.exact or known
             scan.numbered = scan.numbered or known
-            scan.changed()
-        await self.marker.said_checking(scan.progress())
+            await scan.changed()
+        if scan.numbered:
+            await self._say_lost(scan, now)
+        progress = scan.progress(self.slack.pacing.spacing_s(HISTORY))
+        with suppress(RedisError):  # what it says of itself: the next page says it again
+            await self.marker.said_checking(progress)
         at = asyncio.get_running_loop().time()
         if at - self._said_at >= SAY_EVERY_S:
             self._said_at = at
-            log.info("state: %s", scan.progress())
+            log.info("state: %s", progress)
 
     async def _conclude(self, scan: Scan, now: float) -> None:
-        found = scan.found
         log.info("state: Slack's history: %s", scan.summary())
-        if not self._seen and not found.any_root:
-            await self.marker.create(now)
+        if scan.said:
+            await self._recorded(self.marker.read_done)
+            return
+        if not self._seen and not scan.found.any_root:
+            if scan.left_out:
+                log.warning(
+                    "state: no root of the bot in the channels read, but %d could not be read: "
+                    "whether Redis lost the state is checked again each tick",
+                    len(scan.left_out),
+                )
+                return
+            await self._recorded(lambda: self.marker.create(now))
             self._seen = True
             log.info("state: a first start: queuepilot's state begins now")
             return
-        await self._lost(found, now)
+        await self._say_lost(scan, now)
+        await self._recorded(self.marker.read_done)
+
+    async def _say_lost(self, scan: Scan, now: float) -> None:
+        """The loss said once: a root of this app seen (or the marker, by this process) and new
+        incidents numbered; the roots of the channels read so far go with it."""
+        if scan.said or not (self._seen or scan.found.any_root):
+            return
+        scan.said = True
+        highest = max(self._highest, scan.above, scan.found.highest)
+        roots = {g: r for g, r in scan.found.roots.items() if r.channel in scan.recorded}
+        await self._recorded(
+            lambda: self.marker.record_loss(now, highest=highest, roots=roots, keep_s=FOUND_KEEP_S)
+        )
+        self._seen, self._highest = True, highest
+        self.telemetry.state_lost.inc()
+        self.telemetry.state_lost_at.set(now)
+        unread = len(scan.channels) - len(scan.done)
+        log.error(
+            "state: Redis lost queuepilot's state (its marker %s is gone: a failover to an empty "
+            "replica, a restart without persistence, a FLUSHALL): open incidents, who "
+            "acknowledged them, silences and scale-ups to watch, timelines and posts not yet sent "
+            "are forgotten. %d thread(s) found in Slack go on when their alert notifies again%s; "
+            "new incidents are numbered above %d. Turn on Redis persistence and restore from a "
+            "backup if there is one: %s",
+            self.marker.keys.state_marker,
+            len(roots),
+            f" ({unread} channel(s) still being read for more)" if unread else "",
+            highest,
+            GUIDE,
+        )
+
+    async def _recorded(self, write: Callable[[], Awaitable[object]]) -> None:
+        """A write of what the read found, retried while Redis fails (a blip must not throw the
+        read away); a lead lost is not retried."""
+        backoff = Backoff(5.0)
+        while True:
+            try:
+                await write()
+                return
+            except Deposed:
+                raise
+            except RedisError as exc:
+                wait = backoff.next()
+                log.warning(
+                    "state: Redis failed (%s); writing what was read again in %.1f s", exc, wait
+                )
+                await asyncio.sleep(wait)
 
     async def _own_bot(self) -> str:
         if not self._bot_id:
@@ -226,28 +392,12 @@ class StateGuard:
         return self._bot_id
 
     async def _number_above_seen(self) -> None:
-        await self.marker.record_loss(None, highest=self._highest, roots={}, keep_s=1)
+        await self._number_above(self._highest)
+
+    async def _number_above(self, highest: int) -> None:
+        await self.marker.record_loss(None, highest=highest, roots={}, keep_s=1)
 
     def _channels(self) -> list[str]:
         default = self.config.slack_channel
         others = sorted(self.config.routing.channels - {default})
         return [default, *others] if default else others
-
-    async def _lost(self, found: Found, now: float) -> None:
-        highest = max(self._highest, found.highest)
-        await self.marker.record_loss(now, highest=highest, roots=found.roots, keep_s=FOUND_KEEP_S)
-        self._seen, self._highest = True, highest
-        self.telemetry.state_lost.inc()
-        self.telemetry.state_lost_at.set(now)
-        log.error(
-            "state: Redis lost queuepilot's state (its marker %s is gone: a failover to an empty "
-            "replica, a restart without persistence, a FLUSHALL): open incidents, who "
-            "acknowledged them, silences and scale-ups to watch, timelines and posts not yet sent "
-            "are forgotten. %d thread(s) found in Slack go on when their alert notifies again; new "
-            "incidents are numbered above %d. Turn on Redis persistence and restore from a backup "
-            "if there is one: %s",
-            self.marker.keys.state_marker,
-            len(found.roots),
-            highest,
-            GUIDE,
-        )

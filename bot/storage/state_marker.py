@@ -8,7 +8,9 @@ kept for the intake.
 
 While a check of a missing marker has not finished (Slack slow or away), the marker's key holds
 only `unsure`, when that check began: what Redis holds from then on is this release's own,
-written by the intake meanwhile, never a state of a release from before the marker."""
+written by the intake meanwhile, never a state of a release from before the marker. Once a loss
+is said `unsure` stays beside it until the read that found it is done, so that a leader taking
+over reads on for the roots."""
 
 from __future__ import annotations
 
@@ -23,9 +25,10 @@ from bot.storage.keys import Keys
 from bot.storage.leader import Fence, FencedScript
 
 UNSURE = "unsure"  # the marker's field while a check of it is unfinished
-# How long what a check says of itself outlives its last word: longer than Slack's longest wait
-# between two history reads (a 5-minute Retry-After), shorter than it takes to be misleading.
-CHECKING_KEEP_S = 900
+# How long what a check says of itself outlives its last word: longer than a distributed app's
+# minute between two history reads (the leader's tick says it again meanwhile), short enough that
+# a leader that died does not leave it long.
+CHECKING_KEEP_S = 180
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Marker:
     lost_at: float | None = None  # when Redis was last found to have lost the state
     found: int = 0  # threads found again in Slack then
     above: int = 0  # the highest incident number used before, which numbering goes on above
+    reading: bool = False  # the read of Slack's history that found the loss is not done
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class StateMarker:
         self.keys = keys
         self._retention_s = retention_s
         self._lost = FencedScript(redis, "state_lost", fence)
+        self._checking = FencedScript(redis, "state_checking", fence)
 
     async def read(self) -> Marker | None:
         return _marker(cast(dict[str, str], await self._redis.hgetall(self.keys.state_marker)))
@@ -90,11 +95,10 @@ class StateMarker:
         return float(began)
 
     async def said_checking(self, text: str | None) -> None:
-        """What a read of Slack's history under way says of itself; None: none is."""
-        if text is None:
-            await self._redis.delete(self.keys.state_checking)
-        else:
-            await self._redis.set(self.keys.state_checking, text, ex=CHECKING_KEEP_S)
+        """What the leader's read of Slack's history under way says of itself; None: none is.
+        Fenced: a replica that lost the lead neither says nor unsays it."""
+        args = [text or "", CHECKING_KEEP_S]
+        await self._checking(keys=[self.keys.state_checking], args=args)
 
     async def checking(self) -> str | None:
         return cast(str | None, await self._redis.get(self.keys.state_checking))
@@ -105,6 +109,10 @@ class StateMarker:
             pipe.hdel(self.keys.state_marker, UNSURE)
             pipe.expire(self.keys.state_marker, self._retention_s)
             await pipe.execute()
+
+    async def read_done(self) -> None:
+        """The read of Slack's history after a loss said is done: nobody reads on."""
+        await self._redis.hdel(self.keys.state_marker, UNSURE)
 
     async def record_loss(
         self, now: float | None, *, highest: int, roots: Mapping[str, FoundRoot], keep_s: int
@@ -127,6 +135,7 @@ def _marker(raw: dict[str, str]) -> Marker | None:
         lost_at=float(lost_at) if lost_at else None,
         found=int(raw.get("found") or 0),
         above=int(raw.get("above") or 0),
+        reading=UNSURE in raw,
     )
 
 

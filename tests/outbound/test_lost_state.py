@@ -13,14 +13,21 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.config import Settings
+from bot.domain.alerts import parse_notification
+from bot.domain.delivery import delivery_of
+from bot.intake.consumer import Intake
 from bot.outbound.history_scan import Found
 from bot.outbound.lost_state import StateGuard
 from bot.outbound.messages import METADATA_EVENT
+from bot.storage.incident_store import IncidentStore
 from bot.storage.keys import Keys
+from bot.storage.leader import Deposed, Fence
 from bot.storage.state_marker import FoundRoot, StateMarker
+from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
 from sandbox.slack_model import Message
 from tests.outbound.test_gateway import make_gateway, post
+from tests.support.payloads import as_group
 from tests.support.running import eventually
 from tests.support.slack import CHANNEL, Slack, chatter
 
@@ -217,31 +224,81 @@ async def test_a_root_500_messages_back_is_found_with_one_call_as_an_internal_ap
     assert int(call.params["limit"]) == 999
 
 
-async def test_as_a_distributed_app_the_read_goes_as_deep_at_slack_s_pace_and_says_how_far(
-    guard: StateGuard, slack: Slack
+TEAM2 = "C0TEAMR"  # a second routed channel
+
+
+async def test_on_tier_1_with_several_channels_an_opening_waits_for_every_channel_s_newest_root(
+    slack: Slack, redis: Redis
 ) -> None:
-    """Tier 1: 15 messages a call, one call a minute (a second here). A root behind 80 messages,
-    past what five pages show, is found; after Slack's first 429 the calls keep its pace, and
-    what `/readyz` shows says how far the read has got."""
-    deep = await root(guard, "7", "g-deep")
-    chatter(slack.emulator, CHANNEL, 80)
-    slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 1.0
+    """A distributed app: 15 messages a call, one call a "minute" (2 s here), three channels
+    holding roots #5, #9 and #12. The first channel's page comes in at once and the root hold is
+    short: a new incident still waits until every channel's newest page is read, and takes a
+    number above 12. The readers do not burst: they grow a page at a time, so two 429s at most
+    (the second pair of calls), after which the calls keep Slack's pace; `/readyz`'s text says
+    what waits and how long at most."""
+    for channel in (TEAM, TEAM2):
+        slack.emulator.add_channel(channel)
+    guard = routed_guard(slack, redis, [TEAM, TEAM2])
+    guard.hold_s, guard.number_hold_s = 0.2, 30.0
+    await root(guard, "5", "g-a")
+    await root(guard, "9", "g-b", TEAM)
+    await root(guard, "12", "g-c", TEAM2)
+    slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 2.0
     try:
         await guard.at_start_of_term()
         said = await eventually(
-            lambda: said_with(guard, "a call every"), what="/readyz's text says Slack's pace"
+            lambda: said_with(guard, "new incidents wait"), what="/readyz says openings wait"
         )
-        await guard.check()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await guard.held(None)  # an incident about to open
+        waited = loop.time() - began
+        assert (await guard.marker.kept())[1] >= 12, "numbered above every number Slack shows"
+        await guard.end_of_term()
     finally:
         slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
-    assert said.startswith("checking Slack's history for roots after a possible loss of state")
-    assert "0 of 1 channels read" in said, said
-    assert "Slack gives this app 15 messages a call, a call every 1 s" in said, said
-    found = await found_group(guard, "g-deep")
-    assert found is not None and found.ts == deep
+    assert waited > 2, "waited for the other channels' newest pages"
+    assert "at most 30 s more" in said or "at most 29 s more" in said, said
     statuses = [c.status for c in slack.emulator.calls("conversations.history")]
-    assert statuses.count(200) == 6 and statuses.count(429) <= 2, statuses
-    assert await guard.marker.checking() is None, "said no more once done"
+    assert statuses.count(200) == 3 and statuses.count(429) <= 2, statuses
+    assert guard.slack.pacing.spacing_s("conversations.history") >= 2, "Slack's pace kept"
+
+
+def routed_guard(slack: Slack, redis: Redis, channels: list[str]) -> StateGuard:
+    routes = json.dumps([{"match": [f"team={c}"], "channel": c} for c in channels])
+    config = Settings(slack_channel=CHANNEL, slack_routes=routes)
+    marker = StateMarker(redis, Keys("qp"), retention_s=86_400)
+    gateway = make_gateway(slack, redis)
+    return StateGuard(marker, gateway, Telemetry(), config=config, clock=lambda: datetime.now(UTC))
+
+
+async def test_on_tier_1_the_loss_is_said_once_numbering_is_known_and_the_read_goes_on_for_roots(
+    guard: StateGuard, slack: Slack
+) -> None:
+    """The newest page shows root #5: the loss is said (log, metric, marker) then, not after the
+    whole channel is read; a root 40 messages further back is still found afterwards."""
+    deep = await root(guard, "3", "g-deep")
+    chatter(slack.emulator, CHANNEL, 40)
+    await root(guard, "5", "g-new")
+    slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 2.0
+    try:
+        await guard.at_start_of_term()
+        await eventually(lambda: lost(guard) == 1, what="the loss said")
+        marker = await guard.marker.read()
+        assert marker is not None and marker.lost_at is not None and marker.reading
+        assert await found_group(guard, "g-deep") is None, "said before the read got there"
+        assert (await guard.marker.kept())[1] == 5
+        found = await eventually(lambda: found_group(guard, "g-deep"), what="the deep root")
+    finally:
+        slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
+    assert found.ts == deep
+    await eventually(lambda: reading_done(guard), what="the read done")
+    assert lost(guard) == 1, "said once"
+
+
+async def reading_done(guard: StateGuard) -> bool:
+    marker = await guard.marker.read()
+    return marker is not None and not marker.reading
 
 
 async def said_with(guard: StateGuard, words: str) -> str | None:
@@ -249,12 +306,13 @@ async def said_with(guard: StateGuard, words: str) -> str | None:
     return said if said and words in said else None
 
 
-async def test_a_notification_waits_for_its_channel_s_read_and_no_longer_than_the_hold(
+async def test_a_root_s_group_waits_for_its_channel_and_an_opening_no_longer_than_the_number_hold(
     replica: Callable[..., StateGuard], redis: Redis, slack: Slack, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The team channel's read fails twice (5xx, retried): a group routed there waits until its
-    root is where the intake finds it and numbering is above it. Then Slack keeps failing: a
-    notification waits no longer than the hold, and the log says what that may cost."""
+    root is where the intake finds it and numbering is above it. Then Slack keeps failing: a new
+    incident waits no longer than the number hold, and takes a number above a guess (the highest
+    read and 1000 more), never one Slack may show; the log says what that may cost."""
     guard = replica(routed=True)
     guard.hold_s = 5.0
     await root(guard, "3", "g-team", TEAM)
@@ -267,12 +325,162 @@ async def test_a_notification_waits_for_its_channel_s_read_and_no_longer_than_th
     await guard.check()
 
     await redis.flushall()
-    guard.hold_s = 0.6
+    guard.hold_s, guard.number_hold_s = 0.3, 0.8
     slack.emulator.fail_next("conversations.history", status=500, count=1000, **in_team)
     await guard.tick()
     loop = asyncio.get_running_loop()
     began = loop.time()
-    await guard.held(CHANNEL)
-    assert 0.4 < loop.time() - began < 3, "held until the hold ended, no longer"
-    assert "1 channel(s) not read yet" in caplog.text
+    await guard.held(TEAM)
+    assert 0.6 < loop.time() - began < 3, "held until the number hold ended, no longer"
+    assert (await guard.marker.kept())[1] == 1003, "above the highest seen and the gap"
+    assert "channel(s) not read yet opens a second thread" in caplog.text
+    assert "numbered above 1003" in caplog.text
+    await guard.end_of_term()
+
+
+async def test_a_channel_that_keeps_failing_is_given_up_and_the_loss_still_said(
+    replica: Callable[..., StateGuard], slack: Slack, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = replica(routed=True)
+    guard.give_up_after = 2
+    await root(guard, "4", "g-main")
+    in_team = {"when": lambda params: params.get("channel") == TEAM}
+    slack.emulator.fail_next("conversations.history", status=500, count=1000, **in_team)
+    await guard.check()
+    assert lost(guard) == 1
+    assert "cannot read the history of C0TEAMQ (internal_error 2 times)" in caplog.text
+    assert (await guard.marker.kept())[1] == 1004, "numbers the team channel may show not reused"
+    assert await guard.marker.checking() is None
+
+
+async def test_the_lead_lost_mid_read_stops_slack_calls_and_ends_the_holds(
+    guard: StateGuard, slack: Slack
+) -> None:
+    await root(guard, "5", "g-a")
+    chatter(slack.emulator, CHANNEL, 40)
+    slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 30.0
+    deposed = asyncio.Event()
+    try:
+        await guard.at_start_of_term(deposed)
+        waiting = asyncio.create_task(guard.held(None))
+        await eventually(
+            lambda: slack.emulator.calls("conversations.history"), what="the read under way"
+        )
+        deposed.set()
+        await asyncio.wait_for(waiting, 2)
+        assert guard._scan is None and guard._task is None, "the read stopped with the lead"
+    finally:
+        slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
+    assert len(slack.emulator.calls("conversations.history")) <= 2
+
+
+async def test_redis_failing_during_the_read_delays_the_verdict_without_reading_again(
+    guard: StateGuard, redis: Redis, slack: Slack
+) -> None:
+    """Redis refuses writes (out of memory) just as the first page comes in: what was read is
+    written once Redis takes writes again, by the same read; Slack is not read twice."""
+    await root(guard, "6", "g-a")
+    slack.emulator.fail_next("conversations.history", status=500, count=1)
+    await guard.at_start_of_term()
+    await redis.config_set("maxmemory-policy", "noeviction")
+    await redis.config_set("maxmemory", 1)
+    try:
+        await eventually(
+            lambda: len(slack.emulator.calls("conversations.history")) == 2, what="the page read"
+        )
+        assert lost(guard) == 0
+    finally:
+        await redis.config_set("maxmemory", 0)
+    await eventually(lambda: lost(guard) == 1, what="the loss said", timeout=10)
+    assert (await guard.marker.kept())[1] == 6
+    assert await found_group(guard, "g-a") is not None
+    assert len(slack.emulator.calls("conversations.history")) == 2, "read once (and one 5xx)"
+    await guard.end_of_term()
+
+
+async def test_what_a_read_says_of_itself_is_unsaid_only_by_the_leader(redis: Redis) -> None:
+    """A replica that lost the lead ends its read: it must not delete what the new leader's
+    read says on `/readyz`."""
+    keys = Keys("qp")
+    await redis.set(keys.leader, "2")
+    new, old = (
+        StateMarker(redis, keys, retention_s=60, fence=Fence(keys.leader, held=held))
+        for held in ("2", "1")
+    )
+    await new.said_checking("checking Slack's history: 1 of 3 channels read")
+    with pytest.raises(Deposed):
+        await old.said_checking(None)
+    assert await new.checking() == "checking Slack's history: 1 of 3 channels read"
+    await new.said_checking(None)
+    assert await new.checking() is None
+
+
+async def test_with_the_intake_a_found_group_and_another_channel_s_group_go_on_while_held_ones_wait(
+    replica: Callable[..., StateGuard], redis: Redis, slack: Slack
+) -> None:
+    """The team channel's newest page is read (numbering known: above #7) but its deeper pages
+    fail, so new groups routed there wait for their roots, more of them than the intake takes
+    at once. A group whose root was found in the main channel goes on in it, and a new group
+    of the main channel opens as #8, meanwhile."""
+    guard = replica(routed=True)
+    guard.hold_s = 30.0
+    known = as_group("lost-known")
+    known_hash = delivery_of(parse_notification("grafana", known)).group_hash
+    found_ts = await root(guard, "3", known_hash)
+    chatter(slack.emulator, TEAM, 1000)
+    await root(guard, "7", "g-team-old", TEAM)
+    deeper = {"when": lambda params: params.get("channel") == TEAM and bool(params.get("cursor"))}
+    slack.emulator.fail_next("conversations.history", status=500, count=1000, **deeper)
+    stream = NotificationStream(redis, "qp")
+    await stream.ensure_group()
+    intake = Intake(
+        stream,
+        IncidentStore(redis, "qp"),
+        Telemetry(),
+        config=guard.config,
+        consumer="c",
+        clock=lambda: datetime.now(UTC),
+        held=guard.held,
+    )
+    intake._loop.max_in_flight = 4  # the budget a storm of new groups would fill
+    team = [as_group(f"lost-team-{n}", team="rocm") for n in range(6)]
+    for payload in [*team, known, as_group("lost-new")]:
+        body = json.dumps(payload).encode()
+        await stream.append(parse_notification("grafana", payload), body, 0.0)
+    await guard.at_start_of_term()
+    stop = asyncio.Event()
+    running = asyncio.create_task(intake.run(stop))
+    try:
+        store = IncidentStore(redis, "qp")
+        ids = await eventually(lambda: opened(store, 2), what="the two groups applied")
+        assert ids == ["3", "8"], "the found group in its root, the new one above #7"
+        going_on = await store.load("3")
+        assert going_on.thread is not None and going_on.thread.ts == found_ts
+    finally:
+        stop.set()
+        await guard.end_of_term()
+        await running
+
+
+async def opened(store: IncidentStore, count: int) -> list[str] | None:
+    ids = sorted(await store.open_ids(), key=int)
+    return ids if len(ids) >= count else None
+
+
+async def test_an_opening_waits_through_a_failed_read_for_the_next_and_never_takes_a_used_number(
+    guard: StateGuard, slack: Slack
+) -> None:
+    """`auth.test` fails, so the read ends before a page: an incident about to open keeps
+    waiting (the sequence still stands at 0, below #5 in Slack) until the next tick's read knows
+    the numbering."""
+    await root(guard, "5", "g-a")
+    slack.emulator.fail_next("auth.test", status=500)
+    await guard.at_start_of_term()
+    opening = asyncio.create_task(guard.held(None))
+    await eventually(lambda: guard._task is not None and guard._task.done(), what="the read failed")
+    assert not opening.done(), "no number before Slack told which are used"
+    await guard.tick()
+    await asyncio.wait_for(opening, 5)
+    assert (await guard.marker.kept())[1] == 5
+    assert lost(guard) == 1
     await guard.end_of_term()

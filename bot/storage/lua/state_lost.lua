@@ -22,8 +22,9 @@ for i = 5, #ARGV - 1, 2 do
 end
 if found > 0 then redis.call('EXPIRE', KEYS[3], ARGV[4]) end
 if ARGV[1] == '' then return found end
+-- `unsure` stays until the read that found the loss is done (`read_done`): a leader taking over
+-- before then reads on for the roots.
 redis.call('HSET', KEYS[1], 'since', ARGV[1], 'lost_at', ARGV[1], 'found', (#ARGV - 5) / 2,
   'above', highest)
-redis.call('HDEL', KEYS[1], 'unsure')
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 return found
