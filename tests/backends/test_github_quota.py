@@ -4,6 +4,7 @@ one token with the alert's issue, against GitHub's primary rate-limit rules."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass, field
@@ -204,3 +205,32 @@ def test_the_pace_is_the_shortest_interval_whose_readings_fit_the_share_left_unt
     others = Rate(5000, 2100, 2900, reset=3600.0)
     assert reading_pace(busy_due(), 6, others, share=0.6, now=1800.0, shortest=60.0)[0] == 1800.0
     assert reading_pace(busy_due(), 6, others, share=0.6, now=3600.0, shortest=60.0)[0] == 270.0
+
+
+async def test_jobs_asked_every_minute_and_beside_a_reading_spend_within_the_share() -> None:
+    """`/queue jobs`, diagnostics and a jobs-only client (JOBS_BACKEND=github beside Prometheus:
+    asked every reading) are served the last listing while it stands: half an hour of them
+    spends what the paced readings would, and one asked while a reading runs reads nothing
+    twice."""
+    gh = BusyGithub()
+    config = settings()
+    metrics = GithubMetrics(config, GithubApi(config, gh.client(), clock=gh.clock))
+    await asyncio.gather(metrics.read(now=gh.clock.at()), metrics.queued_jobs(now=gh.clock.at()))
+    jobs_pages = [url for url in gh.actions.calls if url.endswith("/jobs?per_page=100")]
+    assert len(jobs_pages) == len(gh.runs), "each run's jobs read once"
+
+    listed_at = []
+    for _ in range(30):
+        gh.clock.now += 60
+        gh.minute()
+        before = len(gh.actions.calls)
+        both = [metrics.queued_jobs(now=gh.clock.at()) for _ in range(2)]
+        assert all(len(listing.jobs) > 0 for listing in await asyncio.gather(*both))
+        if len(gh.actions.calls) > before:
+            listed_at.append(gh.clock.at())
+    await metrics.aclose()
+
+    assert gh.transport.statuses.count(403) == 0
+    start = gh.clock() - 1800
+    assert sum(t > start for t in gh.actions.spent_at) <= SHARE * 5000 / 2
+    assert 5 <= len(listed_at) <= 8, "listed every 4 to 5 minutes, as the readings would"

@@ -1,13 +1,13 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
 token's quota is shared, so a run's jobs are read again only when its listing entry says it
-changed, pages are asked with ETags (a 304 is free), `queued_jobs` reuses a fresh listing, and
-each reading says how long it stands (`paced_s`): GITHUB_READING_SHARE of GitHub's hour at most
-(`bot.backends.github_rate`)."""
+changed, pages are asked with ETags (a 304 is free), and each reading says how long it stands
+(`paced_s`): GITHUB_READING_SHARE of GitHub's hour at most (`bot.backends.github_rate`).
+`queued_jobs` serves the last reading's jobs for as long as it stands, and reads (paced the same
+way) only past it: a `/queue jobs`, a diagnosis or a jobs-only client spends nothing more."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Coroutine, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, TypeVar
@@ -22,8 +22,6 @@ from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, 
 from bot.domain.units import duration
 
 T = TypeVar("T")
-# The runs that may hold queued jobs (by id), and their jobs.
-RunsAndJobs = tuple[dict[Any, dict[str, Any]], Listing]
 # What of a run's listing entry changes when any of its jobs does.
 Mark = tuple[str, Any, Any]
 # A run in progress holding queued jobs is read again this long after its last read even when its
@@ -36,8 +34,6 @@ GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
 )
 MAX_PAGES = 20  # per listing: a runaway org must not eat the hour's quota
-# A jobs listing this recent serves `queued_jobs` without a call: the reading just made it.
-REUSE_S = 30.0
 
 
 def runner_type_of(job: Any) -> str:
@@ -55,40 +51,45 @@ class GithubMetrics:
     live = True
 
     def __init__(
-        self,
-        config: Settings,
-        api: GithubApi | None = None,
-        *,
-        max_pages: int = MAX_PAGES,
-        reuse_s: float = REUSE_S,
+        self, config: Settings, api: GithubApi | None = None, *, max_pages: int = MAX_PAGES
     ) -> None:
         self._config = config
         self.api = api or GithubApi(config)
         self._max_pages = max_pages
-        self._reuse_s = reuse_s
-        self._last: tuple[float, RunsAndJobs] | None = None
+        self._last: Last | None = None
+        # One read at a time: a command and a reading never read the same runs twice, and a
+        # reading's cost is what `api.counted` moved while it held this.
+        self._reading = asyncio.Lock()
         # Each listed run's jobs as last read: runs that left the listing are forgotten.
         self._jobs_of: dict[Any, Known] = {}
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        counted = self.api.counted
-        listed, runners = await all_or_none([self._runs(), self._runners()])
-        pages = self.api.counted - counted  # the listings' part of a reading's cost
-        runs, jobs = await self._listed(listed, now)
+        async with self._reading:
+            counted = self.api.counted
+            listed, runners = await all_or_none([self._runs(), self._runners()])
+            pages = self.api.counted - counted  # the listings' part of a reading's cost
+            last = await self._listed(listed, pages, now)
         # A ghost (queued in a completed run) waits for nothing: the queue is what can still run.
-        live = [job for job in jobs.items if not is_ghost(job, runs)]
-        fleet = fleet_of(live, runners.items, now=now, every_job_listed=jobs.complete)
-        return self._paced(fleet, pages, runs, now)
+        live = [job for job in last.jobs.items if not is_ghost(job, last.runs)]
+        fleet = fleet_of(live, runners.items, now=now, every_job_listed=last.jobs.complete)
+        return self._paced(fleet, last, now)
 
-    def _paced(
-        self, fleet: FleetSnapshot, pages: int, runs: Mapping[Any, Any], now: datetime
-    ) -> FleetSnapshot:
-        """The reading with how long it stands: until the next may spend what it will cost
-        within the readings' share of GitHub's hour; said when longer than the interval."""
-        paced, rate = self._pace(pages, runs, now.timestamp()), self.api.rate
-        if paced is None or rate is None or paced[0] <= self._config.metrics_interval_seconds:
+    async def queued_jobs(self, *, now: datetime) -> JobsListing:
+        """The last reading's jobs while it stands; past it, the runs and their jobs read again
+        (not the runners), standing as long as a reading would."""
+        async with self._reading:
+            last = self._last
+            if last is None or now.timestamp() >= last.until:
+                counted = self.api.counted
+                listed = await self._runs()
+                last = await self._listed(listed, self.api.counted - counted, now)
+        return queued_jobs_of(last.runs, last.jobs.items, complete=last.jobs.complete)
+
+    def _paced(self, fleet: FleetSnapshot, last: Last, now: datetime) -> FleetSnapshot:
+        """The reading with how long it stands, said when longer than the interval."""
+        pace, rate = last.until - now.timestamp(), self.api.rate
+        if rate is None or pace <= self._config.metrics_interval_seconds:
             return fleet
-        pace = paced[0]
         if now.timestamp() + pace >= rate.reset:
             renews = datetime.fromtimestamp(rate.reset, UTC).strftime("%H:%M UTC")
             note = f"read again at {renews}, when GitHub's quota renews"
@@ -126,15 +127,6 @@ class GithubMetrics:
             since = min(since, known.at + REREAD_S - now)
         return max(since, 0.0)
 
-    async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        last = self._last
-        fresh = last is not None and time.monotonic() - last[0] < self._reuse_s
-        if last is not None and fresh:
-            runs, jobs = last[1]
-        else:
-            runs, jobs = await self._listed(await self._runs(), now)
-        return queued_jobs_of(runs, jobs.items, complete=jobs.complete)
-
     async def _listing(self, url: str, key: str) -> Listing:
         return await self.api.pages(f"{url}per_page=100", key, max_pages=self._max_pages)
 
@@ -157,10 +149,11 @@ class GithubMetrics:
         urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]
         return await self._pages(urls, "workflow_runs")
 
-    async def _listed(self, listed: Listing, now: datetime) -> RunsAndJobs:
+    async def _listed(self, listed: Listing, pages: int, now: datetime) -> Last:
         """The listed runs and their jobs, read again only for a run whose listing entry changed
         (or, `unsure`, was last read REREAD_S ago); complete only when every listing reached its
-        end."""
+        end. Kept as the last reading, standing until the pace (the listings cost `pages`) or
+        the interval lets the next one read."""
         at = now.timestamp()
         runs = _runs_of(listed)
         paths = {run_id: _path(run.get("url")) for run_id, run in runs.items()}
@@ -189,8 +182,10 @@ class GithubMetrics:
         every_page = all(jobs.complete for jobs in read)
         repos = self._config.github_repos
         complete = bool(repos) and listed.complete and every_run_read and every_page
-        self._last = (time.monotonic(), (runs, Listing(items, complete)))
-        return runs, Listing(items, complete)
+        paced = self._pace(pages, runs, at)
+        every = max(paced[0] if paced else 0.0, self._config.metrics_interval_seconds)
+        self._last = Last(runs, Listing(items, complete), at + every)
+        return self._last
 
     async def aclose(self) -> None:
         await self.api.aclose()
@@ -215,6 +210,14 @@ class Sizing(NamedTuple):
     pages: int
     cost: int
     every_s: float | None
+
+
+class Last(NamedTuple):
+    """The last reading's runs and jobs, and until when it stands (epoch seconds)."""
+
+    runs: dict[Any, dict[str, Any]]
+    jobs: Listing
+    until: float
 
 
 class Known(NamedTuple):
