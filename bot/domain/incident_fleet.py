@@ -262,7 +262,8 @@ def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool
 
 def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
     """Consecutive drained checks including this one: 0 when it queues or the numbers are the
-    alert's; unchanged while a live reading cannot tell. Only a live view of the incident's own
+    alert's; unchanged while a live reading cannot tell, or when it is the reading the last
+    check counted (a check counts a reading once, however long it stands). Only a live view of the incident's own
     types can say it drained: a reading that does not know them (a misconfigured label) must
     never close it, nor one without queue numbers: a type read without its queue, or a view of
     no type at all (an alert naming none, read while the listener that queues is not scraped
@@ -281,7 +282,10 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
         or any(m.queued is None for m in view.runner_types.values())
     ):
         return incident.drain_checks
-    return incident.drain_checks + 1 if is_drained(view, rule) else 0
+    if not is_drained(view, rule):
+        return 0
+    counted = incident.drain_read_at
+    return incident.drain_checks + (counted is None or view.at > counted)
 
 
 # Every target is scraped within this of an alert: Prometheus's scrape intervals are a minute or
