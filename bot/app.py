@@ -259,7 +259,14 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         kept = ReadingsHistory(redis, keys, interval_s=settings.metrics_interval_seconds)
     history = metrics if isinstance(metrics, QueueHistory) else kept
     readings = FleetReadings(
-        redis, keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept
+        redis,
+        keys,
+        metrics,
+        config=settings,
+        clock=clock,
+        jobs=jobs,
+        kept=kept,
+        leads=lambda: leadership.fence.held is not None,
     )
     reporter = StatusReporter(store, readings, telemetry, config=settings, clock=clock)
     ticks: dict[str, periodic.Tick] = {"status-tick": reporter.tick}

@@ -263,12 +263,12 @@ def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool
 def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
     """Consecutive drained checks including this one: 0 when it queues or the numbers are the
     alert's; unchanged while a live reading cannot tell, or when it is the reading the last
-    check counted (a check counts a reading once, however long it stands). Only a live view of the incident's own
-    types can say it drained: a reading that does not know them (a misconfigured label) must
-    never close it, nor one without queue numbers: a type read without its queue, or a view of
-    no type at all (an alert naming none, read while the listener that queues is not scraped
-    yet: the others, scraped apart, queue nothing), unless the source lists every queue or the
-    incident is older than every target's first scrape (`SCRAPED_WITHIN`)."""
+    check counted (a check counts a reading once, however long it stands). Only a live view of
+    the incident's own types can say it drained: a reading that does not know them (a
+    misconfigured label) must never close it, nor one without queue numbers: a type read without
+    its queue, or a view of no type at all (an alert naming none, read while the listener that
+    queues is not scraped yet: the others, scraped apart, queue nothing), unless the source lists
+    every queue or the incident is older than every target's first scrape (`SCRAPED_WITHIN`)."""
     if not view.is_live:
         return 0
     named = {runner_key(name) for name in incident.runner_types if name}
