@@ -90,6 +90,7 @@ def incident_fleet(
         absent=tuple(empty),  # the cut ones too: the drain rule reads them
         hidden=len(cut),
         hidden_queueing=sum(1 for _, m in cut if (m.queued or 0) > 0),
+        paced_s=fleet.paced_s,
     )
     # The readings' history knows a type by the reading's name, not the incident's.
     read_as = {name: by_key.get(runner_key(name), name) for name in kept}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from bot.backends.errors import BackendError
@@ -19,7 +19,6 @@ from bot.backends.http import time_of
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
-from bot.domain.units import duration
 
 T = TypeVar("T")
 # What of a run's listing entry changes when any of its jobs does.
@@ -86,16 +85,12 @@ class GithubMetrics:
         return queued_jobs_of(last.runs, last.jobs.items, complete=last.jobs.complete)
 
     def _paced(self, fleet: FleetSnapshot, last: Last, now: datetime) -> FleetSnapshot:
-        """The reading with how long it stands, said when longer than the interval."""
-        pace, rate = last.until - now.timestamp(), self.api.rate
-        if rate is None or pace <= self._config.metrics_interval_seconds:
+        """The reading with how long it stands (`paced_s`) when longer than the interval: the
+        surfaces say when it was read and when the next comes."""
+        pace = last.until - now.timestamp()
+        if self.api.rate is None or pace <= self._config.metrics_interval_seconds:
             return fleet
-        if now.timestamp() + pace >= rate.reset:
-            renews = datetime.fromtimestamp(rate.reset, UTC).strftime("%H:%M UTC")
-            note = f"read again at {renews}, when GitHub's quota renews"
-        else:
-            note = f"read every {duration(timedelta(seconds=pace))} to keep GitHub's quota"
-        return fleet.model_copy(update={"paced_s": pace, "note": note})
+        return fleet.model_copy(update={"paced_s": pace})
 
     def _pace(self, pages: int, runs: Mapping[Any, Any], now: float) -> tuple[float, int] | None:
         """Seconds until the next reading and its predicted cost (`reading_pace`); None where
