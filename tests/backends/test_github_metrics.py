@@ -164,26 +164,31 @@ async def test_unchanged_pages_are_asked_with_their_etag_and_cost_no_quota(
     await metrics.aclose()
 
 
-async def test_a_job_that_started_unseen_in_its_runs_listing_leaves_the_queue_in_ten_minutes(
+async def test_a_job_that_changed_unseen_in_its_runs_listing_is_seen_in_ten_minutes(
     github: tuple[FakeGithub, RunningServer],
 ) -> None:
-    """GitHub moves a run's `updated_at` when its jobs change, but not always: a run in
-    progress holding queued jobs is read again after ten minutes even when its entry stands."""
+    """GitHub moves a run's `updated_at` when its jobs change, but not always: every run in
+    progress is read again after ten minutes even when its entry stands. A job that started
+    leaves the queue; one that newly queued, in a run whose jobs all ran, joins it."""
     fake, server = github
+    job = FakeGithub.job
+    fake.run("pytorch/pytorch", 14, "in_progress", [job(106, [CPU], "in_progress", ago(20))])
     metrics = backend(server)
-    assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
-    [run] = [r for r in fake.runs["pytorch/pytorch"] if r["id"] == 11]
-    run["jobs"][1].update(status="in_progress", runner_id=78, runner_name="i-78")
+    first = await metrics.read(now=NOW)
+    assert (first.runner_types[GPU].queued, first.runner_types[CPU].queued) == (3, 1)
+    runs = {r["id"]: r for r in fake.runs["pytorch/pytorch"]}
+    runs[11]["jobs"][1].update(status="in_progress", runner_id=78, runner_name="i-78")
+    runs[14]["jobs"].append(job(107, [CPU], "queued", ago(1)))
     asked = len(fake.calls)
     later = await metrics.read(now=NOW + timedelta(minutes=9))
-    assert later.runner_types[GPU].queued == 3  # its entry unchanged: not asked yet
-    assert not [url for url in fake.calls[asked:] if "/jobs" in url]
+    assert (later.runner_types[GPU].queued, later.runner_types[CPU].queued) == (3, 1)
+    assert not [url for url in fake.calls[asked:] if "/jobs" in url], "entries unchanged"
     asked = len(fake.calls)
     later = await metrics.read(now=NOW + timedelta(minutes=10))
-    assert later.runner_types[GPU].queued == 2
-    # Only that run: the queued runs, whose own status moves when a job starts, are not asked.
+    assert (later.runner_types[GPU].queued, later.runner_types[CPU].queued) == (2, 2)
+    # Only those runs: the queued runs, whose own status moves when a job starts, are not asked.
     jobs_of = {url.split("/runs/")[1].split("/")[0] for url in fake.calls[asked:] if "/jobs" in url}
-    assert jobs_of == {"11"}
+    assert jobs_of == {"11", "14"}
     await metrics.aclose()
 
 

@@ -23,10 +23,10 @@ from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, 
 T = TypeVar("T")
 # What of a run's listing entry changes when any of its jobs does.
 Mark = tuple[str, Any, Any]
-# A run in progress holding queued jobs is read again this long after its last read even when its
-# listing entry is unchanged: GitHub moves a run's `updated_at` when its jobs change "in the vast
-# majority of cases", with races where it does not (github/vscode-github-actions,
-# src/store/workflowRun.ts), and a job it missed would stay queued in the numbers.
+# A run in progress is read again this long after its last read even when its listing entry is
+# unchanged: GitHub moves a run's `updated_at` when its jobs change "in the vast majority of
+# cases", with races where it does not (github/vscode-github-actions, src/store/workflowRun.ts),
+# and a job it missed would stay queued in the numbers, or, newly queued, stay out of them.
 REREAD_S = 600.0
 
 GENERIC_LABELS = frozenset(
@@ -118,7 +118,7 @@ class GithubMetrics:
         changed = time_of(run.get("updated_at"))
         since = now - changed.timestamp() if changed else 0.0
         known = self._jobs_of.get(run_id)
-        if known is not None and unsure(run, known.jobs):
+        if known is not None and in_progress(run):
             since = min(since, known.at + REREAD_S - now)
         return max(since, 0.0)
 
@@ -146,7 +146,7 @@ class GithubMetrics:
 
     async def _listed(self, listed: Listing, pages: int, now: datetime) -> Last:
         """The listed runs and their jobs, read again only for a run whose listing entry changed
-        (or, `unsure`, was last read REREAD_S ago); complete only when every listing reached its
+        (or, in progress, was last read REREAD_S ago); complete only when every listing reached its
         end. Kept as the last reading, standing until the pace (the listings cost `pages`) or
         the interval lets the next one read."""
         at = now.timestamp()
@@ -159,7 +159,7 @@ class GithubMetrics:
             if (known := self._jobs_of.get(run_id)) is not None
             and mark is not None
             and known.mark == mark
-            and not (unsure(runs[run_id], known.jobs) and at - known.at >= REREAD_S)
+            and not (in_progress(runs[run_id]) and at - known.at >= REREAD_S)
         }
         changed = [run_id for run_id in runs if run_id not in kept and paths[run_id]]
         read = await all_or_none([self._listing(f"{paths[i]}/jobs?", "jobs") for i in changed])
@@ -223,13 +223,11 @@ class Known(NamedTuple):
     at: float
 
 
-def unsure(run: dict[str, Any], jobs: list[Any]) -> bool:
-    """A run in progress whose jobs, as last read, include queued ones: the one kind whose stale
-    jobs would misstate the queue. A run listed as queued has no job started yet, or its own
-    status (the listing's filter) would have moved."""
-    return run.get("status") != "queued" and any(
-        isinstance(job, dict) and job.get("status") == "queued" for job in jobs
-    )
+def in_progress(run: dict[str, Any]) -> bool:
+    """A run whose stale jobs could misstate the queue: one job may start or queue unseen. A run
+    listed as queued has no job started yet, or its own status (the listing's filter) would
+    have moved."""
+    return run.get("status") != "queued"
 
 
 def _runs_of(listed: Listing) -> dict[Any, dict[str, Any]]:
