@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -83,7 +82,6 @@ class GithubApi:
         self._client = client or backend_client(config.github_api_url, timeout, HEADERS)
         # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
         self._token = config.github_token.get_secret_value() if config.github_token else ""
-        self._token_key = hashlib.sha256(self._token.encode()).hexdigest()[:16]
         self._auth = auth
         # `cache`: whose share of the memory its pages take (`bot.config.memory`).
         limit = memory_limit(config.memory_limit_mib)
@@ -122,7 +120,9 @@ class GithubApi:
     async def get(self, url: str, *, follow: bool = True) -> tuple[Any, str | None]:
         """The page at `url`; one moved permanently (a transferred issue) is read where its
         `Location` says."""
-        cached = self.etags.get(self._whose(url))
+        # One client, one credential: its pages are kept by URL. GitHub's ETags are the token's
+        # (`Vary: Authorization`), so a renewed installation token pays each page once.
+        cached = self.etags.get(url)
         headers = {"If-None-Match": cached.etag} if cached else {}
         response = await self._call("GET", url, headers=headers, expect=(200, 301, 304))
         if response.status_code == 301:
@@ -137,24 +137,15 @@ class GithubApi:
         next_url = response.links.get("next", {}).get("url")  # as given, never built by hand
         etag = response.headers.get("etag")
         if etag:
-            self.etags.put(self._whose(url), Page(etag, response.content, next_url))
+            self.etags.put(url, Page(etag, response.content, next_url))
         else:
-            self.etags.discard(self._whose(url))
+            self.etags.discard(url)
         return body, next_url
 
     @property
     def counted(self) -> int:
         """The requests GitHub counted against the quota (a 304 is free)."""
         return self.calls - self.not_modified
-
-    def _whose(self, url: str) -> str:
-        """`url` as the cache keeps it: under the credential that read it (a hash of the token;
-        an App's installation), as GitHub's ETags belong to a token (`Vary: Authorization`). An
-        installation's renewed token then replaces its predecessor's pages in place."""
-        grant = self._auth.grant if self._auth is not None else None
-        if grant is not None:
-            return f"installation {grant.installation_id} {url}"
-        return f"token {self._token_key} {url}"
 
     async def send(
         self, method: str, url: str, body: Mapping[str, Any], *, expect: tuple[int, ...] = (200,)
