@@ -31,7 +31,7 @@ from bot.backends.http import (
 )
 from bot.backoff import Backoff
 from bot.config import Settings
-from bot.config.memory import Cache, cache_bytes, memory_limit
+from bot.config.memory import DEFAULT_LIMIT_MIB, cache_bytes
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -49,6 +49,8 @@ JWT_LIFETIME_S = 600
 # about to lapse.
 RENEW_BEFORE_S = 300.0
 UNEXPECTED = "GitHub answered with an unexpected shape"
+# The readings' share at the chart's limit, where no size is handed (`queuepilot check`, tests).
+CACHE_BYTES = cache_bytes(DEFAULT_LIMIT_MIB)["github_readings"]
 # A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
 # longer while it continues; the readings stop a quarter of an hour at most. The backoff waits
 # half its step to all of it: a first step of two minutes waits at least GitHub's minute.
@@ -75,7 +77,7 @@ class GithubApi:
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
         counted: Counted = uncounted,
-        cache: Cache = "github_readings",
+        cache_size: int = CACHE_BYTES,
     ) -> None:
         self._counted = counted
         timeout = config.backend_timeout_seconds
@@ -83,9 +85,8 @@ class GithubApi:
         # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
         self._token = config.github_token.get_secret_value() if config.github_token else ""
         self._auth = auth
-        # `cache`: whose share of the memory its pages take (`bot.config.memory`).
-        limit = memory_limit(config.memory_limit_mib)
-        self.etags = EtagCache(max_bytes=cache_bytes(limit.mib)[cache])
+        # `cache_size`: its share of the memory limit, in bytes (`bot.config.memory`).
+        self.etags = EtagCache(max_bytes=cache_size)
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
         # When the last rate limit was met: an answer to a call sent before it tells nothing new.

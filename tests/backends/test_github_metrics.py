@@ -621,8 +621,8 @@ async def test_under_a_small_memory_limit_the_pages_stay_within_the_readings_sha
     for n in range(60):
         job = {**FakeGithub.job(6000 + n, [CPU], "queued", ago(1)), "steps": steps}
         fake.run("pytorch/pytorch", 2000 + n, "queued", [job])
-    api = GithubApi(config_of(server, memory_limit_mib=128))
     share = cache_bytes(128)["github_readings"]
+    api = GithubApi(config_of(server), cache_size=share)
     hot = "/orgs/pytorch/actions/runners?per_page=100"
     try:
         assert api.etags.max_bytes == share <= 2 * 1024 * 1024
