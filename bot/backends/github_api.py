@@ -60,11 +60,13 @@ SECONDARY_MAX_S = 900.0
 
 @dataclass(frozen=True)
 class Listing:
-    """A listing's items, and whether they are all of it (`max_pages`, or GitHub's cap of 1,000
-    results for a filtered run listing, can cut it short)."""
+    """A listing's items, whether they are all of it (`max_pages`, or GitHub's cap of 1,000
+    results for a filtered run listing, can cut it short), and the requests GitHub counted for
+    it (a 304 is free): what this listing cost, whatever else the client asked meanwhile."""
 
     items: list[Any]
     complete: bool
+    counted: int = 0
 
 
 class GithubApi:
@@ -102,10 +104,12 @@ class GithubApi:
         items: list[Any] = []
         next_url: str | None = url
         total: Any = None
+        counted = 0
         for _ in range(max_pages):
             if next_url is None:
                 break
-            body, next_url = await self.get(next_url)
+            body, next_url, fresh = await self._page(next_url)
+            counted += fresh
             if key is None and isinstance(body, list):
                 items.extend(body)
             elif key is not None and isinstance(body, dict) and isinstance(body.get(key), list):
@@ -116,11 +120,16 @@ class GithubApi:
         # `total_count` counts every page: fewer items means the listing stopped short (the
         # 1,000-result cap ends the `link` chain without saying so).
         short = isinstance(total, int) and not isinstance(total, bool) and len(items) < total
-        return Listing(items, next_url is None and not short)
+        return Listing(items, next_url is None and not short, counted)
 
-    async def get(self, url: str, *, follow: bool = True) -> tuple[Any, str | None]:
-        """The page at `url`; one moved permanently (a transferred issue) is read where its
-        `Location` says."""
+    async def get(self, url: str) -> tuple[Any, str | None]:
+        """The page at `url`, and the next page's URL; one moved permanently (a transferred
+        issue) is read where its `Location` says."""
+        body, next_url, _ = await self._page(url)
+        return body, next_url
+
+    async def _page(self, url: str, *, follow: bool = True) -> tuple[Any, str | None, bool]:
+        """`get`, and whether GitHub counted it (not a 304)."""
         # One client, one credential: its pages are kept by URL. GitHub's ETags are the token's
         # (`Vary: Authorization`), so a renewed installation token pays each page once.
         cached = self.etags.get(url)
@@ -130,10 +139,11 @@ class GithubApi:
             location = response.headers.get("location")
             if not follow or not location:
                 raise error_of("GitHub", response)
-            return await self.get(location, follow=False)
+            body, next_url, _ = await self._page(location, follow=False)
+            return body, next_url, True
         if response.status_code == 304 and cached is not None:
             self.not_modified += 1
-            return json.loads(cached.content), cached.next_url  # JSON when it came
+            return json.loads(cached.content), cached.next_url, False  # JSON when it came
         body = json_of(response, "GitHub")
         next_url = response.links.get("next", {}).get("url")  # as given, never built by hand
         etag = response.headers.get("etag")
@@ -141,7 +151,7 @@ class GithubApi:
             self.etags.put(url, Page(etag, response.content, next_url))
         else:
             self.etags.discard(url)
-        return body, next_url
+        return body, next_url, True
 
     @property
     def counted(self) -> int:

@@ -53,6 +53,8 @@ def github() -> Iterator[tuple[FakeGithub, RunningServer]]:
     ])  # fmt: skip
     fake.run("pytorch/pytorch", 12, "queued", [job(104, [CPU], "queued", ago(3))])
     fake.run("pytorch/vision", 13, "queued", [job(105, [GPU], "queued", ago(71))])
+    for run in [run for runs in fake.runs.values() for run in runs]:
+        run["updated_at"] = ago(1)  # before the tests' readings
     try:
         yield fake, server
     finally:
@@ -173,6 +175,7 @@ async def test_a_job_that_changed_unseen_in_its_runs_listing_is_seen_in_ten_minu
     fake, server = github
     job = FakeGithub.job
     fake.run("pytorch/pytorch", 14, "in_progress", [job(106, [CPU], "in_progress", ago(20))])
+    fake.runs["pytorch/pytorch"][-1]["updated_at"] = ago(1)
     metrics = backend(server)
     first = await metrics.read(now=NOW)
     assert (first.runner_types[GPU].queued, first.runner_types[CPU].queued) == (3, 1)
@@ -189,6 +192,21 @@ async def test_a_job_that_changed_unseen_in_its_runs_listing_is_seen_in_ten_minu
     # Only those runs: the queued runs, whose own status moves when a job starts, are not asked.
     jobs_of = {url.split("/runs/")[1].split("/")[0] for url in fake.calls[asked:] if "/jobs" in url}
     assert jobs_of == {"11", "14"}
+    await metrics.aclose()
+
+
+async def test_a_run_that_changes_again_in_the_second_it_was_read_is_read_again(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    """GitHub's `updated_at` has whole seconds: a job that starts in the second a reading read
+    its run leaves the entry as it was. Such a run is read again at the next reading."""
+    fake, server = github
+    [run] = [r for r in fake.runs["pytorch/pytorch"] if r["id"] == 11]
+    run["updated_at"] = ago(0)  # it changed in the second of the reading
+    metrics = backend(server)
+    assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
+    run["jobs"][1].update(status="in_progress", runner_id=78, runner_name="i-78")
+    assert (await metrics.read(now=NOW + timedelta(minutes=1))).runner_types[GPU].queued == 2
     await metrics.aclose()
 
 

@@ -28,6 +28,10 @@ Mark = tuple[str, Any, Any]
 # cases", with races where it does not (github/vscode-github-actions, src/store/workflowRun.ts),
 # and a job it missed would stay queued in the numbers, or, newly queued, stay out of them.
 REREAD_S = 600.0
+# A run whose `updated_at` is this close to its last read is read again: GitHub's timestamps have
+# whole seconds, so a change in the second of the read (or a second of clock between GitHub and
+# here) leaves the entry as the read saw it.
+MARGIN_S = 5.0
 
 GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
@@ -56,18 +60,16 @@ class GithubMetrics:
         self.api = api or GithubApi(config)
         self._max_pages = max_pages
         self._last: Last | None = None
-        # One read at a time: a command and a reading never read the same runs twice, and a
-        # reading's cost is what `api.counted` moved while it held this.
+        # One read at a time: a command and a reading never read the same runs twice.
         self._reading = asyncio.Lock()
         # Each listed run's jobs as last read: runs that left the listing are forgotten.
         self._jobs_of: dict[Any, Known] = {}
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         async with self._reading:
-            counted = self.api.counted
             listed, runners = await all_or_none([self._runs(), self._runners()])
-            pages = self.api.counted - counted  # the listings' part of a reading's cost
-            last = await self._listed(listed, pages, now)
+            # The listings' part of a reading's cost.
+            last = await self._listed(listed, listed.counted + runners.counted, now)
         # A ghost (queued in a completed run) waits for nothing: the queue is what can still run.
         live = [job for job in last.jobs.items if not is_ghost(job, last.runs)]
         fleet = fleet_of(live, runners.items, now=now, every_job_listed=last.jobs.complete)
@@ -79,9 +81,8 @@ class GithubMetrics:
         async with self._reading:
             last = self._last
             if last is None or now.timestamp() >= last.until:
-                counted = self.api.counted
                 listed = await self._runs()
-                last = await self._listed(listed, self.api.counted - counted, now)
+                last = await self._listed(listed, listed.counted, now)
         return queued_jobs_of(last.runs, last.jobs.items, complete=last.jobs.complete)
 
     def _paced(self, fleet: FleetSnapshot, last: Last, now: datetime) -> FleetSnapshot:
@@ -105,9 +106,8 @@ class GithubMetrics:
     async def sizing(self, *, now: datetime) -> Sizing:
         """What a reading costs on this fleet and how often the share allows one, from the
         listings alone (`queuepilot check`: no run's jobs are read)."""
-        counted = self.api.counted
-        listed, _ = await all_or_none([self._runs(), self._runners()])
-        pages = self.api.counted - counted
+        listed, runners = await all_or_none([self._runs(), self._runners()])
+        pages = listed.counted + runners.counted
         runs = _runs_of(listed)
         pace, cost = self._pace(pages, runs, now.timestamp()) or (None, pages + len(runs))
         return Sizing(len(runs), pages, cost, pace)
@@ -118,6 +118,8 @@ class GithubMetrics:
         changed = time_of(run.get("updated_at"))
         since = now - changed.timestamp() if changed else 0.0
         known = self._jobs_of.get(run_id)
+        if known is not None and changed_near(run, known.at):
+            return 0.0
         if known is not None and in_progress(run):
             since = min(since, known.at + REREAD_S - now)
         return max(since, 0.0)
@@ -128,7 +130,8 @@ class GithubMetrics:
     async def _pages(self, urls: Iterable[str], key: str) -> Listing:
         """Several listings as one, complete when each is (each URL ends ready for `per_page`)."""
         parts = await all_or_none([self._listing(url, key) for url in urls])
-        return Listing([i for part in parts for i in part.items], all(p.complete for p in parts))
+        items = [i for part in parts for i in part.items]
+        return Listing(items, all(p.complete for p in parts), sum(p.counted for p in parts))
 
     async def _runners(self) -> Listing:
         org, repos = self._config.github_org, self._config.github_repos
@@ -146,9 +149,9 @@ class GithubMetrics:
 
     async def _listed(self, listed: Listing, pages: int, now: datetime) -> Last:
         """The listed runs and their jobs, read again only for a run whose listing entry changed
-        (or, in progress, was last read REREAD_S ago); complete only when every listing reached its
-        end. Kept as the last reading, standing until the pace (the listings cost `pages`) or
-        the interval lets the next one read."""
+        (or, in progress, was last read REREAD_S ago; or changed in the second it was read);
+        complete only when every listing reached its end. Kept as the last reading, standing
+        until the pace (the listings cost `pages`) or the interval lets the next one read."""
         at = now.timestamp()
         runs = _runs_of(listed)
         paths = {run_id: _path(run.get("url")) for run_id, run in runs.items()}
@@ -160,6 +163,7 @@ class GithubMetrics:
             and mark is not None
             and known.mark == mark
             and not (in_progress(runs[run_id]) and at - known.at >= REREAD_S)
+            and not changed_near(runs[run_id], known.at)
         }
         changed = [run_id for run_id in runs if run_id not in kept and paths[run_id]]
         read = await all_or_none([self._listing(f"{paths[i]}/jobs?", "jobs") for i in changed])
@@ -228,6 +232,13 @@ def in_progress(run: dict[str, Any]) -> bool:
     listed as queued has no job started yet, or its own status (the listing's filter) would
     have moved."""
     return run.get("status") != "queued"
+
+
+def changed_near(run: dict[str, Any], read_at: float) -> bool:
+    """The run's `updated_at` within MARGIN_S of its last read, or after it: it may have changed
+    after the read under the same timestamp."""
+    changed = time_of(run.get("updated_at"))
+    return changed is not None and changed.timestamp() >= read_at - MARGIN_S
 
 
 def _runs_of(listed: Listing) -> dict[Any, dict[str, Any]]:
