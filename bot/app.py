@@ -113,6 +113,7 @@ class Bot:
     guard: StateGuard
     ticks: dict[str, periodic.Tick]
     probes: ProbeWatch
+    memory: memory.Limit  # resolved once at the start: the caches' sizes follow it
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -137,9 +138,7 @@ class Bot:
             token = self.settings.slack_app_token.get_secret_value()
             socket_mode = await handlers.slack_boundary.start_socket_mode(token, self.bolt)
         log.info("queuepilot is up: channel %s", self.settings.slack_channel)
-        log.info(
-            "memory: %s", memory.described(memory.memory_limit(self.settings.memory_limit_mib))
-        )
+        log.info("memory: %s", memory.described(self.memory))
         for n, route in enumerate(self.settings.slack_routes, 1):
             log.info("route %d: %s -> channel %s", n, route.text, route.channel)
         # Not one of the tasks health watches: a slow Slack does not hold up the start, and a
@@ -221,7 +220,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     # One token source for both GitHub readers: an App's installation token is minted once.
     counted = telemetry.backend_called
     github = factory.github_auth(settings, counted=counted)
-    issues = factory.build_issues(settings, github, counted=counted)
+    limit = memory.memory_limit(settings.memory_limit_mib)
+    caches = memory.cache_bytes(limit.mib)
+    issues = factory.build_issues(settings, github, counted=counted, caches=caches)
     # The leases are renewed over connections of their own: a crowd that keeps the main pool busy
     # must not cost the leader its lead, nor a channel its sender (tests/storage/test_redis_conn).
     lease_redis = connect(client_name="queuepilot-leases")
@@ -247,8 +248,10 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     warnings = WarningStore(redis, keys, bells=bells)
     notices = NoticeStore(redis, keys)
 
-    metrics = factory.build_metrics(settings, github, counted=counted)
-    jobs_source = factory.build_jobs_source(settings, metrics, github, counted=counted)
+    metrics = factory.build_metrics(settings, github, counted=counted, caches=caches)
+    jobs_source = factory.build_jobs_source(
+        settings, metrics, github, counted=counted, caches=caches
+    )
     jobs = None
     if jobs_source is not None:
         timeout_s = settings.backend_timeout_seconds
@@ -260,7 +263,14 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         kept = ReadingsHistory(redis, keys, interval_s=settings.metrics_interval_seconds)
     history = metrics if isinstance(metrics, QueueHistory) else kept
     readings = FleetReadings(
-        redis, keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept
+        redis,
+        keys,
+        metrics,
+        config=settings,
+        clock=clock,
+        jobs=jobs,
+        kept=kept,
+        leads=lambda: leadership.fence.held is not None,
     )
     reporter = StatusReporter(store, readings, telemetry, config=settings, clock=clock)
     ticks: dict[str, periodic.Tick] = {"status-tick": reporter.tick}
@@ -401,6 +411,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         guard=guard,
         ticks=ticks,
         probes=probes,
+        memory=limit,
     )
 
 

@@ -29,6 +29,7 @@ from bot.config import (
     SettingsError,
     SilenceBackend,
 )
+from bot.config.memory import DEFAULT_LIMIT_MIB, Cache, cache_bytes
 from bot.domain.scaling import ScaleTarget
 
 
@@ -90,14 +91,24 @@ def github_auth(settings: Settings, *, counted: Counted = uncounted) -> AppInsta
     return AppInstallationToken(settings, counted=counted)
 
 
+def caches_of(settings: Settings) -> dict[Cache, int]:
+    """Each cache's size under MEMORY_LIMIT_MIB, or the chart's limit where it is unset: the
+    serving app resolves the limit once, cgroup included, and hands its sizes down."""
+    return cache_bytes(settings.memory_limit_mib or DEFAULT_LIMIT_MIB)
+
+
 def build_metrics(
-    settings: Settings, auth: AppInstallationToken | None = None, *, counted: Counted = uncounted
+    settings: Settings,
+    auth: AppInstallationToken | None = None,
+    *,
+    counted: Counted = uncounted,
+    caches: Mapping[Cache, int] | None = None,
 ) -> QueueMetrics:
     backend = settings.metrics_backend
     if backend is MetricsBackend.PROMETHEUS and settings.prometheus_url:
         return PrometheusMetrics(settings, counted=counted)
     if backend is MetricsBackend.GITHUB and settings.has_github_credential:
-        return _github(settings, auth, counted)
+        return _github(settings, auth, counted, caches)
     if backend is MetricsBackend.HUD and settings.hud_url:
         return HudMetrics(settings, counted=counted)
     return AlertMetrics()
@@ -109,31 +120,43 @@ def build_jobs_source(
     auth: AppInstallationToken | None = None,
     *,
     counted: Counted = uncounted,
+    caches: Mapping[Cache, int] | None = None,
 ) -> QueuedJobs | None:
     """`JOBS_BACKEND`, else the metrics backend when it can list the jobs behind the queue."""
     backend = settings.jobs_backend
     if backend is JobsBackend.NONE:
         return None
     if backend is JobsBackend.GITHUB:
-        return metrics if isinstance(metrics, GithubMetrics) else _github(settings, auth, counted)
+        if isinstance(metrics, GithubMetrics):
+            return metrics
+        return _github(settings, auth, counted, caches)
     if backend is JobsBackend.HUD:
         return metrics if isinstance(metrics, HudMetrics) else HudMetrics(settings, counted=counted)
     return metrics if isinstance(metrics, QueuedJobs) else None
 
 
 def build_issues(
-    settings: Settings, auth: AppInstallationToken | None = None, *, counted: Counted = uncounted
+    settings: Settings,
+    auth: AppInstallationToken | None = None,
+    *,
+    counted: Counted = uncounted,
+    caches: Mapping[Cache, int] | None = None,
 ) -> GithubIssues | None:
     if not (settings.github_issues_repo and settings.has_github_credential):
         return None
     # GitHub asks for one call at a time from one client (secondary limits).
     auth = auth or github_auth(settings, counted=counted)
-    api = GithubApi(settings, auth=auth, concurrency=1, counted=counted, cache="github_issues")
+    size = (caches or caches_of(settings))["github_issues"]
+    api = GithubApi(settings, auth=auth, concurrency=1, counted=counted, cache_size=size)
     return GithubIssues(api, settings.github_issues_repo)
 
 
 def _github(
-    settings: Settings, auth: AppInstallationToken | None, counted: Counted
+    settings: Settings,
+    auth: AppInstallationToken | None,
+    counted: Counted,
+    caches: Mapping[Cache, int] | None,
 ) -> GithubMetrics:
     auth = auth or github_auth(settings, counted=counted)
-    return GithubMetrics(settings, GithubApi(settings, auth=auth, counted=counted))
+    size = (caches or caches_of(settings))["github_readings"]
+    return GithubMetrics(settings, GithubApi(settings, auth=auth, counted=counted, cache_size=size))

@@ -11,7 +11,7 @@ from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings, SettingsError, check_serve, load_settings
-from bot.config.memory import cache_bytes
+from bot.config.memory import DEFAULT_LIMIT_MIB, cache_bytes
 from bot.factory import build_issues, build_jobs_source, build_metrics, scale_targets
 
 
@@ -166,3 +166,9 @@ async def test_each_github_client_takes_its_share_of_the_memory_limit() -> None:
         finally:
             await metrics.aclose()
             await issues.api.aclose()
+    # Unset, the factory reads no cgroup (the serving app resolves it once and hands the sizes
+    # down): the chart's limit.
+    metrics = build_metrics(load_settings(**GITHUB, metrics_backend="github"))
+    assert isinstance(metrics, GithubMetrics)
+    assert metrics.api.etags.max_bytes == cache_bytes(DEFAULT_LIMIT_MIB)["github_readings"]
+    await metrics.aclose()

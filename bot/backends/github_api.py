@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +31,7 @@ from bot.backends.http import (
 )
 from bot.backoff import Backoff
 from bot.config import Settings
-from bot.config.memory import Cache, cache_bytes, memory_limit
+from bot.config.memory import DEFAULT_LIMIT_MIB, cache_bytes
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -50,6 +49,8 @@ JWT_LIFETIME_S = 600
 # about to lapse.
 RENEW_BEFORE_S = 300.0
 UNEXPECTED = "GitHub answered with an unexpected shape"
+# The readings' share at the chart's limit, where no size is handed (`queuepilot check`, tests).
+CACHE_BYTES = cache_bytes(DEFAULT_LIMIT_MIB)["github_readings"]
 # A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
 # longer while it continues; the readings stop a quarter of an hour at most. The backoff waits
 # half its step to all of it: a first step of two minutes waits at least GitHub's minute.
@@ -59,11 +60,13 @@ SECONDARY_MAX_S = 900.0
 
 @dataclass(frozen=True)
 class Listing:
-    """A listing's items, and whether they are all of it (`max_pages`, or GitHub's cap of 1,000
-    results for a filtered run listing, can cut it short)."""
+    """A listing's items, whether they are all of it (`max_pages`, or GitHub's cap of 1,000
+    results for a filtered run listing, can cut it short), and the requests GitHub counted for
+    it (a 304 is free): what this listing cost, whatever else the client asked meanwhile."""
 
     items: list[Any]
     complete: bool
+    counted: int = 0
 
 
 class GithubApi:
@@ -76,18 +79,16 @@ class GithubApi:
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
         counted: Counted = uncounted,
-        cache: Cache = "github_readings",
+        cache_size: int = CACHE_BYTES,
     ) -> None:
         self._counted = counted
         timeout = config.backend_timeout_seconds
         self._client = client or backend_client(config.github_api_url, timeout, HEADERS)
         # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
         self._token = config.github_token.get_secret_value() if config.github_token else ""
-        self._token_key = hashlib.sha256(self._token.encode()).hexdigest()[:16]
         self._auth = auth
-        # `cache`: whose share of the memory its pages take (`bot.config.memory`).
-        limit = memory_limit(config.memory_limit_mib)
-        self.etags = EtagCache(max_bytes=cache_bytes(limit.mib)[cache])
+        # `cache_size`: its share of the memory limit, in bytes (`bot.config.memory`).
+        self.etags = EtagCache(max_bytes=cache_size)
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
         # When the last rate limit was met: an answer to a call sent before it tells nothing new.
@@ -103,10 +104,12 @@ class GithubApi:
         items: list[Any] = []
         next_url: str | None = url
         total: Any = None
+        counted = 0
         for _ in range(max_pages):
             if next_url is None:
                 break
-            body, next_url = await self.get(next_url)
+            body, next_url, fresh = await self._page(next_url)
+            counted += fresh
             if key is None and isinstance(body, list):
                 items.extend(body)
             elif key is not None and isinstance(body, dict) and isinstance(body.get(key), list):
@@ -117,44 +120,43 @@ class GithubApi:
         # `total_count` counts every page: fewer items means the listing stopped short (the
         # 1,000-result cap ends the `link` chain without saying so).
         short = isinstance(total, int) and not isinstance(total, bool) and len(items) < total
-        return Listing(items, next_url is None and not short)
+        return Listing(items, next_url is None and not short, counted)
 
-    async def get(self, url: str, *, follow: bool = True) -> tuple[Any, str | None]:
-        """The page at `url`; one moved permanently (a transferred issue) is read where its
-        `Location` says."""
-        cached = self.etags.get(self._whose(url))
+    async def get(self, url: str) -> tuple[Any, str | None]:
+        """The page at `url`, and the next page's URL; one moved permanently (a transferred
+        issue) is read where its `Location` says."""
+        body, next_url, _ = await self._page(url)
+        return body, next_url
+
+    async def _page(self, url: str, *, follow: bool = True) -> tuple[Any, str | None, bool]:
+        """`get`, and whether GitHub counted it (not a 304)."""
+        # One client, one credential: its pages are kept by URL. GitHub's ETags are the token's
+        # (`Vary: Authorization`), so a renewed installation token pays each page once.
+        cached = self.etags.get(url)
         headers = {"If-None-Match": cached.etag} if cached else {}
         response = await self._call("GET", url, headers=headers, expect=(200, 301, 304))
         if response.status_code == 301:
             location = response.headers.get("location")
             if not follow or not location:
                 raise error_of("GitHub", response)
-            return await self.get(location, follow=False)
+            body, next_url, _ = await self._page(location, follow=False)
+            return body, next_url, True
         if response.status_code == 304 and cached is not None:
             self.not_modified += 1
-            return json.loads(cached.content), cached.next_url  # JSON when it came
+            return json.loads(cached.content), cached.next_url, False  # JSON when it came
         body = json_of(response, "GitHub")
         next_url = response.links.get("next", {}).get("url")  # as given, never built by hand
         etag = response.headers.get("etag")
         if etag:
-            self.etags.put(self._whose(url), Page(etag, response.content, next_url))
+            self.etags.put(url, Page(etag, response.content, next_url))
         else:
-            self.etags.discard(self._whose(url))
-        return body, next_url
+            self.etags.discard(url)
+        return body, next_url, True
 
     @property
     def counted(self) -> int:
         """The requests GitHub counted against the quota (a 304 is free)."""
         return self.calls - self.not_modified
-
-    def _whose(self, url: str) -> str:
-        """`url` as the cache keeps it: under the credential that read it (a hash of the token;
-        an App's installation), as GitHub's ETags belong to a token (`Vary: Authorization`). An
-        installation's renewed token then replaces its predecessor's pages in place."""
-        grant = self._auth.grant if self._auth is not None else None
-        if grant is not None:
-            return f"installation {grant.installation_id} {url}"
-        return f"token {self._token_key} {url}"
 
     async def send(
         self, method: str, url: str, body: Mapping[str, Any], *, expect: tuple[int, ...] = (200,)

@@ -53,12 +53,19 @@ def cache_bytes(limit_mib: int) -> dict[Cache, int]:
 def memory_limit(
     setting: int | None, *, root: Path = CGROUP_ROOT, proc: Path = PROC_CGROUP
 ) -> Limit:
-    """MEMORY_LIMIT_MIB when set, else the cgroup's limit, else the chart's default."""
+    """MEMORY_LIMIT_MIB when set, else the smallest limit of the process's cgroup and its
+    ancestors (a parent slice's limit holds its children too), else the chart's default. Read
+    once, at the start: the caches are sized from it."""
     if setting is not None:
         return Limit(setting, "MEMORY_LIMIT_MIB")
-    for path in cgroup_files(_read(proc), root):
-        if (found := limit_mib(_read(path))) is not None:
-            return Limit(found, f"the cgroup's limit ({path})")
+    found = [
+        (mib, path)
+        for path in cgroup_files(_read(proc), root)
+        if (mib := limit_mib(_read(path))) is not None
+    ]
+    if found:
+        mib, path = min(found)
+        return Limit(mib, f"the cgroup's limit ({path})")
     return Limit(DEFAULT_LIMIT_MIB, "no limit found: the Helm chart's")
 
 
@@ -81,8 +88,9 @@ def limit_mib(text: str) -> int | None:
 
 def cgroup_files(proc_cgroup: str, root: Path) -> list[Path]:
     """Where this process's memory limit may be, most specific first: its own cgroup's file as
-    /proc/self/cgroup names it (v2's `0::/path`, v1's `N:memory:/path`), then the mount's root,
-    which is the container's own cgroup where the runtime gives it a cgroup namespace."""
+    /proc/self/cgroup names it (v2's `0::/path`, v1's `N:memory:/path`), each of its ancestors',
+    then the mount's root, which is the container's own cgroup where the runtime gives it a
+    cgroup namespace."""
     found = []
     for line in proc_cgroup.splitlines():
         number, _, rest = line.partition(":")
@@ -95,7 +103,7 @@ def cgroup_files(proc_cgroup: str, root: Path) -> list[Path]:
             continue
         own = Path(path.strip("/"))
         if ".." not in own.parts:
-            found.append(base / own / name)
+            found += [base / part / name for part in [own, *own.parents] if part != Path(".")]
         found.append(base / name)
     return list(dict.fromkeys(found))
 

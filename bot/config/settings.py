@@ -223,7 +223,8 @@ class Incidents(Group, title="Incidents"):
     span such as `12h` works too, down to a minute)."""
     drain_checks: int = Field(3, ge=1, le=100)
     """The queue counts as drained, and the incident resolves by itself, after this many checks in a
-    row find every runner type at or under both drain thresholds."""
+    row find every runner type at or under both drain thresholds; each of another reading (one
+    that stands longer than a check, as GitHub's paced ones do, counts once)."""
     drain_max_queued: float = Field(0, ge=0)
     """Drained: at most this many jobs waiting per runner type."""
     drain_max_wait_minutes: Minutes = Field(5, ge=0)

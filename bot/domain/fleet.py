@@ -85,7 +85,8 @@ class FleetSnapshot(BaseModel):
     # The source counts only jobs queued longer than this (the HUD's `queuedThresholdMinutes`).
     queued_over_mins: float | None = None
     # The source is read no more often than this, to keep its quota (GitHub's): the reading
-    # stands meanwhile, its age said in `note`. None: read every METRICS_INTERVAL_SECONDS.
+    # stands meanwhile, and the surfaces say when it was read and when the next comes. None: read
+    # every METRICS_INTERVAL_SECONDS.
     paced_s: float | None = None
     # An incident's view: followed types shown from their absence ("none queued over N min"),
     # those the reading has no numbers for (no drain while any is), and how many types were

@@ -90,6 +90,7 @@ def incident_fleet(
         absent=tuple(empty),  # the cut ones too: the drain rule reads them
         hidden=len(cut),
         hidden_queueing=sum(1 for _, m in cut if (m.queued or 0) > 0),
+        paced_s=fleet.paced_s,
     )
     # The readings' history knows a type by the reading's name, not the incident's.
     read_as = {name: by_key.get(runner_key(name), name) for name in kept}
@@ -262,12 +263,13 @@ def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool
 
 def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
     """Consecutive drained checks including this one: 0 when it queues or the numbers are the
-    alert's; unchanged while a live reading cannot tell. Only a live view of the incident's own
-    types can say it drained: a reading that does not know them (a misconfigured label) must
-    never close it, nor one without queue numbers: a type read without its queue, or a view of
-    no type at all (an alert naming none, read while the listener that queues is not scraped
-    yet: the others, scraped apart, queue nothing), unless the source lists every queue or the
-    incident is older than every target's first scrape (`SCRAPED_WITHIN`)."""
+    alert's; unchanged while a live reading cannot tell, or when it is the reading the last
+    check counted (a check counts a reading once, however long it stands). Only a live view of
+    the incident's own types can say it drained: a reading that does not know them (a
+    misconfigured label) must never close it, nor one without queue numbers: a type read without
+    its queue, or a view of no type at all (an alert naming none, read while the listener that
+    queues is not scraped yet: the others, scraped apart, queue nothing), unless the source lists
+    every queue or the incident is older than every target's first scrape (`SCRAPED_WITHIN`)."""
     if not view.is_live:
         return 0
     named = {runner_key(name) for name in incident.runner_types if name}
@@ -281,7 +283,10 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
         or any(m.queued is None for m in view.runner_types.values())
     ):
         return incident.drain_checks
-    return incident.drain_checks + 1 if is_drained(view, rule) else 0
+    if not is_drained(view, rule):
+        return 0
+    counted = incident.drain_read_at
+    return incident.drain_checks + (counted is None or view.at > counted)
 
 
 # Every target is scraped within this of an alert: Prometheus's scrape intervals are a minute or

@@ -232,6 +232,9 @@ class Incident(BaseModel):
     peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     peak_runners: dict[str, RunnersSeen] = Field(default_factory=dict)
     drain_checks: int = 0  # consecutive checks that found the queue drained
+    # The reading the last of them counted: a reading standing longer than a check (GitHub's,
+    # paced to its quota) is one check, however many times it is looked at.
+    drain_read_at: datetime | None = None
     # What the latest new status reply showed once quiet statuses (edits) followed it.
     last_posted: Snapshot | None = None
     status_posts: int = 0
@@ -561,12 +564,14 @@ def record_status(
     posted: bool = True,
 ) -> Incident:
     """`posted`: a new reply, which `last_status` is now (not an edit of the previous one, nor
-    nothing said)."""
+    nothing said). A drain check counted (more than before) counts `live`'s reading."""
+    counted = live is not None and drain_checks > incident.drain_checks
     update = {
         "last_status": snapshot,
         "last_posted": None if posted else incident.posted_status,
         "trend": with_status(incident.trend, snapshot),
         "drain_checks": drain_checks,
+        "drain_read_at": live.at if counted and live is not None else incident.drain_read_at,
         "status_posts": incident.status_posts + posted,
     }
     if posted:

@@ -2,8 +2,10 @@
 
 A reading younger than the interval (or than its own pace, where the backend keeps a quota:
 `FleetSnapshot.paced_s`) is served from Redis; an older one is refreshed with the backend's
-deadline, outside any commit, one refresh at a time in the process. A failed refresh is stored
-too, so a backend that is down is asked once an interval and every incident can say why.
+deadline, outside any commit, one refresh at a time, by the leader only: another replica serves
+the stored reading, so a quota paced for one reader has one, and the backend's memory of what it
+read (GitHub's runs) stays warm in one process. A failed refresh is stored too, so a backend that
+is down is asked once an interval and every incident can say why.
 Successful readings are judged here, once (`bot.domain.fleet.judged`), and kept, compacted, in a
 bounded history: the baseline "in the hours before the incident" where the backend keeps none.
 """
@@ -62,6 +64,7 @@ class FleetReadings:
         clock: Callable[[], datetime],
         jobs: JobsWatch | None = None,
         kept: ReadingsHistory | None = None,
+        leads: Callable[[], bool] = lambda: True,
     ) -> None:
         self._store = ReadingStore(redis, keys)
         self.oom_kills = OomKillRecord(redis, keys)  # the weekly report reads them
@@ -72,6 +75,7 @@ class FleetReadings:
         self._jobs = jobs
         self._kept = kept  # the capacity report's history, where the backend keeps none
         self._refreshing = asyncio.Lock()
+        self._leads = leads  # whether this replica holds the leader's lease now
 
     async def aclose(self) -> None:
         await self.metrics.aclose()
@@ -108,8 +112,8 @@ class FleetReadings:
         now = self._clock()
         if stored is not None and now - stored.tried_at < self.every(stored):
             return stored
-        if self._refreshing.locked():
-            return stored  # being read right now; this one is recent enough
+        if self._refreshing.locked() or not self._leads():
+            return stored  # being read right now, or the leader's to read
         async with self._refreshing:
             return await self._refresh(stored, now)
 

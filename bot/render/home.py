@@ -19,7 +19,7 @@ from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
-from bot.render.queue import advice_parts, head_figures, judged_parts, type_lines
+from bot.render.queue import advice_parts, head_figures, judged_parts, read_at, type_lines
 from bot.render.replies import queue_numbers
 
 CALLBACK_ID = "queuepilot_home"
@@ -219,7 +219,7 @@ def _fleet(home: HomeState) -> list[dict[str, Any]]:
         note = home.fleet_note or "no live metrics backend: the incidents' numbers are the alerts'"
         return [md.section(f"*The fleet now*\n_{md.escape(note)}_")]
     source = md.escape(home.backend or source_name(fleet.source))
-    head = f"*The fleet now* · live from {source} at {md.time_of(fleet.at)}"
+    head = f"*The fleet now* · live from {source} {read_at(fleet)}"
     if home.fleet_note:
         head += f"\n⚠️ {md.escaped(home.fleet_note, 300)}"
     lines = type_lines(fleet, top=MAX_FLEET_TYPES, home=True) or ["_No runner type is known._"]

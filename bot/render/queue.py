@@ -7,6 +7,8 @@ Then `/queue`'s overview: those lines under a live reading, and the open inciden
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.headline import Headline, headline, shown_live
 from bot.domain.incidents import Incident
@@ -117,11 +119,23 @@ def _maximum(metrics: RunnerTypeMetrics) -> list[str]:
 
 
 def source_note(view: FleetSnapshot) -> str:
-    """Where the numbers come from, and what went wrong if they are the alert's instead."""
+    """Where the numbers come from, when a paced reading was made, and what went wrong if they
+    are the alert's instead."""
     if view.note and not view.is_live:
         return f"⚠️ {md.escape(view.note)}"
     head = f"Live from {md.escape(source_name(view.source))}" if view.is_live else "From the alert"
+    if view.is_live and view.paced_s:
+        head += f", read {read_at(view)}"
     return f"{head} · ⚠️ {md.escape(view.note)}" if view.note else head
+
+
+def read_at(fleet: FleetSnapshot) -> str:
+    """When the reading was made, and when the next comes where its source paces it to a quota
+    (GitHub's): a reading that stands for minutes says its age. Ordinary pacing, no warning."""
+    when = f"at {md.time_of(fleet.at)}"
+    if fleet.paced_s:
+        when += f", next at {md.time_of(fleet.at + timedelta(seconds=fleet.paced_s))}"
+    return when
 
 
 def live_queue(
@@ -138,8 +152,7 @@ def live_queue(
     if fleet is None:
         why = md.escape(error or "no reading yet")
         return md.truncate(f"⚠️ No live numbers from {md.escape(source)}: {why}", MAX_ANSWER // 2)
-    when = md.slack_date(fleet.at, "{time}")
-    head = f"*Queue by runner type* · live from {md.escape(source)} at {when}"
+    head = f"*Queue by runner type* · live from {md.escape(source)} {read_at(fleet)}"
     owned = routing.types_of(channel, fleet.runner_types)
     others = [n for n in fleet.runner_types if owned is not None and n not in owned]
     if others:
@@ -150,7 +163,7 @@ def live_queue(
         fleet = fleet.model_copy(update={"runner_types": types, "absent": absent})
     if error:
         head += f"\n⚠️ The latest read failed ({md.escape(error)}): these are older"
-    elif fleet.note:  # the reading's own word on its numbers (how often a quota lets it read)
+    elif fleet.note:  # the reading's own word on its numbers
         head += f"\n⚠️ {md.escape(fleet.note)}"
     none = "_None of this channel's runner types is known._" if others else ""
     lines = type_lines(fleet, _trend_of(fleet, incidents), top=LIVE_TYPES)

@@ -76,7 +76,7 @@ def render_root(
     if live is not None:
         lines = type_lines(live, incident.trend) or ["_No runner type is queueing._"]
         blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
-        if live.note and incident.is_open:
+        if (live.note or live.paced_s) and incident.is_open:
             blocks.append(md.context([md.truncate(source_note(live), 2000)]))
     elif not incident.is_open and (peaks := peak_rows(incident)):
         # The summary's record, not the alert's last numbers beside the peaks above.

@@ -53,6 +53,8 @@ def github() -> Iterator[tuple[FakeGithub, RunningServer]]:
     ])  # fmt: skip
     fake.run("pytorch/pytorch", 12, "queued", [job(104, [CPU], "queued", ago(3))])
     fake.run("pytorch/vision", 13, "queued", [job(105, [GPU], "queued", ago(71))])
+    for run in [run for runs in fake.runs.values() for run in runs]:
+        run["updated_at"] = ago(1)  # before the tests' readings
     try:
         yield fake, server
     finally:
@@ -164,26 +166,47 @@ async def test_unchanged_pages_are_asked_with_their_etag_and_cost_no_quota(
     await metrics.aclose()
 
 
-async def test_a_job_that_started_unseen_in_its_runs_listing_leaves_the_queue_in_ten_minutes(
+async def test_a_job_that_changed_unseen_in_its_runs_listing_is_seen_in_ten_minutes(
     github: tuple[FakeGithub, RunningServer],
 ) -> None:
-    """GitHub moves a run's `updated_at` when its jobs change, but not always: a run in
-    progress holding queued jobs is read again after ten minutes even when its entry stands."""
+    """GitHub moves a run's `updated_at` when its jobs change, but not always: every run in
+    progress is read again after ten minutes even when its entry stands. A job that started
+    leaves the queue; one that newly queued, in a run whose jobs all ran, joins it."""
     fake, server = github
+    job = FakeGithub.job
+    fake.run("pytorch/pytorch", 14, "in_progress", [job(106, [CPU], "in_progress", ago(20))])
+    fake.runs["pytorch/pytorch"][-1]["updated_at"] = ago(1)
     metrics = backend(server)
-    assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
-    [run] = [r for r in fake.runs["pytorch/pytorch"] if r["id"] == 11]
-    run["jobs"][1].update(status="in_progress", runner_id=78, runner_name="i-78")
+    first = await metrics.read(now=NOW)
+    assert (first.runner_types[GPU].queued, first.runner_types[CPU].queued) == (3, 1)
+    runs = {r["id"]: r for r in fake.runs["pytorch/pytorch"]}
+    runs[11]["jobs"][1].update(status="in_progress", runner_id=78, runner_name="i-78")
+    runs[14]["jobs"].append(job(107, [CPU], "queued", ago(1)))
     asked = len(fake.calls)
     later = await metrics.read(now=NOW + timedelta(minutes=9))
-    assert later.runner_types[GPU].queued == 3  # its entry unchanged: not asked yet
-    assert not [url for url in fake.calls[asked:] if "/jobs" in url]
+    assert (later.runner_types[GPU].queued, later.runner_types[CPU].queued) == (3, 1)
+    assert not [url for url in fake.calls[asked:] if "/jobs" in url], "entries unchanged"
     asked = len(fake.calls)
     later = await metrics.read(now=NOW + timedelta(minutes=10))
-    assert later.runner_types[GPU].queued == 2
-    # Only that run: the queued runs, whose own status moves when a job starts, are not asked.
+    assert (later.runner_types[GPU].queued, later.runner_types[CPU].queued) == (2, 2)
+    # Only those runs: the queued runs, whose own status moves when a job starts, are not asked.
     jobs_of = {url.split("/runs/")[1].split("/")[0] for url in fake.calls[asked:] if "/jobs" in url}
-    assert jobs_of == {"11"}
+    assert jobs_of == {"11", "14"}
+    await metrics.aclose()
+
+
+async def test_a_run_that_changes_again_in_the_second_it_was_read_is_read_again(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    """GitHub's `updated_at` has whole seconds: a job that starts in the second a reading read
+    its run leaves the entry as it was. Such a run is read again at the next reading."""
+    fake, server = github
+    [run] = [r for r in fake.runs["pytorch/pytorch"] if r["id"] == 11]
+    run["updated_at"] = ago(0)  # it changed in the second of the reading
+    metrics = backend(server)
+    assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
+    run["jobs"][1].update(status="in_progress", runner_id=78, runner_name="i-78")
+    assert (await metrics.read(now=NOW + timedelta(minutes=1))).runner_types[GPU].queued == 2
     await metrics.aclose()
 
 
@@ -494,21 +517,18 @@ async def test_a_jobs_listing_after_a_reading_reuses_its_calls(
     fake, server = github_jobs
     metrics = backend(server)
     await metrics.read(now=NOW)
-    calls, spent = len(fake.calls), 5000 - fake.remaining
+    calls = len(fake.calls)
 
-    listing = await metrics.queued_jobs(now=NOW)
+    # Within the reading's interval: its listing, no call at all.
+    listing = await metrics.queued_jobs(now=NOW + timedelta(seconds=59))
+    assert len(listing.jobs) == 8 and len(fake.calls) == calls
 
-    assert len(listing.jobs) == 8
-    assert len(fake.calls) == calls, "within reuse_s: the reading's listing, no call at all"
-    await metrics.aclose()
-
-    # Later, the same pages are asked with their ETags: 304s, no quota.
-    later = GithubMetrics(config_of(server), reuse_s=0)
-    await later.read(now=NOW)
+    # Past it, the runs are listed again with their ETags: 304s, no quota; no runner is asked.
     spent = 5000 - fake.remaining
-    assert len((await later.queued_jobs(now=NOW)).jobs) == 8
-    assert 5000 - fake.remaining == spent and later.api.not_modified > 0
-    await later.aclose()
+    assert len((await metrics.queued_jobs(now=NOW + timedelta(seconds=60))).jobs) == 8
+    assert 5000 - fake.remaining == spent and metrics.api.not_modified > 0
+    assert not any("/runners" in call for call in fake.calls[calls:])
+    await metrics.aclose()
 
 
 runs_and_jobs = st.tuples(
@@ -619,8 +639,8 @@ async def test_under_a_small_memory_limit_the_pages_stay_within_the_readings_sha
     for n in range(60):
         job = {**FakeGithub.job(6000 + n, [CPU], "queued", ago(1)), "steps": steps}
         fake.run("pytorch/pytorch", 2000 + n, "queued", [job])
-    api = GithubApi(config_of(server, memory_limit_mib=128))
     share = cache_bytes(128)["github_readings"]
+    api = GithubApi(config_of(server), cache_size=share)
     hot = "/orgs/pytorch/actions/runners?per_page=100"
     try:
         assert api.etags.max_bytes == share <= 2 * 1024 * 1024

@@ -4,6 +4,7 @@ one token with the alert's issue, against GitHub's primary rate-limit rules."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from bot.domain.fleet import Reading
 from bot.domain.incidents import Event, Incident, acknowledge, with_action
 from bot.fleet.readings import FleetReadings
 from bot.pacing import Pacing
+from bot.render.queue import source_note
 from bot.render.root import render_root
 from bot.storage.incident_store import Commit, IncidentStore
 from sandbox.github_issues import TOKEN
@@ -50,14 +52,15 @@ def settings(**values: object) -> Settings:
 
 @dataclass
 class Seen:
-    """The readings as the surfaces saw them: (when read, complete, its note)."""
+    """The readings as the surfaces saw them: (when read, complete, where its numbers come
+    from as the root and the statuses say it)."""
 
     readings: list[tuple[datetime, bool, str]] = field(default_factory=list)
 
     def see(self, reading: Reading | None) -> None:
         fleet = reading.fleet if reading is not None else None
         if fleet is not None and (not self.readings or self.readings[-1][0] != fleet.at):
-            self.readings.append((fleet.at, fleet.absent_means_empty, fleet.note))
+            self.readings.append((fleet.at, fleet.absent_means_empty, source_note(fleet)))
 
 
 async def test_a_busy_repository_read_for_three_hours_keeps_its_share_of_githubs_quota(
@@ -91,14 +94,15 @@ async def test_a_busy_repository_read_for_three_hours_keeps_its_share_of_githubs
     spent = [sum(reset - 3600 <= t < reset for t in gh.actions.spent_at) for reset in hours]
     at = [when for when, _, _ in seen.readings]
     gaps = [b - a for a, b in pairwise(at)]
-    print(f"readings' requests in each hour: {spent}; readings: {len(at)}; longest gap {max(gaps)}")
     assert len(hours) == 2 and all(n <= SHARE * 5000 for n in spent)
     assert all(complete for _, complete, _ in seen.readings)
     # From the first hour on, the first reading's 300 pages included: every 5 minutes at most.
     assert max(gaps) <= timedelta(minutes=5)
-    # Each says why it is not read every minute: "read every 4 min to keep GitHub's quota", or
-    # at an hour's end "read again at 10:10 UTC, when GitHub's quota renews".
-    assert all("GitHub's quota" in note for _, _, note in seen.readings)
+    # Each says when it was read and when the next comes, in the reader's time zone: ordinary
+    # pacing, no warning.
+    for at, _, said in seen.readings:
+        assert said.startswith(f"Live from GitHub, read at <!date^{int(at.timestamp())}^{{time}}")
+        assert ", next at <!date^" in said and "⚠️" not in said
     [issue] = gh.issues.issues(ISSUES_REPO)
     assert issue["state"] == "closed" and gh.issues.comments(ISSUES_REPO, issue["number"])
 
@@ -204,3 +208,32 @@ def test_the_pace_is_the_shortest_interval_whose_readings_fit_the_share_left_unt
     others = Rate(5000, 2100, 2900, reset=3600.0)
     assert reading_pace(busy_due(), 6, others, share=0.6, now=1800.0, shortest=60.0)[0] == 1800.0
     assert reading_pace(busy_due(), 6, others, share=0.6, now=3600.0, shortest=60.0)[0] == 270.0
+
+
+async def test_jobs_asked_every_minute_and_beside_a_reading_spend_within_the_share() -> None:
+    """`/queue jobs`, diagnostics and a jobs-only client (JOBS_BACKEND=github beside Prometheus:
+    asked every reading) are served the last listing while it stands: half an hour of them
+    spends what the paced readings would, and one asked while a reading runs reads nothing
+    twice."""
+    gh = BusyGithub()
+    config = settings()
+    metrics = GithubMetrics(config, GithubApi(config, gh.client(), clock=gh.clock))
+    await asyncio.gather(metrics.read(now=gh.clock.at()), metrics.queued_jobs(now=gh.clock.at()))
+    jobs_pages = [url for url in gh.actions.calls if url.endswith("/jobs?per_page=100")]
+    assert len(jobs_pages) == len(gh.runs), "each run's jobs read once"
+
+    listed_at = []
+    for _ in range(30):
+        gh.clock.now += 60
+        gh.minute()
+        before = len(gh.actions.calls)
+        both = [metrics.queued_jobs(now=gh.clock.at()) for _ in range(2)]
+        assert all(len(listing.jobs) > 0 for listing in await asyncio.gather(*both))
+        if len(gh.actions.calls) > before:
+            listed_at.append(gh.clock.at())
+    await metrics.aclose()
+
+    assert gh.transport.statuses.count(403) == 0
+    start = gh.clock() - 1800
+    assert sum(t > start for t in gh.actions.spent_at) <= SHARE * 5000 / 2
+    assert 5 <= len(listed_at) <= 8, "listed every 4 to 5 minutes, as the readings would"

@@ -44,6 +44,17 @@ def test_the_setting_wins_over_the_cgroup(tmp_path: Path) -> None:
     assert "github_readings 21.1 MiB" in described(found)
 
 
+def test_a_parent_slices_smaller_limit_is_the_processs(tmp_path: Path) -> None:
+    """A container without a limit of its own in a pod (or a systemd slice) that has one: the
+    smallest limit of its cgroup and its ancestors holds it."""
+    proc = _file(tmp_path / "proc", V2)
+    _file(tmp_path / "kubepods.slice/pod-1.slice/cri-containerd-2.scope/memory.max", "max\n")
+    _file(tmp_path / "kubepods.slice/pod-1.slice/memory.max", "402653184\n")
+    _file(tmp_path / "kubepods.slice/memory.max", "8589934592\n")
+    found = memory_limit(None, root=tmp_path, proc=proc)
+    assert found.mib == 384 and "pod-1.slice/memory.max" in found.source
+
+
 def test_a_container_sees_its_own_cgroup_at_the_mounts_root(tmp_path: Path) -> None:
     """With a cgroup namespace /proc/self/cgroup says `0::/` and the limit is at the root; on
     cgroup v1 the memory controller's mount holds it."""

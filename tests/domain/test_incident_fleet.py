@@ -177,6 +177,25 @@ def test_drain_checks_count_consecutive_drained_readings(
     assert drain_checks(inc, view, DRAIN) == checks
 
 
+def test_a_reading_that_stands_longer_than_a_check_counts_as_one_drain_check() -> None:
+    """GitHub's readings stand ~5 min (paced to its quota), the drain checks come every minute:
+    three checks of one drained reading leave the incident open; three readings close it."""
+    inc, needed = incident("gpu"), 3
+    paced = Reading(fleet(gpu=(0, 0)).model_copy(update={"paced_s": 285.0}), NOW)
+    for _ in range(needed):
+        view = view_of(inc, paced)
+        checks = drain_checks(inc, view, DRAIN)
+        inc = record_status(inc, as_snapshot(inc, view, NOW), live=view, drain_checks=checks)
+    assert inc.drain_checks == 1, "one reading, one check: still open"
+
+    for minutes in (5, 10):
+        later = fleet(gpu=(0, 0)).model_copy(update={"at": NOW + minutes * MINUTE})
+        view = view_of(inc, Reading(later, later.at))
+        checks = drain_checks(inc, view, DRAIN)
+        inc = record_status(inc, as_snapshot(inc, view, NOW), live=view, drain_checks=checks)
+    assert inc.drain_checks == needed
+
+
 def test_the_trend_keeps_queued_and_wait_per_type_and_the_totals() -> None:
     snap = as_snapshot(incident("gpu"), fleet(gpu=(14, 100), cpu=(3, 20)), NOW)
     assert snap.numbers.max_queue_size == 17 and snap.numbers.max_queue_time_mins == 100

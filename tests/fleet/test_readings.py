@@ -8,7 +8,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -58,6 +58,35 @@ async def test_tasks_asking_at_once_share_one_read_per_interval(redis_url: str) 
     now[0] += timedelta(seconds=61)
     await asyncio.gather(*(readings.latest() for _ in range(3)))
     assert metrics.reads == 2
+    await redis.aclose()
+
+
+async def test_only_the_leader_reads_the_backend_another_replica_serves_its_reading(
+    redis_url: str,
+) -> None:
+    """Two replicas over one Redis (the chart runs two): a reading paced for one reader has
+    one. The other, cold or not, serves what the leader stored and never asks the backend."""
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    now = [datetime(2026, 11, 22, 10, tzinfo=UTC)]
+    config = Settings(backend_timeout_seconds=5)
+    leader, other = CountingMetrics(), CountingMetrics()
+    leading = [False]
+
+    def replica(metrics: CountingMetrics, leads: Callable[[], bool]) -> FleetReadings:
+        return FleetReadings(
+            redis, Keys("qp"), metrics, config=config, clock=lambda: now[0], leads=leads
+        )
+
+    first, second = replica(leader, lambda: True), replica(other, lambda: leading[0])
+    assert await second.latest() is None, "nothing read yet: nothing to serve"
+    for _ in range(5):
+        seen = [await second.latest(), await first.latest(), await second.latest()]
+        now[0] += timedelta(seconds=61)
+    assert (leader.reads, other.reads) == (5, 0)
+    assert [r.fleet.runner_types["gpu"].queued for r in seen if r and r.fleet] == [4, 5, 5]
+
+    leading[0] = True  # the lease passed to it: it reads from now on
+    assert (await second.latest()) is not None and other.reads == 1
     await redis.aclose()
 
 

@@ -1,15 +1,15 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
 token's quota is shared, so a run's jobs are read again only when its listing entry says it
-changed, pages are asked with ETags (a 304 is free), `queued_jobs` reuses a fresh listing, and
-each reading says how long it stands (`paced_s`): GITHUB_READING_SHARE of GitHub's hour at most
-(`bot.backends.github_rate`)."""
+changed, pages are asked with ETags (a 304 is free), and each reading says how long it stands
+(`paced_s`): GITHUB_READING_SHARE of GitHub's hour at most (`bot.backends.github_rate`).
+`queued_jobs` serves the last reading's jobs for as long as it stands, and reads (paced the same
+way) only past it: a `/queue jobs`, a diagnosis or a jobs-only client spends nothing more."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Coroutine, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from bot.backends.errors import BackendError
@@ -19,25 +19,24 @@ from bot.backends.http import time_of
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
-from bot.domain.units import duration
 
 T = TypeVar("T")
-# The runs that may hold queued jobs (by id), and their jobs.
-RunsAndJobs = tuple[dict[Any, dict[str, Any]], Listing]
 # What of a run's listing entry changes when any of its jobs does.
 Mark = tuple[str, Any, Any]
-# A run in progress holding queued jobs is read again this long after its last read even when its
-# listing entry is unchanged: GitHub moves a run's `updated_at` when its jobs change "in the vast
-# majority of cases", with races where it does not (github/vscode-github-actions,
-# src/store/workflowRun.ts), and a job it missed would stay queued in the numbers.
+# A run in progress is read again this long after its last read even when its listing entry is
+# unchanged: GitHub moves a run's `updated_at` when its jobs change "in the vast majority of
+# cases", with races where it does not (github/vscode-github-actions, src/store/workflowRun.ts),
+# and a job it missed would stay queued in the numbers, or, newly queued, stay out of them.
 REREAD_S = 600.0
+# A run whose `updated_at` is this close to its last read is read again: GitHub's timestamps have
+# whole seconds, so a change in the second of the read (or a second of clock between GitHub and
+# here) leaves the entry as the read saw it.
+MARGIN_S = 5.0
 
 GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
 )
 MAX_PAGES = 20  # per listing: a runaway org must not eat the hour's quota
-# A jobs listing this recent serves `queued_jobs` without a call: the reading just made it.
-REUSE_S = 30.0
 
 
 def runner_type_of(job: Any) -> str:
@@ -55,46 +54,44 @@ class GithubMetrics:
     live = True
 
     def __init__(
-        self,
-        config: Settings,
-        api: GithubApi | None = None,
-        *,
-        max_pages: int = MAX_PAGES,
-        reuse_s: float = REUSE_S,
+        self, config: Settings, api: GithubApi | None = None, *, max_pages: int = MAX_PAGES
     ) -> None:
         self._config = config
         self.api = api or GithubApi(config)
         self._max_pages = max_pages
-        self._reuse_s = reuse_s
-        self._last: tuple[float, RunsAndJobs] | None = None
+        self._last: Last | None = None
+        # One read at a time: a command and a reading never read the same runs twice.
+        self._reading = asyncio.Lock()
         # Each listed run's jobs as last read: runs that left the listing are forgotten.
         self._jobs_of: dict[Any, Known] = {}
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        counted = self.api.counted
-        listed, runners = await all_or_none([self._runs(), self._runners()])
-        pages = self.api.counted - counted  # the listings' part of a reading's cost
-        runs, jobs = await self._listed(listed, now)
+        async with self._reading:
+            listed, runners = await all_or_none([self._runs(), self._runners()])
+            # The listings' part of a reading's cost.
+            last = await self._listed(listed, listed.counted + runners.counted, now)
         # A ghost (queued in a completed run) waits for nothing: the queue is what can still run.
-        live = [job for job in jobs.items if not is_ghost(job, runs)]
-        fleet = fleet_of(live, runners.items, now=now, every_job_listed=jobs.complete)
-        return self._paced(fleet, pages, runs, now)
+        live = [job for job in last.jobs.items if not is_ghost(job, last.runs)]
+        fleet = fleet_of(live, runners.items, now=now, every_job_listed=last.jobs.complete)
+        return self._paced(fleet, last, now)
 
-    def _paced(
-        self, fleet: FleetSnapshot, pages: int, runs: Mapping[Any, Any], now: datetime
-    ) -> FleetSnapshot:
-        """The reading with how long it stands: until the next may spend what it will cost
-        within the readings' share of GitHub's hour; said when longer than the interval."""
-        paced, rate = self._pace(pages, runs, now.timestamp()), self.api.rate
-        if paced is None or rate is None or paced[0] <= self._config.metrics_interval_seconds:
+    async def queued_jobs(self, *, now: datetime) -> JobsListing:
+        """The last reading's jobs while it stands; past it, the runs and their jobs read again
+        (not the runners), standing as long as a reading would."""
+        async with self._reading:
+            last = self._last
+            if last is None or now.timestamp() >= last.until:
+                listed = await self._runs()
+                last = await self._listed(listed, listed.counted, now)
+        return queued_jobs_of(last.runs, last.jobs.items, complete=last.jobs.complete)
+
+    def _paced(self, fleet: FleetSnapshot, last: Last, now: datetime) -> FleetSnapshot:
+        """The reading with how long it stands (`paced_s`) when longer than the interval: the
+        surfaces say when it was read and when the next comes."""
+        pace = last.until - now.timestamp()
+        if self.api.rate is None or pace <= self._config.metrics_interval_seconds:
             return fleet
-        pace = paced[0]
-        if now.timestamp() + pace >= rate.reset:
-            renews = datetime.fromtimestamp(rate.reset, UTC).strftime("%H:%M UTC")
-            note = f"read again at {renews}, when GitHub's quota renews"
-        else:
-            note = f"read every {duration(timedelta(seconds=pace))} to keep GitHub's quota"
-        return fleet.model_copy(update={"paced_s": pace, "note": note})
+        return fleet.model_copy(update={"paced_s": pace})
 
     def _pace(self, pages: int, runs: Mapping[Any, Any], now: float) -> tuple[float, int] | None:
         """Seconds until the next reading and its predicted cost (`reading_pace`); None where
@@ -109,9 +106,8 @@ class GithubMetrics:
     async def sizing(self, *, now: datetime) -> Sizing:
         """What a reading costs on this fleet and how often the share allows one, from the
         listings alone (`queuepilot check`: no run's jobs are read)."""
-        counted = self.api.counted
-        listed, _ = await all_or_none([self._runs(), self._runners()])
-        pages = self.api.counted - counted
+        listed, runners = await all_or_none([self._runs(), self._runners()])
+        pages = listed.counted + runners.counted
         runs = _runs_of(listed)
         pace, cost = self._pace(pages, runs, now.timestamp()) or (None, pages + len(runs))
         return Sizing(len(runs), pages, cost, pace)
@@ -122,18 +118,11 @@ class GithubMetrics:
         changed = time_of(run.get("updated_at"))
         since = now - changed.timestamp() if changed else 0.0
         known = self._jobs_of.get(run_id)
-        if known is not None and unsure(run, known.jobs):
+        if known is not None and changed_near(run, known.at):
+            return 0.0
+        if known is not None and in_progress(run):
             since = min(since, known.at + REREAD_S - now)
         return max(since, 0.0)
-
-    async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        last = self._last
-        fresh = last is not None and time.monotonic() - last[0] < self._reuse_s
-        if last is not None and fresh:
-            runs, jobs = last[1]
-        else:
-            runs, jobs = await self._listed(await self._runs(), now)
-        return queued_jobs_of(runs, jobs.items, complete=jobs.complete)
 
     async def _listing(self, url: str, key: str) -> Listing:
         return await self.api.pages(f"{url}per_page=100", key, max_pages=self._max_pages)
@@ -141,7 +130,8 @@ class GithubMetrics:
     async def _pages(self, urls: Iterable[str], key: str) -> Listing:
         """Several listings as one, complete when each is (each URL ends ready for `per_page`)."""
         parts = await all_or_none([self._listing(url, key) for url in urls])
-        return Listing([i for part in parts for i in part.items], all(p.complete for p in parts))
+        items = [i for part in parts for i in part.items]
+        return Listing(items, all(p.complete for p in parts), sum(p.counted for p in parts))
 
     async def _runners(self) -> Listing:
         org, repos = self._config.github_org, self._config.github_repos
@@ -157,10 +147,11 @@ class GithubMetrics:
         urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]
         return await self._pages(urls, "workflow_runs")
 
-    async def _listed(self, listed: Listing, now: datetime) -> RunsAndJobs:
+    async def _listed(self, listed: Listing, pages: int, now: datetime) -> Last:
         """The listed runs and their jobs, read again only for a run whose listing entry changed
-        (or, `unsure`, was last read REREAD_S ago); complete only when every listing reached its
-        end."""
+        (or, in progress, was last read REREAD_S ago; or changed in the second it was read);
+        complete only when every listing reached its end. Kept as the last reading, standing
+        until the pace (the listings cost `pages`) or the interval lets the next one read."""
         at = now.timestamp()
         runs = _runs_of(listed)
         paths = {run_id: _path(run.get("url")) for run_id, run in runs.items()}
@@ -171,7 +162,8 @@ class GithubMetrics:
             if (known := self._jobs_of.get(run_id)) is not None
             and mark is not None
             and known.mark == mark
-            and not (unsure(runs[run_id], known.jobs) and at - known.at >= REREAD_S)
+            and not (in_progress(runs[run_id]) and at - known.at >= REREAD_S)
+            and not changed_near(runs[run_id], known.at)
         }
         changed = [run_id for run_id in runs if run_id not in kept and paths[run_id]]
         read = await all_or_none([self._listing(f"{paths[i]}/jobs?", "jobs") for i in changed])
@@ -189,8 +181,10 @@ class GithubMetrics:
         every_page = all(jobs.complete for jobs in read)
         repos = self._config.github_repos
         complete = bool(repos) and listed.complete and every_run_read and every_page
-        self._last = (time.monotonic(), (runs, Listing(items, complete)))
-        return runs, Listing(items, complete)
+        paced = self._pace(pages, runs, at)
+        every = max(paced[0] if paced else 0.0, self._config.metrics_interval_seconds)
+        self._last = Last(runs, Listing(items, complete), at + every)
+        return self._last
 
     async def aclose(self) -> None:
         await self.api.aclose()
@@ -217,6 +211,14 @@ class Sizing(NamedTuple):
     every_s: float | None
 
 
+class Last(NamedTuple):
+    """The last reading's runs and jobs, and until when it stands (epoch seconds)."""
+
+    runs: dict[Any, dict[str, Any]]
+    jobs: Listing
+    until: float
+
+
 class Known(NamedTuple):
     """A run's jobs as last read, with the run's mark then and when (epoch seconds)."""
 
@@ -225,13 +227,18 @@ class Known(NamedTuple):
     at: float
 
 
-def unsure(run: dict[str, Any], jobs: list[Any]) -> bool:
-    """A run in progress whose jobs, as last read, include queued ones: the one kind whose stale
-    jobs would misstate the queue. A run listed as queued has no job started yet, or its own
-    status (the listing's filter) would have moved."""
-    return run.get("status") != "queued" and any(
-        isinstance(job, dict) and job.get("status") == "queued" for job in jobs
-    )
+def in_progress(run: dict[str, Any]) -> bool:
+    """A run whose stale jobs could misstate the queue: one job may start or queue unseen. A run
+    listed as queued has no job started yet, or its own status (the listing's filter) would
+    have moved."""
+    return run.get("status") != "queued"
+
+
+def changed_near(run: dict[str, Any], read_at: float) -> bool:
+    """The run's `updated_at` within MARGIN_S of its last read, or after it: it may have changed
+    after the read under the same timestamp."""
+    changed = time_of(run.get("updated_at"))
+    return changed is not None and changed.timestamp() >= read_at - MARGIN_S
 
 
 def _runs_of(listed: Listing) -> dict[Any, dict[str, Any]]:
