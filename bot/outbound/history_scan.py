@@ -85,6 +85,7 @@ class Scan:
     said: bool = False  # the loss is said (log, metric, marker); the read only collects roots
     overdue: bool = False  # a group went on without waiting for its channel any more
     ended: bool = False  # finished, failed or stopped: nothing waits for it
+    stopped: bool = False  # stopped with the lead: what waits on it is the next leader's
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     @property
@@ -101,6 +102,16 @@ class Scan:
     def settled(self, channel: str) -> bool:
         return channel in self.recorded or channel not in self.channels
 
+    def lets_through(self, channel: str | None) -> bool:
+        """Whether an opening may go on: new incidents numbered, and with `channel`, a group
+        routed there can no longer find its root in what is left to read (or waited `hold_s`)."""
+        return self.numbered and self._roots_read(channel)
+
+    def _roots_read(self, channel: str | None) -> bool:
+        if channel is None or self.settled(channel):
+            return True
+        return asyncio.get_running_loop().time() >= self.began + self.hold_s
+
     async def end(self) -> None:
         self.ended = True
         await self.changed()
@@ -116,15 +127,12 @@ class Scan:
         loop = asyncio.get_running_loop()
         hold_until = self.began + self.hold_s
 
-        def roots_read() -> bool:
-            return channel is None or self.settled(channel) or loop.time() >= hold_until
-
         def ready() -> bool:
-            return self.ended or (self.numbered and roots_read())
+            return self.ended or self.lets_through(channel)
 
         async with self._changed:
             while not ready():
-                left = None if roots_read() else hold_until - loop.time()
+                left = None if self._roots_read(channel) else hold_until - loop.time()
                 with suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait_for(ready), left)
         if channel is not None and not (self.ended or self.settled(channel)):

@@ -136,6 +136,8 @@ class StateGuard:
             self._guess = None
         task, scan = self._task, self._scan
         self._task = self._scan = None
+        if scan is not None:
+            scan.stopped = True
         if task is not None:
             task.cancel()
             with suppress(asyncio.CancelledError):
@@ -163,11 +165,17 @@ class StateGuard:
         """Until new incidents are numbered above every number Slack shows (at most
         `number_hold_s`, then above a guess) and, with `channel`, until a group routed there can
         no longer find its root in what is left to read (at most `hold_s`); at once when no read
-        is under way."""
+        is under way. Raises `Deposed` when the read stops with the lead before that: the
+        notification is left unacknowledged for the next leader, whose read numbers it (going on
+        would open it under a number Slack may show, or a second thread beside its root)."""
         while (scan := self._scan) is not None:
             await scan.wait(channel)
-            if scan.numbered or self._scan is scan or self._scan is None:
+            if scan.lets_through(channel):
                 return
+            if scan.stopped or (self._scan is None and not scan.numbered):
+                raise Deposed("the read of Slack's history stopped with the lead")
+            if self._scan is None or self._scan is scan:
+                return  # a failed read, numbered: the group opens a thread of its own
             # A failed read, replaced by the next tick's: wait on that one.
 
     async def _end_when(self, deposed: asyncio.Event) -> None:
@@ -248,7 +256,7 @@ class StateGuard:
             await self._conclude(scan, now)
             failed = False
         except Deposed:
-            failed = False
+            failed, scan.stopped = False, True
             log.info("state: the read of Slack's history stops with the lead")
         except (SlackError, RedisError) as exc:
             log.warning(

@@ -367,7 +367,8 @@ async def test_the_lead_lost_mid_read_stops_slack_calls_and_ends_the_holds(
             lambda: slack.emulator.calls("conversations.history"), what="the read under way"
         )
         deposed.set()
-        await asyncio.wait_for(waiting, 2)
+        with pytest.raises(Deposed):  # what waited is the next leader's
+            await asyncio.wait_for(waiting, 2)
         assert guard._scan is None and guard._task is None, "the read stopped with the lead"
     finally:
         slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
@@ -484,3 +485,72 @@ async def test_an_opening_waits_through_a_failed_read_for_the_next_and_never_tak
     assert (await guard.marker.kept())[1] == 5
     assert lost(guard) == 1
     await guard.end_of_term()
+
+
+def intake_of(guard: StateGuard, redis: Redis, consumer: str) -> Intake:
+    return Intake(
+        NotificationStream(redis, "qp"),
+        IncidentStore(redis, "qp"),
+        Telemetry(),
+        config=guard.config,
+        consumer=consumer,
+        clock=lambda: datetime.now(UTC),
+        held=guard.held,
+    )
+
+
+@pytest.mark.parametrize("waits_for", ["the numbering", "its channel's roots"])
+async def test_a_term_ending_mid_read_leaves_a_held_opening_to_the_next_leader(
+    waits_for: str, replica: Callable[..., StateGuard], redis: Redis, slack: Slack
+) -> None:
+    """A rolling restart ends the term while a notification waits for the read (the lease
+    still held, so a commit would pass): it is neither opened under a number Slack shows nor
+    beside its root, but left to the next leader, whose read numbers it or finds its root."""
+    guard = replica(routed=True)
+    guard.hold_s = 30.0
+    await root(guard, "5", "g-main")
+    if waits_for == "the numbering":
+        payload = as_group("lost-new")
+        slack.emulator.stall("conversations.history", 30)
+    else:  # the team channel's newest page is read (#7), its deeper ones, with the root, fail
+        payload = as_group("lost-team", team="rocm")
+        group = delivery_of(parse_notification("grafana", payload)).group_hash
+        team_root = await root(guard, "3", group, TEAM)
+        chatter(slack.emulator, TEAM, 1000)
+        await root(guard, "7", "g-team-old", TEAM)
+        deeper = {"when": lambda p: p.get("channel") == TEAM and bool(p.get("cursor"))}
+        slack.emulator.fail_next("conversations.history", status=500, count=1000, **deeper)
+    stream = NotificationStream(redis, "qp")
+    await stream.ensure_group()
+    await stream.append(parse_notification("grafana", payload), json.dumps(payload).encode(), 0.0)
+    store = IncidentStore(redis, "qp")
+    deposed = asyncio.Event()
+    intake = intake_of(guard, redis, "old")
+    try:
+        await guard.at_start_of_term(deposed)
+        running = asyncio.create_task(intake.run(deposed))
+        await eventually(lambda: intake._loop._parked == 1, what="the opening held")
+        deposed.set()
+        await asyncio.wait_for(running, 5)
+        assert await store.open_ids() == [], "nothing opened by the leader that stopped"
+    finally:
+        slack.emulator.stall("conversations.history", 0)
+        slack.emulator.clear_faults()
+        deposed.set()
+        await guard.end_of_term()
+
+    successor, stop = replica(routed=True), asyncio.Event()
+    await successor.at_start_of_term(stop)
+    running = asyncio.create_task(intake_of(successor, redis, "new").run(stop, take_over_ms=0))
+    try:
+        ids = await eventually(lambda: opened(store, 1), what="the notification applied")
+        if waits_for == "the numbering":
+            assert ids == ["6"], "numbered above the root Slack shows"
+        else:
+            assert ids == ["3"], "one thread: it goes on in its root"
+            thread = (await store.load("3")).thread
+            assert thread is not None and thread.ts == team_root
+    finally:
+        stop.set()
+        await successor.end_of_term()
+        await running
