@@ -77,6 +77,7 @@ class Scan:
     messages: dict[str, int] = field(default_factory=dict)  # channel -> messages read so far
     done: set[str] = field(default_factory=set)  # read back to the window, or left out
     left_out: set[str] = field(default_factory=set)  # Slack would not show them, or kept failing
+    refused: dict[str, str] = field(default_factory=dict)  # left out for good -> Slack's error
     newest: set[str] = field(default_factory=set)  # whose newest root of the bot was read
     recorded: set[str] = field(default_factory=set)  # done, and their roots in Redis
     numbered: bool = False  # new incidents may be numbered: above all Slack shows, or a guess
@@ -229,6 +230,8 @@ async def _read_page(
                     tried,
                 )
                 scan.left_out.add(channel)
+                if not exc.retryable:  # not_in_channel, channel_not_found, missing_scope...
+                    scan.refused[channel] = exc.error
                 return None
             wait = backoff.next()
             log.info("state: history of %s: %s; again in %.1f s", channel, exc.error, wait)

@@ -86,6 +86,7 @@ HOLD_S = 10.0
 # began, then goes on numbered above a guess: the highest number read so far and NUMBER_GAP more.
 NUMBER_HOLD_S = 120.0
 NUMBER_GAP = 1000
+UNREAD_AGAIN_S = 600.0  # at most this long before a first start reads a failing channel again
 GIVE_UP_AFTER = 8  # failures in a row (5xx, timeouts) after which a channel's read is given up
 SAY_EVERY_S = 30.0  # how often a long read says in the log how far it has got
 GUIDE = "docs/operations.md, Backup and restore"
@@ -102,6 +103,7 @@ class StateGuard:
     hold_s: float = HOLD_S
     number_hold_s: float = NUMBER_HOLD_S
     give_up_after: int = GIVE_UP_AFTER
+    unread_again_s: float = UNREAD_AGAIN_S
     _seen: bool = field(default=False, init=False)  # this process saw the marker
     _highest: int = field(default=0, init=False)  # the highest number this process saw used
     _bot_id: str = field(default="", init=False)  # this app's bot, as auth.test names it
@@ -112,6 +114,10 @@ class StateGuard:
     # A failed read's guess at the numbering, kept for what waits on it until the next read.
     _guess: asyncio.Task[None] | None = field(default=None, init=False)
     _said_at: float = field(default=0.0, init=False)  # when the log last said how far
+    # A first start's channels that kept failing: read again alone, after a back-off.
+    _unread: set[str] = field(default_factory=set, init=False)
+    _unread_at: float = field(default=0.0, init=False)
+    _unread_backoff: Backoff | None = field(default=None, init=False)
 
     async def at_start_of_term(self, deposed: asyncio.Event | None = None) -> None:
         """Before the intake applies anything: the marker looked at, and a read of Slack's
@@ -205,12 +211,16 @@ class StateGuard:
                 await self.marker.create(now)  # a release's state from before the marker
                 self._seen = True
                 return None
+            loop = asyncio.get_running_loop()
+            channels = self._channels()
+            if self._unread and not self._seen and marker is None:
+                if loop.time() < self._unread_at:
+                    return None
+                channels = [c for c in channels if c in self._unread]
             # Before Slack is read (it may be slow or away, and the intake goes on meanwhile).
             began = await self.marker.unsure(now)
             if self._seen and marker is None:
                 await self._number_above_seen()
-            channels = self._channels()
-            loop = asyncio.get_running_loop()
             failed, guess = self._scan, self._guess  # a failed read's, replaced by this one
             self._guess = None
             if guess is not None:
@@ -306,7 +316,11 @@ class StateGuard:
         if newly or known:
             roots = {g: r for g, r in scan.found.roots.items() if r.channel in newly}
             highest = max(self._highest, scan.found.highest)
-            if known and scan.numbering_unseen:  # numbers a channel left out shows are unknown
+            unseen = scan.numbering_unseen
+            if not (self._seen or scan.found.any_root):
+                # A first start: the bot has posted no root in a channel Slack refuses it.
+                unseen = unseen - scan.refused.keys()
+            if known and unseen:  # numbers a channel left out shows are unknown
                 highest += NUMBER_GAP
             await self._recorded(
                 lambda: self.marker.record_loss(
@@ -334,16 +348,30 @@ class StateGuard:
             await self._recorded(self.marker.read_done)
             return
         if not self._seen and not scan.found.any_root:
-            if scan.left_out:
+            if failing := scan.left_out - scan.refused.keys():
+                # Only those are read again: the channels read showed no root.
+                self._unread = failing
+                self._unread_backoff = self._unread_backoff or Backoff(self.unread_again_s)
+                wait = self._unread_backoff.next()
+                self._unread_at = asyncio.get_running_loop().time() + wait
                 log.warning(
-                    "state: no root of the bot in the channels read, but %d could not be read: "
-                    "whether Redis lost the state is checked again each tick",
-                    len(scan.left_out),
+                    "state: no root of the bot in the channels read, but %d kept failing: "
+                    "whether Redis lost the state is known once they are read, tried again in "
+                    "%.0f s",
+                    len(failing),
+                    wait,
                 )
                 return
             await self._recorded(lambda: self.marker.create(now))
-            self._seen = True
+            self._seen, self._unread = True, set()
             log.info("state: a first start: queuepilot's state begins now")
+            for channel, error in sorted(scan.refused.items()):
+                log.warning(
+                    "state: Slack refuses the bot channel %s (%s): alerts routed there cannot be "
+                    "posted; invite the bot to it (/invite) or fix SLACK_ROUTES",
+                    channel,
+                    error,
+                )
             return
         await self._say_lost(scan, now)
         await self._recorded(self.marker.read_done)

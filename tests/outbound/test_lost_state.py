@@ -554,3 +554,57 @@ async def test_a_term_ending_mid_read_leaves_a_held_opening_to_the_next_leader(
         stop.set()
         await successor.end_of_term()
         await running
+
+
+async def test_a_first_start_beside_a_routed_channel_the_bot_is_not_in_begins_at_once(
+    replica: Callable[..., StateGuard], redis: Redis, slack: Slack, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Slack refuses the team channel for good (not_in_channel): the first check sets the
+    marker, says once what to do, and the first incident is #1; Slack is not read again."""
+    guard = replica(routed=True)
+    slack.emulator.add_channel(TEAM, member=False)
+    await guard.check()
+    assert (await guard.marker.read()) is not None, "the state begins with the first check"
+    assert caplog.text.count("invite the bot to it") == 1
+    assert "C0TEAMQ (not_in_channel)" in caplog.text
+    calls = len(slack.emulator.calls("conversations.history"))
+    for _ in range(3):
+        await guard.tick()
+    assert len(slack.emulator.calls("conversations.history")) == calls, "not read again"
+    assert caplog.text.count("invite the bot to it") == 1, "said once"
+
+    payload = as_group("first-alert")
+    stream, store = NotificationStream(redis, "qp"), IncidentStore(redis, "qp")
+    await stream.ensure_group()
+    await stream.append(parse_notification("grafana", payload), json.dumps(payload).encode(), 0.0)
+    stop = asyncio.Event()
+    running = asyncio.create_task(intake_of(guard, redis, "c").run(stop))
+    try:
+        assert await eventually(lambda: opened(store, 1), what="the alert opened") == ["1"]
+    finally:
+        stop.set()
+        await running
+
+
+async def test_a_first_start_reads_again_only_the_channel_that_kept_failing(
+    replica: Callable[..., StateGuard], slack: Slack
+) -> None:
+    """The team channel answers 5xx until the read gives it up: the verdict waits for it, read
+    again alone after a back-off (not the whole history on every tick)."""
+    guard = replica(routed=True)
+    guard.give_up_after, guard.unread_again_s = 1, 0.3
+    in_team = {"when": lambda params: params.get("channel") == TEAM}
+    slack.emulator.fail_next("conversations.history", status=500, count=1, **in_team)
+    await guard.check()
+    assert (await guard.marker.read()) is None, "no verdict while a channel may show a root"
+    calls = len(slack.emulator.calls("conversations.history"))
+    await guard.tick()
+    assert len(slack.emulator.calls("conversations.history")) == calls, "within the back-off"
+
+    async def read_again() -> bool:
+        await guard.check()
+        return await guard.marker.read() is not None
+
+    await eventually(read_again, what="the team channel read again")
+    again = slack.emulator.calls("conversations.history")[calls:]
+    assert [c.params.get("channel") for c in again] == [TEAM], "only the channel that failed"
