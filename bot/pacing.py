@@ -1,10 +1,12 @@
 """The one way queuepilot paces calls against a limit kept per app, in this process's memory: only
 the leader does the work (`bot.leader`), so its memory is where the app's budget lives.
 
-A method's calls are at least its caller's `interval_ms` apart, and further when Slack said so: a
-429 after a call it answered tells how far apart its calls must be (from that call to the end of
-the 429's hold), which is kept for the method from then on, for every caller (a history read
-after a possible loss and a lookup before a post share one budget)."""
+A method's calls are at least its caller's `interval_ms` apart, and further when Slack said so: for
+the history methods, whose tier depends on how the app is distributed, a 429 soon after a call it
+answered tells how far apart their calls must be (from that call to the end of the 429's hold),
+kept for the method for every caller (a history read after a possible loss and a lookup before a
+post share one budget) until a run of answered calls says the pace is no longer needed. Other
+methods' tiers are known: a 429 holds them, it does not space them."""
 
 from __future__ import annotations
 
@@ -15,6 +17,12 @@ from collections.abc import Callable
 # Slack's tiers count calls a minute: no method needs its calls further apart than that, and a
 # call answered long ago followed by a 429 (another reader used the budget) says no more.
 MAX_SPACING_S = 60.0
+# The methods whose spacing is learned: Tier 3 for an internal app, a call a minute for a
+# distributed one, which the app cannot ask.
+LEARNED = frozenset({"conversations.history", "conversations.replies"})
+# Answered calls in a row after which a learned spacing is forgotten (a burst of another reader,
+# a Slack incident, is not the app's pace for good); a Tier 1 app meets one 429 that often.
+FORGET_AFTER = 10
 
 
 class Pacing:
@@ -24,6 +32,7 @@ class Pacing:
         self._next_slot: dict[str, float] = {}
         self._answered_at: dict[str, float] = {}  # when the last call Slack answered was sent
         self._spacing: dict[str, float] = {}  # seconds between calls, learned from 429s
+        self._answered_run: dict[str, int] = {}  # answered calls since the last 429
 
     def now(self) -> float:
         return self._clock()
@@ -39,14 +48,22 @@ class Pacing:
     def answered(self, method: str, sent_at: float) -> None:
         """Slack answered a call of `method` sent at `sent_at` (this clock's time)."""
         self._answered_at[method] = max(self._answered_at.get(method, 0.0), sent_at)
+        run = self._answered_run[method] = self._answered_run.get(method, 0) + 1
+        if run >= FORGET_AFTER:
+            self._spacing.pop(method, None)
 
     def refused(self, method: str, retry_after_s: float) -> None:
-        """A 429 holding `method` `retry_after_s`: its calls are from now on at least as far apart
-        as the last answered one was from the hold's end (at most `MAX_SPACING_S`)."""
+        """A 429 holding `method` `retry_after_s`. A history method's calls are from now on at
+        least as far apart as the last answered one was from the hold's end, when that is within
+        `MAX_SPACING_S`: a 429 after a quiet spell (another reader used the budget) tells no
+        pace."""
         self.hold(method, retry_after_s)
+        self._answered_run[method] = 0
         answered = self._answered_at.get(method)
-        if answered is not None:
-            apart = min(self._held_until[method] - answered, MAX_SPACING_S)
+        if method not in LEARNED or answered is None:
+            return
+        apart = self._held_until[method] - answered
+        if apart <= MAX_SPACING_S:
             self._spacing[method] = max(self._spacing.get(method, 0.0), apart)
 
     def spacing_s(self, method: str) -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bot.pacing import Pacing
+from bot.pacing import FORGET_AFTER, Pacing
 
 EDIT = "chat.update"
 
@@ -78,10 +78,33 @@ async def test_a_429_after_an_answered_call_spaces_the_method_for_every_caller_f
     assert pacing.spacing_s("chat.update") == 0, "other methods keep their own pace"
 
 
-def test_a_429_long_after_the_last_answer_spaces_calls_a_minute_at_most() -> None:
+def test_a_429_after_a_quiet_spell_or_of_a_method_of_known_tier_spaces_nothing() -> None:
+    """A 429 ten minutes after the last answer (another reader used the budget) is waited out,
+    not taken as the pace; nor is one of `views.publish` (App Home publishes a view a minute)."""
     now = [0.0]
     pacing = Pacing(clock=lambda: now[0])
-    pacing.answered("conversations.history", 0.0)
-    now[0] = 600.0  # another reader used the budget: not a ten-minute pace
+    for method in ("conversations.history", "views.publish"):
+        pacing.answered(method, 0.0)
+    now[0] = 600.0
     pacing.refused("conversations.history", 30)
-    assert pacing.spacing_s("conversations.history") == 60
+    assert pacing.spacing_s("conversations.history") == 0
+    assert pacing.held_for("conversations.history") == 30
+    pacing.answered("views.publish", 600.0)
+    now[0] = 601.0
+    pacing.refused("views.publish", 59)
+    assert pacing.spacing_s("views.publish") == 0
+
+
+def test_a_learned_pace_is_forgotten_after_a_run_of_answered_calls() -> None:
+    now = [0.0]
+    pacing = Pacing(clock=lambda: now[0])
+    history = "conversations.history"
+    pacing.answered(history, 0.0)
+    now[0] = 1.0
+    pacing.refused(history, 29)
+    assert pacing.spacing_s(history) == 30
+    for n in range(FORGET_AFTER - 1):
+        pacing.answered(history, 30.0 * (n + 1))
+    assert pacing.spacing_s(history) == 30, "kept while calls go at that pace"
+    pacing.answered(history, 30.0 * FORGET_AFTER)
+    assert pacing.spacing_s(history) == 0, "forgotten after a run of answered calls"

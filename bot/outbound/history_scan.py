@@ -6,8 +6,8 @@ messages a call, and to a commercially distributed app outside the Marketplace a
 minute, 15 messages a call (its 2025-05-29 change). Which one this app is, the app cannot ask; so
 every call asks for 999, and Slack's answers tell the rest: a page shorter than asked while it says
 there is more is the most it gives a call, and a 429's `Retry-After` is how far apart its calls
-must be from then on (kept by `bot.pacing` for the process's life, for every caller of the
-method). The channels take turns, a page each, up to `READERS` at a time: on Tier 3 twenty
+must be from then on (kept by `bot.pacing` for every caller of the method, until a run of
+answered calls). The channels take turns, a page each, up to `READERS` at a time: on Tier 3 twenty
 channels take about as long as one, and on Tier 1 every channel's newest page (which shows its
 highest number) comes before anyone's deeper ones. The readers grow by one a page, so on Tier 1
 the first read of a process meets two 429s at most before it knows the pace, and later ones none.
