@@ -235,7 +235,11 @@ class StateGuard:
                 hold_s=self.hold_s,
                 number_hold_s=self.number_hold_s,
                 give_up_after=self.give_up_after,
-                said=marker is not None,  # said by a leader before, whose read did not finish
+                # Said by a leader before, whose read did not finish: the sequence is already
+                # above every number its read showed (or its guess), so openings need not wait.
+                said=marker is not None,
+                numbered=marker is not None,
+                above=highest if marker is not None else 0,
             )
             log.info(
                 "state: %s: checking Slack's history of %d channel(s) for the bot's roots; a "

@@ -608,3 +608,38 @@ async def test_a_first_start_reads_again_only_the_channel_that_kept_failing(
     await eventually(read_again, what="the team channel read again")
     again = slack.emulator.calls("conversations.history")[calls:]
     assert [c.params.get("channel") for c in again] == [TEAM], "only the channel that failed"
+
+
+async def test_a_leader_reading_on_after_the_loss_was_said_holds_no_opening_and_adds_no_gap(
+    replica: Callable[..., StateGuard], slack: Slack
+) -> None:
+    """The team channel keeps failing, so the first leader numbers above its guess (#5 read,
+    and 1000 more) and says the loss; the lead changes mid-read. The next leader reads on: a
+    new incident goes on at once, still above #1005, not held again nor pushed to #2005."""
+    first = replica(routed=True)
+    first.number_hold_s = 0.3
+    await root(first, "5", "g-main")
+    in_team = {"when": lambda params: params.get("channel") == TEAM}
+    slack.emulator.fail_next("conversations.history", status=500, count=1000, **in_team)
+    await first.at_start_of_term()
+    await asyncio.wait_for(first.held(None), 5)
+    await eventually(lambda: lost(first) == 1, what="the loss said")
+    await first.end_of_term()
+    assert (await first.marker.kept())[1] == 1005
+
+    successor = replica(routed=True)
+    successor.number_hold_s = 0.3
+    await successor.at_start_of_term()
+    try:
+        await asyncio.wait_for(successor.held(None), 0.2)
+        await eventually(
+            lambda: (
+                successor._scan is not None
+                and asyncio.get_running_loop().time() > successor._scan.began + 0.5
+            ),
+            what="the number hold over",
+        )
+        assert (await successor.marker.kept())[1] == 1005, "no second gap"
+        assert lost(successor) == 0, "said once, by the first leader"
+    finally:
+        await successor.end_of_term()
