@@ -50,6 +50,16 @@ def settings(**values: object) -> Settings:
     )
 
 
+def on_one_token(gh: BusyGithub, redis: Redis) -> tuple[GithubMetrics, FleetReadings, GithubApi]:
+    """The readings and the alert issue's client, as the bot wires them, on one token and one
+    clock with the stand-ins; the alert issue's repository made."""
+    gh.issues.repo(ISSUES_REPO)
+    config = settings()
+    metrics = GithubMetrics(config, GithubApi(config, gh.client(), clock=gh.clock))
+    readings = FleetReadings(redis, KEYS, metrics, config=config, clock=gh.clock.at)
+    return metrics, readings, GithubApi(config, gh.client(), concurrency=1, clock=gh.clock)
+
+
 @dataclass
 class Seen:
     """The readings as the surfaces saw them: (when read, complete, where its numbers come
@@ -67,11 +77,7 @@ async def test_a_busy_repository_read_for_three_hours_keeps_its_share_of_githubs
     redis: Redis,
 ) -> None:
     gh = BusyGithub()
-    gh.issues.repo(ISSUES_REPO)
-    config = settings()
-    metrics = GithubMetrics(config, GithubApi(config, gh.client(), clock=gh.clock))
-    readings = FleetReadings(redis, KEYS, metrics, config=config, clock=gh.clock.at)
-    issues_api = GithubApi(config, gh.client(), concurrency=1, clock=gh.clock)
+    metrics, readings, issues_api = on_one_token(gh, redis)
     keep, store = await keeper(redis, GithubIssues(issues_api, ISSUES_REPO), gh.clock.at, open=True)
     seen = Seen()
     incident = None
@@ -120,11 +126,7 @@ async def test_a_quota_spent_by_another_stops_readings_and_writes_until_reset_th
     redis: Redis,
 ) -> None:
     gh = BusyGithub()
-    gh.issues.repo(ISSUES_REPO)
-    config = settings()
-    metrics = GithubMetrics(config, GithubApi(config, gh.client(), clock=gh.clock))
-    readings = FleetReadings(redis, KEYS, metrics, config=config, clock=gh.clock.at)
-    issues_api = GithubApi(config, gh.client(), concurrency=1, clock=gh.clock)
+    metrics, readings, issues_api = on_one_token(gh, redis)
     # The app-wide hold a refusal sets lasts on the test's clock (real time too: calls' spacing).
     pacing = Pacing(lambda: gh.clock() + time.monotonic())
     issues = GithubIssues(issues_api, ISSUES_REPO)

@@ -19,6 +19,7 @@ from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings
 from bot.storage.keys import Keys
+from tests.support.running import eventually
 
 
 class CountingMetrics:
@@ -27,10 +28,12 @@ class CountingMetrics:
 
     def __init__(self) -> None:
         self.reads = 0
+        self.answer = asyncio.Event()  # cleared by a test: a read under way until it is set
+        self.answer.set()
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         self.reads += 1
-        await asyncio.sleep(0.2)  # a query round takes a moment: replicas overlap
+        await self.answer.wait()
         metrics = RunnerTypeMetrics(queued=self.reads)
         return FleetSnapshot(at=now, source="prometheus", runner_types={"gpu": metrics})
 
@@ -50,8 +53,16 @@ async def test_tasks_asking_at_once_share_one_read_per_interval(redis_url: str) 
         config=Settings(backend_timeout_seconds=5),
         clock=lambda: now[0],
     )
-    await asyncio.gather(*(readings.latest() for _ in range(15)))
-    # The first read's answer is shared: a task that found it under way waits for nothing.
+    metrics.answer.clear()
+    asking = [asyncio.create_task(readings.latest()) for _ in range(15)]
+    # A task that finds the read under way waits for nothing: 14 done while one reads.
+    await eventually(
+        lambda: metrics.reads == 1 and sum(task.done() for task in asking) == 14,
+        what="the others answered while the one read is under way",
+    )
+    metrics.answer.set()
+    await asyncio.gather(*asking)
+    # The first read's answer is shared.
     shared = await asyncio.gather(*(readings.latest() for _ in range(3)))
     assert metrics.reads == 1
     assert {r.fleet.runner_types["gpu"].queued for r in shared if r and r.fleet} == {1}

@@ -67,6 +67,12 @@ def root_metadata(incident: str, group: str) -> dict[str, Any]:
     return {"event_type": METADATA_EVENT, "event_payload": payload}
 
 
+def team_history_fails(slack: Slack, *, times: int) -> None:
+    """Slack answers the team channel's next `times` history reads 500 (its other channels read)."""
+    in_team = {"when": lambda params: params.get("channel") == TEAM}
+    slack.emulator.fail_next("conversations.history", status=500, count=times, **in_team)
+
+
 async def root(guard: StateGuard, incident: str, group: str, channel: str = CHANNEL) -> str:
     metadata = root_metadata(incident, group)
     return await post(guard.slack, channel, f"Incident {incident}", [], metadata=metadata)
@@ -316,8 +322,7 @@ async def test_a_root_s_group_waits_for_its_channel_and_an_opening_no_longer_tha
     guard = replica(routed=True)
     guard.hold_s = 5.0
     await root(guard, "3", "g-team", TEAM)
-    in_team = {"when": lambda params: params.get("channel") == TEAM}
-    slack.emulator.fail_next("conversations.history", status=500, count=2, **in_team)
+    team_history_fails(slack, times=2)
     await guard.at_start_of_term()
     await guard.held(TEAM)
     assert await found_group(guard, "g-team") is not None, "its root found before it goes on"
@@ -326,7 +331,7 @@ async def test_a_root_s_group_waits_for_its_channel_and_an_opening_no_longer_tha
 
     await redis.flushall()
     guard.hold_s, guard.number_hold_s = 0.3, 0.8
-    slack.emulator.fail_next("conversations.history", status=500, count=1000, **in_team)
+    team_history_fails(slack, times=1000)
     await guard.tick()
     loop = asyncio.get_running_loop()
     began = loop.time()
@@ -344,8 +349,7 @@ async def test_a_channel_that_keeps_failing_is_given_up_and_the_loss_still_said(
     guard = replica(routed=True)
     guard.give_up_after = 2
     await root(guard, "4", "g-main")
-    in_team = {"when": lambda params: params.get("channel") == TEAM}
-    slack.emulator.fail_next("conversations.history", status=500, count=1000, **in_team)
+    team_history_fails(slack, times=1000)
     await guard.check()
     assert lost(guard) == 1
     assert "cannot read the history of C0TEAMQ (internal_error 2 times)" in caplog.text
@@ -593,8 +597,7 @@ async def test_a_first_start_reads_again_only_the_channel_that_kept_failing(
     again alone after a back-off (not the whole history on every tick)."""
     guard = replica(routed=True)
     guard.give_up_after, guard.unread_again_s = 1, 0.3
-    in_team = {"when": lambda params: params.get("channel") == TEAM}
-    slack.emulator.fail_next("conversations.history", status=500, count=1, **in_team)
+    team_history_fails(slack, times=1)
     await guard.check()
     assert (await guard.marker.read()) is None, "no verdict while a channel may show a root"
     calls = len(slack.emulator.calls("conversations.history"))
@@ -619,8 +622,7 @@ async def test_a_leader_reading_on_after_the_loss_was_said_holds_no_opening_and_
     first = replica(routed=True)
     first.number_hold_s = 0.3
     await root(first, "5", "g-main")
-    in_team = {"when": lambda params: params.get("channel") == TEAM}
-    slack.emulator.fail_next("conversations.history", status=500, count=1000, **in_team)
+    team_history_fails(slack, times=1000)
     await first.at_start_of_term()
     await asyncio.wait_for(first.held(None), 5)
     await eventually(lambda: lost(first) == 1, what="the loss said")
