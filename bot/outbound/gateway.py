@@ -224,23 +224,43 @@ class SlackGateway:
         waited out and the same page asked again."""
         cursor: str | None = None
         for _ in range(max_pages):
-            page = await self.in_turn(
-                method,
-                LOOKUP_RATE_LIMITED_TRIES,
-                channel=channel,
-                ts=ts,
-                oldest=f"{oldest:.6f}",
-                latest=f"{latest:.6f}",
-                inclusive=True,
-                cursor=cursor,
-                limit=LOOKUP_PAGE,
-                include_all_metadata=True,
+            messages, cursor = await self.page(
+                method, channel, oldest=oldest, latest=latest, ts=ts, cursor=cursor
             )
-            yield [m for m in page.get("messages") or () if isinstance(m, dict)]
-            cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+            yield messages
             if not cursor:
                 return
         log.warning("%s of %s: read %d pages, the most it reads", method, channel, max_pages)
+
+    async def page(
+        self,
+        method: str,
+        channel: str,
+        *,
+        oldest: float,
+        latest: float,
+        cursor: str | None,
+        ts: str | None = None,
+        limit: int = LOOKUP_PAGE,
+        interval_ms: int | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of a channel's or a thread's messages with their metadata, in its turn (a
+        429 waited out), and the cursor of the next; None at the end."""
+        page = await self.in_turn(
+            method,
+            LOOKUP_RATE_LIMITED_TRIES,
+            interval_ms=interval_ms,
+            channel=channel,
+            ts=ts,
+            oldest=f"{oldest:.6f}",
+            latest=f"{latest:.6f}",
+            inclusive=True,
+            cursor=cursor,
+            limit=limit,
+            include_all_metadata=True,
+        )
+        messages = [m for m in page.get("messages") or () if isinstance(m, dict)]
+        return messages, (page.get("response_metadata") or {}).get("next_cursor") or None
 
     async def post_ephemeral(
         self,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.backoff import Backoff
-from bot.outbound.gateway import LOOKUP_RATE_LIMITED_TRIES, SlackError, SlackGateway
+from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.messages import METADATA_EVENT, ROOT
 from bot.storage.state_marker import FoundRoot
 
@@ -216,7 +216,18 @@ async def _read_page(
     failures = 0
     while True:
         try:
-            page = await _page(slack, scan, channel, cursor)
+            # In this app's turn: the gateway paces the method as Slack's 429s tell (a read and
+            # the send path's lookups share that budget), as fast as Slack lets otherwise (on
+            # Tier 3 twenty channels take one's time).
+            messages, cursor = await slack.page(
+                HISTORY,
+                channel,
+                oldest=scan.oldest,
+                latest=scan.latest,
+                cursor=cursor,
+                limit=PAGE,
+                interval_ms=0,
+            )
             break
         except SlackError as exc:
             failures += 1
@@ -236,34 +247,13 @@ async def _read_page(
             wait = backoff.next()
             log.info("state: history of %s: %s; again in %.1f s", channel, exc.error, wait)
             await asyncio.sleep(wait)
-    messages = [m for m in page.get("messages") or () if isinstance(m, dict)]
     roots = sum(scan.found.add(message, channel) for message in messages)
     scan.messages[channel] += len(messages)
-    cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
     if cursor and len(messages) < PAGE:
         scan.page = max(scan.page, len(messages))
     if roots:
         scan.newest.add(channel)
     return cursor
-
-
-async def _page(
-    slack: SlackGateway, scan: Scan, channel: str, cursor: str | None
-) -> dict[str, Any]:
-    """One page, in this app's turn: the gateway paces the method as Slack's 429s tell (a read
-    and the send path's lookups share that budget), and waits a 429 out."""
-    return await slack.in_turn(
-        HISTORY,
-        LOOKUP_RATE_LIMITED_TRIES,
-        interval_ms=0,  # as fast as Slack lets: on Tier 3 twenty channels take one's time
-        channel=channel,
-        oldest=f"{scan.oldest:.6f}",
-        latest=f"{scan.latest:.6f}",
-        inclusive=True,
-        cursor=cursor,
-        limit=PAGE,
-        include_all_metadata=True,
-    )
 
 
 def _root_payload(message: dict[str, Any], bot_id: str) -> dict[str, Any] | None:
