@@ -29,7 +29,7 @@ from bot.config import (
     SettingsError,
     SilenceBackend,
 )
-from bot.config.memory import DEFAULT_LIMIT_MIB, Cache, cache_bytes
+from bot.config.memory import DEFAULT_CACHES, Cache
 from bot.domain.scaling import ScaleTarget
 
 
@@ -91,18 +91,12 @@ def github_auth(settings: Settings, *, counted: Counted = uncounted) -> AppInsta
     return AppInstallationToken(settings, counted=counted)
 
 
-def caches_of(settings: Settings) -> dict[Cache, int]:
-    """Each cache's size under MEMORY_LIMIT_MIB, or the chart's limit where it is unset: the
-    serving app resolves the limit once, cgroup included, and hands its sizes down."""
-    return cache_bytes(settings.memory_limit_mib or DEFAULT_LIMIT_MIB)
-
-
 def build_metrics(
     settings: Settings,
     auth: AppInstallationToken | None = None,
     *,
     counted: Counted = uncounted,
-    caches: Mapping[Cache, int] | None = None,
+    caches: Mapping[Cache, int] = DEFAULT_CACHES,
 ) -> QueueMetrics:
     backend = settings.metrics_backend
     if backend is MetricsBackend.PROMETHEUS and settings.prometheus_url:
@@ -120,7 +114,7 @@ def build_jobs_source(
     auth: AppInstallationToken | None = None,
     *,
     counted: Counted = uncounted,
-    caches: Mapping[Cache, int] | None = None,
+    caches: Mapping[Cache, int] = DEFAULT_CACHES,
 ) -> QueuedJobs | None:
     """`JOBS_BACKEND`, else the metrics backend when it can list the jobs behind the queue."""
     backend = settings.jobs_backend
@@ -140,13 +134,13 @@ def build_issues(
     auth: AppInstallationToken | None = None,
     *,
     counted: Counted = uncounted,
-    caches: Mapping[Cache, int] | None = None,
+    caches: Mapping[Cache, int] = DEFAULT_CACHES,
 ) -> GithubIssues | None:
     if not (settings.github_issues_repo and settings.has_github_credential):
         return None
     # GitHub asks for one call at a time from one client (secondary limits).
     auth = auth or github_auth(settings, counted=counted)
-    size = (caches or caches_of(settings))["github_issues"]
+    size = caches["github_issues"]
     api = GithubApi(settings, auth=auth, concurrency=1, counted=counted, cache_size=size)
     return GithubIssues(api, settings.github_issues_repo)
 
@@ -155,8 +149,8 @@ def _github(
     settings: Settings,
     auth: AppInstallationToken | None,
     counted: Counted,
-    caches: Mapping[Cache, int] | None,
+    caches: Mapping[Cache, int],
 ) -> GithubMetrics:
     auth = auth or github_auth(settings, counted=counted)
-    size = (caches or caches_of(settings))["github_readings"]
+    size = caches["github_readings"]
     return GithubMetrics(settings, GithubApi(settings, auth=auth, counted=counted, cache_size=size))

@@ -46,7 +46,10 @@ class Pacing:
         return max(self._held_until.get(method, 0.0) - self._clock(), 0.0)
 
     def answered(self, method: str, sent_at: float) -> None:
-        """Slack answered a call of `method` sent at `sent_at` (this clock's time)."""
+        """Slack answered a call of `method` sent at `sent_at` (this clock's time): for a method
+        whose pace is learned, the mark a next 429 measures from."""
+        if method not in LEARNED:
+            return
         self._answered_at[method] = max(self._answered_at.get(method, 0.0), sent_at)
         run = self._answered_run[method] = self._answered_run.get(method, 0) + 1
         if run >= FORGET_AFTER:

@@ -151,24 +151,23 @@ async def test_prometheus_names_its_series_for_the_runner_types_the_bot_knows() 
 
 async def test_each_github_client_takes_its_share_of_the_memory_limit() -> None:
     """The readings' pages and the alert issue's each get the share `bot.config.memory` gives
-    them of MEMORY_LIMIT_MIB: a larger pod caches more."""
+    them of the limit the serving app resolved: a larger pod caches more."""
+    settings = load_settings(
+        **GITHUB, metrics_backend="github", github_issues_repo="pytorch/alerting-issues"
+    )
     for limit in (320, 1024):
-        settings = load_settings(
-            **GITHUB, metrics_backend="github", github_issues_repo="pytorch/alerting-issues",
-            memory_limit_mib=limit,
-        )  # fmt: skip
-        metrics, issues = build_metrics(settings), build_issues(settings)
+        caches = cache_bytes(limit)
+        metrics = build_metrics(settings, caches=caches)
+        issues = build_issues(settings, caches=caches)
         assert isinstance(metrics, GithubMetrics) and issues is not None
         try:
-            shares = cache_bytes(limit)
-            assert metrics.api.etags.max_bytes == shares["github_readings"]
-            assert issues.api.etags.max_bytes == shares["github_issues"]
+            assert metrics.api.etags.max_bytes == caches["github_readings"]
+            assert issues.api.etags.max_bytes == caches["github_issues"]
         finally:
             await metrics.aclose()
             await issues.api.aclose()
-    # Unset, the factory reads no cgroup (the serving app resolves it once and hands the sizes
-    # down): the chart's limit.
-    metrics = build_metrics(load_settings(**GITHUB, metrics_backend="github"))
+    # Given none (`queuepilot check`, which reads each page once), the chart's limit's.
+    metrics = build_metrics(settings)
     assert isinstance(metrics, GithubMetrics)
     assert metrics.api.etags.max_bytes == cache_bytes(DEFAULT_LIMIT_MIB)["github_readings"]
     await metrics.aclose()

@@ -31,7 +31,7 @@ from bot.backends.http import (
 )
 from bot.backoff import Backoff
 from bot.config import Settings
-from bot.config.memory import DEFAULT_LIMIT_MIB, cache_bytes
+from bot.config.memory import DEFAULT_CACHES
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -50,7 +50,7 @@ JWT_LIFETIME_S = 600
 RENEW_BEFORE_S = 300.0
 UNEXPECTED = "GitHub answered with an unexpected shape"
 # The readings' share at the chart's limit, where no size is handed (`queuepilot check`, tests).
-CACHE_BYTES = cache_bytes(DEFAULT_LIMIT_MIB)["github_readings"]
+CACHE_BYTES = DEFAULT_CACHES["github_readings"]
 # A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
 # longer while it continues; the readings stop a quarter of an hour at most. The backoff waits
 # half its step to all of it: a first step of two minutes waits at least GitHub's minute.
@@ -152,11 +152,6 @@ class GithubApi:
         else:
             self.etags.discard(url)
         return body, next_url, True
-
-    @property
-    def counted(self) -> int:
-        """The requests GitHub counted against the quota (a 304 is free)."""
-        return self.calls - self.not_modified
 
     async def send(
         self, method: str, url: str, body: Mapping[str, Any], *, expect: tuple[int, ...] = (200,)

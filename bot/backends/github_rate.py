@@ -18,11 +18,11 @@ STEP_S = 15.0  # the intervals tried for a reading, a quarter of a minute apart
 
 @dataclass(frozen=True)
 class Rate:
+    """The `core` quota: what the hour allows, what is left of it, and when it renews."""
+
     limit: int
     remaining: int
-    used: int
     reset: float  # epoch seconds
-    resource: str = "core"
 
 
 def rate_of(headers: Mapping[str, str]) -> Rate | None:
@@ -34,9 +34,7 @@ def rate_of(headers: Mapping[str, str]) -> Rate | None:
     limit, remaining = numbers
     if resource != "core" or limit is None or remaining is None or reset is None or limit < 1:
         return None
-    used = _count(headers.get("x-ratelimit-used"))
-    remaining = min(remaining, limit)
-    return Rate(limit, remaining, limit - remaining if used is None else used, float(reset))
+    return Rate(limit, min(remaining, limit), float(reset))
 
 
 def reading_pace(
@@ -51,7 +49,7 @@ def reading_pace(
     next T, or sooner when it is due a read anyway (ascending). No reading fits: the next waits
     for the reset."""
     if now >= rate.reset:
-        rate = Rate(rate.limit, rate.limit, 0, now + WINDOW_S)  # a new hour, whole
+        rate = Rate(rate.limit, rate.limit, now + WINDOW_S)  # a new hour, whole
     left = rate.remaining - (1 - share) * rate.limit
     span = rate.reset - now
     every = shortest

@@ -209,23 +209,21 @@ def _cluster_info(cluster: Mapping[str, Any] | None, asked: bool) -> dict[str, A
         return None
     cluster = cluster or {}
     info: dict[str, Any] = {"server": str(cluster.get("server") or "")}
-    for ours, theirs in _CLUSTER_FIELDS.items():
-        if cluster.get(ours) not in (None, ""):
-            info[theirs] = cluster[ours]
+    info |= {name: cluster[name] for name in _CLUSTER_FIELDS if cluster.get(name) not in (None, "")}
     for entry in cluster.get("extensions") or []:
         if isinstance(entry, dict) and entry.get("name") == f"{GROUP}/exec":
             info["config"] = entry.get("extension")
     return info
 
 
-# The kubeconfig's names for spec.cluster's fields.
-_CLUSTER_FIELDS = {
-    "tls-server-name": "tls-server-name",
-    "insecure-skip-tls-verify": "insecure-skip-tls-verify",
-    "certificate-authority-data": "certificate-authority-data",
-    "proxy-url": "proxy-url",
-    "disable-compression": "disable-compression",
-}
+# The cluster's fields an ExecCredential carries, named as in the kubeconfig.
+_CLUSTER_FIELDS = (
+    "tls-server-name",
+    "insecure-skip-tls-verify",
+    "certificate-authority-data",
+    "proxy-url",
+    "disable-compression",
+)
 _SECRETS = frozenset(
     {name.upper() for name in secret_settings()} | file_variables() | {"REDIS_URL"}
 )

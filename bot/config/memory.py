@@ -50,6 +50,10 @@ def cache_bytes(limit_mib: int) -> dict[Cache, int]:
     return {name: max(int(share * spare), FLOOR) for name, share in SHARES.items()}
 
 
+# A process that resolved no limit (`queuepilot check`, a test's client): the chart's default.
+DEFAULT_CACHES = cache_bytes(DEFAULT_LIMIT_MIB)
+
+
 def memory_limit(
     setting: int | None, *, root: Path = CGROUP_ROOT, proc: Path = PROC_CGROUP
 ) -> Limit:

@@ -110,7 +110,7 @@ class FleetReadings:
             return None
         stored = await self.stored()
         now = self._clock()
-        if stored is not None and now - stored.tried_at < self.every(stored):
+        if stored is not None and now - stored.tried_at < self.every(stored.fleet):
             return stored
         if self._refreshing.locked() or not self._leads():
             return stored  # being read right now, or the leader's to read
@@ -132,14 +132,15 @@ class FleetReadings:
             history,
             backend=self.metrics.name,
             now=now,
-            interval=self.every(reading),
+            interval=self.every(reading.fleet if reading else None),
             routing=self._config.routing,
             within_mins=self._config.drain_target_minutes,
         )
 
-    def every(self, reading: Reading | None) -> timedelta:
-        """How long `reading` stands: the interval, or its source's pace where that is longer."""
-        paced = reading.fleet.paced_s if reading is not None and reading.fleet else None
+    def every(self, fleet: FleetSnapshot | None) -> timedelta:
+        """How long a reading of `fleet` stands: the interval, or its source's pace where that
+        is longer."""
+        paced = fleet.paced_s if fleet is not None else None
         return max(self.interval, timedelta(seconds=paced or 0))
 
     async def current(self) -> tuple[Reading | None, list[HistoryPoint]]:
@@ -170,7 +171,7 @@ class FleetReadings:
                 fleet = with_job_waits(fleet, jobs)
             fleet = await self._named_kills(fleet, jobs, now)
             window = timedelta(seconds=self._config.advice_window)
-            every = self.every(Reading(fleet, now))
+            every = self.every(fleet)
             held = math.ceil(window / every) + 1 if every else 0
             recent = await self.history(last=max(RECENT_READINGS, held))
             target = self._config.drain_target_minutes
@@ -181,7 +182,7 @@ class FleetReadings:
                 await self._kept.keep(fleet)
         if reading.error:
             log.warning("fleet: %s", reading.error)
-        keep_s = max(self.every(reading).total_seconds() * 10, 600)
+        keep_s = max(self.every(reading.fleet).total_seconds() * 10, 600)
         await self._store.save(reading.encode(), keep_ms=int(keep_s * 1000))
         return reading
 

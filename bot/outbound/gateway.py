@@ -37,7 +37,7 @@ LOOKUP_MAX_PAGES = 20
 LOOKUP_RATE_LIMITED_TRIES = 30  # 429s in a row a lookup waits out (half an hour, distributed)
 # App-wide slots: the history reads (Tier 3, about 50 a minute), the Home's publishes (Tier 4).
 # Their calls go further apart when Slack's 429s say so (`Pacing.refused`).
-SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200, "views.publish": 600}
+_SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200, "views.publish": 600}
 # Slack has no link for the message and never will: kept as "none". Any other refusal (the app
 # not in the channel, a token or scope problem) may be mended, so it is asked again later.
 LINK_GONE = frozenset({"message_not_found", "channel_not_found"})
@@ -216,21 +216,20 @@ class SlackGateway:
         oldest: float,
         latest: float,
         ts: str | None = None,
-        max_pages: int = LOOKUP_MAX_PAGES,
     ) -> AsyncGenerator[list[dict[str, Any]], None]:
         """The messages of a channel or a thread between `oldest` and `latest`, a page at a time
         (a channel's newest first), with their metadata. Fit for a distributed app's limits
-        (about one call a minute, 15 messages): a bounded window, at most `max_pages`, a 429
+        (about one call a minute, 15 messages): a bounded window, at most LOOKUP_MAX_PAGES, a 429
         waited out and the same page asked again."""
         cursor: str | None = None
-        for _ in range(max_pages):
+        for _ in range(LOOKUP_MAX_PAGES):
             messages, cursor = await self.page(
                 method, channel, oldest=oldest, latest=latest, ts=ts, cursor=cursor
             )
             yield messages
             if not cursor:
                 return
-        log.warning("%s of %s: read %d pages, the most it reads", method, channel, max_pages)
+        log.warning("%s of %s: read %d pages, the most it reads", method, channel, LOOKUP_MAX_PAGES)
 
     async def page(
         self,
@@ -294,18 +293,17 @@ class SlackGateway:
         **params: Any,
     ) -> dict[str, Any]:
         """A call made in its `turn` (so waiters do not all call the instant a hold ends); a 429
-        is waited out and the call made again, up to `tries` times. A method with an app-wide
-        slot learns from its answers how far apart Slack wants its calls; `interval_ms` (else its
-        slot) is the least spacing the caller asks for before Slack said any."""
+        is waited out and the call made again, up to `tries` times. Every answer goes to the
+        pacing, which learns a history method's pace from them (`Pacing.refused`); `interval_ms`
+        (else the method's slot) is the least spacing the caller asks for before Slack said any."""
         attempt = 1
-        spacing_ms = SLOTS_MS.get(method, 0) if interval_ms is None else interval_ms
+        spacing_ms = _SLOTS_MS.get(method, 0) if interval_ms is None else interval_ms
         while True:
             await self.turn(method, spacing_ms, within_s=within_s)
             sent = self.pacing.now()
             try:
                 answer = await self.call(method, **params)
-                if method in SLOTS_MS:
-                    self.pacing.answered(method, sent)
+                self.pacing.answered(method, sent)
                 return answer
             except SlackError as exc:
                 if exc.retry_after is None or attempt >= tries:

@@ -74,7 +74,7 @@ class Scan:
     number_hold_s: float  # how long an opening waits for the numbering
     give_up_after: int  # failures in a row (not 429s) after which a channel is left out
     page: int = 0  # messages a call, when Slack gave fewer than asked and said there were more
-    messages: dict[str, int] = field(default_factory=dict)  # channel -> messages read so far
+    read: int = 0  # messages read so far, every channel's
     done: set[str] = field(default_factory=set)  # read back to the window, or left out
     left_out: set[str] = field(default_factory=set)  # Slack would not show them, or kept failing
     refused: dict[str, str] = field(default_factory=dict)  # left out for good -> Slack's error
@@ -141,19 +141,17 @@ class Scan:
 
     def summary(self) -> str:
         took = asyncio.get_running_loop().time() - self.began
-        read = sum(self.messages.values())
-        return f"{len(self.done)} channel(s) read, {read:,} messages, in {took:.1f} s"
+        return f"{len(self.done)} channel(s) read, {self.read:,} messages, in {took:.1f} s"
 
     def progress(self, spacing_s: float) -> str:
         """What `/readyz` and the log say: how far, at what pace, and what waits for it."""
-        read = sum(self.messages.values())
         pace = [f"{self.page} messages a call"] if self.page else []
         if spacing_s:
             pace.append(f"a call every {spacing_s:.0f} s")
         said = f"; Slack gives this app {', '.join(pace)}" if pace else ""
         text = (
             "checking Slack's history for roots after a possible loss of state: "
-            f"{len(self.done)} of {len(self.channels)} channels read ({read:,} messages{said})"
+            f"{len(self.done)} of {len(self.channels)} channels read ({self.read:,} messages{said})"
         )
         if not self.numbered:
             left = self.began + self.number_hold_s - asyncio.get_running_loop().time()
@@ -211,7 +209,6 @@ async def _read_page(
     """One page of `channel` read into `scan`; the next page's cursor, None at the end. A failure
     worth retrying is retried after a back-off, `give_up_after` times in a row at most; a channel
     Slack will not show, or that kept failing, is left out, said."""
-    scan.messages.setdefault(channel, 0)
     backoff = Backoff(30.0)
     failures = 0
     while True:
@@ -248,7 +245,7 @@ async def _read_page(
             log.info("state: history of %s: %s; again in %.1f s", channel, exc.error, wait)
             await asyncio.sleep(wait)
     roots = sum(scan.found.add(message, channel) for message in messages)
-    scan.messages[channel] += len(messages)
+    scan.read += len(messages)
     if cursor and len(messages) < PAGE:
         scan.page = max(scan.page, len(messages))
     if roots:

@@ -200,7 +200,7 @@ class StateGuard:
                     # Redis went back in time (a failover to a replica that lagged, a backup
                     # restored under the bot): the numbers used since are not taken again. (No
                     # sequence at all is one that expired: no incident for the retention.)
-                    await self._number_above_seen()
+                    await self._number_above(self._highest)
                 self._seen, self._highest = True, max(self._highest, highest)
                 if marker.lost_at is not None:
                     self.telemetry.state_lost_at.set(marker.lost_at)
@@ -220,7 +220,7 @@ class StateGuard:
             # Before Slack is read (it may be slow or away, and the intake goes on meanwhile).
             began = await self.marker.unsure(now)
             if self._seen and marker is None:
-                await self._number_above_seen()
+                await self._number_above(self._highest)
             failed, guess = self._scan, self._guess  # a failed read's, replaced by this one
             self._guess = None
             if guess is not None:
@@ -430,9 +430,6 @@ class StateGuard:
         if not self._bot_id:
             self._bot_id = str((await self.slack.call("auth.test")).get("bot_id") or "")
         return self._bot_id
-
-    async def _number_above_seen(self) -> None:
-        await self._number_above(self._highest)
 
     async def _number_above(self, highest: int) -> None:
         await self.marker.record_loss(None, highest=highest, roots={}, keep_s=1)

@@ -190,7 +190,7 @@ async def test_a_quota_spent_by_another_stops_readings_and_writes_until_reset_th
 )
 def test_any_rate_limit_headers_give_a_quota_or_none_never_an_exception(headers: dict) -> None:
     rate = rate_of(headers)
-    assert rate is None or (0 <= rate.remaining <= rate.limit and rate.resource == "core")
+    assert rate is None or (0 <= rate.remaining <= rate.limit)
 
 
 def busy_due() -> list[float]:
@@ -201,13 +201,13 @@ def busy_due() -> list[float]:
 
 
 def test_the_pace_is_the_shortest_interval_whose_readings_fit_the_share_left_until_reset() -> None:
-    whole = Rate(5000, 5000, 0, reset=3600.0)
+    whole = Rate(5000, 5000, reset=3600.0)
     # At 4 min 30 s, 13 readings of 224 requests fit in 3,000; at 4 min 15 s, 14 of 220 do not.
     assert reading_pace(busy_due(), 6, whole, share=0.6, now=0.0, shortest=60.0) == (270.0, 224)
     # A quiet repository: the configured interval.
     assert reading_pace([600.0] * 20, 2, whole, share=0.6, now=0.0, shortest=60.0)[0] == 60.0
     # Others spent more than their 40%: the next reading waits for the reset, then a new hour.
-    others = Rate(5000, 2100, 2900, reset=3600.0)
+    others = Rate(5000, 2100, reset=3600.0)
     assert reading_pace(busy_due(), 6, others, share=0.6, now=1800.0, shortest=60.0)[0] == 1800.0
     assert reading_pace(busy_due(), 6, others, share=0.6, now=3600.0, shortest=60.0)[0] == 270.0
 

@@ -5,6 +5,7 @@ chart's 320 MiB."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -99,3 +100,27 @@ def _file(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+async def test_the_served_bot_sizes_its_github_caches_from_memory_limit_mib(
+    settings_for: Any,
+) -> None:
+    """MEMORY_LIMIT_MIB, resolved once by the serving bot, sizes the readings' pages."""
+    from bot.app import build_bot
+    from bot.backends.metrics.github import GithubMetrics
+
+    settings = settings_for(
+        metrics_backend="github",
+        github_token="ghp-1",
+        github_repos=("pytorch/pytorch",),
+        memory_limit_mib=1024,
+    )
+    bot = build_bot(settings)
+    try:
+        assert bot.memory.mib == 1024 and bot.memory.source == "MEMORY_LIMIT_MIB"
+        metrics = bot.readings.metrics
+        assert isinstance(metrics, GithubMetrics)
+        assert metrics.api.etags.max_bytes == cache_bytes(1024)["github_readings"]
+    finally:
+        await bot.readings.metrics.aclose()
+        await bot.redis.aclose()

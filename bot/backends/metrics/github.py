@@ -89,7 +89,7 @@ class GithubMetrics:
         """The reading with how long it stands (`paced_s`) when longer than the interval: the
         surfaces say when it was read and when the next comes."""
         pace = last.until - now.timestamp()
-        if self.api.rate is None or pace <= self._config.metrics_interval_seconds:
+        if pace <= self._config.metrics_interval_seconds:
             return fleet
         return fleet.model_copy(update={"paced_s": pace})
 
