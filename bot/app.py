@@ -29,7 +29,7 @@ import handlers.home
 import handlers.slack_boundary
 import handlers.views
 import handlers.webhooks
-from bot import factory, leader, periodic
+from bot import factory, leader
 from bot.actions.core import ActionCore
 from bot.actions.diagnose import Diagnosing
 from bot.actions.early_warning import Warnings
@@ -111,7 +111,7 @@ class Bot:
     leadership: Leadership
     home: Home
     guard: StateGuard
-    ticks: dict[str, periodic.Tick]
+    ticks: dict[str, leader.Tick]
     probes: ProbeWatch
     memory: memory.Limit  # resolved once at the start: the caches' sizes follow it
     background: list[asyncio.Task[None]] = field(default_factory=list)
@@ -187,7 +187,7 @@ class Bot:
         }
         schedule = self.settings.report_schedule
         weekly = (schedule, self.core.post_weekly_report) if schedule else None
-        scheduler = periodic.start(
+        scheduler = leader.start(
             self.ticks, every_s=self.settings.status_tick_seconds, weekly=weekly
         )
         stopping = asyncio.create_task(deposed.wait())
@@ -273,7 +273,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         leads=lambda: leadership.fence.held is not None,
     )
     reporter = StatusReporter(store, readings, telemetry, config=settings, clock=clock)
-    ticks: dict[str, periodic.Tick] = {"status-tick": reporter.tick}
+    ticks: dict[str, leader.Tick] = {"status-tick": reporter.tick}
 
     authorizer = Authorizer(settings, group_members=gateway.usergroup_members)
     interactions = Interactions(redis, prefix)

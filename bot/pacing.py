@@ -1,5 +1,16 @@
-"""The one way queuepilot paces calls against a limit kept per app, in this process's memory: only
-the leader does the work (`bot.leader`), so its memory is where the app's budget lives.
+"""The two ways queuepilot waits: after a failure (backoff), and for a limit (pacing).
+
+Backoff: "how long after the third failure" has one answer everywhere. Where the other side names a
+time (`Retry-After`, GitHub's quota reset), the caller waits that instead. The wait is jittered,
+"equal jitter" as AWS's Architecture Blog describes it ("Exponential Backoff And Jitter"): half of
+the exponential step, plus a random share of the other half. Loops that failed together (Redis
+failing over, Slack or GitHub answering 5xx to everyone) then come back spread out rather than all
+at once. Equal rather than full jitter, which draws from zero up: a wait is never shorter than half
+its step, so a failing loop never spins, and a wait a service asks to be at least so long (GitHub's
+minute after a secondary limit) is kept by asking for twice it.
+
+Pacing: calls against a limit kept per app, in this process's memory: only the leader does the work
+(`bot.leader`), so its memory is where the app's budget lives.
 
 A method's calls are at least its caller's `interval_ms` apart, and further when Slack said so: for
 the history methods, whose tier depends on how the app is distributed, a 429 soon after a call it
@@ -11,8 +22,40 @@ methods' tiers are known: a 429 holds them, it does not space them."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable
+
+# The share of the step drawn, in [0, 1): `random.random`, or a test's choice.
+Draw = Callable[[], float]
+
+
+def step_after(failures: int, *, first: float, maximum: float) -> float:
+    """The exponential step after `failures` failures in a row: `first`, doubling, capped."""
+    return min(first * 2 ** min(max(failures, 1) - 1, 64), maximum)
+
+
+def wait_after(failures: int, *, first: float, maximum: float, draw: Draw = random.random) -> float:
+    """The wait after `failures` failures in a row, for a count kept elsewhere (in Redis):
+    between half the step and the step, never above `maximum`."""
+    step = step_after(failures, first=first, maximum=maximum)
+    return step / 2 + step / 2 * draw()
+
+
+class Backoff:
+    def __init__(self, maximum: float, *, first: float = 0.5, draw: Draw = random.random) -> None:
+        self._first = min(first, maximum)
+        self._max = maximum
+        self._draw = draw
+        self._failures = 0
+
+    def next(self) -> float:
+        self._failures += 1
+        return wait_after(self._failures, first=self._first, maximum=self._max, draw=self._draw)
+
+    def reset(self) -> None:
+        self._failures = 0
+
 
 # Slack's tiers count calls a minute: no method needs its calls further apart than that, and a
 # call answered long ago followed by a 429 (another reader used the budget) says no more.

@@ -4,8 +4,8 @@ From the top: the composition root (app, __main__, factory) and `queuepilot chec
 probes with the root's backends) may import anything; the middle packages (intake, outbound,
 actions, status) the layers below, never each other; `fleet` (the fleet reading several of them
 share) the lower layers; render, storage and backends only domain; domain only itself. Anyone may
-import the leaves: telemetry, logs, backoff (the one way to wait after failures), pacing (the one
-way to wait for a limit) and slack_scopes (a table of Slack facts). `bot.config`, the settings,
+import the leaves: telemetry, logs and pacing (the one way to wait after failures, the one way to
+wait for a limit). `bot.config`, the settings,
 imports only domain and `bot.storage.connection`; what it configures imports it (backends, fleet,
 the middle packages, the top), never storage, render or domain.
 """
@@ -22,16 +22,15 @@ import bot
 TOP = 4
 RANK = {
     **dict.fromkeys(("app", "__main__", "factory", "checks"), TOP),
-    # The periodic jobs' timing (APScheduler and the weekly schedule) and who does the work
-    # (the leader's campaign over its lease in storage): what the composition root runs.
-    "periodic": 3,
+    # Who does the work (the leader's campaign over its lease in storage) and when (its periodic
+    # jobs, APScheduler and the weekly schedule): what the composition root runs.
     "leader": 3,
     **dict.fromkeys(("intake", "outbound", "actions", "status"), 3),
     "fleet": 2,
     **dict.fromkeys(("render", "storage", "backends"), 1),
     "domain": 0,
 }
-LEAVES = {"telemetry", "logs", "backoff", "pacing", "slack_scopes"}
+LEAVES = {"telemetry", "logs", "pacing"}
 ROOT = Path(bot.__file__).parent
 MODULES = sorted(ROOT.rglob("*.py"))
 

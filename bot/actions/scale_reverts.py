@@ -16,7 +16,6 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
-from bot.backoff import wait_after
 from bot.config import Settings
 from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
 from bot.domain.incident_fleet import type_drained
@@ -32,6 +31,7 @@ from bot.domain.incidents import (
 from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
+from bot.pacing import wait_after
 from bot.render.replies import render_event
 from bot.storage.due_set import scale_revert_records
 from bot.storage.early_warning import WarningStore

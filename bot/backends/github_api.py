@@ -29,9 +29,9 @@ from bot.backends.http import (
     time_of,
     uncounted,
 )
-from bot.backoff import Backoff
 from bot.config import Settings
 from bot.config.memory import DEFAULT_CACHES
+from bot.pacing import Backoff
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey

@@ -13,8 +13,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from bot import slack_scopes
-from bot.checks import Finding, fail, ok, warn
+from bot.checks import Finding, fail, ok, slack_scopes, warn
 from bot.config import Settings
 from bot.outbound.gateway import build_client
 from bot.outbound.membership import FIX, INVITE, why_cannot_post

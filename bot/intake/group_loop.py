@@ -12,8 +12,8 @@ from typing import Generic
 
 from redis.exceptions import RedisError
 
-from bot.backoff import Backoff
 from bot.config import Settings
+from bot.pacing import Backoff
 from bot.storage.consumer_group import ConsumerGroup, E
 from bot.storage.leader import Deposed
 

@@ -23,9 +23,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.backoff import Backoff
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.messages import METADATA_EVENT, ROOT
+from bot.pacing import Backoff
 from bot.storage.state_marker import FoundRoot
 
 log = logging.getLogger(__name__)

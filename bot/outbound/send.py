@@ -28,7 +28,6 @@ from functools import partial
 from redis.exceptions import RedisError
 
 from bot import logs
-from bot.backoff import Backoff
 from bot.config import Settings
 from bot.domain.message import Rendered
 from bot.outbound import edits, messages
@@ -36,6 +35,7 @@ from bot.outbound.edits import Desk
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.messages import ROOT, UNREADABLE, Post, Upload
 from bot.outbound.storm import StormDigest
+from bot.pacing import Backoff
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
 from bot.storage.leases import Lease, Leases

@@ -25,10 +25,9 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError
 from bot.backends.issues import NOT_THERE, Issues
-from bot.backoff import wait_after
 from bot.config import Settings
 from bot.domain.alert_issue import IssueLink
-from bot.pacing import Pacing
+from bot.pacing import Pacing, wait_after
 from bot.status.issue_pass import (
     BUSY_S,
     LEASE_S,

@@ -603,7 +603,7 @@ def test_a_subject_longer_than_the_column_is_still_set_apart_from_its_detail() -
 
 def test_slack_scopes_the_emulator_sees_match_the_map(slack: Slack) -> None:
     """Every scope the bot may need is one the emulator knows: a test can grant or withhold it."""
-    from bot import slack_scopes
+    from bot.checks import slack_scopes
     from sandbox.slack_methods import ALL_SCOPES
 
     assert {

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot import slack_scopes
+from bot.checks import slack_scopes
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = ("slack-manifest.yaml", "slack-manifest-socket-mode.yaml")

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import slack_scopes
+from bot.checks import slack_scopes
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_limits import validate_blocks
 from sandbox.slack_methods import ALL_SCOPES, METHODS, WEB_API

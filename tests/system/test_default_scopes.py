@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from bot.checks.slack_scopes import DEFAULT
 from bot.config import Settings
-from bot.slack_scopes import DEFAULT
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot
 from tests.support.slack import CHANNEL, Slack, click

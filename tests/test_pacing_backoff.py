@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.backoff import Backoff, step_after, wait_after
+from bot.pacing import Backoff, step_after, wait_after
 
 # 1.0 itself is never drawn (random.random is [0, 1)): its neighbour below is.
 DRAWS = st.floats(0.0, 1.0, exclude_max=True)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot import periodic
+from bot import leader
 from bot.domain.capacity import DAYS, Schedule, parse_schedule
 from tests.support.running import eventually
 
@@ -33,7 +33,7 @@ async def test_every_tick_runs_repeatedly_and_never_overlaps_itself() -> None:
     async def silence() -> None:
         runs["silence"] += 1
 
-    scheduler = periodic.start({"status": status, "silence": silence}, every_s=0.02)
+    scheduler = leader.start({"status": status, "silence": silence}, every_s=0.02)
     try:
         await eventually(lambda: runs["status"] >= 3 and runs["silence"] >= 3, what="3 runs each")
     finally:
@@ -52,7 +52,7 @@ async def test_a_tick_cut_short_by_the_process_stopping_ends_without_an_error(
         started.set()
         await asyncio.Event().wait()
 
-    scheduler = periodic.start({"status-tick": tick}, every_s=0.02)
+    scheduler = leader.start({"status-tick": tick}, every_s=0.02)
     await started.wait()
     scheduler.shutdown(wait=False)
     running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -71,7 +71,7 @@ async def test_a_replica_started_within_the_hour_after_the_report_posts_it_at_on
 
     due = datetime.now(UTC) - timedelta(minutes=10)
     weekly = (_weekly_at(due), post)
-    scheduler = periodic.start({}, every_s=60, weekly=weekly)
+    scheduler = leader.start({}, every_s=60, weekly=weekly)
     try:
         await eventually(lambda: len(posted) == 1, what="the report posted")
         job = scheduler.get_job("capacity-report")
@@ -87,7 +87,7 @@ async def test_a_replica_started_after_the_hour_waits_for_next_week() -> None:
         posted.append(datetime.now(UTC))
 
     due = datetime.now(UTC) - timedelta(minutes=90)
-    scheduler = periodic.start({}, every_s=60, weekly=(_weekly_at(due), post))
+    scheduler = leader.start({}, every_s=60, weekly=(_weekly_at(due), post))
     try:
         job = scheduler.get_job("capacity-report")
         assert job.next_run_time - datetime.now(UTC) > timedelta(days=6), "no catch-up run"
@@ -122,7 +122,7 @@ def test_the_time_a_schedule_fell_due_across_time_zones_and_clock_changes(
 ) -> None:
     parsed = parse_schedule(schedule)
     assert parsed is not None
-    at = periodic.due_since(parsed, datetime.fromisoformat(now), timedelta(days=7))
+    at = leader.due_since(parsed, datetime.fromisoformat(now), timedelta(days=7))
     assert at == datetime.fromisoformat(due)
 
 
@@ -141,7 +141,7 @@ def test_a_replica_starting_within_the_hour_after_the_schedule_posts_it(
 ) -> None:
     schedule = Schedule("mon", 9, 0, "Europe/London")
     at = datetime.fromisoformat(now)
-    due = periodic.due_since(schedule, at, timedelta(seconds=periodic.REPORT_GRACE_S))
+    due = leader.due_since(schedule, at, timedelta(seconds=leader.REPORT_GRACE_S))
     assert (due is not None) is posts
 
 
@@ -156,7 +156,7 @@ async def test_a_shutdown_as_a_tick_starts_logs_no_error(caplog: pytest.LogCaptu
 
     for moment in range(1, 30):
         for yields in range(4):
-            scheduler = periodic.start({"tick": tick}, every_s=0.001)
+            scheduler = leader.start({"tick": tick}, every_s=0.001)
             await asyncio.sleep(0.001 * moment)
             for _ in range(yields):
                 await asyncio.sleep(0)
