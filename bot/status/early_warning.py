@@ -1,10 +1,11 @@
 """The early warning's upkeep: once per fleet reading, which runner types get a warning.
 
-A reading's warnings are decided once, by whoever claims it first (a 0.25 replica may tick beside
-the leader). Per runner type the forecast (`bot.domain.early_warning`) says whether its queue
-crosses the alert's thresholds within `EARLY_WARNING_MINUTES`. A warning is raised once the build
-is beyond the readings' noise, edited as its forecast moves, cleared once it no longer crosses
-within the horizon, folded into the incident once the alert fires, held back while dismissed.
+A reading's warnings are decided once, by whoever claims it first (0.26 replicas tick beside the
+leader during a rolling upgrade or a rollback). Per runner type the forecast
+(`bot.domain.early_warning`) says whether its queue crosses the alert's thresholds within
+`EARLY_WARNING_MINUTES`. A warning is raised once the build is beyond the readings' noise, edited
+as its forecast moves, cleared once it no longer crosses within the horizon, folded into the
+incident once the alert fires, held back while dismissed.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class EarlyWarnings:
                 log.exception("early warning: %s failed; the other types go on", name)
 
     async def _hold(self, last_read: datetime) -> None:
-        """No fresh reading for `HOLD_AFTER_S`: a standing warning says its forecast is on hold,
+        """No fresh reading for `HOLD_AFTER_S`: a standing warning says its forecast is on hold
         rather than count down to a crossing nobody can see."""
         now = self.clock().timestamp()
         if now - last_read.timestamp() < HOLD_AFTER_S:
@@ -193,8 +194,7 @@ def _covering(name: str, channel: str, incidents: Sequence[Incident]) -> Inciden
 
 
 def _past(name: str, history: Sequence[HistoryPoint], before: datetime) -> list[Point]:
-    """The type's jobs in the system at earlier readings, oldest first (a reading without the
-    type had none)."""
+    """The type's jobs in the system at earlier readings, oldest first."""
     points = []
     for point in history:
         if point.at >= before:

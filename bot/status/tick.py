@@ -1,13 +1,10 @@
 """Periodic status: every open incident gets a status each interval until its queue drains.
 
-Due times live in a Redis sorted set, so a new leader carries on where the last one stopped. A tick
-that finds incidents due takes the fleet's reading once, decides each due incident's status and
-commits it, fenced by the incident's version, with the next due time. The due incidents are
-claimed because a 0.25 replica ticks beside the leader during a rolling upgrade. After DRAIN_CHECKS
-drained checks in a row the incident resolves itself, as one whose alert cleared while jobs still
-queued does once they are under its thresholds or DRAIN_FOLLOW_MAX has passed. A status is a new
-reply only for a material change (`status_kind`); else it edits the last status reply in place
-while nothing was posted below it, or says nothing.
+A tick takes the fleet's reading once, decides each due incident's status and commits it, fenced by
+the incident's version, with the next due time (`status_due`; claimed, as 0.26 replicas tick beside
+the leader during a rolling upgrade or a rollback). After DRAIN_CHECKS drained checks in a row the
+incident resolves itself, as one whose alert cleared while jobs still queued does once they are
+under its thresholds or DRAIN_FOLLOW_MAX has passed.
 """
 
 from __future__ import annotations
@@ -84,9 +81,8 @@ class StatusReporter:
     _open: int = 0  # how many incidents were open at that reading
 
     async def tick(self) -> None:
-        """Commit every status that is due, in three round trips (claim, read, commit); one
-        whose incident moved on meanwhile is due again at once. Then every open incident's root
-        is brought to a new reading. Never raises."""
+        """Commit every status due, in three round trips (claim, read, commit), then bring the
+        open incidents' roots to a new reading. Never raises."""
         await self._statuses()
         await self._roots_to_reading()
 
@@ -129,13 +125,11 @@ class StatusReporter:
 
     async def _roots_to_reading(self) -> None:
         """Each open incident's view (what the root, diagnostics and the forms answer from) is
-        brought to the newest reading, between statuses too, so they and `/queue` say one moment.
-        At most `ROOTS_PER_TICK` incidents a tick, as statuses are taken, so a thousand open ones
-        never hold the loop long; only where a type's line would read otherwise; a commit that
-        finds its incident moved on is left to the next reading. The root is edited for it
-        while few incidents are open, and beyond that only for news (`is_material`): Slack
-        allows an app about 50 `chat.update` a minute, and a click's edit must not wait behind
-        a storm's numbers."""
+        brought to the newest reading between statuses, so they and `/queue` say one moment;
+        `ROOTS_PER_TICK` a tick, so a thousand open ones never hold the loop long. Beyond
+        `ROOTS_FOLLOWING_EVERY_READING` open incidents the root is edited only for news: Slack
+        allows an app about 50 `chat.update` a minute, and a click's edit must not wait behind a
+        storm's numbers."""
         if not self.readings.metrics.live:
             return
         try:
@@ -276,10 +270,9 @@ def reads_alike(incident: Incident, before: FleetSnapshot, after: FleetSnapshot)
 
 
 def status_kind(incident: Incident, current: Snapshot, drain: DrainRule) -> str | None:
-    """A new status reply (STATUS) for the first status and for a material change a minute after
-    the last (within it, nothing yet); else an edit of the last status reply (RESTATUS) while
-    nothing was posted below it, which it would show newer numbers above; else nothing (None):
-    the root shows the numbers."""
+    """A new reply (STATUS) for the first status and for a material change a minute after the
+    last; else an edit of the last status reply (RESTATUS) while nothing was posted below it;
+    else nothing (None): the root shows the numbers."""
     posted = incident.posted_status
     if incident.status_posts == 0:
         return STATUS
@@ -298,9 +291,9 @@ def status_replies(
     drain: tuple[int, int] | None,
     pictures: bool,
 ) -> tuple[Incident, tuple[Reply, ...]]:
-    """The status `kind` decided, compared with the last posted status; its chart drawn when the
-    trend moved since the last one drawn (an edit keeps its reply's), as a picture too where
-    `pictures` (charts refused as blocks), only with a new reply."""
+    """The status `kind` decided, compared with the last posted one; its chart drawn when the
+    trend moved since the last drawn (an edit keeps its reply's), and with a new reply as a
+    picture too where `pictures` (charts refused as blocks)."""
     posted = incident.posted_status
     if kind is None or posted is None:
         return updated, ()

@@ -1,5 +1,5 @@
 """A Redis stream worked through by a consumer group, for both streams. An entry leaves the stream
-once done; one a dead consumer (a 0.25 replica's, a former leader's) left pending is taken over
+once done; one a dead consumer (a former leader's, a 0.26 replica's) left pending is taken over
 once idle; one that can never be done is dead-lettered with the reason."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class ConsumerGroup(Generic[E]):
                 raise
 
     async def _regrouped(self, command: Awaitable[Any]) -> Any:
-        """What `command` answers; None once the group Redis lost (a restart) is made again."""
+        """What `command` answers; None once the group Redis lost is made again."""
         try:
             return await command
         except ResponseError as exc:
@@ -81,7 +81,7 @@ class ConsumerGroup(Generic[E]):
         self, consumer: str, *, count: int = 10, block_ms: int = 1000, own: bool = False
     ) -> list[E]:
         """New entries, or (`own`) those handed to this consumer and not acknowledged (it led
-        before); recreates the group if Redis lost it."""
+        before)."""
         block = None if own else block_ms
         read = self._redis.xreadgroup(
             self.group, consumer, {self.key: "0" if own else ">"}, count=count, block=block
@@ -91,8 +91,8 @@ class ConsumerGroup(Generic[E]):
         )
 
     async def reclaim(self, consumer: str, *, min_idle_ms: int, count: int = 20) -> list[E]:
-        """Entries other consumers left idle for `min_idle_ms`, from where the last call stopped,
-        so a long backlog is walked through, not re-scanned."""
+        """Entries left idle for `min_idle_ms`, from where the last call stopped, so a long
+        backlog is walked through, not re-scanned."""
         reply = await self._regrouped(
             self._redis.xautoclaim(
                 self.key, self.group, consumer, min_idle_ms, start_id=self._cursor, count=count
@@ -106,8 +106,8 @@ class ConsumerGroup(Generic[E]):
         return [self.parse(entry_id, fields) for entry_id, fields in entries if fields]
 
     async def keep_alive(self, consumer: str, entry_ids: list[str], *, idle: int = 0) -> None:
-        """Reset the idle time of entries still worked on, so a slow handler is not taken over;
-        `hand_back` makes them look idle for ages instead, so the next reclaim takes them."""
+        """Reset the idle time of entries still worked on, so a slow handler is not taken over
+        (`hand_back`: idle for ages, so the next reclaim takes them)."""
         if entry_ids:
             await self._redis.xclaim(
                 self.key, self.group, consumer, 0, entry_ids, idle=idle or None, justid=True
@@ -123,8 +123,8 @@ class ConsumerGroup(Generic[E]):
         return int(pending[0]["times_delivered"]) if pending else 0
 
     async def ack(self, *entry_ids: str, dead: dict[Any, Any] | None = None) -> None:
-        """Done with the entries (deleted too, so the stream is as long as the backlog), after
-        adding `dead` to the dead letters if given."""
+        """Done with the entries, `dead` added to the dead letters if given; deleted, so the
+        stream is as long as the backlog."""
         async with self._redis.pipeline(transaction=True) as pipe:
             if dead is not None:
                 pipe.xadd(self.dead_key, dead, maxlen=DEAD_LETTER_MAXLEN, approximate=True)
@@ -139,7 +139,7 @@ class ConsumerGroup(Generic[E]):
         return cast(int, await self._redis.xlen(self.key))
 
     async def prune_consumers(self, own: str, *, idle_ms: int) -> int:
-        """Remove dead replicas' consumers with nothing pending (it would be forgotten)."""
+        """Remove dead replicas' consumers with nothing pending."""
         try:
             consumers = await self._redis.xinfo_consumers(self.key, self.group)
         except ResponseError:

@@ -35,7 +35,7 @@ class WarningStore:
 
     async def claim_reading(self, reading_at: float) -> bool:
         """Whether this is the first claim of a reading: its warnings are decided once, also
-        beside 0.25 replicas, which claim the same key (or each could post the warning)."""
+        beside 0.26 replicas, which claim the same key (or each could post the warning)."""
         key = self.keys.warning_reading(repr(reading_at))
         return await self._leases.claim_once(key, READING_CLAIM_S * 1000)
 

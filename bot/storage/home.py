@@ -1,5 +1,6 @@
 """The App Home's viewers and what each one's Home shows, so a round publishes only what changed,
-once: whoever claims (viewer, digest) first publishes it, beside 0.25 replicas during a rollout."""
+once: whoever claims (viewer, digest) first publishes it, beside 0.26 replicas (which elect no
+leader) during a rolling upgrade or a rollback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The Slack requests stream: what people asked in Slack, waiting until the leader performs it. A
-stream of its own: 0.25 replicas read the notification stream, and would dead-letter an entry they
+stream of its own: 0.26 replicas read the notification stream, and would dead-letter an entry they
 do not understand."""
 
 from __future__ import annotations

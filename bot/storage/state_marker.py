@@ -1,16 +1,13 @@
 """The marker that says queuepilot's state exists in Redis, and what is known after a loss of it.
 
-Written when the state is first created and kept while the bot runs (its TTL, the incidents'
-retention, renewed at every check: a bot stopped for longer has no incident left either), it is
-missing only when Redis lost everything (a failover to an empty replica, a restart without
-persistence, FLUSHALL): then the roots found in Slack and the highest incident number used are
-kept for the intake.
+Kept as long as the incidents (its TTL renewed at every check), it is missing only when Redis lost
+everything (a failover to an empty replica, a restart without persistence, FLUSHALL); then the
+roots found in Slack and the highest incident number used are kept for the intake.
 
-While a check of a missing marker has not finished (Slack slow or away), the marker's key holds
-only `unsure`, when that check began: what Redis holds from then on is this release's own,
-written by the intake meanwhile, never a state of a release from before the marker. Once a loss
-is said `unsure` stays beside it until the read that found it is done, so that a leader taking
-over reads on for the roots."""
+While a check of a missing marker is unfinished (Slack slow or away), the key holds only `unsure`,
+when that check began: what Redis holds from then on is the intake's, not state a 0.26 replica
+wrote without a marker. Once a loss is said, `unsure` stays until the read that found it is done,
+so that a leader taking over reads on for the roots."""
 
 from __future__ import annotations
 
@@ -25,9 +22,8 @@ from bot.storage.keys import Keys
 from bot.storage.leader import Fence, FencedScript
 
 UNSURE = "unsure"  # the marker's field while a check of it is unfinished
-# How long what a check says of itself outlives its last word: longer than a distributed app's
-# minute between two history reads (the leader's tick says it again meanwhile), short enough that
-# a leader that died does not leave it long.
+# Longer than a distributed app's minute between two history reads, short enough that a leader
+# that died does not leave it long.
 CHECKING_KEEP_S = 180
 
 
@@ -74,8 +70,8 @@ class StateMarker:
         return _marker(raw), int(seq or 0)
 
     async def holds_state(self) -> bool:
-        """Whether Redis holds incidents of a release that wrote no marker (0.25): none written
-        since a check of the missing marker began."""
+        """Whether Redis holds incidents a 0.26 replica wrote (it writes no marker), none of them
+        written since a check of the missing marker began."""
         k = self.keys
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.exists(k.incident_seq, k.incidents, k.open)
@@ -84,8 +80,8 @@ class StateMarker:
         return bool(held) and not unsure
 
     async def unsure(self, now: float) -> float:
-        """Says a check of the missing marker began (`now`, unless one began before, on any
-        replica); returns when the first one did."""
+        """Says a check of the missing marker began at `now`, unless one began before; returns
+        when the first one did."""
         k = self.keys
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(k.state_marker, UNSURE, repr(now))
@@ -95,8 +91,8 @@ class StateMarker:
         return float(began)
 
     async def said_checking(self, text: str | None) -> None:
-        """What the leader's read of Slack's history under way says of itself; None: none is.
-        Fenced: a replica that lost the lead neither says nor unsays it."""
+        """What the leader's read of Slack's history says of itself (None: no read is under way);
+        fenced, so a deposed leader never unsays its successor's."""
         args = [text or "", CHECKING_KEEP_S]
         await self._checking(keys=[self.keys.state_checking], args=args)
 
@@ -111,7 +107,6 @@ class StateMarker:
             await pipe.execute()
 
     async def read_done(self) -> None:
-        """The read of Slack's history after a loss said is done: nobody reads on."""
         await self._redis.hdel(self.keys.state_marker, UNSURE)
 
     async def record_loss(
@@ -119,7 +114,9 @@ class StateMarker:
     ) -> int:
         """Numbering above `highest`, the roots by group for `keep_s` (but a group's that opened
         an incident since); the marker, saying so (with `now`; None: those two only)."""
-        pairs = [item for group, root in roots.items() for item in (group, _json(root))]
+        pairs = [
+            item for group, root in roots.items() for item in (group, json.dumps(asdict(root)))
+        ]
         k = self.keys
         args = ["" if now is None else repr(now), highest, self._retention_s, keep_s, *pairs]
         keys = [k.state_marker, k.incident_seq, k.found_roots, *map(k.group, roots)]
@@ -141,7 +138,3 @@ def _marker(raw: dict[str, str]) -> Marker | None:
 
 def found_root(raw: str | None) -> FoundRoot | None:
     return FoundRoot(**json.loads(raw)) if raw else None
-
-
-def _json(root: FoundRoot) -> str:
-    return json.dumps(asdict(root), separators=(",", ":"))
