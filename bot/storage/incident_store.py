@@ -26,14 +26,13 @@ from bot.storage.leader import Fence, FencedScript
 from bot.storage.scripts import script
 from bot.storage.state_marker import FoundRoot, found_root
 
-# Thread replies wait in an outbox per incident; the channel's sender posts them by band (most
-# urgent first across threads), then age.
+# Thread replies wait in an outbox per incident, posted by band (most urgent first), then age.
 BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
 # A thread that cannot be posted for long (a Slack outage) keeps at most this many replies.
 MAX_OUTBOX = 50
 TEST_RETENTION_S = 3600
 LOADED_FIELDS = ["v", "state", "thread", "rendered"]  # load_group.lua reads the same
-# A change refused this many times in a row meets a state changing without pause: its caller
+# Refused this many times in a row, a change meets a state changing without pause: its caller
 # says so (a click is told to try again) rather than wait on it.
 ATTEMPTS = 20
 
@@ -63,7 +62,7 @@ class Reply:
 
 
 def chart_reply() -> Reply:
-    """The incident's trend as a picture, drawn by the sender when it posts."""
+    """The trend as a picture, drawn by the sender when it posts."""
     return Reply(CHART, BAND_STATUS, Rendered("", []), replaces=(CHART,))
 
 
@@ -75,8 +74,8 @@ def postmortem_reply(markdown: str, *, title: str) -> Reply:
 def summary_replies(
     band: int, summaries: tuple[Rendered, Rendered | None], incident: Incident
 ) -> tuple[Reply, ...]:
-    """A resolved incident's summary, then its chart unless the last picture drew it. A status
-    still waiting gives way (it would show the incident open), its chart in the summary."""
+    """A resolved incident's summary, then its chart unless the last picture drew it; a status
+    still waiting gives way (it would show the incident open)."""
     summary, with_chart = summaries
     reply = Reply("summary", band, summary, replaces=STATUS_KINDS, instead=with_chart)
     return (reply,) if chart_drawn(incident, incident.pictured_at) else (reply, chart_reply())
@@ -92,7 +91,7 @@ class Loaded:
 
 @dataclass(frozen=True)
 class DueRead:
-    """An incident read for its status, parsed only when asked: an unreadable one fails alone."""
+    """An incident read for its status, parsed when asked, so an unreadable one fails alone."""
 
     incident_id: str
     due_at: float | None
@@ -141,8 +140,7 @@ class Fresh(Generic[T]):
     busy: bool = False
 
 
-# The group, its version, its current incident, the ID a new incident would take, and its root
-# found in Slack after Redis lost the state.
+# The group, its version, its incident, the ID a new incident would take, its root found in Slack.
 GroupLoad = tuple[GroupState, int, Loaded, str, FoundRoot | None]
 
 
@@ -191,7 +189,7 @@ class IncidentStore:
         return [loaded.incident for loaded in await self.load_many(incident_ids) if loaded.incident]
 
     async def load_many(self, incident_ids: Sequence[str]) -> list[Loaded]:
-        """Several incidents in one round trip; one gone or unreadable is left out alone."""
+        """Several incidents in one round trip, leaving out those gone or unreadable."""
         found = []
         for read in await self.read_due(incident_ids):
             with suppress(ValueError, RedisError):  # pydantic's ValidationError is a ValueError
@@ -199,7 +197,6 @@ class IncidentStore:
         return [loaded for loaded in found if loaded.incident is not None]
 
     async def open_ids(self) -> list[str]:
-        """Most recently opened first."""
         return cast(list[str], await self._redis.zrevrange(self.keys.open, 0, -1))
 
     async def open_count(self) -> int:
@@ -272,7 +269,7 @@ class IncidentStore:
         return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
 
     def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
-        # In the order commit.lua's header numbers them.
+        # In commit.lua's order.
         k, incident, thread = self.keys, change.incident, change.thread
         iid, channel = (incident.id, incident.channel) if incident else ("", "")
         group = change.group_hash or (incident.group_hash if incident else "")
@@ -300,8 +297,7 @@ class IncidentStore:
         ttl_s = self.retention_s
         incident = change.incident
         if incident is not None and any(r.kind not in THREAD_STATUS for r in change.replies):
-            # It goes below the latest status reply (the sender posts a thread's replies in
-            # order): that reply is edited no more.
+            # Posted below the latest status reply, which is then edited no more.
             incident = incident.model_copy(update={"replied_since_status": True})
         if incident is not None:
             ttl_s = min(TEST_RETENTION_S, ttl_s) if incident.is_test else ttl_s
@@ -377,8 +373,8 @@ def _or_raise(value: Any) -> Any:
 
 
 def state_json(incident: Incident) -> str:
-    """The incident as stored: unset numbers are left out (read back as their None default),
-    numbers per runner type under short keys (`bot.domain.alerts.stored_short`)."""
+    """Unset numbers left out (read back as None), numbers per runner type under short keys
+    (`bot.domain.alerts.stored_short`)."""
     return incident.model_dump_json(exclude_none=True, exclude_defaults=True, by_alias=True)
 
 

@@ -48,12 +48,8 @@ class Keys:
         self.home_shown = f"{v2}:home:shown"  # user -> what their Home shows
         self.leader = f"{v2}:lease:leader"
         self.leader_tokens = f"{v2}:leader-tokens"
-        # Set when the state is first created and kept as long as the incidents (its TTL renewed
-        # at every check): missing while the bot ran before, Redis lost the state
-        # (`bot.outbound.lost_state`).
-        self.state_marker = f"{v2}:state"
-        # While the leader reads Slack's history for roots after a possible loss: how far, for
-        # `/readyz` on every replica.
+        self.state_marker = f"{v2}:state"  # `bot.storage.state_marker`
+        # How far the leader's read of Slack's history is, for `/readyz` on every replica.
         self.state_checking = f"{v2}:state:checking"
         self.found_roots = f"{v2}:found-roots"  # group -> its root found in Slack after a loss
         # Runner pods' OOM kills for the weekly report: "<pod>/<uid>" -> the kill, and by time.

@@ -1,7 +1,6 @@
 """Runner pods' OOM kills over days, for the weekly report: written from each reading, once per
-(pod, uid) whichever replica refreshed it (ARC recreates a failed runner's pod under its name, so
-the uid tells kills apart), each with its runner type, workflow and when it was first seen. Kept
-`KEEP_DAYS`, at most `CAP` kills; a Redis that lost them just has fewer."""
+(pod, uid) (ARC recreates a failed runner's pod under its name, so the uid tells kills apart),
+each with its runner type, workflow and when it was first seen. Kept `KEEP_DAYS`, at most `CAP`."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ class OomKillRecord:
         keys = [self._keys.oom_kills, self._keys.oom_kills_at]
         stored = await self._record(keys=keys, args=args)
         return {
-            (kill.pod, kill.uid): _text(workflow)
-            for kill, workflow in zip(kills, stored, strict=True)
+            (kill.pod, kill.uid): workflow for kill, workflow in zip(kills, stored, strict=True)
         }
 
     async def since(self, moment: datetime) -> list[OomKill]:
@@ -53,15 +51,12 @@ class OomKillRecord:
         )
         if not fields:
             return []
-        found = []
         kills = await self._redis.hmget(self._keys.oom_kills, fields)
-        for field, raw in zip(fields, kills, strict=True):
-            kill = _kill(_text(field), raw)
-            found += [kill] if kill is not None else []
-        return found
+        found = [_kill(field, raw) for field, raw in zip(fields, kills, strict=True)]
+        return [kill for kill in found if kill is not None]
 
 
-def _kill(field: str, raw: bytes | str | None) -> OomKill | None:
+def _kill(field: str, raw: str | None) -> OomKill | None:
     try:
         data = json.loads(raw) if raw is not None else None
         pod, _, uid = field.rpartition("/")
@@ -69,7 +64,3 @@ def _kill(field: str, raw: bytes | str | None) -> OomKill | None:
         return OomKill(str(data["t"]), pod, uid, str(data["w"]), at)
     except (ValueError, KeyError, TypeError):
         return None
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,7 +1,7 @@
--- Claims due members of a due set: each one's score moves to the end of the claim's lease (its
--- token), so other replicas see it as not due, and it comes due again if the claimer dies.
+-- Claims due members: each one's score moves to the claim's lease end (its token), so it is not
+-- due to anyone else, and comes due again if the claimer dies. Returns the members claimed.
 -- KEYS 1 due set   ARGV 1 now  2 the lease's end  3 how many at most  4… the members to claim
--- (none given: the first due ones). Returns the members claimed.
+-- (none given: the first due ones)
 local members = {}
 if #ARGV > 3 then
   for i = 4, #ARGV do members[#members + 1] = ARGV[i] end

@@ -1,5 +1,5 @@
--- Ends a claim on a due set's member, only while it is still ours (its score is our lease's
--- end): anyone who scheduled the member meanwhile keeps their due time.
+-- Ends a claim while it is ours (the score is still its token): whoever scheduled the member
+-- meanwhile keeps their due time.
 -- KEYS 1 due set  2 the member's data (the due set's own key again when it keeps none)
 -- ARGV 1 member  2 the claim's token (its lease's end)  3 'done', or the next due time
 --      4 the set's TTL (s; '' for none)  5 the member's data to keep ('' for none)  6 its TTL (s)

@@ -1,10 +1,6 @@
--- Take the lead when nobody holds it. The lease's value is a fencing token (a number from
--- KEYS[2] that only grows) and the holder's name: fenced scripts refuse a caller whose value
--- is not the one stored, so a leader that stalled past its TTL cannot write after its successor.
---
--- The sequence is kept a day after the last lead began: were it to start again from 1, the
--- stored value (token and name) would still differ from any earlier leader's.
---
+-- Take the lead when nobody holds it. The lease's value is a fencing token (a number from KEYS[2]
+-- that only grows) and the holder's name (`bot.storage.leader`). The sequence is kept a day after
+-- the last lead began: started again from 1, the value would still differ from earlier leaders'.
 -- KEYS  1 the lease   2 the token sequence
 -- ARGV  1 the holder's name   2 the lease's TTL in ms
 -- Returns the lease's value when taken, false while someone holds it.

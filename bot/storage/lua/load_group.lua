@@ -1,6 +1,5 @@
--- An alert group, its current incident, and the number a new incident would take (the ID
--- sequence's next; the commit that opens one checks it is still next), in one round trip; with
--- the group's root found in Slack after Redis lost the state, if any.
+-- An alert group, its current incident, the number a new incident would take (the commit that
+-- opens one checks it is still next) and its root found in Slack after a loss, in one round trip.
 -- KEYS 1 group  2 incident ID sequence  3 roots found after a loss
 -- ARGV 1 the incident key prefix  2 the group's hash
 -- Returns {group version, group state, incident version, state, thread, rendered, next ID,

@@ -1,6 +1,6 @@
--- Records runner pods' OOM kills for the weekly report (`bot.storage.oom_kills`), once per
--- (pod, uid) whichever replica read them; a kill first seen unnamed takes its workflow once a
--- reading names it. Kills older than the span kept, then the oldest past the cap, are dropped.
+-- Records runner pods' OOM kills (`bot.storage.oom_kills`) once per (pod, uid); a kill first seen
+-- unnamed takes its workflow once a reading names it. Kills older than the span kept, then the
+-- oldest past the cap, are dropped.
 -- KEYS: the kills hash (field -> {t, w, at}), its index by time. ARGV: now (epoch s), oldest kept
 -- (epoch s), cap, seconds the keys live, then triples: field, runner type, workflow.
 -- Returns each field's stored workflow, in order.

@@ -1,5 +1,5 @@
--- Records the post of an early warning: its ts and the version it showed, once its member has
--- left the channel's posts and its mark; a change made meanwhile is queued as an edit.
+-- Records an early warning's post (its ts, the version shown), its member out of the channel's
+-- posts and marks; a change made meanwhile is queued as an edit.
 -- KEYS 1 warning  2 posts  3 in-flight marks  4 warning edits  5 warning bell
 -- ARGV 1 member  2 uid  3 ts  4 shown version  5 runner type  6 keep (s)
 redis.call('ZREM', KEYS[2], ARGV[1])

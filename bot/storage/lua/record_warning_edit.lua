@@ -1,5 +1,5 @@
--- Records an edit of an early warning: the version it showed; the warning leaves the edits set
--- once Slack shows its latest version (or it is gone, or another warning took its place).
+-- Records an early warning's edit (the version shown); it leaves the edits set once Slack shows
+-- its latest version, or it is gone or replaced.
 -- KEYS 1 warning  2 warning edits   ARGV 1 runner type  2 uid  3 shown version  4 keep (s)
 local raw = redis.call('GET', KEYS[1])
 local state = raw and cjson.decode(raw)

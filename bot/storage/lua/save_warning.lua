@@ -1,10 +1,8 @@
--- Keeps an early warning as the upkeep decided it, and queues what Slack must be shown: its post
--- (not posted yet) or its edit. What the sender recorded (`ts`, `shown`) is kept, never
--- overwritten; a write no newer than the stored version (made from the same or an older one, by another
--- replica or a click) is refused: the first decision on a version wins.
--- A new warning does not replace one whose end Slack has not been shown yet (it waits a reading),
--- and one that ends before it was posted leaves the queue unless its post is under way (then its
--- record turns it into an edit).
+-- Keeps an early warning as decided, and queues its post (not posted yet) or its edit. What the
+-- sender recorded (`ts`, `shown`) is never overwritten; a write no newer than the stored version
+-- is refused: the first decision on a version wins. A new warning does not replace one whose end
+-- Slack has not shown yet (it waits a reading); one that ends before it was posted leaves the
+-- queue unless its post is under way (then its record turns it into an edit).
 -- KEYS 1 warning  2 warnings index  3 send sequence  4 posts  5 posts bell  6 warning edits
 --      7 warning bell  8 in-flight marks
 -- ARGV 1 state (JSON)  2 runner type  3 queue member  4 keep (s)  5 band  6 refused ts

@@ -1,6 +1,5 @@
--- What the leader's read of Slack's history after a possible loss says of itself: set, or
--- deleted once the read ends. Only the leader's: a replica that lost the lead never deletes what
--- the next leader's read says.
+-- What the leader's read of Slack's history says of itself, or deleted once it ends; fenced, so a
+-- deposed leader never deletes its successor's.
 -- KEYS 1 the text's key  last: the leader's lease
 -- ARGV 1 the text, '' to delete it  2 its TTL (s)  last: the lease as held
 if not fenced() then return redis.error_reply('DEPOSED the caller no longer leads') end

@@ -1,7 +1,6 @@
--- Redis lost queuepilot's state: numbering goes on above the highest number known to have been
--- used, the roots found in Slack wait for their groups' next notification, and the marker says
--- when it happened and how many roots were found. A group that opened an incident since (in its
--- root, or in a thread of its own) has what it needs: its root found is left out.
+-- Redis lost queuepilot's state: numbering goes on above the highest number used, the roots found
+-- in Slack wait for their groups' next notification (but a group's that opened an incident since),
+-- and the marker says when and how many roots were found.
 -- KEYS 1 the marker  2 the ID sequence  3 the roots found  4.. the roots' groups, in ARGV's order
 --      last: the leader's lease
 -- ARGV 1 now (s), '' to raise the numbering only  2 the highest number used  3 the sequence's TTL (s)  4 the roots' TTL (s)
@@ -22,8 +21,7 @@ for i = 5, #ARGV - 1, 2 do
 end
 if found > 0 then redis.call('EXPIRE', KEYS[3], ARGV[4]) end
 if ARGV[1] == '' then return found end
--- `unsure` stays until the read that found the loss is done (`read_done`): a leader taking over
--- before then reads on for the roots.
+-- `unsure` stays until the read is done (`read_done`): a leader taking over reads on.
 redis.call('HSET', KEYS[1], 'since', ARGV[1], 'lost_at', ARGV[1], 'found', (#ARGV - 5) / 2,
   'above', highest)
 redis.call('EXPIRE', KEYS[1], ARGV[3])
