@@ -16,9 +16,8 @@ from datetime import UTC, datetime
 from functools import partial
 
 from bot.domain.message import Rendered, digest_of
-from bot.outbound.edits import Desk
+from bot.outbound.desk import Desk, Post, Upload
 from bot.outbound.gateway import SlackError
-from bot.outbound.messages import Post, Upload
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from bot.storage.storm_queue import Member, Storm
 

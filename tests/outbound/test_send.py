@@ -19,8 +19,8 @@ from bot.app import Bot, build_bot
 from bot.domain.incidents import GroupState, Incident
 from bot.domain.message import Rendered
 from bot.outbound import send
+from bot.outbound.desk import Upload
 from bot.outbound.gateway import SlackError
-from bot.outbound.messages import Upload
 from bot.outbound.send import (
     LOOKUP_MARGIN_S,
     Answer,
