@@ -58,7 +58,7 @@ class StormDigest:
         self._drawn: dict[int, tuple[object, ...]] = {}
         self._groups_drawn: dict[int, int] = {}
         self._next_edit: dict[int, float] = {}
-        # The links written to `storm:links`, which 0.25's replicas draw the lines from.
+        # The links written to `storm:links`, which 0.26.0 draws the lines from.
         self._links_written: set[str] = set()
 
     @property
