@@ -318,6 +318,11 @@ class SlackGateway:
         response = await self.call("usergroups.users.list", usergroup=group)
         return [str(user) for user in response.get("users") or []]
 
+    async def link(self, channel: str, ts: str) -> str | None:
+        """The message's link; "" when Slack has none (the message deleted, a channel the app
+        left); None while it is not known (Slack slow or failing, a 429 held, Redis away)."""
+        return (await self.links([(channel, ts)])).get((channel, ts))
+
     async def links(
         self, messages: Sequence[Message], *, ask_at_most: int | None = None
     ) -> dict[Message, str]:

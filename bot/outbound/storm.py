@@ -3,7 +3,8 @@
 The digest is posted like any other post (`gate` hands the sender a `Post` before the roots
 waiting) and edited through the channel's `Desk`. Groups that join later need a line too; but
 `chat.update` is paced for the whole app (when twenty channels storm, an edit may be half a minute
-away), so a channel whose edit cannot come soon posts them as a continuation instead (`Growth`).
+away), so a channel whose edit cannot come soon posts them as a continuation instead
+(`edit_within_s`, `continuation_due`). Its state lives in `bot.storage.storm_queue`.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ class StormDigest:
         waiting: bool,
     ) -> None:
         """Edit message `part` if what it shows changed; the last one posted also takes in the
-        groups without a line, if the edit slot comes within `Growth`'s patience."""
+        groups without a line, if the edit slot comes within GROW_PATIENCE_MS."""
         mine = [m for m in members if m.part == part]
         grows = part == storm.last_posted and any(m.part is None for m in members)
         within = (

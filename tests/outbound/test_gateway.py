@@ -417,7 +417,7 @@ async def test_every_call_the_bot_makes_is_taken_by_a_slack_that_follows_the_met
     )
     name = await gateway.display_name("U0ALICE")
     members = await gateway.usergroup_members("S0ONCALL")
-    link = (await gateway.links([(CHANNEL, root)])).get((CHANNEL, root))
+    link = await gateway.link(CHANNEL, root)
     file_id = await gateway.upload_file(
         CHANNEL, root, data=b"\x89PNG\r\n\x1a\n", filename="t.png", title="trend", alt="a chart"
     )
