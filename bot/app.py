@@ -51,11 +51,11 @@ from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake
 from bot.intake.requests import Requests
 from bot.outbound import send
+from bot.outbound.desk import Outbound
 from bot.outbound.gateway import SlackGateway, build_client
 from bot.outbound.home import Home
 from bot.outbound.lost_state import StateGuard
 from bot.outbound.membership import check_channels
-from bot.outbound.send import Outbound
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
 from bot.status.early_warning import EarlyWarnings

@@ -1,68 +1,20 @@
-"""Edits of what a channel already shows: roots, a quiet status, the storm digest, early warnings.
+"""The edit loops of a channel's sender: roots and early warnings brought to their latest state.
 
-Every edit takes one path (`Desk.update`): the app-wide `chat.update` slot (`bot.pacing`, after
-any `Retry-After` hold), the call, one reading of a refusal. A root is edited from the incident's
-latest state when its turn comes: a burst of changes is one edit, an outage ends in the latest.
+Each goes through `Desk.update` (the app-wide `chat.update` slot, the call, one reading of a
+refusal) when its turn comes, so a burst of changes is one edit and an outage ends in the latest.
+The storm digest's edits are `bot.outbound.storm`'s; a quiet status's, `bot.outbound.messages`'.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from bot.domain.incidents import Incident
-from bot.domain.message import Rendered, digest_of
-from bot.outbound.gateway import SlackError
-from bot.outbound.messages import ready
+from bot.domain.message import digest_of
+from bot.outbound.desk import Desk, ready
 from bot.render.early_warning import render_warning
-from bot.render.root import render_root
 from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.due_set import DueSet
 from bot.storage.early_warning import REFUSED, WarningStore
-
-if TYPE_CHECKING:
-    from bot.outbound.send import Outbound
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Desk:
-    """One channel's sender: what its loops share, and its edits in the app's edit slot."""
-
-    out: Outbound
-    channel: str
-
-    async def update(
-        self, ts: str, draw: Callable[[], Awaitable[Rendered]], *, within_s: float | None = None
-    ) -> tuple[Rendered, SlackError | None]:
-        """Show at `ts` what `draw` gives once the app's `chat.update` slot is taken (so the edit
-        shows what holds then). Answers Slack's refusal when the message can never be edited so;
-        raises a failure worth retrying, and what a 429 would past `within_s` (the posts' path
-        must not wait out an edit's hold)."""
-        interval_ms = self.out.config.slack_update_interval_ms
-        await self.out.slack.turn("chat.update", interval_ms, within_s=within_s)
-        rendered = await draw()
-        try:
-            await self.out.slack.update(self.channel, ts, rendered.text, rendered.blocks)
-        except SlackError as exc:
-            if exc.retryable:
-                raise
-            return rendered, exc
-        return rendered, None
-
-    def root(self, incident: Incident, *, mentions: bool) -> Rendered:
-        """The incident's root as it is now (the post without mentions, its edits with them)."""
-        within = self.out.config.drain_target_minutes
-        return render_root(incident, now=self.out.clock(), mentions=mentions, within_mins=within)
-
-    def lost(self, what: str, error: str) -> None:
-        """A message the channel keeps current can no longer be edited: an operator's concern."""
-        log.error("sender %s: cannot edit %s: %s", self.channel, what, error)
-        self.out.telemetry.slack_undeliverable.labels(error).inc()
 
 
 async def edit_root(desk: Desk, due: DueSet) -> None:

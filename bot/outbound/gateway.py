@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
@@ -168,9 +168,6 @@ class SlackGateway:
         calls.labels(method, "ok").inc()
         return response
 
-    async def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
-        await self.call("chat.update", channel=channel, ts=ts, text=text, blocks=blocks)
-
     async def upload_file(
         self, channel: str, thread_ts: str, *, data: bytes, filename: str, title: str, alt: str
     ) -> str:
@@ -199,37 +196,21 @@ class SlackGateway:
         ts: str | None = None,
     ) -> dict[str, Any] | None:
         """The first message `match` accepts in a channel (`conversations.history`) or a thread
-        (`conversations.replies`, `ts`) between `oldest` and `latest`; None when none does."""
-        pages = self.pages(method, channel, oldest=oldest, latest=latest, ts=ts)
-        async for page in pages:
-            for message in page:
-                if match(message):
-                    await pages.aclose()
-                    return message
-        return None
-
-    async def pages(
-        self,
-        method: str,
-        channel: str,
-        *,
-        oldest: float,
-        latest: float,
-        ts: str | None = None,
-    ) -> AsyncGenerator[list[dict[str, Any]], None]:
-        """The messages of a channel or a thread between `oldest` and `latest`, a page at a time
-        (a channel's newest first), with their metadata. Fit for a distributed app's limits
-        (about one call a minute, 15 messages): a bounded window, at most LOOKUP_MAX_PAGES, a 429
-        waited out and the same page asked again."""
+        (`conversations.replies`, `ts`) between `oldest` and `latest`; None when none does. Fit
+        for a distributed app's limits (about one call a minute, 15 messages): a bounded window,
+        at most LOOKUP_MAX_PAGES, a 429 waited out and the same page asked again."""
         cursor: str | None = None
         for _ in range(LOOKUP_MAX_PAGES):
             messages, cursor = await self.page(
                 method, channel, oldest=oldest, latest=latest, ts=ts, cursor=cursor
             )
-            yield messages
+            for message in messages:
+                if match(message):
+                    return message
             if not cursor:
-                return
+                return None
         log.warning("%s of %s: read %d pages, the most it reads", method, channel, LOOKUP_MAX_PAGES)
+        return None
 
     async def page(
         self,

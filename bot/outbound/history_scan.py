@@ -1,16 +1,12 @@
 """Reading the channels' history for the bot's roots after a possible loss of state
 (`bot.outbound.lost_state`): back to the window, as fast as Slack lets this app, saying how far.
 
-Slack serves `conversations.history` to an internal (customer-built) app at Tier 3, up to 999
-messages a call, and to a commercially distributed app outside the Marketplace at one call a
-minute, 15 messages a call (its 2025-05-29 change). Which one this app is, the app cannot ask; so
-every call asks for 999, and Slack's answers tell the rest: a page shorter than asked while it says
-there is more is the most it gives a call, and a 429's `Retry-After` is how far apart its calls
-must be from then on (kept by `bot.pacing` for every caller of the method, until a run of
-answered calls). The channels take turns, a page each, up to `READERS` at a time: on Tier 3 twenty
-channels take about as long as one, and on Tier 1 every channel's newest page (which shows its
-highest number) comes before anyone's deeper ones. The readers grow by one a page, so on Tier 1
-the first read of a process meets two 429s at most before it knows the pace, and later ones none.
+Slack gives an internal app Tier 3 and 999 messages a call, a distributed one a call a minute and
+15 messages; the app cannot ask which, so every call asks for 999 and Slack's answers tell the
+rest (a short page with more to come is the most it gives; a 429's `Retry-After` sets the pace,
+kept by `bot.pacing`). The channels take turns, a page each, so on Tier 1 every channel's newest
+page (its highest number) comes before anyone's deeper ones; the readers grow by one a page up to
+`READERS`, so a first read meets two 429s at most before it knows the pace.
 """
 
 from __future__ import annotations

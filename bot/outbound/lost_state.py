@@ -1,58 +1,18 @@
 """A Redis that lost queuepilot's state (a failover to an empty replica, a restart without
-persistence, FLUSHALL): found, said loudly, and gone on from.
+persistence, FLUSHALL): found, said loudly, and gone on from. docs/operations.md ("When Redis lost
+the state") says what an operator sees.
 
-The marker (`bot.storage.state_marker`) says the state exists. The leader checks it when it takes
-the lead and every status tick. Missing while this process saw it before, or while Slack shows
-roots of the bot, the state was lost: the roots are read back from the channels' history (their
-metadata names the incident, its UID and its alert group; `bot.outbound.history_scan`),
-numbering goes on above the highest number used, and an alert group that notifies again goes on
-in its root, edited in place, instead of opening a second thread (`bot.intake.consumer`).
-
-Numbers: the highest of those Slack shows and those this process saw used. Numbers stay short
-(people type them: `/queue ack 12`), and Slack keeps every root the bot posted, so what Slack shows
-is the one record of them that survives Redis. Every channel the bot posts to is read, also to
-tell a first start from a loss: a replica that never saw the marker (started beside an emptied
-Redis, or a standby taking the lead after a wipe) has only Slack to tell, and the roots may all be
-in routed channels.
-
-How deep: each channel back to the window (a week). A group whose incident is still open may
-notify again however long ago its root was posted, and a root says nothing of whether its
-incident is still open, so nothing short of the window tells that no group of the channel needs
-an older root. The numbering needs less: numbers only grow and a channel's roots are posted in
-the order they were opened, so a channel's newest root of the bot shows its highest number, and
-once every channel has shown its newest root (or been read to the window) new incidents can be
-numbered above every number used.
-
-The loss is said (the error log, `state_lost_total`, the marker) as soon as it is known: a root of
-this app seen (or the marker, by this process) and the numbering known. The read goes on after
-that only to collect roots; the marker keeps `unsure` until it is done, so a leader taking over
-reads on.
-
-The intake does not wait for all of it. An update or resolve of an incident Redis knows, and a
-group whose found root is known, go on at once. A notification that would open an incident waits
-for the numbering, and for a group Redis knows nothing of also while its root may still be found:
-until its channel (`SLACK_ROUTES` names it from the group's labels) has been read to the window,
-at most `HOLD_S` from the start of the read (after that it opens a thread of its own: a root
-found later is not taken up).
-
-How long an opening waits for the numbering, and what then: on Tier 3 every channel's newest page
-comes within a second or two; on a distributed app's Tier 1 (one call a minute) it comes one
-channel a minute, twenty minutes for twenty channels, and again after every change of leader.
-Waiting that long would keep a new alert off Slack when it matters most; going on with the
-sequence as it stands would number the next incident #1 beside roots #5 and #9 still unread.
-So an opening waits `NUMBER_HOLD_S`, its notification safe in the stream (accepted with a 202,
-acknowledged only once applied), and then new incidents are numbered above the highest number
-read so far plus `NUMBER_GAP`, said in the log; the read goes on and raises the numbering if a
-channel shows more. A number may repeat only if more than `NUMBER_GAP` incidents were opened in
-the unread channels after the newest root read, which a week of alerts does not come near; a
-thousand keeps the numbers short enough to type. A channel given up (it kept failing) counts as
-unread: its numbers are covered by the same gap.
-
-A check Slack holds up leaves the intake to go on meanwhile; the marker's `unsure` says so, on
-any replica, so that the intake's own writes are never taken for an older release's state, and
-the roots posted since the check began are the bot's new ones, not found ones. Only messages this
-app posted count (`auth.test`'s bot): another app's in the channel (a second deployment) are not
-this deployment's roots.
+The marker (`bot.storage.state_marker`) says the state exists; the leader checks it when it takes
+the lead and every tick. Missing while this process saw it, or while Slack shows roots of this
+app, the state was lost: the channels' history is read back a week for the roots
+(`bot.outbound.history_scan`), whose metadata names the incident, its UID and its alert group, so
+a group that notifies again goes on in its root (`bot.intake.consumer`). Slack's history is the
+one record of the numbers used that survives Redis, so an opening waits for the numbering (every
+channel's newest root, which shows its highest number): at most `NUMBER_HOLD_S`, then it is
+numbered above the highest read plus `NUMBER_GAP` (a distributed app reads a channel a minute),
+and a group that may find its root waits for its channel at most `HOLD_S`. The marker keeps
+`unsure` until the read is done, so the intake's own writes meanwhile are never taken for an older
+release's state, and a leader taking over reads on.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 A queue member is `<kind>:<key>`: `root` (the incident's root), `replies` (the thread's first
 waiting reply: an answer, an event, a status, a chart's PNG, a postmortem's Markdown), `warning`
-(an early warning), `notice` (the capacity report). `KINDS` maps each to its read: one `Post`,
-or None when nothing is left to post (with that recorded); `drop` is how one leaves the queue when
-Slack refuses it for good or every read fails. The storm digest is the one post no member names
-(`bot.outbound.storm`). Every post is found again by its metadata, a file by its name.
+(an early warning), `notice` (the capacity report). `read` turns a member into the `Post` its
+kind's reader gives, or None when nothing is left to post (with that recorded); `drop` is how one
+leaves the queue when Slack refuses it for good. The sender (`bot.outbound.send`) then draws,
+marks, sends and records it. Every post is found again by its metadata, a file by its name.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from bot.domain.message import Rendered, digest_of
+from bot.outbound.desk import Desk, Post, Upload, ready
 from bot.outbound.gateway import SlackError
 from bot.outbound.membership import INVITE
 from bot.render.chart import blames_charts, has_charts, incident_chart, render_chart, without_charts
@@ -28,54 +29,13 @@ from bot.storage.early_warning import REFUSED
 from bot.storage.incident_store import CHART, POSTMORTEM, RESTATUS
 from bot.storage.send_queue import HeadReply, InFlight
 
-if TYPE_CHECKING:
-    from bot.outbound.edits import Desk
-
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 ROOT = "root"  # the kind that opens a thread: the one a storm folds into its digest
 UNREADABLE = "unreadable"
 METADATA_EVENT = "queuepilot_message"
 # Slack's answers when the app is not in the channel, or cannot see it at all.
 NOT_A_MEMBER = ("not_in_channel", "channel_not_found")
-
-
-@dataclass(frozen=True)
-class Upload:
-    """A file shared into a thread (a chart's PNG, a postmortem's Markdown)."""
-
-    data: bytes
-    title: str
-    alt: str = ""
-
-
-@dataclass(frozen=True)
-class Post:
-    """One message a channel owes Slack, whatever its kind."""
-
-    member: str  # its queue member, which its in-flight mark names: root:<id>, storm:<id>, ...
-    item: str  # what it is, as its mark and its metadata name it
-    incident_id: str  # "" for a channel message that is no incident's
-    uid: str  # what its metadata names it by, with `item`
-    thread_ts: str | None  # None for the channel itself
-    # Drawn after any lookup and before the mark: what goes out is current, a failure costs none.
-    draw: Callable[[], Awaitable[Rendered | Upload]]
-    # In the channel at `ts`, with what was drawn; None when a lookup found an earlier attempt's.
-    record: Callable[[str, Rendered | Upload | None], Awaitable[None]]
-    # Refused for good (or failed three times): dropped, with a record.
-    refuse: Callable[[str], Awaitable[None]]
-    filename: str = ""  # a file's: files carry no metadata, a lookup finds them by name
-    group: str = ""  # a root's alert group: found by it after Redis lost the state
-
-
-async def _as_is(drawn: T) -> T:
-    return drawn
-
-
-def ready(rendered: Rendered) -> Callable[[], Awaitable[Rendered]]:
-    """A `draw` for blocks already rendered."""
-    return partial(_as_is, rendered)
 
 
 def metadata(post: Post) -> dict[str, Any]:
@@ -179,7 +139,7 @@ async def _file(
         extra = head.extra or {}
         markdown = str(extra.get("markdown") or "").encode()
         title = str(extra.get("title") or head.rendered.text or "Postmortem")
-        return partial(_as_is, Upload(markdown, title)), "md"
+        return ready(Upload(markdown, title)), "md"
     out = desk.out
     if not await out.charts.as_images():
         return None

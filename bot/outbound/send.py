@@ -1,16 +1,13 @@
 """The send path: from a committed change to a Slack post, read top to bottom.
 
-The leader drains each channel's queue (`bot.storage.send_queue`) one post at a time, every post
-in the same steps (`ChannelSender.post_next`): 1. wait for the channel's post slot (about one a
-second, short bursts, nothing during a `Retry-After` hold), so what goes out is the state then;
-2. take the most urgent member (new roots, action replies, events, status; then age) and any
-in-flight mark an earlier attempt left; 3. the storm gate (`bot.outbound.storm`); 4. read what
-the member stands for now (`bot.outbound.messages`); 5. after an uncertain failure of this very
-item, look it up: one that landed is recorded, not posted again; 6. draw it, 7. mark it in flight
-(only while holding the channel's lease), 8. call Slack, 9. classify the answer and record it.
-An outage delays the channel and never drops an update; a permanent refusal, or three failures
-of any other kind, drop that one item. Edits run in loops beside (`bot.outbound.edits`). A 0.25
-replica takes the same channel lease during a rolling upgrade: two versions never send at once.
+The leader runs one `ChannelSender` per channel (`run`), each while it holds the channel's sender
+lease: a 0.26.0 replica, which elects no leader, competes for the same lease during an upgrade or
+a rollback, so the two versions never send to one channel at once. A sender drains its channel's
+queue (`bot.storage.send_queue`) one post at a time in `ChannelSender.post_next`: the post slot,
+the most urgent member, the storm gate (`bot.outbound.storm`), what the member stands for now
+(`bot.outbound.messages`), a lookup after an uncertain failure, the draw, the fenced in-flight
+mark, the call, the classified answer, the record. Edits run in loops beside
+(`bot.outbound.edits`). docs/architecture.md walks the whole path.
 """
 
 from __future__ import annotations
@@ -20,29 +17,21 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from dataclasses import dataclass
-from datetime import datetime
 from enum import Enum
 from functools import partial
 
 from redis.exceptions import RedisError
 
 from bot import logs
-from bot.config import Settings
 from bot.domain.message import Rendered
 from bot.outbound import edits, messages
-from bot.outbound.edits import Desk
-from bot.outbound.gateway import SlackError, SlackGateway
-from bot.outbound.messages import ROOT, UNREADABLE, Post, Upload
+from bot.outbound.desk import Desk, Outbound, Post, Upload
+from bot.outbound.gateway import SlackError
+from bot.outbound.messages import ROOT, UNREADABLE
 from bot.outbound.storm import StormDigest
 from bot.pacing import Backoff
-from bot.storage.early_warning import WarningStore
-from bot.storage.incident_store import IncidentStore
-from bot.storage.leases import Lease, Leases
-from bot.storage.send_queue import InFlight, NoticeStore, SendQueue
-from bot.storage.slack_cache import ChartDelivery
-from bot.storage.storm_queue import StormQueue
-from bot.telemetry import Telemetry
+from bot.storage.leases import Lease
+from bot.storage.send_queue import InFlight
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +45,7 @@ STRUCK_KEPT = 256
 # Network jitter can make calls sent one interval apart arrive closer and earn a 429.
 JITTER_MARGIN = 1.05
 POST_METHODS = frozenset({"chat.postMessage", "files.completeUploadExternal"})
-# The leader renews a channel's lease within this; a 0.25 replica may take it once it lapses.
+# The leader renews a channel's lease within this; a 0.26.0 replica may take it once it lapses.
 LEASE_TTL_MS = 5000
 
 
@@ -67,21 +56,6 @@ def strike(strikes: dict[str, int], name: str) -> int:
     if len(strikes) > STRUCK_KEPT:
         del strikes[next(iter(strikes))]
     return count
-
-
-@dataclass(frozen=True, kw_only=True)
-class Outbound:
-    store: IncidentStore
-    queue: SendQueue
-    storms: StormQueue
-    slack: SlackGateway
-    telemetry: Telemetry
-    charts: ChartDelivery
-    notices: NoticeStore
-    warnings: WarningStore | None  # None where early warnings are off
-    leases: Leases  # the channels' leases, on connections of their own
-    config: Settings
-    clock: Callable[[], datetime]
 
 
 class LostLease(Exception):
@@ -335,7 +309,7 @@ class ChannelSender:
 
 async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_TTL_MS) -> None:
     """Send to every channel (the routes' and any with something queued) until `stop`, each
-    while holding its lease; one a 0.25 replica holds is tried again every fifth of the TTL."""
+    while holding its lease; one a 0.26.0 replica holds is tried again every fifth of the TTL."""
     sending: dict[str, asyncio.Task[None]] = {}
     keys = out.queue.keys
     try:

@@ -3,7 +3,8 @@
 The digest is posted like any other post (`gate` hands the sender a `Post` before the roots
 waiting) and edited through the channel's `Desk`. Groups that join later need a line too; but
 `chat.update` is paced for the whole app (when twenty channels storm, an edit may be half a minute
-away), so a channel whose edit cannot come soon posts them as a continuation instead (`Growth`).
+away), so a channel whose edit cannot come soon posts them as a continuation instead
+(`edit_within_s`, `continuation_due`). Its state lives in `bot.storage.storm_queue`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from datetime import UTC, datetime
 from functools import partial
 
 from bot.domain.message import Rendered, digest_of
-from bot.outbound.edits import Desk
+from bot.outbound.desk import Desk, Post, Upload
 from bot.outbound.gateway import SlackError
-from bot.outbound.messages import Post, Upload
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from bot.storage.storm_queue import Member, Storm
 
@@ -59,7 +59,7 @@ class StormDigest:
         self._drawn: dict[int, tuple[object, ...]] = {}
         self._groups_drawn: dict[int, int] = {}
         self._next_edit: dict[int, float] = {}
-        # The links written to `storm:links`, which 0.25's replicas draw the lines from.
+        # The links written to `storm:links`, which 0.26.0 draws the lines from.
         self._links_written: set[str] = set()
 
     @property
@@ -167,7 +167,7 @@ class StormDigest:
         waiting: bool,
     ) -> None:
         """Edit message `part` if what it shows changed; the last one posted also takes in the
-        groups without a line, if the edit slot comes within `Growth`'s patience."""
+        groups without a line, if the edit slot comes within GROW_PATIENCE_MS."""
         mine = [m for m in members if m.part == part]
         grows = part == storm.last_posted and any(m.part is None for m in members)
         within = (

@@ -1,6 +1,6 @@
 """A channel's alert storm: one digest message lists every new group at once, while their roots go
-out one per Slack's slot. `storm:links` (incident -> its thread's permalink) is for 0.25, which
-draws the digest's lines from it should a 0.25 replica take the channel over during an upgrade."""
+out one per Slack's slot. `storm:links` (incident -> its thread's permalink) is written for 0.26.0,
+which draws the digest's lines from it should it take the channel over in a rollback."""
 
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ class Storm:
         return posted[-1] if posted else None
 
     def metadata_uid(self, part: int = 0) -> str:
-        # The first part's is 0.25's.
         return f"storm-{self.id}" if part == 0 else f"storm-{self.id}-{part}"
 
     def item(self, part: int = 0) -> str:

@@ -84,7 +84,9 @@ async def test_post_reply_and_update_land_in_slack(slack: Slack, redis: Redis) -
 
     ts = await post(gateway, CHANNEL, "Jobs queueing", BLOCKS)
     reply_ts = await post(gateway, CHANNEL, "status update", [], thread_ts=ts)
-    await gateway.update(CHANNEL, ts, "Jobs queueing (resolved)", BLOCKS)
+    await gateway.call(
+        "chat.update", channel=CHANNEL, ts=ts, text="Jobs queueing (resolved)", blocks=BLOCKS
+    )
 
     [root] = slack.emulator.channel_messages(CHANNEL)
     assert root.ts == ts
@@ -115,7 +117,9 @@ async def _post_to_archived_channel(slack: Slack, gateway: SlackGateway) -> None
 
 
 async def _update_a_deleted_message(slack: Slack, gateway: SlackGateway) -> None:
-    await gateway.update(CHANNEL, "1700000000.000100", "hello", BLOCKS)
+    await gateway.call(
+        "chat.update", channel=CHANNEL, ts="1700000000.000100", text="hello", blocks=BLOCKS
+    )
 
 
 PERMANENT = {
@@ -402,7 +406,7 @@ async def test_every_call_the_bot_makes_is_taken_by_a_slack_that_follows_the_met
         BLOCKS,
         metadata={"event_type": "queuepilot_message", "event_payload": {"item": "root"}},
     )
-    await gateway.update(CHANNEL, root, "root, edited", BLOCKS)
+    await gateway.call("chat.update", channel=CHANNEL, ts=root, text="root, edited", blocks=BLOCKS)
     await gateway.post_ephemeral(CHANNEL, "U0ALICE", "only for alice", thread_ts=root)
     window = {"oldest": now - 60, "latest": now + 60}
     in_channel = await gateway.find(

@@ -19,8 +19,8 @@ from bot.app import Bot, build_bot
 from bot.domain.incidents import GroupState, Incident
 from bot.domain.message import Rendered
 from bot.outbound import send
+from bot.outbound.desk import Upload
 from bot.outbound.gateway import SlackError
-from bot.outbound.messages import Upload
 from bot.outbound.send import (
     LOOKUP_MARGIN_S,
     Answer,
@@ -238,7 +238,7 @@ async def test_a_permanent_refusal_drops_that_one_reply_with_a_record_and_the_th
 async def test_a_channel_a_0_25_replica_took_over_is_posted_nothing(rig: Rig) -> None:
     await opened(rig)
     key = rig.bot.queue.keys.sender_lease(CHANNEL)
-    await rig.bot.redis.set(key, "a-0.25-replicas-token", px=60_000)
+    await rig.bot.redis.set(key, "a-0.26.0-replicas-token", px=60_000)
     with pytest.raises(LostLease):
         await rig.sender().post_next()
     assert rig.slack.emulator.calls("chat.postMessage") == []
@@ -250,7 +250,7 @@ async def test_a_lost_lease_ends_every_loop_of_the_channel_its_edits_too(rig: Ri
     replica that lost the channel would go on editing beside the one that has it."""
     await opened(rig)
     key = rig.bot.queue.keys.sender_lease(CHANNEL)
-    await rig.bot.redis.set(key, "a-0.25-replicas-token", px=60_000)
+    await rig.bot.redis.set(key, "a-0.26.0-replicas-token", px=60_000)
     before = len(asyncio.all_tasks())
     with pytest.raises(LostLease):
         await asyncio.wait_for(rig.sender().run(), timeout=10)
@@ -302,13 +302,13 @@ async def test_a_postmortem_is_shared_as_a_file_once_even_when_its_answer_was_lo
     assert await rig.waiting() == [] and await rig.marks() == {}
 
 
-async def test_a_channel_a_0_25_replica_sends_to_is_taken_once_it_lets_go(rig: Rig) -> None:
-    """During a rolling upgrade a 0.25 replica may hold a channel's lease: the leader sends
-    nothing there until it lapses, then takes the channel and posts what waits."""
+async def test_a_channel_a_0_26_replica_sends_to_is_taken_once_it_lets_go(rig: Rig) -> None:
+    """During an upgrade or a rollback a 0.26.0 replica may hold a channel's lease: the leader
+    sends nothing there until it lapses, then takes the channel and posts what waits."""
     await opened(rig)
     key = rig.bot.queue.keys.sender_lease(CHANNEL)
     await rig.bot.outbound.leases.release(rig.lease)
-    await rig.bot.redis.set(key, "a-0.25-replicas-token", px=1500)
+    await rig.bot.redis.set(key, "a-0.26.0-replicas-token", px=1500)
     stop = asyncio.Event()
     sending = asyncio.create_task(send.run(rig.bot.outbound, stop, lease_ttl_ms=1000))
     try:
@@ -316,7 +316,7 @@ async def test_a_channel_a_0_25_replica_sends_to_is_taken_once_it_lets_go(rig: R
         assert rig.posts() == []
         await eventually(lambda: len(rig.posts()) == 1, what="the root, once the lease lapsed")
         held = await rig.bot.redis.get(key)
-        assert held and held != "a-0.25-replicas-token", "the leader holds the channel's lease"
+        assert held and held != "a-0.26.0-replicas-token", "the leader holds the channel's lease"
     finally:
         stop.set()
         await sending
