@@ -137,7 +137,7 @@ async def _memory(redis: Redis) -> Finding:
 
 
 async def _config(redis: Redis, name: str) -> str | None:
-    """None when Redis refuses CONFIG (managed services, ACLs)."""
+    """None where Redis refuses CONFIG (managed services, ACLs)."""
     try:
         answer: Any = await redis.config_get(name)
     except ResponseError:
@@ -147,7 +147,7 @@ async def _config(redis: Redis, name: str) -> str | None:
 
 
 async def _sentinels(target: SentinelTarget) -> Finding:
-    """Each Sentinel asked which master it names, as the bot's client asks on every connection."""
+    """Each Sentinel asked for the master, as the bot's client asks on every connection."""
     answers = await asyncio.gather(
         *(_master_of(host, port, target) for host, port in target.sentinels)
     )
@@ -178,7 +178,6 @@ async def _sentinels(target: SentinelTarget) -> Finding:
 
 
 async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str, str]:
-    """(the master's address, "") or ("", why this Sentinel names none)."""
     client = Redis(
         host=host,
         port=port,

@@ -98,8 +98,7 @@ def _identity(data: Mapping[str, Any]) -> Finding:
 
 
 async def _channel(client: AsyncWebClient, channel: str, use: str) -> tuple[Finding, bool, str]:
-    """What is said of the channel, whether it is private, and a scope Slack said it needs to
-    read it (reported here, not again as a scope)."""
+    """Its finding, whether it is private, and the scope Slack said it needs to read it."""
     answer = await ask(client.conversations_info(channel=channel))
     named = f"channel {channel} [{use}]"
     if answer.error == "missing_scope":
@@ -133,8 +132,7 @@ async def _channel(client: AsyncWebClient, channel: str, use: str) -> tuple[Find
 def _scopes(
     settings: Settings, headers: Mapping[str, Any], seen: list[tuple[Finding, bool, str]]
 ) -> list[Finding]:
-    """Every scope the settings and the channels `seen` need, granted; but a scope a channel's
-    finding named already."""
+    """Every scope the settings and the channels `seen` need, but those their findings named."""
     granted = _granted(headers)
     if granted is None:
         return [warn(SUBJECT, "Slack sent no x-oauth-scopes header: scopes not checked")]
