@@ -74,9 +74,8 @@ async def probe(settings: Settings) -> list[Finding]:
 
 
 def _asked(settings: Settings, metrics: PrometheusMetrics) -> list[Finding]:
-    """Each field's PromQL as it is asked, one line each, so PROMETHEUS_SELECTOR's effect is
-    seen rather than taken on trust; the runner pods' default queries (hundreds of characters
-    each, in docs/backends.md) in one line."""
+    """Each query as asked, so PROMETHEUS_SELECTOR's effect is seen; the runner pods' (hundreds of
+    characters each, in docs/backends.md) in one line."""
     custom, where = settings.prometheus_queries, settings.prometheus_selector
     found = []
     if where:
@@ -161,8 +160,7 @@ def _answered(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
 
 
 def _targets(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
-    """A scale target whose runner type no query returns: its incidents show no numbers, and
-    the scale modal no capacity from Prometheus."""
+    """A scale target no query returns: its incidents would show no numbers."""
     seen = {runner_type for found in types.values() for runner_type in found}
     if not seen or settings.scaler_backend is ScalerBackend.NONE:
         return []

@@ -48,7 +48,8 @@ async def probe(settings: Settings, redis: Redis) -> list[Finding]:
 
 
 def _version(version: str, where: str) -> Finding:
-    if _numbers(version) < MIN_VERSION:
+    numbers = tuple(int(re.sub(r"\D", "", part) or 0) for part in version.split(".")[:3])
+    if numbers < MIN_VERSION:
         return fail(
             SUBJECT,
             f"Redis {version} at {where} is too old: queuepilot needs 6.2 or newer (XAUTOCLAIM, "
@@ -212,7 +213,3 @@ def _where(url: str, sentinel: SentinelTarget | None) -> str:
 
 def _said(exc: BaseException) -> str:
     return str(exc).strip() or type(exc).__name__
-
-
-def _numbers(version: str) -> tuple[int, ...]:
-    return tuple(int(re.sub(r"\D", "", part) or 0) for part in version.split(".")[:3])

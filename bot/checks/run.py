@@ -18,6 +18,7 @@ from bot.backends.errors import deadline_of
 from bot.checks import Finding, Verdict, fail, github, ok, prometheus, scaler, silence, slack, warn
 from bot.checks import redis as redis_check
 from bot.config import JobsBackend, MetricsBackend, ScalerBackend, Settings, read_startup
+from bot.config.secret_files import secret_settings
 from bot.factory import scale_targets
 from bot.storage.connection import build_redis
 
@@ -38,8 +39,7 @@ def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
     warnings = [warn("settings", warning) for warning in startup.warnings]
     settings = startup.settings
     if settings is None:
-        problems = [fail("settings", problem) for problem in startup.problems]
-        return None, near_misses + problems + warnings
+        return None, [*near_misses, *(fail("settings", p) for p in startup.problems), *warnings]
     found = [ok("settings", summary(settings)), *runner_types(settings), *scaler.scaling(settings)]
     return settings, [*near_misses, *found, *warnings]
 
@@ -58,8 +58,7 @@ def summary(settings: Settings) -> str:
 
 
 def runner_types(settings: Settings) -> list[Finding]:
-    """Each runner type's ARC scale set, where scale sets matter: a wrong name is found here, not
-    during an incident."""
+    """Each runner type's ARC scale set: a wrong name is found here, not during an incident."""
     arc = settings.scaler_backend is ScalerBackend.ARC
     if not arc and settings.metrics_backend is not MetricsBackend.PROMETHEUS:
         return []
@@ -197,17 +196,13 @@ def secrets_of(settings: Settings | None, environ: Mapping[str, str]) -> list[st
     """Every secret the settings hold (as set, when they could not be read), REDIS_URL's password
     too: kept out of the report whatever a backend echoes."""
     found = []
-    for name, info in Settings.model_fields.items():
-        value = getattr(settings, name) if settings is not None else None
-        if isinstance(value, SecretStr):
-            found.append(value.get_secret_value())
-        elif settings is None and "SecretStr" in str(info.annotation):
-            found.append(environ.get(name.upper(), ""))
-    url = settings.redis_url if settings is not None else environ.get("REDIS_URL", "")
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    if password:
-        found.append(password)
+    for name in secret_settings():
+        value = getattr(settings, name) if settings is not None else environ.get(name.upper())
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value or ""
+        if name == "redis_url":
+            try:
+                text = urlsplit(text).password or ""
+            except ValueError:
+                text = ""
+        found.append(text)
     return found

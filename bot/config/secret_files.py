@@ -112,8 +112,7 @@ def _read(path: str) -> str:
 
 
 def environment(env_file: object) -> dict[str, str]:
-    """The variables as the settings read them: `env_file` (or none) under the process's, names
-    upper-cased, empty values left out."""
+    """The variables as the settings read them: `env_file`'s under the process's, upper-cased."""
     merged: dict[str, str | None] = {}
     if isinstance(env_file, str | Path) and Path(env_file).is_file():
         from dotenv import dotenv_values

@@ -130,8 +130,7 @@ LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], U
 
 
 class Group(BaseModel):
-    # A name that is no setting is a mistake in the code that built it (the environment's
-    # reader ignores other variables: `bot.config.loading`).
+    # A name that is no setting is the calling code's mistake (the environment's reader ignores it).
     model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
 
 
