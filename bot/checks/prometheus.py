@@ -48,12 +48,11 @@ async def probe(settings: Settings) -> list[Finding]:
     # Prometheus refusing every query alike (unreachable, a token refused) is said once.
     if not answers and len({str(a) for a in refused.values()}) == 1:
         first = next(iter(refused.values()))
-        if first.status in (401, 403):
-            fix = "set PROMETHEUS_TOKEN to a token this Prometheus accepts"
-            return [fail(SUBJECT, str(first), fix)]
-        if first.status is None:
-            fix = "set PROMETHEUS_URL to Prometheus's base URL (…:9090), reachable from here"
-            return [fail(SUBJECT, str(first), fix)]
+        token = "set PROMETHEUS_TOKEN to a token this Prometheus accepts"
+        url = "set PROMETHEUS_URL to Prometheus's base URL (…:9090), reachable from here"
+        fixes = {401: token, 403: token, None: url}
+        if first.status in fixes:
+            return [fail(SUBJECT, str(first), fixes[first.status])]
     findings = [_refused(settings, field, error) for field, error in refused.items()]
     types: dict[str, list[str]] = {}
     label = settings.prometheus_runner_type_label

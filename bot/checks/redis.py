@@ -186,8 +186,7 @@ async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str,
         socket_timeout=2,
         socket_connect_timeout=2,
         decode_responses=True,
-        # One try: a Sentinel that is down says so at once (redis-py's default retries it with
-        # a backoff of seconds).
+        # One try: a Sentinel that is down says so at once, not after seconds of backoff.
         retry=Retry(NoBackoff(), 0),
     )
     try:

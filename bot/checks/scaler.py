@@ -155,20 +155,15 @@ async def _allowed(
 
 
 def _refused(exc: BackendError, access: KubeAccess, shown: str) -> Finding:
+    fixes = {
+        401: "the credential (the kubeconfig's token or exec plugin's, or the service account's) "
+        "is not accepted: renew it",
+        None: f"the API server at {shown_url(access.server)} must be reachable from here",
+    }
+    fix = fixes.get(exc.status, "see the API server's answer")
     if isinstance(exc, CredentialError):
-        fix = (
-            "run the kubeconfig's exec plugin by hand where queuepilot runs, with its args and "
-            "env, to see why it gives no token"
-        )
-    elif exc.status == 401:
-        fix = (
-            "the credential (the kubeconfig's token or exec plugin's, or the service account's) "
-            "is not accepted: renew it"
-        )
-    elif exc.status is None:
-        fix = f"the API server at {shown_url(access.server)} must be reachable from here"
-    else:
-        fix = "see the API server's answer"
+        fix = "run the kubeconfig's exec plugin by hand where queuepilot runs, with its args and "
+        fix += "env, to see why it gives no token"
     return fail(KUBERNETES, f"{shown}: {exc}", fix)
 
 

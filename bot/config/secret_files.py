@@ -14,9 +14,8 @@ from bot.config.settings import Settings
 SUFFIX = "_FILE"
 # A URL that may carry a password (redis://:password@host) is as secret as a token.
 _SECRET_URLS = ("redis_url",)
-# docker's --env-file and Kubernetes' --from-env-file (kubectl, Kustomize's configMapGenerator)
-# take everything after `=` as the value: `KEY="value"` arrives with its quotes, where a shell,
-# Compose's `env_file` and `.env` (python-dotenv) take them away.
+# docker's --env-file and kubectl's --from-env-file (Kustomize's too) keep `KEY="value"`'s quotes
+# in the value, where a shell, Compose's `env_file` and `.env` (python-dotenv) take them away.
 _QUOTES = ('"', "'")
 REMOVE_QUOTES = (
     "remove the quotes (env files keep them: docker's --env-file and kubectl's --from-env-file "

@@ -138,11 +138,9 @@ class Slack(Group, title="Slack"):
     slack_bot_token: BotToken = None
     """The bot token (xoxb-…): OAuth & Permissions → Bot User OAuth Token. Required."""
     slack_signing_secret: SecretStr | None = None
-    """Basic Information → Signing Secret: verifies every request Slack sends to /slack/events.
-    Required in HTTP mode."""
+    """Basic Information → Signing Secret: verifies Slack's requests. Required in HTTP mode."""
     slack_app_token: AppToken = None
-    """An app-level token (xapp-…, scope connections:write): Socket Mode instead of HTTP, so Slack
-    needs no public URL."""
+    """An app-level token (xapp-…, connections:write): Socket Mode, so Slack needs no public URL."""
     slack_channel: ChannelId = Field("", examples=["C0123456789"])
     """The ID of the channel where incident threads open (C… or G…, not #name); invite the bot
     there. Required."""
@@ -181,8 +179,7 @@ class Webhooks(Group, title="Alert webhooks"):
     """/alerts/grafana requires Grafana's HMAC signature (X-Grafana-Alerting-Signature of
     `<timestamp>:<body>`, timestamps within 5 minutes)."""
     alert_webhook_hmac_allow_no_timestamp: bool = False
-    """Also accept a signature of the body alone (a Grafana that sends no timestamp header). Such a
-    signature can be replayed forever."""
+    """Also accept a signature of the body alone (no timestamp header), replayable forever."""
     alert_webhook_basic_user: str | None = None
     """HTTP basic auth instead of the bearer token (with the password)."""
     alert_webhook_basic_password: SecretStr | None = None
@@ -227,8 +224,7 @@ class Incidents(Group, title="Incidents"):
     its thread's statuses until the queue drains or falls under them, for at most this long (0:
     resolve with the alert, as with METRICS_BACKEND=alert)."""
     drain_target_minutes: Minutes = Field(30, gt=0, le=1440)
-    """Runners are recommended to drain the queue within this long (the one recommendation every
-    surface shows)."""
+    """Runners are recommended to drain the queue within this long (every surface shows it)."""
     advice_window: Span = Field(300, ge=0, le=3600)
     """The advice shown is held over this window, as Kubernetes' HPA holds a scale-down: the most
     any reading in it advised (less runners added since). 0: each reading's own."""
@@ -340,8 +336,7 @@ class Metrics(Group, title="Live queue metrics"):
     hud_query: Literal["queued_jobs_aggregate", "queued_jobs_by_label"] = "queued_jobs_aggregate"
     """hud: the saved query read."""
     hud_parameters: JsonObject = {}
-    """hud: the query's parameters as JSON, over the defaults (queuedThresholdMinutes 5, as
-    PyTorch's own queue alert counts)."""
+    """hud: the query's parameters as JSON, over the defaults (queuedThresholdMinutes 5)."""
     hud_jobs_over_minutes: Minutes = Field(5.0, ge=0, le=1440)
     """hud: how long a job has queued before the HUD's queued_jobs lists it (torchci's 5), said
     beside the jobs listed, so their count never reads as the queue."""
@@ -349,8 +344,7 @@ class Metrics(Group, title="Live queue metrics"):
     """Where /queue jobs and diagnostics list the queued jobs: auto (the metrics backend, if it
     can), github (a GitHub credential and GITHUB_REPOS), hud or none."""
     runner_boot_minutes: Minutes = Field(5.0, gt=0, le=240)
-    """How long a new runner may take to register; runners asked for longer ago and still missing
-    are a cause diagnostics name."""
+    """How long a new runner may take to register before diagnostics name it missing."""
     listener_stall_minutes: Minutes = Field(15.0, gt=0, le=240)
     """ARC's assigned jobs unchanged this long while runners idle: "listener stalled"."""
 
@@ -396,8 +390,7 @@ class Advanced(Group, title="Advanced"):
     slack_post_burst: int = Field(3, ge=1, le=20)
     """A channel's sender may post this many at once before pacing (Slack allows short bursts)."""
     slack_timeout_seconds: FractionalSeconds = Field(10.0, gt=0, le=120)
-    """A Slack call not answered within this long is uncertain: a post is looked up by its metadata
-    before it is sent again."""
+    """A Slack call unanswered this long is uncertain: a post is looked up before it is resent."""
     root_edit_interval_ms: Milliseconds = Field(2000, ge=0, le=600_000)
     """One root message is edited at most this often; changes in between become one edit."""
     redis_prefix: str = "qp"

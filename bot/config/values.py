@@ -89,13 +89,9 @@ def _json_object(text: str) -> object:
 
 
 def _comma_list(check: Callable[[str], str], kind: str) -> Any:
-    def split(text: str) -> tuple[str, ...]:
-        return tuple(part.strip() for part in text.split(",") if part.strip())
-
-    def each(values: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(check(value) for value in values)
-
-    return Annotated[tuple[str, ...], NoDecode, parsed(split), AfterValidator(each), kind]
+    split = parsed(lambda text: tuple(part.strip() for part in text.split(",") if part.strip()))
+    each = AfterValidator(lambda values: tuple(check(value) for value in values))
+    return Annotated[tuple[str, ...], NoDecode, split, each, kind]
 
 
 def _channel_id(value: str) -> str:
