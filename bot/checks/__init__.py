@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from urllib.parse import urlsplit
 
 
@@ -22,16 +23,9 @@ class Finding:
     fix: str = ""
 
 
-def ok(subject: str, detail: str) -> Finding:
-    return Finding(Verdict.OK, subject, detail)
-
-
-def warn(subject: str, detail: str, fix: str = "") -> Finding:
-    return Finding(Verdict.WARN, subject, detail, fix)
-
-
-def fail(subject: str, detail: str, fix: str = "") -> Finding:
-    return Finding(Verdict.FAIL, subject, detail, fix)
+ok = partial(Finding, Verdict.OK)
+warn = partial(Finding, Verdict.WARN)
+fail = partial(Finding, Verdict.FAIL)
 
 
 def shown_url(url: str) -> str:

@@ -69,8 +69,7 @@ async def probe_github(settings: Settings) -> list[Finding]:
 
 
 async def _sizing(settings: Settings, api: GithubApi) -> Finding:
-    """What a reading costs on this fleet and how often GITHUB_READING_SHARE allows one, as the
-    readings pace themselves (from the listings: a few requests, no run's jobs)."""
+    """What a reading costs on this fleet and how often GITHUB_READING_SHARE allows one."""
     try:
         size = await GithubMetrics(settings, api).sizing(now=datetime.now(UTC))
     except BackendError as exc:
@@ -104,7 +103,6 @@ def _quota(body: object) -> Finding:
 
 
 async def _listed(api: GithubApi, path: str, query: str, permission: str) -> Finding:
-    """A list's first page: its total, or the permission a refusal means."""
     try:
         body, _ = await api.get(f"{path}?{query}")
     except BackendError as exc:
@@ -121,8 +119,7 @@ async def _listed(api: GithubApi, path: str, query: str, permission: str) -> Fin
 
 
 async def probe_issues(settings: Settings) -> list[Finding]:
-    """The repository as the token sees it, and its open alert issues. Writing is not tried (a
-    check leaves no trace): GitHub says so before the first comment, and the thread is told."""
+    """The repository and its open alert issues. Writing is not tried: a check leaves no trace."""
     issues = build_issues(settings)
     if issues is None:
         return []
@@ -143,8 +140,8 @@ async def probe_issues(settings: Settings) -> list[Finding]:
 
 
 async def probe_app(settings: Settings) -> list[Finding]:
-    """The App's installation token, and whether its grant covers what the configured readers
-    need (a permission added to an App waits for the installation's owner to approve it)."""
+    """The App's installation token, and whether its grant covers what the settings need (a
+    permission added to an App waits for the installation's owner to approve it)."""
     auth = github_auth(settings)
     if not isinstance(auth, AppInstallationToken):
         return []
@@ -191,8 +188,7 @@ def _app_needs(settings: Settings) -> list[tuple[str, str, str, str]]:
 
 
 async def probe_hud(settings: Settings) -> list[Finding]:
-    """The readings' query when the HUD is the metrics backend; its job listing when it lists the
-    jobs (JOBS_BACKEND=hud, or auto with the HUD's readings)."""
+    """The readings' query, and the job listing, each where the settings use it."""
     now, findings = datetime.now(UTC), []
     async with aclosing(HudMetrics(settings)) as hud:
         try:

@@ -1,6 +1,8 @@
 """Prometheus: each of the backend's own queries, asked as it asks them, and the runner types each
 returns. An empty answer is judged by what it reads: ARC's listener gauges exist from a listener's
-start, its job metrics from its first job, the baselines (a day before) after a day of scraping."""
+start, its job metrics from its first job, the baselines (a day before) after a day of scraping.
+The runner pods' sources (kube-state-metrics, cAdvisor, node-exporter) are optional: one not
+scraped is said, never a failure."""
 
 from __future__ import annotations
 
@@ -8,11 +10,10 @@ from contextlib import aclosing
 from datetime import UTC, datetime
 
 from bot.backends.errors import BackendError
-from bot.backends.metrics.prometheus import PrometheusMetrics, gathered
+from bot.backends.metrics.prometheus import PROBE, PrometheusMetrics, gathered
 from bot.checks import Finding, Verdict, fail, ok, warn
-from bot.checks.runner_pods import pods_findings
 from bot.config import ScalerBackend, Settings
-from bot.domain.runner_pods import NEEDS
+from bot.domain.runner_pods import CADVISOR, KSM, NEEDS, NODE_EXPORTER, SAID, source_of
 from bot.factory import build_metrics
 
 SUBJECT = "prometheus"
@@ -23,6 +24,15 @@ SCRAPE_ARC = (
     "scrape ARC's listeners: each scale set's listener serves its metrics when the controller "
     "is installed with listener metrics on (metrics.listenerAddr), scraped by a PodMonitor in "
     "ARC's namespace; or replace the queries (PROMETHEUS_QUERIES)"
+)
+SEES = {
+    KSM: "runner pods that cannot be scheduled or start, OOM kills, nodes under pressure",
+    CADVISOR: "CPU throttling, memory near its limit",
+    NODE_EXPORTER: "runner nodes whose disks are saturated, OOM kills of pods ARC deleted",
+}
+NO_POD = (
+    "no ARC runner pod in the last 30 min (named <runner set>-runner-…, owned by an "
+    "EphemeralRunner)"
 )
 
 
@@ -38,12 +48,11 @@ async def probe(settings: Settings) -> list[Finding]:
     # Prometheus refusing every query alike (unreachable, a token refused) is said once.
     if not answers and len({str(a) for a in refused.values()}) == 1:
         first = next(iter(refused.values()))
-        if first.status in (401, 403):
-            fix = "set PROMETHEUS_TOKEN to a token this Prometheus accepts"
-            return [fail(SUBJECT, str(first), fix)]
-        if first.status is None:
-            fix = "set PROMETHEUS_URL to Prometheus's base URL (…:9090), reachable from here"
-            return [fail(SUBJECT, str(first), fix)]
+        token = "set PROMETHEUS_TOKEN to a token this Prometheus accepts"
+        url = "set PROMETHEUS_URL to Prometheus's base URL (…:9090), reachable from here"
+        fixes = {401: token, 403: token, None: url}
+        if first.status in fixes:
+            return [fail(SUBJECT, str(first), fixes[first.status])]
     findings = [_refused(settings, field, error) for field, error in refused.items()]
     types: dict[str, list[str]] = {}
     label = settings.prometheus_runner_type_label
@@ -64,9 +73,8 @@ async def probe(settings: Settings) -> list[Finding]:
 
 
 def _asked(settings: Settings, metrics: PrometheusMetrics) -> list[Finding]:
-    """Each field's PromQL as it is asked, one line each, so PROMETHEUS_SELECTOR's effect is
-    seen rather than taken on trust; the runner pods' default queries (hundreds of characters
-    each, in docs/backends.md) in one line."""
+    """Each query as asked, so PROMETHEUS_SELECTOR's effect is seen; the runner pods' (hundreds of
+    characters each, in docs/backends.md) in one line."""
     custom, where = settings.prometheus_queries, settings.prometheus_selector
     found = []
     if where:
@@ -151,8 +159,7 @@ def _answered(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
 
 
 def _targets(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
-    """A scale target whose runner type no query returns: its incidents show no numbers, and
-    the scale modal no capacity from Prometheus."""
+    """A scale target no query returns: its incidents would show no numbers."""
     seen = {runner_type for found in types.values() for runner_type in found}
     if not seen or settings.scaler_backend is ScalerBackend.NONE:
         return []
@@ -174,3 +181,64 @@ def _targets(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
 def _shown(types: list[str] | tuple[str, ...]) -> str:
     more = len(types) - SHOWN_TYPES
     return ", ".join(types[:SHOWN_TYPES]) + (f" and {more} more" if more > 0 else "")
+
+
+async def pods_findings(
+    metrics: PrometheusMetrics, custom: set[str], now: datetime
+) -> list[Finding]:
+    """Probed fresh, never from a reading's cache: `check` runs after a change to what is scraped.
+    `custom`: the readings PROMETHEUS_QUERIES replaced."""
+    found, unseen, refused = await metrics.runner_pods(now=now, fresh=True)
+    if unseen is None:
+        return []
+    if (error := refused.pop(PROBE, None)) is not None:
+        # Without it nothing tells a source not scraped from one that shows no trouble.
+        said = f"runner pods: Prometheus could not say which of their series it has: {error}"
+        fix = "the probe is one `count by (__name__)` over those series: raise Prometheus's "
+        fix += "--query.timeout or --query.max-samples, or BACKEND_TIMEOUT_SECONDS"
+        return [warn(SUBJECT, said, fix), *_refusals(refused, custom)]
+    unscraped = metrics.unscraped()
+    types = sorted(found)
+    findings = []
+    for source, sees in SEES.items():
+        readings = [r for r in NEEDS if source_of(r) == source and r in metrics.readings]
+        lacking = {unscraped.get(r, "") for r in readings}
+        if not readings:
+            said = f"PROMETHEUS_QUERIES drops {source}'s readings, so diagnostics cannot see {sees}"
+        elif "" in lacking:
+            said = _seen(source, sees, types)
+            if partly := [r for r in readings if unscraped.get(r) == source]:
+                # One collector off (node-exporter's vmstat): its readings are not known.
+                series = sorted({NEEDS[r][0][0] for r in partly})
+                said += f", but not {', '.join(SAID[r] for r in partly)} ({', '.join(series)} "
+                said += "is not scraped)"
+        elif source in lacking:
+            said = f"{source} is not scraped, so diagnostics cannot see {sees} (optional)"
+        else:  # scraped, but what ties its series to runner pods is not
+            others = " and ".join(sorted(lacking))
+            said = (
+                f"{source} is scraped but {others} is missing, whose kube_pod_owner ties its "
+                f"series to runner pods: diagnostics cannot see {sees} (optional)"
+            )
+        findings.append(ok(SUBJECT, f"runner pods: {said}"))
+    return findings + _refusals(refused, custom)
+
+
+def _refusals(refused: dict[str, BackendError], custom: set[str]) -> list[Finding]:
+    findings = []
+    for reading, error in refused.items():
+        replace = f'PROMETHEUS_QUERIES["{reading}"]'
+        fix = f'correct {replace} (or "" to drop it)'
+        if reading not in custom:
+            fix = "a default (kube-state-metrics v2, cAdvisor, node-exporter): replace it with "
+            fix += f'{replace}, or ""'
+        findings.append(warn(SUBJECT, f"runner pods, {reading}: {error}", fix))
+    return findings
+
+
+def _seen(source: str, sees: str, types: list[str]) -> str:
+    if not types:
+        return f"{source} scraped, {NO_POD}; diagnostics can see {sees}"
+    shown = ", ".join(types[:SHOWN_TYPES]) + (" …" if len(types) > SHOWN_TYPES else "")
+    plural = "s" * (len(types) != 1)
+    return f"{source} for {len(types)} runner type{plural} ({shown}): diagnostics can see {sees}"

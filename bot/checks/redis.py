@@ -48,7 +48,8 @@ async def probe(settings: Settings, redis: Redis) -> list[Finding]:
 
 
 def _version(version: str, where: str) -> Finding:
-    if _numbers(version) < MIN_VERSION:
+    numbers = tuple(int(re.sub(r"\D", "", part) or 0) for part in version.split(".")[:3])
+    if numbers < MIN_VERSION:
         return fail(
             SUBJECT,
             f"Redis {version} at {where} is too old: queuepilot needs 6.2 or newer (XAUTOCLAIM, "
@@ -137,7 +138,7 @@ async def _memory(redis: Redis) -> Finding:
 
 
 async def _config(redis: Redis, name: str) -> str | None:
-    """None when Redis refuses CONFIG (managed services, ACLs)."""
+    """None where Redis refuses CONFIG (managed services, ACLs)."""
     try:
         answer: Any = await redis.config_get(name)
     except ResponseError:
@@ -147,7 +148,7 @@ async def _config(redis: Redis, name: str) -> str | None:
 
 
 async def _sentinels(target: SentinelTarget) -> Finding:
-    """Each Sentinel asked which master it names, as the bot's client asks on every connection."""
+    """Each Sentinel asked for the master, as the bot's client asks on every connection."""
     answers = await asyncio.gather(
         *(_master_of(host, port, target) for host, port in target.sentinels)
     )
@@ -178,7 +179,6 @@ async def _sentinels(target: SentinelTarget) -> Finding:
 
 
 async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str, str]:
-    """(the master's address, "") or ("", why this Sentinel names none)."""
     client = Redis(
         host=host,
         port=port,
@@ -186,8 +186,7 @@ async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str,
         socket_timeout=2,
         socket_connect_timeout=2,
         decode_responses=True,
-        # One try: a Sentinel that is down says so at once (redis-py's default retries it with
-        # a backoff of seconds).
+        # One try: a Sentinel that is down says so at once, not after seconds of backoff.
         retry=Retry(NoBackoff(), 0),
     )
     try:
@@ -213,7 +212,3 @@ def _where(url: str, sentinel: SentinelTarget | None) -> str:
 
 def _said(exc: BaseException) -> str:
     return str(exc).strip() or type(exc).__name__
-
-
-def _numbers(version: str) -> tuple[int, ...]:
-    return tuple(int(re.sub(r"\D", "", part) or 0) for part in version.split(".")[:3])

@@ -1,6 +1,6 @@
 """Running the checks: the settings, read as `serve` reads them; then, only when they have no
 problem (a probe of a half-configured backend would only repeat it), every configured dependency's
-probe at once, each within its deadline so that `check` never hangs; then one line per finding."""
+probe at once, each within its deadline, so that `check` never hangs."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from bot.backends.errors import deadline_of
 from bot.checks import Finding, Verdict, fail, github, ok, prometheus, scaler, silence, slack, warn
 from bot.checks import redis as redis_check
 from bot.config import JobsBackend, MetricsBackend, ScalerBackend, Settings, read_startup
+from bot.config.secret_files import secret_settings
 from bot.factory import scale_targets
 from bot.storage.connection import build_redis
 
@@ -31,16 +32,14 @@ Probe = Callable[[], Awaitable[list[Finding]]]
 
 
 def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
-    """The settings (None when `serve` would refuse them) and what was found about them, read as
-    `serve` reads them. A near miss (METRIC_BACKEND) fails here, where `serve` only warns while
-    it can start: the meant one is left default."""
+    """The settings (None when `serve` would refuse them) and what was found about them. A near
+    miss (METRIC_BACKEND) fails here, where `serve` only warns: the meant one is left default."""
     startup = read_startup(environ)
     near_misses = [fail("settings", problem) for problem in startup.near_misses]
     warnings = [warn("settings", warning) for warning in startup.warnings]
     settings = startup.settings
     if settings is None:
-        problems = [fail("settings", problem) for problem in startup.problems]
-        return None, near_misses + problems + warnings
+        return None, [*near_misses, *(fail("settings", p) for p in startup.problems), *warnings]
     found = [ok("settings", summary(settings)), *runner_types(settings), *scaler.scaling(settings)]
     return settings, [*near_misses, *found, *warnings]
 
@@ -59,8 +58,7 @@ def summary(settings: Settings) -> str:
 
 
 def runner_types(settings: Settings) -> list[Finding]:
-    """Each runner type with the ARC scale set it stands for, where scale sets matter: a name that
-    does not agree is found here, not during an incident."""
+    """Each runner type's ARC scale set: a wrong name is found here, not during an incident."""
     arc = settings.scaler_backend is ScalerBackend.ARC
     if not arc and settings.metrics_backend is not MetricsBackend.PROMETHEUS:
         return []
@@ -109,9 +107,13 @@ async def probe_all(settings: Settings, environ: Mapping[str, str]) -> list[Find
     async with build_redis(
         settings.redis_url, settings.sentinel(), max_connections=8, client_name="queuepilot-check"
     ) as client:
-        wanted = probes(settings, environ, client)
-        found = await asyncio.gather(*(bounded(*probe, deadline) for probe in wanted.items()))
-    return [finding for findings in found for finding in findings]
+        found = await run_probes(probes(settings, environ, client), deadline)
+    return [finding for findings in found.values() for finding in findings]
+
+
+async def run_probes(wanted: Mapping[str, Probe], deadline: float) -> dict[str, list[Finding]]:
+    found = await asyncio.gather(*(bounded(*probe, deadline) for probe in wanted.items()))
+    return dict(zip(wanted, found, strict=True))
 
 
 async def bounded(subject: str, probe: Probe, deadline: float) -> list[Finding]:
@@ -160,8 +162,8 @@ def render(findings: list[Finding], *, color: bool = False, secrets: Iterable[st
 def document(
     findings: list[Finding], counts: Mapping[Verdict, int], *, secrets: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """`check --format json`, for CI: its keys are kept from release to release (new ones may
-    be added); `status` is ok, warn or fail, as `ok` is false exactly when the exit code is 1."""
+    """`check --format json`, for CI: its keys stay (new ones may be added); `ok` is false
+    exactly when the exit code is 1."""
     hide = hiding(secrets)
     return {
         "ok": not counts[Verdict.FAIL],
@@ -191,20 +193,16 @@ def hiding(secrets: Iterable[str]) -> Callable[[str], str]:
 
 
 def secrets_of(settings: Settings | None, environ: Mapping[str, str]) -> list[str]:
-    """Every secret the settings hold (as read, or as set when they could not be read), kept out
-    of the report whatever a backend echoes: the tokens and passwords, and REDIS_URL's."""
+    """Every secret the settings hold (as set, when they could not be read), REDIS_URL's password
+    too: kept out of the report whatever a backend echoes."""
     found = []
-    for name, info in Settings.model_fields.items():
-        value = getattr(settings, name) if settings is not None else None
-        if isinstance(value, SecretStr):
-            found.append(value.get_secret_value())
-        elif settings is None and "SecretStr" in str(info.annotation):
-            found.append(environ.get(name.upper(), ""))
-    url = settings.redis_url if settings is not None else environ.get("REDIS_URL", "")
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    if password:
-        found.append(password)
+    for name in secret_settings():
+        value = getattr(settings, name) if settings is not None else environ.get(name.upper())
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value or ""
+        if name == "redis_url":
+            try:
+                text = urlsplit(text).password or ""
+            except ValueError:
+                text = ""
+        found.append(text)
     return found

@@ -43,8 +43,7 @@ CREDENTIALS = (
 
 
 def scaling(settings: Settings) -> list[Finding]:
-    """What the scaling settings contradict before any backend is asked: a scaler nobody may use,
-    a per-request cap no request can use in full."""
+    """What the scaling settings contradict: a scaler nobody may use, a cap no request can use."""
     if settings.scaler_backend is ScalerBackend.NONE or not settings.scaler_targets:
         return []
     found = []
@@ -83,24 +82,13 @@ async def probe_arc(settings: Settings, environ: Mapping[str, str]) -> list[Find
     # there: a grant missing in that namespace may be this upgrade's to make.
     pending = environ.get(ROLE_PENDING, "")
     async with access.client(settings.backend_timeout_seconds) as client:
-        scaler = ArcScaler(settings, access, client)
         targets = scale_targets(settings).values()
-        given = {rt for rt, entry in settings.scaler_targets.items() if entry.target}
-        found = (
-            _target(client, access, scaler, target, settings, target.runner_type in given, pending)
-            for target in targets
-        )
+        found = (_target(client, access, settings, target, pending) for target in targets)
         return list(await asyncio.gather(*found))
 
 
 async def _target(
-    client: AsyncClient,
-    access: KubeAccess,
-    scaler: ArcScaler,
-    target: ScaleTarget,
-    settings: Settings,
-    given: bool,
-    pending: str = "",
+    client: AsyncClient, access: KubeAccess, settings: Settings, target: ScaleTarget, pending: str
 ) -> Finding:
     namespace, _, name = target.target.rpartition("/")
     namespace = namespace or settings.scaler_arc_namespace
@@ -112,26 +100,22 @@ async def _target(
         }
     except BackendError as exc:
         return _refused(exc, access, shown)
-    denied = [verb for verb, yes in allowed.items() if not yes]
+    denied = " or ".join(verb for verb, yes in allowed.items() if not yes)
     if denied and pending == namespace:
         return warn(
             KUBERNETES,
-            f"{shown}: may not {' or '.join(denied)} {RESOURCE}.{GROUP} yet: the chart's Role "
+            f"{shown}: may not {denied} {RESOURCE}.{GROUP} yet: the chart's Role "
             f"in {namespace} is applied by this upgrade",
             "`helm test` checks it once the upgrade is done",
         )
     if denied:
-        return fail(
-            KUBERNETES,
-            f"{shown}: may not {' or '.join(denied)} {RESOURCE}.{GROUP}",
-            RBAC.format(namespace=namespace),
-        )
+        fix = RBAC.format(namespace=namespace)
+        return fail(KUBERNETES, f"{shown}: may not {denied} {RESOURCE}.{GROUP}", fix)
     try:
-        capacity = await scaler.capacity(target)
+        capacity = await ArcScaler(settings, access, client).capacity(target)
     except BackendError as exc:
         if exc.status == 404:
-            listed = f"(kubectl get {RESOURCE} -n {namespace})"
-            fix = fix_set(target, given, listed)
+            fix = _fix_set(target, settings, f"(kubectl get {RESOURCE} -n {namespace})")
             return fail(KUBERNETES, f"{shown}: no such AutoscalingRunnerSet", fix)
         return _refused(exc, access, shown)
     assert capacity is not None
@@ -146,11 +130,10 @@ async def _target(
     return ok(KUBERNETES, f"{shown}: get and patch allowed; {bounds}{now}")
 
 
-def fix_set(target: ScaleTarget, given: bool, listed: str) -> str:
-    """The setting that names this target's scale set: SCALER_TARGETS where it gives the target,
-    else RUNNER_SCALE_SETS (the name derived from the runner type) and SCALER_ARC_NAMESPACE."""
+def _fix_set(target: ScaleTarget, settings: Settings, listed: str) -> str:
+    """SCALER_TARGETS where it names the scale set, else RUNNER_SCALE_SETS or the namespace."""
     runner_type = target.runner_type
-    if given:
+    if settings.scaler_targets[runner_type].target:
         return f'set SCALER_TARGETS["{runner_type}"] to an existing scale set {listed}'
     return (
         f'give {runner_type}\'s scale set in RUNNER_SCALE_SETS ({{"{runner_type}": "<its '
@@ -172,20 +155,15 @@ async def _allowed(
 
 
 def _refused(exc: BackendError, access: KubeAccess, shown: str) -> Finding:
+    fixes = {
+        401: "the credential (the kubeconfig's token or exec plugin's, or the service account's) "
+        "is not accepted: renew it",
+        None: f"the API server at {shown_url(access.server)} must be reachable from here",
+    }
+    fix = fixes.get(exc.status, "see the API server's answer")
     if isinstance(exc, CredentialError):
-        fix = (
-            "run the kubeconfig's exec plugin by hand where queuepilot runs, with its args and "
-            "env, to see why it gives no token"
-        )
-    elif exc.status == 401:
-        fix = (
-            "the credential (the kubeconfig's token or exec plugin's, or the service account's) "
-            "is not accepted: renew it"
-        )
-    elif exc.status is None:
-        fix = f"the API server at {shown_url(access.server)} must be reachable from here"
-    else:
-        fix = "see the API server's answer"
+        fix = "run the kubeconfig's exec plugin by hand where queuepilot runs, with its args and "
+        fix += "env, to see why it gives no token"
     return fail(KUBERNETES, f"{shown}: {exc}", fix)
 
 

@@ -20,6 +20,8 @@ GRAFANA_TOKEN = (
     "set GRAFANA_TOKEN to a service-account token (Administration → Users and access → Service "
     "accounts → Add service account token)"
 )
+GRAFANA_URL = "set GRAFANA_URL to Grafana's root URL"
+GRAFANA_ON = " (https://grafana.example.com), Grafana Alerting on"
 GRAFANA_ROLE = (
     "give the service account the Editor role, or alert.silences:read, alert.silences:create "
     "and alert.silences:write (alert.instances:read/create/write before Grafana 11)"
@@ -64,18 +66,12 @@ async def _grafana(grafana: ApiV2Silencer, where: str) -> list[Finding]:
 
 
 def _grafana_refused(exc: BackendError, where: str, what: str) -> Finding:
-    if exc.status == 401:
-        return fail(SUBJECT, f"Grafana at {where} refused GRAFANA_TOKEN: {exc}", GRAFANA_TOKEN)
-    if exc.status == 403:
-        return fail(SUBJECT, f"the token may not {what}: {exc}", GRAFANA_ROLE)
-    if exc.status == 404:
-        return fail(
-            SUBJECT,
-            f"no Grafana alerting API at {where}: {exc}",
-            "set GRAFANA_URL to Grafana's root URL (https://grafana.example.com), Grafana "
-            "Alerting on",
-        )
-    return fail(SUBJECT, str(exc), "set GRAFANA_URL to Grafana's root URL, reachable from here")
+    said = {
+        401: (f"Grafana at {where} refused GRAFANA_TOKEN: {exc}", GRAFANA_TOKEN),
+        403: (f"the token may not {what}: {exc}", GRAFANA_ROLE),
+        404: (f"no Grafana alerting API at {where}: {exc}", GRAFANA_URL + GRAFANA_ON),
+    }
+    return fail(SUBJECT, *said.get(exc.status, (str(exc), f"{GRAFANA_URL}, reachable from here")))
 
 
 async def _alertmanager(alertmanager: ApiV2Silencer, where: str) -> list[Finding]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import ClientError
@@ -35,7 +35,7 @@ APP_TOKEN_FIX = (
 @dataclass(frozen=True)
 class Answer:
     data: Mapping[str, Any]
-    headers: Mapping[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, Any]
     error: str = ""  # Slack's error code, or why there was no answer
 
 
@@ -98,18 +98,13 @@ def _identity(data: Mapping[str, Any]) -> Finding:
 
 
 async def _channel(client: AsyncWebClient, channel: str, use: str) -> tuple[Finding, bool, str]:
-    """What is said of the channel, whether it is private, and a scope Slack said it needs to
-    read it (reported here, not again as a scope)."""
+    """Its finding, whether it is private, and the scope Slack said it needs to read it."""
     answer = await ask(client.conversations_info(channel=channel))
     named = f"channel {channel} [{use}]"
     if answer.error == "missing_scope":
         needs = str(answer.data.get("needed") or "channels:read")
-        said = f"{named} not checked: Slack needs the {needs} scope to read it"
-        return (
-            fail(SUBJECT, said, ADD_SCOPE.format(scope=needs)),
-            needs.startswith("groups:"),
-            needs,
-        )
+        said, fix = f"{named} not checked: Slack needs the {needs} scope to read it", ADD_SCOPE
+        return fail(SUBJECT, said, fix.format(scope=needs)), needs.startswith("groups:"), needs
     if answer.error == "channel_not_found":
         fix = (
             "use the channel's ID (C…, at the bottom of its details in Slack), not its name; "
@@ -133,8 +128,7 @@ async def _channel(client: AsyncWebClient, channel: str, use: str) -> tuple[Find
 def _scopes(
     settings: Settings, headers: Mapping[str, Any], seen: list[tuple[Finding, bool, str]]
 ) -> list[Finding]:
-    """Every scope the settings and the channels `seen` need, granted; but a scope a channel's
-    finding named already."""
+    """Every scope the settings and the channels `seen` need, but those their findings named."""
     granted = _granted(headers)
     if granted is None:
         return [warn(SUBJECT, "Slack sent no x-oauth-scopes header: scopes not checked")]

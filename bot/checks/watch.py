@@ -1,17 +1,9 @@
-"""`serve` says what `check` finds: the same probes (`bot.checks.run.probes`, one table), run by
-the leader 30 s into its term (or one interval, if shorter) and every PROBE_INTERVAL_SECONDS after.
-
-The leader runs them because it alone calls the backends (it applies, acts and reads the fleet);
-every replica has the same settings and credentials, so one prober logs each problem once and asks
-each backend once. A probe is logged when its verdict changes, never each round: a warning with its
-findings and their fixes when it starts failing (or warning), one line when it recovers; the gauge
-`queuepilot_probe_ok{probe}` reads 0 while it fails; the probes' own calls are built as `check`'s,
-uncounted, so that `queuepilot_backend_calls_total` tells the bot's work alone. /readyz never looks
-here: a Prometheus that is down leaves the bot taking alerts and acting on them.
-
-Slack is the one probe left to `check`: serve calls Slack all the time, counts each call by its
-outcome (`queuepilot_slack_calls_total`) and logs what Slack refuses as it happens, and checks at
-start that it is in its channels (`bot.outbound.membership`)."""
+"""`serve` says what `check` finds: the leader, which alone calls the backends, runs `check`'s
+probes 30 s into its term and every PROBE_INTERVAL_SECONDS after. A probe is logged when its verdict
+changes, never each round, and `queuepilot_probe_ok{probe}` reads 0 while it fails; /readyz never
+looks here (a Prometheus that is down leaves the bot taking alerts). The probes' calls are
+uncounted, so `queuepilot_backend_calls_total` tells the bot's work alone. Slack is left to
+`check`: serve counts and logs every Slack call, and checks its channels at start."""
 
 from __future__ import annotations
 
@@ -25,13 +17,12 @@ from redis.asyncio import Redis
 
 from bot.backends.errors import deadline_of
 from bot.checks import Finding, Verdict, slack
-from bot.checks.run import Probe, bounded, hiding, probes, secrets_of
+from bot.checks.run import Probe, hiding, probes, run_probes, secrets_of
 from bot.config import Settings
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-RANK = {Verdict.OK: 0, Verdict.WARN: 1, Verdict.FAIL: 2}
 SAID = {Verdict.WARN: "warns", Verdict.FAIL: "failing"}
 FIRST_ROUND_AFTER_S = 30.0
 
@@ -58,12 +49,10 @@ class ProbeWatch:
         self._round: asyncio.Task[None] | None = None
 
     async def tick(self) -> None:
-        """The scheduler's tick (every few seconds): a round started when one is due. It runs
-        apart, so a backend that takes its whole timeout to answer never holds up the tick."""
+        """A round started when one is due, apart: a slow backend never holds up the tick."""
         now = self._clock()
         if not self._due:
-            # A replica that just took the lead has a backlog to catch up on (a failover in a
-            # storm): the first round waits a little, never the work.
+            # A new leader has a backlog to catch up on first (a failover in a storm).
             self._due = now + min(FIRST_ROUND_AFTER_S, self._every_s)
         if now < self._due or (self._round is not None and not self._round.done()):
             return
@@ -71,8 +60,7 @@ class ProbeWatch:
         self._round = asyncio.create_task(self._probe_all(), name="probes")
 
     def forget(self) -> None:
-        """At the end of a term: the next leader probes afresh, and says again what it finds;
-        a replica that no longer probes exports no verdict that could go stale."""
+        """At the end of a term: no verdict left to go stale; the next leader says its own."""
         if self._round is not None:
             self._round.cancel()
         self._due = 0.0
@@ -80,15 +68,12 @@ class ProbeWatch:
         self._gauge.clear()
 
     async def _probe_all(self) -> None:
-        subjects = list(self._probes)
-        found = await asyncio.gather(
-            *(bounded(s, self._probes[s], self._deadline_s) for s in subjects)
-        )
-        for subject, findings in zip(subjects, found, strict=True):
+        found = await run_probes(self._probes, self._deadline_s)
+        for subject, findings in found.items():
             self._judge(subject, findings)
 
     def _judge(self, subject: str, findings: list[Finding]) -> None:
-        worst = max((f.verdict for f in findings), key=RANK.__getitem__, default=Verdict.OK)
+        worst = max((f.verdict for f in findings), key=list(Verdict).index, default=Verdict.OK)
         self._gauge.labels(subject).set(0 if worst is Verdict.FAIL else 1)
         before = self._verdicts.get(subject, Verdict.OK)
         self._verdicts[subject] = worst

@@ -1,6 +1,6 @@
-"""Reading the settings: every problem at once, each naming the variable an operator sets (and
-the place inside a JSON setting); the variables that look like ours but are not; and the values
-an env file left in quotes. `serve` and `check` read them alike (`read_startup`)."""
+"""Reading the settings, alike for `serve` and `check`: every problem at once, each naming its
+variable (and the place inside a JSON setting); the variables that look like a misspelt one of
+ours; and the values an env file left in quotes."""
 
 from __future__ import annotations
 
@@ -32,11 +32,10 @@ from bot.config.settings import Settings, SettingsError
 _SERVICE_LINK = re.compile(r".+_(SERVICE_HOST|SERVICE_PORT(_.+)?|PORT(_[0-9]+_(TCP|UDP|SCTP).*)?)")
 # How close a name must be to one of ours to be taken for a misspelling of it.
 _NEAR = 0.85
-# Prefixes other software owns beside our few names in them: the AWS SDK (AWS_DEFAULT_REGION,
-# AWS_ENDPOINT_URL_SQS, injected by EKS), Kubernetes, GitHub Actions. Only a close spelling of
-# ours is taken for a typo there.
+# Prefixes other software shares with a few of ours (the AWS SDK's AWS_ENDPOINT_URL_SQS, EKS's,
+# Kubernetes', GitHub Actions'): only a closer spelling is a typo there (AWS_REGON).
 _SHARED_PREFIXES = ("AWS_", "KUBERNETES_", "GITHUB_")
-_NEAR_SHARED = 0.92  # AWS_REGON is AWS_REGION; AWS_ENDPOINT_URL_SQS is the SDK's
+_NEAR_SHARED = 0.92
 
 
 class EnvironmentSettings(BaseSettings, Settings):
@@ -58,12 +57,10 @@ def load_settings(**overrides: Any) -> Settings:
 
 
 def read_settings(**overrides: Any) -> Settings:
-    """Settings `serve` can run with: every wrong value and every missing or conflicting one,
-    in one SettingsError."""
+    """Settings `serve` can run with, or every wrong, missing or conflicting one at once."""
     settings, problems, failed = _load(overrides)
     if settings is None:
-        # The other settings are still checked together, each failed one at its default; what
-        # that reports of a failed variable is said already.
+        # The others are still checked together, each failed one at its default (said already).
         defaults = {name: Settings.model_fields[name].default for name in failed}
         try:
             rest = serve_problems(load_settings(**{**overrides, **defaults}))
@@ -77,8 +74,6 @@ def read_settings(**overrides: Any) -> Settings:
 
 @dataclass(frozen=True)
 class Startup:
-    """What `serve` and `check` make of the environment, alike: one reading, two callers."""
-
     settings: Settings | None  # None: `serve` refuses to start, for `problems`
     problems: list[str]
     near_misses: list[str]  # variables that look like a misspelt setting (`unknown_variables`)
@@ -88,9 +83,8 @@ class Startup:
 def read_startup(
     environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
 ) -> Startup:
-    """The settings `serve` runs with (from the process environment and `.env`) and what an
-    operator should hear of them; `environ`: the environment looked over for near misses and
-    quoted values (the process's by default)."""
+    """The settings `serve` runs with and what an operator should hear of them; `environ`: where
+    near misses and quoted values are looked for."""
     environ = os.environ if environ is None else environ
     near_misses = unknown_variables(environ, dotenv)
     quoted = quoted_variables(environ)
@@ -105,7 +99,6 @@ def read_startup(
 
 
 def _load(overrides: dict[str, Any]) -> tuple[Settings | None, list[str], set[str]]:
-    """The settings, or None with every problem and the settings that have one."""
     files = read_secret_files(environment(overrides.get("_env_file", ".env")), overrides)
     problems, failed = list(files.problems.values()), set(files.problems)
     try:
@@ -120,7 +113,6 @@ def _load(overrides: dict[str, Any]) -> tuple[Settings | None, list[str], set[st
 def unknown_variables(
     environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
 ) -> list[str]:
-    """Variables (in the environment or `.env`) that look like a misspelt setting of ours."""
     names = set(os.environ if environ is None else environ)
     if dotenv is not None and dotenv.is_file():
         from dotenv import dotenv_values
@@ -147,8 +139,7 @@ def unknown_variables(
 
 
 def quoted_variables(environ: Mapping[str, str]) -> list[str]:
-    """Our variables (a setting, or a secret's `_FILE`) whose value is wrapped in quotes: taken
-    as part of the value, they make a token wrong, a URL no URL, a path no file."""
+    """Our variables whose value is in quotes, which make a token wrong, a path no file."""
     ours = known_variables() | file_variables()
     return [
         f"{name}: {REMOVE_QUOTES}"
@@ -158,9 +149,8 @@ def quoted_variables(environ: Mapping[str, str]) -> list[str]:
 
 
 def _problem(error: ErrorDetails, read_from: Mapping[str, str]) -> str:
-    """`SCALER_TARGETS["linux.2xlarge"].cap: must be ≥ 1` from pydantic's error, with the value
-    refused where pydantic's message doesn't say it and it is no secret, and the file it was
-    read from (`read_from`: setting → path) where it was."""
+    """`SCALER_TARGETS["linux.2xlarge"].cap: must be ≥ 1`, with the value refused where pydantic's
+    message doesn't say it and it is no secret, and the file it was read from (`read_from`)."""
     field, *path = error["loc"] or ("settings",)
     where = "".join(f"[{p}]" if isinstance(p, int) else f'["{p}"]' for p in path[:1])
     where += "".join(f".{p}" for p in path[1:])

@@ -1,16 +1,10 @@
-"""The memory the process is given, and the share of it each cache may hold: caches whose bound is
-bytes are sized here, in one place, from MEMORY_LIMIT_MIB (the Helm chart sets it from the
-container's limit), else the cgroup's limit, else the chart's default limit.
+"""The memory the process is given (MEMORY_LIMIT_MIB, else the cgroup's limit, else the chart's)
+and each byte-bounded cache's share of it, sized here in one place.
 
-What the process holds whatever its caches hold does not grow with the limit: the interpreter,
-the libraries and a quiet bot's state (`bench.footprint`: 81-91 MiB at rest), and on top of that
-either a busy GitHub fleet's readings (`bench.soak --case pages`, caches at their floor: some 50
-MiB more, each reading parsing every active run's `/jobs` page) or a storm's charts
-(`bench.footprint`: a peak some 70 MiB above rest). RESERVED_MIB is that, and the chart requests
-as much. The caches share what the limit gives above it, and most of that stays headroom: for a
-storm on a busy fleet, a bigger fleet than the bench's, and the heap's fragmentation, which
-CPython does not give back. A cache only needs the pages a reading asks for again (a `/jobs` page
-per active run): more holds pages of runs that are over, which nobody asks for."""
+RESERVED_MIB does not grow with the limit: the interpreter, libraries and a quiet bot's state
+(`bench.footprint`: 81-91 MiB at rest), plus a busy GitHub fleet's readings (`bench.soak --case
+pages`: some 50 MiB) or a storm's charts (some 70 MiB). The caches share part of the rest; most of
+it stays headroom for bigger fleets and heap fragmentation, which CPython does not give back."""
 
 from __future__ import annotations
 
@@ -25,10 +19,10 @@ DEFAULT_LIMIT_MIB = 320  # the chart's limit: the size of a process that was giv
 Cache = Literal["github_readings", "github_issues"]
 # Each cache's share of the limit above RESERVED_MIB.
 SHARES: dict[Cache, float] = {
-    # `METRICS_BACKEND=github`: every page a reading asks for again answers 304 from here, free
-    # of quota. At the chart's limit, 9.6 MiB: the `/jobs` pages of some 200 active runs at 50 kB.
+    # A page asked again answers 304 from here, free of quota; at the chart's limit, 9.6 MiB: the
+    # `/jobs` pages of some 200 active runs at 50 kB (older pages are of runs nobody asks for).
     "github_readings": 0.06,
-    # GITHUB_ISSUES_REPO: an issue's search and comments, a few small pages per open incident.
+    # An issue's search and comments: a few small pages per open incident.
     "github_issues": 0.01,
 }
 FLOOR = 2 * MIB  # a cache's least, however small the limit: the listings keep their 304s
@@ -45,21 +39,19 @@ class Limit:
 
 
 def cache_bytes(limit_mib: int) -> dict[Cache, int]:
-    """Each cache's bound in bytes under a limit of `limit_mib`."""
     spare = max(limit_mib - RESERVED_MIB, 0) * MIB
     return {name: max(int(share * spare), FLOOR) for name, share in SHARES.items()}
 
 
-# A process that resolved no limit (`queuepilot check`, a test's client): the chart's default.
+# For a process that resolved no limit (`queuepilot check`, a test's client).
 DEFAULT_CACHES = cache_bytes(DEFAULT_LIMIT_MIB)
 
 
 def memory_limit(
     setting: int | None, *, root: Path = CGROUP_ROOT, proc: Path = PROC_CGROUP
 ) -> Limit:
-    """MEMORY_LIMIT_MIB when set, else the smallest limit of the process's cgroup and its
-    ancestors (a parent slice's limit holds its children too), else the chart's default. Read
-    once, at the start: the caches are sized from it."""
+    """The smallest limit of the process's cgroup and its ancestors (a parent slice's limit holds
+    its children too), where MEMORY_LIMIT_MIB is not set."""
     if setting is not None:
         return Limit(setting, "MEMORY_LIMIT_MIB")
     found = [
@@ -74,7 +66,7 @@ def memory_limit(
 
 
 def described(limit: Limit) -> str:
-    """The start's log line: the limit, where it came from, and what each cache may hold."""
+    """The start's log line."""
     sizes = ", ".join(
         f"{name} {size / MIB:.1f} MiB" for name, size in cache_bytes(limit.mib).items()
     )
@@ -83,7 +75,7 @@ def described(limit: Limit) -> str:
 
 def limit_mib(text: str) -> int | None:
     """A cgroup's limit file (v2's memory.max, v1's memory.limit_in_bytes) in whole MiB; None for
-    no limit ("max", v1's huge number), an empty or unreadable file, or under a MiB."""
+    no limit ("max", v1's huge number), nonsense, or under a MiB."""
     text = text.strip()
     if not re.fullmatch(r"[0-9]{1,20}", text) or int(text) >= UNLIMITED or int(text) < MIB:
         return None
@@ -91,10 +83,9 @@ def limit_mib(text: str) -> int | None:
 
 
 def cgroup_files(proc_cgroup: str, root: Path) -> list[Path]:
-    """Where this process's memory limit may be, most specific first: its own cgroup's file as
-    /proc/self/cgroup names it (v2's `0::/path`, v1's `N:memory:/path`), each of its ancestors',
-    then the mount's root, which is the container's own cgroup where the runtime gives it a
-    cgroup namespace."""
+    """Where the limit may be, most specific first: the cgroup /proc/self/cgroup names (v2's
+    `0::/path`, v1's `N:memory:/path`), its ancestors, then the mount's root (the container's own
+    cgroup under a cgroup namespace)."""
     found = []
     for line in proc_cgroup.splitlines():
         number, _, rest = line.partition(":")

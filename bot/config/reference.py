@@ -96,19 +96,13 @@ def _default(field: FieldInfo) -> str:
         value = value.value
     if isinstance(value, bool):
         value = str(value).lower()
-    if isinstance(value, int) and value and _needs_unit(field):
-        # What the setting takes: its name says no unit, so a bare number is refused.
-        value = "".join(f"{n}{u}" for n, u in _parts(value) if n)
+    if isinstance(value, int) and value and "with its unit" in _kind(field):
+        # Its name says no unit, so a bare number is refused: shown as it must be written.
+        hours, rest = divmod(value, 3600)
+        value = "".join(
+            f"{n}{u}" for n, u in zip((hours, *divmod(rest, 60)), "hms", strict=True) if n
+        )
     return f"`{value}`"
-
-
-def _needs_unit(field: FieldInfo) -> bool:
-    return "with its unit" in _kind(field)
-
-
-def _parts(seconds: int) -> list[tuple[int, str]]:
-    hours, rest = divmod(seconds, 3600)
-    return [(hours, "h"), *zip(divmod(rest, 60), ("m", "s"), strict=True)]
 
 
 def _kind(field: FieldInfo) -> str:

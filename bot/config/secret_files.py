@@ -1,8 +1,6 @@
-"""Secrets read from files: `SLACK_BOT_TOKEN_FILE=/run/secrets/slack-bot-token` instead of the
-token itself in the environment, as Kubernetes (a Secret volume), Docker and Vault's agent hand
-secrets over. One rule for every secret setting: the file is read once at start, its trailing
-line breaks dropped; a secret set both ways, or a file that cannot be read, is a problem that
-names the variable, the path and the fix."""
+"""Secrets read from files (`SLACK_BOT_TOKEN_FILE=/run/secrets/slack-bot-token`), as Kubernetes'
+Secret volumes, Docker and Vault's agent hand them over: read once at start, trailing line breaks
+dropped; a secret set both ways, or a file that cannot be read, is a problem naming the fix."""
 
 from __future__ import annotations
 
@@ -16,21 +14,20 @@ from bot.config.settings import Settings
 SUFFIX = "_FILE"
 # A URL that may carry a password (redis://:password@host) is as secret as a token.
 _SECRET_URLS = ("redis_url",)
-# docker's --env-file and Kubernetes' --from-env-file (kubectl, Kustomize's configMapGenerator)
-# take everything after `=` as the value: `KEY="value"` arrives with its quotes, where a shell,
-# Compose's `env_file` and `.env` (python-dotenv) take them away.
+# docker's --env-file and kubectl's --from-env-file (Kustomize's too) keep `KEY="value"`'s quotes
+# in the value, where a shell, Compose's `env_file` and `.env` (python-dotenv) take them away.
 _QUOTES = ('"', "'")
 REMOVE_QUOTES = (
     "remove the quotes (env files keep them: docker's --env-file and kubectl's --from-env-file "
     "pass them on as part of the value)"
 )
-# A secret is a few KiB at most (a PEM key is about 3): a path to anything bigger (a log, a device
-# that never ends) is a mistake, refused before it is read whole.
+# A secret is a few KiB at most (a PEM key about 3): anything bigger (a log, a device that never
+# ends) is a mistake, refused before it is read whole.
 MAX_BYTES = 64 * 1024
 
 
 def secret_settings() -> tuple[str, ...]:
-    """The settings that may come from a file: every secret, in the reference's order."""
+    """Every secret, in the reference's order."""
     return tuple(
         name
         for name, info in Settings.model_fields.items()
@@ -50,8 +47,7 @@ class SecretFiles:
 
 
 def read_secret_files(environ: Mapping[str, str], given: Mapping[str, object]) -> SecretFiles:
-    """Every `<SECRET>_FILE` in `environ` (upper-case names, empty values left out), read; a
-    setting in `given` (passed by the caller, over the environment) is not looked for."""
+    """Every `<SECRET>_FILE` in `environ` read, but for the settings `given` by the caller."""
     found = SecretFiles()
     for name in secret_settings():
         variable = name.upper()
@@ -74,7 +70,6 @@ def read_secret_files(environ: Mapping[str, str], given: Mapping[str, object]) -
 
 
 def in_quotes(value: object) -> bool:
-    """Wrapped in quotes, as an env file's `KEY="value"` arrives through those that keep them."""
     return (
         isinstance(value, str) and len(value) >= 2 and value[0] in _QUOTES and value[-1] == value[0]
     )
@@ -116,14 +111,12 @@ def _read(path: str) -> str:
 
 
 def environment(env_file: object) -> dict[str, str]:
-    """The variables as the settings read them: `env_file` (`.env`, unless the caller gave
-    another or None) under the process environment, names upper-cased, empty values left out."""
-    merged: dict[str, str] = {}
-    files = env_file if isinstance(env_file, list | tuple) else [env_file]
-    for path in files:
-        if path is not None and Path(path).is_file():
-            from dotenv import dotenv_values
+    """The variables as the settings read them: `env_file`'s under the process's, upper-cased."""
+    merged: dict[str, str | None] = {}
+    if isinstance(env_file, str | Path) and Path(env_file).is_file():
+        from dotenv import dotenv_values
 
-            merged |= {k.upper(): v for k, v in dotenv_values(path).items() if v}
-    merged |= {k.upper(): v for k, v in os.environ.items() if v}
-    return merged
+        merged = dotenv_values(env_file)
+    return {k.upper(): v for k, v in merged.items() if v} | {
+        k.upper(): v for k, v in os.environ.items() if v
+    }

@@ -1,5 +1,5 @@
-"""What `serve` needs beyond valid values: the settings that only work together, every missing
-one named at once, so that a deployment is fixed in one round, not one error per restart."""
+"""What `serve` needs beyond valid values: the settings that only work together, every missing one
+named at once, so that a deployment is fixed in one round."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def check_serve(settings: Settings) -> None:
 
 
 def serve_problems(s: Settings) -> list[str]:
-    """What would fail later, at the first alert, if `serve` started with these."""
+    """What would fail later, at the first alert."""
     problems: list[str] = []
     try:
         s.sentinel()
@@ -85,7 +85,6 @@ def _has_webhook_credential(s: Settings) -> bool:
 
 
 def serve_warnings(s: Settings) -> list[str]:
-    """What `serve` runs with, but an operator should hear of at the start."""
     warnings = [
         f"SLACK_ROUTES route {n}: {typo}"
         for n, route in enumerate(s.slack_routes, 1)
@@ -165,8 +164,7 @@ def _metrics(s: Settings) -> list[str]:
 
 
 def _hud_threshold(s: Settings) -> list[str]:
-    """Refused, not warned: the HUD lists only jobs queued past its threshold, so a threshold past
-    the drain's wait limit means no incident could ever close by drain."""
+    """Refused, not warned: the HUD lists only jobs queued past its threshold."""
     try:
         threshold = threshold_minutes(s.hud_query, s.hud_parameters)
     except ValueError as exc:

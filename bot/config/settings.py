@@ -1,6 +1,6 @@
-"""Settings: every knob in one validated object, read once at start and passed down. Each field
-is the environment variable of its name upper-cased; its docstring and its class are its line and
-section of docs/configuration.md, generated from them (`bot.config.reference`)."""
+"""Settings: every knob in one validated object, read once at start and passed down. A field is
+the environment variable of its name upper-cased; its docstring and its class are its line and
+section of docs/configuration.md (`bot.config.reference`)."""
 
 from __future__ import annotations
 
@@ -130,8 +130,7 @@ LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], U
 
 
 class Group(BaseModel):
-    # A name that is no setting is a mistake in the code that built it (the environment's
-    # reader ignores other variables: `bot.config.loading`).
+    # A name that is no setting is the calling code's mistake (the environment's reader ignores it).
     model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
 
 
@@ -139,11 +138,9 @@ class Slack(Group, title="Slack"):
     slack_bot_token: BotToken = None
     """The bot token (xoxb-…): OAuth & Permissions → Bot User OAuth Token. Required."""
     slack_signing_secret: SecretStr | None = None
-    """Basic Information → Signing Secret: verifies every request Slack sends to /slack/events.
-    Required in HTTP mode."""
+    """Basic Information → Signing Secret: verifies Slack's requests. Required in HTTP mode."""
     slack_app_token: AppToken = None
-    """An app-level token (xapp-…, scope connections:write): Socket Mode instead of HTTP, so Slack
-    needs no public URL."""
+    """An app-level token (xapp-…, connections:write): Socket Mode, so Slack needs no public URL."""
     slack_channel: ChannelId = Field("", examples=["C0123456789"])
     """The ID of the channel where incident threads open (C… or G…, not #name); invite the bot
     there. Required."""
@@ -182,8 +179,7 @@ class Webhooks(Group, title="Alert webhooks"):
     """/alerts/grafana requires Grafana's HMAC signature (X-Grafana-Alerting-Signature of
     `<timestamp>:<body>`, timestamps within 5 minutes)."""
     alert_webhook_hmac_allow_no_timestamp: bool = False
-    """Also accept a signature of the body alone (a Grafana that sends no timestamp header). Such a
-    signature can be replayed forever."""
+    """Also accept a signature of the body alone (no timestamp header), replayable forever."""
     alert_webhook_basic_user: str | None = None
     """HTTP basic auth instead of the bearer token (with the password)."""
     alert_webhook_basic_password: SecretStr | None = None
@@ -198,60 +194,50 @@ class Server(Group, title="Server"):
     log_level: LogLevel = "INFO"
     """DEBUG, INFO, WARNING, ERROR or CRITICAL."""
     shutdown_grace_seconds: FractionalSeconds = Field(10.0, gt=0, le=300)
-    """On SIGTERM the bot stops accepting connections and gives the requests it is serving (a
-    notification being written, a Slack request being acknowledged) this long to be answered, then
-    stops its work. A request takes milliseconds while Redis answers, and Slack gives up on one
-    after 3 s. Kubernetes' terminationGracePeriodSeconds must cover the preStop pause, this and
-    the stop (up to 15 s)."""
+    """On SIGTERM the requests being served get this long to be answered before the work stops (one
+    takes milliseconds while Redis answers; Slack gives up after 3 s). Kubernetes'
+    terminationGracePeriodSeconds must cover the preStop pause, this and the stop (up to 15 s)."""
     memory_limit_mib: int | None = Field(None, ge=32, le=1024 * 1024)
-    """The memory this process is given, in MiB: its caches are sized from it (docs/operations.md,
-    Memory). The Helm chart sets it from the container's memory limit. Unset: the cgroup's limit
-    (a container's), else 320, the chart's."""
+    """The memory this process is given, in MiB, which sizes its caches (docs/operations.md). The
+    Helm chart sets it from the container's limit. Unset: the cgroup's limit, else 320."""
 
 
 class Incidents(Group, title="Incidents"):
     status_interval_seconds: Seconds = Field(600, ge=1, le=86_400)
     """How often an open incident's thread gets a status reply."""
     storm_digest_threshold: int = Field(5, ge=0, le=10_000)
-    """A storm: this many new alert groups waiting for their root post at once in a channel get one
+    """A storm: this many new alert groups waiting at once for their root post in a channel get one
     digest message instead (0: off)."""
     reopen_window_seconds: Seconds = Field(3600, ge=0, le=7 * 86_400)
-    """A group that fires again this soon after resolving reopens its thread instead of a new
-    one."""
+    """A group firing again this soon after resolving reopens its thread instead of a new one."""
     incident_retention_days: Days = Field(30, ge=1 / 1440, le=3650)
-    """Resolved incidents (state, timeline, thread location) are forgotten this long after (a
-    span such as `12h` works too, down to a minute)."""
+    """Resolved incidents are forgotten this long after (`12h` works too, down to a minute)."""
     drain_checks: int = Field(3, ge=1, le=100)
-    """The queue counts as drained, and the incident resolves by itself, after this many checks in a
-    row find every runner type at or under both drain thresholds; each of another reading (one
-    that stands longer than a check, as GitHub's paced ones do, counts once)."""
+    """The queue is drained, and the incident resolves by itself, after this many checks in a row,
+    each of another reading, find every runner type at or under both drain thresholds."""
     drain_max_queued: float = Field(0, ge=0)
     """Drained: at most this many jobs waiting per runner type."""
     drain_max_wait_minutes: Minutes = Field(5, ge=0)
     """Drained: no job waiting longer than this."""
     drain_follow_max: Span = Field(2 * 3600, ge=0, le=7 * 86_400)
-    """When the alert clears while the live readings still see jobs queued over its thresholds, the
-    thread keeps its statuses until the queue drains or falls under them, for at most this long
-    (a span such as `2h`; 0: resolve with the alert, as with METRICS_BACKEND=alert)."""
+    """An alert that clears while the live readings still see jobs queued over its thresholds keeps
+    its thread's statuses until the queue drains or falls under them, for at most this long (0:
+    resolve with the alert, as with METRICS_BACKEND=alert)."""
     drain_target_minutes: Minutes = Field(30, gt=0, le=1440)
-    """Runners are recommended to drain the queue within this long (the one recommendation every
-    surface shows)."""
+    """Runners are recommended to drain the queue within this long (every surface shows it)."""
     advice_window: Span = Field(300, ge=0, le=3600)
     """The advice shown is held over this window, as Kubernetes' HPA holds a scale-down: the most
-    any reading in it advised (less the runners added since), "none" only once every reading in
-    it advised none. 0: each reading's own advice."""
+    any reading in it advised (less runners added since). 0: each reading's own."""
     chart_style: ChartStyle = ChartStyle.NATIVE
-    """native: Slack draws the trend in the status replies and the summary (no upload, no
-    files:write); image: a PNG uploaded with every Nth status (needs files:write), also the fallback
-    when a workspace refuses the chart block."""
+    """native: Slack draws the trend in statuses and the summary; image: a PNG uploaded with every
+    Nth status (needs files:write), also the fallback where a workspace refuses the chart block."""
     status_chart_every: int = Field(3, ge=0, le=100)
     """As pictures, the trend chart goes with every Nth status reply (0: only the summary's)."""
 
 
 class Silences(Group, title="Silences"):
     silence_backend: SilenceBackend | None = None
-    """Where Silence makes a real silence: grafana or alertmanager. Unset: silencing says how to set
-    it up."""
+    """Where Silence makes one: grafana or alertmanager. Unset: silencing says how to set it up."""
     grafana_url: OptionalHttpUrl = None
     """Grafana's base URL."""
     grafana_token: SecretStr | None = None
@@ -259,8 +245,7 @@ class Silences(Group, title="Silences"):
     alertmanager_url: OptionalHttpUrl = Field(None, examples=["http://alertmanager:9093"])
     """Alertmanager's base URL."""
     backend_timeout_seconds: FractionalSeconds = Field(10.0, gt=0, le=120)
-    """Every backend call (silences, scalers, metrics) gives up after this long: a responder is
-    waiting."""
+    """Every backend call (silences, scalers, metrics) gives up after this long: someone waits."""
 
 
 class Scaling(Group, title="Scaling"):
@@ -269,15 +254,14 @@ class Scaling(Group, title="Scaling"):
     scaler_targets: ScaleTargets = Field(
         {}, examples=['{"linux.2xlarge": {"cap": 10, "ceiling": 200}}']
     )
-    """The runner types that may be scaled, as JSON: runner type → {target, cap, ceiling}, or runner
-    type → target. With arc the target may be left out: it is SCALER_ARC_NAMESPACE/<the type's scale
-    set>. cap: the most one request may add; ceiling: the largest capacity queuepilot may set."""
+    """The runner types that may be scaled, as JSON: runner type → {target, cap, ceiling} or target
+    (arc derives it: SCALER_ARC_NAMESPACE/<scale set>). cap: the most one request may add; ceiling:
+    the largest capacity queuepilot may set."""
     runner_scale_sets: ScaleSets = Field(
         {}, examples=['{"linux.g5.4xlarge.nvidia.gpu": "gpu-a10g"}']
     )
-    """Runner type → its ARC scale set (the AutoscalingRunnerSet, its listener metrics' `name`),
-    where not the derived one: lower-cased, characters outside a-z, 0-9 and - made -, no - at
-    either end (linux.2xlarge → linux-2xlarge). `queuepilot check` shows the mapping."""
+    """Runner type → its ARC scale set, where not the derived one: lower-cased, other characters
+    than a-z, 0-9 and - made - (linux.2xlarge → linux-2xlarge). `queuepilot check` shows them."""
     scale_allowed_users: MemberIds = ()
     """Comma-separated Slack member IDs (U…, W…) and user-group IDs (S…) allowed to scale. Empty:
     scaling is refused, with a message that says how to be allowed."""
@@ -287,12 +271,11 @@ class Scaling(Group, title="Scaling"):
     """After a scale-up of a runner type, another waits this long (a double submit, two people
     reacting to one alert)."""
     scale_revert_after: RevertAfter = Field(4 * 3600, ge=0, le=30 * 86_400)
-    """A scale-up from Slack is put back once its incident has resolved (and its queue settled:
-    SCALE_REVERT_SETTLE), and at the latest this long after it (off: only after the incident).
-    Between 1 minute and 30 days."""
+    """A scale-up from Slack is put back once its incident resolved and its queue settled, and at
+    the latest this long after it (off: only after the incident). 1 minute to 30 days."""
     scale_revert_settle: Span = Field(1800, ge=0, le=30 * 86_400)
-    """After its incident resolves, a scale-up goes back once the queue has stayed drained this
-    long (without live numbers, this long after the resolve). 0: at the resolve."""
+    """A scale-up goes back once the queue has stayed drained this long after its incident resolved
+    (without live numbers, this long after). 0: at the resolve."""
     scaler_webhook_url: OptionalHttpUrl = None
     """webhook: where the signed scale request is POSTed."""
     scaler_webhook_secret: SecretStr | None = None
@@ -302,21 +285,18 @@ class Scaling(Group, title="Scaling"):
     scaler_arc_namespace: Namespace = "arc-runners"
     """arc: the scale sets' namespace."""
     scaler_sqs_queue_url: OptionalHttpUrl = None
-    """sqs: the autoscaler's scale-up queue (terraform-aws-github-runner's queued-builds queue, as
-    PyTorch's CI runs it)."""
+    """sqs: terraform-aws-github-runner's scale-up (queued-builds) queue."""
     scaler_sqs_repository: OwnerName = ""
     """sqs: owner/name the scale-up messages name."""
     scaler_sqs_installation_id: str = ""
     """sqs: the GitHub App installation ID the messages carry."""
     aws_region: str | None = None
-    """sqs and aws-asg: the region (else the queue URL's, or AWS's usual chain). Credentials come
-    from AWS's usual chain."""
+    """sqs and aws-asg: the region (else the queue URL's, or AWS's usual chain, as credentials)."""
 
 
 class Metrics(Group, title="Live queue metrics"):
     metrics_backend: MetricsBackend = MetricsBackend.ALERT
-    """Where the queue's numbers come from: alert (the notifications' own), prometheus, github or
-    hud."""
+    """Where the queue's numbers come from: alert (the notification's), prometheus, github, hud."""
     metrics_interval_seconds: Seconds = Field(60, ge=1, le=3600)
     """The fleet is read at most this often, by one replica, for every incident."""
     prometheus_url: OptionalHttpUrl = Field(None, examples=["http://prometheus.monitoring:9090"])
@@ -326,18 +306,15 @@ class Metrics(Group, title="Live queue metrics"):
     prometheus_queries: JsonObject = {}
     """prometheus: field → PromQL, replacing the ARC defaults ("" drops a field)."""
     prometheus_selector: PromqlSelector = Field("", examples=['cluster="prod"'])
-    """prometheus: label matchers in PromQL's syntax (=, !=, =~, !~; values quoted), added to
-    every series of every default query: the one cluster to read where a Prometheus (Thanos,
-    Mimir) holds several, whose same-named scale sets would otherwise add up. Use a label every
-    series carries alike (an external label such as cluster). PROMETHEUS_QUERIES' own queries
-    are asked as written."""
+    """prometheus: label matchers (=, !=, =~, !~; values quoted) added to every series of every
+    default query: the one cluster to read where a Prometheus (Thanos, Mimir) holds several, whose
+    same-named scale sets would add up. Use a label every series carries (an external label).
+    PROMETHEUS_QUERIES' own queries are asked as written."""
     github_token: SecretStr | None = None
-    """A GitHub token: github reads the runners and the queued jobs with it (Actions and
-    Administration: read); GITHUB_ISSUES_REPO writes the alert's issue with it (Issues: read and
-    write). Or a GitHub App instead: GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY."""
+    """github reads runners and queued jobs with it (Actions and Administration: read);
+    GITHUB_ISSUES_REPO writes the alert's issue (Issues: read and write). Or a GitHub App."""
     github_app_id: AppId = ""
-    """A GitHub App instead of GITHUB_TOKEN, for github and GITHUB_ISSUES_REPO alike: its App ID or
-    client ID (the App's settings page). Its installation token is minted and renewed as needed."""
+    """A GitHub App instead of GITHUB_TOKEN: its App ID or client ID (the App's settings page)."""
     github_app_private_key: AppPrivateKey = None
     """The GitHub App's private key: the .pem file's text (on one line, \\n for each line break;
     GITHUB_APP_PRIVATE_KEY_FILE takes the .pem file as it is). Needs the github-app extra (the
@@ -349,10 +326,9 @@ class Metrics(Group, title="Live queue metrics"):
     github_repos: OwnerNames = ()
     """github: owner/name, comma-separated: the repositories whose queued jobs count."""
     github_reading_share: float = Field(0.6, gt=0, le=1)
-    """github: the share of GitHub's hourly rate limit (5,000 requests for a token's user or an
-    App's installation) the readings may spend. They are paced to it, and read less often than
-    METRICS_INTERVAL_SECONDS when the fleet is large (each says how old its numbers are); the
-    rest stays for the alert's issue, `queuepilot check` and anyone else on the token."""
+    """github: the share of GitHub's hourly rate limit (5,000 requests) the readings may spend,
+    paced to it (less often than METRICS_INTERVAL_SECONDS on a large fleet); the rest stays for
+    the alert's issue, `queuepilot check` and anyone else on the token."""
     hud_url: OptionalHttpUrl = None
     """hud: a PyTorch-style HUD's base URL."""
     hud_token: SecretStr | None = None
@@ -360,28 +336,25 @@ class Metrics(Group, title="Live queue metrics"):
     hud_query: Literal["queued_jobs_aggregate", "queued_jobs_by_label"] = "queued_jobs_aggregate"
     """hud: the saved query read."""
     hud_parameters: JsonObject = {}
-    """hud: the query's parameters as JSON, over the defaults (queuedThresholdMinutes 5, as
-    PyTorch's own queue alert counts)."""
+    """hud: the query's parameters as JSON, over the defaults (queuedThresholdMinutes 5)."""
     hud_jobs_over_minutes: Minutes = Field(5.0, ge=0, le=1440)
-    """hud: how long a job has queued before the HUD's queued_jobs lists it (5, as torchci's
-    query has it): said beside the jobs it lists, so a count of them never reads as the queue."""
+    """hud: how long a job has queued before the HUD's queued_jobs lists it (torchci's 5), said
+    beside the jobs listed, so their count never reads as the queue."""
     jobs_backend: JobsBackend = JobsBackend.AUTO
-    """Where /queue jobs and diagnostics list the jobs behind the queue: auto (the metrics backend,
-    when it can), github (needs GITHUB_TOKEN or a GitHub App, and GITHUB_REPOS), hud or none."""
+    """Where /queue jobs and diagnostics list the queued jobs: auto (the metrics backend, if it
+    can), github (a GitHub credential and GITHUB_REPOS), hud or none."""
     runner_boot_minutes: Minutes = Field(5.0, gt=0, le=240)
-    """How long a new runner may take to register; runners asked for longer ago and still missing
-    are a cause diagnostics name."""
+    """How long a new runner may take to register before diagnostics name it missing."""
     listener_stall_minutes: Minutes = Field(15.0, gt=0, le=240)
     """ARC's assigned jobs unchanged this long while runners idle: "listener stalled"."""
 
 
 class Forecasts(Group, title="Early warning and the capacity report"):
     early_warning_minutes: Minutes = Field(15.0, ge=0, le=240)
-    """A quiet channel message when a runner type's queue is forecast to cross the alert's
-    thresholds within this long (off or 0: no warnings). Needs a live METRICS_BACKEND."""
+    """A quiet message when a runner type's queue is forecast to cross the alert's thresholds
+    within this long (off: none). Needs a live METRICS_BACKEND."""
     early_warning_queued: float | None = Field(None, gt=0)
-    """Before any incident has said what the alert's thresholds are: the queued jobs that fire
-    it."""
+    """Before any incident has said the alert's thresholds: the queued jobs that fire it."""
     early_warning_wait_minutes: Minutes | None = Field(None, gt=0)
     """... and the longest wait that fires it."""
     report_schedule: WeeklyAt = Field(None, examples=["mon 09:00 Europe/London"])
@@ -391,29 +364,25 @@ class Forecasts(Group, title="Early warning and the capacity report"):
 
 class Issues(Group, title="The alert's GitHub issue"):
     github_issues_repo: str = Field("", pattern=r"^([^/\s]+/[^/\s]+)?$")
-    """owner/name where the alert's GitHub issue lives (as pytorch/alerting-infra opens them): it is
-    found and linked both ways, and commented at each step that matters. Empty: no issue. Needs
-    GITHUB_TOKEN or a GitHub App (Issues: read and write)."""
+    """owner/name where the alert's GitHub issue lives (as pytorch/alerting-infra opens them),
+    linked both ways and commented at each step. Needs a GitHub credential (Issues: write)."""
     github_issues_open: bool = False
-    """Open an issue per incident when none is found (labels area:alerting, Pri:<priority>, one
-    Team:<team> per team, Source:<source>, as alerting-infra's); closed when the incident resolves,
-    reopened if it fires again within REOPEN_WINDOW_SECONDS."""
+    """Open an issue per incident when none is found (labelled as alerting-infra's), closed when
+    it resolves, reopened if it fires again within REOPEN_WINDOW_SECONDS."""
     github_issues_open_after_seconds: Seconds = Field(90, ge=0, le=3600)
-    """With GITHUB_ISSUES_OPEN: how long after the alert fires (or fires again) an issue from
-    pytorch/alerting-infra is waited for before queuepilot opens its own. Its collector opens one
-    seconds after the notification (SNS, SQS with a 1 s batching window, a Lambda); 90 s also
-    covers one SQS redelivery after its 70 s visibility timeout. 0: open at once."""
+    """With GITHUB_ISSUES_OPEN: how long after the alert fires an issue from alerting-infra is
+    waited for before queuepilot opens its own (90 s covers one SQS redelivery of its collector's,
+    after the 70 s visibility timeout). 0: at once."""
 
 
 class Advanced(Group, title="Advanced"):
-    """Slack's published limits and the bot's internal timing. The defaults are what Slack allows
-    and what the benchmarks measured; tests and the demo shorten some of them to run faster."""
+    """Slack's published limits and the bot's internal timing: the defaults are what Slack allows
+    and the benchmarks measured."""
 
     slack_api_url: SlackApiUrl = "https://slack.com/api/"
     """Slack's Web API base URL; the demo and tests point it at the local emulator."""
     home_numbers_seconds: Seconds = Field(300, ge=30, le=86_400)
-    """An open App Home's numbers are published again at most this often; a change of state at
-    once, and a person opening the Home sees the numbers of now."""
+    """An open App Home's numbers are published at most this often (a change of state at once)."""
     slack_post_interval_ms: Milliseconds = Field(1000, ge=0, le=60_000)
     """Posts to one channel are paced one per this long (Slack allows about one a second)."""
     slack_update_interval_ms: Milliseconds = Field(1200, ge=0, le=60_000)
@@ -421,31 +390,28 @@ class Advanced(Group, title="Advanced"):
     slack_post_burst: int = Field(3, ge=1, le=20)
     """A channel's sender may post this many at once before pacing (Slack allows short bursts)."""
     slack_timeout_seconds: FractionalSeconds = Field(10.0, gt=0, le=120)
-    """A Slack call not answered within this long is uncertain: a post is looked up by its metadata
-    before it is sent again."""
+    """A Slack call unanswered this long is uncertain: a post is looked up before it is resent."""
     root_edit_interval_ms: Milliseconds = Field(2000, ge=0, le=600_000)
     """One root message is edited at most this often; changes in between become one edit."""
     redis_prefix: str = "qp"
     """Key prefix, to share one Redis between deployments."""
     leader_lease_ms: Milliseconds = Field(6000, ge=1000, le=120_000)
-    """One replica at a time does the work (applies, sends to Slack, runs the periodic jobs): the
-    one holding this lease in Redis. A leader that died is replaced within this long; a shorter
-    lease costs Redis a renewal every third of it."""
+    """The replica holding this lease in Redis does the work; a leader that died is replaced
+    within this long (renewed every third of it)."""
     alert_max_body_bytes: int = Field(1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     """The largest notification accepted, in bytes (413 past it)."""
     storm_quiet_seconds: FractionalSeconds = Field(60.0, gt=0, le=86_400)
     """A storm is over, and its digest becomes a summary, after this long without a new group."""
     drain_check_seconds: Seconds = Field(60, ge=1, le=3600)
-    """The checks after the first that found the queue drained come this far apart, or at the
-    status interval where that is sooner."""
+    """After a check finds the queue drained, the next come this far apart (or at the status
+    interval, if sooner)."""
     status_tick_seconds: FractionalSeconds = Field(5.0, gt=0, le=300)
     """The leader looks for due status replies this often; the due times live in Redis."""
     intake_reclaim_idle_ms: Milliseconds = Field(30_000, ge=100, le=3_600_000)
-    """Notifications and Slack requests a crashed replica left half-done are taken over after this
-    long."""
+    """Notifications and Slack requests a dead replica left half-done are taken over after this."""
     intake_max_attempts: int = Field(10, ge=1, le=1000)
-    """Failures before a notification that can never be applied, or a Slack request that can never
-    be done, is dead-lettered (Slack outages and Redis errors never count)."""
+    """Failures before a notification or Slack request is dead-lettered (Slack outages and Redis
+    errors never count)."""
     silence_check_seconds: Seconds = Field(60, ge=5, le=3600)
     """How often the bot asks whether a silence made from Slack still holds."""
     aws_endpoint_url: OptionalHttpUrl = None
@@ -453,21 +419,19 @@ class Advanced(Group, title="Advanced"):
     prometheus_runner_type_label: str = "name"
     """prometheus: the label naming the runner type's series."""
     prometheus_name_suffix: Regex = "-[bcdfghjklmnpqrstvwxz2456789]{5}$"
-    """prometheus: a regex stripped from that label (ARC 0.14's runner sets are <scale set>-<5
-    chars>)."""
+    """prometheus: a regex stripped from that label (ARC 0.14 names runner sets <set>-<5 chars>)."""
     prometheus_rate_window: str = Field("10m", pattern=r"^[0-9]+[smhd]$")
     """prometheus: the window of rates and means, in PromQL's syntax."""
     github_app_installation_id: int | None = Field(None, ge=1)
-    """The GitHub App's installation. Unset: the one on GITHUB_ISSUES_REPO, else on the first of
-    GITHUB_REPOS, else on GITHUB_ORG."""
+    """The GitHub App's installation. Unset: GITHUB_ISSUES_REPO's, else GITHUB_REPOS' first's,
+    else GITHUB_ORG's."""
     github_issues_interval_ms: Milliseconds = Field(1000, ge=10, le=60_000)
-    """Calls to GitHub for the alert's issue, at most one per this long across replicas (GitHub asks
-    for a second between writes, against its secondary limits)."""
+    """Calls to GitHub for the alert's issue, one per this long at most (GitHub asks a second
+    between writes)."""
     probe_interval_seconds: FractionalSeconds = Field(300.0, ge=0, le=86_400)
-    """The leader runs `queuepilot check`'s probes of Redis and the backends 30 s after it starts
-    leading (or this long, if shorter) and this often after; a probe that starts failing is
-    logged once, with its fix, and its queuepilot_probe_ok gauge reads 0 until it recovers. off:
-    only `queuepilot check` probes."""
+    """The leader runs `queuepilot check`'s probes 30 s into its term (or this long, if shorter)
+    and this often after; a probe that starts failing is logged once with its fix, and
+    queuepilot_probe_ok reads 0 until it recovers. off: only `queuepilot check` probes."""
 
 
 # In the reference's order.

@@ -21,10 +21,9 @@ _UNIT_SECONDS = {"milliseconds": 0.001, "seconds": 1, "minutes": 60, "days": 86_
 
 
 def duration(kind: Any, unit: str, *, bare: bool = True) -> Any:
-    """`30s`, `10m`, `4h`, `1d`, `1h30m` or `off` (0, where 0 is allowed); a bare number is in
-    the setting's own unit, the one its name says (`STATUS_INTERVAL_SECONDS=600`). Where the name
-    says no unit (`bare=False`), a bare number is refused: `SCALE_REVERT_AFTER=240` would be read
-    as 4 minutes by whoever meant 4 hours. Only 0 needs none."""
+    """`30s`, `10m`, `4h`, `1d`, `1h30m` or `off`; a bare number is in the unit the setting's name
+    says. Where it says none (`bare=False`), only 0 may be bare: whoever wrote
+    `SCALE_REVERT_AFTER=240` may have meant 4 hours as well as 4 minutes."""
 
     def read(value: object) -> object:
         if not isinstance(value, str):
@@ -56,10 +55,8 @@ Milliseconds = duration(int, "milliseconds")
 Seconds = duration(int, "seconds")
 FractionalSeconds = duration(float, "seconds")
 Minutes = duration(float, "minutes")
-# A span such as `12h` too, not only whole days: a retention of minutes for a soak that plays a
-# week in minutes.
+# A span such as `12h` too: a soak plays a week in minutes.
 Days = duration(int | float, "days")
-# For a name that carries no unit.
 Span = duration(int, "seconds", bare=False)
 
 
@@ -92,13 +89,9 @@ def _json_object(text: str) -> object:
 
 
 def _comma_list(check: Callable[[str], str], kind: str) -> Any:
-    def split(text: str) -> tuple[str, ...]:
-        return tuple(part.strip() for part in text.split(",") if part.strip())
-
-    def each(values: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(check(value) for value in values)
-
-    return Annotated[tuple[str, ...], NoDecode, parsed(split), AfterValidator(each), kind]
+    split = parsed(lambda text: tuple(part.strip() for part in text.split(",") if part.strip()))
+    each = AfterValidator(lambda values: tuple(check(value) for value in values))
+    return Annotated[tuple[str, ...], NoDecode, split, each, kind]
 
 
 def _channel_id(value: str) -> str:
@@ -113,8 +106,7 @@ def _channel_id(value: str) -> str:
 
 
 def _without_credentials(value: str) -> str:
-    """What could be a user and password (anything before an `@`, however malformed the rest) and
-    the query (`?password=`) left out."""
+    """Anything before an `@` (a user and password, however malformed) and the query left out."""
     return re.sub(r"[^/@\s]*(?:\s[^/@]*)?@", "•••@", value.split("?", 1)[0])[:60]
 
 
@@ -157,7 +149,7 @@ _PEM_FIX = (
 
 def rsa_private_key(value: SecretStr | None) -> SecretStr | None:
     """PEM, RSA, unencrypted, as GitHub generates it; a literal `\\n` (an env file's line) is a
-    line break (a PEM has no backslash). The message never repeats the value (a secret)."""
+    line break. The message never repeats the value (a secret)."""
     if value is None:
         return None
     text = value.get_secret_value().strip().replace("\\n", "\n")
@@ -187,11 +179,6 @@ def _regex(value: str) -> str:
     except re.error as exc:
         raise ValueError(f"not a regular expression: {exc}") from None
     return value
-
-
-def _promql_selector(value: str) -> str:
-    """Written back as `selector_text` writes it: the text every default query carries."""
-    return selector_text(parse_selector(value))
 
 
 def _sentinels(value: str | None) -> str | None:
@@ -225,15 +212,13 @@ _namespace = _matching(
 )
 
 
-def _trailing_slash(url: str) -> str:
-    # slack_sdk joins base_url and a method's name by plain concatenation.
-    return url if url.endswith("/") else url + "/"
-
-
 HttpUrl = _url(("http", "https"), "https://host:port")
 OptionalHttpUrl = _url(("http", "https"), "https://host", str | None)
 RedisUrl = _url(("redis", "rediss", "unix", "redis+sentinel"), "redis://localhost:6379/0")
-SlackApiUrl = Annotated[HttpUrl, AfterValidator(_trailing_slash)]
+# slack_sdk joins base_url and a method's name by plain concatenation.
+SlackApiUrl = Annotated[
+    HttpUrl, AfterValidator(lambda url: url if url.endswith("/") else url + "/")
+]
 
 
 def json_map(value: Any) -> Any:
@@ -254,8 +239,11 @@ OwnerName = Annotated[str, AfterValidator(_owner_name)]
 SlashCommand = Annotated[str, AfterValidator(_slash_command)]
 Namespace = Annotated[str, AfterValidator(_namespace)]
 Regex = Annotated[str, AfterValidator(_regex)]
+# Written back as every default query carries it.
 PromqlSelector = Annotated[
-    str, AfterValidator(_promql_selector), 'PromQL label matchers (`label="value"`, …)'
+    str,
+    AfterValidator(lambda value: selector_text(parse_selector(value))),
+    'PromQL label matchers (`label="value"`, …)',
 ]
 Sentinels = Annotated[str | None, AfterValidator(_sentinels)]
 Upper = BeforeValidator(lambda value: value.upper() if isinstance(value, str) else value)
