@@ -6,6 +6,7 @@ and consumers say what they could not know instead of guessing.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -15,9 +16,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
 from bot.domain.jobs import JobsView
-from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Advised, Judgement, judge
+from bot.domain.judgement import (
+    DRAIN_TARGET_MINS,
+    RECENT_READINGS,
+    Advised,
+    Judgement,
+    advise,
+    direction_of,
+    running_of,
+    sure_growth,
+)
 from bot.domain.runner_names import type_named
-from bot.domain.runner_pods import NEEDS, RunnerPods
+from bot.domain.runner_pods import NEEDS, RunnerPods, pod_causes
+from bot.domain.value_string import finite
 
 
 class RunnerTypeMetrics(BaseModel):
@@ -266,6 +277,58 @@ def judged_as(
         window_mins=window_mins,
     )
     return m.model_copy(update={"judged": verdict})
+
+
+def judge(
+    metrics: RunnerTypeMetrics,
+    observed: Sequence[tuple[float, float]],
+    *,
+    at: datetime,
+    within_mins: float = DRAIN_TARGET_MINS,
+    wait_unknown: str = "",
+    earlier: Sequence[Advised] = (),
+    window_mins: float = 0.0,
+) -> Judgement:
+    """What `metrics` mean (`bot.domain.judgement`). `observed`: (epoch seconds, queued) at the
+    readings before this one, oldest first; `earlier`: what the readings within the last
+    `window_mins` advised, oldest first."""
+    queued = finite(metrics.queued)
+    points = [(t, value) for t, value in observed if math.isfinite(value)]
+    if queued is not None:
+        points.append((at.timestamp(), queued))
+    direction, rate = direction_of(points)
+    running = running_of(metrics.registered, metrics.busy)
+    desired = finite(metrics.desired)
+    wait = finite(metrics.longest_wait_mins)
+    duration, before = finite(metrics.job_duration_mins), finite(metrics.duration_baseline_mins)
+    pods = metrics.pods
+    stuck = pods.cannot_start if pods else 0
+    judgement = Judgement(
+        at=at,
+        queued=queued,
+        wait_mins=wait,
+        wait_over=bool(metrics.wait_over) and wait is not None,
+        wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
+        wait_unknown="" if wait is not None or not queued else wait_unknown,
+        direction=direction,
+        change_per_min=rate,
+        busy=finite(metrics.busy),
+        registered=finite(metrics.registered),
+        # Pods that cannot start are wanted but not booting: they drain nothing.
+        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
+        maximum=finite(metrics.maximum),
+        within_mins=within_mins,
+        causes=pod_causes(pods, slower=duration / before if duration and before else None),
+        cannot_start=pods.withholding if pods else 0,
+        held=stuck,
+        unplaced=round(pods.unschedulable or 0) if pods else 0,
+        window_mins=window_mins,
+    )
+    arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
+    net = 0.0 if arrivals is None or completions is None else max(arrivals - completions, 0.0)
+    return advise(
+        judgement, duration=duration, net_arrivals=net, sure=sure_growth(points), earlier=earlier
+    )
 
 
 def of_type(types: Mapping[str, V], runner_type: str) -> V | None:

@@ -11,17 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
-from bot.domain.runner_pods import PodCause, pod_causes
+from bot.domain.runner_pods import PodCause
 from bot.domain.units import minutes, number, wait_parts
 from bot.domain.value_string import finite
-
-if TYPE_CHECKING:
-    from bot.domain.fleet import RunnerTypeMetrics
 
 DRAIN_TARGET_MINS = 30.0
 BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
@@ -158,7 +154,7 @@ class Judgement(BaseModel):
     @property
     def supply(self) -> float:
         """The runners the type has or is getting: running (registered or busy) and booting."""
-        return (_most(self.registered, self.busy) or 0.0) + self.booting
+        return (running_of(self.registered, self.busy) or 0.0) + self.booting
 
     @property
     def _held_note(self) -> str:
@@ -195,57 +191,28 @@ class Advised:
     shown: int
 
 
-def judge(
-    metrics: RunnerTypeMetrics,
-    observed: Sequence[tuple[float, float]],
+def advise(
+    j: Judgement,
     *,
-    at: datetime,
-    within_mins: float = DRAIN_TARGET_MINS,
-    wait_unknown: str = "",
+    duration: float | None,
+    net_arrivals: float,
+    sure: float,
     earlier: Sequence[Advised] = (),
-    window_mins: float = 0.0,
 ) -> Judgement:
-    """`observed`: (epoch seconds, queued) at the readings before this one, oldest first;
-    `earlier`: what the readings within the last `window_mins` advised, oldest first."""
-    queued = finite(metrics.queued)
-    points = [(t, value) for t, value in observed if math.isfinite(value)]
-    if queued is not None:
-        points.append((at.timestamp(), queued))
-    direction, rate = direction_of(points)
-    running = _most(metrics.registered, metrics.busy)
-    desired = finite(metrics.desired)
-    wait = finite(metrics.longest_wait_mins)
-    stuck = metrics.pods.cannot_start if metrics.pods else 0
-    judgement = Judgement(
-        at=at,
-        queued=queued,
-        wait_mins=wait,
-        wait_over=bool(metrics.wait_over) and wait is not None,
-        wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
-        wait_unknown="" if wait is not None or not queued else wait_unknown,
-        direction=direction,
-        change_per_min=rate,
-        busy=finite(metrics.busy),
-        registered=finite(metrics.registered),
-        # Pods that cannot start are wanted but not booting: they drain nothing.
-        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
-        maximum=finite(metrics.maximum),
-        within_mins=within_mins,
-        causes=pod_causes(metrics.pods, slower=_slower(metrics)),
-        cannot_start=metrics.pods.withholding if metrics.pods else 0,
-        held=stuck,
-        unplaced=round(metrics.pods.unschedulable or 0) if metrics.pods else 0,
-    )
-    judged = _advised(judgement, metrics, running, sure_growth(points))
-    judged = judged.model_copy(update={"own": judged.wanted, "window_mins": window_mins})
-    return _held(judged, earlier, running, _noise_runners(judged, metrics))
+    """`j` advised: `duration` a job's minutes, `net_arrivals` per minute, `sure` the growth the
+    queue shows beyond its scatter (`sure_growth`), `earlier` the window's advice, oldest first."""
+    duration = duration if duration and duration > 0 else None
+    advised = _advised(j, duration, net_arrivals, sure)
+    advised = advised.model_copy(update={"own": advised.wanted})
+    noise = to_drain(max(NOISE_JOBS, NOISE_SHARE * (j.queued or 0.0)), duration, j.within_mins)
+    return _held(advised, earlier, noise)
 
 
-def _held(j: Judgement, earlier: Sequence[Advised], running: float | None, noise: int) -> Judgement:
+def _held(j: Judgement, earlier: Sequence[Advised], noise: int) -> Judgement:
     """The advice stabilized as HPA's `behavior` stabilizes a scale-down: the most any reading in
     the window advised, less the runners the type gained since (so a scale-up counts at once);
     "none" only once every reading in the window advised none. A lower most within the queue's
-    noise of what the last reading showed keeps that: a wobble does not move it."""
+    noise (in runners) of what the last reading showed keeps that: a wobble does not move it."""
     if j.cannot_start or not earlier or (not j.queued and not j.own):
         return j  # nothing queued and none advised is none at once: no runner to add to idle ones
     supply = j.supply
@@ -259,35 +226,18 @@ def _held(j: Judgement, earlier: Sequence[Advised], running: float | None, noise
         most = shown
     if most <= j.own:
         return j
-    held = f"the most advised over the last {minutes(j.window_mins)}"
-    return _fitted(j, most + j.booting, held, running)
+    return _fitted(j, most + j.booting, f"the most advised over the last {minutes(j.window_mins)}")
 
 
-def _noise_runners(j: Judgement, metrics: RunnerTypeMetrics) -> int:
-    """The runners a queue's noise (as `direction_of` reads it) would ask for."""
-    duration = finite(metrics.job_duration_mins)
-    jobs = max(NOISE_JOBS, NOISE_SHARE * (j.queued or 0.0))
-    return to_drain(jobs, duration if duration and duration > 0 else None, j.within_mins)
-
-
-def _slower(metrics: RunnerTypeMetrics) -> float | None:
-    now, before = finite(metrics.job_duration_mins), finite(metrics.duration_baseline_mins)
-    return now / before if now and before else None
-
-
-def _advised(
-    j: Judgement, metrics: RunnerTypeMetrics, running: float | None, sure: float
-) -> Judgement:
+def _advised(j: Judgement, duration: float | None, net_arrivals: float, sure: float) -> Judgement:
     queued = j.queued or 0.0
-    duration = finite(metrics.job_duration_mins)
-    duration = duration if duration and duration > 0 else None
     if queued <= 0:
         # Only before the queue was ever observed do the rates speak: once observed, a surge's
         # rates still in their window must not ask for runners under a queue that drained.
-        growth = _net_arrivals(metrics) if j.direction is None else 0.0
+        growth = net_arrivals if j.direction is None else 0.0
         if not growth or duration is None:
             return j
-        return _fitted(j, math.ceil(growth * duration), "arrivals outrun completions", running)
+        return _fitted(j, math.ceil(growth * duration), "arrivals outrun completions")
     rate = j.change_per_min or 0.0
     if j.direction is Direction.FALLING and rate < 0:
         # A holding queue's slope is noise: read as a drain it would flip the advice.
@@ -296,13 +246,13 @@ def _advised(
             fell = f"the queue fell {-rate:.1f} jobs/min over the last readings"
             return j.model_copy(update={"clears_in_mins": clears, "why": fell})
         needed = to_drain(queued + rate * j.within_mins, duration, j.within_mins)
-        return _fitted(j, needed, f"it falls, but would take ~{eta(clears)} by itself", running)
+        return _fitted(j, needed, f"it falls, but would take ~{eta(clears)} by itself")
     # Growth: none while holding; the rates alone before any queue was observed; else the
     # observed growth beyond its scatter (the rates size the advice, never turn its direction).
     if j.direction is Direction.HOLDING:
         growth = 0.0
     elif j.direction is None:
-        growth = _net_arrivals(metrics)
+        growth = net_arrivals
     else:
         growth = min(max(rate, 0.0), sure)
     needed = to_drain(queued + growth * j.within_mins, duration, j.within_mins)
@@ -310,14 +260,7 @@ def _advised(
     why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
     if growth:
         why += f" while it grows {growth:.1f} jobs/min"
-    return _fitted(j, needed, why, running)
-
-
-def _net_arrivals(metrics: RunnerTypeMetrics) -> float:
-    arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
-    if arrivals is None or completions is None:
-        return 0.0
-    return max(arrivals - completions, 0.0)
+    return _fitted(j, needed, why)
 
 
 def to_drain(backlog: float, duration: float | None, within_mins: float) -> int:
@@ -330,7 +273,7 @@ def to_drain(backlog: float, duration: float | None, within_mins: float) -> int:
     return max(math.ceil(backlog * duration / within_mins), 1)
 
 
-def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judgement:
+def _fitted(j: Judgement, needed: int, why: str) -> Judgement:
     """`needed` less the runners booting, and how far the maximum must rise for the rest; none
     while new pods cannot start."""
     if j.cannot_start:
@@ -342,6 +285,7 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
     if needed and not runners:
         why = f"the {_runners(j.booting)} booting cover the ~{needed} needed"
     raise_by = 0
+    running = running_of(j.registered, j.busy)
     if runners and j.maximum is not None and running is not None:
         room = max(math.floor(j.maximum - running) - j.booting - j.held, 0)
         raise_by = max(runners - room, 0)
@@ -373,8 +317,7 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     base = j.model_copy(update=update)
     if not j.needed:
         return base
-    running = _most(j.registered, j.busy)
-    return _fitted(base, j.needed, f"+{runners} added since this reading", running)
+    return _fitted(base, j.needed, f"+{runners} added since this reading")
 
 
 def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | None, float | None]:
@@ -449,5 +392,6 @@ def _runners(count: int) -> str:
     return f"{count} runner" if count == 1 else f"{count} runners"
 
 
-def _most(*values: float | None) -> float | None:
-    return max((v for v in map(finite, values) if v is not None), default=None)
+def running_of(registered: float | None, busy: float | None) -> float | None:
+    """The runners running: registered, or busy where more are busy than registered."""
+    return max((v for v in map(finite, (registered, busy)) if v is not None), default=None)
