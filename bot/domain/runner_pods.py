@@ -245,30 +245,27 @@ def _unschedulable(pods: RunnerPods) -> PodCause | None:
 def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
     if not count or count <= 0:
         return None
-    if trouble is Trouble.IMAGE_PULL:
-        return PodCause(
-            trouble=trouble,
-            evidence=f"new runners fail to pull their image (ImagePullBackOff, {number(count)} "
-            "pods)",
-            advice="check the runner image's tag and the registry's credentials or limits; "
-            "roll back a new image; more runners would fail the same",
-        )
-    if trouble is Trouble.CREATING:
-        return PodCause(
-            trouble=trouble,
-            evidence=f"{_pods(count)} ContainerCreating or PodInitializing for over "
+    evidence, advice = {
+        Trouble.IMAGE_PULL: (
+            f"new runners fail to pull their image (ImagePullBackOff, {number(count)} pods)",
+            "check the runner image's tag and the registry's credentials or limits; roll back a "
+            "new image; more runners would fail the same",
+        ),
+        Trouble.CREATING: (
+            f"{_pods(count)} ContainerCreating or PodInitializing for over "
             f"{minutes(CREATING_MINS)} on their node",
-            advice="describe one of those pods: most often a large runner image still pulling "
-            "on a new node (pre-pull it or bake it into the node image), else a volume that does "
-            "not attach or mount, or no pod IP from the network plugin; more runners would wait "
-            "the same",
-        )
-    return PodCause(
-        trouble=trouble,
-        evidence=f"{_pods(count)} cannot start (CreateContainerConfigError)",
-        advice="a Secret or ConfigMap the runner pod names is missing: fix the scale set's "
-        "pod template; more runners would fail the same",
-    )
+            "describe one of those pods: most often a large runner image still pulling on a new "
+            "node (pre-pull it or bake it into the node image), else a volume that does not "
+            "attach or mount, or no pod IP from the network plugin; more runners would wait the "
+            "same",
+        ),
+        Trouble.CONFIG_ERROR: (
+            f"{_pods(count)} cannot start (CreateContainerConfigError)",
+            "a Secret or ConfigMap the runner pod names is missing: fix the scale set's pod "
+            "template; more runners would fail the same",
+        ),
+    }[trouble]
+    return PodCause(trouble=trouble, evidence=evidence, advice=advice)
 
 
 def _node(node: NodeTrouble) -> PodCause:

@@ -155,11 +155,7 @@ class FleetReadings:
         else:
             jobs = await self._observe_jobs(now)
             # The oldest job's age, not a start's time, unless the backend listed them itself.
-            if (
-                jobs is not None
-                and self._jobs is not None
-                and self._jobs.source is not self.metrics
-            ):
+            if jobs is not None and self._jobs and self._jobs.source is not self.metrics:
                 fleet = with_job_waits(fleet, jobs)
             fleet = await self._named_kills(fleet, jobs, now)
             window = timedelta(seconds=self._config.advice_window)
