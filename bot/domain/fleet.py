@@ -68,12 +68,9 @@ class RunnerTypeMetrics(BaseModel):
     judged: Judgement | None = None  # what this reading means, decided once as it arrived
 
 
-FIELDS = frozenset(RunnerTypeMetrics.model_fields) - {
-    "wait_over",
-    "wait_of_starts",
-    "judged",
-    "pods",
-} | frozenset(NEEDS)
+# What a query may read: every number of a reading, and each of its runner pods'.
+_NOT_READ = {"wait_over", "wait_of_starts", "judged", "pods"}
+FIELDS = frozenset(RunnerTypeMetrics.model_fields) - _NOT_READ | frozenset(NEEDS)
 
 
 def unknown_fields(queries: Mapping[str, str]) -> list[str]:
