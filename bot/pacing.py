@@ -1,16 +1,10 @@
 """The two ways queuepilot waits: after a failure (backoff), and for a limit (pacing).
 
-Backoff: one answer everywhere to "how long after the third failure", unless the other side names
-a time (`Retry-After`, GitHub's quota reset). "Equal jitter" (AWS's "Exponential Backoff And
-Jitter"): half the step plus a random share of the other half, so loops that failed together
-come back spread out, a failing loop never spins, and a service's minimum wait is kept by asking
-for twice it.
-
-Pacing: per app, in the leader's memory, the one process that calls. A method's calls are at
-least `interval_ms` apart, and further when Slack said so: for the history methods, whose tier
-depends on how the app is distributed, a 429 soon after an answered call tells how far apart
-calls must be, kept for every caller until a run of answered calls says it is no longer needed.
-Other methods' tiers are known: a 429 holds them, it does not space them."""
+Backoff uses "equal jitter" (AWS's "Exponential Backoff And Jitter"): half the step plus a random
+share of the other half, so loops that failed together come back spread out and a failing loop
+never spins. Pacing lives in the leader's memory, the one process that calls. The history
+methods' tier depends on how the app is distributed, so a 429 soon after an answered call tells
+how far apart their calls must be; other methods' tiers are known: a 429 holds, not spaces them."""
 
 from __future__ import annotations
 
