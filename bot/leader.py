@@ -1,9 +1,6 @@
-"""One active replica: campaign for the lead, do the work while leading, stop when it is lost. A
-leader that cannot renew keeps working until the TTL it last renewed would run out, then stops; a
-free lease is taken at once, so a dead leader is replaced within one TTL.
-
-The leader's periodic jobs are timed by APScheduler: an interval trigger per job with a little
-jitter, no overlapping runs, coalesced misses; the weekly report on a cron trigger. Every job looks
+"""One active replica: campaign for the lead, work while leading, stop when it is lost. A leader
+that cannot renew works until the TTL it last renewed runs out; a free lease is taken at once,
+so a dead leader is replaced within one TTL. Its periodic jobs are timed by APScheduler and look
 only at what is due in Redis, so a new leader carries on where the last one stopped."""
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ log = logging.getLogger(__name__)
 # The leader's work: run until the event is set, then stop (returning; never raising for it).
 Work = Callable[[asyncio.Event], Awaitable[None]]
 
-# How long the work has, once the lead is lost or the process stops, to finish what it is doing.
+# How long the work has to finish once the lead is lost or the process stops.
 STOP_WORK_S = 10.0
 
 
@@ -61,9 +58,8 @@ async def _lead(
     try:
         lost = not await _hold(leadership, task, stop)
     finally:
-        # Still holding the lease (shutting down, or the work ended): the work finishes what it
-        # is doing while the lease is renewed, its commits still the leader's, and only then is
-        # the lead given up.
+        # Still holding the lease: the work finishes while the lease is renewed, its commits
+        # still the leader's, and only then is the lead given up.
         if lost:
             leadership.step_down()
             telemetry.leader.set(0)
@@ -92,9 +88,8 @@ async def _hold(leadership: Leadership, task: asyncio.Task[None], stop: asyncio.
             return False
         if stop.is_set() or task.done():
             return True
-        # The lease runs from when Redis renewed it, which is after the renewal was asked for:
-        # counting from the asking errs on the side of stopping early, and a renewal that hangs
-        # is given up when the lease it would extend runs out.
+        # Counted from the asking, before Redis renewed: errs on stopping early; a renewal that
+        # hangs is given up when the lease it would extend runs out.
         asked = loop.time()
         left = renewed + ttl_s - asked
         if left <= 0:  # stalled (paused, starved) past it: another may lead by now
@@ -106,8 +101,7 @@ async def _hold(leadership: Leadership, task: asyncio.Task[None], stop: asyncio.
                 return False
             renewed = asked
         except (RedisError, TimeoutError) as exc:
-            # Keep working until the lease it last renewed runs out: until then nobody else
-            # can lead, and the fenced writes fail on their own if Redis stays away.
+            # Until the lease runs out nobody else can lead, and fenced writes fail on their own.
             if loop.time() - renewed >= ttl_s:
                 log.warning("leader: cannot renew the lease (%r); stepping down", exc)
                 return False
@@ -136,7 +130,6 @@ async def _wait_any(
             wait.cancel()
 
 
-# The periodic jobs.
 Tick = Callable[[], Awaitable[None]]
 
 # A leader busy at the report's minute, or leading from within the hour after it, still posts it.
@@ -146,8 +139,8 @@ JITTER = 0.1
 
 
 def _not_a_cancel(record: logging.LogRecord) -> bool:
-    """APScheduler logs a job cancelled at shutdown (before `_ended_quietly` sees it) as "Error
-    running job" with a traceback: a clean shutdown logs no error."""
+    """APScheduler logs a job cancelled at shutdown as "Error running job": a clean shutdown
+    logs no error."""
     return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
 
@@ -186,8 +179,8 @@ def start(
 
 
 def due_since(schedule: Schedule, now: datetime, grace: timedelta) -> datetime | None:
-    """When `schedule` fell due within `grace` before `now`, else None; by the trigger's own
-    arithmetic (time zones, an hour the clocks repeat or skip), the one the scheduler runs."""
+    """When `schedule` fell due within `grace` before `now`, else None, by the trigger's own
+    arithmetic (time zones, hours the clocks repeat or skip)."""
     due = _weekly_trigger(schedule).get_next_fire_time(None, now - grace)
     # As an instant: a time of an hour the clocks repeat compares unequal to every other zone's.
     return due.astimezone(UTC) if due is not None and due <= now else None
@@ -203,8 +196,7 @@ def _weekly_trigger(schedule: Schedule) -> CronTrigger:
 
 
 def _ended_quietly(name: str, tick: Tick) -> Tick:
-    """A tick cancelled as the process stops loses nothing (ticks only read or fence-commit):
-    not a failure to log."""
+    """A tick cancelled as the process stops loses nothing (ticks only read or fence-commit)."""
 
     async def run() -> None:
         try:

@@ -1,8 +1,5 @@
-"""Structured logs: one JSON object per line, with secrets scrubbed from every message, naming
-the incident and channel being worked on where there is one.
-
-The few places where work on one incident or channel starts say so (`about`, `tag`); every line
-logged beneath them, by the bot or a library, carries it, so nobody writes it into a message."""
+"""Structured logs: one JSON object per line, secrets scrubbed. Where work on one incident or
+channel starts (`about`, `tag`), every line beneath, the bot's or a library's, names it."""
 
 from __future__ import annotations
 
@@ -16,8 +13,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
-# Slack tokens and bearer credentials, wherever they end up in a message (an exception's text,
-# a URL a library logs), and the password of a URL's userinfo (`https://user:password@host`).
+# Slack tokens, bearer credentials and a URL's password, wherever a message carries them.
 _SECRET = re.compile(r"(xox[abposr]-[\w-]+|xapp-[\w-]+|(?i:bearer|basic)\s+[\w.~+/=-]+)")
 _URL_PASSWORD = re.compile(r"(?<=://)([^/\s:@]*):[^/\s@]*@")
 
@@ -27,9 +23,8 @@ _CHANNEL: ContextVar[str | None] = ContextVar("log_channel", default=None)
 
 
 def tag(*, incident: str | None = None, channel: str | None = None) -> None:
-    """From here on in this task (and the tasks it starts), lines name this incident and channel;
-    for a task that works on one only (an intake lane, a request, a channel's sender), or inside
-    `about`. A name not given is left as it was."""
+    """From here on in this task (and those it starts), lines name this incident and channel; a
+    name not given is left as it was."""
     if incident is not None:
         _INCIDENT.set(incident or None)
     if channel is not None:
@@ -38,8 +33,7 @@ def tag(*, incident: str | None = None, channel: str | None = None) -> None:
 
 @contextmanager
 def about(incident: str | None = None, *, channel: str | None = None) -> Iterator[None]:
-    """Lines logged inside name this incident and channel (None: none), and whatever `tag` says
-    inside stays inside."""
+    """Lines logged inside name this incident and channel; a `tag` inside stays inside."""
     tokens = (_INCIDENT.set(incident), _CHANNEL.set(channel))
     try:
         yield
@@ -75,8 +69,7 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # A library's DeprecationWarning or RuntimeWarning is a line like any other, not bare text,
-    # and so is the traceback of an error that ends the process.
+    # Warnings and the error that ends the process are JSON lines too, not bare text.
     logging.captureWarnings(True)
     sys.excepthook = _log_uncaught
     # Per-request and per-call lines (URLs included) are noise: the bot logs what it did itself.

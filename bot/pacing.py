@@ -1,23 +1,10 @@
 """The two ways queuepilot waits: after a failure (backoff), and for a limit (pacing).
 
-Backoff: "how long after the third failure" has one answer everywhere. Where the other side names a
-time (`Retry-After`, GitHub's quota reset), the caller waits that instead. The wait is jittered,
-"equal jitter" as AWS's Architecture Blog describes it ("Exponential Backoff And Jitter"): half of
-the exponential step, plus a random share of the other half. Loops that failed together (Redis
-failing over, Slack or GitHub answering 5xx to everyone) then come back spread out rather than all
-at once. Equal rather than full jitter, which draws from zero up: a wait is never shorter than half
-its step, so a failing loop never spins, and a wait a service asks to be at least so long (GitHub's
-minute after a secondary limit) is kept by asking for twice it.
-
-Pacing: calls against a limit kept per app, in this process's memory: only the leader does the work
-(`bot.leader`), so its memory is where the app's budget lives.
-
-A method's calls are at least its caller's `interval_ms` apart, and further when Slack said so: for
-the history methods, whose tier depends on how the app is distributed, a 429 soon after a call it
-answered tells how far apart their calls must be (from that call to the end of the 429's hold),
-kept for the method for every caller (a history read after a possible loss and a lookup before a
-post share one budget) until a run of answered calls says the pace is no longer needed. Other
-methods' tiers are known: a 429 holds them, it does not space them."""
+Backoff uses "equal jitter" (AWS's "Exponential Backoff And Jitter"): half the step plus a random
+share of the other half, so loops that failed together come back spread out and a failing loop
+never spins. Pacing lives in the leader's memory, the one process that calls. The history
+methods' tier depends on how the app is distributed, so a 429 soon after an answered call tells
+how far apart their calls must be; other methods' tiers are known: a 429 holds, not spaces them."""
 
 from __future__ import annotations
 
@@ -26,7 +13,6 @@ import random
 import time
 from collections.abc import Callable
 
-# The share of the step drawn, in [0, 1): `random.random`, or a test's choice.
 Draw = Callable[[], float]
 
 
@@ -36,8 +22,7 @@ def step_after(failures: int, *, first: float, maximum: float) -> float:
 
 
 def wait_after(failures: int, *, first: float, maximum: float, draw: Draw = random.random) -> float:
-    """The wait after `failures` failures in a row, for a count kept elsewhere (in Redis):
-    between half the step and the step, never above `maximum`."""
+    """For a count kept elsewhere (in Redis): between half the step and the step."""
     step = step_after(failures, first=first, maximum=maximum)
     return step / 2 + step / 2 * draw()
 
@@ -57,14 +42,13 @@ class Backoff:
         self._failures = 0
 
 
-# Slack's tiers count calls a minute: no method needs its calls further apart than that, and a
-# call answered long ago followed by a 429 (another reader used the budget) says no more.
+# Slack's tiers count calls a minute: no method needs its calls further apart, and a 429 long
+# after an answered call (another reader used the budget) says no more.
 MAX_SPACING_S = 60.0
-# The methods whose spacing is learned: Tier 3 for an internal app, a call a minute for a
-# distributed one, which the app cannot ask.
+# Tier 3 for an internal app, a call a minute for a distributed one, which the app cannot ask.
 LEARNED = frozenset({"conversations.history", "conversations.replies"})
-# Answered calls in a row after which a learned spacing is forgotten (a burst of another reader,
-# a Slack incident, is not the app's pace for good); a Tier 1 app meets one 429 that often.
+# Answered calls in a row after which a learned spacing is forgotten (another reader's burst is
+# not the app's pace for good); a Tier 1 app meets one 429 that often.
 FORGET_AFTER = 10
 
 
@@ -73,9 +57,9 @@ class Pacing:
         self._clock = clock
         self._held_until: dict[str, float] = {}
         self._next_slot: dict[str, float] = {}
-        self._answered_at: dict[str, float] = {}  # when the last call Slack answered was sent
-        self._spacing: dict[str, float] = {}  # seconds between calls, learned from 429s
-        self._answered_run: dict[str, int] = {}  # answered calls since the last 429
+        self._answered_at: dict[str, float] = {}  # sending time of the last answered call
+        self._spacing: dict[str, float] = {}  # learned from 429s
+        self._answered_run: dict[str, int] = {}  # since the last 429
 
     def now(self) -> float:
         return self._clock()
@@ -89,8 +73,7 @@ class Pacing:
         return max(self._held_until.get(method, 0.0) - self._clock(), 0.0)
 
     def answered(self, method: str, sent_at: float) -> None:
-        """Slack answered a call of `method` sent at `sent_at` (this clock's time): for a method
-        whose pace is learned, the mark a next 429 measures from."""
+        """The mark a next 429 measures a learned pace from (`sent_at`: this clock's)."""
         if method not in LEARNED:
             return
         self._answered_at[method] = max(self._answered_at.get(method, 0.0), sent_at)
@@ -99,10 +82,8 @@ class Pacing:
             self._spacing.pop(method, None)
 
     def refused(self, method: str, retry_after_s: float) -> None:
-        """A 429 holding `method` `retry_after_s`. A history method's calls are from now on at
-        least as far apart as the last answered one was from the hold's end, when that is within
-        `MAX_SPACING_S`: a 429 after a quiet spell (another reader used the budget) tells no
-        pace."""
+        """A 429: a history method's calls are from now on at least as far apart as the last
+        answered one was from the hold's end, when within `MAX_SPACING_S`."""
         self.hold(method, retry_after_s)
         self._answered_run[method] = 0
         answered = self._answered_at.get(method)
@@ -113,15 +94,14 @@ class Pacing:
             self._spacing[method] = max(self._spacing.get(method, 0.0), apart)
 
     def spacing_s(self, method: str) -> float:
-        """How far apart Slack wants `method`'s calls, as its 429s told; 0 when none did."""
+        """As `method`'s 429s told; 0 when none did."""
         return self._spacing.get(method, 0.0)
 
     async def wait_for_slot(
         self, method: str, interval_ms: int, *, within_s: float | None = None
     ) -> float:
-        """Wait out any hold, then take the slot (none when neither `interval_ms` nor a learned
-        spacing asks for one) and answer 0. With `within_s`, refuse rather than wait past it,
-        answering how far away the slot is: a caller with other work does that instead."""
+        """Wait out any hold, take the slot and answer 0; with `within_s`, answer how far away
+        the slot is rather than wait past it, for a caller with other work."""
         interval_s = max(interval_ms / 1000, self._spacing.get(method, 0.0))
         deadline = None if within_s is None else self._clock() + within_s
         while True:

@@ -10,13 +10,7 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    PlatformCollector,
-    ProcessCollector,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, PlatformCollector, ProcessCollector
 
 HELP = {
     "notifications_total": "Alert notifications received, by source and outcome (accepted or why "
@@ -56,8 +50,7 @@ HELP = {
     "Kubernetes and AWS APIs), by backend and outcome (ok, refused, rate_limited, server_error, "
     "timeout, unreachable, error).",
 }
-# Slack's answers when the app cannot post in a channel at all (bot.outbound.messages'
-# NOT_A_MEMBER, and an archived channel): the commonest reasons a message is dropped.
+# Slack's answers when the app cannot post in a channel at all: the commonest drops.
 CHANNEL_REFUSALS = ("not_in_channel", "channel_not_found", "is_archived")
 
 
@@ -69,8 +62,8 @@ def backend_label(service: str) -> str:
 
 @functools.cache
 def queuepilot_version() -> str:
-    """The release, or for a development version the commit too (`0.27.0.dev0+g1a2b3c4d5e6f`, a
-    PEP 440 local version), so that a build from main is never taken for the release it leads to."""
+    """A development version with its commit (`0.27.0.dev0+g1a2b3c4d5e6f`), so a build from main
+    is never taken for the release it leads to."""
     try:
         found = version("queuepilot")
     except PackageNotFoundError:  # a checkout run without installing it
@@ -87,8 +80,7 @@ def _commit(text: str) -> str | None:
 
 
 def _checkout_commit() -> str | None:
-    """The commit of the checkout the package runs from (an editable install); the image has no
-    checkout, and its build sets QUEUEPILOT_COMMIT instead."""
+    """An editable install's checkout; the image has none and sets QUEUEPILOT_COMMIT."""
     root = Path(__file__).resolve().parents[1]
     if not (root / ".git").exists():
         return None
@@ -122,9 +114,8 @@ class Telemetry:
         self.slack_calls = counter("slack_calls_total", "method", "outcome")
         self.slack_rate_limited = counter("slack_rate_limited_total", "method")
         self.slack_undeliverable = counter("slack_undeliverable_total", "error")
-        # At 0 from the start, so that an increase over them (the dashboard's, an operator's own
-        # rule) counts the first drop: a labelled series otherwise appears at its first
-        # increment, at 1, and shows no growth.
+        # At 0 from the start, so `increase()` counts the first drop: a labelled series
+        # otherwise appears at its first increment, at 1, and shows no growth.
         for error in CHANNEL_REFUSALS:
             self.slack_undeliverable.labels(error)
         self.slack_lookups = counter("slack_lookups_total", "outcome")
@@ -148,6 +139,5 @@ class Telemetry:
         PlatformCollector(registry=self.registry)
 
     def backend_called(self, service: str, outcome: str) -> None:
-        """A backend's call, by the service its errors name: handed to the backends as their
-        `counted`."""
+        """The backends' `counted`: a call by the service its errors name."""
         self.backend_calls.labels(backend_label(service), outcome).inc()

@@ -1,8 +1,6 @@
-"""The alert's GitHub issue: which issue is the alert's, and what it is told, as pure functions.
-PyTorch's alerting pipeline (pytorch/alerting-infra, `bot.domain.pipeline`) titles an alert's
-issue `[P2] <rule>` and labels it `area:alerting`, `Pri:P2`, one `Team:<team>` per team of the
-comma-separated `team`/`teams` annotation (since its PR #195), `Source:<source>`; we find and open
-issues the same way, so a team running both sees one issue per alert and one convention."""
+"""The alert's GitHub issue: which issue is the alert's, and what it is told. Found and opened
+as pytorch/alerting-infra does (`[P2] <rule>`, labels `area:alerting`, `Pri:P2`, a `Team:<team>`
+per team, `Source:<source>`), so a team running both sees one issue per alert."""
 
 from __future__ import annotations
 
@@ -36,14 +34,12 @@ def priority_label(priority: str | None) -> str | None:
 
 
 def teams_of(team: str | None) -> tuple[str, ...]:
-    """Each team of a comma-separated list, lower-case, spaces as hyphens (alerting-infra's
-    `extractTeams`)."""
+    """Lower-case, spaces as hyphens (alerting-infra's `extractTeams`)."""
     teams = (re.sub(r"\s+", "-", part.strip().lower()) for part in (team or "").split(","))
     return tuple(dict.fromkeys(t for t in teams if t))
 
 
 def team_labels(team: str | None) -> tuple[str, ...]:
-    """One `Team:` label per team, each within GitHub's 50 characters."""
     labels = (f"{TEAM_PREFIX}{t}"[:MAX_LABEL] for t in teams_of(team))
     return tuple(dict.fromkeys(labels))
 
@@ -63,9 +59,8 @@ def issue_labels(incident: Incident) -> tuple[str, ...]:
 
 
 def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str, ...]) -> bool:
-    """Our mark of the alert group in its body; else, with every team of ours among its `Team:`
-    labels, alerting-infra's key of the alert, else its title when it carries no other group's
-    mark or key."""
+    """Our group mark in its body; else, with all our teams among its `Team:` labels,
+    alerting-infra's key, else its title when it carries no other group's mark or key."""
     if group_mark(incident) in body:
         return True
     ours = {label.lower() for label in team_labels(incident.team)}
@@ -75,8 +70,7 @@ def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str,
     keyed = _PIPELINE_KEY.search(body)
     if keyed and incident.pipeline_key:
         return keyed[1] == incident.pipeline_key
-    # An issue queuepilot opened for another group of the same rule (one Grafana rule, several
-    # label groups: one title) is that incident's, closed when it resolves.
+    # Opened for another group of the same rule (one title): that incident's.
     if GROUP_MARK_START in body:
         return False
     return _words(title) == _words(issue_title(incident))
@@ -90,7 +84,6 @@ GROUP_MARK_START = "<!-- queuepilot:group:"
 
 
 def group_mark(incident: Incident) -> str:
-    """A hidden line in the body of an issue we opened: which alert group it is for."""
     return f"{GROUP_MARK_START}{incident.group_hash} -->"
 
 
@@ -103,8 +96,7 @@ def moment_key(event: Event) -> str:
 
 
 def comment_mark(incident: Incident, key: str) -> str:
-    """A hidden line in a comment, so that a comment whose answer was lost is found, not made
-    twice."""
+    """So that a comment whose answer was lost is found, not made twice."""
     digest = hashlib.sha256(f"{incident.uid}|{key}".encode()).hexdigest()[:16]
     return f"<!-- queuepilot:moment:{digest} -->"
 
@@ -127,10 +119,9 @@ def moments(timeline: list[Event]) -> list[Moment]:
 
 
 class IssueLink(BaseModel):
-    """`ours`: we opened it, so we close and reopen it. `trying`: the moment (or "open") whose
-    call was not answered: look for it before trying again. `repo`: where the issue is (a
-    transferred one elsewhere than GITHUB_ISSUES_REPO). `passed`: issues left (closed by their
-    owner, gone), never linked again. `left`: GitHub refused the issue for good (422)."""
+    """`ours`: we close and reopen it. `trying`: the moment (or "open") whose call was not
+    answered: look for it first. `repo`: where it is (transferred, maybe). `passed`: issues
+    closed by their owner or gone, never linked again. `left`: GitHub refused it for good."""
 
     repo: str
     number: int = 0  # 0: none linked yet

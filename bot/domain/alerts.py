@@ -46,7 +46,7 @@ def _json_type(value: object) -> str:
 
 
 def _string_map(value: object) -> dict[str, str]:
-    """Labels/annotations as str->str; null is Go's nil map; templated values may be numbers."""
+    """Null is Go's nil map; templated values may be numbers."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -105,9 +105,8 @@ _RFC3339 = re.compile(
 
 
 def parse_timestamp(value: object) -> datetime | None:
-    """RFC 3339 -> aware UTC datetime; Go's zero time (year 1) and empty give None. Checked by
-    hand first: `datetime.fromisoformat` refuses Go's nanoseconds and accepts forms RFC 3339
-    does not."""
+    """Go's zero time (year 1) and empty give None. Checked by hand: `fromisoformat` refuses
+    Go's nanoseconds and accepts forms RFC 3339 does not."""
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
@@ -153,8 +152,8 @@ class Alert(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_value_string(cls, data: Any) -> Any:
-        """`series` from valueString, and `values` from it when Grafana sent values: null (the
-        Test button and no-data alerts do), so numbers are found either way."""
+        """`series` from valueString, and `values` from it where Grafana sent null (the Test
+        button and no-data alerts do)."""
         if not isinstance(data, dict) or "valueString" not in data:
             return data
         series = parse_value_string(data["valueString"])
@@ -194,7 +193,6 @@ class Notification(BaseModel):
 
 
 def _check_envelope(source: Source, data: object) -> dict[str, Any]:
-    """A wrong endpoint, or not a webhook at all, said with a hint."""
     if not isinstance(data, dict):
         raise PayloadError(f"body: must be a JSON object, got {_json_type(data)}")
     version, expected = data.get("version"), EXPECTED_VERSION[source]
@@ -224,7 +222,7 @@ _EXPECTED_TYPE = {"model_type": "an object", "dict_type": "an object", "string_t
 
 
 def _reason(error: Any) -> str:
-    """Pydantic's messages rephrased as "must ..." so every PayloadError reads the same way."""
+    """Pydantic's messages as "must ...", as every PayloadError reads."""
     kind, ctx = error["type"], error.get("ctx") or {}
     if kind == "missing":
         return "is required"
@@ -251,8 +249,8 @@ def parse_notification(source: Source, data: object) -> Notification:
 
 
 def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
-    """The body as JSON (orjson: strict UTF-8, no NaN/Infinity, no unpaired surrogates), nested
-    at most `max_depth` levels, so a hostile body gets a 400 and never a RecursionError."""
+    """orjson (strict UTF-8, no NaN, no lone surrogates) nested at most `max_depth` levels, so a
+    hostile body gets a 400 and never a RecursionError."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -278,8 +276,8 @@ def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
 
 
 def max_known(a: float | None, b: float | None) -> float | None:
-    """The larger, where None means "not reported", not zero: an alert that omits a number must
-    neither erase a known one nor pull a maximum down."""
+    """None is "not reported", not zero: it neither erases a known number nor pulls a maximum
+    down."""
     if a is None:
         return b
     return a if b is None else max(a, b)
@@ -290,9 +288,8 @@ def first_known(*values: float | None) -> float | None:
 
 
 def stored_short(short: str) -> ConfigDict:
-    """Models kept once per runner type in every incident are stored under short keys
-    (`by_alias=True`) and read under either name: the long names would be a fifth of its Redis.
-    `short`: "field=key …" for each field not stored under its own name."""
+    """Models kept per runner type in every incident are stored under short keys (`by_alias`) and
+    read under either name: long names would be a fifth of its Redis. `short`: "field=key …"."""
     keys = dict(pair.split("=") for pair in short.split())
     return ConfigDict(
         alias_generator=AliasGenerator(
@@ -315,8 +312,6 @@ class RunnerQueue:
 
 @dataclass(frozen=True)
 class QueueNumbers:
-    """The queue alert's headline numbers; None when the notification does not carry them."""
-
     __pydantic_config__ = stored_short(
         "max_queue_time_mins=wait max_queue_size=size queue_time_threshold=wait_limit "
         "queue_size_threshold=size_limit queue_time_over=wait_over queue_size_over=size_over"
@@ -326,7 +321,7 @@ class QueueNumbers:
     max_queue_size: float | None = None
     queue_time_threshold: float | None = None
     queue_size_threshold: float | None = None
-    # Whether the rule found each number over, where it says so instead of the threshold.
+    # Where the rule says whether each is over instead of its threshold.
     queue_time_over: bool | None = None
     queue_size_over: bool | None = None
 
@@ -366,6 +361,6 @@ class AlertFacts:
     silence_matchers: tuple[Matcher, ...] = ()
     truncated: tuple[str, ...] = ()  # what the caps left out, in words the incident shows
     labels: dict[str, str] = field(default_factory=dict)  # what `SLACK_ROUTES` matches
-    # How pytorch/alerting-infra names the alert: its issue's title, its key (`alert_issue`).
+    # How pytorch/alerting-infra names the alert (`alert_issue`).
     rule: str = ""
     pipeline_key: str = ""

@@ -1,8 +1,6 @@
-"""Capacity planning after the alert: per runner type, what its incidents over a week (or a
-month), the live reading and the backend's history say about its size, and the one change that
-would have prevented most of them (a maximum that drains its worst peak in 30 minutes, or warm
-runners when the maximum was never the ceiling); a type that queued once, briefly, gets none.
-"""
+"""Capacity planning: per runner type, what its incidents over a week or a month, the live
+reading and the backend's history say about its size, and the one change that would have
+prevented most of them; a type that queued once, briefly, gets none."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ NO_TYPE = ""  # incidents whose alert and readings named no runner type
 RECOMMEND_INCIDENTS = 2
 RECOMMEND_FIRING = timedelta(hours=2)
 RECOMMEND_AT_MAX_H = 8.0  # hours at the maximum in the window that make its size a question
-# Hours with runner pods unschedulable (and half the hours at the maximum) that make the nodes,
-# not the maximum, the limit.
+# Hours unschedulable (and half the hours at the maximum) that make the nodes the limit.
 UNSCHEDULABLE_H = 2.0
 SHOWN_OVER_H = 0.25  # a type only the history names is shown from a quarter hour over or at max
 V = TypeVar("V")
@@ -39,8 +36,7 @@ Series = Mapping[float, float]  # unix time -> value, one per step of a range qu
 
 @dataclass(frozen=True)
 class TypeHistory:
-    """One runner type over the report's window: series a step apart, and the queue time's
-    quantiles over the whole window."""
+    """One runner type over the report's window: series a step apart, and quantiles."""
 
     step_s: float
     queued: Series = field(default_factory=dict)
@@ -52,13 +48,11 @@ class TypeHistory:
     job_mins: float | None = None  # the mean minutes a job ran
     # Every job's queue time (ARC's histogram), or the longest wait at queuepilot's readings.
     quantiles_of: str = "queue time"
-    # Its runner pods over the window (kube-state-metrics): minutes Pending summed over the pods,
-    # the longest one pod waited, and the hours any was unschedulable. None: not known.
+    # Minutes Pending summed over its pods, the longest one waited, hours any was unschedulable.
     pending_pod_mins: float | None = None
     pending_longest_mins: float | None = None
     unschedulable_hours: float | None = None
-    # OOM kills on the nodes its runner pods ran on (node-exporter): ARC deletes a killed pod
-    # within seconds, so most kills show only there.
+    # ARC deletes a killed pod within seconds, so most kills show only on the nodes.
     node_oom_kills: float | None = None
 
     def hours_over(self, thresholds: Thresholds) -> float | None:
@@ -108,16 +102,14 @@ class TypeReport:
     maximum: float | None = None
     busy: float | None = None  # the most its incidents saw busy, of `registered`
     registered: float | None = None
-    # From the backend's history, where it keeps one (None: not known).
     wait_p50_mins: float | None = None
     wait_p90_mins: float | None = None
     quantiles_of: str = "queue time"
     hours_at_max: float | None = None
     hours_over: float | None = None
-    pending_pod_mins: float | None = None  # as `TypeHistory` says them
+    pending_pod_mins: float | None = None
     pending_longest_mins: float | None = None
     unschedulable_hours: float | None = None
-    # Its runner pods OOMKilled in the window, and the workflows of their jobs, most first.
     oom_kills: int = 0
     oom_workflows: tuple[tuple[str, int], ...] = ()
     recommendation: str = ""
@@ -134,9 +126,8 @@ def capacity_report(
     thresholds: Thresholds | None = None,
     kills: Sequence[OomKill] = (),
 ) -> list[TypeReport]:
-    """One report per runner type that had incidents in [since, now], or whose history shows
-    it over the thresholds or at its maximum (or `only`), worst first; `kills`: its runner pods'
-    OOM kills as the readings recorded them."""
+    """One report per runner type with incidents in [since, now], or whose history shows it over
+    the thresholds or at its maximum (or `only`), worst first."""
     grouped: dict[str, list[tuple[Incident, Sequence[Event]]]] = {}
     for incident, events in incidents:
         if incident.started_at > now or (incident.resolved_at or now) < since:
@@ -153,10 +144,10 @@ def capacity_report(
     for name in [only] if only else sorted({*grouped, *history}):
         kept = grouped.get(name, [])
         stated = stated_thresholds(name, [i for i, _ in incidents], thresholds or Thresholds())
-        report = _report(name, kept, live.get(name), since, now, history.get(name), stated)
+        past = history.get(name)
+        report = _report(name, kept, live.get(name), since, now, past, stated)
         killed = [k for k in kills if since <= (k.at or now) <= now and _same(k.runner_type, name)]
-        kept_history = history.get(name)
-        on_nodes = round(kept_history.node_oom_kills or 0) if kept_history else 0
+        on_nodes = round(past.node_oom_kills or 0) if past else 0
         if killed or on_nodes:
             workflows = ranked(k.workflow for k in killed)  # those whose pods were caught
             kills_seen = max(len(killed), on_nodes)
@@ -178,8 +169,8 @@ def report_channels(
     default: str,
     routed: Callable[[str], str],
 ) -> dict[str, list[TypeReport]]:
-    """Where each type's part of the weekly report goes: its latest incident's channel, else its
-    early warning's (`routed`); `default` always gets a report."""
+    """Each type's part goes to its latest incident's channel, else its early warning's
+    (`routed`); `default` always gets a report."""
     latest: dict[str, str] = {}
     for incident in sorted(incidents, key=lambda i: i.started_at):
         latest.update(dict.fromkeys(_types_of(incident), incident.channel or default))
@@ -201,6 +192,18 @@ def _named_as(values: Mapping[str, V], names: Mapping[str, str]) -> dict[str, V]
 
 def _types_of(incident: Incident) -> list[str]:
     return sorted(incident.shown_types) or [NO_TYPE]
+
+
+# What a report takes from the backend's history, where it keeps one.
+HISTORY_FIELDS = (
+    "wait_p50_mins",
+    "wait_p90_mins",
+    "quantiles_of",
+    "hours_at_max",
+    "pending_pod_mins",
+    "pending_longest_mins",
+    "unschedulable_hours",
+)
 
 
 def _report(
@@ -233,11 +236,13 @@ def _report(
         minimum, maximum = ran.minimum, ran.maximum
     duration = (live.job_duration_mins if live else None) or (history.job_mins if history else None)
     made = (e.scale for _, events in incidents for e in events)
-    scalers = Counter(  # who made the type's scale-ups, and how many each
-        done.by or "someone"
-        for done in made
-        if done is not None and runner_key(done.runner_type) == runner_key(name)
+    scalers = Counter(
+        done.by or "someone" for done in made if done is not None and _same(done.runner_type, name)
     )
+    past: dict[str, object] = {}
+    if history is not None:
+        past = {field: getattr(history, field) for field in HISTORY_FIELDS}
+        past["hours_over"] = history.hours_over(thresholds)
     report = TypeReport(
         runner_type=name,
         incidents=len(incidents),
@@ -249,14 +254,7 @@ def _report(
         maximum=maximum,
         busy=ran.busy,
         registered=ran.registered,
-        wait_p50_mins=history.wait_p50_mins if history else None,
-        wait_p90_mins=history.wait_p90_mins if history else None,
-        quantiles_of=history.quantiles_of if history else "queue time",
-        hours_at_max=history.hours_at_max if history else None,
-        hours_over=history.hours_over(thresholds) if history else None,
-        pending_pod_mins=history.pending_pod_mins if history else None,
-        pending_longest_mins=history.pending_longest_mins if history else None,
-        unschedulable_hours=history.unschedulable_hours if history else None,
+        **past,
     )
     return replace(report, recommendation=_recommendation(report, duration))
 
@@ -277,7 +275,6 @@ def _recommendation(report: TypeReport, duration: float | None) -> str:
         why = f"at its maximum {at_max:.0f} h, {why}"
     stuck = report.unschedulable_hours or 0.0
     if stuck >= UNSCHEDULABLE_H and stuck >= STUCK_SHARE * at_max:
-        # As the judgement withholds more runners while new pods cannot start.
         return (
             f"{why}: its runner pods sat unschedulable {stuck:.0f} h (no node fits): the node "
             "group is the limit, not maxRunners: look at the cluster autoscaler or Karpenter"

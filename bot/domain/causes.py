@@ -1,7 +1,6 @@
-"""Causes a CI engineer recognises, refining the runbook's five. "Raise the maximum by 21" is the
-wrong advice for a stalled listener, so each comes with its evidence and the next step that fits
-it; what cannot be decided for lack of data says which source would tell.
-"""
+"""Causes a CI engineer recognises, refining the runbook's five, each with its evidence and the
+next step that fits it ("raise the maximum" is wrong for a stalled listener); what cannot be
+decided for lack of data says which source would tell."""
 
 from __future__ import annotations
 
@@ -67,24 +66,22 @@ FAMILY = {
 
 @dataclass(frozen=True)
 class Evidence:
-    """What diagnostics know beyond the reading itself."""
-
     history: Sequence[HistoryPoint] = ()  # past readings, newest first
     boot_mins: float = BOOT_MINS
     stall_mins: float = STALL_MINS
-    # The autoscaler's recent failures in words (None: not readable; no entry: no scale target).
+    # None: not readable; no entry: no scale target.
     scaler_failures: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
     surges: Mapping[str, Surge] = field(default_factory=dict)
     slower: Mapping[str, Sequence[Slower]] = field(default_factory=dict)
-    # Why there are no surges to tell, when the jobs could not be read ("" when they were).
+    # Why no surges can be told ("" when the jobs were read).
     jobs_note: str = JOBS_SOURCES
 
 
 @dataclass(frozen=True)
 class Found:
     cause: Cause
-    evidence: str  # the numbers that show it
-    advice: str  # the next step that fits it
+    evidence: str
+    advice: str
 
 
 def refined(
@@ -95,7 +92,7 @@ def refined(
     *,
     now: datetime,
 ) -> tuple[list[Found], list[str]]:
-    """The specific causes found for runner type `name`, and what would tell the others."""
+    """The causes found for `name`, and what would tell the others."""
     outcomes = (
         listener_stalled(name, m, evidence, now),
         not_registering(name, m, evidence, now),
@@ -195,8 +192,8 @@ def scale_up_failing(name: str, m: RunnerTypeMetrics, evidence: Evidence) -> Fou
 def org_limit(
     name: str, fleet: Mapping[str, RunnerTypeMetrics], evidence: Evidence, now: datetime
 ) -> Found | None:
-    """Several types queue below every maximum, each short of what the autoscaler asked for
-    longer than a boot: nothing starts anywhere, which one type's nodes do not explain."""
+    """Several types queue below their maximum, each short of what was asked for longer than a
+    boot: nothing starts anywhere, which one type's nodes do not explain."""
     short = []
     for other, m in fleet.items():
         queueing = (m.queued or 0) > 0
@@ -224,8 +221,7 @@ def org_limit(
 def _assigned_for(
     name: str, value: float, history: Sequence[HistoryPoint], now: datetime, enough_mins: float
 ) -> float | None:
-    """Minutes `name`'s assigned jobs have read `value`; None when the history is too short to
-    tell."""
+    """Minutes `name`'s assigned jobs have read `value`; None while the history is too short."""
     oldest = now
     for point in history:  # newest first
         past = point.gauges_of(name).get("assigned")
@@ -237,8 +233,7 @@ def _assigned_for(
 
 
 def _short_since(name: str, history: Sequence[HistoryPoint], now: datetime) -> float | None:
-    """Minutes `name` has had fewer runners registered than desired; None without a past reading
-    of the two."""
+    """Minutes `name` has had fewer runners registered than desired; None without a reading."""
     oldest: datetime | None = None
     for point in history:
         gauges = point.gauges_of(name)

@@ -1,7 +1,6 @@
-"""A notification reduced to what an incident needs: its facts and each alert's identity, which
-tells a stale firing from a re-fire. Grafana and Alertmanager put the same facts in different
-places, and real rules spell keys differently (`Priority`, `severity`, `TEAM`, `Teams`): each
-fact's places are written once."""
+"""A notification reduced to what an incident needs: its facts, and each alert's identity, which
+tells a stale firing from a re-fire. Each fact's places (Grafana's, Alertmanager's, and the keys
+real rules spell differently: `Priority`, `severity`, `TEAM`, `Teams`) are written once."""
 
 from __future__ import annotations
 
@@ -41,9 +40,8 @@ class Delivery(BaseModel):
     status: Literal["firing", "resolved"]
     is_test: bool = False
     facts: AlertFacts
-    # Earliest startsAt of the firing alerts: when the queue started to hurt.
-    started_at: datetime | None = None
-    # Alert instances ("<fingerprint>@<startsAt>") by status in this notification.
+    started_at: datetime | None = None  # the firing alerts' earliest startsAt
+    # Alert instances ("<fingerprint>@<startsAt>") by status.
     firing: tuple[str, ...] = ()
     resolved: tuple[str, ...] = ()
 
@@ -53,7 +51,6 @@ class Delivery(BaseModel):
 
 
 def group_hash(source: str, group_key: str) -> str:
-    """Group keys can be long and hold anything."""
     return hashlib.sha256(f"{source}\0{group_key}".encode()).hexdigest()[:24]
 
 
@@ -99,9 +96,8 @@ QUEUE_NAMES = frozenset((*QUEUE_TIME_NAMES, *QUEUE_SIZE_NAMES, *THRESHOLD_NAMES)
 RUNNER_KEYS = ("runner_type", "runner_label", "runner")
 NO_DATA_SUFFIX = {"DatasourceNoData": " (no data)", "DatasourceError": " (datasource error)"}
 
-# Caps on what one notification puts into an incident, which is stored, rendered and read on
-# every tick: a 0.8 MB silence link must cost what a normal one does. What a cap leaves out is
-# named in `AlertFacts.truncated` and shown on the root.
+# Caps on what one notification puts into an incident, read on every tick: a 0.8 MB silence link
+# must cost what a normal one does. What a cap leaves out is shown on the root.
 MAX_URL = 2000
 MAX_MATCHERS = 64
 MAX_LABELS, MAX_LABEL_NAME, MAX_LABEL_VALUE = 64, 200, 1000
@@ -111,7 +107,6 @@ MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "descrip
 
 
 def facts_of(notification: Notification) -> AlertFacts:
-    """Everything the incident shows and acts on, within the caps."""
     firing = notification.firing
     primary = (firing or notification.alerts)[0]  # the alert that speaks for the group
     # The common annotations hold what all alerts agree on; the primary alert's fill the gaps.
@@ -159,8 +154,8 @@ def _texts(
     annotations: tuple[Mapping[str, str], ...],
     notes: list[str],
 ) -> dict[str, str | None]:
-    """Title, priority, team, summary and description, each cut to its cap. Priority and team
-    are annotations in Grafana rules and labels in Alertmanager rules."""
+    """Each cut to its cap. Priority and team are annotations in Grafana rules and labels in
+    Alertmanager rules."""
     labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
     priority = _first_value(labelled, ("priority", "severity")) or ""
     text = {
@@ -178,8 +173,7 @@ def _texts(
 
 
 def _links(notification: Notification, runbook: str, notes: list[str]) -> dict[str, str]:
-    """Each link from the first firing alert that has it, else from any alert (one alert may
-    lack a link); a link past `MAX_URL` is dropped."""
+    """Each link from the first firing alert that has it, else from any; past `MAX_URL` none."""
     alerts = (*notification.firing, *notification.alerts)
     urls = {
         "runbook": runbook,
@@ -232,7 +226,7 @@ NumberSources = tuple[dict[str, float | str], ...]
 
 
 def _number_sources(alert: Alert) -> NumberSources:
-    """Grafana's values first, then annotations, then labels, keyed case-insensitively."""
+    """Grafana's values, then annotations, then labels, keyed case-insensitively."""
     sources: tuple[Mapping[str, float | str], ...] = (alert.values, alert.annotations, alert.labels)
     return tuple({k.lower(): v for k, v in source.items()} for source in sources)
 
@@ -253,12 +247,9 @@ def _alert_queue(alert: Alert, sources: NumberSources) -> RunnerQueue:
 
 def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
     """Worst queue across firing alerts; thresholds from the first alert that states them.
-
-    PyTorch's Grafana rule names its two conditions `queue_time_threshold` and
-    `queue_size_threshold` (`$B > 60`: 1 or 0) and their OR `threshold_breached`: there they say
-    whether each number is over, not where the threshold is ("threshold 1 min" for a 114-minute
-    wait would be wrong, and an early warning would take 0 queued as the bar).
-    """
+    PyTorch's rule names its two conditions `queue_time_threshold` and `queue_size_threshold`
+    (`$B > 60`: 1 or 0) and their OR `threshold_breached`: there they say whether each number is
+    over, not where the threshold is."""
     worst = RunnerQueue()
     thresholds: dict[str, float | None] = dict.fromkeys(THRESHOLD_NAMES)
     over: dict[str, bool | None] = dict.fromkeys(THRESHOLD_NAMES)
@@ -269,7 +260,6 @@ def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
         known = {name: value for name, value in stated.items() if value is not None}
         flagged = _alert_number(sources, (BREACHED,)) is not None
         if flagged and known and set(known.values()) <= {0, 1}:
-            # Over in any firing alert is over.
             over |= {name: bool(over[name]) or value == 1 for name, value in known.items()}
         else:
             thresholds = {
@@ -293,8 +283,7 @@ def _worse(a: RunnerQueue, b: RunnerQueue) -> RunnerQueue:
 
 
 def other_values(firing: Iterable[Alert]) -> dict[str, float]:
-    """Named results that are not queue numbers, shown as-is; the first alert's value wins so
-    the display does not flicker between alerts."""
+    """Named results that are not queue numbers; the first alert's wins, so nothing flickers."""
     found: dict[str, float] = {}
     for alert in firing:
         for name, value in alert.values.items():
@@ -304,8 +293,8 @@ def other_values(firing: Iterable[Alert]) -> dict[str, float]:
 
 
 def runner_types(firing: Iterable[Alert]) -> dict[str, RunnerQueue]:
-    """Per runner type queues, the worse of each number where two name one type: from alerts
-    labelled with a type (Alertmanager) and from valueString series labelled with one (Grafana)."""
+    """Per type, the worse of each number where two name one: from alerts labelled with a type
+    (Alertmanager) and from valueString series labelled with one (Grafana)."""
     queues: dict[str, RunnerQueue] = {}
 
     def merge(runner: str | None, queue: RunnerQueue) -> None:
@@ -333,8 +322,7 @@ _OPERATOR = re.compile(r"[^=!~]*+(=~|!~|!=|=)")
 
 
 def parse_matcher(text: str) -> Matcher | None:
-    """`name=value`, `name!=value`, `name=~regex`, `name!~regex`, spaces around either side
-    ignored; anything else (no operator, a blank name) is skipped, not guessed at."""
+    """`name=value`, `!=`, `=~`, `!~`, spaces ignored; anything else is skipped, not guessed at."""
     operator = _OPERATOR.match(text)
     name = text[: operator.start(1)].strip() if operator else ""
     if not operator or not name:
@@ -371,9 +359,9 @@ _RULE_LINK = re.compile(r"/alerting/grafana/([^/?#]+)/")  # Grafana's `/alerting
 
 
 def group_matchers(notification: Notification) -> tuple[Matcher, ...]:
-    """Matchers that select this alert group, for a silence made from Slack. Grafana: the rule
-    when every alert shares one, the matchers every alert's silence link carries, and the group
-    labels. Alertmanager: the group labels (what `group_by` grouped on), else the common labels."""
+    """For a silence made from Slack. Grafana: the rule every alert shares, the matchers every
+    silence link carries, and the group labels. Alertmanager: the group labels (what `group_by`
+    grouped on), else the common labels."""
     alerts = notification.firing or notification.alerts
     labels = notification.group_labels or notification.common_labels
     grouped = [Matcher(name, value) for name, value in sorted(labels.items())]

@@ -1,8 +1,6 @@
-"""The runbook's questions, answered from a fleet snapshot: for the worst-queueing runner types,
-five checks with their numbers (or what they would need), then the likely cause, how sure, the
-check it rests on and the next step. A cause `bot.domain.causes` names is the likely one, and
-each finding is said once; the next step is the reading's judgement, in the root's words.
-"""
+"""The runbook's questions answered from a fleet snapshot: for the worst queues, five checks
+with their numbers, then the likely cause, how sure, the check it rests on and the next step. A
+cause `bot.domain.causes` names wins; the next step is the judgement, in the root's words."""
 
 from __future__ import annotations
 
@@ -38,9 +36,8 @@ RESTS_ON = {
 # ✅ lines worth a responder's reading: they rule out a cause someone would suspect.
 RULES_OUT = frozenset({ARRIVALS, DURATION, CONSTRAINTS, KNOWN})
 MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
-# When several causes are named, the one whose fix comes first: a stalled listener or a failing
-# scale-up makes any other advice useless until it is fixed; pods that cannot start explain
-# runners not registering.
+# The named cause whose fix comes first: a stalled listener or a failing scale-up makes other
+# advice useless; pods that cannot start explain runners not registering.
 PRIORITY = (
     Cause.LISTENER_STALLED,
     Cause.SCALE_UP_FAILING,
@@ -74,17 +71,17 @@ ORDER = {Verdict.BAD: 0, Verdict.WARN: 1, Verdict.OK: 2, Verdict.UNKNOWN: 3}
 class Check:
     name: str
     verdict: Verdict
-    text: str  # plain text with the numbers, or what the check would need
+    text: str  # the numbers, or what the check would need
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One runner type's checks and the signal they give each cause (0: none, 1: strong)."""
+    """One runner type's checks and each cause's signal (0: none, 1: strong)."""
 
     runner_type: str
     checks: tuple[Check, ...]
     signals: dict[Cause, float]
-    found: tuple[Found, ...] = ()  # causes named with their evidence
+    found: tuple[Found, ...] = ()
     judged: Judgement | None = None
 
     def check(self, name: str) -> Check | None:
@@ -98,13 +95,12 @@ class Diagnosis:
     confidence: str  # high, medium, low
     why: str
     recommendation: str
-    lead_type: str = ""  # the type and check the cause rests on: the first line of evidence
+    lead_type: str = ""  # the type and check the cause rests on
     lead: Check | None = None
-    source: str = "alert"  # the numbers' (`FleetSnapshot.source`)
+    source: str = "alert"
 
     @property
     def headline(self) -> str:
-        """The conclusion in one line, as the incident's root shows it."""
         why = " ".join(self.why.split())
         if self.cause is None:
             return f"not determined ({why})" if why else "not determined"
@@ -113,8 +109,8 @@ class Diagnosis:
 
     @property
     def evidence(self) -> list[tuple[str, Check]]:
-        """The lead check, then ❌, ⚠️, the ✅ that rule a suspected cause out, and what the
-        numbers cannot tell; the same words of several types in one line naming them all."""
+        """The lead check, ❌, ⚠️, the ✅ that rule a cause out, then what cannot be told; the
+        same words of several types in one line."""
         said: list[tuple[str, Check]] = []
         for f in self.findings:
             said += [
@@ -133,7 +129,7 @@ class Diagnosis:
 
 
 def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
-    """A type's checks that cannot tell, as one line: what each needs, and where it comes from."""
+    """A type's checks that cannot tell, as one line: what each needs, and from where."""
     apart = (KNOWN, RUNNER_PODS)
     unknown = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name not in apart]
     known = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name in apart]
@@ -145,7 +141,6 @@ def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
 
 
 def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagnosis:
-    """Check the worst-queueing runner types and name the likely cause and the next action."""
     evidence = evidence or Evidence()
     focus = worst_first(snapshot.runner_types)[:FOCUS]
     findings = tuple(_finding(name, evidence, snapshot) for name, _ in focus)
@@ -161,8 +156,8 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
         advice = found.advice
         judged = finding.judged
         if cause in (Cause.SURGE, Cause.LONG_JOBS) and judged is not None and judged.advice:
-            # The fix that scaling only buys time for, beside the runners every surface
-            # advises, or a surge whose queue already falls clears by itself first.
+            # The fix that scaling only buys time for, beside the runners advised; a surge whose
+            # queue already falls clears by itself first.
             said = _advice(finding.runner_type, judged)
             if cause is Cause.SURGE and not judged.runners and judged.clears_in_mins is not None:
                 advice = f"{said}; {advice}"
@@ -171,7 +166,6 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
         lead_type, lead = finding.runner_type, finding.check(cause.value)
     else:
         cause, confidence, why = _likely_cause(findings)
-        # The runner type the cause rests on: its signal is strongest.
         resting = max(findings, key=lambda f: f.signals.get(cause, 0.0)) if cause else None
         lead = resting.check(RESTS_ON[cause]) if cause and resting else None
         if lead is not None and resting is not None:
@@ -191,8 +185,7 @@ def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
     used, rate, limits, auto = utilization(m), arrivals(m), constraints(m), autoscaling(m)
     # "At its maximum" alone is the autoscaling check's shortfall said again.
     alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
-    # A ✅ "below the maximum" beside a ❌ constraint of the pods' reads as a contradiction: the
-    # constraint found says it.
+    # A ✅ "below the maximum" beside a ❌ pods' constraint reads as a contradiction.
     constrained = any(FAMILY.get(f.cause) is Cause.CONSTRAINTS for f in found)
     said = (alone and auto.verdict is Verdict.BAD) or (constrained and limits.verdict is Verdict.OK)
     checks = [
@@ -208,7 +201,6 @@ def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
     if missing and not found:
         checks.append(Check(KNOWN, Verdict.UNKNOWN, "; ".join(missing)))
     elif not found:
-        # "No surge" only when the arrival rate agrees.
         surge = " or workflow's surge" if rate.verdict is Verdict.OK else ""
         ruled_out = f"no stalled listener, unregistered runners, failing scale-up{surge}"
         checks.append(Check(KNOWN, Verdict.OK, ruled_out))
@@ -217,7 +209,7 @@ def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
 
 
 def _named(check: Check, found: Found | None) -> Check:
-    """The check a named cause explains, said once: the cause's evidence, then its numbers."""
+    """The check a named cause explains, said once."""
     if found is None:
         return check
     text = found.evidence
@@ -279,15 +271,10 @@ def constraints(m: RunnerTypeMetrics) -> Check:
 
 
 def autoscaling(m: RunnerTypeMetrics) -> Check:
-    """The maximum against the judgement's advice: short only when the advice does not fit, so
-    it never says "short" beside "no more runners"."""
+    """Short only when the advice does not fit: never "short" beside "no more runners"."""
     j = m.judged
-    if (
-        j is None
-        or j.maximum is None
-        or j.queued is None
-        or (m.busy is None and m.registered is None)
-    ):
+    counted = m.busy is not None or m.registered is not None
+    if j is None or j.maximum is None or j.queued is None or not counted:
         return Check(
             AUTOSCALING, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue"
         )
@@ -308,8 +295,6 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
 
 
 def _signals(m: RunnerTypeMetrics, used: Verdict, auto: Verdict) -> dict[Cause, float]:
-    """Each cause's signal, from the baselines' ratios and the utilization and autoscaling
-    checks' verdicts (`used`, `auto`)."""
     signals: dict[Cause, float] = {}
     if m.arrival_per_min is not None and m.arrival_baseline_per_min:
         ratio = m.arrival_per_min / m.arrival_baseline_per_min
@@ -326,8 +311,7 @@ def _signals(m: RunnerTypeMetrics, used: Verdict, auto: Verdict) -> dict[Cause, 
         signals[Cause.INFRASTRUCTURE] = 0.8  # idle runners that do not take queued jobs
     workload = signals.get(Cause.WORKLOAD, 0.0)
     if workload >= (SURGE - 1) / (STRONG_SURGE - 1) and Cause.AUTOSCALING in signals:
-        # A maximum that a surge outgrew is the surge's doing, not the configuration's: the fix
-        # is the surge, and raising the maximum for it only buys time.
+        # A maximum a surge outgrew is the surge's doing: raising it only buys time.
         signals[Cause.AUTOSCALING] = min(signals[Cause.AUTOSCALING], workload / 2)
     return signals
 
@@ -354,7 +338,7 @@ def _likely_cause(findings: tuple[Finding, ...]) -> tuple[Cause | None, str, str
 
 
 def _recommend(worst: Finding, cause: Cause | None) -> str:
-    """The next step: the judgement's advice, unless the cause calls for another fix first."""
+    """The judgement's advice, unless the cause calls for another fix first."""
     name = worst.runner_type or "the queueing runner type"
     if cause is Cause.INFRASTRUCTURE:
         return f"look at why idle {name} runners take no jobs (labels, registration, the node)"

@@ -1,11 +1,11 @@
-"""The fleet at one moment, by runner type: a shared reading (`Reading`), judged once, and what
-the history keeps of a past one. Every number is optional: each backend knows different things,
-and consumers say what they could not know instead of guessing.
-"""
+"""The fleet at one moment, by runner type, judged once (`judge`), and what the history keeps of
+a past reading. Every number is optional: each backend knows different things, and consumers say
+what they could not know instead of guessing."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -15,9 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
 from bot.domain.jobs import JobsView
-from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Advised, Judgement, judge
+from bot.domain.judgement import (
+    DRAIN_TARGET_MINS,
+    RECENT_READINGS,
+    Advised,
+    Judgement,
+    advise,
+    direction_of,
+    running_of,
+    sure_growth,
+)
 from bot.domain.runner_names import type_named
-from bot.domain.runner_pods import NEEDS, RunnerPods
+from bot.domain.runner_pods import NEEDS, RunnerPods, pod_causes
+from bot.domain.value_string import finite
 
 
 class RunnerTypeMetrics(BaseModel):
@@ -58,16 +68,13 @@ class RunnerTypeMetrics(BaseModel):
     judged: Judgement | None = None  # what this reading means, decided once as it arrived
 
 
-FIELDS = frozenset(RunnerTypeMetrics.model_fields) - {
-    "wait_over",
-    "wait_of_starts",
-    "judged",
-    "pods",
-} | frozenset(NEEDS)
+# What a query may read: every number of a reading, and each of its runner pods'.
+_NOT_READ = {"wait_over", "wait_of_starts", "judged", "pods"}
+FIELDS = frozenset(RunnerTypeMetrics.model_fields) - _NOT_READ | frozenset(NEEDS)
 
 
 def unknown_fields(queries: Mapping[str, str]) -> list[str]:
-    """Query names that are no field of a reading: a typo would be ignored."""
+    """Query names that are no field of a reading: a typo would otherwise be ignored."""
     return sorted(set(queries) - FIELDS)
 
 
@@ -79,18 +86,15 @@ class FleetSnapshot(BaseModel):
     runner_types: dict[str, RunnerTypeMetrics] = Field(default_factory=dict)
     note: str = ""  # said to the reader: e.g. the alert's numbers stand in for a failed backend
     # A type the reading lacks has nothing queued: the source lists every type that queues (the
-    # HUD; a GitHub listing of every repository). False, the cautious default: nobody knows (a
-    # Prometheus series vanishes while its listener is recreated).
+    # HUD). False: nobody knows (a Prometheus series vanishes while its listener is recreated).
     absent_means_empty: bool = False
     # The source counts only jobs queued longer than this (the HUD's `queuedThresholdMinutes`).
     queued_over_mins: float | None = None
-    # The source is read no more often than this, to keep its quota (GitHub's): the reading
-    # stands meanwhile, and the surfaces say when it was read and when the next comes. None: read
-    # every METRICS_INTERVAL_SECONDS.
+    # The source is read no more often than this, to keep its quota (GitHub's); the surfaces
+    # say when it was read and when the next comes. None: every METRICS_INTERVAL_SECONDS.
     paced_s: float | None = None
-    # An incident's view: followed types shown from their absence ("none queued over N min"),
-    # those the reading has no numbers for (no drain while any is), and how many types were
-    # left out to keep its state small, and of those how many queue.
+    # An incident's view: followed types absent ("none queued over N min"), those without
+    # numbers (no drain while any is), and the types left out to keep its state small.
     absent: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     hidden: int = 0
@@ -104,8 +108,7 @@ class FleetSnapshot(BaseModel):
 def with_job_waits(fleet: FleetSnapshot, jobs: JobsView) -> FleetSnapshot:
     """`fleet` with each type's wait the age of its oldest queued job (`JOBS_BACKEND` beside
     ARC's metrics, which time only starts). A type the listing has no job of keeps the backend's
-    wait while the backend counts jobs queued (the listing may be a moment older, or list only
-    jobs past a threshold), and has none when neither lists a job."""
+    wait while the backend counts jobs queued (the listing may be older or thresholded)."""
     types = {}
     for name, metrics in fleet.runner_types.items():
         listed = jobs.runner_types.get(jobs.name_of(name))
@@ -153,7 +156,7 @@ def worst_first(types: Mapping[str, Q]) -> list[tuple[str, Q]]:
 
 @dataclass(frozen=True)
 class Reading:
-    """The newest good fleet reading, and why the latest refresh failed if it did."""
+    """The newest good fleet reading, and why the latest refresh failed, if it did."""
 
     fleet: FleetSnapshot | None
     tried_at: datetime
@@ -172,17 +175,14 @@ class Reading:
         return cls(fleet, datetime.fromisoformat(data["tried_at"]), str(data.get("error") or ""))
 
 
-# What the history keeps of a troubled type: what causes read over time, and the queue the
-# next readings' direction is read from.
+# What the history keeps of a troubled type for causes and the next readings' direction, and of
+# a type advised runners, what the next readings hold the advice from (`Advised`).
 GAUGES = ("queued", "assigned", "busy", "desired", "registered", "idle", "maximum")
-# And of a type advised runners, what the next readings hold the advice from (`Advised`).
 ADVISED = {"own": "own", "sup": "supply", "adv": "wanted"}
 
 
 @dataclass(frozen=True)
 class HistoryPoint:
-    """What baselines and causes need of one past reading, per runner type."""
-
     at: datetime
     arrival_per_min: dict[str, float]
     job_duration_mins: dict[str, float]
@@ -194,7 +194,7 @@ class HistoryPoint:
 
 def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[str, float]]:
     """The `GAUGES` of types with jobs queued, assigned or running (the early warning's trend
-    starts before anything queues) or short of runners: hundreds of idle types stay small."""
+    starts before anything queues), short of runners or advised some: idle types cost nothing."""
     kept = {}
     for name, m in types.items():
         short = m.desired is not None and m.registered is not None and m.desired > m.registered
@@ -216,9 +216,8 @@ def judged(
     within_mins: float = DRAIN_TARGET_MINS,
     window: timedelta = timedelta(0),
 ) -> FleetSnapshot:
-    """`fleet` with each runner type judged, its direction read from the `recent` readings (any
-    order) within the direction's window, its advice held over `window`; a type a past reading
-    kept no gauges of had nothing queued and was advised nothing then."""
+    """`fleet` judged against the `recent` readings (any order), the advice held over `window`;
+    a type a past reading kept no gauges of had nothing queued and was advised nothing then."""
     since = fleet.at - interval * (RECENT_READINGS + 0.5)
     ordered = sorted((p for p in recent if p.at < fleet.at), key=lambda p: p.at)
     before = [p for p in ordered if since <= p.at]
@@ -253,8 +252,7 @@ def judged_as(
     earlier: Sequence[Advised] = (),
     window_mins: float = 0.0,
 ) -> RunnerTypeMetrics:
-    """`m` judged as `source` read it at `at` (`observed`: the queue before, `earlier`: the
-    advice over the window, both oldest first)."""
+    """`m` judged as `source` read it at `at`."""
     why = WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")
     verdict = judge(
         m,
@@ -268,7 +266,58 @@ def judged_as(
     return m.model_copy(update={"judged": verdict})
 
 
+def judge(
+    metrics: RunnerTypeMetrics,
+    observed: Sequence[tuple[float, float]],
+    *,
+    at: datetime,
+    within_mins: float = DRAIN_TARGET_MINS,
+    wait_unknown: str = "",
+    earlier: Sequence[Advised] = (),
+    window_mins: float = 0.0,
+) -> Judgement:
+    """What `metrics` mean. `observed`: (epoch seconds, queued) at the readings before, and
+    `earlier`: the advice within the last `window_mins`, both oldest first."""
+    queued = finite(metrics.queued)
+    points = [(t, value) for t, value in observed if math.isfinite(value)]
+    if queued is not None:
+        points.append((at.timestamp(), queued))
+    direction, rate = direction_of(points)
+    running = running_of(metrics.registered, metrics.busy)
+    desired = finite(metrics.desired)
+    wait = finite(metrics.longest_wait_mins)
+    duration, before = finite(metrics.job_duration_mins), finite(metrics.duration_baseline_mins)
+    pods = metrics.pods
+    stuck = pods.cannot_start if pods else 0
+    judgement = Judgement(
+        at=at,
+        queued=queued,
+        wait_mins=wait,
+        wait_over=bool(metrics.wait_over) and wait is not None,
+        wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
+        wait_unknown="" if wait is not None or not queued else wait_unknown,
+        direction=direction,
+        change_per_min=rate,
+        busy=finite(metrics.busy),
+        registered=finite(metrics.registered),
+        # Pods that cannot start are wanted but not booting: they drain nothing.
+        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
+        maximum=finite(metrics.maximum),
+        within_mins=within_mins,
+        causes=pod_causes(pods, slower=duration / before if duration and before else None),
+        cannot_start=pods.withholding if pods else 0,
+        held=stuck,
+        unplaced=round(pods.unschedulable or 0) if pods else 0,
+        window_mins=window_mins,
+    )
+    arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
+    net = 0.0 if arrivals is None or completions is None else max(arrivals - completions, 0.0)
+    return advise(
+        judgement, duration=duration, net_arrivals=net, sure=sure_growth(points), earlier=earlier
+    )
+
+
 def of_type(types: Mapping[str, V], runner_type: str) -> V | None:
-    """`runner_type`'s entry, named as the reading or as an alert names it."""
+    """`runner_type`'s entry, named as the reading or an alert names it."""
     name = type_named(types, runner_type)
     return None if name is None else types[name]

@@ -1,6 +1,5 @@
 """The numbers at the head of an incident's root, which `/queue`, the storm digest and a Resolve's
-second question repeat: one computation, so no surface says the alert's "14 queued" beside a
-root that says 30 queued across the types."""
+second question repeat: computed once, so no two surfaces disagree."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from bot.domain.units import number, wait_said
 
 @dataclass(frozen=True)
 class Headline:
-    """Jobs queued across the incident's types and its longest wait, and the live reading they
-    are from (None: the alert's numbers)."""
+    """Queued across the incident's types, the longest wait, and the live reading (or None)."""
 
     queued: float | None
     wait_mins: float | None
@@ -35,9 +33,8 @@ def shown_live(incident: Incident) -> FleetSnapshot | None:
 
 
 def headline(incident: Incident) -> Headline:
-    """The live reading's when it has numbers, else the alert's (its types' queues summed when
-    it names them). A resolved incident, or one whose alert's numbers were cleared, says the
-    worst seen, as its summary does (a drained queue's alert said 36 beside a peak of 28)."""
+    """The live reading's when it has numbers, else the alert's; a resolved incident, or one
+    whose alert's numbers were cleared, says the worst seen, as its summary does."""
     live = shown_live(incident)
     if live is not None:
         types = live.runner_types.values()
@@ -57,9 +54,8 @@ def headline(incident: Incident) -> Headline:
 
 @dataclass(frozen=True)
 class StillLive:
-    """What of the headline is still over the alert's thresholds, asked about once more when a
-    responder resolves by hand. `queued_threshold` None: the rule said crossed without saying
-    where; `per_type`: the total adds several types' queues, while the rule holds each type's."""
+    """What is still over the thresholds when a responder resolves by hand. `queued_threshold`
+    None: the rule said crossed, not where; `per_type`: the total adds several types'."""
 
     queued: float | None = None
     queued_threshold: float | None = None
@@ -79,10 +75,8 @@ class StillLive:
 
 
 def still_live(incident: Incident) -> StillLive | None:
-    """None when nothing is over (or it resolved, or no number or threshold is known), or its
-    alert cleared (followed until the queue drains: a Resolve only stops following, and nothing
-    fires to reopen it). Where the rule only says whether each was crossed (PyTorch's), a number
-    is over when the rule said so and jobs still queue."""
+    """None when nothing is over or known to be. Where the rule only says whether each was
+    crossed (PyTorch's), a number is over when it said so and jobs still queue."""
     head = headline(incident)
     if incident.follow is not None:
         return None  # the alert cleared: resolving only stops following, nothing reopens it

@@ -1,6 +1,5 @@
-"""The HUD's two saved queue queries as data, pure so the settings can refuse at start a threshold
-no drain could pass, and the HUD backend reads the same numbers.
-"""
+"""The HUD's two saved queue queries as data: the settings refuse at start a threshold no drain
+could pass, and the HUD backend reads the same numbers."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ MAIN_BRANCHES = frozenset({"main", "master"})
 SURGE_MIN_MORE = 5  # more arrivals than a day before for a surge: two against one is noise
 SURGE_MIN_QUEUED = 5  # without history: a workflow holding most of a queue this long
 SLOWER, SLOWER_MIN_MINS = 1.3, 2.0  # jobs "got slower": as the duration check counts it
-# Runners named with their job's workflow per listing: the jobs of the runs still queued or in
-# progress, which is where a runner pod killed in the last half hour ran.
+# Runners named with their job's workflow per listing (of runs queued or in progress: where a
+# runner pod killed in the last half hour ran).
 RUNNERS_NAMED = 2000
 
 
@@ -94,8 +94,8 @@ class FinishedJob:
 
 @dataclass(frozen=True)
 class Arrivals:
-    """Jobs that arrived per (runner type, workflow) in the last hour and the same hour a day
-    before (`history`: anything was recorded then), and the mean minutes of those finished."""
+    """Arrivals per (runner type, workflow) in the last hour and the same hour a day before
+    (`history`: anything was recorded then), and the mean minutes of those finished."""
 
     last_hour: WorkflowCounts = field(default_factory=dict)
     day_before: WorkflowCounts = field(default_factory=dict)
@@ -116,8 +116,7 @@ class JobsListing:
     finished: tuple[FinishedJob, ...] = ()
     # The source lists a job only once it has queued this long (the HUD's `queued_jobs`: 5 min).
     listed_over_mins: float | None = None
-    # The runner each job running or finished ran on -> its workflow (at most `RUNNERS_NAMED`);
-    # None: the source does not name runners (the HUD lists queued jobs only, ARC counts them).
+    # A job's runner -> its workflow; None: the source names no runners (the HUD, ARC).
     runners: Mapping[str, str] | None = None
 
 
@@ -159,8 +158,7 @@ class JobsView:
     runners: Mapping[str, str] | None = None  # as `JobsListing` says it
 
     def workflow_on(self, runner: str) -> str:
-        """The workflow of the job that ran on `runner` (ARC: a runner pod's name); "" if none
-        listed."""
+        """The workflow of the job that ran on `runner` (ARC: a runner pod's name), or ""."""
         return (self.runners or {}).get(runner, "")
 
     def name_of(self, runner_type: str) -> str:
@@ -209,7 +207,6 @@ class Surge:
         if not self.history:
             arrived = f", {arrived}" if self.last_hour else ""
             no_history = "(no arrivals recorded a day before to compare)"
-            # Of the jobs the source lists: beside the reading's queue, say which.
             of = "the queue" if self.listed_over_mins is None else "those waiting that long"
             return f"{head}, {self.share:.0%} of {of}{arrived} {no_history}"
         before = "none a day before"
@@ -261,8 +258,8 @@ def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: date
 
 
 def _slower(arrivals: Arrivals) -> dict[str, tuple[Slower, ...]]:
-    """Workflows whose jobs ran `SLOWER` times as long as a day before, and `SLOWER_MIN_MINS`
-    longer (a 1-minute job taking 2 is not the queue's cause)."""
+    """Workflows `SLOWER` times and `SLOWER_MIN_MINS` slower than a day before (a 1-minute job
+    taking 2 is not the queue's cause)."""
     found: dict[str, list[Slower]] = {}
     for (runner_type, workflow), minutes in arrivals.minutes_last_hour.items():
         before = arrivals.minutes_day_before.get((runner_type, workflow))
@@ -304,8 +301,7 @@ def surging(view: JobsView, runner_type: str) -> Surge | None:
     return max(found, key=lambda pair: pair[0])[1] if found else None
 
 
-# The jobs source counts the last hour's arrivals: listed later than this after the incident
-# ended, its jobs are another hour's.
+# Listed later than this after the incident ended, the jobs are another hour's.
 JOBS_WINDOW = timedelta(hours=1)
 
 
@@ -319,16 +315,15 @@ class WorkflowRow(BaseModel):
 
 
 class Workflows(BaseModel):
-    """The workflows behind an incident's runner types as its jobs source listed them when its
-    postmortem was drafted, or why none are known (`unknown`; `late`: listed more than an hour
-    after it ended): every write-up renders this record, never a later listing."""
+    """The workflows behind an incident as listed when its postmortem was drafted, or why none
+    are known: every write-up renders this record, never a later listing."""
 
     model_config = ConfigDict(frozen=True)
 
     at: datetime | None = None
     source: str = ""
     rows: tuple[WorkflowRow, ...] = ()
-    note: str = ""  # the source's own
+    note: str = ""
     unknown: str = ""
     late: bool = False
 
@@ -336,7 +331,7 @@ class Workflows(BaseModel):
 def workflows_seen(
     view: JobsView | None, why: str, *, types: Sequence[str], ended: datetime | None
 ) -> Workflows:
-    """The record of `view`'s workflows for `types` (or `why` it is None), most queued first."""
+    """Most queued first."""
     if view is None:
         return Workflows(unknown=why or "no jobs source")
     seen = Workflows(at=view.at, source=view.source, note=view.note)

@@ -1,8 +1,6 @@
-"""What one reading means for one runner type, decided once and stored with the reading
-(`RunnerTypeMetrics.judged`): every surface renders it and none recomputes it. The direction
-comes from the queue itself, as rates lag a turn by their window; the advice is the runners that
-drain the queue within the drain target, less those booting, and the maximum they need.
-"""
+"""What one reading means for one runner type, decided once and stored with it: every surface
+renders it, none recomputes it. The direction comes from the queue itself (rates lag a turn by
+their window); the advice is the runners that drain it within the target, less those booting."""
 
 from __future__ import annotations
 
@@ -11,17 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
-from bot.domain.runner_pods import PodCause, pod_causes
+from bot.domain.runner_pods import PodCause
 from bot.domain.units import minutes, number, wait_parts
 from bot.domain.value_string import finite
-
-if TYPE_CHECKING:
-    from bot.domain.fleet import RunnerTypeMetrics
 
 DRAIN_TARGET_MINS = 30.0
 BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
@@ -44,8 +38,6 @@ class Direction(StrEnum):
 
 
 class Judgement(BaseModel):
-    """Stored short: it rides with every reading kept in an incident's state."""
-
     model_config = ConfigDict(
         frozen=True,
         **stored_short(
@@ -80,30 +72,27 @@ class Judgement(BaseModel):
     clears_in_mins: float | None = None  # a falling queue's, by itself
     within_mins: float = DRAIN_TARGET_MINS
     why: str = ""
-    # What the type's runner pods show (`bot.domain.runner_pods`), and how many new ones cannot
-    # start: while any cannot, more runners (or a higher maximum) would wait the same.
+    # While new pods cannot start, more runners (or a higher maximum) would wait the same.
     causes: tuple[PodCause, ...] = ()
     cannot_start: int = 0
-    # However few: the pods that cannot start hold their slots under the maximum (ARC counts
-    # them), and while any find no node (`unplaced`) a higher maximum would only add more such:
-    # the runners needed past the maximum wait for nodes (`nodes_short`), not for a raise.
+    # Stuck pods hold their slots under the maximum (ARC counts them); while any find no node,
+    # the runners past the maximum wait for nodes (`nodes_short`), not for a raise.
     held: int = 0
     unplaced: int = 0
     nodes_short: int = 0
-    # What this reading alone advised (before the maximum), and the window the shown advice is
-    # held over (`held_over`): people read a thread over minutes, not per reading.
+    # What this reading alone advised, and the window the shown advice is held over: people
+    # read a thread over minutes, not per reading.
     own: int = 0
     window_mins: float = 0.0
 
     @property
     def wait(self) -> str:
-        """ "12 min", "over 60 min"; "" when not known (`not_known` says so) or nothing queues."""
+        """ "12 min", "over 60 min"; "" when not known or nothing queues."""
         said = wait_parts(self.wait_mins, over=self.wait_over)
         return said[1] if said is not None else ""
 
     @property
     def not_known(self) -> str:
-        """ "longest wait not known: …" while jobs queue and nothing knows their wait; else ""."""
         if self.wait_mins is not None or not self.queued:
             return ""
         return f"longest wait not known: {self.wait_unknown or 'the source gives none'}"
@@ -114,7 +103,7 @@ class Judgement(BaseModel):
 
     @property
     def heading(self) -> str:
-        """ "▲ rising +2.0 jobs/min", "▼ falling 3.0 jobs/min", "holding"; "" when not known."""
+        """ "▲ rising +2.0 jobs/min", "▼ falling 3.0 jobs/min", "holding", or ""."""
         rate = self.change_per_min
         if self.direction is Direction.RISING:
             return "▲ rising" + (f" +{rate:.1f} jobs/min" if rate else "")
@@ -124,13 +113,12 @@ class Judgement(BaseModel):
 
     @property
     def advice(self) -> str:
-        """The advice in the words every surface uses; "" when nothing queues or grows."""
+        """The advice in every surface's words; "" when nothing queues or grows."""
         within = minutes(self.within_mins)
         if self.runners:
             does = f"would drain it in {within}" if self.queued else "would keep it from queueing"
             text = f"+{_runners(self.runners)} {does}"
             if (to := self.new_maximum) is not None and self.maximum is not None:
-                # The number the form's default raises the maximum to.
                 was = number(self.maximum)
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             if self.nodes_short:
@@ -152,19 +140,15 @@ class Judgement(BaseModel):
 
     @property
     def wanted(self) -> int:
-        """The runners advised before the maximum is fitted: what the window holds."""
         return 0 if self.cannot_start else max(self.needed - self.booting, 0)
 
     @property
     def supply(self) -> float:
-        """The runners the type has or is getting: running (registered or busy) and booting."""
-        return (_most(self.registered, self.busy) or 0.0) + self.booting
+        return (running_of(self.registered, self.busy) or 0.0) + self.booting
 
     @property
     def _held_note(self) -> str:
-        """Said where the advice is the window's while this reading alone advises none (less
-        the runners added since), so a falling queue beside it contradicts nothing; a held
-        amount above a smaller one of its own needs no word."""
+        """Said where only the window advises, so a falling queue beside it contradicts nothing."""
         if self.own > self.added_since or not self.wanted or not self.window_mins:
             return ""
         return " (held: this reading alone advises none)"
@@ -186,66 +170,33 @@ class Judgement(BaseModel):
 
 @dataclass(frozen=True)
 class Advised:
-    """What an earlier reading within the advice window made of a type: the runners it advised
-    alone (`Judgement.own`), those the type had or was getting then (`supply`), and the advice
-    it showed (`Judgement.wanted`)."""
+    """An earlier reading in the advice window: its `Judgement.own`, `supply` and `wanted`."""
 
     own: int
     supply: float
     shown: int
 
 
-def judge(
-    metrics: RunnerTypeMetrics,
-    observed: Sequence[tuple[float, float]],
+def advise(
+    j: Judgement,
     *,
-    at: datetime,
-    within_mins: float = DRAIN_TARGET_MINS,
-    wait_unknown: str = "",
+    duration: float | None,
+    net_arrivals: float,
+    sure: float,
     earlier: Sequence[Advised] = (),
-    window_mins: float = 0.0,
 ) -> Judgement:
-    """`observed`: (epoch seconds, queued) at the readings before this one, oldest first;
-    `earlier`: what the readings within the last `window_mins` advised, oldest first."""
-    queued = finite(metrics.queued)
-    points = [(t, value) for t, value in observed if math.isfinite(value)]
-    if queued is not None:
-        points.append((at.timestamp(), queued))
-    direction, rate = direction_of(points)
-    running = _most(metrics.registered, metrics.busy)
-    desired = finite(metrics.desired)
-    wait = finite(metrics.longest_wait_mins)
-    stuck = metrics.pods.cannot_start if metrics.pods else 0
-    judgement = Judgement(
-        at=at,
-        queued=queued,
-        wait_mins=wait,
-        wait_over=bool(metrics.wait_over) and wait is not None,
-        wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
-        wait_unknown="" if wait is not None or not queued else wait_unknown,
-        direction=direction,
-        change_per_min=rate,
-        busy=finite(metrics.busy),
-        registered=finite(metrics.registered),
-        # Pods that cannot start are wanted but not booting: they drain nothing.
-        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
-        maximum=finite(metrics.maximum),
-        within_mins=within_mins,
-        causes=pod_causes(metrics.pods, slower=_slower(metrics)),
-        cannot_start=metrics.pods.withholding if metrics.pods else 0,
-        held=stuck,
-        unplaced=round(metrics.pods.unschedulable or 0) if metrics.pods else 0,
-    )
-    judged = _advised(judgement, metrics, running, sure_growth(points))
-    judged = judged.model_copy(update={"own": judged.wanted, "window_mins": window_mins})
-    return _held(judged, earlier, running, _noise_runners(judged, metrics))
+    """`sure`: `sure_growth`; `earlier`: the window's advice, oldest first."""
+    duration = duration if duration and duration > 0 else None
+    advised = _advised(j, duration, net_arrivals, sure)
+    advised = advised.model_copy(update={"own": advised.wanted})
+    noise = to_drain(max(NOISE_JOBS, NOISE_SHARE * (j.queued or 0.0)), duration, j.within_mins)
+    return _held(advised, earlier, noise)
 
 
-def _held(j: Judgement, earlier: Sequence[Advised], running: float | None, noise: int) -> Judgement:
-    """The advice stabilized as HPA's `behavior` stabilizes a scale-down: the most any reading in
-    the window advised, less the runners the type gained since (so a scale-up counts at once);
-    "none" only once every reading in the window advised none. A lower most within the queue's
-    noise of what the last reading showed keeps that: a wobble does not move it."""
+def _held(j: Judgement, earlier: Sequence[Advised], noise: int) -> Judgement:
+    """Held as HPA's `behavior` holds a scale-down: the most the window advised, less runners
+    gained since; "none" once the whole window advised none. A lower most within the queue's
+    `noise` (runners) of what was shown keeps that: a wobble does not move it."""
     if j.cannot_start or not earlier or (not j.queued and not j.own):
         return j  # nothing queued and none advised is none at once: no runner to add to idle ones
     supply = j.supply
@@ -259,35 +210,18 @@ def _held(j: Judgement, earlier: Sequence[Advised], running: float | None, noise
         most = shown
     if most <= j.own:
         return j
-    held = f"the most advised over the last {minutes(j.window_mins)}"
-    return _fitted(j, most + j.booting, held, running)
+    return _fitted(j, most + j.booting, f"the most advised over the last {minutes(j.window_mins)}")
 
 
-def _noise_runners(j: Judgement, metrics: RunnerTypeMetrics) -> int:
-    """The runners a queue's noise (as `direction_of` reads it) would ask for."""
-    duration = finite(metrics.job_duration_mins)
-    jobs = max(NOISE_JOBS, NOISE_SHARE * (j.queued or 0.0))
-    return to_drain(jobs, duration if duration and duration > 0 else None, j.within_mins)
-
-
-def _slower(metrics: RunnerTypeMetrics) -> float | None:
-    now, before = finite(metrics.job_duration_mins), finite(metrics.duration_baseline_mins)
-    return now / before if now and before else None
-
-
-def _advised(
-    j: Judgement, metrics: RunnerTypeMetrics, running: float | None, sure: float
-) -> Judgement:
+def _advised(j: Judgement, duration: float | None, net_arrivals: float, sure: float) -> Judgement:
     queued = j.queued or 0.0
-    duration = finite(metrics.job_duration_mins)
-    duration = duration if duration and duration > 0 else None
     if queued <= 0:
         # Only before the queue was ever observed do the rates speak: once observed, a surge's
         # rates still in their window must not ask for runners under a queue that drained.
-        growth = _net_arrivals(metrics) if j.direction is None else 0.0
+        growth = net_arrivals if j.direction is None else 0.0
         if not growth or duration is None:
             return j
-        return _fitted(j, math.ceil(growth * duration), "arrivals outrun completions", running)
+        return _fitted(j, math.ceil(growth * duration), "arrivals outrun completions")
     rate = j.change_per_min or 0.0
     if j.direction is Direction.FALLING and rate < 0:
         # A holding queue's slope is noise: read as a drain it would flip the advice.
@@ -296,13 +230,13 @@ def _advised(
             fell = f"the queue fell {-rate:.1f} jobs/min over the last readings"
             return j.model_copy(update={"clears_in_mins": clears, "why": fell})
         needed = to_drain(queued + rate * j.within_mins, duration, j.within_mins)
-        return _fitted(j, needed, f"it falls, but would take ~{eta(clears)} by itself", running)
+        return _fitted(j, needed, f"it falls, but would take ~{eta(clears)} by itself")
     # Growth: none while holding; the rates alone before any queue was observed; else the
     # observed growth beyond its scatter (the rates size the advice, never turn its direction).
     if j.direction is Direction.HOLDING:
         growth = 0.0
     elif j.direction is None:
-        growth = _net_arrivals(metrics)
+        growth = net_arrivals
     else:
         growth = min(max(rate, 0.0), sure)
     needed = to_drain(queued + growth * j.within_mins, duration, j.within_mins)
@@ -310,19 +244,11 @@ def _advised(
     why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
     if growth:
         why += f" while it grows {growth:.1f} jobs/min"
-    return _fitted(j, needed, why, running)
-
-
-def _net_arrivals(metrics: RunnerTypeMetrics) -> float:
-    arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
-    if arrivals is None or completions is None:
-        return 0.0
-    return max(arrivals - completions, 0.0)
+    return _fitted(j, needed, why)
 
 
 def to_drain(backlog: float, duration: float | None, within_mins: float) -> int:
-    """The runners that drain `backlog` jobs of `duration` minutes within `within_mins`;
-    without a duration, a runner per job (as PyTorch's scale-up-chron asks)."""
+    """Without a duration, a runner per job (as PyTorch's scale-up-chron asks)."""
     if backlog <= 0:
         return 0
     if duration is None:
@@ -330,36 +256,31 @@ def to_drain(backlog: float, duration: float | None, within_mins: float) -> int:
     return max(math.ceil(backlog * duration / within_mins), 1)
 
 
-def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judgement:
-    """`needed` less the runners booting, and how far the maximum must rise for the rest; none
-    while new pods cannot start."""
+def _fitted(j: Judgement, needed: int, why: str) -> Judgement:
+    """`needed` less the runners booting, and how far the maximum must rise for the rest."""
+    runners = 0 if j.cannot_start else max(needed - j.booting, 0)
+    raise_by = nodes_short = 0
+    running = running_of(j.registered, j.busy)
     if j.cannot_start:
         # The advice says why none; its reason says what they would be.
         why = f"~{_runners(needed)} once new pods start" if needed else ""
-        update = {"runners": 0, "needed": needed, "raise_maximum_by": 0, "why": why}
-        return j.model_copy(update={**update, "nodes_short": 0})
-    runners = max(needed - j.booting, 0)
-    if needed and not runners:
+    elif needed and not runners:
         why = f"the {_runners(j.booting)} booting cover the ~{needed} needed"
-    raise_by = 0
-    if runners and j.maximum is not None and running is not None:
+    elif runners and j.maximum is not None and running is not None:
         room = max(math.floor(j.maximum - running) - j.booting - j.held, 0)
         raise_by = max(runners - room, 0)
-        if raise_by and j.unplaced:  # the advice says that the rest need nodes
-            update = {"runners": room, "nodes_short": raise_by, "needed": needed, "why": why}
-            return j.model_copy(update={**update, "raise_maximum_by": 0})
-        if raise_by:
+        if raise_by and j.unplaced:  # the rest need nodes, not a higher maximum
+            runners, nodes_short, raise_by = room, raise_by, 0
+        elif raise_by:
             why += f"; only {room} fit under the maximum of {number(j.maximum)}"
     update = {"runners": runners, "needed": needed, "raise_maximum_by": raise_by, "why": why}
-    update["nodes_short"] = 0
-    return j.model_copy(update=update)
+    return j.model_copy(update={**update, "nodes_short": nodes_short})
 
 
 def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
-    """The judgement once `runners` were added from Slack after its reading (raising the
-    maximum by `maximum_by`): they count as booting at once, so nobody is advised them twice,
-    or, while new pods cannot start, as pods that hold their slots: never "booting". Worked
-    out from the reading's own numbers, so counting again changes nothing."""
+    """The judgement once `runners` were added from Slack after its reading: they count as
+    booting at once (so nobody is advised them twice), or as held while new pods cannot start.
+    From the reading's own numbers, so counting again changes nothing."""
     if runners == j.added_since and maximum_by == j.maximum_added:
         return j
     stuck = "held" if j.cannot_start else "booting"
@@ -373,16 +294,14 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     base = j.model_copy(update=update)
     if not j.needed:
         return base
-    running = _most(j.registered, j.busy)
-    return _fitted(base, j.needed, f"+{runners} added since this reading", running)
+    return _fitted(base, j.needed, f"+{runners} added since this reading")
 
 
 def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | None, float | None]:
-    """The direction of the observed queue (epoch seconds, queued, oldest first) and its change
-    per minute over its last `DIRECTION_READINGS` distinct values: a net change beyond the noise,
-    the latest step not against it, and, once its last four distinct values can tell, a slope
-    beyond their scatter (a wobble turns nothing, a turn shows by the third reading). A repeated
-    reading (a backend not refreshed) is passed over."""
+    """The observed queue's (epoch seconds, queued; oldest first) direction and change per minute
+    over its last distinct values: a net change beyond the noise, the latest step not against
+    it, and a slope beyond their scatter once four can tell (a wobble turns nothing). A
+    repeated reading (a backend not refreshed) is passed over."""
     recent = list(points)[-RECENT_READINGS:]
     if len(recent) < DIRECTION_READINGS:
         return None, None
@@ -408,9 +327,8 @@ def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | Non
 
 
 def sure_growth(points: Sequence[tuple[float, float]]) -> float:
-    """The growth per minute the observed queue shows beyond its own scatter: the least-squares
-    slope over its last `RECENT_READINGS` distinct values, at its one-sided 97.5% lower bound, so
-    a wobble sizes no runners for growth and a steady climb sizes them at its full slope."""
+    """The queue's growth per minute beyond its scatter (the slope's 97.5% lower bound), so a
+    wobble sizes no runners and a steady climb sizes them at its full slope."""
     last = _distinct(list(points)[-RECENT_READINGS:])
     if len(last) < SURE_READINGS:
         return 0.0
@@ -418,8 +336,7 @@ def sure_growth(points: Sequence[tuple[float, float]]) -> float:
 
 
 def _slope_bounds(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """The least-squares slope per minute of three or more points (epoch seconds, value), at its
-    one-sided 97.5% lower and upper bounds (Student's t)."""
+    """The least-squares slope per minute's one-sided 97.5% bounds (Student's t)."""
     xs = [(t - points[0][0]) / 60 for t, _ in points]
     ys = [value for _, value in points]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
@@ -433,7 +350,6 @@ def _slope_bounds(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 
 def _distinct(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Each reading that differs from the one before."""
     return [p for k, p in enumerate(points) if k == 0 or p[1] != points[k - 1][1]]
 
 
@@ -449,5 +365,5 @@ def _runners(count: int) -> str:
     return f"{count} runner" if count == 1 else f"{count} runners"
 
 
-def _most(*values: float | None) -> float | None:
-    return max((v for v in map(finite, values) if v is not None), default=None)
+def running_of(registered: float | None, busy: float | None) -> float | None:
+    return max((v for v in map(finite, (registered, busy)) if v is not None), default=None)

@@ -16,8 +16,7 @@ _GO_CAPTURE_NAME = re.compile(r"\(\?P<([^>]*)>")
 
 @lru_cache(maxsize=256)
 def label_regex(pattern: str) -> re2._Regexp:
-    """As `pkg/labels.NewMatcher` compiles it, so `a)|(b` is `^(?:a)|(b)$` and takes `axyz`;
-    what RE2 or Go refuses is a ValueError naming the reason."""
+    """So `a)|(b` is `^(?:a)|(b)$` and takes `axyz`; a refusal is a ValueError with its reason."""
     composed = f"^(?:{pattern})$"
     refused = _refused_by_go(composed)
     if refused:
@@ -58,8 +57,7 @@ def _refused_by_go(pattern: str) -> str:
 
 
 def _class_end(pattern: str, i: int) -> int:
-    """Where the class opened at `i` ends: a `]` first is a member; `[:alpha:]` and escapes
-    are passed whole."""
+    """A `]` first is a member; `[:alpha:]` and escapes are passed whole."""
     j = i + 2 if pattern.startswith("[^", i) else i + 1
     first = True
     while j < len(pattern) and (pattern[j] != "]" or first):

@@ -24,8 +24,7 @@ def digest_of(rendered: Rendered) -> str:
 
 
 class ChartStyle(StrEnum):
-    """`CHART_STYLE`: a Block Kit `data_visualization` block Slack draws (`block` is taken as
-    `native`), or an image."""
+    """`CHART_STYLE`: a `data_visualization` block Slack draws (`block` too), or an image."""
 
     NATIVE = "native"
     IMAGE = "image"

@@ -1,7 +1,5 @@
-"""The workflows behind the jobs OOMKilled: ARC names a runner pod after its EphemeralRunner and
-registers the runner under that name, so a GitHub job's `runner_name` is the pod's name, and a pod
-killed for memory (`RunnerPods.oom_pods`) is the job that ran on it. ARC recreates a failed
-runner's pod under the same name: the pod's uid tells one kill from the next."""
+"""The workflows behind the jobs OOMKilled: ARC registers a runner under its pod's name, so a
+GitHub job's `runner_name` names the pod killed for memory (`RunnerPods.oom_pods`)."""
 
 from __future__ import annotations
 
@@ -31,7 +29,6 @@ class OomKill:
 
 
 def kills_of(fleet: FleetSnapshot) -> list[OomKill]:
-    """Each runner type's OOM-killed pods in `fleet`."""
     return [
         OomKill(name, pod, uid)
         for name, metrics in fleet.runner_types.items()
@@ -47,9 +44,8 @@ def ranked(workflows: Iterable[str], kept: int = WORKFLOWS_NAMED) -> tuple[tuple
 
 
 def with_workflows(fleet: FleetSnapshot, named: Mapping[Pod, str], naming: str) -> FleetSnapshot:
-    """`fleet` with each type's OOM kills named by the workflow that ran on each pod (`named`),
-    or, where none is, `naming`: how to get them named. The pods themselves are left out: the
-    record keeps them, and the reading is stored in every incident it shows."""
+    """`fleet` with its OOM kills named (`named`), or how to get them named (`naming`); the pods
+    are left out: the record keeps them, and the reading is stored in every incident."""
     types = {}
     for name, metrics in fleet.runner_types.items():
         pods = metrics.pods

@@ -1,12 +1,8 @@
-"""How pytorch/alerting-infra names an alert, so that queuepilot finds the issue it opened.
-
-Its collector (lambdas/collector) titles the issue `[<priority>] <title>`, the title being the
-first alert's `rulename`, else its `alertname`, else the group's (src/transformers/grafana.ts,
-`extractTitle`), and keys the alert in DynamoDB by a fingerprint (src/fingerprint.ts): the SHA-256
-of `account_id=<orgId>|alarm_id=<the first alert's fingerprint>|source=grafana|title=<the title,
-lower-case>`, its keys sorted and the empty ones left out. The issue's body carries it as
-``- *Fingerprint*: `<hex>` ``.
-"""
+"""How pytorch/alerting-infra names an alert, so that queuepilot finds the issue it opened: its
+collector titles it by the first alert's `rulename`, else `alertname`, else the group's
+(`extractTitle`), and keys it by the SHA-256 of
+`account_id=<orgId>|alarm_id=<first fingerprint>|source=grafana|title=<lower-case title>`, keys
+sorted, empty ones left out (src/fingerprint.ts), carried in the issue's body."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""PROMETHEUS_SELECTOR: label matchers in PromQL's syntax (`cluster="prod", region=~"eu-.*"`),
-added to every series a default query reads, so that one cluster's scale sets are read from a
-Prometheus (Thanos, Mimir) holding several clusters' same-named ones.
-
-Read as Prometheus's lexer reads matchers (`promql/parser/lex.go`): a label name, `=`, `!=`,
-`=~` or `!~`, and a quoted value: "…" or '…' with Go's escapes, or `…` raw; a regex compiled as
-Prometheus compiles it. Written back in one form (`selector_text`), double-quoted with only the
-escapes PromQL reads, so the text put into a query is always one string per value whatever the
-operator typed: a value cannot end the selector or add to the query."""
+"""PROMETHEUS_SELECTOR: label matchers in PromQL's syntax (`cluster="prod", region=~"eu-.*"`)
+added to every default query's series, so one cluster's scale sets are read from a Prometheus
+holding several clusters' same-named ones. Read as Prometheus's lexer reads them
+(`promql/parser/lex.go`); written back double-quoted (`selector_text`), so a value cannot end
+the selector or add to the query."""
 
 from __future__ import annotations
 
@@ -47,16 +43,14 @@ def parse_selector(text: str) -> tuple[Matcher, ...]:
 
 
 def selector_text(matchers: tuple[Matcher, ...] | list[Matcher]) -> str:
-    """`cluster="prod", region=~"eu-.*"`: each value a double-quoted string PromQL reads back as
-    it is (JSON's escapes are Go's, and non-ASCII characters stay themselves)."""
+    """`cluster="prod", region=~"eu-.*"` (JSON's escapes are Go's)."""
     return ", ".join(
         f"{m.name}{m.operator}{json.dumps(m.value, ensure_ascii=False)}" for m in matchers
     )
 
 
 def vector(metric: str, *matchers: str, where: str = "") -> str:
-    """A series of a default query: `metric{matchers…, where}`, `where` being PROMETHEUS_SELECTOR
-    as `selector_text` writes it; `metric` "" for a selector of matchers alone."""
+    """`metric{matchers…, where}`, `where` the written PROMETHEUS_SELECTOR."""
     inside = ", ".join([*matchers, where] if where else matchers)
     return f"{metric}{{{inside}}}" if inside else metric
 

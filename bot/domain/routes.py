@@ -1,9 +1,7 @@
-"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins.
-
-Each match string is read as Alertmanager's classic `pkg/labels.ParseMatchers` reads it, and each
-regex composed as it composes them (`^(?:` + value + `)$`) and run on RE2, whose syntax Go's
-regexp speaks: a route's `matchers:` copied from an Alertmanager config means the same here, and
-one Alertmanager would refuse is refused at start."""
+"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins. Each
+match string is read as Alertmanager's classic `pkg/labels.ParseMatchers` reads it, each regex
+run on RE2 as Go composes it: a route's `matchers:` copied from an Alertmanager config means the
+same here, and one Alertmanager would refuse is refused at start."""
 
 from __future__ import annotations
 
@@ -30,10 +28,9 @@ _GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     map(chr, range(0x2000, 0x200B))
 )
 
-# A value: an optional opening quote, escapes or anything but a quote (possessive: nothing to
-# backtrack into), a lone trailing backslash, and a closing quote iff it opened with one.
-# `\"`, `\\` and `\n` are escapes and any other backslash is itself, so `"linux\.rocm"` stays
-# the regex `linux\.rocm`.
+# A value: an optional quote, escapes or anything but a quote (possessive: nothing to backtrack
+# into), a lone trailing backslash, a closing quote iff it opened with one. Only `\"`, `\\`
+# and `\n` are escapes, so `"linux\.rocm"` stays the regex `linux\.rocm`.
 _VALUE = re.compile(r'("?)((?:\\.|[^"\\])*+\\?)("?)', re.S)
 _ESCAPES = {"n": "\n", '"': '"', "\\": "\\"}
 
@@ -42,8 +39,7 @@ _ESCAPES = {"n": "\n", '"': '"', "\\": "\\"}
 class Route:
     matchers: tuple[Matcher, ...]
     channel: str
-    # What its matchers most likely meant where they say something else (`typo_of`), for
-    # `check` and `serve` to warn of: no part of what the route matches.
+    # What its matchers most likely meant (`typo_of`), for `check` and `serve` to warn of.
     typos: tuple[str, ...] = field(default=(), compare=False)
 
     def takes(self, labels: Mapping[str, str], runner_types: Iterable[str] = ()) -> bool:
@@ -95,9 +91,9 @@ class Routing:
         return frozenset({self.default, *(r.channel for r in self.routes)}) - {""}
 
     def types_of(self, channel: str, runner_types: Iterable[str]) -> tuple[str, ...] | None:
-        """The runner types `channel` owns, in order; None when it answers for every type: without
-        routes, in a channel no route names, and in a team channel whose routes match other labels
-        only (`team="rocm"`), where an empty answer would hide its queues."""
+        """The runner types `channel` owns; None when it answers for every type: without routes,
+        in a channel no route names, and in a team channel whose routes match other labels only
+        (`team="rocm"`), where an empty answer would hide its queues."""
         if not self.routes or channel not in self.channels:
             return None
         typed = any(r.on_type for r in self.routes if r.channel == channel)
@@ -106,8 +102,8 @@ class Routing:
         return tuple(name for name in runner_types if self.owns(channel, name))
 
     def channel_of_type(self, runner_type: str) -> str:
-        """Where a runner type's early warning goes: it has no labels, only its type, so the
-        first route made of `runner_type` matchers alone that takes it."""
+        """Where a type's early warning goes: it has no labels, so the first route made of
+        `runner_type` matchers alone that takes it."""
         taking = (r.channel for r in self.routes if r.on_type and r.takes({}, (runner_type,)))
         return next(taking, self.default)
 
@@ -137,10 +133,9 @@ def _route(n: int, item: object) -> Route:
 
 
 def typo_of(piece: str) -> str:
-    """What a matcher whose unquoted value starts with `=` or `~` most likely meant ("" for any
-    other). Alertmanager reads `team==rocm` as team equal to "=rocm", and so does this, so the
-    route is kept as written, but such a value is no team's: `check` and `serve` say so. A value
-    quoted (`team="=rocm"`) was meant."""
+    """What a matcher whose unquoted value starts with `=` or `~` most likely meant, or "".
+    Alertmanager reads `team==rocm` as team equal to "=rocm", and so does this, but such a value
+    is no team's; a quoted one (`team="=rocm"`) was meant."""
     found = _MATCHER.fullmatch(piece)
     if found is None:
         return ""
@@ -160,8 +155,8 @@ def parse_matchers(text: str) -> list[Matcher]:
 
 
 def matcher_pieces(text: str) -> list[str]:
-    """`text` cut where `ParseMatchers` cuts it: a `{` opening it and a `}` ending it dropped,
-    commas outside quotes, only the last piece trimmed and dropped when blank."""
+    """Cut as `ParseMatchers` cuts: braces dropped, at commas outside quotes, only the last piece
+    trimmed and dropped when blank."""
     text = text.removeprefix("{").removesuffix("}")
     pieces: list[str] = []
     start, quoted, escaped = 0, False, False

@@ -1,7 +1,6 @@
-"""Runner types and their ARC scale sets: one mapping, the common case derived. An alert names a
-type as `runs-on` does (`linux.2xlarge`), ARC a scale set as a Kubernetes object
-(`linux-2xlarge`): `RUNNER_SCALE_SETS` names only the exceptions, and two names that derive
-alike are one runner type (`runner_key`)."""
+"""Runner types (`linux.2xlarge`, as `runs-on` names them) and their ARC scale sets
+(`linux-2xlarge`): derived, `RUNNER_SCALE_SETS` naming only the exceptions; two names that
+derive alike are one runner type (`runner_key`)."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ _KUBE_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-
 
 
 def derived_scale_set(runner_type: str) -> str:
-    """`linux.2xlarge` -> `linux-2xlarge` ("" when nothing is left); a scale set's name derives
-    to itself."""
+    """`linux.2xlarge` -> `linux-2xlarge`; a scale set's name derives to itself."""
     return _OUTSIDE.sub("-", runner_type.translate(_LOWER)).strip("-")
 
 
@@ -31,7 +29,7 @@ def runner_key(name: str) -> str:
 
 
 def type_named(names: Collection[str], runner_type: str) -> str | None:
-    """The one of `names` that is `runner_type`, named as the reading or as an alert names it."""
+    """The one of `names` that is `runner_type`, named as a reading or an alert names it."""
     if runner_type in names:
         return runner_type
     key = runner_key(runner_type)
@@ -79,13 +77,11 @@ class RunnerNames:
         return self._explicit.get(runner_key(runner_type)) or derived_scale_set(runner_type)
 
     def runner_type(self, scale_set: str) -> str:
-        """The known type `scale_set` serves; a name no known type claims stays as it is (the
-        incidents still match it by `runner_key`)."""
+        """A name no known type claims stays as it is (matched by `runner_key`)."""
         return self._by_set.get(derived_scale_set(scale_set), scale_set)
 
     def renamed(self, types: Mapping[str, T]) -> dict[str, T]:
-        """`types` keyed by the runner types they are, so an alert rule that names a scale set
-        speaks of the readings' types; of two keys that are one type, the first is kept."""
+        """`types` keyed by the runner types they are; of two keys that are one type, the first."""
         found: dict[str, T] = {}
         for name, value in types.items():
             found.setdefault(self.runner_type(name), value)

@@ -1,9 +1,6 @@
-"""Why a runner type's runners do not come up or run slowly, read from its runner pods and their
-nodes (kube-state-metrics and cAdvisor under Prometheus): pods that cannot be scheduled or cannot
-pull their image, jobs killed for memory, CPU throttled, nodes under pressure. Each is a cause
-with its numbers and the next step; a pod that cannot start makes "more runners" the wrong advice,
-since the new ones would wait the same (`cannot_start`).
-"""
+"""Why a runner type's runners do not come up or run slowly, read from its pods and their nodes
+(kube-state-metrics, cAdvisor, node-exporter): each cause with its numbers and the next step. A
+pod that cannot start makes "more runners" the wrong advice: the new ones would wait the same."""
 
 from __future__ import annotations
 
@@ -14,32 +11,29 @@ from pydantic import BaseModel, ConfigDict
 from bot.domain.alerts import stored_short
 from bot.domain.units import minutes, number
 
-# The window the default queries count OOM kills and restarts over (their `[30m]`).
-WINDOW_MINS = 30.0
-# OOM kills the runners' nodes count (any process) that make a cause when no runner pod was seen
-# killed: a daemon killed once on a shared node pool is not the runners' trouble.
+WINDOW_MINS = 30.0  # the default queries' `[30m]` for OOM kills and restarts
+# Node OOM kills (any process) that make a cause when no runner pod was seen killed: a daemon
+# killed once on a shared node pool is not the runners' trouble.
 NODE_OOM_KILLS = 3
 THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
 MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
 OOM_PODS_KEPT = 20  # the kills' pods kept with a reading: enough to name their workflows
-# A runner pod still creating its containers this long after its node was found is stuck, not slow;
-# the default query waits a runner's boot time if longer, as the kubelet says ContainerCreating
-# while it pulls the image, which for a multi-GB image on a new node takes minutes.
+# Creating containers this long after scheduling is stuck, not slow (the kubelet says
+# ContainerCreating while it pulls a multi-GB image on a new node, which takes minutes).
 CREATING_MINS = 5.0
 DISK_BUSY = 0.9  # a node's disk busy this share of the time makes every job on it wait on I/O
-# The nodes kept with a reading, worst first: it is stored in each incident and in the readings'
-# history, and a cluster-wide problem names no node more usefully than five of them do.
+# Nodes kept with a reading (stored in each incident): a cluster-wide problem names no node more
+# usefully than five do.
 NODES_KEPT = 5
-# Pods that cannot start withhold the advice only when they are this share of the pods waiting to
-# start: a few stuck among many booting say little about the next ones.
+# Stuck pods withhold the advice only as this share of those waiting to start: a few stuck among
+# many booting say little about the next ones.
 STUCK_SHARE = 0.5
 KSM = "kube-state-metrics"
 CADVISOR = "the kubelet's cAdvisor"
 NODE_EXPORTER = "node-exporter"
-# Each reading, every series its default query needs and where that series comes from, its own
-# first: a reading is known only when all are scraped. Each series is one present whenever its
-# source is scraped (the Pending phase stands for the waiting reasons and unschedulable, which
-# exist only while a pod is so); every default query keeps the pods `kube_pod_owner` names.
+# Each reading's series and their sources, its own first: it is known only when all are scraped.
+# Each is present whenever its source is scraped (the Pending phase stands for the waiting
+# reasons, which exist only while a pod waits); every query keeps the pods `kube_pod_owner` names.
 OWNER = ("kube_pod_owner", KSM)
 DISK = "DiskBusy"  # a node's condition in `RunnerPods.nodes` when node-exporter finds its disk busy
 PHASE, CREATED = ("kube_pod_status_phase", KSM), ("kube_pod_created", KSM)
@@ -67,20 +61,18 @@ NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("kube_pod_info", KSM),
         OWNER,
     ),
-    # The kernel's count of OOM kills on the nodes the runner pods ran on: it outlives the
-    # pods, which ARC deletes within seconds of a kill.
+    # The kernel's count outlives the pods, which ARC deletes within seconds of a kill.
     "node_oom_kills": (("node_vmstat_oom_kill", NODE_EXPORTER), ("kube_pod_info", KSM), OWNER),
 }
 NODE_READINGS = ("nodes", "disk_busy")  # read into `RunnerPods.nodes`, not a number
 
 
 def source_of(reading: str) -> str:
-    """The source a reading is of (its own series')."""
     return NEEDS[reading][0][1]
 
 
 def not_scraped(reading: str, scraped: set[str]) -> str:
-    """The source of the first series `reading` needs that is not in `scraped`; "" if none."""
+    """The source of the first series `reading` needs not in `scraped`; "" if none."""
     return next((source for series, source in NEEDS[reading] if series not in scraped), "")
 
 
@@ -140,33 +132,26 @@ class RunnerPods(BaseModel):
 
     pods_pending: float | None = None
     pending_mins: float | None = None  # the oldest Pending pod's age
-    # Unschedulable (no node fits) for longer than a new node takes to come up
+    # No node fits for longer than a new node takes to come up.
     unschedulable: float | None = None
     unschedulable_mins: float | None = None  # the oldest of those
-    # A container or an init container in ImagePullBackOff or ErrImagePull, for as long
     image_pull: float | None = None
-    config_error: float | None = None  # CreateContainerConfigError, in one or the other
-    # ContainerCreating or PodInitializing over `CREATING_MINS` after being scheduled
+    config_error: float | None = None
     creating: float | None = None
-    # Runner pods seen OOMKilled within `WINDOW_MINS`: a sample, as ARC deletes a killed runner's
-    # pod within seconds, often before kube-state-metrics is scraped.
+    # A sample: ARC deletes a killed runner's pod within seconds, often before a scrape.
     oom_kills: float | None = None
-    # Those pods as (name, uid), at most `OOM_PODS_KEPT`: ARC recreates a failed runner's pod
-    # under its name, so the uid tells one kill from the next; the name is the job's runner_name.
+    # (name, uid): ARC recreates a failed runner's pod under its name, so the uid tells one kill
+    # from the next; the name is the job's runner_name.
     oom_pods: tuple[tuple[str, str], ...] = ()
-    # The workflows of the jobs those pods ran, with their kills, most first (`bot.domain.
-    # oom_kills`); `oom_naming`: how to get them named where no jobs source can.
-    oom_workflows: tuple[tuple[str, int], ...] = ()
-    oom_naming: str = ""
-    # The kernel's OOM kills within `WINDOW_MINS` on the nodes those pods ran on: every kill,
-    # the runners' and any other process's there (a node of several types counts for each).
+    oom_workflows: tuple[tuple[str, int], ...] = ()  # most kills first (`bot.domain.oom_kills`)
+    oom_naming: str = ""  # how to get them named where no jobs source can
+    # Every kill on the pods' nodes, of any process (a node of several types counts for each).
     node_oom_kills: float | None = None
-    restarts: float | None = None  # of all the pods' containers, sidecars too, in `WINDOW_MINS`
-    # The CFS periods per second of the runner and dind containers, throttled and all, summed
-    # over the type's pods; `cpu_throttled` is their share.
+    restarts: float | None = None  # of all the pods' containers, sidecars too
+    # CFS periods per second of the runner and dind containers, summed over the type's pods.
     cpu_throttled_periods: float | None = None
     cpu_periods: float | None = None
-    # The fullest runner or dind container's working set over its own limit
+    # The fullest runner or dind container's working set over its own limit.
     memory_of_limit: float | None = None
     nodes: tuple[NodeTrouble, ...] = ()  # the worst `NODES_KEPT`
     more_nodes: int = 0  # the other nodes in trouble, not kept
@@ -174,23 +159,19 @@ class RunnerPods(BaseModel):
 
     @property
     def cpu_throttled(self) -> float | None:
-        """The throttled share of the CFS periods; none without both readings (a query dropped
-        or its source not scraped), 0 without periods (no runner with a CPU limit ran)."""
+        """None without both readings; 0 without periods (no runner with a CPU limit ran)."""
         if self.cpu_throttled_periods is None or self.cpu_periods is None:
             return None
         return self.cpu_throttled_periods / self.cpu_periods if self.cpu_periods > 0 else 0.0
 
     @property
     def cannot_start(self) -> int:
-        """New pods that cannot start: unschedulable, failing to pull or configure, stuck
-        creating."""
         readings = (self.unschedulable, self.image_pull, self.config_error, self.creating)
         return round(sum(n or 0 for n in readings))
 
     @property
     def withholding(self) -> int:
-        """`cannot_start` when those pods are a meaningful share (`STUCK_SHARE`) of the pods
-        waiting to start, so more runners would wait the same; else 0."""
+        """`cannot_start` when they are `STUCK_SHARE` of the pods waiting to start; else 0."""
         stuck = self.cannot_start
         waiting = max(self.pods_pending or 0, stuck)
         return stuck if stuck and stuck >= STUCK_SHARE * waiting else 0
@@ -204,7 +185,6 @@ class PodCause(BaseModel):
     advice: str
 
 
-# A source's readings all missing, said short.
 SOURCE_SAID = {
     KSM: "pods Pending, image pulls, OOM kills, node conditions",
     CADVISOR: "CPU throttling, memory against its limit",
@@ -214,7 +194,7 @@ SOURCE_SAID = {
 
 def unknown_said(missing: dict[str, str]) -> str:
     """ "CPU throttling, memory against its limit not known (the kubelet's cAdvisor is not
-    scraped)" from {reading: source}, one clause per source."""
+    scraped)": one clause per source."""
     by_source: dict[str, list[str]] = {}
     for reading, source in missing.items():
         by_source.setdefault(source, []).append(reading)
@@ -231,7 +211,7 @@ def unknown_said(missing: dict[str, str]) -> str:
 
 
 def pod_causes(pods: RunnerPods | None, *, slower: float | None = None) -> tuple[PodCause, ...]:
-    """The causes `pods` show, worst first; `slower`: jobs' duration against the day before."""
+    """Worst first; `slower`: jobs' duration against the day before."""
     if pods is None:
         return ()
     found = [
@@ -265,30 +245,27 @@ def _unschedulable(pods: RunnerPods) -> PodCause | None:
 def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
     if not count or count <= 0:
         return None
-    if trouble is Trouble.IMAGE_PULL:
-        return PodCause(
-            trouble=trouble,
-            evidence=f"new runners fail to pull their image (ImagePullBackOff, {number(count)} "
-            "pods)",
-            advice="check the runner image's tag and the registry's credentials or limits; "
-            "roll back a new image; more runners would fail the same",
-        )
-    if trouble is Trouble.CREATING:
-        return PodCause(
-            trouble=trouble,
-            evidence=f"{_pods(count)} ContainerCreating or PodInitializing for over "
+    evidence, advice = {
+        Trouble.IMAGE_PULL: (
+            f"new runners fail to pull their image (ImagePullBackOff, {number(count)} pods)",
+            "check the runner image's tag and the registry's credentials or limits; roll back a "
+            "new image; more runners would fail the same",
+        ),
+        Trouble.CREATING: (
+            f"{_pods(count)} ContainerCreating or PodInitializing for over "
             f"{minutes(CREATING_MINS)} on their node",
-            advice="describe one of those pods: most often a large runner image still pulling "
-            "on a new node (pre-pull it or bake it into the node image), else a volume that does "
-            "not attach or mount, or no pod IP from the network plugin; more runners would wait "
-            "the same",
-        )
-    return PodCause(
-        trouble=trouble,
-        evidence=f"{_pods(count)} cannot start (CreateContainerConfigError)",
-        advice="a Secret or ConfigMap the runner pod names is missing: fix the scale set's "
-        "pod template; more runners would fail the same",
-    )
+            "describe one of those pods: most often a large runner image still pulling on a new "
+            "node (pre-pull it or bake it into the node image), else a volume that does not "
+            "attach or mount, or no pod IP from the network plugin; more runners would wait the "
+            "same",
+        ),
+        Trouble.CONFIG_ERROR: (
+            f"{_pods(count)} cannot start (CreateContainerConfigError)",
+            "a Secret or ConfigMap the runner pod names is missing: fix the scale set's pod "
+            "template; more runners would fail the same",
+        ),
+    }[trouble]
+    return PodCause(trouble=trouble, evidence=evidence, advice=advice)
 
 
 def _node(node: NodeTrouble) -> PodCause:
@@ -329,8 +306,8 @@ def _more_nodes(more: int) -> PodCause | None:
 
 
 def _oom(pods: RunnerPods) -> PodCause | None:
-    """The pods seen killed name their workflows; the nodes' counter sees every kill, so the
-    larger of the two is the count, said for what it is."""
+    """The pods seen killed name their workflows; the nodes' counter sees every kill: the larger
+    is the count, said for what it is."""
     seen, on_nodes = pods.oom_kills or 0, pods.node_oom_kills or 0
     if seen <= 0 and on_nodes < NODE_OOM_KILLS:
         return None  # the kernel counts any process: one kill of a daemon is no runners' cause
@@ -378,8 +355,7 @@ def _memory(share: float | None, kills: float | None) -> PodCause | None:
 
 
 def kept_nodes(troubles: list[NodeTrouble]) -> tuple[tuple[NodeTrouble, ...], int]:
-    """The worst `NODES_KEPT` of `troubles` (most runner pods on them first), and how many other
-    nodes are in trouble."""
+    """The worst `NODES_KEPT` (most runner pods first), and how many other nodes are in trouble."""
     worst = sorted(troubles, key=lambda n: (-n.pods, -(n.busy or 0), n.node, n.condition))
     kept = tuple(worst[:NODES_KEPT])
     shown = {n.node for n in kept}

@@ -1,7 +1,6 @@
-"""Scaling a runner type as values: its target, the capacity a backend reports, the tool that
-re-applies the target's spec (`managed_by`), and what the scale form offers before anyone
-confirms (`scale_default`). The calls are `bot.backends.scale`'s.
-"""
+"""Scaling a runner type as values: its target, its capacity, the tool that re-applies its spec
+(`managed_by`), and what the scale form offers (`scale_default`). The calls are
+`bot.backends.scale`'s."""
 
 from __future__ import annotations
 
@@ -23,8 +22,6 @@ class ScaleTarget:
 
 @dataclass(frozen=True)
 class Capacity:
-    """What a target has now, as far as its backend can say (None: not known)."""
-
     current: int | None = None
     minimum: int | None = None
     maximum: int | None = None
@@ -33,7 +30,7 @@ class Capacity:
     managed_by: ManagedBy | None = None
 
     def describe(self) -> str:
-        """ "40 runners (min 0, max 120)", with what is known."""
+        """ "40 runners (min 0, max 120)"."""
         runners = f"{self.current} runners" if self.current is not None else "runners unknown"
         bounds = [
             f"{name} {value}"
@@ -45,7 +42,7 @@ class Capacity:
 
 @dataclass(frozen=True)
 class ScaleOwner:
-    """Whose scale-up the Scale up… form makes: an incident's, or an early warning's."""
+    """Whose scale-up the form makes: an incident's, or an early warning's."""
 
     choices: tuple[str, ...]  # the runner types offered, the owner's own first
     incident: Incident | None = None
@@ -65,19 +62,15 @@ Refusal = Callable[[int, bool], str]
 
 @dataclass(frozen=True)
 class ScaleDefault:
-    """What the form offers before anyone types: the advice, in a shape the target accepts."""
-
-    delta: int | None = None  # pre-filled; None: nothing (nothing advised, or nothing accepted)
-    raise_maximum: bool = False  # pre-selected: raise the maximum, not the floor
-    more_after: int = 0  # advised beyond one request's cap: "+N more after this one"
-    because: str = ""  # why this shape: the advice's, or the target refuses the other
-    limited: str = ""  # why less than advised is offered, or nothing: the target's refusal
+    delta: int | None = None  # None: nothing advised, or nothing accepted
+    raise_maximum: bool = False  # the maximum, not the floor
+    more_after: int = 0  # advised beyond one request's cap
+    because: str = ""  # why this shape
+    limited: str = ""  # the target's refusal, where less than advised is offered
 
 
 @dataclass(frozen=True)
 class ScalePreview:
-    """What the scale modal shows for one runner type before anyone confirms."""
-
     target: ScaleTarget
     capacity: Capacity | None
     capacity_note: str  # why capacity is unknown, when it is
@@ -98,14 +91,12 @@ def scale_default(
     can_raise_maximum: bool,
     refusal: Refusal,
 ) -> ScaleDefault:
-    """What the form pre-fills: the judgement's `runners`, as much as one request may add and
-    the target accepts. The maximum is raised instead of the floor where the advice raises it
-    or the target refuses a raised floor; a refused shape offers the most the target accepts,
-    saying why; else nothing, rather than a number a responder would take by accident."""
+    """The judgement's `runners`, as much as one request may add and the target accepts, by
+    raising the maximum where the advice does or the target refuses a higher floor; refused,
+    the most the target accepts, saying why; else nothing, rather than a number a responder
+    would take by accident."""
     if advice is None or advice.runners <= 0:
-        # Nothing to fill in, but the shape chosen is still one a first runner fits: a set
-        # that runs its maximum, or refuses a higher floor, gains nothing from its floor;
-        # while new pods cannot start, a higher bound is nothing to choose for anyone.
+        # Still the shape a first runner fits; while new pods cannot start, none.
         if advice is not None and (advice.cannot_start or advice.nodes_short):
             return ScaleDefault()
         at_maximum = capacity is not None and capacity.at_maximum
@@ -147,8 +138,7 @@ def _shapes(
 
 
 def _most_accepted(asked: int, raise_maximum: bool, refusal: Refusal) -> int:
-    """The most up to `asked` the target accepts: refusing one amount, it refuses every larger
-    one, so halving finds it."""
+    """Refusing one amount, the target refuses every larger one, so halving finds the most."""
     low, high = 0, asked
     while low < high:
         middle = (low + high + 1) // 2
@@ -175,9 +165,6 @@ HELM_UPGRADE = "the next `helm upgrade` puts the chart's values back"
 
 @dataclass(frozen=True)
 class ManagedBy:
-    """The tool that re-applies an object's spec, the marking that says so, and what it will do
-    to a change made from Slack."""
-
     tool: str  # "Argo CD", "Helm", or "whatever applies its rendered Helm chart"
     owner: str  # "application arc-runners"; "" when not marked
     marking: str  # "tracked by its app.kubernetes.io/instance label"
@@ -188,11 +175,9 @@ class ManagedBy:
 
 
 def managed_by(labels: object, annotations: object) -> ManagedBy | None:
-    """Which tool re-applies this object's spec (a sync or an upgrade undoes a patch made from
-    Slack), from its metadata; None when nothing says. The first match decides: Argo CD's
-    tracking annotation, its instance label, Helm's release annotation, the instance label
-    unless a Helm chart rendered it (Argo CD renders charts with `helm template`, which writes
-    no annotation), any other Argo CD annotation, and `managed-by: Helm` alone."""
+    """The tool that re-applies this object's spec, undoing a patch made from Slack; None when
+    nothing says. The first match decides, in this order; the instance label counts unless a
+    Helm chart rendered it (Argo CD renders charts with `helm template`: no annotation)."""
     labels, annotations = _strings(labels), _strings(annotations)
     if tracking := annotations.get(ARGO_TRACKING_ID):
         return _argo_cd(tracking.partition(":")[0], f"its {ARGO_TRACKING_ID} annotation")
@@ -205,8 +190,7 @@ def managed_by(labels: object, annotations: object) -> ManagedBy | None:
         return ManagedBy("Helm", owner, f"marked by its {HELM_RELEASE} annotation", HELM_UPGRADE)
     helm = labels.get(MANAGED_BY_LABEL) == "Helm"
     instance = labels.get(INSTANCE_LABEL)
-    # The chart's own instance label (ARC's: the scale set's name), which Argo CD would have
-    # written its application's name over.
+    # The chart's own (ARC's: the scale set's name); Argo CD would have written over it.
     chart = (labels.get("app.kubernetes.io/name"), labels.get("actions.github.com/scale-set-name"))
     if instance and not (helm and instance in chart):
         return _argo_cd(instance, f"its {INSTANCE_LABEL} label")
@@ -229,7 +213,6 @@ def _argo_cd(application: str, marking: str) -> ManagedBy:
 
 
 def _strings(metadata: object) -> dict[str, str]:
-    """Labels or annotations as strings: anything else is no marking."""
     if not isinstance(metadata, dict):
         return {}
     return {k: v.strip() for k, v in metadata.items() if isinstance(k, str) and isinstance(v, str)}

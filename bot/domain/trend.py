@@ -22,14 +22,14 @@ def _cell(value: float | None) -> str:
 
 
 def _column(text: str, last: int | None = None) -> list[float | None]:
-    """The column's numbers, or only its `last` ones (the rest of a long column left unparsed)."""
+    """Only the `last` are parsed of a long column."""
     cells = text.split(",") if last is None else text.rsplit(",", last)[-last:]
     return [float(cell) if cell else None for cell in cells]
 
 
 class Trend(BaseModel):
-    """The queue at each recent status, column by column, aligned with `at`. Every status rewrites
-    it, so columns are kept as text ("4,6,,9"), split only where a message needs them."""
+    """The queue at each recent status. Every status rewrites it, so columns are kept as text
+    ("4,6,,9"), split only where a message needs them."""
 
     model_config = ConfigDict(frozen=True)
 

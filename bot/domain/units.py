@@ -1,6 +1,5 @@
-"""Quantities as people read them ("14", "18 min", "▲ +12 min") and as they type them (`+4`,
-`2h`, `1h30m`): one syntax everywhere, so what works in one place works in the others.
-"""
+"""Quantities as people read them ("14", "18 min", "▲ +12 min") and type them (`2h`, `1h30m`):
+one syntax everywhere."""
 
 from __future__ import annotations
 
@@ -41,9 +40,7 @@ def wait_said(
 def wait_parts(
     mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
 ) -> tuple[str, str] | None:
-    """A type's wait as it was measured, label and amount: "longest wait 114 min" (the oldest
-    job queued), "slowest recent start 12 min" (ARC's startup histogram), "over 60 min" (past
-    its top bucket)."""
+    """("longest wait", "114 min"), ("slowest recent start", "over 60 min"): as measured."""
     if mins is None:
         return None
     label = "slowest recent start" if of_starts else "longest wait"
@@ -76,8 +73,7 @@ def change(current: float | None, previous: float | None, unit: str = "") -> str
 
 
 def ascii_whole(text: str, cap: int) -> int | None:
-    """`int()` takes other Unicode digits and underscores and raises past 4,300 digits: here
-    any text gives a whole number up to `cap`, or None."""
+    """`int()` takes other Unicode digits and `_` and raises past 4,300 digits: this does not."""
     if not _ASCII_DIGITS.fullmatch(text):
         return None
     digits = text.lstrip("0") or "0"
@@ -89,8 +85,8 @@ def is_silence_length(seconds: int) -> bool:
 
 
 def span_seconds(text: str) -> int | None:
-    """`1d`, `4h`, `1h30m`, `90s`, `2H` -> seconds; None for anything else (a bare number
-    included: its unit depends on where it is written)."""
+    """`1d`, `4h`, `1h30m`, `90s` -> seconds; None for a bare number (its unit depends on where
+    it is written) or anything else."""
     match = _SPAN.fullmatch(text.strip().lower())
     if match is None or not any(match.groups()):
         return None

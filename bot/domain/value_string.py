@@ -28,8 +28,7 @@ class Series(BaseModel, frozen=True):
 
 
 def finite(value: object) -> float | None:
-    """A finite number from a JSON number or numeric text (Grafana prints `null` for no data);
-    NaN, infinities and anything else give None."""
+    """From a JSON number or numeric text; NaN, infinities and anything else give None."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     try:
@@ -40,8 +39,8 @@ def finite(value: object) -> float | None:
 
 
 def _head(text: str, start: int, end: int) -> tuple[str, int] | None:
-    """The name and the labels' first index of the entry opening in `text[start:end]`, or None.
-    Every search stops at `end`, so an entry costs its own length whatever stray `[` it holds."""
+    """The name and labels' index of the entry in `text[start:end]`: every search stops at `end`,
+    so an entry costs its own length whatever stray `[` it holds."""
     opening = _OPEN.search(text, start, end)
     if opening is None:
         return None

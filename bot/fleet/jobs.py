@@ -1,7 +1,6 @@
-"""The jobs behind the queue, the one way to them: listed from the source that can, their arrivals
-counted (`bot.storage.job_arrivals`, so "arrivals doubled since the same hour yesterday" can be
-said), and the view `/queue jobs` and diagnostics show.
-"""
+"""The jobs behind the queue, listed from the source that can, their arrivals counted (so
+"arrivals doubled since the same hour yesterday" can be said): what `/queue jobs` and
+diagnostics show."""
 
 from __future__ import annotations
 

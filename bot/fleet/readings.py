@@ -1,14 +1,9 @@
-"""One reading of the fleet's queues per interval, shared by every incident and surface.
-
-A reading younger than the interval (or than its own pace, where the backend keeps a quota:
-`FleetSnapshot.paced_s`) is served from Redis; an older one is refreshed with the backend's
-deadline, outside any commit, one refresh at a time, by the leader only: another replica serves
-the stored reading, so a quota paced for one reader has one, and the backend's memory of what it
-read (GitHub's runs) stays warm in one process. A failed refresh is stored too, so a backend that
-is down is asked once an interval and every incident can say why.
-Successful readings are judged here, once (`bot.domain.fleet.judged`), and kept, compacted, in a
-bounded history: the baseline "in the hours before the incident" where the backend keeps none.
-"""
+"""One reading of the fleet's queues per interval (or per the backend's pace, where it keeps a
+quota), shared by every incident and surface from Redis. Only the leader refreshes it, one
+refresh at a time, so a paced quota has one reader and the backend's memory of what it read stays
+warm in one process. A failed refresh is stored too: a backend that is down is asked once an
+interval and every incident can say why. A good reading is judged here, once, and kept compacted
+in a bounded history: the baseline "in the hours before the incident"."""
 
 from __future__ import annotations
 
@@ -73,9 +68,9 @@ class FleetReadings:
         self._config = config
         self._clock = clock
         self._jobs = jobs
-        self._kept = kept  # the capacity report's history, where the backend keeps none
+        self._kept = kept
         self._refreshing = asyncio.Lock()
-        self._leads = leads  # whether this replica holds the leader's lease now
+        self._leads = leads
 
     async def aclose(self) -> None:
         await self.metrics.aclose()
@@ -104,8 +99,7 @@ class FleetReadings:
             log.warning("fleet: Redis unavailable: %s", exc)
 
     async def latest(self) -> Reading | None:
-        """The current reading, refreshed first when due; None with the `alert` backend or
-        before the backend was read once."""
+        """Refreshed first when due; None with the `alert` backend or before a first read."""
         if not self.metrics.live:
             return None
         stored = await self.stored()
@@ -124,8 +118,7 @@ class FleetReadings:
         history: Sequence[HistoryPoint],
         now: datetime,
     ) -> FleetSnapshot:
-        """The runner types `incident` shows of `reading` (`incident_fleet`), as every surface
-        that answers from a reading sees them."""
+        """The runner types `incident` shows of `reading`, as every surface sees them."""
         return incident_fleet(
             incident,
             reading,
@@ -138,8 +131,7 @@ class FleetReadings:
         )
 
     def every(self, fleet: FleetSnapshot | None) -> timedelta:
-        """How long a reading of `fleet` stands: the interval, or its source's pace where that
-        is longer."""
+        """How long a reading of `fleet` stands: the interval, or its source's longer pace."""
         paced = fleet.paced_s if fleet is not None else None
         return max(self.interval, timedelta(seconds=paced or 0))
 
@@ -163,11 +155,7 @@ class FleetReadings:
         else:
             jobs = await self._observe_jobs(now)
             # The oldest job's age, not a start's time, unless the backend listed them itself.
-            if (
-                jobs is not None
-                and self._jobs is not None
-                and self._jobs.source is not self.metrics
-            ):
+            if jobs is not None and self._jobs and self._jobs.source is not self.metrics:
                 fleet = with_job_waits(fleet, jobs)
             fleet = await self._named_kills(fleet, jobs, now)
             window = timedelta(seconds=self._config.advice_window)
@@ -187,8 +175,8 @@ class FleetReadings:
         return reading
 
     async def _observe_jobs(self, now: datetime) -> JobsView | None:
-        """The jobs, listed every reading so their arrival history has every hour; None when
-        there is no source or it failed (the reading stands)."""
+        """Listed every reading so their arrival history has every hour; None without a source
+        or when it failed (the reading stands)."""
         if self._jobs is None:
             return None
         try:
@@ -202,8 +190,7 @@ class FleetReadings:
     async def _named_kills(
         self, fleet: FleetSnapshot, jobs: JobsView | None, now: datetime
     ) -> FleetSnapshot:
-        """`fleet` with its OOM kills named by the jobs that ran on their pods, and recorded;
-        before the judgement, which says them."""
+        """`fleet` with its OOM kills named by the jobs that ran on their pods, and recorded."""
         kills = kills_of(fleet)
         if not kills:
             return fleet

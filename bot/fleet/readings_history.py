@@ -1,11 +1,7 @@
 """The capacity report's history where the metrics backend keeps none (`METRICS_BACKEND=github`):
-queuepilot's own readings, one per slot (`SLOT_S`, or the reading interval when longer), a month.
-
-Per runner type: queued jobs, longest wait, level (the runners wanted, else the most of registered
-and busy), maximum and job minutes, set once per slot in a per-day hash. In a reading that listed
-every job (`absent_means_empty`), a type it lacks had none queued and waited 0. Its quantiles are
-of the longest wait at each reading, not of every job's queue time: labelled so in the report.
-"""
+queuepilot's own readings, one per slot, a month, in per-day hashes. A type a complete reading
+lacks had none queued. Its quantiles are of the longest wait at each reading, not of every job's
+queue time: labelled so in the report."""
 
 from __future__ import annotations
 
@@ -32,13 +28,11 @@ KEPT_DAYS = 31  # the longest report (30 days) and the day it began in
 SAMPLED = "sampled longest wait"  # what its quantiles are of
 NAME = "queuepilot"  # "… from queuepilot's history"
 
-# One slot's numbers for a type, in this order (None where the reading had none).
+# One slot's numbers for a type, in this order; level: the runners wanted, else running.
 _FIELDS = ("queued", "wait_mins", "level", "maximum", "job_mins")
 
 
 class ReadingsHistory:
-    """`QueueHistory` over the readings queuepilot took itself."""
-
     name = NAME
 
     def __init__(self, redis: Redis, keys: Keys, *, interval_s: float) -> None:

@@ -22,8 +22,7 @@ from bot.domain.early_warning import (
     forecast,
     taken_on,
 )
-from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.judgement import judge
+from bot.domain.fleet import RunnerTypeMetrics, judge
 from bot.domain.runner_pods import RunnerPods
 from tests.support.incidents import make_incident
 
