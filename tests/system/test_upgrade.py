@@ -15,14 +15,15 @@ checkout's replica leads. What is promised, checked as a channel would see it:
   version's consumer takes them; each acts on what the other wrote (the checkout scales the
   incident 0.26.0 scaled and 0.26.0 scales it again; 0.26.0 acknowledges an incident, the
   checkout resolves it), `/queue report` asked of each is answered once, statuses are not
-  doubled, and one version at a time posts to the channel: a post Slack told 0.26.0 to hold is
-  not posted by the checkout meanwhile;
-- 0.26.0 stops on SIGTERM right after accepting a notification and with a new incident's root
-  still held: the checkout shows the one, posts the other from 0.26.0's send queue, and keeps
-  that incident's statuses coming; a button of the root as 0.26.0 rendered it works; the resolve
-  posts one summary (every scale-up in what was done, the one put-back still to come, the peak as
-  the alert said it) and puts the three scale-ups back at once; the next incident takes the next
-  number;
+  doubled, and one version at a time posts to the channel;
+- Slack holds 0.26.0's posts off (a new incident's root refused with a Retry-After): the
+  checkout posts nothing to the channel meanwhile; it removes a silence with the button of the
+  root as 0.26.0 rendered it, which the root shows at once (an edit) while the reply waits;
+- 0.26.0 stops on SIGTERM right after accepting a notification: the checkout shows it, posts
+  what waited (the root 0.26.0 had queued, the reply) and keeps the new incident's statuses
+  coming; the resolve posts one summary (every scale-up in what was done, the one
+  put-back still to come, the peak as the alert said it) and puts the three scale-ups back at
+  once; the next incident takes the next number;
 - no root or status is ever edited back to older numbers, no post is doubled or lost, and
   neither replica logs an error.
 
@@ -87,13 +88,13 @@ RENOTIFIED = 6
 HOLD_S = 30
 
 # Incident 1's longest waits, in the order its notifications are sent: the fixture's, the
-# re-notifications while both run, then one while a post is held, one right before 0.26.0
-# stops, one to the checkout alone. Each is applied before the next is sent, so what a message
-# shows of them only ever moves along this list.
+# re-notifications while both run, one right before 0.26.0 stops, one to the checkout alone.
+# Each is applied before the next is sent, so what a message shows of them only ever moves
+# along this list.
 OPENED_WAIT = 114
 SIDE_BY_SIDE_WAITS = tuple(200 + sent for sent in range(RENOTIFIED))
-HELD_WAIT, LAST_OLD_WAIT, NEXT_WAIT = 149, 150, 171
-WAITS = (OPENED_WAIT, *SIDE_BY_SIDE_WAITS, HELD_WAIT, LAST_OLD_WAIT, NEXT_WAIT)
+LAST_OLD_WAIT, NEXT_WAIT = 150, 171
+WAITS = (OPENED_WAIT, *SIDE_BY_SIDE_WAITS, LAST_OLD_WAIT, NEXT_WAIT)
 # Every one of them and the resolve, each counted once on the root.
 NOTIFICATIONS_1 = len(WAITS) + 1
 
@@ -161,8 +162,8 @@ async def test_a_rolling_update_from_the_previous_release_carries_everything_ove
         await ready(new, REPO)
         second = await side_by_side(old, new, slack, kube, store, first)
 
-        third = await stopped_with_a_root_held(old, new, slack, first)
-        await next_release_alone(new, slack, kube, grafana, first, third, as_rendered)
+        third = await stopped_with_its_posts_held(old, new, slack, grafana, first, as_rendered)
+        await next_release_alone(new, slack, kube, first, third)
         summarized(slack, first.ts)
 
         await eventually(lambda: drained(store), what="everything applied")
@@ -170,6 +171,9 @@ async def test_a_rolling_update_from_the_previous_release_carries_everything_ove
         assert scales_recorded(store) == [OLD_ADDS, NEW_ADDS, LAST_ADDS], "every `scale` kept"
         assert store.xpending(KEYS.stream, "intake")["pending"] == 0
         assert store.xlen(KEYS.dead_letters) == 0
+        # What the checkout took from Slack it did; 0.26.0 never reads the requests stream.
+        assert store.xlen(KEYS.requests) == 0
+        assert store.xlen(KEYS.request_dead_letters) == 0
         # 0.26.0 keeps no marker of its state: the checkout finds its incidents, not a loss.
         assert (await samples(new))["queuepilot_state_lost_total"] == 0
         for process in processes:
@@ -279,12 +283,19 @@ async def side_by_side(
     return second
 
 
-async def stopped_with_a_root_held(
-    old: BotProcess, new: BotProcess, slack: Slack, first: Any
+async def stopped_with_its_posts_held(
+    old: BotProcess,
+    new: BotProcess,
+    slack: Slack,
+    grafana: FakeSilenceApi,
+    first: Any,
+    as_rendered: Any,
 ) -> Any:
-    """0.26.0 stops right after accepting a notification, and while Slack holds off its post of a
-    new incident's root: the checkout shows the one and posts the other, once 0.26.0 is gone and
-    not before. Incident 3's root."""
+    """0.26.0 stops right after accepting a notification, while Slack holds off its posts (a new
+    incident's root refused with a Retry-After): the checkout posts nothing to the channel before
+    0.26.0 is gone (it removes incident 1's silence meanwhile, with the button of the root as
+    0.26.0 rendered it; the root shows it, an edit, and the reply waits), then shows what 0.26.0
+    accepted last and posts what was held. Incident 3's root."""
 
     def root_posts() -> list[Any]:
         calls = slack.emulator.calls("chat.postMessage")
@@ -299,12 +310,18 @@ async def stopped_with_a_root_held(
         lambda: root_posts()[posted_before:], what="incident 3's root refused for now"
     )
     assert refused.status == 429
-    # Only 0.26.0 sends while it holds the channel: an edit goes out, the held root waits.
-    await notify(new, "grafana", renotified(fixture_json(FIRING), wait=HELD_WAIT))
+
+    unsilence = button_value(as_rendered, "incident_unsilence")
+    await deliver(new, press(unsilence, "incident_unsilence", first.ts))
     await eventually(
-        lambda: f"{HELD_WAIT} min" in text_of(root(slack, first.ts)), what="an edit meanwhile"
+        lambda: [s["status"]["state"] for s in grafana.silences.values()] == ["expired"],
+        what=f"{PREVIOUS}'s silence removed with {PREVIOUS}'s button",
     )
-    assert len(root_posts()) == posted_before + 1, "the held root not posted beside 0.26.0"
+    await eventually(
+        lambda: "silenced until" not in text_of(root(slack, first.ts)), what="the root edited"
+    )
+    held = [c for c in slack.emulator.calls("chat.postMessage") if c.at > refused.at]
+    assert held == [], "posted beside 0.26.0, which holds the channel's posts"
 
     await notify(old, "grafana", renotified(fixture_json(FIRING), wait=LAST_OLD_WAIT))
     signalled_at = time.monotonic()
@@ -323,26 +340,13 @@ async def stopped_with_a_root_held(
 
 
 async def next_release_alone(
-    new: BotProcess,
-    slack: Slack,
-    kube: FakeKubeApi,
-    grafana: FakeSilenceApi,
-    first: Any,
-    third: Any,
-    as_rendered: Any,
+    new: BotProcess, slack: Slack, kube: FakeKubeApi, first: Any, third: Any
 ) -> None:
-    """The checkout carries on: incident 1's root, 0.26.0's Remove silence, the resolve's summary
-    and the put-back of every scale-up; the next number; incident 3's statuses."""
+    """The checkout carries on: incident 1's root, the resolve's summary and the put-back of every
+    scale-up; the next number; incident 3's statuses."""
     await notify(new, "grafana", renotified(fixture_json(FIRING), wait=NEXT_WAIT))
     await eventually(lambda: f"{NEXT_WAIT} min" in text_of(root(slack, first.ts)), what="shown")
     assert "acknowledged by" in text_of(root(slack, first.ts))
-
-    unsilence = button_value(as_rendered, "incident_unsilence")
-    await deliver(new, press(unsilence, "incident_unsilence", first.ts))
-    await eventually(
-        lambda: [s["status"]["state"] for s in grafana.silences.values()] == ["expired"],
-        what=f"{PREVIOUS}'s silence removed with {PREVIOUS}'s button",
-    )
     assert min_runners(kube) == SCALED, "incident 1's scale-ups hold"
     await notify(new, "grafana", fixture_json(RESOLVED))
     await eventually(lambda: "Resolved" in text_of(root(slack, first.ts)), what="1 resolved")
