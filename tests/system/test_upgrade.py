@@ -368,7 +368,8 @@ async def next_release_alone(
 def summarized(slack: Slack, first_ts: str) -> None:
     """Incident 1's summary, by the checkout from what both wrote: every scale-up among what was
     done, the one put-back of them still to come, the peak both recorded (the alert's figure, as
-    the alert names no runner type's queue)."""
+    the alert names no runner type's queue). The root places the peak queue when 0.26.0 first
+    saw it, as it opened the incident: the queue never grew after."""
     [summary] = [
         m
         for m in slack.emulator.thread(CHANNEL, first_ts)
@@ -380,6 +381,9 @@ def summarized(slack: Slack, first_ts: str) -> None:
     assert f"minRunners {SCALED} goes back to 0" in said, said
     assert f"Peak longest wait: *{max(WAITS)} min*" in said, said
     assert "Peak queued jobs (as the alert said): *14*" in said, said
+    shown = text_of(root(slack, first_ts))
+    peak_at = re.search(r"the queue's peak at <!date\^(\d+)\^", shown)
+    assert peak_at is not None and 0 <= float(first_ts) - int(peak_at[1]) < 2, shown
 
 
 def never_older(slack: Slack, ts: str) -> None:
