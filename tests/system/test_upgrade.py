@@ -227,7 +227,9 @@ async def side_by_side(
     # The checkout scales incident 1 again (named: two are open), and 0.26.0, the channel's
     # sender, shows it on the root.
     await deliver(new, slash(f"scale {RUNNER} +{NEW_ADDS} 1"))
-    await eventually(lambda: min_runners(kube) == OLD_ADDS + NEW_ADDS, what="scaled by the next")
+    await eventually(
+        lambda: min_runners(kube) == OLD_ADDS + NEW_ADDS, what="scaled by the checkout"
+    )
     await eventually(
         lambda: f"by +{NEW_ADDS}" in text_of(root(slack, first.ts)),
         what="the checkout's scale-up on 0.26.0's root",
