@@ -85,8 +85,8 @@ def imported_from(output: str) -> dict[str, str]:
 
 
 def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) -> dict[str, str]:
-    """One environment for every version, in the names and forms 0.25.0, 0.26.0 and the checkout
-    all read (durations with their unit)."""
+    """One environment for every version, in the names and forms 0.26.0 and the checkout both
+    read (durations with their unit)."""
     return {
         "SILENCE_BACKEND": "grafana",
         "GRAFANA_URL": grafana.url,  # type: ignore[attr-defined]
@@ -100,6 +100,8 @@ def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) 
         "SCALE_COOLDOWN_SECONDS": "0",
         # A put-back waits for the queue to stay drained: a second here, not 30 minutes.
         "SCALE_REVERT_SETTLE": "1s",
+        # Each step waits for what a root shows: edited within a fifth of a second, not two.
+        "ROOT_EDIT_INTERVAL_MS": "200",
     }
 
 
@@ -142,16 +144,21 @@ async def deliver(process: BotProcess, body: str) -> None:
     assert response.status_code == 200, f"{process.name}: {response.status_code} {response.text}"
 
 
-async def applied(process: BotProcess) -> float:
-    """Notifications this replica's consumer applied, whatever they changed."""
+async def samples(process: BotProcess) -> dict[str, float]:
+    """This replica's `/metrics`: each sample's value by its name, summed over its labels (a
+    labelled series appears at its first increment)."""
     async with httpx.AsyncClient(timeout=5) as http:
         text = (await http.get(f"{process.url}/metrics")).text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "queuepilot_notifications_applied_total"
-    )
+    summed: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            summed[sample.name] = summed.get(sample.name, 0.0) + sample.value
+    return summed
+
+
+async def applied(process: BotProcess) -> float:
+    """Notifications this replica's consumer applied, whatever they changed."""
+    return (await samples(process)).get("queuepilot_notifications_applied_total", 0.0)
 
 
 def logged_no_error(process: BotProcess) -> None:
