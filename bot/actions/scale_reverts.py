@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.config import Settings
-from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
+from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState, put_back_told
 from bot.domain.incident_fleet import type_drained
 from bot.domain.incidents import (
     Event,
@@ -343,7 +343,7 @@ class ScaleReverts:
             if state is None or state.uid != record.warning:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
                 return None
-            scaled = put_back_said(state.scaled, self.plan(warning=True), f"{text}.")
+            scaled = put_back_told(state.scaled, record.id, f"{text}.")
             return state.changed(self._clock().timestamp(), scaled=scaled)
 
         if self._warnings is None:
@@ -379,15 +379,6 @@ class ScaleReverts:
             log.info("scale reverts: incident %s gone: %s", incident_id, text)
         elif fresh.busy:
             log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
-
-
-def put_back_said(scaled: str, plan: str, said: str) -> str:
-    """A warning's words on its scale-ups, `said` in place of the first `plan` sentence and the
-    others dropped; added at the end where no plan is left."""
-    if plan not in scaled:
-        return scaled if said in scaled else f"{scaled} · {said}" if scaled else said
-    first, _, rest = scaled.partition(plan)
-    return f"{first}{said}{rest.replace(f' {plan}', '').replace(plan, '')}"
 
 
 def _joined(texts: list[str]) -> str:
