@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from bot.domain.alerts import (
     AlertFacts,
@@ -218,8 +219,7 @@ class Incident(BaseModel):
     reopened: int = 0
     truncated: tuple[str, ...] = ()
     silence: ActiveSilence | None = None
-    recent_actions: tuple[Event, ...] = ()
-    responders: tuple[Responder, ...] = ()  # in order of first action
+    actions: tuple[Event, ...] = ()  # what people did, and the scale-ups taken on (`with_action`)
     likely_cause: str = ""  # the latest diagnostics' conclusion, plain text
     # A shortfall against this type's maximum: a reading with a higher one disproves it.
     cause_type: str = ""
@@ -247,6 +247,37 @@ class Incident(BaseModel):
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
     follow: Follow | None = None
     workflows: Workflows | None = None  # as its latest postmortem read them
+
+    @model_validator(mode="before")
+    @classmethod
+    def _actions_of_026(cls, data: Any) -> Any:
+        """0.26 stored the last actions and the responders: with fewer actions than it keeps, they
+        are all; else its responders go first, as actions before the last (never shown)."""
+        if not isinstance(data, dict) or "actions" in data:
+            return data
+        recent = [Event.model_validate(e) for e in data.get("recent_actions", ())]
+        earlier = [
+            Event(at=recent[0].at, kind="responded", text="", actor=r.user_id, actor_name=r.name)
+            for r in map(Responder.model_validate, data.get("responders", ()))
+            if len(recent) >= RECENT_ACTIONS
+        ]
+        return {**data, "actions": (*earlier, *recent)}
+
+    # Computed, so the stored record carries them: 0.26 reads both.
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def recent_actions(self) -> tuple[Event, ...]:
+        return self.actions[-RECENT_ACTIONS:]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def responders(self) -> tuple[Responder, ...]:
+        """In order of first action."""
+        named: dict[str, str] = {}
+        for event in self.actions:
+            if event.actor:
+                named.setdefault(event.actor, event.actor_name)
+        return tuple(Responder(user_id=user, name=name) for user, name in named.items())
 
     @property
     def posted_status(self) -> Snapshot | None:
@@ -446,14 +477,12 @@ def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Inc
 
 def with_action(incident: Incident, event: Event) -> Incident:
     """A scale-up counts in the judgement the root shows."""
-    recent = (*incident.recent_actions, event)[-RECENT_ACTIONS:]
-    update: dict[str, object] = {"recent_actions": recent, "updated_at": event.at}
-    if event.scale is not None and incident.live is not None:
-        update["live"] = with_scale_ups(incident.live, recent)
-    if event.actor and all(r.user_id != event.actor for r in incident.responders):
-        responder = Responder(user_id=event.actor, name=event.actor_name)
-        update["responders"] = (*incident.responders, responder)
-    return incident.model_copy(update=update)
+    acted = incident.model_copy(
+        update={"actions": (*incident.actions, event), "updated_at": event.at}
+    )
+    if event.scale is None or acted.live is None:
+        return acted
+    return acted.model_copy(update={"live": with_scale_ups(acted.live, acted.recent_actions)})
 
 
 def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:

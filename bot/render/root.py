@@ -16,7 +16,7 @@ from bot.domain.alerts import first_known
 from bot.domain.fleet import source_name, worst_first
 from bot.domain.headline import Headline, headline, shown_live, still_live
 from bot.domain.incident_fleet import alert_fleet
-from bot.domain.incidents import RECENT_ACTIONS, Event, Incident, sums_types
+from bot.domain.incidents import Event, Incident, sums_types
 from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
@@ -98,7 +98,7 @@ def render_root(
     if incident.truncated:
         notes = "; ".join(md.escape(note) for note in incident.truncated[:10])
         blocks.append(md.context([md.truncate(f"⚠️ Alert cut to fit: {notes}", 2000)]))
-    if recent := incident.recent_actions[-RECENT_ACTIONS:]:
+    if recent := incident.recent_actions:
         latest = "\n".join(f"• {_action(event)}" for event in reversed(recent))
         blocks.append(md.context([f"*Latest*\n{latest}"]))
     if incident.is_open:

@@ -26,6 +26,7 @@ from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     TREND_POINTS,
     Change,
+    Event,
     GroupState,
     Incident,
     Resolution,
@@ -41,6 +42,7 @@ from bot.domain.incidents import (
     peak_moment,
     record_status,
     resolve_manually,
+    with_action,
     with_live,
 )
 from bot.domain.runner_pods import RunnerPods
@@ -905,3 +907,23 @@ def test_a_cause_of_pods_that_cannot_start_leaves_the_root_once_they_can(
     shown = record_status(incident, as_snapshot(incident, view, at), live=view)
     assert (shown.likely_cause == cause) is kept
     assert shown.cause_pods is kept
+
+
+def test_responders_and_the_latest_actions_come_from_what_was_done_and_are_stored_for_026() -> None:
+    incident = make_incident()
+    for k, who in enumerate("ABACD"):
+        event = Event(at=T0 + timedelta(minutes=k), kind="acknowledged", text=f"{k}", actor=who)
+        incident = with_action(incident, event)
+    assert [r.user_id for r in incident.responders] == ["A", "B", "C", "D"], "first action order"
+    assert [e.text for e in incident.recent_actions] == ["2", "3", "4"]
+    stored = json.loads(state_json(incident))
+    assert [r["user_id"] for r in stored["responders"]] == ["A", "B", "C", "D"]
+    assert [e["text"] for e in stored["recent_actions"]] == ["2", "3", "4"]
+    # As 0.26 stores it: its last actions and its responders.
+    del stored["actions"]
+    back = Incident.model_validate(stored)
+    assert [r.user_id for r in back.responders] == ["A", "B", "C", "D"]
+    assert [e.text for e in back.recent_actions] == ["2", "3", "4"]
+    few = json.loads(state_json(with_action(make_incident(), incident.actions[-1])))
+    del few["actions"]
+    assert Incident.model_validate(few).recent_actions == (incident.actions[-1],)
