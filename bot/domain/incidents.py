@@ -62,9 +62,8 @@ class Change(StrEnum):
 
 
 class ScaleDone(BaseModel):
-    """A scale-up as its event records it, so scale-ups are counted without reading words. `at`:
-    when it was made (an early warning's precedes its event); `after`: what the field became,
-    so a reading that does not show it yet predates it (None: 0.25's)."""
+    """A scale-up as its event records it. `at`: when made (an early warning's precedes its
+    event); `after`: what the field became: a reading that does not show it predates it."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -193,7 +192,7 @@ class Incident(BaseModel):
     title: str
     priority: str | None = None
     team: str | None = None
-    rule: str = ""  # as pytorch/alerting-infra titles its issue ("": before it was kept)
+    rule: str = ""  # as pytorch/alerting-infra titles its issue
     pipeline_key: str = ""  # alerting-infra's key for the alert (`alert_issue.pipeline_key`)
     summary: str = ""
     description: str = ""
@@ -226,7 +225,9 @@ class Incident(BaseModel):
     cause_maximum: float | None = None
     # Or new runner pods of `cause_type` that cannot start: a reading where they can disproves it.
     cause_pods: bool = False
-    last_status: Snapshot | None = None
+    # What the latest new status reply showed (before any, the opening numbers): what the next
+    # status is compared with, and "since" for the quiet ones edited into it.
+    posted_status: Snapshot | None = None
     trend: Trend = Field(default_factory=Trend)
     live: FleetSnapshot | None = None  # the live backend's latest view; None with `alert`
     peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
@@ -235,8 +236,6 @@ class Incident(BaseModel):
     # The reading the last of them counted: a reading standing longer than a check (GitHub's,
     # paced to its quota) is one check, however many times it is looked at.
     drain_read_at: datetime | None = None
-    # What the latest new status reply showed once quiet statuses (edits) followed it.
-    last_posted: Snapshot | None = None
     status_posts: int = 0
     # A reply other than a status went into the thread after the latest status reply: editing
     # that reply would show, above it, numbers newer than it (`IncidentStore` sets it).
@@ -250,10 +249,15 @@ class Incident(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _actions_of_026(cls, data: Any) -> Any:
-        """0.26 stored the last actions and the responders: with fewer actions than it keeps, they
-        are all; else its responders go first, as actions before the last (never shown)."""
-        if not isinstance(data, dict) or "actions" in data:
+    def _from_026(cls, data: Any) -> Any:
+        """0.26 stored the status before and the one posted, and of the actions the last and
+        the responders: with fewer actions than it keeps, those are all; else its responders go
+        first, as actions before the last (never shown)."""
+        if not isinstance(data, dict):
+            return data
+        data = {**data}
+        data.setdefault("posted_status", data.get("last_posted") or data.get("last_status"))
+        if "actions" in data:
             return data
         recent = [Event.model_validate(e) for e in data.get("recent_actions", ())]
         earlier = [
@@ -263,7 +267,12 @@ class Incident(BaseModel):
         ]
         return {**data, "actions": (*earlier, *recent)}
 
-    # Computed, so the stored record carries them: 0.26 reads both.
+    # Computed, so the stored record carries them: 0.26 reads them.
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def last_status(self) -> Snapshot | None:
+        return self.posted_status
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def recent_actions(self) -> tuple[Event, ...]:
@@ -280,10 +289,6 @@ class Incident(BaseModel):
         return tuple(Responder(user_id=user, name=name) for user, name in named.items())
 
     @property
-    def posted_status(self) -> Snapshot | None:
-        return self.last_posted or self.last_status
-
-    @property
     def is_open(self) -> bool:
         return self.status is Status.FIRING
 
@@ -294,7 +299,7 @@ class Incident(BaseModel):
     @property
     def peak_summed(self) -> bool:
         """Whether the peak queue is the types' queues summed, not the alert's own figure."""
-        moment = peak_moment(self)
+        moment = self.peak_snapshot
         return sums_types(moment.runner_types if moment else self.peak_types)
 
     def snapshot(self, at: datetime) -> Snapshot:
@@ -375,7 +380,7 @@ def open_incident(
         updated_at=now,
     )
     incident = _with_facts(incident, delivery.facts, now=now)
-    incident = incident.model_copy(update={"last_status": incident.snapshot(now)})
+    incident = incident.model_copy(update={"posted_status": incident.snapshot(now)})
     if incident.is_test:
         # Grafana never resolves a test notification; left open it would post status forever.
         return _resolved(incident, Resolution.TEST, now)
@@ -592,19 +597,17 @@ def record_status(
     drain_checks: int = 0,
     posted: bool = True,
 ) -> Incident:
-    """`posted`: a new reply, which `last_status` is now (not an edit of the previous one, nor
-    nothing said). A drain check counted (more than before) counts `live`'s reading."""
+    """`posted`: a new reply (not an edit of the previous one, nor nothing said). A drain check
+    counted (more than before) counts `live`'s reading."""
     counted = live is not None and drain_checks > incident.drain_checks
     update = {
-        "last_status": snapshot,
-        "last_posted": None if posted else incident.posted_status,
         "trend": with_status(incident.trend, snapshot),
         "drain_checks": drain_checks,
         "drain_read_at": live.at if counted and live is not None else incident.drain_read_at,
         "status_posts": incident.status_posts + posted,
     }
     if posted:
-        update["replied_since_status"] = False
+        update |= {"posted_status": snapshot, "replied_since_status": False}
     return with_live(incident.model_copy(update=update), live, snapshot)
 
 
@@ -796,22 +799,3 @@ def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
         numbers = replace(seen.numbers, max_queue_size=queued)
         update["peak_snapshot"] = seen.model_copy(update={"numbers": numbers})
     return update
-
-
-def peak_moment(incident: Incident) -> Snapshot | None:
-    """When the peak queue was seen, with each type's numbers then; for a 0.25 incident, stored
-    without it, the trend's status with the most jobs queued."""
-    if incident.peak_snapshot is not None:
-        return incident.peak_snapshot
-    trend = incident.trend
-    if (at := trend.peak_at()) is None:
-        return None
-    stamp = at.timestamp()
-    types = {
-        name: RunnerQueue(queued=queued, longest_wait_mins=wait)
-        for name in trend.names()
-        for when, queued, wait in trend.points(name)
-        if when == stamp
-    }
-    total = trend.totals()[trend.times().index(stamp)]
-    return Snapshot(at=at, numbers=QueueNumbers(max_queue_size=total), runner_types=types)

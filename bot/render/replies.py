@@ -24,7 +24,6 @@ from bot.domain.incidents import (
     Snapshot,
     actions_taken,
     chart_drawn,
-    peak_moment,
 )
 from bot.domain.message import Rendered
 from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
@@ -400,7 +399,7 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
 
 def peak_at(incident: Incident) -> str:
     """ " at 14:05": when the peak queue was seen, as the summary and the root say it."""
-    moment = peak_moment(incident)
+    moment = incident.peak_snapshot
     return f" at {md.time_of(moment.at)}" if moment is not None else ""
 
 
@@ -408,7 +407,7 @@ def time_to_drain(incident: Incident) -> timedelta | None:
     """From the peak queue to the resolve; None unless the live readings saw the queue drain."""
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
         return None
-    peak = peak_moment(incident)
+    peak = incident.peak_snapshot
     return None if peak is None else incident.resolved_at - peak.at
 
 
