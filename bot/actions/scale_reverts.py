@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.config import Settings
-from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState, put_back_told
+from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told
 from bot.domain.incident_fleet import type_drained
 from bot.domain.incidents import (
     Event,
@@ -69,23 +69,14 @@ class RevertRecord:
     def load(cls, text: str | None) -> RevertRecord | None:
         try:
             data = json.loads(text or "")
-            undo = Undo.load(data["undo"])
-            if undo is None:
-                return None
-            return cls(
-                id=str(data["id"]),
-                incident_id=str(data["incident_id"]),
-                target=ScaleTarget(**data["target"]),
-                undo=undo,
-                backend=str(data["backend"]),
-                by=str(data["by"]),
-                scaled_at=float(data["scaled_at"]),
-                attempts=int(data.get("attempts", 0)),
-                warning=str(data.get("warning", "")),
-                queued_at=float(data.get("queued_at", 0.0)),
-            )
+            undo, target = Undo.load(data["undo"]), ScaleTarget(**data["target"])
+            known = {k: v for k, v in data.items() if k in _RECORD_FIELDS}
+            return None if undo is None else cls(**{**known, "target": target, "undo": undo})
         except (ValueError, TypeError, KeyError):
             return None
+
+
+_RECORD_FIELDS = {f.name for f in fields(RevertRecord)}
 
 
 def record_id(runner_type: str, field: str) -> str:
@@ -343,7 +334,7 @@ class ScaleReverts:
             if state is None or state.uid != record.warning:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
                 return None
-            scaled = put_back_told(state.scaled, record.id, f"{text}.")
+            scaled = fate_told(state.scaled, record.id, f"{text}.")
             return state.changed(self._clock().timestamp(), scaled=scaled)
 
         if self._warnings is None:

@@ -300,7 +300,7 @@ def scaled_words(scaled: Sequence[ScaledFrom]) -> str:
     return " · ".join(" ".join(w for w in (s.said, s.fate) if w) for s in scaled)
 
 
-def put_back_told(scaled: Sequence[ScaledFrom], rid: str, told: str) -> tuple[ScaledFrom, ...]:
+def fate_told(scaled: Sequence[ScaledFrom], rid: str, told: str) -> tuple[ScaledFrom, ...]:
     """`told` as the fate of the first scale-up its record put back, the others with it told
     once; one not listed (scaled elsewhere) is added."""
     mine = [k for k, s in enumerate(scaled) if s.id == rid]

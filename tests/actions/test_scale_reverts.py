@@ -28,7 +28,7 @@ from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.early_warning import Phase, ScaledFrom, WarningState, put_back_told, scaled_words
+from bot.domain.early_warning import Phase, ScaledFrom, WarningState, fate_told, scaled_words
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import PutBack, ScaleDone, Status, with_put_back
 from bot.domain.scaling import ScaleTarget
@@ -534,7 +534,7 @@ async def test_the_warnings_message_no_longer_says_when_it_goes_back_once_it_wen
 def test_a_put_back_is_told_once_in_place_of_its_own_plan(ids: list[str]) -> None:
     plan = "It goes back when its queue has stopped building, unless someone changes it."
     scaled = [ScaledFrom(rid, f"{n} scaled x.", plan) for n, rid in enumerate(ids)]
-    told = put_back_told(scaled, "x|minRunners", "Put x back.")
+    told = fate_told(scaled, "x|minRunners", "Put x back.")
     assert scaled_words(told).count("Put x back.") == 1
     assert [s.said for s in told if s.said] == [s.said for s in scaled], "what was scaled is kept"
     for before, after in zip(scaled, told, strict=False):
