@@ -200,7 +200,7 @@ class ScaleReverts:
         lease_s = 2 * deadline_of(self._config.backend_timeout_seconds) + 30
         claim = await self._due.claim(rid, self._clock().timestamp(), lease_s)
         if claim is None:
-            return None  # not due any more (or a 0.25 replica holds it, during a rollout)
+            return None  # not due any more
         record = RevertRecord.load(await self._due.data(rid))
         if record is None:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)
