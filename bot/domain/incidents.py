@@ -147,9 +147,8 @@ DRAINED, UNDER, CAPPED = "drained", "under", "capped"
 
 
 class Follow(BaseModel):
-    """The alert cleared while `queued` jobs still queued over its thresholds: the incident stays
-    open, its statuses going on, until the queue drains, falls under them, or DRAIN_FOLLOW_MAX
-    passes (`ended`)."""
+    """The alert cleared with `queued` jobs over its thresholds: open until the queue drains,
+    falls under them, or DRAIN_FOLLOW_MAX passes (`ended`)."""
 
     cleared_at: datetime
     queued: float
@@ -250,9 +249,8 @@ class Incident(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_026(cls, data: Any) -> Any:
-        """0.26 stored the status before and the one posted, and of the actions the last and
-        the responders: with fewer actions than it keeps, those are all; else its responders go
-        first, as actions before the last (never shown)."""
+        """0.26 stored the status before and the one posted, the last actions and the responders:
+        its responders go first, as actions before the last (never shown), unless those are all."""
         if not isinstance(data, dict):
             return data
         data = {**data}
@@ -342,8 +340,7 @@ def entry_order(entry_id: str) -> tuple[int, int]:
 
 def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
     """Older in stream order than the newest entry applied, or a firing whose alerts were all
-    seen resolved: a lagging HA peer or a retry repeats the old startsAt, a re-fire has a new one.
-    """
+    seen resolved (a lagging HA peer repeats the old startsAt; a re-fire has a new one)."""
     if entry_order(entry_id) <= entry_order(group.last_entry):
         return True
     if delivery.status == "firing" and delivery.firing:

@@ -131,10 +131,8 @@ def title_text(incident: Incident) -> str:
 
 
 class StatusShown(BaseModel):
-    """What a status reply shows, decided by the tick and rendered by the sender when it posts,
-    from the incident as it is then: a waiting status is these few bytes instead of its blocks.
-    `current` is the snapshot this status recorded, `previous` the last posted status's, which
-    it is compared with; `chart`: whether it draws the trend."""
+    """A status the tick decided, rendered by the sender when it posts (a waiting status is
+    these few bytes, not its blocks); `previous`: the posted status it is compared with."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -154,10 +152,9 @@ class StatusShown(BaseModel):
 
 
 def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
-    """A status reply as the sender posts it, its runner types' lines from the live view as it is
-    then; when a newer reading took its place meanwhile, the headline is that reading's too, so
-    one reply never shows two readings. Its title and age stay the tick's: two replies never
-    carry the same minute."""
+    """A status reply as the sender posts it, from the live view as it is then, headline too:
+    one reply never shows two readings. Its title and age stay the tick's (never one minute
+    twice)."""
     view = incident.live if shown.live else None
     current, drain, since = shown.current, shown.drain, shown.since
     if view is not None and view.is_live and view.at != current.at:

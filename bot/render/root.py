@@ -167,10 +167,9 @@ def _responders(incident: Incident) -> str:
 
 
 def _headline_fields(incident: Incident, head: Headline) -> list[str]:
-    """The headline's wait and queued jobs against the alert's thresholds; other alert values
-    when there are none. Queued jobs are a total over the runner types: beside the alert's, the
-    peak goes only as the same quantity, and alone with its label when the headline is the worst
-    seen. A live headline has no peak beside it, and says how many types were not read."""
+    """The headline's wait and queued jobs against the alert's thresholds (else the alert's
+    other values). Queued jobs sum the types: a peak beside them only as the same quantity; a
+    live headline has none beside it, and says how many types were not read."""
     current, peak, live = incident.numbers, incident.peak, head.live
     wait, queued = (None, None) if head.worst else (head.wait_mins, head.queued)
     unread = ""
