@@ -9,7 +9,7 @@ from datetime import UTC, timedelta
 
 from bot.actions.flow import Acting, Actor, Outcome, refused
 from bot.actions.scale import Scaling
-from bot.domain.early_warning import Phase, WarningState
+from bot.domain.early_warning import Phase, ScaledFrom, WarningState
 from bot.render.early_warning import DISMISS_FOR_S
 from bot.render.mrkdwn import escape, slack_date, truncate
 from bot.storage.early_warning import WarningStore
@@ -94,22 +94,22 @@ class Warnings:
         scaled = await scaling.scale_up(name, runner_type, delta, raise_maximum, keep, warning=uid)
         if isinstance(scaled, Outcome):
             return scaled
-        at, detail, undo = self.acting.clock(), scaled[0].detail, scaled[1]
+        (result, plan, put_back), at = scaled, self.acting.clock()
         line = (
-            f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {detail} "
+            f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {result.detail} "
             f"({scaling.backend_name})."
         )
-        line += f" {undo}" if undo else ""
+        done = ScaledFrom(put_back.id if put_back else "", line, plan)
 
         # Said on the warning's message (the upkeep may have saved a newer version meanwhile).
         def noted(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != uid:
                 return None
-            said = f"{state.scaled} · {line}" if state.scaled else line
-            return state.changed(self.acting.clock().timestamp(), scaled=said)
+            return state.changed(self.acting.clock().timestamp(), scaled=(*state.scaled, done))
 
         await self.store.save_fresh(runner_type, noted)
-        return Outcome(True, f"You scaled `{_name(runner_type)}` by +{delta}: {escape(detail)}.")
+        shown = escape(result.detail)
+        return Outcome(True, f"You scaled `{_name(runner_type)}` by +{delta}: {shown}.")
 
     async def _active(
         self, runner_type: str, uid: str, *, folded: bool = False

@@ -244,8 +244,8 @@ class Scaling:
         warning: str = "",
     ) -> tuple[ScaleResult, str, PutBack | None] | Outcome:
         """The backend's call under the type's fleet-wide lock (kept for the cooldown), recorded to
-        be put back: its result, what its message says of undoing it, and what its incident keeps
-        to put it back (None for a warning's, or one that stays); a failure as the answer."""
+        be put back: its result, what its message says of undoing it, and what puts it back (None:
+        it stays); a failure as the answer."""
         scaler, reverts = self.scaler, self.reverts
         if scaler is None:  # the callers refuse first; a new one must too
             return refused(NOT_CONFIGURED)
@@ -300,5 +300,4 @@ class Scaling:
             log.error("scale-up of %s not recorded for its revert: %s", target, exc)
             stays = "It could not be recorded to be put back (database unavailable): it stays."
             return result, stays, None
-        put_back = None if warning else reverts.put_back(record)
-        return result, reverts.plan(warning=bool(warning)), put_back
+        return result, reverts.plan(warning=bool(warning)), reverts.put_back(record)

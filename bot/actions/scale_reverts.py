@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.config import Settings
-from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
+from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told
 from bot.domain.incident_fleet import type_drained
 from bot.domain.incidents import (
     Event,
@@ -69,23 +69,14 @@ class RevertRecord:
     def load(cls, text: str | None) -> RevertRecord | None:
         try:
             data = json.loads(text or "")
-            undo = Undo.load(data["undo"])
-            if undo is None:
-                return None
-            return cls(
-                id=str(data["id"]),
-                incident_id=str(data["incident_id"]),
-                target=ScaleTarget(**data["target"]),
-                undo=undo,
-                backend=str(data["backend"]),
-                by=str(data["by"]),
-                scaled_at=float(data["scaled_at"]),
-                attempts=int(data.get("attempts", 0)),
-                warning=str(data.get("warning", "")),
-                queued_at=float(data.get("queued_at", 0.0)),
-            )
+            undo, target = Undo.load(data["undo"]), ScaleTarget(**data["target"])
+            known = {k: v for k, v in data.items() if k in _RECORD_FIELDS}
+            return None if undo is None else cls(**{**known, "target": target, "undo": undo})
         except (ValueError, TypeError, KeyError):
             return None
+
+
+_RECORD_FIELDS = {f.name for f in fields(RevertRecord)}
 
 
 def record_id(runner_type: str, field: str) -> str:
@@ -209,7 +200,7 @@ class ScaleReverts:
         lease_s = 2 * deadline_of(self._config.backend_timeout_seconds) + 30
         claim = await self._due.claim(rid, self._clock().timestamp(), lease_s)
         if claim is None:
-            return None  # not due any more (or a 0.25 replica holds it, during a rollout)
+            return None  # not due any more
         record = RevertRecord.load(await self._due.data(rid))
         if record is None:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)
@@ -343,7 +334,7 @@ class ScaleReverts:
             if state is None or state.uid != record.warning:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
                 return None
-            scaled = put_back_said(state.scaled, self.plan(warning=True), f"{text}.")
+            scaled = fate_told(state.scaled, record.id, f"{text}.")
             return state.changed(self._clock().timestamp(), scaled=scaled)
 
         if self._warnings is None:
@@ -379,15 +370,6 @@ class ScaleReverts:
             log.info("scale reverts: incident %s gone: %s", incident_id, text)
         elif fresh.busy:
             log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
-
-
-def put_back_said(scaled: str, plan: str, said: str) -> str:
-    """A warning's words on its scale-ups, `said` in place of the first `plan` sentence and the
-    others dropped; added at the end where no plan is left."""
-    if plan not in scaled:
-        return scaled if said in scaled else f"{scaled} · {said}" if scaled else said
-    first, _, rest = scaled.partition(plan)
-    return f"{first}{said}{rest.replace(f' {plan}', '').replace(plan, '')}"
 
 
 def _joined(texts: list[str]) -> str:

@@ -16,6 +16,7 @@ import secrets
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from dataclasses import fields as fields_of
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -84,7 +85,6 @@ class Forecast:
     runners: float  # serving the type now
     in_mins: float  # until the queue crosses a threshold (0: it has)
     crosses: str  # which: "queued" or "wait"
-    hold_runners: int | None  # more runners the reading's judgement asks for
     advice: str = ""  # the judgement's, in the words the incident's surfaces use
 
     @property
@@ -147,7 +147,6 @@ def forecast(
         runners=runners,
         in_mins=in_mins,
         crosses=crosses,
-        hold_runners=ahead.runners if ahead is not None else None,
         advice=ahead.advice if ahead is not None else "",
     )
 
@@ -288,6 +287,32 @@ class Phase(StrEnum):
 
 
 @dataclass(frozen=True)
+class ScaledFrom:
+    """A scale-up made from a warning, as its message says it (`said`), and `fate`: when it goes
+    back, then what became of it. `id`: its revert record's ("": nothing puts it back)."""
+
+    id: str
+    said: str
+    fate: str = ""
+
+
+def scaled_words(scaled: Sequence[ScaledFrom]) -> str:
+    return " · ".join(" ".join(w for w in (s.said, s.fate) if w) for s in scaled)
+
+
+def fate_told(scaled: Sequence[ScaledFrom], rid: str, told: str) -> tuple[ScaledFrom, ...]:
+    """`told` as the fate of the first scale-up its record put back, the others with it told
+    once; one not listed (scaled elsewhere) is added."""
+    mine = [k for k, s in enumerate(scaled) if s.id == rid]
+    if not mine:
+        return (*scaled, ScaledFrom(rid, "", told))
+    return tuple(
+        replace(s, fate=told if k == mine[0] else "") if k in mine else s
+        for k, s in enumerate(scaled)
+    )
+
+
+@dataclass(frozen=True)
 class WarningState:
     runner_type: str
     channel: str
@@ -304,10 +329,8 @@ class WarningState:
     by: str = ""  # DISMISSED: who
     until: float = 0.0  # DISMISSED: until when
     held_since: float = 0.0  # ACTIVE: the last good reading's time while the fleet is unread
-    # ACTIVE: the runners the judgement advised; only a 0.25 replica's form reads it.
-    hold_runners: int = 0
     scalable: bool = False  # the runner type has a scale target: the message offers Scale up
-    scaled: str = ""  # what was scaled from this warning, and what became of it, in words
+    scaled: tuple[ScaledFrom, ...] = ()
 
     @classmethod
     def raised(
@@ -338,15 +361,27 @@ class WarningState:
         return f"warning:{self.runner_type}"
 
     def dump(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        # 0.26 shows `scaled` as words; the scale-ups themselves go beside them (an empty list
+        # would come back from Redis's cjson as an object, so none is written).
+        data = {**asdict(self), "scaled": scaled_words(self.scaled)}
+        if self.scaled:
+            data["scaled_from"] = [asdict(s) for s in self.scaled]
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def load(cls, raw: str | None) -> WarningState | None:
         try:
             data = json.loads(raw or "")
-            return cls(**{**data, "phase": Phase(data["phase"])})
+            known = {k: v for k, v in data.items() if k in _FIELDS}
+            scaled = tuple(ScaledFrom(**s) for s in data.get("scaled_from") or ())
+            if not scaled and data.get("scaled"):  # words a 0.26 replica wrote
+                scaled = (ScaledFrom("", str(data["scaled"])),)
+            return cls(**{**known, "phase": Phase(data["phase"]), "scaled": scaled})
         except (ValueError, TypeError, KeyError):
             return None
+
+
+_FIELDS = {f.name for f in fields_of(WarningState)}
 
 
 def taken_on(state: WarningState, incident: Incident, now: datetime) -> Event:

@@ -184,10 +184,9 @@ def _relevant(
     by_key: dict[str, str],
     routing: Routing | None,
 ) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], list[str], str]:
-    """The types to show (worst first), the followed types the reading cannot speak for, those
-    shown from their absence, and a note. Shown: the alert's types found in the reading, else
-    every type that queues (but another team's); and every type the incident showed before,
-    under its own name, so one that drained reads "0 queued" instead of vanishing."""
+    """The types to show (worst first), those followed the reading cannot speak for, those shown
+    from their absence, and a note. A type the incident showed before stays, under its own name:
+    one that drained reads "0 queued" instead of vanishing."""
     # Followed: every type the incident has shown or its alert named; the alert's name wins.
     followed = {runner_key(n): n for n in (*incident.peak_types, *incident.runner_types) if n}
     absent = sorted(name for key, name in followed.items() if key not in by_key)
@@ -262,14 +261,10 @@ def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool
 
 
 def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
-    """Consecutive drained checks including this one: 0 when it queues or the numbers are the
-    alert's; unchanged while a live reading cannot tell, or when it is the reading the last
-    check counted (a check counts a reading once, however long it stands). Only a live view of
-    the incident's own types can say it drained: a reading that does not know them (a
-    misconfigured label) must never close it, nor one without queue numbers: a type read without
-    its queue, or a view of no type at all (an alert naming none, read while the listener that
-    queues is not scraped yet: the others, scraped apart, queue nothing), unless the source lists
-    every queue or the incident is older than every target's first scrape (`SCRAPED_WITHIN`)."""
+    """Consecutive drained checks including this one (0: it queues, or the alert's numbers);
+    unchanged while a live reading cannot tell, or for the reading the last check counted. Only
+    a live view of the incident's own types, with their queues, can close it: not a misread
+    label, nor a view of no type while a target may be unscraped (`_can_show_none`)."""
     if not view.is_live:
         return 0
     named = {runner_key(name) for name in incident.runner_types if name}
@@ -295,18 +290,15 @@ SCRAPED_WITHIN = timedelta(minutes=5)
 
 
 def _can_show_none(incident: Incident, view: FleetSnapshot) -> bool:
-    """Whether a view of no runner type means nothing queues: a source that lists every queue,
-    or one read long enough after the incident opened that no target is still unscraped (an
-    alert naming no type whose queue drained before a live reading saw it would else wait for
-    the alert's resolve, which an alert source may never send)."""
+    """Whether a view of no runner type means nothing queues: the source lists every queue, or
+    every target is scraped by now (else such an incident waits for a resolve that may never
+    come)."""
     return view.absent_means_empty or view.at - incident.opened_at >= SCRAPED_WITHIN
 
 
 def still_queued(incident: Incident, rule: DrainRule) -> float | None:
-    """The jobs its latest live view still sees queued over the alert's thresholds (a type's queue
-    over the size one, or the longest wait over the time one), or where it has none, not drained
-    by `rule`; None when it cannot tell or they are not. With the `alert` backend, always None:
-    the alert's resolve is the only drain it knows."""
+    """The jobs its latest live view still sees queued over the alert's thresholds (without
+    any, not drained by `rule`); None when it cannot tell (always, from the alert alone)."""
     view = incident.live
     if view is None or not _readable(view):
         return None

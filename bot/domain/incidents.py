@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from bot.domain.alerts import (
     AlertFacts,
@@ -61,9 +62,8 @@ class Change(StrEnum):
 
 
 class ScaleDone(BaseModel):
-    """A scale-up as its event records it, so scale-ups are counted without reading words. `at`:
-    when it was made (an early warning's precedes its event); `after`: what the field became,
-    so a reading that does not show it yet predates it (None: 0.25's)."""
+    """A scale-up as its event records it. `at`: when made (an early warning's precedes its
+    event); `after`: what the field became: a reading that does not show it predates it."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -147,9 +147,8 @@ DRAINED, UNDER, CAPPED = "drained", "under", "capped"
 
 
 class Follow(BaseModel):
-    """The alert cleared while `queued` jobs still queued over its thresholds: the incident stays
-    open, its statuses going on, until the queue drains, falls under them, or DRAIN_FOLLOW_MAX
-    passes (`ended`)."""
+    """The alert cleared with `queued` jobs over its thresholds: open until the queue drains,
+    falls under them, or DRAIN_FOLLOW_MAX passes (`ended`)."""
 
     cleared_at: datetime
     queued: float
@@ -192,7 +191,7 @@ class Incident(BaseModel):
     title: str
     priority: str | None = None
     team: str | None = None
-    rule: str = ""  # as pytorch/alerting-infra titles its issue ("": before it was kept)
+    rule: str = ""  # as pytorch/alerting-infra titles its issue
     pipeline_key: str = ""  # alerting-infra's key for the alert (`alert_issue.pipeline_key`)
     summary: str = ""
     description: str = ""
@@ -218,15 +217,16 @@ class Incident(BaseModel):
     reopened: int = 0
     truncated: tuple[str, ...] = ()
     silence: ActiveSilence | None = None
-    recent_actions: tuple[Event, ...] = ()
-    responders: tuple[Responder, ...] = ()  # in order of first action
+    actions: tuple[Event, ...] = ()  # what people did, and the scale-ups taken on (`with_action`)
     likely_cause: str = ""  # the latest diagnostics' conclusion, plain text
     # A shortfall against this type's maximum: a reading with a higher one disproves it.
     cause_type: str = ""
     cause_maximum: float | None = None
     # Or new runner pods of `cause_type` that cannot start: a reading where they can disproves it.
     cause_pods: bool = False
-    last_status: Snapshot | None = None
+    # What the latest new status reply showed (before any, the opening numbers): what the next
+    # status is compared with, and "since" for the quiet ones edited into it.
+    posted_status: Snapshot | None = None
     trend: Trend = Field(default_factory=Trend)
     live: FleetSnapshot | None = None  # the live backend's latest view; None with `alert`
     peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
@@ -235,8 +235,6 @@ class Incident(BaseModel):
     # The reading the last of them counted: a reading standing longer than a check (GitHub's,
     # paced to its quota) is one check, however many times it is looked at.
     drain_read_at: datetime | None = None
-    # What the latest new status reply showed once quiet statuses (edits) followed it.
-    last_posted: Snapshot | None = None
     status_posts: int = 0
     # A reply other than a status went into the thread after the latest status reply: editing
     # that reply would show, above it, numbers newer than it (`IncidentStore` sets it).
@@ -248,9 +246,45 @@ class Incident(BaseModel):
     follow: Follow | None = None
     workflows: Workflows | None = None  # as its latest postmortem read them
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_026(cls, data: Any) -> Any:
+        """0.26 stored the status before and the one posted, the last actions and the responders:
+        its responders go first, as actions before the last (never shown), unless those are all."""
+        if not isinstance(data, dict):
+            return data
+        data = {**data}
+        data.setdefault("posted_status", data.get("last_posted") or data.get("last_status"))
+        if "actions" in data:
+            return data
+        recent = [Event.model_validate(e) for e in data.get("recent_actions", ())]
+        earlier = [
+            Event(at=recent[0].at, kind="responded", text="", actor=r.user_id, actor_name=r.name)
+            for r in map(Responder.model_validate, data.get("responders", ()))
+            if len(recent) >= RECENT_ACTIONS
+        ]
+        return {**data, "actions": (*earlier, *recent)}
+
+    # Computed, so the stored record carries them: 0.26 reads them.
+    @computed_field  # type: ignore[prop-decorator]
     @property
-    def posted_status(self) -> Snapshot | None:
-        return self.last_posted or self.last_status
+    def last_status(self) -> Snapshot | None:
+        return self.posted_status
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def recent_actions(self) -> tuple[Event, ...]:
+        return self.actions[-RECENT_ACTIONS:]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def responders(self) -> tuple[Responder, ...]:
+        """In order of first action."""
+        named: dict[str, str] = {}
+        for event in self.actions:
+            if event.actor:
+                named.setdefault(event.actor, event.actor_name)
+        return tuple(Responder(user_id=user, name=name) for user, name in named.items())
 
     @property
     def is_open(self) -> bool:
@@ -263,7 +297,7 @@ class Incident(BaseModel):
     @property
     def peak_summed(self) -> bool:
         """Whether the peak queue is the types' queues summed, not the alert's own figure."""
-        moment = peak_moment(self)
+        moment = self.peak_snapshot
         return sums_types(moment.runner_types if moment else self.peak_types)
 
     def snapshot(self, at: datetime) -> Snapshot:
@@ -306,8 +340,7 @@ def entry_order(entry_id: str) -> tuple[int, int]:
 
 def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
     """Older in stream order than the newest entry applied, or a firing whose alerts were all
-    seen resolved: a lagging HA peer or a retry repeats the old startsAt, a re-fire has a new one.
-    """
+    seen resolved (a lagging HA peer repeats the old startsAt; a re-fire has a new one)."""
     if entry_order(entry_id) <= entry_order(group.last_entry):
         return True
     if delivery.status == "firing" and delivery.firing:
@@ -344,7 +377,7 @@ def open_incident(
         updated_at=now,
     )
     incident = _with_facts(incident, delivery.facts, now=now)
-    incident = incident.model_copy(update={"last_status": incident.snapshot(now)})
+    incident = incident.model_copy(update={"posted_status": incident.snapshot(now)})
     if incident.is_test:
         # Grafana never resolves a test notification; left open it would post status forever.
         return _resolved(incident, Resolution.TEST, now)
@@ -446,14 +479,12 @@ def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Inc
 
 def with_action(incident: Incident, event: Event) -> Incident:
     """A scale-up counts in the judgement the root shows."""
-    recent = (*incident.recent_actions, event)[-RECENT_ACTIONS:]
-    update: dict[str, object] = {"recent_actions": recent, "updated_at": event.at}
-    if event.scale is not None and incident.live is not None:
-        update["live"] = with_scale_ups(incident.live, recent)
-    if event.actor and all(r.user_id != event.actor for r in incident.responders):
-        responder = Responder(user_id=event.actor, name=event.actor_name)
-        update["responders"] = (*incident.responders, responder)
-    return incident.model_copy(update=update)
+    acted = incident.model_copy(
+        update={"actions": (*incident.actions, event), "updated_at": event.at}
+    )
+    if event.scale is None or acted.live is None:
+        return acted
+    return acted.model_copy(update={"live": with_scale_ups(acted.live, acted.recent_actions)})
 
 
 def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
@@ -563,19 +594,17 @@ def record_status(
     drain_checks: int = 0,
     posted: bool = True,
 ) -> Incident:
-    """`posted`: a new reply, which `last_status` is now (not an edit of the previous one, nor
-    nothing said). A drain check counted (more than before) counts `live`'s reading."""
+    """`posted`: a new reply (not an edit of the previous one, nor nothing said). A drain check
+    counted (more than before) counts `live`'s reading."""
     counted = live is not None and drain_checks > incident.drain_checks
     update = {
-        "last_status": snapshot,
-        "last_posted": None if posted else incident.posted_status,
         "trend": with_status(incident.trend, snapshot),
         "drain_checks": drain_checks,
         "drain_read_at": live.at if counted and live is not None else incident.drain_read_at,
         "status_posts": incident.status_posts + posted,
     }
     if posted:
-        update["replied_since_status"] = False
+        update |= {"posted_status": snapshot, "replied_since_status": False}
     return with_live(incident.model_copy(update=update), live, snapshot)
 
 
@@ -767,22 +796,3 @@ def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
         numbers = replace(seen.numbers, max_queue_size=queued)
         update["peak_snapshot"] = seen.model_copy(update={"numbers": numbers})
     return update
-
-
-def peak_moment(incident: Incident) -> Snapshot | None:
-    """When the peak queue was seen, with each type's numbers then; for a 0.25 incident, stored
-    without it, the trend's status with the most jobs queued."""
-    if incident.peak_snapshot is not None:
-        return incident.peak_snapshot
-    trend = incident.trend
-    if (at := trend.peak_at()) is None:
-        return None
-    stamp = at.timestamp()
-    types = {
-        name: RunnerQueue(queued=queued, longest_wait_mins=wait)
-        for name in trend.names()
-        for when, queued, wait in trend.points(name)
-        if when == stamp
-    }
-    total = trend.totals()[trend.times().index(stamp)]
-    return Snapshot(at=at, numbers=QueueNumbers(max_queue_size=total), runner_types=types)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.domain.early_warning import Phase, WarningState
+from bot.domain.early_warning import Phase, WarningState, scaled_words
 from bot.domain.message import Rendered
 from bot.render import mrkdwn as md
 
@@ -24,7 +24,7 @@ def _at(timestamp: float) -> str:
 def render_warning(state: WarningState) -> Rendered:
     name, said = md.escaped(state.runner_type, 200), md.escaped(state.text, 1500)
     warned = _at(state.warned_at)
-    scaled = [f"↗️ {md.escaped(state.scaled, 1000)}"] if state.scaled else []
+    scaled = [f"↗️ {md.escaped(scaled_words(state.scaled), 1000)}"] if state.scaled else []
     if state.phase is Phase.ACTIVE:
         if state.held_since:
             head = f"⌛ *Early warning, on hold* · {said}"

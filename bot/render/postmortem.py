@@ -21,7 +21,6 @@ from bot.domain.incidents import (
     Resolution,
     Snapshot,
     actions_taken,
-    peak_moment,
 )
 from bot.domain.jobs import Workflows
 from bot.domain.units import duration, minutes, number, wait_said
@@ -188,7 +187,7 @@ def _at_peak(incident: Incident) -> str:
     ranked = [name for name, _ in worst_first(types)]
     if not ranked:
         return ""
-    moment = peak_moment(incident)
+    moment = incident.peak_snapshot
     then = moment.runner_types if moment is not None else {}
     header = ["Runner type", "Most queued", "Worst wait"]
     align = ["---", "---:", "---"]

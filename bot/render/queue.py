@@ -63,7 +63,7 @@ def advice_parts(j: Judgement) -> list[str]:
 
 def type_parts(metrics: RunnerTypeMetrics | None, absent: str = "") -> tuple[list[str], list[str]]:
     """A type's numbers and advice: its judgement's; `absent` where the source did not list it (no
-    count was read: not "0 queued"); a 0.25 replica's reading judged none: its numbers alone."""
+    count was read: not "0 queued"); a reading judged nothing of: its numbers alone."""
     if absent or metrics is None:
         return [absent] if absent else [], []
     if (j := metrics.judged) is not None:
@@ -108,7 +108,7 @@ def _maximum(metrics: RunnerTypeMetrics) -> list[str]:
     j, busy = metrics.judged, metrics.busy
     if j is not None:
         return [f"max {number(j.maximum)}"] if j.maximum is not None else []
-    if busy is None:  # below, a 0.25 reading: no judgement says it
+    if busy is None:
         return []
     if metrics.maximum is not None:
         return [f"busy {number(busy)} / max {number(metrics.maximum)}"]

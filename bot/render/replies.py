@@ -24,7 +24,6 @@ from bot.domain.incidents import (
     Snapshot,
     actions_taken,
     chart_drawn,
-    peak_moment,
 )
 from bot.domain.message import Rendered
 from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
@@ -132,10 +131,8 @@ def title_text(incident: Incident) -> str:
 
 
 class StatusShown(BaseModel):
-    """What a status reply shows, decided by the tick and rendered by the sender when it posts,
-    from the incident as it is then: a waiting status is these few bytes instead of its blocks.
-    `current` is the snapshot this status recorded, `previous` the last posted status's, which
-    it is compared with; `chart`: whether it draws the trend."""
+    """A status the tick decided, rendered by the sender when it posts (a waiting status is
+    these few bytes, not its blocks); `previous`: the posted status it is compared with."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -155,10 +152,9 @@ class StatusShown(BaseModel):
 
 
 def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
-    """A status reply as the sender posts it, its runner types' lines from the live view as it is
-    then; when a newer reading took its place meanwhile, the headline is that reading's too, so
-    one reply never shows two readings. Its title and age stay the tick's: two replies never
-    carry the same minute."""
+    """A status reply as the sender posts it, from the live view as it is then, headline too:
+    one reply never shows two readings. Its title and age stay the tick's (never one minute
+    twice)."""
     view = incident.live if shown.live else None
     current, drain, since = shown.current, shown.drain, shown.since
     if view is not None and view.is_live and view.at != current.at:
@@ -400,7 +396,7 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
 
 def peak_at(incident: Incident) -> str:
     """ " at 14:05": when the peak queue was seen, as the summary and the root say it."""
-    moment = peak_moment(incident)
+    moment = incident.peak_snapshot
     return f" at {md.time_of(moment.at)}" if moment is not None else ""
 
 
@@ -408,7 +404,7 @@ def time_to_drain(incident: Incident) -> timedelta | None:
     """From the peak queue to the resolve; None unless the live readings saw the queue drain."""
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
         return None
-    peak = peak_moment(incident)
+    peak = incident.peak_snapshot
     return None if peak is None else incident.resolved_at - peak.at
 
 

@@ -16,7 +16,7 @@ from bot.domain.alerts import first_known
 from bot.domain.fleet import source_name, worst_first
 from bot.domain.headline import Headline, headline, shown_live, still_live
 from bot.domain.incident_fleet import alert_fleet
-from bot.domain.incidents import RECENT_ACTIONS, Event, Incident, sums_types
+from bot.domain.incidents import Event, Incident, sums_types
 from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
@@ -98,7 +98,7 @@ def render_root(
     if incident.truncated:
         notes = "; ".join(md.escape(note) for note in incident.truncated[:10])
         blocks.append(md.context([md.truncate(f"⚠️ Alert cut to fit: {notes}", 2000)]))
-    if recent := incident.recent_actions[-RECENT_ACTIONS:]:
+    if recent := incident.recent_actions:
         latest = "\n".join(f"• {_action(event)}" for event in reversed(recent))
         blocks.append(md.context([f"*Latest*\n{latest}"]))
     if incident.is_open:
@@ -167,10 +167,9 @@ def _responders(incident: Incident) -> str:
 
 
 def _headline_fields(incident: Incident, head: Headline) -> list[str]:
-    """The headline's wait and queued jobs against the alert's thresholds; other alert values
-    when there are none. Queued jobs are a total over the runner types: beside the alert's, the
-    peak goes only as the same quantity, and alone with its label when the headline is the worst
-    seen. A live headline has no peak beside it, and says how many types were not read."""
+    """The headline's wait and queued jobs against the alert's thresholds (else the alert's
+    other values). Queued jobs sum the types: a peak beside them only as the same quantity; a
+    live headline has none beside it, and says how many types were not read."""
     current, peak, live = incident.numbers, incident.peak, head.live
     wait, queued = (None, None) if head.worst else (head.wait_mins, head.queued)
     unread = ""

@@ -140,7 +140,6 @@ class EarlyWarnings:
             return
         fields = {
             "text": said.text,
-            "hold_runners": said.hold_runners or 0,
             "scalable": name in self.config.scalable,
         }
         if state is not None and _current(state, now) and (state.phase is Phase.ACTIVE or state.ts):

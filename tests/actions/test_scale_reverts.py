@@ -22,18 +22,18 @@ from bot.actions.flow import Actor
 from bot.actions.scale_reverts import (
     RevertRecord,
     ScaleReverts,
-    put_back_said,
     record_id,
 )
 from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.early_warning import Phase, WarningState
+from bot.domain.early_warning import Phase, ScaledFrom, WarningState, fate_told, scaled_words
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import PutBack, ScaleDone, Status, with_put_back
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings
+from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import Commit, IncidentStore
@@ -339,7 +339,7 @@ async def test_a_change_since_is_left_and_said_once(
     await resolve(redis, clock)
     clock.pass_(seconds=16)
     await reverts.tick()
-    clock.pass_(minutes=5)
+    clock.pass_(minutes=16)  # the message's edit restarted the 15 min the episode waits
     await reverts.tick()
     assert min_runners(kube) == 12, "left as it is"
     (text,) = await said(redis)
@@ -483,7 +483,7 @@ async def moved(warnings: WarningStore, clock: Clock, **fields: object) -> None:
 async def shown_scaled(warnings: WarningStore) -> str:
     state = await warnings.get("linux")
     assert state is not None
-    return state.scaled
+    return scaled_words(state.scaled)
 
 
 async def test_a_warnings_scale_up_stays_through_a_pause_and_goes_back_once_it_is_over(
@@ -518,7 +518,8 @@ async def test_the_warnings_message_no_longer_says_when_it_goes_back_once_it_wen
     reverts, warnings = warning_sweep(redis, arc, clock)
     await warned_and_scaled(reverts, warnings, arc, clock)
     plan = reverts.plan(warning=True)
-    scaled = f"alice scaled linux by +5 at 10:00 UTC: minRunners 0 → 5 (ARC). {plan}"
+    line = "alice scaled linux by +5 at 10:00 UTC: minRunners 0 → 5 (ARC)."
+    scaled = (ScaledFrom(record_id("linux", "minRunners"), line, plan),)
     await moved(warnings, clock, phase=Phase.CLEARED, scaled=scaled)
     clock.pass_(minutes=16)
     await reverts.tick()
@@ -529,19 +530,77 @@ async def test_the_warnings_message_no_longer_says_when_it_goes_back_once_it_wen
     ), "the put-back's sentence in place of the plan's, which stopped being true"
 
 
-@given(
-    lines=st.lists(st.sampled_from(["a scaled x.", "b scaled y."]), min_size=1, max_size=4),
-    planned=st.lists(st.booleans(), min_size=4, max_size=4),
-)
-def test_a_put_back_leaves_no_plan_on_the_warning(lines: list[str], planned: list[bool]) -> None:
+@given(ids=st.lists(st.sampled_from(["x|minRunners", "x|maxRunners", ""]), max_size=4))
+def test_a_put_back_is_told_once_in_place_of_its_own_plan(ids: list[str]) -> None:
     plan = "It goes back when its queue has stopped building, unless someone changes it."
-    scaled = " · ".join(
-        f"{line} {plan}" if p else line
-        for line, p in zip(lines, planned[: len(lines)], strict=True)
+    scaled = [ScaledFrom(rid, f"{n} scaled x.", plan) for n, rid in enumerate(ids)]
+    told = fate_told(scaled, "x|minRunners", "Put x back.")
+    assert scaled_words(told).count("Put x back.") == 1
+    assert [s.said for s in told if s.said] == [s.said for s in scaled], "what was scaled is kept"
+    for before, after in zip(scaled, told, strict=False):
+        assert after.fate == before.fate or before.id == "x|minRunners"
+        assert plan not in after.fate or before.id != "x|minRunners"
+
+
+async def test_each_scale_up_from_a_warning_tells_its_own_put_back_on_the_message(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    """maxRunners raised, then minRunners, from one warning: once the queue stopped building,
+    each line on the warning's message says what became of its own scale-up."""
+    reverts, warnings = warning_sweep(redis, arc, clock)
+    text = "linux: queue building, 9 jobs queued; at this rate the alert fires in ~2 min"
+    state = WarningState.raised("linux", "C1", text, clock().timestamp(), scalable=True)
+    assert await warnings.save(state)
+    core = action_core(
+        redis,
+        IncidentStore(redis, PREFIX),
+        scaler=arc,
+        targets={"linux": TARGET},
+        scale_allowed=(USER,),
+        clock=clock,
+        reverts=reverts,
     )
-    said = put_back_said(scaled, plan, "Put x back.")
-    assert plan not in said and "Put x back." in said
-    assert said.startswith(lines[0]), "what was scaled is kept"
+    core.scaling.config = core.scaling.config.model_copy(update={"scale_cooldown_seconds": 0})
+    kube.write(manager="manager", status={"currentRunners": 120})  # at its maximum
+    for delta, raise_maximum in ((10, True), (5, False)):
+        outcome = await core.warnings.scale(
+            Actor(USER, "alice"), "linux", state.uid, delta, raise_maximum=raise_maximum
+        )
+        assert outcome.ok, outcome.message
+        clock.pass_(minutes=1)
+    plan = reverts.plan(warning=True)
+    shown = warning_text(await warnings.get("linux"))
+    assert shown.count(plan) == 2, shown
+    await moved(warnings, clock, phase=Phase.CLEARED)
+    clock.pass_(minutes=16)
+    await reverts.tick()  # the floor goes back first
+    gone = "Put linux back (the queue stopped building)"
+    ceiling, floor = warning_text(await warnings.get("linux")).split(" · ")
+    assert ceiling.startswith("↗️ alice scaled linux by +10 at ")
+    assert ceiling.endswith(f"maxRunners 120 → 130 (ARC). {plan}"), "its own plan stands"
+    assert floor.endswith(f"(ARC). {gone}: minRunners 5 → 0 (ARC)."), floor
+    clock.pass_(minutes=16)  # the message's edit restarted the 15 min the episode waits
+    await reverts.tick()
+    print(
+        "XX",
+        warning_text(await warnings.get("linux")),
+        kube.sets[SET]["spec"],
+        await redis.zrange(KEYS.scale_reverts, 0, -1, withscores=True),
+    )
+    assert (kube.sets[SET]["spec"]["minRunners"], kube.sets[SET]["spec"]["maxRunners"]) == (0, 120)
+    ceiling, floor = warning_text(await warnings.get("linux")).split(" · ")
+    assert ceiling.endswith(f"(ARC). {gone}: maxRunners 130 → 120 (ARC)."), ceiling
+    assert floor.startswith("alice scaled linux by +5 at ")
+    assert floor.endswith(f"(ARC). {gone}: minRunners 5 → 0 (ARC)."), floor
+
+
+def warning_text(state: WarningState | None) -> str:
+    """What the warning's message says of its scale-ups."""
+    assert state is not None
+    blocks = render_warning(state).blocks
+    contexts = [e["text"] for b in blocks if b["type"] == "context" for e in b["elements"]]
+    [said] = [text for text in contexts if text.startswith("↗️")]
+    return said
 
 
 async def test_a_scale_up_asked_from_a_warning_whose_alert_fired_goes_on_to_the_incident(

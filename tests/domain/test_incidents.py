@@ -26,6 +26,7 @@ from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     TREND_POINTS,
     Change,
+    Event,
     GroupState,
     Incident,
     Resolution,
@@ -38,9 +39,9 @@ from bot.domain.incidents import (
     is_stale,
     noted,
     open_incident,
-    peak_moment,
     record_status,
     resolve_manually,
+    with_action,
     with_live,
 )
 from bot.domain.runner_pods import RunnerPods
@@ -178,7 +179,7 @@ def test_open_incident_starts_when_the_alert_started_not_when_the_bot_heard_of_i
 def test_open_incident_takes_a_first_snapshot_so_the_first_status_post_has_a_baseline() -> None:
     incident = opened()
 
-    assert incident.last_status == Snapshot(at=T0, numbers=incident.numbers, runner_types={})
+    assert incident.posted_status == Snapshot(at=T0, numbers=incident.numbers, runner_types={})
 
 
 def test_open_incident_from_alertmanager_keeps_the_runner_type_queue() -> None:
@@ -186,8 +187,8 @@ def test_open_incident_from_alertmanager_keeps_the_runner_type_queue() -> None:
 
     assert set(incident.runner_types) == {"linux.g5.4xlarge.nvidia.gpu"}
     assert incident.runner_types["linux.g5.4xlarge.nvidia.gpu"].queued == 14
-    assert incident.last_status is not None
-    assert incident.last_status.runner_types == incident.runner_types
+    assert incident.posted_status is not None
+    assert incident.posted_status.runner_types == incident.runner_types
 
 
 # -- apply_notification: the table ---------------------------------------------------------------
@@ -497,7 +498,7 @@ def test_the_peak_is_the_most_the_incident_showed(row: PeakRow) -> None:
     incident = opened()
     for n, step in enumerate(row.steps):
         incident = shown(incident, step, n)
-    moment = peak_moment(incident)
+    moment = incident.peak_snapshot
     assert moment is not None
     assert (incident.peak.max_queue_size, incident.peak_summed) == (row.peak, row.summed)
     assert moment.at == T0 + timedelta(minutes=row.at)
@@ -549,22 +550,6 @@ def test_the_peak_queue_is_the_most_shown_and_never_below_a_types_peak(
     peaks = [q.queued for q in incident.peak_types.values() if q.queued is not None]
     assert incident.peak.max_queue_size == max(totals)
     assert all(incident.peak.max_queue_size >= p for p in peaks)
-
-
-def test_an_incident_stored_before_the_peaks_moment_was_kept_reads_it_from_its_trend() -> None:
-    """No field was renamed: a stored peak reads as it was; the moment of the peak, which it
-    did not keep, is its trend's status with the most jobs queued, and a later, higher reading
-    is the peak from then on."""
-    incident = record_status(opened(), typed(10, cpu=30, gpu=6))
-    stored = json.loads(state_json(incident))
-    del stored["peak_snapshot"]
-    old = Incident.model_validate_json(json.dumps(stored))
-    assert old.peak_snapshot is None
-    assert peak_moment(old) == typed(10, cpu=30, gpu=6)
-    assert old.peak.max_queue_size == 36 and old.peak_summed
-    assert record_status(old, typed(11, cpu=2)).peak.max_queue_size == 36
-    later = record_status(old, typed(12, cpu=40))
-    assert peak_moment(later) == typed(12, cpu=40)
 
 
 def test_a_resolved_notification_overtaken_by_an_older_firing_one_does_not_reopen() -> None:
@@ -726,7 +711,7 @@ def test_record_status_keeps_the_latest_trend_points() -> None:
     assert len(incident.trend) == TREND_POINTS
     assert incident.trend.times() == [s.at.timestamp() for s in kept]
     assert incident.trend.totals() == [s.numbers.max_queue_size for s in kept]
-    assert incident.last_status == snapshots[-1]
+    assert incident.posted_status == snapshots[-1]
 
 
 def test_the_trend_keeps_each_runner_types_column_aligned_and_forgets_types_gone_from_it() -> None:
@@ -805,11 +790,15 @@ def test_the_posted_status_is_stored_once_and_survives_quiet_statuses() -> None:
             state_json(record_status(incident, snapshot, posted=False))
         )
         assert incident.posted_status == first
-        assert incident.last_status == snapshot
+        assert incident.trend.times()[-1] == snapshot.at.timestamp()
 
     later = Snapshot(at=T0 + timedelta(minutes=30), numbers=QueueNumbers(max_queue_size=40))
     incident = Incident.model_validate_json(state_json(record_status(incident, later)))
-    assert incident.posted_status == later and incident.last_posted is None
+    assert incident.posted_status == later
+    stored = json.loads(state_json(incident))
+    assert stored["last_status"] == stored["posted_status"], "0.26 reads it as both"
+    del stored["posted_status"]
+    assert Incident.model_validate(stored).posted_status == later
     assert incident.status_posts == 2
 
 
@@ -905,3 +894,23 @@ def test_a_cause_of_pods_that_cannot_start_leaves_the_root_once_they_can(
     shown = record_status(incident, as_snapshot(incident, view, at), live=view)
     assert (shown.likely_cause == cause) is kept
     assert shown.cause_pods is kept
+
+
+def test_responders_and_the_latest_actions_come_from_what_was_done_and_are_stored_for_026() -> None:
+    incident = make_incident()
+    for k, who in enumerate("ABACD"):
+        event = Event(at=T0 + timedelta(minutes=k), kind="acknowledged", text=f"{k}", actor=who)
+        incident = with_action(incident, event)
+    assert [r.user_id for r in incident.responders] == ["A", "B", "C", "D"], "first action order"
+    assert [e.text for e in incident.recent_actions] == ["2", "3", "4"]
+    stored = json.loads(state_json(incident))
+    assert [r["user_id"] for r in stored["responders"]] == ["A", "B", "C", "D"]
+    assert [e["text"] for e in stored["recent_actions"]] == ["2", "3", "4"]
+    # As 0.26 stores it: its last actions and its responders.
+    del stored["actions"]
+    back = Incident.model_validate(stored)
+    assert [r.user_id for r in back.responders] == ["A", "B", "C", "D"]
+    assert [e.text for e in back.recent_actions] == ["2", "3", "4"]
+    few = json.loads(state_json(with_action(make_incident(), incident.actions[-1])))
+    del few["actions"]
+    assert Incident.model_validate(few).recent_actions == (incident.actions[-1],)

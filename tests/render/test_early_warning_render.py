@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.domain.early_warning import Phase, WarningState
+from bot.domain.early_warning import Phase, ScaledFrom, WarningState
 from bot.render.early_warning import DISMISS, SCALE, render_warning
 from bot.render.mrkdwn import escape
 from tests.render.test_messages import EVIL, assert_valid
@@ -54,7 +54,7 @@ def test_a_warning_on_hold_says_since_when_the_fleet_went_unread() -> None:
 
 
 def test_a_scalable_warning_offers_scale_up_beside_dismiss_for_the_same_warning() -> None:
-    state = warning(Phase.ACTIVE).changed(1_795_500_100.0, scalable=True, hold_runners=6)
+    state = warning(Phase.ACTIVE).changed(1_795_500_100.0, scalable=True)
     shown = render_warning(state)
     assert_valid(shown)
     [actions] = [b for b in shown.blocks if b["type"] == "actions"]
@@ -65,7 +65,7 @@ def test_a_scalable_warning_offers_scale_up_beside_dismiss_for_the_same_warning(
 @pytest.mark.parametrize("phase", list(Phase), ids=lambda p: p.value)
 def test_what_was_scaled_from_a_warning_stays_on_it_escaped_in_every_phase(phase: Phase) -> None:
     said = f"al{EVIL}ice scaled {NAME} by +6 at 10:02 UTC: minRunners 0 → 6 (ARC)."
-    state = warning(phase).changed(1_795_500_100.0, scaled=said)
+    state = warning(phase).changed(1_795_500_100.0, scaled=(ScaledFrom("", said),))
     shown = render_warning(state)
     assert_valid(shown)
     texts = [

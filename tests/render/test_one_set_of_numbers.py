@@ -298,9 +298,7 @@ def warned(case: Case, within: float = TARGETS[0]) -> tuple[str, Forecast, str]:
     metrics = live.runner_types[name]
     said = forecast(name, metrics, NOW, past, thresholds, boot_mins=30, horizon_mins=60)
     assert said is not None, "the case builds towards the threshold"
-    state = WarningState.raised(
-        name, "C1", said.text, NOW.timestamp(), hold_runners=said.hold_runners or 0
-    )
+    state = WarningState.raised(name, "C1", said.text, NOW.timestamp())
     root = text(render_root(make_incident(live=live), now=NOW, within_mins=within).blocks)
     return text(render_warning(state).blocks), said, line_of(root, name)
 

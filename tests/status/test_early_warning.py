@@ -117,7 +117,7 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
     # runner, which does not fit under 20.
     advice = "+1 runner would drain it in 30 min; raise the maximum by 1 (20 → 21)"
     assert advice in state.text
-    assert state.hold_runners == 1 and state.scalable, "Scale up offers the recommended runners"
+    assert state.scalable, "the message offers Scale up"
     # Queued for the channel's sender, past the roots, once.
     posts = await redis.zrange(first.store.keys.posts(CHANNEL), 0, -1, withscores=True)
     assert [(member, score // BAND) for member, score in posts] == [(state.member, BAND_EVENT)]
@@ -163,7 +163,6 @@ async def test_a_warnings_advice_drains_the_queue_within_the_configured_target(
     state = (await replica.warnings.all())[TYPE]
     # 4 queued, holding, 6-minute jobs: 4 × 6 / 20 = 1.2, two runners in 20 minutes.
     assert "+2 runners would drain it in 20 min; raise the maximum by 2" in state.text
-    assert state.hold_runners == 2
 
 
 async def test_a_queue_wandering_at_its_maximum_never_warns_and_a_build_posts_once(
