@@ -44,11 +44,17 @@ class StreamRunner(AsyncLazyListenerRunner):
         self._under_way.add(task)  # a reference, so the task is not collected mid-way
         task.add_done_callback(self._under_way.discard)
 
+    @property
+    def pending(self) -> int:
+        return len(self._under_way)
+
     async def drain(self, timeout_s: float) -> None:
         """Let the work acknowledged so far be appended or done before Redis closes: Slack has
         its answer, so the person is waiting for it."""
         if self._under_way:
             await asyncio.wait(set(self._under_way), timeout=timeout_s)
+        if self._under_way:
+            log.warning("slack: %d acknowledged requests not done at the stop", self.pending)
 
     async def _append(self, name: str, body: dict[str, Any], context: AsyncBoltContext) -> None:
         """A request that cannot be appended is answered here, so the person hears why."""
