@@ -21,9 +21,7 @@ Perform = Callable[[dict[str, Any]], Awaitable[None]]
 # A crowd clicking at once waits here for its turn, not in the Redis pool for a connection.
 MAX_IN_FLIGHT = 64
 # Past this a click is not performed: its reply can no longer reach the person (Slack's
-# response_url answers for 30 minutes), and a silence or a scale-up hours late surprises. Such
-# an entry waited for a leader of a release that reads this stream (a rollback to one that
-# does not, then an upgrade again).
+# response_url answers for 30 minutes), and a silence or a scale-up hours late surprises.
 STALE_MS = 30 * 60 * 1000
 
 
