@@ -46,7 +46,8 @@ from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake
-from bot.intake.requests import Requests
+from bot.intake.group_loop import GroupLoop
+from bot.intake.requests import request_loop
 from bot.outbound import send
 from bot.outbound.gateway import SlackGateway, build_client
 from bot.outbound.home import Home
@@ -66,7 +67,7 @@ from bot.storage.job_arrivals import JobArrivals
 from bot.storage.keys import Keys
 from bot.storage.leader import Leadership
 from bot.storage.leases import Leases
-from bot.storage.requests import RequestStream
+from bot.storage.requests import Request, RequestStream
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.state_marker import StateMarker
@@ -102,7 +103,7 @@ class Bot:
     gateway: SlackGateway
     intake: Intake
     request_stream: RequestStream
-    requests: Requests
+    requests: GroupLoop[Request]
     outbound: Outbound
     readings: FleetReadings
     core: ActionCore
@@ -369,7 +370,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     # What the leader performs, by the name a listener's runner appended it with: a name not in
     # the table is dead-lettered by the consumer, never guessed at.
     performed = AsyncBoltContext(parts=parts)
-    requests = Requests(
+    requests = request_loop(
         request_stream,
         {name: partial(work, context=performed) for name, work in handlers.listeners.WORK.items()},
         config=settings,
