@@ -149,8 +149,9 @@ class Bot:
         try:
             yield
         finally:
-            # Stop taking requests; if leading, let the work finish (or hand it back to the
-            # streams) and give the lease up, so another replica leads at once.
+            # Stop taking requests and hand off what Slack was already answered for; if leading,
+            # let the work finish (or hand it back to the streams) and give the lease up, so
+            # another replica leads at once.
             stop.set()
             check.cancel()
             if socket_mode is not None:

@@ -72,9 +72,7 @@ async def open_scale_form(body: dict[str, Any], context: AsyncBoltContext) -> No
     else:
         await tell(slack, body, NO_INCIDENT)
         return
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
-    )
+    owner = await core.scale_owner(actor_of(body), form.ref, form.warning, form.runner_type)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner)
         return
@@ -123,9 +121,7 @@ async def review_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncB
     if amount is None or problem:
         block = TYPE_BLOCK if runner_type not in core.scaling.targets else AMOUNT_BLOCK
         return await refuse(block, problem or "A whole number.")
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
-    )
+    owner = await core.scale_owner(actor_of(body), form.ref, form.warning, runner_type)
     if isinstance(owner, Outcome):
         return await refuse(TYPE_BLOCK, owner.message)
     left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
@@ -154,9 +150,7 @@ async def take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
     amount = ascii_whole(text_at(first_action(body), "value"), MAX_AMOUNT)
     if form is None or amount is None or core.scaling.check(form.runner_type, amount):
         return
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
-    )
+    owner = await core.scale_owner(actor_of(body), form.ref, form.warning, form.runner_type)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner, channel=form.channel)
         return
