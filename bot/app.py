@@ -22,12 +22,9 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
-import handlers.actions
-import handlers.commands
 import handlers.health
-import handlers.home
+import handlers.listeners
 import handlers.slack_boundary
-import handlers.views
 import handlers.webhooks
 from bot import factory, leader
 from bot.actions.core import ActionCore
@@ -49,7 +46,8 @@ from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake
-from bot.intake.requests import Requests
+from bot.intake.group_loop import GroupLoop
+from bot.intake.requests import request_loop
 from bot.outbound import send
 from bot.outbound.desk import Outbound
 from bot.outbound.gateway import SlackGateway, build_client
@@ -69,13 +67,15 @@ from bot.storage.job_arrivals import JobArrivals
 from bot.storage.keys import Keys
 from bot.storage.leader import Leadership
 from bot.storage.leases import Leases
-from bot.storage.requests import RequestStream
+from bot.storage.requests import Request, RequestStream
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.state_marker import StateMarker
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
+from handlers.context import Parts
+from handlers.lazy import StreamRunner
 from handlers.webhooks import secret_of
 
 log = logging.getLogger(__name__)
@@ -103,11 +103,12 @@ class Bot:
     gateway: SlackGateway
     intake: Intake
     request_stream: RequestStream
-    requests: Requests
+    requests: GroupLoop[Request]
     outbound: Outbound
     readings: FleetReadings
     core: ActionCore
     bolt: AsyncApp
+    lazy: StreamRunner
     leadership: Leadership
     home: Home
     guard: StateGuard
@@ -148,12 +149,14 @@ class Bot:
         try:
             yield
         finally:
-            # Stop taking requests; if leading, let the work finish (or hand it back to the
-            # streams) and give the lease up, so another replica leads at once.
+            # Stop taking requests and hand off what Slack was already answered for; if leading,
+            # let the work finish (or hand it back to the streams) and give the lease up, so
+            # another replica leads at once.
             stop.set()
             check.cancel()
             if socket_mode is not None:
                 await socket_mode.close()
+            await self.lazy.drain(self.settings.shutdown_grace_seconds)
             with suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(campaign, timeout=leader.STOP_WORK_S + 5)
             with suppress(OSError):
@@ -340,7 +343,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         clock=clock,
     )
     bolt = AsyncApp(
-        client=client,
+        # A client of Bolt's own, without the gateway's shared session: Bolt deep-copies each
+        # request, its client too, for the lazy listeners (an aiohttp session cannot be copied).
+        client=build_client(settings),
         signing_secret=secret_of(settings.slack_signing_secret) or "unused",
         logger=logging.getLogger("slack_bolt"),
         # Bolt's 404 for a request no listener wants (which the boundary acks), without its
@@ -348,24 +353,27 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         raise_error_for_unhandled_request=True,
         # Bolt answers `ssl_check` before it verifies the signature: an unsigned one is a 401.
         ssl_check_enabled=False,
-        # Listeners ack and hand their work to `handlers.context.after_ack`: Slack's answer goes
-        # out when they return, not at Bolt's next 10 ms poll of `ack`.
+        # Slack's answer goes out when a listener's ack function returns, not at Bolt's next
+        # 10 ms poll of `ack`; the lazy work goes on in `handlers.lazy`.
         process_before_response=True,
     )
     handlers.slack_boundary.install(bolt, redis=redis, prefix=prefix)
     request_stream = RequestStream(redis, prefix, wait_replicas=settings.wait_replicas)
+    lazy = StreamRunner(request_stream, handlers.listeners.WORK, logging.getLogger("slack_bolt"))
+    bolt.listener_runner.lazy_listener_runner = lazy
+    parts = Parts(core, gateway)
 
     @bolt.middleware
     async def provide(context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
-        context.update(actions=core, slack=gateway, requests=request_stream)
+        context["parts"] = parts
         await next()
 
-    # The work a listener hands off, by the name it gave it in the requests stream: one fixed
-    # table; a name not in it is dead-lettered by the consumer, never guessed at.
-    works = {**handlers.actions.WORKS, **handlers.views.WORKS, **handlers.commands.WORKS}
-    requests = Requests(
+    # What the leader performs, by the name a listener's runner appended it with: a name not in
+    # the table is dead-lettered by the consumer, never guessed at.
+    performed = AsyncBoltContext(parts=parts)
+    requests = request_loop(
         request_stream,
-        {name: partial(work, core, gateway) for name, work in works.items()},
+        {name: partial(work, context=performed) for name, work in handlers.listeners.WORK.items()},
         config=settings,
         consumer=consumer,
     )
@@ -406,6 +414,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         readings=readings,
         core=core,
         bolt=bolt,
+        lazy=lazy,
         leadership=leadership,
         home=home,
         guard=guard,
@@ -428,10 +437,7 @@ def build_app(bot: Bot) -> ASGIApp:
     handlers.health.register(
         app, bot.redis, bot.telemetry, alive=bot.alive, backlogs=bot.backlogs, role=role
     )
-    handlers.actions.register(bot.bolt)
-    handlers.views.register(bot.bolt)
-    handlers.commands.register(bot.bolt, command=bot.settings.slash_command)
-    handlers.home.register(bot.bolt, bot.home)
+    handlers.listeners.register(bot.bolt, command=bot.settings.slash_command, home_tab=bot.home)
     if not bot.settings.socket_mode:
         # In Socket Mode there is no signing secret to verify an HTTP request with.
         secret = secret_of(bot.settings.slack_signing_secret) or ""

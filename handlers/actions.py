@@ -1,5 +1,5 @@
-"""Root-message buttons: ack and hand the click off; then, on the replica performing it, find the
-incident and carry out the `/queue` command the button stands for, telling the person the answer."""
+"""Root-message buttons and an early warning's Dismiss: acked, then performed by the leader, which
+finds the incident, carries out the `/queue` command the button stands for and tells the person."""
 
 from __future__ import annotations
 
@@ -7,30 +7,29 @@ from dataclasses import replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions.commands import Command, perform
-from bot.actions.core import ActionCore, Outcome
+from bot.actions.core import Outcome
 from bot.domain.units import MAX_SILENCE_S, ascii_whole, is_silence_length
-from bot.outbound.gateway import SlackGateway
 from handlers.context import (
     NO_INCIDENT,
-    Work,
+    acknowledge,
     actor_of,
+    core_of,
     first_action,
-    hand_off,
     incident_ref_of,
     interaction_of,
+    slack_of,
     tell,
     text_at,
 )
 
 CHOOSE = Outcome(False, "Choose how long to silence it for.")
 
-# Each incident button's command by its action_id, which also names the work in the requests
-# stream; Silence takes its duration from the select. The root's Resolve asked in its confirm
-# dialog, with what is still live: confirmed, it resolves anyway.
+# Each incident button's command by its action_id; Silence takes its duration from the select.
+# The root's Resolve asked in its confirm dialog, with what is still live: confirmed, it resolves
+# anyway.
 COMMANDS = {
     "incident_ack": Command("ack"),
     "incident_resolve": Command("resolve", anyway=True),
@@ -42,8 +41,8 @@ COMMANDS = {
 }
 
 
-async def incident_button(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
-    action = first_action(body)
+async def act_on_incident(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    core, action = core_of(context), first_action(body)
     command = COMMANDS[text_at(action, "action_id")]
     outcome = NO_INCIDENT
     if ref := await incident_ref_of(body, core):
@@ -54,28 +53,20 @@ async def incident_button(core: ActionCore, slack: SlackGateway, body: dict[str,
         else:
             command = replace(command, incident_ref=ref, seconds=seconds)
             outcome = await perform(core, actor_of(body), command, interaction=interaction_of(body))
-    await tell(slack, body, outcome)
+    await tell(slack_of(context), body, outcome)
 
 
-async def dismiss_warning(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
+async def dismiss_warning(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """An early warning's Dismiss: its value is `<warning uid>:<runner type>`."""
     uid, _, runner_type = text_at(first_action(body), "value").partition(":")
-    outcome = await core.dismiss_warning(
+    outcome = await core_of(context).dismiss_warning(
         actor_of(body), runner_type, uid, interaction=interaction_of(body)
     )
-    await tell(slack, body, outcome)
-
-
-WORKS: dict[str, Work] = dict.fromkeys(COMMANDS, incident_button)
-WORKS["warning_dismiss"] = dismiss_warning
-
-
-async def on_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
-    hand_off(context, text_at(first_action(body), "action_id"), body)
+    await tell(slack_of(context), body, outcome)
 
 
 def register(app: AsyncApp) -> None:
     """Every button but the Scale up… ones, which open a modal (`handlers.views`)."""
-    for action_id in WORKS:
-        app.action(action_id)(on_button)
+    for action_id in COMMANDS:
+        app.action(action_id)(ack=acknowledge, lazy=[act_on_incident])
+    app.action("warning_dismiss")(ack=acknowledge, lazy=[dismiss_warning])

@@ -1,5 +1,5 @@
 """The `/queue` slash command: the help and a command that does not parse are answered by the
-replica Slack reached; every other command is handed off to the requests stream."""
+replica Slack reached; every other command is performed by the leader."""
 
 from __future__ import annotations
 
@@ -7,43 +7,30 @@ import logging
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions.commands import read_command, run_command
-from bot.actions.core import ActionCore, Outcome
-from bot.outbound.gateway import SlackGateway
-from handlers.context import (
-    Work,
-    actor_of,
-    after_ack,
-    hand_off,
-    interaction_of,
-    slack_of,
-    tell,
-    text_at,
-)
+from bot.actions.core import Outcome
+from handlers.context import acknowledge, actor_of, core_of, interaction_of, slack_of, tell, text_at
 
 log = logging.getLogger(__name__)
 FAILED = Outcome(False, "queuepilot could not carry out this command; its log says why.")
-COMMAND = "queue_command"  # its work's name in the requests stream
 
 
-async def on_queue(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
-    typed = read_command(text_at(body, "text"))
-    if isinstance(typed, Outcome):
-        after_ack(tell(slack_of(context), body, typed))
-    else:
-        hand_off(context, COMMAND, body)
+async def answer_typed(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    if isinstance(typed := read_command(text_at(body, "text")), Outcome):
+        await tell(slack_of(context), body, typed)
 
 
-async def run(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
+async def run_queue_command(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    text = text_at(body, "text")
+    if isinstance(read_command(text), Outcome):
+        return  # answered where Slack sent it (`answer_typed`)
     try:
         outcome = await run_command(
-            core,
+            core_of(context),
             actor_of(body),
-            text_at(body, "text"),
+            text,
             channel=text_at(body, "channel_id"),
             interaction=interaction_of(body),
         )
@@ -51,11 +38,8 @@ async def run(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> No
         # Slack has its 200 already: without this the person would see nothing at all.
         log.exception("slack: /queue failed after acknowledging")
         outcome = FAILED
-    await tell(slack, body, outcome)
-
-
-WORKS: dict[str, Work] = {COMMAND: run}
+    await tell(slack_of(context), body, outcome)
 
 
 def register(app: AsyncApp, *, command: str) -> None:
-    app.command(command)(on_queue)
+    app.command(command)(ack=acknowledge, lazy=[answer_typed, run_queue_command])

@@ -1,47 +1,40 @@
-"""What Slack listeners read from a request (who, where, which incident), how they answer, and
-how they hand their work to the requests stream for whichever replica performs it."""
+"""What Slack listeners read from a request (who, where, which incident) and how they answer."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.actions.core import ActionCore, Actor, Outcome
-from bot.actions.flow import NO_REDIS
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.root import incident_ref_of as incident_ref_of_message
-from bot.storage.consumer_group import NotReplicated
-from bot.storage.requests import RequestRefused, RequestStream
 
 log = logging.getLogger(__name__)
 
-# A listener's work once Slack has its answer, on whichever replica performs it.
-Work = Callable[[ActionCore, SlackGateway, dict[str, Any]], Awaitable[None]]
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
-NOT_TAKEN = Outcome(False, "queuepilot could not take this request; its log says why.", "error")
-
-_after_ack: set[asyncio.Task[None]] = set()
 
 
-def after_ack(work: Awaitable[None]) -> None:
-    """Do a listener's work once Slack has its answer (`process_before_response` sends it the
-    moment the listener returns)."""
+@dataclass(frozen=True)
+class Parts:
+    """What listeners act with, in Bolt's context as `parts`."""
 
-    async def logged() -> None:
-        try:
-            await work
-        except Exception:
-            log.exception("slack: a listener failed after acknowledging")
+    actions: ActionCore
+    slack: SlackGateway
 
-    task = asyncio.ensure_future(logged())
-    _after_ack.add(task)  # a reference, so the task is not collected mid-way
-    task.add_done_callback(_after_ack.discard)
+    def __deepcopy__(self, memo: dict[int, Any]) -> Parts:
+        # Bolt deep-copies the context for each lazy listener: the parts are shared, not copied.
+        return self
+
+
+async def acknowledge(ack: AsyncAck) -> None:
+    """A listener's ack when all its work is lazy."""
+    await ack()
 
 
 def text_at(data: Any, *path: str) -> str:
@@ -110,33 +103,11 @@ async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:
 
 
 def core_of(context: AsyncBoltContext) -> ActionCore:
-    return context["actions"]  # type: ignore[no-any-return]
+    return context["parts"].actions  # type: ignore[no-any-return]
 
 
 def slack_of(context: AsyncBoltContext) -> SlackGateway:
-    return context["slack"]  # type: ignore[no-any-return]
-
-
-def hand_off(context: AsyncBoltContext, work: str, body: dict[str, Any]) -> None:
-    """Append `work` on `body` to the requests stream once Slack has its answer; one that cannot
-    be appended is answered here, so the person hears why."""
-    requests: RequestStream = context["requests"]
-    slack = slack_of(context)
-
-    async def kept() -> None:
-        try:
-            await requests.append(work, body)
-        except RequestRefused as exc:
-            log.warning("slack: a %s request was not taken: %s", work, exc)
-            await tell(slack, body, NOT_TAKEN)
-        except NotReplicated as exc:
-            # In the stream, so it will be done: asking the person to retry would do it twice.
-            log.warning("slack: a %s request is not yet on a Redis replica: %s", work, exc)
-        except RedisError as exc:
-            log.error("slack: a %s request was not taken: Redis: %s", work, exc)
-            await tell(slack, body, Outcome(False, NO_REDIS, "error"))
-
-    after_ack(kept())
+    return context["parts"].slack  # type: ignore[no-any-return]
 
 
 async def tell(

@@ -6,14 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.outbound.home import Home
-from handlers.context import after_ack, text_at
+from handlers.context import acknowledge, object_at, text_at
 
 
 def register(app: AsyncApp, home: Home) -> None:
-    async def on_home_opened(event: dict[str, Any]) -> None:
+    async def publish_home(body: dict[str, Any], context: AsyncBoltContext) -> None:
+        event = object_at(body, "event")
         if text_at(event, "tab") == "home":
-            after_ack(home.opened(text_at(event, "user"), text_at(event, "view", "hash")))
+            await home.opened(text_at(event, "user"), text_at(event, "view", "hash"))
 
-    app.event("app_home_opened")(on_home_opened)
+    app.event("app_home_opened")(ack=acknowledge, lazy=[publish_home])

@@ -1,5 +1,5 @@
 """The Scale up… modal, opened by an incident root's button or an early warning's, reviewed on the
-replica Slack reached, then confirmed: the scale-up is handed off to the requests stream."""
+replica Slack reached, then confirmed: the leader scales."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions.core import ActionCore, Outcome
+from bot.actions.core import Outcome
 from bot.domain.units import ascii_whole
-from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.gateway import SlackError
 from bot.render.mrkdwn import plain_text
 from bot.render.replies import incident_ref
 from bot.render.scale_modal import (
@@ -35,13 +35,11 @@ from bot.render.scale_modal import (
 )
 from handlers.context import (
     NO_INCIDENT,
-    Work,
+    acknowledge,
     actor_of,
-    after_ack,
     channel_of,
     core_of,
     first_action,
-    hand_off,
     incident_ref_of,
     interaction_of,
     object_at,
@@ -61,12 +59,7 @@ PREVIEW_IN_FORM_S = 10.0
 MAX_AMOUNT = 1_000_000
 
 
-async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
-    after_ack(_open_form(body, context))
-
-
-async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
+async def open_scale_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """Open the form at once (the trigger expires in 3 s), then fill in the capacity and the
     default."""
     slack, core, action = slack_of(context), core_of(context), first_action(body)
@@ -79,13 +72,9 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
     else:
         await tell(slack, body, NO_INCIDENT)
         return
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
-    )
+    owner = await core.scale_owner(actor_of(body), form.ref, form.warning, form.runner_type)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner)
-        if form.ref:
-            hand_off(context, SCALE_REFUSED, body)
         return
     ref = incident_ref(owner.incident) if owner.incident is not None else ""
     form = replace(form, ref=ref, runner_type=owner.choices[0])
@@ -113,7 +102,7 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
         log.info("scale form not updated: %s", exc.error)
 
 
-async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+async def review_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     async def refuse(block: str, message: str) -> None:
         # Slack shows a field's error as plain text, at most 150 characters.
         shown = plain_text(message).replace("`", "")[:150]
@@ -132,9 +121,7 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     if amount is None or problem:
         block = TYPE_BLOCK if runner_type not in core.scaling.targets else AMOUNT_BLOCK
         return await refuse(block, problem or "A whole number.")
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
-    )
+    owner = await core.scale_owner(actor_of(body), form.ref, form.warning, runner_type)
     if isinstance(owner, Outcome):
         return await refuse(TYPE_BLOCK, owner.message)
     left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
@@ -155,12 +142,7 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     await ack(response_action="update", view=view)
 
 
-async def on_take_advice(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
-    after_ack(_take_advice(body, context))
-
-
-async def _take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
+async def take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """The review's "Scale by +N instead": the same review, of the advice's amount, checked as
     a typed one is."""
     slack, core, view = slack_of(context), core_of(context), object_at(body, "view")
@@ -168,9 +150,7 @@ async def _take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
     amount = ascii_whole(text_at(first_action(body), "value"), MAX_AMOUNT)
     if form is None or amount is None or core.scaling.check(form.runner_type, amount):
         return
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
-    )
+    owner = await core.scale_owner(actor_of(body), form.ref, form.warning, form.runner_type)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner, channel=form.channel)
         return
@@ -191,12 +171,12 @@ async def _take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
         log.info("scale review not updated: %s", exc.error)
 
 
-async def on_scale_confirm(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+async def close_views(ack: AsyncAck) -> None:
     await ack(response_action="clear")
-    hand_off(context, CONFIRM_VIEW, body)
 
 
-async def scale(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
+async def scale_as_confirmed(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    core = core_of(context)
     form = ScaleForm.load(text_at(body, "view", "private_metadata"))
     if form is None or not form.runner_type:
         return
@@ -210,21 +190,16 @@ async def scale(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> 
         outcome = await core.scale(
             actor, form.ref, form.runner_type, form.delta, **how, interaction=interaction
         )
-    await tell(slack, body, outcome, channel=form.channel)
+    await tell(slack_of(context), body, outcome, channel=form.channel)
 
 
-async def scale_refused(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
+async def keep_scale_refusal(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """A Scale up… refused at the button, on the incident's timeline for its summary: written by
     the leader, whichever replica told the person."""
-    actor, ref = actor_of(body), await incident_ref_of(body, core)
+    core, actor = core_of(context), actor_of(body)
+    ref = await incident_ref_of(body, core)
     if ref and (refusal := await core.scaling.refusal(actor)) is not None:
         await core.scaling.acting.keep_refusal(ref, "Scale-up", actor, refusal)
-
-
-# By the modal's callback_id (the refusal's by a name no Slack listener has), which also names
-# the work in the requests stream.
-SCALE_REFUSED = "scale_refused"
-WORKS: dict[str, Work] = {CONFIRM_VIEW: scale, SCALE_REFUSED: scale_refused}
 
 
 def _selected(values: dict[str, Any], block: str) -> str:
@@ -236,8 +211,8 @@ def _amount(values: dict[str, Any]) -> int | None:
 
 
 def register(app: AsyncApp) -> None:
-    app.action("incident_scale")(on_scale_button)
-    app.action("warning_scale")(on_scale_button)
-    app.view(SCALE_VIEW)(on_scale_form)
-    app.view(CONFIRM_VIEW)(on_scale_confirm)
-    app.action(TAKE_ADVICE)(on_take_advice)
+    app.action("incident_scale")(ack=acknowledge, lazy=[open_scale_form, keep_scale_refusal])
+    app.action("warning_scale")(ack=acknowledge, lazy=[open_scale_form])
+    app.view(SCALE_VIEW)(review_scale_form)
+    app.view(CONFIRM_VIEW)(ack=close_views, lazy=[scale_as_confirmed])
+    app.action(TAKE_ADVICE)(ack=acknowledge, lazy=[take_advice])

@@ -25,7 +25,7 @@ from bot.domain.incidents import (
     resolve_manually,
     with_action,
 )
-from bot.domain.jobs import JobsView, workflows_seen
+from bot.domain.jobs import workflows_seen
 from bot.domain.judgement import Judgement
 from bot.domain.scaling import ScaleOwner, ScalePreview
 from bot.render.mrkdwn import escape
@@ -75,9 +75,6 @@ class ActionCore:
     async def open_incidents(self, limit: int = 100) -> list[Incident]:
         return await self._store.get_many((await self._store.open_ids())[:limit])
 
-    async def open_count(self) -> int:
-        return await self._store.open_count()
-
     async def recent(self, limit: int = 10) -> list[Incident]:
         return await self._store.get_many(await self._store.recent_ids(limit))
 
@@ -85,7 +82,7 @@ class ActionCore:
         return await self._store.incident_of_message(channel, ts)
 
     async def scale_owner(
-        self, actor: Actor, *, ref: str, warning: str, runner_type: str
+        self, actor: Actor, ref: str, warning: str, runner_type: str
     ) -> ScaleOwner | Outcome:
         """What the Scale up… form scales for: the early warning `warning` (its uid) for its
         runner type, else the incident `ref`; or why `actor` cannot scale from it."""
@@ -105,9 +102,7 @@ class ActionCore:
     async def scale_preview(
         self, owner: ScaleOwner, runner_type: str, *, timeout_s: float
     ) -> ScalePreview:
-        """The form's numbers. A warning's default is its type's judgement in the current
-        reading: a field added to the warning's stored state would not load on a 0.25 replica
-        during a rolling upgrade."""
+        """The form's numbers: an incident's advice for the type, else the current reading's."""
         advice: Judgement | None = None
         if owner.incident is not None:
             now, within = self._acting.clock(), self._config.drain_target_minutes
@@ -185,7 +180,9 @@ class ActionCore:
         """The incident's write-up, open or resolved, shared into its thread as a Markdown file."""
 
         async def run() -> Outcome:
-            jobs, note = await self._jobs_view(self._acting.clock())
+            unread = "the jobs source could not be read: {exc}"
+            now = self._acting.clock()
+            jobs, note = await read_jobs(self._jobs_watch, now, unset=NO_JOBS_SOURCE, unread=unread)
             name = await self._acting.name(actor)
 
             def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
@@ -207,7 +204,3 @@ class ActionCore:
             return await self._acting.commit(ref, decide, with_timeline=True)
 
         return await self._acting.guarded("postmortem", actor, interaction, run)
-
-    async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
-        unread = "the jobs source could not be read: {exc}"
-        return await read_jobs(self._jobs_watch, now, unset=NO_JOBS_SOURCE, unread=unread)

@@ -277,6 +277,12 @@ class Scaling:
                 f"Could not tell whether `{shown}` was scaled: {reason}. It may have been: look "
                 "at it before asking again; it would not be put back."
             )
+        except Exception:
+            # A failure no backend classified (a bug): the next person must not be told the
+            # type "was just scaled" for the lock's lifetime. A cancelled call keeps the lock:
+            # it may have reached the backend, as an unanswered one may.
+            await lock.release()
+            raise
         at = self.acting.clock()
         try:
             await lock.keep(

@@ -52,7 +52,7 @@ class SilenceWatch:
         watch = self.store.silence_watch
         claim = await watch.claim(incident_id, self.clock().timestamp(), lease_s)
         if claim is None:
-            return  # not due any more (or a 0.25 replica is on it, during a rollout)
+            return  # not due any more
         try:
             await self._check(claim)
         except Exception:

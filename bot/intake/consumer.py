@@ -5,6 +5,7 @@ one group's entries are one lane, those that arrived together one commit."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.routes import channel_for
 from bot.intake.group_loop import GroupLoop
+from bot.pacing import wait_after
 from bot.render.replies import following_said, render_event, summaries
 from bot.storage.incident_store import (
     BAND_EVENT,
@@ -44,7 +46,13 @@ from bot.storage.state_marker import FoundRoot
 from bot.storage.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 
+log = logging.getLogger(__name__)
+
 MAX_IN_FLIGHT = 256
+# Reads of a group whose commits keep meeting a newer version before its entries are left pending,
+# taken over again once idle (`intake_reclaim_idle_ms`); the first wait after a conflict.
+MAX_CONFLICTS = 5
+CONFLICT_S = 0.02
 # A consumer under load waits this long before reading again, so more of a group's entries share
 # a commit: in a flood, the commits per second set what the consumer costs.
 GATHER_S = 0.02
@@ -121,15 +129,30 @@ class Intake:
         names = {key: named(d, self.config.runner_names) for key, d in unique.items() if d}
         pending[:] = [replace(entry, delivery=names[id(entry.delivery)]) for entry in pending]
         changes: list[Change] = []
+        conflicts = 0
         while pending:
             group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
             read = await self.store.load_group(group_hash)
             if read[2].incident is not None and read[2].incident.is_open:
-                changes += await self._fold(pending, read)
+                folded = await self._fold(pending, read)
+            else:
+                await self._held(pending, read)
+                async with self._opening:
+                    folded = await self._fold(pending, await self.store.load_group(group_hash))
+            if folded is not None:
+                changes += folded
                 continue
-            await self._held(pending, read)
-            async with self._opening:
-                changes += await self._fold(pending, await self.store.load_group(group_hash))
+            # The incident changed since read (an action committed meanwhile): read it again.
+            conflicts += 1
+            if conflicts >= MAX_CONFLICTS:
+                log.warning(
+                    "intake: group %s changed under %d reads; %d entries wait for a retry",
+                    group_hash,
+                    conflicts,
+                    len(pending),
+                )
+                return changes
+            await asyncio.sleep(wait_after(conflicts, first=CONFLICT_S, maximum=1.0))
         return changes
 
     async def _held(self, pending: list[StreamEntry], read: GroupLoad) -> None:
@@ -147,7 +170,9 @@ class Intake:
         async with self._loop.parked(len(pending)):
             await self.held(channel)
 
-    async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change]:
+    async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change] | None:
+        """The changes committed, taken off `pending`; None when the group or incident changed
+        since `read`."""
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
         group, group_version, loaded, next_id, found = read
         if loaded.incident is not None:  # a lane is one group's: what it logs names its incident
@@ -192,9 +217,8 @@ class Intake:
         if commit is None:
             await self.stream.ack(*acks)
         elif not await self.store.commit(replace(commit, acks=acks), now=now.timestamp()):
-            # The group or incident changed since read (a 0.25 replica beside): redo on fresh state.
             self.telemetry.intake_failures.labels("conflict").inc()
-            return []
+            return None
         del pending[: len(changes)]
         for change, count in Counter(changes).items():
             self.telemetry.notifications_applied.labels(change.value).inc(count)

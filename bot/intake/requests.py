@@ -4,10 +4,8 @@ consumer that died carries on that attempt, so a click acts once."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import KW_ONLY, dataclass
 from functools import partial
 from typing import Any
 
@@ -21,49 +19,41 @@ Perform = Callable[[dict[str, Any]], Awaitable[None]]
 # A crowd clicking at once waits here for its turn, not in the Redis pool for a connection.
 MAX_IN_FLIGHT = 64
 # Past this a click is not performed: its reply can no longer reach the person (Slack's
-# response_url answers for 30 minutes), and a silence or a scale-up hours late surprises. Such
-# an entry waited for a leader of a release that reads this stream (a rollback to one that
-# does not, then an upgrade again).
+# response_url answers for 30 minutes), and a silence or a scale-up hours late surprises.
 STALE_MS = 30 * 60 * 1000
 
 
-@dataclass(eq=False)
-class Requests:
-    stream: RequestStream
-    works: Mapping[str, Perform]
-    _: KW_ONLY
-    config: Settings
-    consumer: str
+def request_loop(
+    stream: RequestStream, works: Mapping[str, Perform], *, config: Settings, consumer: str
+) -> GroupLoop[Request]:
+    """The leader's loop over the requests stream, performing each entry's work by its name."""
 
-    def __post_init__(self) -> None:
-        self._loop = GroupLoop(
-            self.stream,
-            self._perform_all,
-            lane=lambda entry: entry.id,
-            config=self.config,
-            consumer=self.consumer,
-            name="requests",
-            max_in_flight=MAX_IN_FLIGHT,
-        )
-
-    async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
-        await self._loop.run(stop, take_over_ms=take_over_ms)
-
-    async def _perform_all(self, entries: list[Request]) -> None:
+    async def perform(entries: list[Request]) -> None:
         for entry in entries:  # one: each request has a lane of its own
-            work = self.works.get(entry.work) if entry.body is not None else None
+            work = works.get(entry.work) if entry.body is not None else None
             if work is None:
-                await self._loop.bury(entry, entry.problem or f"no work is named {entry.work!r}")
+                await loop.bury(entry, entry.problem or f"no work is named {entry.work!r}")
                 continue
             if (waited_ms := time.time() * 1000 - entry_ms(entry.id)) > STALE_MS:
                 waited = f"{waited_ms / 60_000:.0f} min"
-                await self._loop.bury(entry, f"{entry.work} taken {waited} after it was asked")
+                await loop.bury(entry, f"{entry.work} taken {waited} after it was asked")
                 continue
             attempt.set(entry.id)  # in this entry's task only
             what = f"entry {entry.id} ({entry.work})"
             # Once done, it is acknowledged again while Redis fails, never performed again.
-            if await self._loop.retried(partial(work, entry.body), what, entry):
-                await self._loop.retried(partial(self.stream.ack, entry.id), f"{what} done", entry)
+            if await loop.retried(partial(work, entry.body), what, entry):
+                await loop.retried(partial(stream.ack, entry.id), f"{what} done", entry)
+
+    loop = GroupLoop(
+        stream,
+        perform,
+        lane=lambda entry: entry.id,
+        config=config,
+        consumer=consumer,
+        name="requests",
+        max_in_flight=MAX_IN_FLIGHT,
+    )
+    return loop
 
 
 def entry_ms(entry_id: str) -> int:

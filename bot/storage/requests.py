@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
@@ -45,7 +44,11 @@ class RequestStream(ConsumerGroup[Request]):
 
     async def append(self, work: str, body: dict[str, Any]) -> str:
         fields = request_fields(work, body)
-        return str(await self.durably(partial(self._redis.xadd, self.key, fields)))
+
+        def add(client: Any = self._redis) -> Any:  # in `durably`'s pipeline when it waits
+            return client.xadd(self.key, fields)
+
+        return str(await self.durably(add))
 
     def parse(self, entry_id: str, fields: dict[str, str]) -> Request:
         return request_of(entry_id, fields)

@@ -330,7 +330,7 @@ async def test_a_command_without_its_amount_is_refused_by_the_core(
     outcome = await perform(core, Actor("U1", "al"), command)
     assert not outcome.ok and outcome.result == "refused"
     assert outcome.message.startswith(said), outcome.message
-    assert (await core.open_count()) == 1, "nothing was done"
+    assert len(await core.open_incidents()) == 1, "nothing was done"
 
 
 async def test_resolve_while_the_queue_is_live_asks_once_more_and_anyway_resolves(
@@ -340,7 +340,7 @@ async def test_resolve_while_the_queue_is_live_asks_once_more_and_anyway_resolve
     core = await open_many(redis_url, 1)
 
     asked = await run_command(core, Actor("U1", "al"), "resolve")
-    assert not asked.ok and (await core.open_count()) == 1
+    assert not asked.ok and len(await core.open_incidents()) == 1
     assert mrkdwn_to_text(asked.message).startswith(
         "Incident 1 is still live: the longest wait 114 min (the alert last said it was over its "
         "threshold) and the alert is still firing."
@@ -351,7 +351,7 @@ async def test_resolve_while_the_queue_is_live_asks_once_more_and_anyway_resolve
 
     done = await run_command(core, Actor("U1", "al"), "resolve 1 anyway")
     assert done.ok and done.message == "You resolved incident 1 with the longest wait 114 min."
-    assert (await core.open_count()) == 0
+    assert len(await core.open_incidents()) == 0
 
 
 async def test_acknowledge_racing_resolve_ends_consistently(redis_url: str) -> None:

@@ -482,3 +482,33 @@ async def test_a_slow_kubernetes_api_leaves_the_next_step_in_time_with_capacity_
     blocks = json.dumps(answer["view"]["blocks"], ensure_ascii=False)
     assert f"Scale *{RUNNER}* by *+4*" in blocks and "capacity unknown" in blocks, blocks
     assert not kube.patches
+
+
+async def test_a_scaler_that_breaks_unexpectedly_leaves_the_type_free_to_scale(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure the backends do not classify (a bug) ends the attempt: the next person's
+    scale-up of the type goes ahead, not refused as "just scaled" for the lock's lifetime."""
+    async with run_bot(webhook_settings(settings_for, receiver)) as running:
+        root = await open_incident(running, slack)
+        scaler = running.bot.core.scaling.scaler
+        assert scaler is not None
+        working, calls = scaler.scale, []
+
+        async def broken_once(request: Any) -> Any:
+            calls.append(request)
+            if len(calls) == 1:
+                raise RuntimeError("a bug in the scaler")
+            return await working(request)
+
+        monkeypatch.setattr(scaler, "scale", broken_once)
+        await post_event(running.http, slash(f"scale {RUNNER} +2"))
+        await eventually(lambda: calls, what="the broken attempt")
+        await eventually(lambda: ephemeral_texts(slack), what="the first request answered")
+        await post_event(running.http, slash(f"scale {RUNNER} +3"))
+        await eventually(
+            lambda: [t for t in ephemeral_texts(slack) if "You scaled" in t], what="scaled"
+        )
+        assert not any("was just scaled" in t for t in ephemeral_texts(slack))
+        assert [a["delta"] for a in receiver.accepted] == [3]
+        assert any("Scaled" in t for t in thread_texts(slack, root.ts))

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.config import Settings
-from bot.intake.requests import Perform, Requests
+from bot.intake.requests import Perform, request_loop
 from bot.storage.requests import RequestStream, request_fields, request_of
 from tests.support.running import eventually
 
@@ -38,7 +38,7 @@ async def consuming(
     stream = RequestStream(redis, PREFIX)
     config = Settings(intake_reclaim_idle_ms=200, intake_max_attempts=2)
     stop = asyncio.Event()
-    consumer = Requests(stream, works, config=config, consumer=name)
+    consumer = request_loop(stream, works, config=config, consumer=name)
     running = asyncio.create_task(consumer.run(stop))
     try:
         yield stream
@@ -179,7 +179,7 @@ async def ended_while(
     stop = asyncio.Event()
     config = Settings(intake_reclaim_idle_ms=200, intake_max_attempts=2)
     running = asyncio.create_task(
-        Requests(stream, {work: perform}, config=config, consumer="one").run(stop)
+        request_loop(stream, {work: perform}, config=config, consumer="one").run(stop)
     )
     await stream.append(work, {"n": 1})
     await eventually(during, what="the request under way")

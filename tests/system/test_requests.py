@@ -266,3 +266,24 @@ async def test_a_click_whose_replica_died_mid_way_is_done_once_by_another(
         for replica in replicas:
             replica.kill()
         store.close()
+
+
+async def test_a_click_acked_just_before_its_replica_stops_is_handed_off_once(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """B acks a click and stops at once, its hand-off to the leader still under way (a Redis
+    replica confirms an append within 1 s, which REDIS_WAIT_REPLICAS waits for): B's stop waits
+    for the hand-off before it closes Redis, so the click is appended once and A does it once."""
+    async with run_bot(settings_for()) as a:
+        root = await open_incident(a, slack)
+        async with run_bot(settings_for(redis_wait_replicas=1)) as b:
+            assert (await click(b, root, "incident_ack")).status_code == 200
+        await eventually(lambda: not b.bot.lazy.pending, what="B's hand-off over")
+
+        async def done() -> bool:
+            return await requests_backlog(a) == 0 and bool(ephemeral_texts(slack))
+
+        await eventually(done, what="the click done")
+        appended = (await a.bot.redis.xinfo_stream(a.bot.request_stream.key))["entries-added"]
+        assert appended == 1, "the hand-off done again over a new connection"
+        assert ephemeral_texts(slack) == ["You acknowledged incident 1."]
