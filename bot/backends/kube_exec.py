@@ -1,13 +1,7 @@
-"""A kubeconfig user's `exec` plugin, run as kubectl runs it (Kubernetes' "client-go credential
-plugins"): its command with its args, the bot's environment with the plugin's `env` over it, and
-KUBERNETES_EXEC_INFO; the token of the ExecCredential it prints is used until its
-`expirationTimestamp` (until the API server refuses it, when it has none), and on a 401 the
-plugin runs again and the request is sent once more with the new token.
-
-lightkube runs plugins too, but knows only the v1alpha1 and v1beta1 ExecCredential (not v1, what
-current plugins print) and keeps a token until a 401 whatever its expiry. So the bot runs them,
-in front of the connection as client-go's exec authenticator does: a transport around the one
-lightkube's client would use."""
+"""A kubeconfig user's `exec` plugin, run as kubectl runs it (client-go credential plugins): the
+ExecCredential's token is used until its `expirationTimestamp` (or a 401), then the plugin runs
+again. lightkube knows no v1 ExecCredential (what current plugins print) and keeps a token past
+its expiry, so the bot runs plugins in a transport in front of lightkube's, as client-go does."""
 
 from __future__ import annotations
 
@@ -43,8 +37,7 @@ class ExecPlugin:
     command: str  # the path found (`_found`)
     args: tuple[str, ...]
     env: dict[str, str] = field(repr=False)  # the plugin's own may hold secrets: never logged
-    # The kubeconfig's cluster, sent to a plugin that asks for it (provideClusterInfo).
-    cluster: dict[str, Any] | None = field(default=None, repr=False)
+    cluster: dict[str, Any] | None = field(default=None, repr=False)  # provideClusterInfo's
     _token: str | None = field(default=None, init=False, repr=False)
     _expires: datetime | None = field(default=None, init=False, repr=False)
     _runs: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
@@ -54,8 +47,7 @@ class ExecPlugin:
         return Path(self.command).name
 
     async def token(self, timeout_s: float, *, refused: str | None = None) -> str:
-        """The token to send: the one held while it is neither expired nor the one the API
-        server just `refused`; else the plugin's next. Calls at once share one run."""
+        """The token held, unless expired or `refused`; else the plugin's next (one run at once)."""
         async with self._runs:
             expired = self._expires is not None and datetime.now(UTC) >= self._expires
             if self._token is None or expired or self._token == refused:
@@ -151,8 +143,7 @@ class ExecAuth(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ExecAuth:
-        # lightkube before 1.0 deep-copies its connection's parameters, the transport among them;
-        # this one holds the plugin's token and a TLS context, shared, never copied.
+        # lightkube deep-copies its connection's parameters; the plugin and TLS context are shared.
         return self
 
 
@@ -162,10 +153,8 @@ def exec_plugin(
     environ: Mapping[str, str],
     cluster: Mapping[str, Any] | None = None,
 ) -> ExecPlugin:
-    """A kubeconfig user's `exec` section as kubectl validates it, its command found as kubectl
-    finds it (a path relative to the kubeconfig, or a name on PATH); or a non-retryable
-    `BackendError` saying what to fix. The plugin runs with the environment as kubectl gives it,
-    less queuepilot's own secrets (no plugin needs a Slack token), and its `env` over it."""
+    """A kubeconfig user's `exec` section as kubectl validates and finds it, or a `BackendError`
+    saying what to fix. It runs without queuepilot's own secrets, its `env` over the rest."""
     if not isinstance(section, dict):
         raise BackendError("its user's exec is not a mapping", retryable=False)
     version, command = section.get("apiVersion"), section.get("command")
@@ -203,8 +192,8 @@ def exec_plugin(
 
 
 def _cluster_info(cluster: Mapping[str, Any] | None, asked: bool) -> dict[str, Any] | None:
-    """ExecCredential's spec.cluster, from the kubeconfig's cluster in its own names: what
-    client-go sends when the plugin's provideClusterInfo is true (GKE's plugin sets it)."""
+    """ExecCredential's spec.cluster, as client-go sends it under provideClusterInfo."""
+
     if not asked:
         return None
     cluster = cluster or {}

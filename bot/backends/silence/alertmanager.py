@@ -89,29 +89,14 @@ class ApiV2Silencer:
         await self._client.aclose()
 
 
-def alertmanager_silencer(
-    url: str,
-    *,
-    timeout_s: float = 10.0,
-    client: httpx.AsyncClient | None = None,
-    counted: Counted = uncounted,
-) -> ApiV2Silencer:
-    api = url.rstrip("/") + "/api/v2"
-    return ApiV2Silencer("Alertmanager", api, timeout_s=timeout_s, client=client, counted=counted)
+def alertmanager_silencer(url: str, **options: Any) -> ApiV2Silencer:
+    """`options`: `ApiV2Silencer`'s timeout, client and counter."""
+    return ApiV2Silencer("Alertmanager", url.rstrip("/") + "/api/v2", **options)
 
 
-def grafana_silencer(
-    url: str,
-    token: str,
-    *,
-    timeout_s: float = 10.0,
-    client: httpx.AsyncClient | None = None,
-    counted: Counted = uncounted,
-) -> ApiV2Silencer:
-    return ApiV2Silencer(
-        "Grafana", url.rstrip("/") + GRAFANA_PREFIX, headers=bearer(token),
-        created_status=202, timeout_s=timeout_s, client=client, counted=counted,
-    )  # fmt: skip
+def grafana_silencer(url: str, token: str, **options: Any) -> ApiV2Silencer:
+    api = url.rstrip("/") + GRAFANA_PREFIX
+    return ApiV2Silencer("Grafana", api, headers=bearer(token), created_status=202, **options)
 
 
 def silence_state(silence_id: str, data: dict[str, Any], service: str) -> SilenceState:
