@@ -23,7 +23,7 @@ from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import _capacity
 from bot.backends.scale.webhook import sign, verify, webhook_result
-from bot.backends.silence.alertmanager import silence_state
+from bot.backends.silence import silence_state
 from bot.config import SettingsError
 from bot.domain.scaling import ScaleTarget
 from tests.support.mutations import json_values, mutated, objects

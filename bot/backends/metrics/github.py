@@ -126,7 +126,6 @@ class GithubMetrics:
             return await self._listing(f"/orgs/{org}/actions/runners?", "runners")
         return await self._pages([f"/repos/{repo}/actions/runners?" for repo in repos], "runners")
 
-
     async def _runs(self) -> Listing:
         """The queued runs and the runs in progress (one job running and the next waiting for a
         runner is the usual shape of a queue)."""

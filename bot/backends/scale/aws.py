@@ -36,8 +36,8 @@ def client(service: str, config: Settings, *, region: str | None = None) -> Any:
 
 
 async def call(service: str, counted: Counted, fn: Callable[..., T], **kwargs: Any) -> T:
-    """`fn(**kwargs)` in a thread (boto3 blocks), its failures as `BackendError`, its outcome
-    told to `counted`."""
+    """`fn(**kwargs)` in a thread (boto3 blocks), its failures as `BackendError`."""
+
     from botocore.exceptions import (
         BotoCoreError,
         ClientError,
