@@ -25,6 +25,7 @@ from bot.backends.http import (
     error_of,
     json_object,
     json_of,
+    number_of,
     request,
     time_of,
     uncounted,
@@ -206,8 +207,8 @@ class GithubApi:
         adds none."""
         headers = response.headers
         now = self._clock()
-        retry_after = _float(headers.get("retry-after"))
-        reset = _float(headers.get("x-ratelimit-reset"))
+        retry_after = number_of(headers.get("retry-after"))
+        reset = number_of(headers.get("x-ratelimit-reset"))
         exhausted = headers.get("x-ratelimit-remaining") == "0"
         says_secondary = "secondary rate limit" in response.text.lower()
         if not (
@@ -269,13 +270,6 @@ def _invalid(response: httpx.Response) -> str:
         if isinstance(e, dict)
     ]
     return f"{said} ({'; '.join(refused)})" if refused else said
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def installation_of(config: Settings) -> str:

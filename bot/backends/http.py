@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
@@ -100,12 +101,6 @@ def outcome_of(response: httpx.Response, expect: Collection[int] = (200,)) -> st
     return "ok"
 
 
-async def request_json(
-    client: httpx.AsyncClient, service: str, method: str, url: str, **options: Any
-) -> dict[str, Any]:
-    return json_object(await request(client, service, method, url, **options), service)
-
-
 def json_of(response: httpx.Response, service: str) -> Any:
     """The body's JSON, or a retryable `BackendError` (a proxy's HTML error page)."""
     try:
@@ -140,7 +135,6 @@ def error_of(service: str, response: httpx.Response) -> BackendError:
 
 def _detail(response: httpx.Response) -> str:
     """A JSON `message`/`error` field, else the start of the body."""
-
     text = response.text.strip()
     try:
         data = json.loads(text)
@@ -150,9 +144,26 @@ def _detail(response: httpx.Response) -> str:
         reasons = (data.get(key) for key in ("message", "error", "msg", "reason"))
         text = next((r.strip() for r in reasons if isinstance(r, str) and r.strip()), text)
     elif isinstance(data, str):
-        text = data.strip()
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
+        text = data
+    return shortened(text, MAX_DETAIL)
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters."""
+    said = " ".join(text.split())
+    return said if len(said) <= limit else said[: limit - 1] + "…"
+
+
+def number_of(value: object) -> float | None:
+    """A number in a backend's answer, or one quoted as text (ClickHouse's 64-bit integers,
+    Prometheus's bounds, HTTP headers); None for anything else, or NaN."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return None if math.isnan(number) else number
 
 
 def _origin(url: str) -> str:

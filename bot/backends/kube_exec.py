@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import time_of
+from bot.backends.http import shortened, time_of
 from bot.config.secret_files import file_variables, secret_settings
 
 GROUP = "client.authentication.k8s.io"
@@ -77,7 +77,7 @@ class ExecPlugin:
                 with suppress(ProcessLookupError):
                     process.kill()
         if process.returncode != 0:
-            said = _trimmed(err.decode(errors="replace")) or "(nothing on stderr)"
+            said = shortened(err.decode(errors="replace"), MAX_SAID) or "(nothing on stderr)"
             raise self._failed(f"failed (exit {process.returncode}): {said}", retryable=False)
         return self._credential(out)
 
@@ -223,8 +223,3 @@ def _found(command: str, base: Path, environ: Mapping[str, str]) -> str | None:
         path = base / command
         return str(path) if path.is_file() and os.access(path, os.X_OK) else None
     return shutil.which(command, path=environ.get("PATH", os.defpath))
-
-
-def _trimmed(text: str) -> str:
-    said = " ".join(text.split())
-    return said if len(said) <= MAX_SAID else said[: MAX_SAID - 1] + "…"

@@ -12,7 +12,15 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import Counted, backend_client, json_of, request, time_of, uncounted
+from bot.backends.http import (
+    Counted,
+    backend_client,
+    json_of,
+    number_of,
+    request,
+    time_of,
+    uncounted,
+)
 from bot.config import Settings
 from bot.domain.alerts import max_known
 from bot.domain.capacity import FleetHistory, TypeHistory
@@ -185,14 +193,6 @@ def per_label(rows: Any, query: str) -> tuple[dict[str, RunnerTypeMetrics], int]
 
 
 def _count(value: Any) -> float | None:
-    """A non-negative finite number (ClickHouse may quote 64-bit integers as strings)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-    if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        return None
-    return float(value)
+    """A non-negative finite number."""
+    number = number_of(value)
+    return number if number is not None and 0 <= number < math.inf else None

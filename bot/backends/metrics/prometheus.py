@@ -14,7 +14,15 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import Counted, backend_client, bearer, request_json, uncounted
+from bot.backends.http import (
+    Counted,
+    backend_client,
+    bearer,
+    json_object,
+    number_of,
+    request,
+    uncounted,
+)
 from bot.backends.metrics import prometheus_history as ranges
 from bot.backends.metrics.prometheus_pods import pod_queries, probe_query, runner_pods
 from bot.config import Settings
@@ -202,7 +210,7 @@ class PrometheusMetrics:
                 bucket = name in (WAIT, LONGER_WAIT) and "le" in labels
                 if not bucket and name != LONGER_WAIT:
                     by_type.setdefault(runner_type, {})[name] = value
-                elif bucket and (le := _bound(labels["le"])) is not None:
+                elif bucket and (le := number_of(labels["le"])) is not None:
                     kept = buckets.setdefault((name, runner_type), {})  # summed per type
                     kept[le] = kept.get(le, 0.0) + value
         for runner_type in {runner_type for _, runner_type in buckets}:
@@ -358,9 +366,10 @@ class PrometheusMetrics:
         return parse_vector(await self._get("/api/v1/query", params))
 
     async def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        return await request_json(
+        response = await request(
             self._client, "Prometheus", "GET", path, counted=self._counted, params=params
         )
+        return json_object(response, "Prometheus")
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -420,14 +429,6 @@ def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bo
     inside = counts[i] - below
     fraction = (rank - below) / inside if inside > 0 else 1.0
     return start + (bounds[i] - start) * fraction, False
-
-
-def _bound(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return None if math.isnan(value) else value
 
 
 def workflow_of(labels: Mapping[str, str]) -> str:

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 
+from bot.backends.http import number_of
 from bot.domain.judgement import BOOT_MINS
 from bot.domain.promql_selector import vector
 from bot.domain.runner_pods import (
@@ -251,7 +252,8 @@ def runner_pods(
                 node, condition = labels.get("node", ""), labels.get("condition", "")
                 if reading == "disk_busy":
                     condition = DISK
-                    busy[node] = max(busy.get(node, 0.0), _busy(labels.get("busy", "")))
+                    said = number_of(labels.get("busy")) or 0.0  # `count_values`' label
+                    busy[node] = max(busy.get(node, 0.0), said)
                 if node and condition:
                     on = nodes.setdefault(name, {})
                     on[node, condition] = on.get((node, condition), 0.0) + value
@@ -291,11 +293,3 @@ def runner_pods(
             unknown=unknown,
         )
     return found, found.pop("")
-
-
-def _busy(said: str) -> float:
-    """`count_values`' label back to the share it counted."""
-    try:
-        return float(said)
-    except ValueError:
-        return 0.0
