@@ -59,9 +59,7 @@ SECONDARY_MAX_S = 900.0
 
 @dataclass(frozen=True)
 class Listing:
-    """A listing's items, whether they are all of it (`max_pages`, or GitHub's cap of 1,000
-    results for a filtered run listing, can cut it short), and the requests GitHub counted for it
-    (a 304 is free)."""
+    """A listing's items, whether they are all of it, and the requests GitHub counted for it."""
 
     items: list[Any]
     complete: bool
@@ -152,8 +150,7 @@ class GithubApi:
     async def send(
         self, method: str, url: str, body: Mapping[str, Any], *, expect: tuple[int, ...] = (200,)
     ) -> dict[str, Any]:
-        """Not retried: a write whose answer was lost may have been made, and only its caller can
-        look. A 422 names what GitHub found invalid."""
+        """Not retried: a write whose lost answer may have been made is its caller's to look for."""
         response = await self._call(method, url, json_body=body, expect=(*expect, 422))
         if response.status_code == 422:
             raise BackendError(_invalid(response), retryable=False, status=422)
@@ -292,8 +289,7 @@ class Grant:
 
 
 class AppInstallationToken:
-    """Minted when first asked for, reused until a few minutes before it expires (or GitHub
-    refuses it); one mint at a time."""
+    """Minted when first asked for, reused until shortly before it expires; one mint at a time."""
 
     def __init__(
         self,
@@ -323,8 +319,8 @@ class AppInstallationToken:
             return self._token  # type: ignore[return-value]
 
     def invalidate(self, token: str) -> bool:
-        """Whether another token may be had. A refusal of a token already replaced (a concurrent
-        call's) leaves the new one be."""
+        """Whether another token may be had; a concurrent call's replacement is left be."""
+
         if token == self._token:
             self._token = None
         return True

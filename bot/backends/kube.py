@@ -111,41 +111,39 @@ def in_cluster(host: str, port: str, account: Path = SERVICE_ACCOUNT) -> KubeAcc
 
 def from_kubeconfig(path: Path, environ: Mapping[str, str]) -> KubeAccess:
     """The kubeconfig's current context, or a `BackendError` naming the file and what is wrong."""
+
+    def wrong(said: str) -> BackendError:
+        return BackendError(f"kubeconfig {path}{said}", retryable=False)
+
     try:
         loaded = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
-        raise BackendError(f"kubeconfig {path} is unreadable: {exc}", retryable=False) from None
+        raise wrong(f" is unreadable: {exc}") from None
     except yaml.YAMLError as exc:
-        raise BackendError(f"kubeconfig {path} is not YAML: {exc}", retryable=False) from None
+        raise wrong(f" is not YAML: {exc}") from None
     if not isinstance(loaded, dict):
-        raise BackendError(f"kubeconfig {path} is not a kubeconfig", retryable=False)
+        raise wrong(" is not a kubeconfig")
     if not loaded.get("current-context"):
-        message = f"kubeconfig {path} sets no current-context (kubectl config use-context <name>)"
-        raise BackendError(message, retryable=False)
+        raise wrong(" sets no current-context (kubectl config use-context <name>)")
     raw, plugins = _without_exec(loaded)
     try:
         config = KubeConfig.from_dict(raw, fname=path).get()
     except ConfigError as exc:  # the current context is not among its contexts
-        raise BackendError(f"kubeconfig {path}: {exc}", retryable=False) from None
+        raise wrong(f": {exc}") from None
     except KeyError as exc:
         missing = f"has no {exc.args[0]}" if exc.args[0] in ("clusters", "contexts") else (
             f"names {exc.args[0]!r} in its current context, and holds no such cluster or user"
         )  # fmt: skip
-        raise BackendError(f"kubeconfig {path} {missing}", retryable=False) from None
+        raise wrong(f" {missing}") from None
     except (TypeError, AttributeError, ValueError) as exc:
-        said = str(exc)[:200]
-        raise BackendError(
-            f"kubeconfig {path} is not a kubeconfig: {said}", retryable=False
-        ) from None
+        raise wrong(f" is not a kubeconfig: {str(exc)[:200]}") from None
     server = config.cluster.server
     if not isinstance(server, str) or not server.startswith(("https://", "http://")):
-        raise BackendError(f"kubeconfig {path}: the cluster has no server", retryable=False)
-    user = config.user or User()
-    if user.auth_provider:
-        raise BackendError(
-            f"kubeconfig {path}: its user has an auth-provider, which kubectl no longer runs: "
-            "use an exec plugin or a service-account token",
-            retryable=False,
+        raise wrong(": the cluster has no server")
+    if (config.user or User()).auth_provider:
+        raise wrong(
+            ": its user has an auth-provider, which kubectl no longer runs: use an exec plugin or "
+            "a service-account token"
         )
     _check_tls(config, f"kubeconfig {path}")
     section = plugins.get(config.context.user) if config.context.user else None
@@ -154,7 +152,7 @@ def from_kubeconfig(path: Path, environ: Mapping[str, str]) -> KubeAccess:
     try:
         plugin = exec_plugin(section, path.parent, environ, _named_cluster(loaded, config))
     except BackendError as exc:
-        raise BackendError(f"kubeconfig {path}: {exc}", retryable=False) from None
+        raise wrong(f": {exc}") from None
     return KubeAccess(config, plugin)
 
 

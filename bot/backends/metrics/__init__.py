@@ -16,8 +16,8 @@ class QueueMetrics(Protocol):
     live: bool  # False for the alert backend: nothing to read beyond the notifications
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        """Every runner type the source knows about (`absent_means_empty`: a type it lacks has
-        nothing queued)."""
+        """Every runner type the source knows (`absent_means_empty`: one it lacks has none)."""
+
         ...
 
     async def aclose(self) -> None: ...

@@ -83,8 +83,7 @@ class GithubMetrics:
         return queued_jobs_of(last.runs, last.jobs.items, complete=last.jobs.complete)
 
     def _pace(self, pages: int, runs: Mapping[Any, Any], now: float) -> tuple[float, int] | None:
-        """Seconds until the next reading and its predicted cost (`reading_pace`); None where
-        GitHub states no quota (an Enterprise Server without rate limits)."""
+        """Seconds until the next reading and its cost; None where GitHub states no quota."""
         rate, config = self.api.rate, self._config
         if rate is None:
             return None
@@ -127,8 +126,7 @@ class GithubMetrics:
         return await self._pages([f"/repos/{repo}/actions/runners?" for repo in repos], "runners")
 
     async def _runs(self) -> Listing:
-        """The queued runs and the runs in progress (one job running and the next waiting for a
-        runner is the usual shape of a queue)."""
+        """The queued runs and those in progress (a job running, the next waiting for a runner)."""
         repos = self._config.github_repos
         statuses = ("queued", "in_progress")
         urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]

@@ -277,8 +277,8 @@ class PrometheusMetrics:
         return await self._query(self.queries[field], now)
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        """Per (runner type, workflow), the jobs started in the last hour and in the same hour a
-        day before: ARC's listener has no per-job queue to list."""
+        """Per (runner type, workflow), the jobs started in the last hour and a day before."""
+
         by, where = "name, " + ", ".join(WORKFLOW_LABELS), self._where
         started = vector("gha_started_jobs_total", where=where)
 
@@ -378,8 +378,7 @@ class PrometheusMetrics:
 async def gathered(
     calls: Mapping[str, Awaitable[T]], *, all_may_fail: bool = False
 ) -> tuple[dict[str, T], dict[str, BackendError]]:
-    """Every call's answer and each failure, by name; the first failure raised when all failed,
-    unless `all_may_fail`."""
+    """Every answer and failure by name; the first failure raised when all failed, unless asked."""
     answers = await asyncio.gather(*calls.values(), return_exceptions=True)
     for answer in answers:
         if isinstance(answer, BaseException) and not isinstance(answer, BackendError):

@@ -47,8 +47,8 @@ def step_s(start: datetime, end: datetime) -> int:
 
 
 def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> dict[str, str]:
-    """`TypeHistory` field -> PromQL, from the reading's queries. `wait_buckets`: the wait's query
-    answers a histogram's buckets (ARC's default)."""
+    """`TypeHistory` field -> PromQL; `wait_buckets`: the wait's query answers ARC's buckets."""
+
     chosen = {field: queries[name] for field, name in SERIES.items() if name in queries}
     if wait_buckets and "wait_mins" in chosen:
         chosen["wait_mins"] = f"histogram_quantile(0.99, {chosen['wait_mins']}) / 60"

@@ -25,8 +25,7 @@ class ScaleRequest:
 
 @dataclass(frozen=True)
 class Undo:
-    """What a scale-up changed; `before` None when the field was unset (ARC: unset again on
-    revert); `version` the resource version the change produced."""
+    """What a scale-up changed (`before` None: unset), and the resource version it produced."""
 
     field: str
     before: int | None

@@ -226,8 +226,8 @@ def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
 
 
 def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
-    """How far `undo.field` can go back toward `undo.before` within the other bound as it is now,
-    and what was left and why; `undo.after` when not at all."""
+    """How far back `undo.field` can go within the other bound now, and what was left and why."""
+
     if undo.field == "maxRunners":
         floor = _spec_value(runner_set, "minRunners") or 0
         if undo.before is None or undo.before >= floor:
