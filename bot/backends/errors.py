@@ -42,7 +42,6 @@ async def within(
 ) -> T:
     """`call`, or a retryable `BackendError` once it overran `timeout_s` plus the margin (none for
     a caller with no time to spare: a modal within Slack's 3 s)."""
-
     try:
         return await asyncio.wait_for(call, timeout_s + margin_s)
     except TimeoutError:

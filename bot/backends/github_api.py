@@ -320,7 +320,6 @@ class AppInstallationToken:
 
     def invalidate(self, token: str) -> bool:
         """Whether another token may be had; a concurrent call's replacement is left be."""
-
         if token == self._token:
             self._token = None
         return True

@@ -39,7 +39,6 @@ def reading_pace(
     still spend (`remaining` less the `1 - share` of the limit kept for the others). A reading T
     from now costs `pages` and a request per run in `due` (ascending) under T: the runs that
     changed in the last T stand for those that will in the next. None fits: wait for the reset."""
-
     if now >= rate.reset:
         rate = Rate(rate.limit, rate.limit, now + WINDOW_S)  # a new hour, whole
     left = rate.remaining - (1 - share) * rate.limit

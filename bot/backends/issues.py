@@ -107,6 +107,5 @@ def _repo_of(api_url: object) -> str:
 
 def _is_issue(item: Any) -> bool:
     """Not a pull request (GitHub lists those among issues)."""
-
     number = item.get("number") if isinstance(item, dict) else None
     return isinstance(number, int) and not isinstance(number, bool) and "pull_request" not in item

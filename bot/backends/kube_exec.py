@@ -193,7 +193,6 @@ def exec_plugin(
 
 def _cluster_info(cluster: Mapping[str, Any] | None, asked: bool) -> dict[str, Any] | None:
     """ExecCredential's spec.cluster, as client-go sends it under provideClusterInfo."""
-
     if not asked:
         return None
     cluster = cluster or {}

@@ -99,7 +99,6 @@ class Silencer:
 
     async def state(self, silence_id: str) -> SilenceState | None:
         """The silence as it stands, or None when the backend no longer knows it."""
-
         path = f"/silence/{quote(silence_id, safe='')}"
         response = await self.call("GET", path, expect=(200, 404))
         if response.status_code == 404:

@@ -17,7 +17,6 @@ class QueueMetrics(Protocol):
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         """Every runner type the source knows (`absent_means_empty`: one it lacks has none)."""
-
         ...
 
     async def aclose(self) -> None: ...

@@ -282,7 +282,6 @@ def queued_jobs_of(
 ) -> JobsListing:
     """The queued jobs with their run's workflow and trigger (ghosts and unreadable ones counted),
     the finished ones, and the workflow of each runner (ARC names a runner after its pod)."""
-
     found: list[QueuedJob] = []
     finished: list[FinishedJob] = []
     runners: dict[str, str] = {}

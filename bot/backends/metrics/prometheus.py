@@ -278,7 +278,6 @@ class PrometheusMetrics:
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         """Per (runner type, workflow), the jobs started in the last hour and a day before."""
-
         by, where = "name, " + ", ".join(WORKFLOW_LABELS), self._where
         started = vector("gha_started_jobs_total", where=where)
 
@@ -432,7 +431,6 @@ def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bo
 
 def workflow_of(labels: Mapping[str, str]) -> str:
     """`job_workflow_name`, else the file `job_workflow_ref` names (`…/periodic.yml@…`)."""
-
     name = labels.get("job_workflow_name", "").strip()
     if name:
         return name[:200]

@@ -48,7 +48,6 @@ def step_s(start: datetime, end: datetime) -> int:
 
 def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> dict[str, str]:
     """`TypeHistory` field -> PromQL; `wait_buckets`: the wait's query answers ARC's buckets."""
-
     chosen = {field: queries[name] for field, name in SERIES.items() if name in queries}
     if wait_buckets and "wait_mins" in chosen:
         chosen["wait_mins"] = f"histogram_quantile(0.99, {chosen['wait_mins']}) / 60"
@@ -178,7 +177,6 @@ def histories(
     numbers: Mapping[str, Mapping[str, float]],
 ) -> dict[str, TypeHistory]:
     """Per runner type: its series by field and its numbers over the window."""
-
     return {
         name: TypeHistory(
             step_s=step,

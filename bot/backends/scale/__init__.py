@@ -38,7 +38,6 @@ class Undo:
     @classmethod
     def load(cls, data: object) -> Undo | None:
         """From `dump()`'s shape in Redis; None when it is not that shape."""
-
         if not isinstance(data, dict):
             return None
         field, before, after = data.get("field"), data.get("before"), data.get("after")
@@ -139,7 +138,6 @@ def checked(
     value: int,
 ) -> None:
     """Refuse `field` = `value` above the target's ceiling, or leaving `counts` invalid."""
-
     if target.ceiling is not None and value > target.ceiling:
         raise BackendError(
             f"{field} would become {value}, above the ceiling of {target.ceiling} configured "

@@ -227,7 +227,6 @@ def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
 
 def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
     """How far back `undo.field` can go within the other bound now, and what was left and why."""
-
     if undo.field == "maxRunners":
         floor = _spec_value(runner_set, "minRunners") or 0
         if undo.before is None or undo.before >= floor:
@@ -254,7 +253,6 @@ def _planned(
     target: ScaleTarget, delta: int, raise_maximum: bool, before: Capacity
 ) -> tuple[str, int, Capacity]:
     """The field to patch, its value and the capacity after, or the refusal."""
-
     minimum, maximum = before.minimum or 0, before.maximum
     if raise_maximum:
         if maximum is None:

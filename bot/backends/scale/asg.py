@@ -129,7 +129,6 @@ class AsgScaler(Scaler):
 def failed_activities(answer: object, now: datetime) -> list[str]:
     """The last hour's failed or cancelled activities, newest first, at most `MAX_FAILURES`: their
     StatusMessage ("We currently do not have sufficient … capacity"), else Description."""
-
     activities = answer.get("Activities") if isinstance(answer, dict) else None
     found: list[tuple[datetime, str]] = []
     for activity in activities if isinstance(activities, list) else []:
