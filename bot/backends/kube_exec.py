@@ -67,7 +67,7 @@ class ExecPlugin:
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
         except OSError as exc:
-            raise self._failed(f"could not be run: {exc.strerror}", retryable=False) from None
+            raise self._failed(f"could not be run: {exc.strerror}") from None
         try:
             out, err = await asyncio.wait_for(process.communicate(), timeout_s)
         except TimeoutError:
@@ -78,37 +78,33 @@ class ExecPlugin:
                     process.kill()
         if process.returncode != 0:
             said = shortened(err.decode(errors="replace"), MAX_SAID) or "(nothing on stderr)"
-            raise self._failed(f"failed (exit {process.returncode}): {said}", retryable=False)
+            raise self._failed(f"failed (exit {process.returncode}): {said}")
         return self._credential(out)
 
     def _credential(self, out: bytes) -> tuple[str, datetime | None]:
         try:
             printed: Any = json.loads(out)
         except ValueError:
-            raise self._failed("printed no ExecCredential (not JSON)", retryable=False) from None
+            raise self._failed("printed no ExecCredential (not JSON)") from None
         if not isinstance(printed, dict) or printed.get("kind") != "ExecCredential":
-            raise self._failed("printed something other than an ExecCredential", retryable=False)
+            raise self._failed("printed something other than an ExecCredential")
         if printed.get("apiVersion") != self.api_version:
             raise self._failed(
                 f"printed an ExecCredential of {str(printed.get('apiVersion'))[:60]}, not of the "
-                f"{self.api_version} its kubeconfig names",
-                retryable=False,
+                f"{self.api_version} its kubeconfig names"
             )
         status = printed.get("status") if isinstance(printed.get("status"), dict) else {}
         token = status.get("token")
         if not isinstance(token, str) or not token:
             what = "a client certificate" if status.get("clientCertificateData") else "nothing"
-            raise self._failed(
-                f"gave {what} instead of a token (queuepilot sends a bearer token)",
-                retryable=False,
-            )
+            raise self._failed(f"gave {what} instead of a token (queuepilot sends a bearer token)")
         expires = status.get("expirationTimestamp")
         at = time_of(expires)
         if expires is not None and at is None:
-            raise self._failed("gave an expirationTimestamp that is not a time", retryable=False)
+            raise self._failed("gave an expirationTimestamp that is not a time")
         return token, at
 
-    def _failed(self, what: str, *, retryable: bool) -> CredentialError:
+    def _failed(self, what: str, *, retryable: bool = False) -> CredentialError:
         return CredentialError(
             f"the kubeconfig's exec plugin {self.name} {what}", retryable=retryable
         )
@@ -156,39 +152,41 @@ def exec_plugin(
     """A kubeconfig user's `exec` section as kubectl validates and finds it, or a `BackendError`
     saying what to fix. It runs without queuepilot's own secrets, its `env` over the rest."""
     if not isinstance(section, dict):
-        raise BackendError("its user's exec is not a mapping", retryable=False)
+        raise _wrong("its user's exec is not a mapping")
     version, command = section.get("apiVersion"), section.get("command")
     if not isinstance(command, str) or not command:
-        raise BackendError("its user's exec plugin names no command", retryable=False)
+        raise _wrong("its user's exec plugin names no command")
     if version not in VERSIONS:
-        raise BackendError(
+        raise _wrong(
             f"its user's exec plugin asks for apiVersion {str(version)[:60]}: queuepilot speaks "
-            f"{' and '.join(VERSIONS)} (ask the plugin's maintainers for one of them)",
-            retryable=False,
+            f"{' and '.join(VERSIONS)} (ask the plugin's maintainers for one of them)"
         )
     mode = section.get("interactiveMode") or ("" if version == VERSIONS[0] else "IfAvailable")
     if mode not in ("Never", "IfAvailable"):
         said = "gives no interactiveMode" if not mode else f"asks for interactiveMode {mode}"[:80]
-        raise BackendError(
+        raise _wrong(
             f"its user's exec plugin {said}: set interactiveMode: Never (queuepilot runs the "
-            "plugin with no terminal to prompt on)",
-            retryable=False,
+            "plugin with no terminal to prompt on)"
         )
     args, env = section.get("args") or [], section.get("env") or []
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
-        raise BackendError("its user's exec args are not a list of strings", retryable=False)
+        raise _wrong("its user's exec args are not a list of strings")
     pairs = [entry for entry in env if isinstance(entry, dict)] if isinstance(env, list) else []
     if len(pairs) != len(env) or not all(isinstance(p.get("name"), str) for p in pairs):
-        raise BackendError("its user's exec env is not a list of name and value", retryable=False)
+        raise _wrong("its user's exec env is not a list of name and value")
     found = _found(command, base, environ)
     if found is None:
         hint = section.get("installHint")
         fix = str(hint).strip()[:300] if hint else "install it where queuepilot runs"
-        raise BackendError(f"its user's exec plugin {command} is not found: {fix}", retryable=False)
+        raise _wrong(f"its user's exec plugin {command} is not found: {fix}")
     kept = {k: v for k, v in environ.items() if k.upper() not in _SECRETS}
     variables = {**kept, **{p["name"]: str(p.get("value") or "") for p in pairs}}
     asked = section.get("provideClusterInfo") is True
     return ExecPlugin(str(version), found, tuple(args), variables, _cluster_info(cluster, asked))
+
+
+def _wrong(said: str) -> BackendError:
+    return BackendError(said, retryable=False)
 
 
 def _cluster_info(cluster: Mapping[str, Any] | None, asked: bool) -> dict[str, Any] | None:

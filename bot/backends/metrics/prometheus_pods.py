@@ -286,10 +286,6 @@ def runner_pods(
         )
         pods = tuple(sorted(killed.get(name, ())))[:OOM_PODS_KEPT]
         found[name] = RunnerPods(
-            **read,
-            oom_pods=pods,
-            nodes=listed,
-            more_nodes=more,
-            unknown=unknown,
+            **read, oom_pods=pods, nodes=listed, more_nodes=more, unknown=unknown
         )
     return found, found.pop("")
