@@ -75,16 +75,11 @@ def _joined(expr: str, offset: str = "", *, by: str = "name", where: str = "") -
 def _mean_mins(
     window: str, offset: str = "", *, by: str = "name", fn: str = "rate", where: str = ""
 ) -> str:
-    total, count = (
-        _joined(
-            f"{fn}({vector(f'{ranges.EXECUTION}_{part}', where=where)}[{window}]{offset})",
-            offset,
-            by=by,
-            where=where,
-        )
-        for part in ("sum", "count")
-    )
-    return f"{total} / {count} / 60"
+    def per_set(part: str) -> str:
+        series = vector(f"{ranges.EXECUTION}_{part}", where=where)
+        return _joined(f"{fn}({series}[{window}]{offset})", offset, by=by, where=where)
+
+    return f"{per_set('sum')} / {per_set('count')} / 60"
 
 
 def startup_buckets(window: str, where: str = "") -> str:

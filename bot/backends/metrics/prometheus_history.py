@@ -110,16 +110,13 @@ def quantile_query(quantile: float, seconds: int, name_suffix: str = "", where: 
 
 def duration_query(seconds: int, name_suffix: str = "", where: str = "") -> str:
     """The mean minutes a job ran, of the jobs that finished in the window."""
-    total, count = (
-        per_type(
-            f"increase({vector(f'{EXECUTION}_{part}', where=where)}[{seconds}s])",
-            seconds,
-            name_suffix,
-            where,
-        )
-        for part in ("sum", "count")
-    )
-    return _named(f"sum by ({TYPE}) ({total}) / sum by ({TYPE}) ({count}) / 60")
+
+    def summed(part: str) -> str:
+        series = vector(f"{EXECUTION}_{part}", where=where)
+        jobs = per_type(f"increase({series}[{seconds}s])", seconds, name_suffix, where)
+        return f"sum by ({TYPE}) ({jobs})"
+
+    return _named(f"{summed('sum')} / {summed('count')} / 60")
 
 
 def result_of(body: Mapping[str, Any]) -> tuple[Any, Any]:
