@@ -81,15 +81,9 @@ def busy_disks(window: str, where: str = "") -> str:
 
 def bad_nodes(where: str = "") -> str:
     """Per node and condition, the nodes under pressure or not Ready."""
-    pressure = vector(
-        "kube_node_status_condition",
-        'condition=~"DiskPressure|MemoryPressure|PIDPressure"',
-        'status="true"',
-        where=where,
-    )
-    not_ready = vector(
-        "kube_node_status_condition", 'condition="Ready"', 'status!="true"', where=where
-    )
+    name, pressures = "kube_node_status_condition", "DiskPressure|MemoryPressure|PIDPressure"
+    pressure = vector(name, f'condition=~"{pressures}"', 'status="true"', where=where)
+    not_ready = vector(name, 'condition="Ready"', 'status!="true"', where=where)
     return (
         f"max by (node, condition) ({pressure} == 1) or label_replace(max by (node) "
         f'({not_ready} == 1), "condition", "NotReady", "", "")'
@@ -163,6 +157,7 @@ def pod_queries(
         )
     ]
     restarts = f"sum by (namespace, pod) ({' or '.join(restarted)})"
+
     containers = f'container=~"{CONTAINERS}"'
 
     def periods(part: str) -> str:
