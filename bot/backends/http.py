@@ -161,7 +161,7 @@ def number_of(value: object) -> float | None:
         return None
     try:
         number = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # an integer past a float's range is no count either
         return None
     return None if math.isnan(number) else number
 
