@@ -67,7 +67,7 @@ class GithubMetrics:
         # A ghost (queued in a completed run) waits for nothing: the queue is what can still run.
         live = [job for job in last.jobs.items if not is_ghost(job, last.runs)]
         fleet = fleet_of(live, runners.items, now=now, every_job_listed=last.jobs.complete)
-        # Said when longer than the interval: the surfaces say when the next reading comes.
+        # A reading standing past the interval says so: the surfaces say when the next comes.
         pace = last.until - now.timestamp()
         if pace <= self._config.metrics_interval_seconds:
             return fleet
