@@ -19,8 +19,7 @@ from bot.backends.scale.arc import ArcScaler
 from bot.backends.scale.asg import AsgScaler
 from bot.backends.scale.sqs import SqsScaler
 from bot.backends.scale.webhook import WebhookScaler
-from bot.backends.silence import Silencer
-from bot.backends.silence.alertmanager import alertmanager_silencer, grafana_silencer
+from bot.backends.silence import Silencer, alertmanager_silencer, grafana_silencer
 from bot.config import (
     JobsBackend,
     MetricsBackend,

@@ -14,8 +14,7 @@ MARGIN_S = 2.0
 
 
 class BackendError(Exception):
-    """A failed backend call; the message is fit to show a user (escape it: it may quote the
-    backend). `retryable`: whether the same call may succeed later (a timeout, a 5xx, a 429);
+    """A failed backend call, its message fit to show a user (escaped: it may quote the backend).
     `unanswered`: sent, but its answer never came, so it may have been carried out."""
 
     def __init__(
@@ -41,8 +40,8 @@ def deadline_of(timeout_s: float) -> float:
 async def within(
     call: Awaitable[T], timeout_s: float, service: str, *, margin_s: float = MARGIN_S
 ) -> T:
-    """`call`, or a retryable `BackendError` once it overran `timeout_s` plus the margin. A caller
-    with no time to spare (a modal within Slack's 3 s) gives no margin."""
+    """`call`, or a retryable `BackendError` once it overran `timeout_s` plus the margin (none for
+    a caller with no time to spare: a modal within Slack's 3 s)."""
     try:
         return await asyncio.wait_for(call, timeout_s + margin_s)
     except TimeoutError:

@@ -1,19 +1,15 @@
-"""The pages GitHub answered, kept for their ETag: asked again with `If-None-Match`, an unchanged
-page is a 304 that costs no quota. Bounded by entries and by bytes, least recently used evicted
-first: the readings ask for every active workflow run's `/jobs`, a URL that never comes back once
-the run is over, so an unbounded cache grows with every run the organization ever had."""
+"""The pages GitHub answered, kept for their ETag: an unchanged page asked again is a 304 that
+costs no quota. Bounded, least recently used first out: a finished run's `/jobs` never comes
+back, so an unbounded cache would grow with every run the organization ever had."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
 
-# A reading asks for the runner and run listings (a few pages each) and one `/jobs` page per active
-# run: a busy organization has hundreds of runs queued or running at once, rarely past a thousand.
-# 4,096 entries holds that working set several times over, so every page a reading asks for again
-# is still here for its 304. A page is kept as GitHub's bytes (a `/jobs` page of 100 jobs with their
-# steps is some 100-300 KB); the bytes are the cache's share of the process's memory
-# (`bot.config.memory`), and parsing a page again on a 304 costs far less than the quota it saves.
+# A reading asks for one `/jobs` page per active run: a busy organization has hundreds, rarely past
+# a thousand, so 4,096 entries hold the working set several times over. A page is kept as GitHub's
+# bytes (100-300 KB for 100 jobs), within the cache's share of memory (`bot.config.memory`).
 MAX_ENTRIES = 4096
 
 

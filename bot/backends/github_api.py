@@ -1,6 +1,6 @@
 """GitHub's REST API as the readings and the alert's issue speak it: ETags, `link` pagination, rate
-limits (whoever meets one stops every call of the client), a token or a GitHub App's installation
-token. No key, JWT or token ever goes into a message or a log."""
+limits (one met stops every call of the client), a token or a GitHub App's installation token. No
+key, JWT or token ever goes into a message or a log."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from bot.backends.http import (
     error_of,
     json_object,
     json_of,
+    number_of,
     request,
     time_of,
     uncounted,
@@ -45,24 +46,20 @@ HEADERS = {
 # GitHub's advice: `iat` a minute back, for clocks ahead of GitHub's; `exp` ten minutes on.
 CLOCK_DRIFT_S = 60
 JWT_LIFETIME_S = 600
-# An installation token lasts an hour: renewed this long before, so no call goes out with a token
-# about to lapse.
+# An installation token lasts an hour: renewed early, so no call goes out with one about to lapse.
 RENEW_BEFORE_S = 300.0
 UNEXPECTED = "GitHub answered with an unexpected shape"
-# The readings' share at the chart's limit, where no size is handed (`queuepilot check`, tests).
 CACHE_BYTES = DEFAULT_CACHES["github_readings"]
 # A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
-# longer while it continues; the readings stop a quarter of an hour at most. The backoff waits
-# half its step to all of it: a first step of two minutes waits at least GitHub's minute.
+# longer while it continues. The backoff waits half its step to all of it, so a first step of two
+# minutes waits at least GitHub's minute; a quarter of an hour at most.
 SECONDARY_FIRST_S = 120.0
 SECONDARY_MAX_S = 900.0
 
 
 @dataclass(frozen=True)
 class Listing:
-    """A listing's items, whether they are all of it (`max_pages`, or GitHub's cap of 1,000
-    results for a filtered run listing, can cut it short), and the requests GitHub counted for
-    it (a 304 is free): what this listing cost, whatever else the client asked meanwhile."""
+    """A listing's items, whether they are all of it, and the requests GitHub counted for it."""
 
     items: list[Any]
     complete: bool
@@ -87,15 +84,14 @@ class GithubApi:
         # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
         self._token = config.github_token.get_secret_value() if config.github_token else ""
         self._auth = auth
-        # `cache_size`: its share of the memory limit, in bytes (`bot.config.memory`).
-        self.etags = EtagCache(max_bytes=cache_size)
+        self.etags = EtagCache(max_bytes=cache_size)  # its share of the memory limit
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
         # When the last rate limit was met: an answer to a call sent before it tells nothing new.
         self._limited_at = float("-inf")
         self._secondary = Backoff(SECONDARY_MAX_S, first=SECONDARY_FIRST_S)
         self._slots = asyncio.Semaphore(concurrency)
-        self.calls = 0  # requests sent, for the tests and the logs
+        self.calls = 0  # requests sent, for the tests
         self.not_modified = 0
         self.rate: Rate | None = None  # the quota as GitHub's latest answer states it
 
@@ -117,21 +113,19 @@ class GithubApi:
                 total = body.get("total_count")
             else:
                 raise BackendError(UNEXPECTED, retryable=True)
-        # `total_count` counts every page: fewer items means the listing stopped short (the
-        # 1,000-result cap ends the `link` chain without saying so).
+        # Fewer items than `total_count`: the 1,000-result cap ended the `link` chain unsaid.
         short = isinstance(total, int) and not isinstance(total, bool) and len(items) < total
         return Listing(items, next_url is None and not short, counted)
 
     async def get(self, url: str) -> tuple[Any, str | None]:
-        """The page at `url`, and the next page's URL; one moved permanently (a transferred
-        issue) is read where its `Location` says."""
+        """The page at `url` (or where a 301 moved it: a transferred issue), and the next's URL."""
         body, next_url, _ = await self._page(url)
         return body, next_url
 
     async def _page(self, url: str, *, follow: bool = True) -> tuple[Any, str | None, bool]:
         """`get`, and whether GitHub counted it (not a 304)."""
-        # One client, one credential: its pages are kept by URL. GitHub's ETags are the token's
-        # (`Vary: Authorization`), so a renewed installation token pays each page once.
+        # GitHub's ETags are the token's (`Vary: Authorization`): a renewed installation token
+        # pays each page once.
         cached = self.etags.get(url)
         headers = {"If-None-Match": cached.etag} if cached else {}
         response = await self._call("GET", url, headers=headers, expect=(200, 301, 304))
@@ -156,8 +150,7 @@ class GithubApi:
     async def send(
         self, method: str, url: str, body: Mapping[str, Any], *, expect: tuple[int, ...] = (200,)
     ) -> dict[str, Any]:
-        """Not retried here: a write whose answer was lost may have been made, and only its
-        caller can look. A 422 names what GitHub found invalid."""
+        """Not retried: a write whose lost answer may have been made is its caller's to look for."""
         response = await self._call(method, url, json_body=body, expect=(*expect, 422))
         if response.status_code == 422:
             raise BackendError(_invalid(response), retryable=False, status=422)
@@ -172,8 +165,8 @@ class GithubApi:
         headers: Mapping[str, str] | None = None,
         json_body: Any = None,
     ) -> httpx.Response:
-        """Once more with a new token when GitHub refused one (401) and another may be had:
-        GitHub refuses a token before doing anything, so a write is safe to send again."""
+        """Once more with a new token when GitHub refused an installation token (401): GitHub
+        refuses a token before doing anything, so a write is safe to send again."""
 
         async def send(token: str) -> httpx.Response:
             self.calls += 1
@@ -187,16 +180,13 @@ class GithubApi:
             sent = self._clock()
             wait = self._blocked_until - sent
             if wait > 0:
-                until = datetime.fromtimestamp(self._blocked_until, UTC).strftime("%H:%M:%S UTC")
-                message = f"GitHub's rate limit: no calls until {until} (another {wait:.0f} s)"
+                message = f"GitHub's rate limit: no calls until {_hms(self._blocked_until)} "
+                message += f"(another {wait:.0f} s)"
                 raise BackendError(message, retryable=True, retry_after_s=wait)
             token = await self._auth.token() if self._auth is not None else self._token
             response = await send(token)
-            if (
-                response.status_code == 401
-                and self._auth is not None
-                and self._auth.invalidate(token)
-            ):
+            if response.status_code == 401 and self._auth is not None:
+                self._auth.invalidate(token)
                 response = await send(await self._auth.token())
         self._observe(rate_of(response.headers))
         if response.status_code == 401:
@@ -214,8 +204,8 @@ class GithubApi:
         adds none."""
         headers = response.headers
         now = self._clock()
-        retry_after = _float(headers.get("retry-after"))
-        reset = _float(headers.get("x-ratelimit-reset"))
+        retry_after = number_of(headers.get("retry-after"))
+        reset = number_of(headers.get("x-ratelimit-reset"))
         exhausted = headers.get("x-ratelimit-remaining") == "0"
         says_secondary = "secondary rate limit" in response.text.lower()
         if not (
@@ -237,17 +227,15 @@ class GithubApi:
             self._limited_at = now
         self._blocked_until = max(self._blocked_until, until)
         which = "rate limit is exhausted" if primary else "secondary rate limit stops calls"
-        when = datetime.fromtimestamp(self._blocked_until, UTC).strftime("%H:%M:%S UTC")
         return BackendError(
-            f"GitHub's {which} until {when}",
+            f"GitHub's {which} until {_hms(self._blocked_until)}",
             retryable=True,
             status=response.status_code,
             retry_after_s=max(self._blocked_until - now, 0.0),
         )
 
     def _observe(self, rate: Rate | None) -> None:
-        """The quota's latest state: answers may come out of order, so within one window the
-        lowest `remaining` stands."""
+        """Answers may come out of order: within one window the lowest `remaining` stands."""
         known = self.rate
         if rate is not None and (
             known is None
@@ -260,9 +248,12 @@ class GithubApi:
         await self._client.aclose()
 
 
+def _hms(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S UTC")
+
+
 def _invalid(response: httpx.Response) -> str:
-    """GitHub's 422 as a person reads it: "Validation Failed" and each field it refused
-    (`errors[]`: resource, field, code, and a message or the value)."""
+    """GitHub's 422 and each field it refused (`errors[]`: resource, field, code, message)."""
     said = str(error_of("GitHub", response))
     try:
         errors = response.json().get("errors")
@@ -276,13 +267,6 @@ def _invalid(response: httpx.Response) -> str:
         if isinstance(e, dict)
     ]
     return f"{said} ({'; '.join(refused)})" if refused else said
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def installation_of(config: Settings) -> str:
@@ -305,8 +289,7 @@ class Grant:
 
 
 class AppInstallationToken:
-    """Minted when first asked for, reused until a few minutes before it expires (or GitHub
-    refuses it); one mint at a time."""
+    """Minted when first asked for, reused until shortly before it expires; one mint at a time."""
 
     def __init__(
         self,
@@ -328,9 +311,6 @@ class AppInstallationToken:
         self.grant: Grant | None = None
         self.minted = 0
 
-    def __repr__(self) -> str:
-        return f"AppInstallationToken(app_id={self._config.github_app_id!r})"
-
     async def token(self) -> str:
         async with self._lock:  # a caller waiting here takes the token just minted
             renew_at = self.grant.expires_at - RENEW_BEFORE_S if self.grant else 0.0
@@ -339,7 +319,7 @@ class AppInstallationToken:
             return self._token  # type: ignore[return-value]
 
     def invalidate(self, token: str) -> bool:
-        # A refusal of a token already replaced (a concurrent call's) leaves the new one be.
+        """Whether another token may be had; a concurrent call's replacement is left be."""
         if token == self._token:
             self._token = None
         return True
@@ -390,8 +370,7 @@ class AppInstallationToken:
     async def _app_call(
         self, github: httpx.AsyncClient, method: str, url: str, *, expect: tuple[int, ...]
     ) -> dict[str, Any]:
-        """A call as the App itself, with a JWT of its own (one per call keeps none lying
-        about)."""
+        """A call as the App itself, with a JWT of its own (one per call keeps none lying about)."""
         jwt = app_jwt(self._config.github_app_id, self._key, self._clock())
         try:
             response = await request(

@@ -1,9 +1,6 @@
-"""GitHub's primary rate limit as its answers state it, and how often the readings may spend it.
-
-Every answer carries `x-ratelimit-limit`, `-remaining`, `-used`, `-reset` (epoch seconds: when
-the hour's window ends) and `-resource` ("Rate limits for the REST API"). The quota belongs to the
-token's user or the App's installation, so the alert's issue, `queuepilot check` and anyone else
-on the token spend the same hour: the readings take at most GITHUB_READING_SHARE of it."""
+"""GitHub's primary rate limit as its answers state it (`x-ratelimit-*`), and how often the
+readings may spend it: the quota is the token's, shared with the alert's issue and anyone else on
+it, so the readings take at most GITHUB_READING_SHARE of the hour."""
 
 from __future__ import annotations
 
@@ -18,16 +15,13 @@ STEP_S = 15.0  # the intervals tried for a reading, a quarter of a minute apart
 
 @dataclass(frozen=True)
 class Rate:
-    """The `core` quota: what the hour allows, what is left of it, and when it renews."""
-
     limit: int
     remaining: int
     reset: float  # epoch seconds
 
 
 def rate_of(headers: Mapping[str, str]) -> Rate | None:
-    """The `core` quota an answer states; None when it states none, or another resource's (a
-    search or GraphQL quota paces nothing here), or numbers that cannot be GitHub's."""
+    """The `core` quota an answer states; None for none, another resource's, or nonsense."""
     resource = headers.get("x-ratelimit-resource", "core")
     numbers = [_count(headers.get(f"x-ratelimit-{name}")) for name in ("limit", "remaining")]
     reset = _count(headers.get("x-ratelimit-reset"))
@@ -40,14 +34,11 @@ def rate_of(headers: Mapping[str, str]) -> Rate | None:
 def reading_pace(
     due: Sequence[float], pages: int, rate: Rate, *, share: float, now: float, shortest: float
 ) -> tuple[float, int]:
-    """Seconds from now until the next reading, and the requests it is predicted to cost: the
-    shortest interval (from `shortest`, in steps) at which every reading that still fits before
-    GitHub's reset fits in what the readings may still spend of the hour (GitHub's `remaining`
-    less the `1 - share` of the limit kept for the others on the token). A reading T from now
-    costs `pages` (the listings) and a request per run in `due` under T: how long ago each
-    listed run changed, as the runs that changed in the last T stand for those that will in the
-    next T, or sooner when it is due a read anyway (ascending). No reading fits: the next waits
-    for the reset."""
+    """Seconds until the next reading, and its predicted cost: the shortest interval (from
+    `shortest`, in steps) at which every reading before the reset fits in what the readings may
+    still spend (`remaining` less the `1 - share` of the limit kept for the others). A reading T
+    from now costs `pages` and a request per run in `due` (ascending) under T: the runs that
+    changed in the last T stand for those that will in the next. None fits: wait for the reset."""
     if now >= rate.reset:
         rate = Rate(rate.limit, rate.limit, now + WINDOW_S)  # a new hour, whole
     left = rate.remaining - (1 - share) * rate.limit

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
@@ -17,13 +18,12 @@ from bot.domain.alerts import parse_timestamp
 
 MAX_DETAIL = 200
 
-# Where a call's outcome is counted, `(service, outcome)`: the serving app's
-# `Telemetry.backend_called`, handed down by the factory so that each app counts its own calls.
+# Where a call's outcome is counted, `(service, outcome)`: the serving app's telemetry.
 Counted = Callable[[str, str], None]
 
 
 def uncounted(service: str, outcome: str) -> None:
-    """For callers with no /metrics to show a count on: `queuepilot check`, the tests."""
+    """For callers with no /metrics to count on: `queuepilot check`, the tests."""
 
 
 def backend_client(
@@ -52,9 +52,8 @@ async def request(
     headers: Mapping[str, str] | None = None,
     params: Mapping[str, str] | None = None,
 ) -> httpx.Response:
-    """`method url`, answered with one of the `expect`ed statuses, or a `BackendError` naming
-    `service` (never a credential: those travel in headers, never in URLs); its outcome told to
-    `counted`."""
+    """The answer with one of the `expect`ed statuses, or a `BackendError` naming `service` (no
+    credential: those travel in headers, never in URLs)."""
     try:
         response = await client.request(
             method, url, json=json_body, content=content, headers=headers, params=params
@@ -72,8 +71,7 @@ async def request(
 def unanswered(
     exc: httpx.HTTPError, service: str, counted: Counted, *, timeout_s: float | None, url: str
 ) -> BackendError:
-    """A call that got no answer, counted and said: a timeout (perhaps carried out, when it was
-    sent), an address that takes no connection, or another transport failure; each retryable."""
+    """A call that got no answer, counted and said (a timeout once sent may have been done)."""
     if isinstance(exc, httpx.TimeoutException):
         counted(service, "timeout")
         within = f" within {timeout_s:g} s" if timeout_s else ""
@@ -87,10 +85,9 @@ def unanswered(
 
 
 def outcome_of(response: httpx.Response, expect: Collection[int] = (200,)) -> str:
-    """The answer as `queuepilot_backend_calls_total` counts it. A 4xx the caller expected (a
-    silence's 404: gone) is an answer like any other; a refused credential or permission (401,
-    403) never is, even where a caller handles it; a 403 with a rate limit's headers is how
-    GitHub answers its limits."""
+    """The answer as `queuepilot_backend_calls_total` counts it: a 4xx the caller expected (a
+    silence's 404) is an answer, a refused credential (401, 403) never is; a 403 with a rate
+    limit's headers is how GitHub answers its limits."""
     status = response.status_code
     limited = status == 403 and (
         "retry-after" in response.headers or response.headers.get("x-ratelimit-remaining") == "0"
@@ -102,12 +99,6 @@ def outcome_of(response: httpx.Response, expect: Collection[int] = (200,)) -> st
     if status in (401, 403) or (status >= 400 and status not in expect):
         return "refused"
     return "ok"
-
-
-async def request_json(
-    client: httpx.AsyncClient, service: str, method: str, url: str, **options: Any
-) -> dict[str, Any]:
-    return json_object(await request(client, service, method, url, **options), service)
 
 
 def json_of(response: httpx.Response, service: str) -> Any:
@@ -135,8 +126,7 @@ def time_of(value: object) -> datetime | None:
 
 
 def error_of(service: str, response: httpx.Response) -> BackendError:
-    """A refusal as a user reads it: who, the status, and the backend's own short reason. 5xx and
-    429 may pass; any other 4xx will fail the same way again."""
+    """A refusal as a user reads it: who, the status, and the backend's own short reason."""
     status = response.status_code
     detail = _detail(response)
     message = f"{service} answered {status}" + (f": {detail}" if detail else "")
@@ -144,7 +134,7 @@ def error_of(service: str, response: httpx.Response) -> BackendError:
 
 
 def _detail(response: httpx.Response) -> str:
-    """The backend's reason, short: a JSON `message`/`error` field, else the start of the body."""
+    """A JSON `message`/`error` field, else the start of the body."""
     text = response.text.strip()
     try:
         data = json.loads(text)
@@ -154,9 +144,26 @@ def _detail(response: httpx.Response) -> str:
         reasons = (data.get(key) for key in ("message", "error", "msg", "reason"))
         text = next((r.strip() for r in reasons if isinstance(r, str) and r.strip()), text)
     elif isinstance(data, str):
-        text = data.strip()
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
+        text = data
+    return shortened(text, MAX_DETAIL)
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters."""
+    said = " ".join(text.split())
+    return said if len(said) <= limit else said[: limit - 1] + "…"
+
+
+def number_of(value: object) -> float | None:
+    """A number in a backend's answer, or one quoted as text (ClickHouse's 64-bit integers,
+    Prometheus's bounds, HTTP headers); None for anything else, or NaN."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):  # an integer past a float's range is no count either
+        return None
+    return None if math.isnan(number) else number
 
 
 def _origin(url: str) -> str:

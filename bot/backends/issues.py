@@ -1,6 +1,5 @@
-"""Where the alert's issue lives: the `Issues` interface, and GitHub's REST API behind it. Nothing
-here retries: a write whose answer was lost may have been made, and `find_comment` is how the
-caller looks before writing again."""
+"""Where the alert's issue lives: GitHub's REST API. Nothing here retries: a write whose answer was
+lost may have been made, and `find_comment` is how the caller looks before writing again."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from bot.backends.github_api import GithubApi
 # Open issues looked through for the alert's: GitHub's largest page, newest first.
 PAGE = 100
 MAX_PAGES = 3
-# What GitHub answers about an issue that is not where it was: transferred (301, to a write; a
-# read follows it), deleted (410), or not where the caller may see it (404).
+# An issue not where it was: transferred (301 to a write; a read follows it), deleted, or hidden.
 NOT_THERE = frozenset({301, 404, 410})
 
 
@@ -42,7 +40,7 @@ class Issues(Protocol):
     async def comment(self, repo: str, number: int, body: str) -> None: ...
 
     async def find_comment(self, repo: str, number: int, mark: str) -> bool:
-        """Whether a comment on the issue carries `mark` (a lost answer's comment was made)."""
+        """Whether a comment on the issue carries `mark`."""
 
     async def set_state(self, repo: str, number: int, *, closed: bool) -> None: ...
 
@@ -77,8 +75,7 @@ class GithubIssues:
         await self.api.send("POST", url, {"body": body}, expect=(201,))
 
     async def find_comment(self, repo: str, number: int, mark: str) -> bool:
-        # GitHub lists oldest first and a lost answer's comment is among the newest: every page
-        # is read (an incident's issue has tens of comments, not thousands).
+        # Oldest first, so every page is read (an incident's issue has tens of comments).
         url = f"/repos/{repo}/issues/{number}/comments?per_page={PAGE}"
         listing = await self.api.pages(url, None, max_pages=10)
         return any(isinstance(c, dict) and mark in str(c.get("body") or "") for c in listing.items)
@@ -103,12 +100,12 @@ def issue_of(item: Any) -> Issue:
 
 
 def _repo_of(api_url: object) -> str:
-    """owner/name from the API's `repository_url` (https://api.github.com/repos/{owner}/{name})."""
+    """owner/name from the API's `repository_url`."""
     _, found, tail = str(api_url or "").partition("/repos/")
     return tail.strip("/") if found and tail.strip("/").count("/") == 1 else ""
 
 
 def _is_issue(item: Any) -> bool:
-    """Not a pull request (GitHub lists those among issues, with `pull_request`)."""
+    """Not a pull request (GitHub lists those among issues)."""
     number = item.get("number") if isinstance(item, dict) else None
     return isinstance(number, int) and not isinstance(number, bool) and "pull_request" not in item

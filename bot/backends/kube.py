@@ -1,12 +1,8 @@
-"""How the bot reaches the Kubernetes API, decided in one place (`kube_access`): SCALER_KUBECONFIG,
-else the pod's service account, else kubectl's kubeconfig ($KUBECONFIG, else ~/.kube/config),
-with the kubeconfig's current context.
-
-The calls go through lightkube's client, which reads the kubeconfig's cluster and user (a CA file
-or data, client certificates, insecure-skip-tls-verify, a token or a token file) and reads the
-service account's token file again when the API server refuses the token it holds (the kubelet
-rotates it). A user's `exec` plugin is run by `bot.backends.kube_exec`. Every call is counted and
-its failure classified once (`call`), as `bot.backends.http` does for the other backends."""
+"""How the bot reaches the Kubernetes API (`kube_access`): SCALER_KUBECONFIG, else the pod's
+service account, else kubectl's kubeconfig, with its current context. Calls go through lightkube's
+client, which reads the kubeconfig's cluster and user and rereads the service account's rotated
+token after a 401; a user's `exec` plugin is run by `bot.backends.kube_exec`. Every call is counted
+and its failure classified once (`call`)."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class KubeAccess:
-    """One cluster and who the bot is there: lightkube's configuration of it, and the exec plugin
-    that gives the token when the kubeconfig's user has one."""
+    """One cluster and who the bot is there, with the exec plugin that gives its token, if any."""
 
     config: SingleConfig
     plugin: ExecPlugin | None = None
@@ -50,8 +45,7 @@ class KubeAccess:
     def client(
         self, timeout_s: float, transport: httpx.AsyncBaseTransport | None = None
     ) -> AsyncClient:
-        """A client whose calls give up after `timeout_s`; `transport`: where requests go (a
-        connection to the server, verified as the kubeconfig says, unless given)."""
+        """A client whose calls give up after `timeout_s`."""
         config = self.config._replace(user=self.config.user or User())  # lightkube needs one
         if self.plugin is not None:
             verify = verify_cluster(config.cluster, config.user, config.abs_file)
@@ -66,8 +60,7 @@ class KubeAccess:
 def kube_access(
     kubeconfig: str | None, environ: Mapping[str, str], *, account: Path = SERVICE_ACCOUNT
 ) -> KubeAccess:
-    """SCALER_KUBECONFIG, else the pod's service account, else kubectl's default kubeconfig; or a
-    `SettingsError` naming where it looked and the fix."""
+    """The cluster's access, or a `SettingsError` naming where it looked and the fix."""
     if kubeconfig:
         return _from_file(Path(kubeconfig), "SCALER_KUBECONFIG", environ)
     host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
@@ -101,8 +94,7 @@ def _from_file(path: Path, named_by: str, environ: Mapping[str, str]) -> KubeAcc
 
 
 def in_cluster(host: str, port: str, account: Path = SERVICE_ACCOUNT) -> KubeAccess:
-    """The pod's service account: its token file (lightkube reads it again after a 401) and the
-    cluster's CA, at the API server the kubelet names."""
+    """The pod's service account: its token file and the cluster's CA."""
     for part in ("token", "ca.crt"):
         try:
             (account / part).read_bytes()
@@ -118,44 +110,40 @@ def in_cluster(host: str, port: str, account: Path = SERVICE_ACCOUNT) -> KubeAcc
 
 
 def from_kubeconfig(path: Path, environ: Mapping[str, str]) -> KubeAccess:
-    """The kubeconfig's current context, or a non-retryable `BackendError` naming the file and
-    what is wrong in it. An exec plugin runs with `environ` (the bot's environment) under its
-    own `env`."""
+    """The kubeconfig's current context, or a `BackendError` naming the file and what is wrong."""
+
+    def wrong(said: str) -> BackendError:
+        return BackendError(f"kubeconfig {path}{said}", retryable=False)
+
     try:
         loaded = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
-        raise BackendError(f"kubeconfig {path} is unreadable: {exc}", retryable=False) from None
+        raise wrong(f" is unreadable: {exc}") from None
     except yaml.YAMLError as exc:
-        raise BackendError(f"kubeconfig {path} is not YAML: {exc}", retryable=False) from None
+        raise wrong(f" is not YAML: {exc}") from None
     if not isinstance(loaded, dict):
-        raise BackendError(f"kubeconfig {path} is not a kubeconfig", retryable=False)
+        raise wrong(" is not a kubeconfig")
     if not loaded.get("current-context"):
-        message = f"kubeconfig {path} sets no current-context (kubectl config use-context <name>)"
-        raise BackendError(message, retryable=False)
+        raise wrong(" sets no current-context (kubectl config use-context <name>)")
     raw, plugins = _without_exec(loaded)
     try:
         config = KubeConfig.from_dict(raw, fname=path).get()
     except ConfigError as exc:  # the current context is not among its contexts
-        raise BackendError(f"kubeconfig {path}: {exc}", retryable=False) from None
+        raise wrong(f": {exc}") from None
     except KeyError as exc:
         missing = f"has no {exc.args[0]}" if exc.args[0] in ("clusters", "contexts") else (
             f"names {exc.args[0]!r} in its current context, and holds no such cluster or user"
         )  # fmt: skip
-        raise BackendError(f"kubeconfig {path} {missing}", retryable=False) from None
+        raise wrong(f" {missing}") from None
     except (TypeError, AttributeError, ValueError) as exc:
-        said = str(exc)[:200]
-        raise BackendError(
-            f"kubeconfig {path} is not a kubeconfig: {said}", retryable=False
-        ) from None
+        raise wrong(f" is not a kubeconfig: {str(exc)[:200]}") from None
     server = config.cluster.server
     if not isinstance(server, str) or not server.startswith(("https://", "http://")):
-        raise BackendError(f"kubeconfig {path}: the cluster has no server", retryable=False)
-    user = config.user or User()
-    if user.auth_provider:
-        raise BackendError(
-            f"kubeconfig {path}: its user has an auth-provider, which kubectl no longer runs: "
-            "use an exec plugin or a service-account token",
-            retryable=False,
+        raise wrong(": the cluster has no server")
+    if (config.user or User()).auth_provider:
+        raise wrong(
+            ": its user has an auth-provider, which kubectl no longer runs: use an exec plugin or "
+            "a service-account token"
         )
     _check_tls(config, f"kubeconfig {path}")
     section = plugins.get(config.context.user) if config.context.user else None
@@ -164,13 +152,12 @@ def from_kubeconfig(path: Path, environ: Mapping[str, str]) -> KubeAccess:
     try:
         plugin = exec_plugin(section, path.parent, environ, _named_cluster(loaded, config))
     except BackendError as exc:
-        raise BackendError(f"kubeconfig {path}: {exc}", retryable=False) from None
+        raise wrong(f": {exc}") from None
     return KubeAccess(config, plugin)
 
 
 def _named_cluster(loaded: dict[str, Any], config: SingleConfig) -> dict[str, Any]:
-    """The current context's cluster as the kubeconfig writes it, for a plugin that asks for it
-    (provideClusterInfo)."""
+    """The current context's cluster as written, for a plugin that asks (provideClusterInfo)."""
     for entry in loaded.get("clusters") or []:
         if isinstance(entry, dict) and entry.get("name") == config.context.cluster:
             cluster = entry.get("cluster")
@@ -179,8 +166,7 @@ def _named_cluster(loaded: dict[str, Any], config: SingleConfig) -> dict[str, An
 
 
 def _check_tls(config: SingleConfig, where: str) -> None:
-    """The CA and client certificate load, as each client will load them: said at start, not at
-    the first scale-up."""
+    """The CA and client certificate load: said at start, not at the first scale-up."""
     try:
         verify_cluster(config.cluster, config.user or User(), config.abs_file)
     except (OSError, ValueError, ConfigError) as exc:  # ssl.SSLError is an OSError
@@ -190,8 +176,7 @@ def _check_tls(config: SingleConfig, where: str) -> None:
 
 
 def _without_exec(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The kubeconfig with its users' `exec` sections taken out (they are ours to run, not
-    lightkube's), and those sections by user."""
+    """The kubeconfig without its users' `exec` sections (ours to run), and those by user."""
     users, plugins = config.get("users"), {}
     if not isinstance(users, list):
         return config, plugins
@@ -206,9 +191,7 @@ def _without_exec(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
 
 
 async def call(request: Awaitable[T], counted: Counted, *, timeout_s: float, server: str) -> T:
-    """A lightkube call's answer, or a `BackendError` as `bot.backends.http` words one: the
-    API server's refusal (a 403's `Status` message, retryable when 5xx or 429), no answer, or
-    an answer that is not an object; its outcome told to `counted`."""
+    """A lightkube call's answer, or a `BackendError` worded as `bot.backends.http` words one."""
     try:
         answer = await request
     except CredentialError:
@@ -224,8 +207,9 @@ async def call(request: Awaitable[T], counted: Counted, *, timeout_s: float, ser
 
 
 def _failure(exc: Exception, counted: Counted, timeout_s: float, server: str) -> BackendError:
-    # lightkube raises a refusal as an HTTPStatusError (its ApiError); when it cannot read the
-    # refusal's body or Content-Type, as whatever that raised, the refusal as its context.
+    # A refusal is lightkube's ApiError (an HTTPStatusError), or the context of what reading its
+    # body raised.
+
     refused = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__context__
     if isinstance(refused, httpx.HTTPStatusError):
         counted(SERVICE, outcome_of(refused.response))

@@ -1,13 +1,7 @@
-"""A kubeconfig user's `exec` plugin, run as kubectl runs it (Kubernetes' "client-go credential
-plugins"): its command with its args, the bot's environment with the plugin's `env` over it, and
-KUBERNETES_EXEC_INFO; the token of the ExecCredential it prints is used until its
-`expirationTimestamp` (until the API server refuses it, when it has none), and on a 401 the
-plugin runs again and the request is sent once more with the new token.
-
-lightkube runs plugins too, but knows only the v1alpha1 and v1beta1 ExecCredential (not v1, what
-current plugins print) and keeps a token until a 401 whatever its expiry. So the bot runs them,
-in front of the connection as client-go's exec authenticator does: a transport around the one
-lightkube's client would use."""
+"""A kubeconfig user's `exec` plugin, run as kubectl runs it (client-go credential plugins): the
+ExecCredential's token is used until its `expirationTimestamp` (or a 401), then the plugin runs
+again. lightkube knows no v1 ExecCredential (what current plugins print) and keeps a token past
+its expiry, so the bot runs plugins in a transport in front of lightkube's, as client-go does."""
 
 from __future__ import annotations
 
@@ -25,7 +19,7 @@ from typing import Any
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import time_of
+from bot.backends.http import shortened, time_of
 from bot.config.secret_files import file_variables, secret_settings
 
 GROUP = "client.authentication.k8s.io"
@@ -43,8 +37,7 @@ class ExecPlugin:
     command: str  # the path found (`_found`)
     args: tuple[str, ...]
     env: dict[str, str] = field(repr=False)  # the plugin's own may hold secrets: never logged
-    # The kubeconfig's cluster, sent to a plugin that asks for it (provideClusterInfo).
-    cluster: dict[str, Any] | None = field(default=None, repr=False)
+    cluster: dict[str, Any] | None = field(default=None, repr=False)  # provideClusterInfo's
     _token: str | None = field(default=None, init=False, repr=False)
     _expires: datetime | None = field(default=None, init=False, repr=False)
     _runs: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
@@ -54,8 +47,7 @@ class ExecPlugin:
         return Path(self.command).name
 
     async def token(self, timeout_s: float, *, refused: str | None = None) -> str:
-        """The token to send: the one held while it is neither expired nor the one the API
-        server just `refused`; else the plugin's next. Calls at once share one run."""
+        """The token held, unless expired or `refused`; else the plugin's next (one run at once)."""
         async with self._runs:
             expired = self._expires is not None and datetime.now(UTC) >= self._expires
             if self._token is None or expired or self._token == refused:
@@ -75,7 +67,7 @@ class ExecPlugin:
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
         except OSError as exc:
-            raise self._failed(f"could not be run: {exc.strerror}", retryable=False) from None
+            raise self._failed(f"could not be run: {exc.strerror}") from None
         try:
             out, err = await asyncio.wait_for(process.communicate(), timeout_s)
         except TimeoutError:
@@ -85,38 +77,34 @@ class ExecPlugin:
                 with suppress(ProcessLookupError):
                     process.kill()
         if process.returncode != 0:
-            said = _trimmed(err.decode(errors="replace")) or "(nothing on stderr)"
-            raise self._failed(f"failed (exit {process.returncode}): {said}", retryable=False)
+            said = shortened(err.decode(errors="replace"), MAX_SAID) or "(nothing on stderr)"
+            raise self._failed(f"failed (exit {process.returncode}): {said}")
         return self._credential(out)
 
     def _credential(self, out: bytes) -> tuple[str, datetime | None]:
         try:
             printed: Any = json.loads(out)
         except ValueError:
-            raise self._failed("printed no ExecCredential (not JSON)", retryable=False) from None
+            raise self._failed("printed no ExecCredential (not JSON)") from None
         if not isinstance(printed, dict) or printed.get("kind") != "ExecCredential":
-            raise self._failed("printed something other than an ExecCredential", retryable=False)
+            raise self._failed("printed something other than an ExecCredential")
         if printed.get("apiVersion") != self.api_version:
             raise self._failed(
                 f"printed an ExecCredential of {str(printed.get('apiVersion'))[:60]}, not of the "
-                f"{self.api_version} its kubeconfig names",
-                retryable=False,
+                f"{self.api_version} its kubeconfig names"
             )
         status = printed.get("status") if isinstance(printed.get("status"), dict) else {}
         token = status.get("token")
         if not isinstance(token, str) or not token:
             what = "a client certificate" if status.get("clientCertificateData") else "nothing"
-            raise self._failed(
-                f"gave {what} instead of a token (queuepilot sends a bearer token)",
-                retryable=False,
-            )
+            raise self._failed(f"gave {what} instead of a token (queuepilot sends a bearer token)")
         expires = status.get("expirationTimestamp")
         at = time_of(expires)
         if expires is not None and at is None:
-            raise self._failed("gave an expirationTimestamp that is not a time", retryable=False)
+            raise self._failed("gave an expirationTimestamp that is not a time")
         return token, at
 
-    def _failed(self, what: str, *, retryable: bool) -> CredentialError:
+    def _failed(self, what: str, *, retryable: bool = False) -> CredentialError:
         return CredentialError(
             f"the kubeconfig's exec plugin {self.name} {what}", retryable=retryable
         )
@@ -151,8 +139,7 @@ class ExecAuth(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ExecAuth:
-        # lightkube before 1.0 deep-copies its connection's parameters, the transport among them;
-        # this one holds the plugin's token and a TLS context, shared, never copied.
+        # lightkube deep-copies its connection's parameters; the plugin and TLS context are shared.
         return self
 
 
@@ -162,49 +149,48 @@ def exec_plugin(
     environ: Mapping[str, str],
     cluster: Mapping[str, Any] | None = None,
 ) -> ExecPlugin:
-    """A kubeconfig user's `exec` section as kubectl validates it, its command found as kubectl
-    finds it (a path relative to the kubeconfig, or a name on PATH); or a non-retryable
-    `BackendError` saying what to fix. The plugin runs with the environment as kubectl gives it,
-    less queuepilot's own secrets (no plugin needs a Slack token), and its `env` over it."""
+    """A kubeconfig user's `exec` section as kubectl validates and finds it, or a `BackendError`
+    saying what to fix. It runs without queuepilot's own secrets, its `env` over the rest."""
     if not isinstance(section, dict):
-        raise BackendError("its user's exec is not a mapping", retryable=False)
+        raise _wrong("its user's exec is not a mapping")
     version, command = section.get("apiVersion"), section.get("command")
     if not isinstance(command, str) or not command:
-        raise BackendError("its user's exec plugin names no command", retryable=False)
+        raise _wrong("its user's exec plugin names no command")
     if version not in VERSIONS:
-        raise BackendError(
+        raise _wrong(
             f"its user's exec plugin asks for apiVersion {str(version)[:60]}: queuepilot speaks "
-            f"{' and '.join(VERSIONS)} (ask the plugin's maintainers for one of them)",
-            retryable=False,
+            f"{' and '.join(VERSIONS)} (ask the plugin's maintainers for one of them)"
         )
     mode = section.get("interactiveMode") or ("" if version == VERSIONS[0] else "IfAvailable")
     if mode not in ("Never", "IfAvailable"):
         said = "gives no interactiveMode" if not mode else f"asks for interactiveMode {mode}"[:80]
-        raise BackendError(
+        raise _wrong(
             f"its user's exec plugin {said}: set interactiveMode: Never (queuepilot runs the "
-            "plugin with no terminal to prompt on)",
-            retryable=False,
+            "plugin with no terminal to prompt on)"
         )
     args, env = section.get("args") or [], section.get("env") or []
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
-        raise BackendError("its user's exec args are not a list of strings", retryable=False)
+        raise _wrong("its user's exec args are not a list of strings")
     pairs = [entry for entry in env if isinstance(entry, dict)] if isinstance(env, list) else []
     if len(pairs) != len(env) or not all(isinstance(p.get("name"), str) for p in pairs):
-        raise BackendError("its user's exec env is not a list of name and value", retryable=False)
+        raise _wrong("its user's exec env is not a list of name and value")
     found = _found(command, base, environ)
     if found is None:
         hint = section.get("installHint")
         fix = str(hint).strip()[:300] if hint else "install it where queuepilot runs"
-        raise BackendError(f"its user's exec plugin {command} is not found: {fix}", retryable=False)
+        raise _wrong(f"its user's exec plugin {command} is not found: {fix}")
     kept = {k: v for k, v in environ.items() if k.upper() not in _SECRETS}
     variables = {**kept, **{p["name"]: str(p.get("value") or "") for p in pairs}}
     asked = section.get("provideClusterInfo") is True
     return ExecPlugin(str(version), found, tuple(args), variables, _cluster_info(cluster, asked))
 
 
+def _wrong(said: str) -> BackendError:
+    return BackendError(said, retryable=False)
+
+
 def _cluster_info(cluster: Mapping[str, Any] | None, asked: bool) -> dict[str, Any] | None:
-    """ExecCredential's spec.cluster, from the kubeconfig's cluster in its own names: what
-    client-go sends when the plugin's provideClusterInfo is true (GKE's plugin sets it)."""
+    """ExecCredential's spec.cluster, as client-go sends it under provideClusterInfo."""
     if not asked:
         return None
     cluster = cluster or {}
@@ -234,8 +220,3 @@ def _found(command: str, base: Path, environ: Mapping[str, str]) -> str | None:
         path = base / command
         return str(path) if path.is_file() and os.access(path, os.X_OK) else None
     return shutil.which(command, path=environ.get("PATH", os.defpath))
-
-
-def _trimmed(text: str) -> str:
-    said = " ".join(text.split())
-    return said if len(said) <= MAX_SAID else said[: MAX_SAID - 1] + "…"

@@ -10,7 +10,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object
-from bot.backends.silence.alertmanager import ApiV2Silencer
+from bot.backends.silence import Silencer
 from bot.checks import Finding, fail, ok, shown_url, warn
 from bot.config import Settings, SilenceBackend
 from bot.factory import build_silencer
@@ -30,7 +30,7 @@ GRAFANA_ROLE = (
 
 async def probe(settings: Settings) -> list[Finding]:
     silencer = build_silencer(settings)
-    assert isinstance(silencer, ApiV2Silencer)
+    assert isinstance(silencer, Silencer)
     async with aclosing(silencer):
         if settings.silence_backend is SilenceBackend.GRAFANA:
             assert settings.grafana_url
@@ -39,7 +39,7 @@ async def probe(settings: Settings) -> list[Finding]:
         return await _alertmanager(silencer, shown_url(settings.alertmanager_url))
 
 
-async def _grafana(grafana: ApiV2Silencer, where: str) -> list[Finding]:
+async def _grafana(grafana: Silencer, where: str) -> list[Finding]:
     try:
         listed = await grafana.call("GET", "/silences")
     except BackendError as exc:
@@ -74,7 +74,7 @@ def _grafana_refused(exc: BackendError, where: str, what: str) -> Finding:
     return fail(SUBJECT, *said.get(exc.status, (str(exc), f"{GRAFANA_URL}, reachable from here")))
 
 
-async def _alertmanager(alertmanager: ApiV2Silencer, where: str) -> list[Finding]:
+async def _alertmanager(alertmanager: Silencer, where: str) -> list[Finding]:
     try:
         status = json_object(await alertmanager.call("GET", "/status"), "Alertmanager")
         listed = await alertmanager.call("GET", "/silences")

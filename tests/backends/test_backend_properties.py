@@ -1,5 +1,6 @@
 """Property tests for the backends' parsers of outside input: answers of silence and scale
-backends, kubeconfig files, and the scale webhook's signature. None may raise anything but its one
+backends, the numbers and text any backend quotes, kubeconfig files, and the scale webhook's
+signature. None may raise anything but its one
 documented error, whatever arrives. What Slack echoes back in modals and interactions:
 tests/handlers/test_interaction_properties.py."""
 
@@ -18,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
-from bot.backends.http import error_of
+from bot.backends.http import error_of, number_of, shortened
 from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import _capacity
 from bot.backends.scale.webhook import sign, verify, webhook_result
-from bot.backends.silence.alertmanager import silence_state
+from bot.backends.silence import silence_state
 from bot.config import SettingsError
 from bot.domain.scaling import ScaleTarget
 from tests.support.mutations import json_values, mutated, objects
@@ -55,6 +56,20 @@ def test_a_webhook_answer_never_breaks_the_result(data: object) -> None:
 def test_any_scale_set_object_gives_a_capacity(data: dict[str, Any]) -> None:
     capacity = _capacity(data)
     assert capacity.minimum is None or capacity.minimum >= 0
+
+
+@given(st.one_of(json_values, st.text(), st.integers(), st.floats()))
+def test_a_number_a_backend_quotes_is_read_as_that_number_or_not_at_all(value: object) -> None:
+    number = number_of(value)
+    if number is not None:
+        assert not isinstance(value, bool) and number == float(value)  # type: ignore[arg-type]
+
+
+@given(st.text(), st.integers(2, 400))
+def test_a_backends_text_is_said_on_one_line_within_its_limit(text: str, limit: int) -> None:
+    said = shortened(text, limit)
+    assert len(said) <= limit and "\n" not in said and said == said.strip()
+    assert said == " ".join(text.split()) or said.endswith("…")
 
 
 @given(st.integers(100, 599), st.binary(max_size=600))

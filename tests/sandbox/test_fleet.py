@@ -26,8 +26,7 @@ from bot.backends.metrics.hud import HudMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
-from bot.backends.silence import SilenceRequest
-from bot.backends.silence.alertmanager import alertmanager_silencer
+from bot.backends.silence import SilenceRequest, alertmanager_silencer
 from bot.config import Settings
 from bot.domain.alerts import Matcher, parse_notification
 from bot.domain.delivery import facts_of

@@ -20,7 +20,7 @@ from bot.actions.flow import Actor
 from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.kube import kube_access
 from bot.backends.scale.arc import ArcScaler
-from bot.backends.silence.alertmanager import ApiV2Silencer, grafana_silencer
+from bot.backends.silence import Silencer, grafana_silencer
 from bot.config import Settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
@@ -143,7 +143,7 @@ ALICE = Actor("U0ALICE", "alice")
 ARC_SET = "arc-runners/mt-l-x86iavx512-8-64"
 
 
-def grafana_in_process(api: FakeSilenceApi) -> ApiV2Silencer:
+def grafana_in_process(api: FakeSilenceApi) -> Silencer:
     """Grafana's silence API, in process: the bot's own HTTP client against the stand-in."""
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app))
     return grafana_silencer("http://grafana", api.token, client=client)

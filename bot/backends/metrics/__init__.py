@@ -16,8 +16,7 @@ class QueueMetrics(Protocol):
     live: bool  # False for the alert backend: nothing to read beyond the notifications
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        """Every runner type the source knows about. `absent_means_empty`: whether a type it
-        lacks has nothing queued (a source that lists every type that queues) or is unknown."""
+        """Every runner type the source knows (`absent_means_empty`: one it lacks has none)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -25,8 +24,7 @@ class QueueMetrics(Protocol):
 
 @runtime_checkable
 class QueuedJobs(Protocol):
-    """A backend that can say which jobs are queued (GitHub, the HUD), or at least which
-    workflows' jobs arrived (ARC's counters, when they carry the workflow)."""
+    """Which jobs are queued (GitHub, the HUD), or which workflows' jobs arrived (ARC)."""
 
     name: str
 
@@ -37,19 +35,17 @@ class QueuedJobs(Protocol):
 
 @runtime_checkable
 class QueueHistory(Protocol):
-    """A backend that keeps the fleet's past (Prometheus, the HUD): the capacity report's."""
+    """The fleet's past (Prometheus, the HUD), for the capacity report."""
 
     name: str
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
-        """Per runner type, what the backend kept of [start, end], with a note on what it could
-        not read; `BackendError` when it could read nothing."""
+        """Per runner type, what the backend kept of [start, end]; `BackendError`: nothing."""
         ...
 
 
 class AlertMetrics:
-    """Nothing to read: each incident shows what its latest notification carried
-    (`bot.domain.incident_fleet.alert_fleet`)."""
+    """Nothing to read: each incident shows what its latest notification carried."""
 
     name = "the alert"
     live = False

@@ -1,9 +1,7 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
-token's quota is shared, so a run's jobs are read again only when its listing entry says it
-changed, pages are asked with ETags (a 304 is free), and each reading says how long it stands
-(`paced_s`): GITHUB_READING_SHARE of GitHub's hour at most (`bot.backends.github_rate`).
-`queued_jobs` serves the last reading's jobs for as long as it stands, and reads (paced the same
-way) only past it: a `/queue jobs`, a diagnosis or a jobs-only client spends nothing more."""
+token's quota is shared, so a run's jobs are read again only when its listing entry changed, pages
+are asked with ETags (a 304 is free), and a reading stands as long as GITHUB_READING_SHARE of
+GitHub's hour allows (`paced_s`); `queued_jobs` serves the last reading's jobs while it stands."""
 
 from __future__ import annotations
 
@@ -25,12 +23,10 @@ T = TypeVar("T")
 Mark = tuple[str, Any, Any]
 # A run in progress is read again this long after its last read even when its listing entry is
 # unchanged: GitHub moves a run's `updated_at` when its jobs change "in the vast majority of
-# cases", with races where it does not (github/vscode-github-actions, src/store/workflowRun.ts),
-# and a job it missed would stay queued in the numbers, or, newly queued, stay out of them.
+# cases" (github/vscode-github-actions, src/store/workflowRun.ts), not always.
 REREAD_S = 600.0
 # A run whose `updated_at` is this close to its last read is read again: GitHub's timestamps have
-# whole seconds, so a change in the second of the read (or a second of clock between GitHub and
-# here) leaves the entry as the read saw it.
+# whole seconds, so a change in the second of the read leaves the entry as the read saw it.
 MARGIN_S = 5.0
 
 GENERIC_LABELS = frozenset(
@@ -62,22 +58,23 @@ class GithubMetrics:
         self._last: Last | None = None
         # One read at a time: a command and a reading never read the same runs twice.
         self._reading = asyncio.Lock()
-        # Each listed run's jobs as last read: runs that left the listing are forgotten.
-        self._jobs_of: dict[Any, Known] = {}
+        self._jobs_of: dict[Any, Known] = {}  # each listed run's jobs as last read
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         async with self._reading:
             listed, runners = await all_or_none([self._runs(), self._runners()])
-            # The listings' part of a reading's cost.
             last = await self._listed(listed, listed.counted + runners.counted, now)
         # A ghost (queued in a completed run) waits for nothing: the queue is what can still run.
         live = [job for job in last.jobs.items if not is_ghost(job, last.runs)]
         fleet = fleet_of(live, runners.items, now=now, every_job_listed=last.jobs.complete)
-        return self._paced(fleet, last, now)
+        # A reading standing past the interval says so: the surfaces say when the next comes.
+        pace = last.until - now.timestamp()
+        if pace <= self._config.metrics_interval_seconds:
+            return fleet
+        return fleet.model_copy(update={"paced_s": pace})
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        """The last reading's jobs while it stands; past it, the runs and their jobs read again
-        (not the runners), standing as long as a reading would."""
+        """The last reading's jobs while it stands; past it, the runs and their jobs read again."""
         async with self._reading:
             last = self._last
             if last is None or now.timestamp() >= last.until:
@@ -85,17 +82,8 @@ class GithubMetrics:
                 last = await self._listed(listed, listed.counted, now)
         return queued_jobs_of(last.runs, last.jobs.items, complete=last.jobs.complete)
 
-    def _paced(self, fleet: FleetSnapshot, last: Last, now: datetime) -> FleetSnapshot:
-        """The reading with how long it stands (`paced_s`) when longer than the interval: the
-        surfaces say when it was read and when the next comes."""
-        pace = last.until - now.timestamp()
-        if pace <= self._config.metrics_interval_seconds:
-            return fleet
-        return fleet.model_copy(update={"paced_s": pace})
-
     def _pace(self, pages: int, runs: Mapping[Any, Any], now: float) -> tuple[float, int] | None:
-        """Seconds until the next reading and its predicted cost (`reading_pace`); None where
-        GitHub states no quota (an Enterprise Server without rate limits)."""
+        """Seconds until the next reading and its cost; None where GitHub states no quota."""
         rate, config = self.api.rate, self._config
         if rate is None:
             return None
@@ -104,8 +92,7 @@ class GithubMetrics:
         return reading_pace(due, pages, rate, share=share, now=now, shortest=shortest)
 
     async def sizing(self, *, now: datetime) -> Sizing:
-        """What a reading costs on this fleet and how often the share allows one, from the
-        listings alone (`queuepilot check`: no run's jobs are read)."""
+        """What a reading costs and how often the share allows one, from the listings alone."""
         listed, runners = await all_or_none([self._runs(), self._runners()])
         pages = listed.counted + runners.counted
         runs = _runs_of(listed)
@@ -113,8 +100,7 @@ class GithubMetrics:
         return Sizing(len(runs), pages, cost, pace)
 
     def _due_in(self, run_id: Any, run: dict[str, Any], now: float) -> float:
-        """Seconds from now within which a reading would read `run`'s jobs again, as the pace
-        predicts it: how long ago the run changed, or sooner when a re-read is due anyway."""
+        """Seconds within which a reading would read `run`'s jobs again, as the pace predicts."""
         changed = time_of(run.get("updated_at"))
         since = now - changed.timestamp() if changed else 0.0
         known = self._jobs_of.get(run_id)
@@ -140,8 +126,7 @@ class GithubMetrics:
         return await self._pages([f"/repos/{repo}/actions/runners?" for repo in repos], "runners")
 
     async def _runs(self) -> Listing:
-        """The queued runs and the runs in progress (one job running and the next waiting for a
-        runner is the usual shape of a queue)."""
+        """The queued runs and those in progress (a job running, the next waiting for a runner)."""
         repos = self._config.github_repos
         statuses = ("queued", "in_progress")
         urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]
@@ -149,9 +134,8 @@ class GithubMetrics:
 
     async def _listed(self, listed: Listing, pages: int, now: datetime) -> Last:
         """The listed runs and their jobs, read again only for a run whose listing entry changed
-        (or, in progress, was last read REREAD_S ago; or changed in the second it was read);
-        complete only when every listing reached its end. Kept as the last reading, standing
-        until the pace (the listings cost `pages`) or the interval lets the next one read."""
+        (or, in progress, was last read REREAD_S ago; or changed in the second it was read). Kept
+        as the last reading, standing until the pace (the listings cost `pages`) allows the next."""
         at = now.timestamp()
         runs = _runs_of(listed)
         paths = {run_id: _path(run.get("url")) for run_id, run in runs.items()}
@@ -192,7 +176,7 @@ class GithubMetrics:
 
 async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     """Every call's result, or the first failure with the others cancelled (after a rate limit,
-    no sibling call may still reach GitHub)."""
+    no sibling may still reach GitHub)."""
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(call) for call in calls]
@@ -202,41 +186,33 @@ async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
 
 
 class Sizing(NamedTuple):
-    """A reading on this fleet: the runs listed, the listings' pages, the requests the next
-    costs, and in how many seconds the share allows it (None: GitHub states no quota)."""
-
     runs: int
     pages: int
-    cost: int
-    every_s: float | None
+    cost: int  # requests the next reading costs
+    every_s: float | None  # None: GitHub states no quota
 
 
 class Last(NamedTuple):
-    """The last reading's runs and jobs, and until when it stands (epoch seconds)."""
-
     runs: dict[Any, dict[str, Any]]
     jobs: Listing
-    until: float
+    until: float  # epoch seconds
 
 
 class Known(NamedTuple):
-    """A run's jobs as last read, with the run's mark then and when (epoch seconds)."""
+    """A run's jobs as last read, with the run's mark then."""
 
     mark: Mark
     jobs: list[Any]
-    at: float
+    at: float  # epoch seconds
 
 
 def in_progress(run: dict[str, Any]) -> bool:
-    """A run whose stale jobs could misstate the queue: one job may start or queue unseen. A run
-    listed as queued has no job started yet, or its own status (the listing's filter) would
-    have moved."""
+    """A run whose stale jobs could misstate the queue (a run listed as queued has none started)."""
     return run.get("status") != "queued"
 
 
 def changed_near(run: dict[str, Any], read_at: float) -> bool:
-    """The run's `updated_at` within MARGIN_S of its last read, or after it: it may have changed
-    after the read under the same timestamp."""
+    """The run's `updated_at` within MARGIN_S of its last read, or after it."""
     changed = time_of(run.get("updated_at"))
     return changed is not None and changed.timestamp() >= read_at - MARGIN_S
 
@@ -246,8 +222,7 @@ def _runs_of(listed: Listing) -> dict[Any, dict[str, Any]]:
 
 
 def _mark(run: dict[str, Any]) -> Mark | None:
-    """What changes in a run's listing entry when any of its jobs does (a job that starts or ends
-    moves the run's `updated_at`); None without an `updated_at`: read every time."""
+    """What changes in a run's listing entry when any of its jobs does; None: read every time."""
     updated = run.get("updated_at")
     if not isinstance(updated, str) or not updated:
         return None
@@ -265,7 +240,7 @@ def fleet_of(
     jobs: Iterable[Any], runners: Iterable[Any], *, now: datetime, every_job_listed: bool = False
 ) -> FleetSnapshot:
     """Per runner type: queued jobs, the longest wait, and the runners carrying its label. Types
-    are the jobs', so a finished one is absent: "nothing queued" only when `every_job_listed`."""
+    are the jobs': "nothing queued" for an absent one only when `every_job_listed`."""
     waits: dict[str, list[datetime]] = {}
     for job in jobs:
         runner_type = runner_type_of(job)
@@ -305,9 +280,8 @@ def fleet_of(
 def queued_jobs_of(
     runs: Mapping[Any, Any], jobs: Iterable[Any], *, complete: bool = True
 ) -> JobsListing:
-    """The queued jobs with their run's workflow and trigger; ghosts and jobs that cannot be read
-    are left out and counted. Finished jobs say how long jobs ran; jobs that ran say their runner's
-    workflow (ARC registers a runner under its pod's name)."""
+    """The queued jobs with their run's workflow and trigger (ghosts and unreadable ones counted),
+    the finished ones, and the workflow of each runner (ARC names a runner after its pod)."""
     found: list[QueuedJob] = []
     finished: list[FinishedJob] = []
     runners: dict[str, str] = {}

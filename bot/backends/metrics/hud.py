@@ -12,7 +12,15 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import Counted, backend_client, json_of, request, time_of, uncounted
+from bot.backends.http import (
+    Counted,
+    backend_client,
+    json_of,
+    number_of,
+    request,
+    time_of,
+    uncounted,
+)
 from bot.config import Settings
 from bot.domain.alerts import max_known
 from bot.domain.capacity import FleetHistory, TypeHistory
@@ -21,13 +29,14 @@ from bot.domain.hud_queries import AGGREGATE, BY_LABEL, DEFAULT_PARAMETERS, thre
 from bot.domain.jobs import JobsListing, QueuedJob, trigger_of_hud
 
 T = TypeVar("T")
+HUD = "The HUD"
 JOBS_QUERY = "queued_jobs"
 HISTORY_QUERY = "queue_times_historical"
 HOUR_S = 3600
 # The query lists jobs created less than a week ago; a larger age is not a queued job.
 MAX_QUEUE_S = 8 * 86_400
-# Per readings query: the row's runner label, its count of queued jobs, its longest wait, and that
-# wait's unit in minutes (`queued_jobs_by_label`'s `avg_queue_s` is the longest wait, in seconds).
+# Per query: the row's label, queued count and longest wait columns, and that wait's unit in
+# minutes (`queued_jobs_by_label`'s `avg_queue_s` is the longest wait, in seconds).
 COLUMNS = {
     AGGREGATE: ("runner_label", "num_queued_jobs", "max_queue_time_minutes", 1.0),
     BY_LABEL: ("machine_type", "count", "avg_queue_s", 60.0),
@@ -63,17 +72,14 @@ class HudMetrics:
             source="hud",
             runner_types=types,
             note=_note(skipped),
-            # A label with nothing queued is not in the answer, unless a row could not be read
-            # (it may have been that label's).
-            absent_means_empty=not skipped,
+            absent_means_empty=not skipped,  # an unreadable row may have been any label's
             queued_over_mins=self._threshold,
         )
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         jobs, skipped = job_rows(await self._rows(JOBS_QUERY, {}), now=now)
-        note = _note(skipped)
         return JobsListing(
-            tuple(jobs), complete=not skipped, note=note, listed_over_mins=self._jobs_over
+            tuple(jobs), complete=not skipped, note=_note(skipped), listed_over_mins=self._jobs_over
         )
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
@@ -86,12 +92,10 @@ class HudMetrics:
         # `parameters` is required (the route JSON-parses it): at least "{}".
         shown = json.dumps(parameters, separators=(",", ":"))
         path, params = f"/api/clickhouse/{query}", {"parameters": shown}
-        return json_of(
-            await request(
-                self._client, "The HUD", "GET", path, counted=self._counted, params=params
-            ),
-            "The HUD",
+        response = await request(
+            self._client, HUD, "GET", path, counted=self._counted, params=params
         )
+        return json_of(response, HUD)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -104,8 +108,10 @@ def _note(skipped: int) -> str:
 def _each(rows: Any, read: Callable[[dict[str, Any]], T | None]) -> tuple[list[T], int]:
     """What `read` makes of each row, and how many rows it could not read (left out)."""
     if not isinstance(rows, list):
-        message = "The HUD answered with something that is not a list of rows"
-        raise BackendError(message, retryable=True)
+        raise BackendError(
+            f"{HUD} answered with something that is not a list of rows", retryable=True
+        )
+
     found = [read(row) if isinstance(row, dict) else None for row in rows]
     return [item for item in found if item is not None], sum(item is None for item in found)
 
@@ -187,14 +193,6 @@ def per_label(rows: Any, query: str) -> tuple[dict[str, RunnerTypeMetrics], int]
 
 
 def _count(value: Any) -> float | None:
-    """A non-negative finite number (ClickHouse may quote 64-bit integers as strings)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-    if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        return None
-    return float(value)
+    """A non-negative finite number."""
+    number = number_of(value)
+    return number if number is not None and 0 <= number < math.inf else None

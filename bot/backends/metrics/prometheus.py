@@ -14,7 +14,15 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import Counted, backend_client, bearer, request_json, uncounted
+from bot.backends.http import (
+    Counted,
+    backend_client,
+    bearer,
+    json_object,
+    number_of,
+    request,
+    uncounted,
+)
 from bot.backends.metrics import prometheus_history as ranges
 from bot.backends.metrics.prometheus_pods import pod_queries, probe_query, runner_pods
 from bot.config import Settings
@@ -30,15 +38,13 @@ Vector = list[tuple[dict[str, str], float]]
 
 # The quantile of the startup histogram read as the longest wait: its slowest recent starts.
 WAIT_QUANTILE = 0.99
-# Where the rate window holds no start while jobs queue, the wait is read over this window (or
-# the rate window, if longer): ARC times a job only as it starts, and a queue whose jobs start
-# now and then still has a wait.
+# ARC times a job only as it starts: where the rate window holds no start while jobs queue, the
+# wait is read over this window.
 WAIT_WINDOW = "1h"
 WAIT = "longest_wait_mins"
 LONGER_WAIT = f"longest_wait_mins over {WAIT_WINDOW}"  # as a refusal's note names it
 PROBE = "series scraped"  # the pods' sources probe, asked beside the fields
-# A series the probe found is taken as scraped this long without asking again: which sources a
-# cluster scrapes changes with a deploy, and the probe matches every series of each name.
+# A series the probe found counts as scraped this long: the probe matches every series of a name.
 PROBE_TTL_S = 600.0
 WORKFLOW_LABELS = ("job_workflow_name", "job_workflow_ref")
 NO_WORKFLOW = (
@@ -61,8 +67,7 @@ def _queued(where: str) -> str:
 
 
 def _joined(expr: str, offset: str = "", *, by: str = "name", where: str = "") -> str:
-    """A job-level series (`expr`) given its scale set's `name`: they come from the same
-    listener target."""
+    """A job-level series given its scale set's `name`, from the same listener target."""
     names = f"group by (instance, name) ({vector('gha_assigned_jobs', where=where)}{offset})"
     return f"sum by ({by}) ({expr} * on (instance) group_left (name) {names})"
 
@@ -70,16 +75,11 @@ def _joined(expr: str, offset: str = "", *, by: str = "name", where: str = "") -
 def _mean_mins(
     window: str, offset: str = "", *, by: str = "name", fn: str = "rate", where: str = ""
 ) -> str:
-    total, count = (
-        _joined(
-            f"{fn}({vector(f'{ranges.EXECUTION}_{part}', where=where)}[{window}]{offset})",
-            offset,
-            by=by,
-            where=where,
-        )
-        for part in ("sum", "count")
-    )
-    return f"{total} / {count} / 60"
+    def per_set(part: str) -> str:
+        series = vector(f"{ranges.EXECUTION}_{part}", where=where)
+        return _joined(f"{fn}({series}[{window}]{offset})", offset, by=by, where=where)
+
+    return f"{per_set('sum')} / {per_set('count')} / 60"
 
 
 def startup_buckets(window: str, where: str = "") -> str:
@@ -95,8 +95,7 @@ def wait_window(rate_window: str) -> str | None:
 
 
 def arc_queries(window: str = "10m", where: str = "") -> dict[str, str]:
-    """Field -> PromQL over ARC's listener metrics; `where`: PROMETHEUS_SELECTOR's matchers, in
-    every series read."""
+    """Field -> PromQL over ARC's listener metrics, `where` (PROMETHEUS_SELECTOR) in each."""
 
     def started_rate(window: str, offset: str = "") -> str:
         started = vector("gha_started_jobs_total", where=where)
@@ -118,8 +117,7 @@ def arc_queries(window: str = "10m", where: str = "") -> dict[str, str]:
         # Demand: what started, plus what the queue grew by meanwhile.
         "arrival_per_min": f"{started} + on (name) {growth}",
         "completed_per_min": "60 * " + _joined(f"rate({completed}[{window}])", where=where),
-        # The startup histogram's buckets (seconds), whose p99 `read` takes: the slowest recent
-        # start of a job that got a runner.
+        # The startup histogram's buckets (seconds), whose p99 `read` takes.
         "longest_wait_mins": startup_buckets(window, where),
         "job_duration_mins": _mean_mins(window, where=where),
         # The same hour yesterday: what "normal" means for this hour of the day.
@@ -129,15 +127,14 @@ def arc_queries(window: str = "10m", where: str = "") -> dict[str, str]:
 
 
 def default_queries(config: Settings) -> dict[str, str]:
-    """Field or reading -> its default PromQL, PROMETHEUS_SELECTOR in every series."""
+    """Field or reading -> its default PromQL."""
     window, where = config.prometheus_rate_window, config.prometheus_selector
     label, boot = config.prometheus_runner_type_label, config.runner_boot_minutes
     return {**arc_queries(window, where), **pod_queries(label, window, boot, where)}
 
 
 def all_queries(config: Settings) -> dict[str, str]:
-    """Field of `RunnerTypeMetrics` -> PromQL: PROMETHEUS_QUERIES over the defaults (as written:
-    PROMETHEUS_SELECTOR is the defaults'); an empty query drops a field."""
+    """PROMETHEUS_QUERIES (as written) over the defaults; an empty query drops a field."""
     queries = config.prometheus_queries
     unknown = unknown_fields(queries)
     if unknown:
@@ -159,17 +156,17 @@ class PrometheusMetrics:
     ) -> None:
         self._config = config
         self._counted = counted
-        self._queries = all_queries(config)
+        # Field or reading -> the PromQL asked for it (`queuepilot check` shows them).
+        self.queries = queries = all_queries(config)
         self._where = where = config.prometheus_selector
-        # The wait is ARC's startup histogram (a start, from assignment) unless it was replaced.
         window = config.prometheus_rate_window
-        self._arc_wait = self._queries.get(WAIT) == startup_buckets(window, where)
+        self._arc_wait = queries.get(WAIT) == startup_buckets(window, where)  # not replaced
         longer = wait_window(window) if self._arc_wait else None
         self._longer_wait = startup_buckets(longer, where) if longer else ""
         # The pods' readings whose default query stands: an empty answer is "not scraped" when
         # the series it reads is absent altogether.
         defaults = default_queries(config)
-        self._probed = [r for r in defaults if r in NEEDS and self._queries.get(r) == defaults[r]]
+        self._probed = [r for r in defaults if r in NEEDS and queries.get(r) == defaults[r]]
         self._found: dict[str, float] = {}  # series name -> when the probe found it (monotonic)
         self._unscraped: dict[str, str] = {}  # the last probe's `runner_pods` `probed`
         suffix = config.prometheus_name_suffix
@@ -181,18 +178,13 @@ class PrometheusMetrics:
 
     @property
     def fields(self) -> list[str]:
-        """The queue's fields `queuepilot check` asks; the runner pods' readings are optional."""
-        return [name for name in self._queries if name not in NEEDS]
-
-    @property
-    def queries(self) -> dict[str, str]:
-        """Field or reading -> the PromQL asked for it (`queuepilot check` shows them)."""
-        return dict(self._queries)
+        """The queue's fields; the runner pods' readings are optional."""
+        return [name for name in self.queries if name not in NEEDS]
 
     @property
     def readings(self) -> list[str]:
         """The runner pods' readings asked (PROMETHEUS_QUERIES may drop some)."""
-        return [name for name in self._queries if name in NEEDS]
+        return [name for name in self.queries if name in NEEDS]
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         """All queries at once, at one evaluation time: every field describes the same moment."""
@@ -213,7 +205,7 @@ class PrometheusMetrics:
                 bucket = name in (WAIT, LONGER_WAIT) and "le" in labels
                 if not bucket and name != LONGER_WAIT:
                     by_type.setdefault(runner_type, {})[name] = value
-                elif bucket and (le := _bound(labels["le"])) is not None:
+                elif bucket and (le := number_of(labels["le"])) is not None:
                     kept = buckets.setdefault((name, runner_type), {})  # summed per type
                     kept[le] = kept.get(le, 0.0) + value
         for runner_type in {runner_type for _, runner_type in buckets}:
@@ -245,13 +237,10 @@ class PrometheusMetrics:
         self, *, now: datetime, fresh: bool = False
     ) -> tuple[dict[str, RunnerPods], RunnerPods | None, dict[str, BackendError]]:
         """Per runner type with runner pods, their readings; those of a type with none (None when
-        no reading is asked); and the readings' queries Prometheus refused. Optional: a refusal
-        never fails the reading.
-
-        The probe asks only for the series not found within `PROBE_TTL_S` (`fresh`: all of
-        them): one not scraped matches nothing, cheaply, and is seen the reading after it is;
-        one no longer scraped reads as none until its finding expires."""
+        no reading is asked); and the queries refused, which never fail the reading. The probe
+        asks only for the series not found within `PROBE_TTL_S` (`fresh`: all of them)."""
         queries = {r: self.series(r, now=now) for r in self.readings}
+
         if not queries:
             return {}, None, {}
         since = time.monotonic() - PROBE_TTL_S
@@ -263,8 +252,7 @@ class PrometheusMetrics:
         found_now = {labels.get("__name__", "") for labels, _ in answers.pop(PROBE, [])}
         scraped = known | found_now
         if PROBE in failed:
-            # Said as a refusal (the reading's note, `check`'s warning); the last answer's
-            # verdicts stand meanwhile, as an empty answer of a source not scraped is no "none".
+            # The last verdicts stand: an empty answer of a source not scraped is no "none".
             probed = self._unscraped
         else:
             probed = {r: not_scraped(r, scraped) for r in self._probed}
@@ -277,17 +265,14 @@ class PrometheusMetrics:
         return found, unseen, failed
 
     def unscraped(self) -> dict[str, str]:
-        """Per reading probed by the last `runner_pods`, the source of a series it needs that
-        Prometheus does not have ("" when all are); {} when none was ever probed."""
+        """Per reading the last `runner_pods` probed, the source it lacks ("" when none)."""
         return dict(self._unscraped)
 
     async def series(self, field: str, *, now: datetime) -> Vector:
-        """One field's query as `read` asks it (`queuepilot check` asks them one by one)."""
-        return await self._query(self._queries[field], now)
+        return await self._query(self.queries[field], now)
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        """Per (runner type, workflow), the jobs started in the last hour and in the same hour a
-        day before: what arrived, since ARC's listener has no per-job queue to list."""
+        """Per (runner type, workflow), the jobs started in the last hour and a day before."""
         by, where = "name, " + ", ".join(WORKFLOW_LABELS), self._where
         started = vector("gha_started_jobs_total", where=where)
 
@@ -317,8 +302,7 @@ class PrometheusMetrics:
         return JobsListing(complete=False, note=note, arrivals=arrivals)
 
     def _per_workflow(self, series: Vector, *, counts: bool = False) -> dict[tuple[str, str], Any]:
-        """Per (runner type, workflow): the jobs counted (`counts`, summed), else the mean
-        minutes."""
+        """Per (runner type, workflow): the jobs counted (`counts`), else the mean minutes."""
         found: dict[tuple[str, str], Any] = {}
         for labels, value in series:
             key = (self.runner_type(labels), workflow_of(labels))
@@ -329,23 +313,21 @@ class PrometheusMetrics:
         return {key: n for key, n in found.items() if n > 0 or not counts}
 
     def runner_type(self, labels: Mapping[str, str]) -> str:
-        """A series' scale set (the name label less ARC's suffix) as the alerts name its runner
-        type; "" without the label."""
+        """A series' runner type: its scale set less ARC's suffix; "" without the label."""
         raw = labels.get(self._config.prometheus_runner_type_label, "")
         scale_set = self._suffix.sub("", raw) if self._suffix else raw
         return self._names.runner_type(scale_set) if scale_set else ""
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
-        """The capacity report's window: every series and quantile at once."""
         step = ranges.step_s(start, end)
-        fields = ranges.range_queries(self._queries, wait_buckets=self._arc_wait)
+        fields = ranges.range_queries(self.queries, wait_buckets=self._arc_wait)
         seconds = max(60, round((end - start).total_seconds()))
         suffix, where = self._config.prometheus_name_suffix, self._where
         numbers = {
             "wait_p50_mins": ranges.quantile_query(0.5, seconds, suffix, where),
             "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix, where),
             "job_mins": ranges.duration_query(seconds, suffix, where),
-            **ranges.pending_queries(self._queries, seconds, step),
+            **ranges.pending_queries(self.queries, seconds, step),
         }
         ranged, failed = await gathered(
             {field: self._query_range(query, start, end, step) for field, query in fields.items()}
@@ -378,9 +360,10 @@ class PrometheusMetrics:
         return parse_vector(await self._get("/api/v1/query", params))
 
     async def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        return await request_json(
+        response = await request(
             self._client, "Prometheus", "GET", path, counted=self._counted, params=params
         )
+        return json_object(response, "Prometheus")
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -389,8 +372,7 @@ class PrometheusMetrics:
 async def gathered(
     calls: Mapping[str, Awaitable[T]], *, all_may_fail: bool = False
 ) -> tuple[dict[str, T], dict[str, BackendError]]:
-    """Every call's answer by name, and each failure by name; the first failure is raised when
-    all failed, unless `all_may_fail` (`queuepilot check` says what each refusal means)."""
+    """Every answer and failure by name; the first failure raised when all failed, unless asked."""
     answers = await asyncio.gather(*calls.values(), return_exceptions=True)
     for answer in answers:
         if isinstance(answer, BaseException) and not isinstance(answer, BackendError):
@@ -403,8 +385,7 @@ async def gathered(
 
 
 def parse_vector(body: Mapping[str, Any]) -> Vector:
-    """An instant query's answer as (labels, value) pairs; NaN and infinities (a quantile of no
-    observations, a division by a zero rate) are "not known" and dropped."""
+    """An instant query's answer as (labels, value) pairs; NaN and infinities are "not known"."""
     result_type, result = ranges.result_of(body)
     if result_type not in ("scalar", "vector") or not isinstance(result, list):
         message = f"Prometheus answered a {str(result_type)[:20]}, not an instant vector"
@@ -443,17 +424,8 @@ def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bo
     return start + (bounds[i] - start) * fraction, False
 
 
-def _bound(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return None if math.isnan(value) else value
-
-
 def workflow_of(labels: Mapping[str, str]) -> str:
-    """A job series' workflow: `job_workflow_name`, else the file `job_workflow_ref` names
-    (`pytorch/pytorch/.github/workflows/periodic.yml@refs/heads/main` -> `periodic`)."""
+    """`job_workflow_name`, else the file `job_workflow_ref` names (`…/periodic.yml@…`)."""
     name = labels.get("job_workflow_name", "").strip()
     if name:
         return name[:200]

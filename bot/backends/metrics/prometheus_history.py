@@ -35,10 +35,8 @@ SAID = {
     "unschedulable_hours": "runner pods unschedulable",
     "node_oom_kills": "OOM kills on the runners' nodes",
 }
-# The runner pods' numbers over the window, from the reading's queries: those that add up across
-# a type's runner sets, and the rest (the worst).
-# Added: a type's runner sets mostly follow one another (a listener recreated, a template rolled),
-# so their hours and kills are apart; two sets at once on one node count its kills twice.
+# The runner pods' numbers that add up across a type's runner sets (the rest take the worst): the
+# sets mostly follow one another (a template rolled), so their hours and kills are apart.
 ADDED = {"pending_pod_mins", "unschedulable_hours", "node_oom_kills"}
 
 
@@ -49,8 +47,7 @@ def step_s(start: datetime, end: datetime) -> int:
 
 
 def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> dict[str, str]:
-    """`TypeHistory` field -> PromQL, from the reading's queries. `wait_buckets`: the wait's query
-    answers a histogram's buckets (ARC's default), whose p99 Prometheus computes over a range."""
+    """`TypeHistory` field -> PromQL; `wait_buckets`: the wait's query answers ARC's buckets."""
     chosen = {field: queries[name] for field, name in SERIES.items() if name in queries}
     if wait_buckets and "wait_mins" in chosen:
         chosen["wait_mins"] = f"histogram_quantile(0.99, {chosen['wait_mins']}) / 60"
@@ -62,12 +59,9 @@ def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> 
 
 def pending_queries(queries: Mapping[str, str], seconds: int, step: int) -> dict[str, str]:
     """`TypeHistory`'s runner pods numbers -> PromQL asked at the window's end: the reading's
-    pods queries over the window as subqueries, `step` apart (`step_s`, as the range queries).
-    Each step evaluates a join over the cluster's pods, so the range queries' step, not a
-    minute, keeps a week's report as cheap as its range queries (and far under the 11,000
-    points a series that a proxy such as promxy allows a subquery; Prometheus limits only range
-    queries, prometheus/prometheus#9999). Pods sampled a step apart still add up to their
-    minutes Pending on average; the longest wait reads up to a step short."""
+    pods queries as subqueries `step` apart. Each step joins over the cluster's pods, so the range
+    queries' step, not a minute, keeps a week's report cheap (and under the 11,000 points a proxy
+    such as promxy allows a subquery). The longest wait reads up to a step short."""
     span = f"[{seconds}s:{step}s]"
     found = {}
     if query := queries.get("pods_pending"):  # pods Pending at each step, a step each
@@ -93,8 +87,7 @@ TYPE = "queuepilot_type"  # the scale set (the runner set's `name` less its suff
 
 def per_type(expr: str, seconds: int, name_suffix: str = "", where: str = "") -> str:
     """A job series per scale set (`TYPE`) through any target that served the set's gauges, so a
-    listener restarted or renamed mid-window is one match. Summed before any quantile: quantiles of
-    two halves cannot be added afterwards. `where`: PROMETHEUS_SELECTOR's matchers."""
+    listener restarted or renamed mid-window is one match (summed before any quantile)."""
     # Prometheus anchors its regexes at both ends; a name with no suffix is its type whole.
     suffix = f"(?:{name_suffix.removesuffix('$')})?" if name_suffix else ""
     cut = json.dumps(f"(.+?){suffix}")
@@ -117,16 +110,13 @@ def quantile_query(quantile: float, seconds: int, name_suffix: str = "", where: 
 
 def duration_query(seconds: int, name_suffix: str = "", where: str = "") -> str:
     """The mean minutes a job ran, of the jobs that finished in the window."""
-    total, count = (
-        per_type(
-            f"increase({vector(f'{EXECUTION}_{part}', where=where)}[{seconds}s])",
-            seconds,
-            name_suffix,
-            where,
-        )
-        for part in ("sum", "count")
-    )
-    return _named(f"sum by ({TYPE}) ({total}) / sum by ({TYPE}) ({count}) / 60")
+
+    def summed(part: str) -> str:
+        series = vector(f"{EXECUTION}_{part}", where=where)
+        jobs = per_type(f"increase({series}[{seconds}s])", seconds, name_suffix, where)
+        return f"sum by ({TYPE}) ({jobs})"
+
+    return _named(f"{summed('sum')} / {summed('count')} / 60")
 
 
 def result_of(body: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -146,7 +136,7 @@ def labels_of(item: Mapping[str, Any]) -> dict[str, str]:
 
 
 def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], dict[float, float]]]:
-    """A range query's answer as (labels, {unix time: value}); NaN and infinities left out."""
+    """A range query's answer as (labels, {unix time: value}), only finite values."""
     result_type, result = result_of(body)
     if result_type != "matrix" or not isinstance(result, list):
         raise BackendError(
@@ -183,7 +173,7 @@ def histories(
     series: Mapping[str, Mapping[str, dict[float, float]]],
     numbers: Mapping[str, Mapping[str, float]],
 ) -> dict[str, TypeHistory]:
-    """Per runner type: its series by field, and its numbers over the window by name."""
+    """Per runner type: its series by field and its numbers over the window."""
     return {
         name: TypeHistory(
             step_s=step,

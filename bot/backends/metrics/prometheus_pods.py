@@ -1,21 +1,13 @@
-"""Runner pods and their nodes from Prometheus: kube-state-metrics v2 and the kubelet's cAdvisor,
-which kube-prometheus-stack scrapes by default, so no new permission is needed.
+"""Runner pods and their nodes from Prometheus: kube-state-metrics v2 and cAdvisor, which
+kube-prometheus-stack scrapes by default, so no new permission is needed.
 
-ARC (gha-runner-scale-set) names a runner pod after its EphemeralRunner, whose name is
-`<EphemeralRunnerSet>-runner-<5 chars>` (`GenerateName` in `controllers/actions.github.com/
-resourcebuilder.go`), and the EphemeralRunner owns the pod. The default queries keep pods
-`kube_pod_owner{owner_kind="EphemeralRunner"}` names (in the last window, as runner pods are
-deleted once their job ends) and take the runner set from the pod's name into the runner-type
-label, so the scale set is found as for ARC's listener metrics (its suffix stripped) without
-`--metric-labels-allowlist` carrying ARC's `actions.github.com/scale-set-name` label.
-
-Kubernetes cuts a `GenerateName` over 58 characters to 58 before adding its 5 characters
-(apimachinery's `names.SimpleNameGenerator`): a runner set of 51 characters (a scale set of 45,
-the chart's longest, and ARC 0.14's `-<5 chars>`) gives the 63 characters
-`<runner set>-runner<5 chars>`, and a longer one loses more of `-runner-`. `RUNNER_POD` reads
-each of those cut names by its length, so that any other name (another controller's pods, which
-the owner already leaves out) gives no runner set rather than a phantom one.
-"""
+ARC names a runner pod `<EphemeralRunnerSet>-runner-<5 chars>` (its EphemeralRunner's
+`GenerateName`), owned by the EphemeralRunner. The queries keep the pods `kube_pod_owner` says an
+EphemeralRunner owns (over the window: a runner pod is deleted once its job ends) and put the
+runner set from the pod's name in the runner-type label, so no `--metric-labels-allowlist` is
+needed. Kubernetes cuts a `GenerateName` to 58 characters before adding its 5, so a long runner
+set loses part of `-runner-`: `RUNNER_POD` reads each cut name by its length, and any other name
+gives no runner set rather than a phantom one."""
 
 from __future__ import annotations
 
@@ -23,6 +15,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 
+from bot.backends.http import number_of
 from bot.domain.judgement import BOOT_MINS
 from bot.domain.promql_selector import vector
 from bot.domain.runner_pods import (
@@ -59,10 +52,8 @@ DISKS = 'device=~"(/dev/)?(mmcblk.p.+|nvme.+|rbd.+|sd.+|vd.+|xvd.+|dm-.+|md.+|da
 
 
 def grown(series: str, window: str) -> str:
-    """How much the counter `series` grew over `window`, exactly where it did not reset:
-    `increase` extrapolates a series younger than the window (a new pod's, a Prometheus just
-    started) to the window's edges, which would count 2 restarts as 2.4. Over a reset (a node
-    rebooted, a container restarted) `increase` is the one that counts across it."""
+    """How much the counter grew over `window`, exact where it did not reset: `increase`
+    extrapolates a series younger than the window to its edges (2 restarts read 2.4)."""
     ranged = f"{series}[{window}]"
     return (
         f"((max_over_time({ranged}) - min_over_time({ranged}) and resets({ranged}) == 0) "
@@ -71,17 +62,14 @@ def grown(series: str, window: str) -> str:
 
 
 def node_exporter_node(where: str = "") -> str:
-    """Each node-exporter pod's node. Its series name that pod (kube-prometheus-stack's
-    ServiceMonitor keeps the target's `namespace` and `pod`; `instance` is the pod's address, no
-    `node` label), so its node is the pod's in `kube_pod_info`, as kube-prometheus-stack's own
-    recording rules (`node_namespace_pod:kube_pod_info:`) join them."""
+    """Each node-exporter pod's node: its series carry `namespace` and `pod` but no `node`, so
+    it is joined from `kube_pod_info` (as kube-prometheus-stack's own recording rules do)."""
     info = vector("kube_pod_info", 'node!=""', where=where)
     return f"topk by (namespace, pod) (1, max by (namespace, pod, node) ({info}))"
 
 
 def busy_disks(window: str, where: str = "") -> str:
-    """Per node, the share of `window` its busiest disk was busy, of nodes at `DISK_BUSY` or
-    more."""
+    """Per node at `DISK_BUSY` or more, the share of `window` its busiest disk was busy."""
     io_time = vector("node_disk_io_time_seconds_total", DISKS, where=where)
     busy = (
         f"rate({io_time}[{window}]) * on (namespace, pod) group_left (node) "
@@ -93,15 +81,9 @@ def busy_disks(window: str, where: str = "") -> str:
 
 def bad_nodes(where: str = "") -> str:
     """Per node and condition, the nodes under pressure or not Ready."""
-    pressure = vector(
-        "kube_node_status_condition",
-        'condition=~"DiskPressure|MemoryPressure|PIDPressure"',
-        'status="true"',
-        where=where,
-    )
-    not_ready = vector(
-        "kube_node_status_condition", 'condition="Ready"', 'status!="true"', where=where
-    )
+    name, pressures = "kube_node_status_condition", "DiskPressure|MemoryPressure|PIDPressure"
+    pressure = vector(name, f'condition=~"{pressures}"', 'status="true"', where=where)
+    not_ready = vector(name, 'condition="Ready"', 'status!="true"', where=where)
     return (
         f"max by (node, condition) ({pressure} == 1) or label_replace(max by (node) "
         f'({not_ready} == 1), "condition", "NotReady", "", "")'
@@ -111,24 +93,17 @@ def bad_nodes(where: str = "") -> str:
 def pod_queries(
     label: str = "name", window: str = "10m", boot_mins: float = BOOT_MINS, where: str = ""
 ) -> dict[str, str]:
-    """Reading of `RunnerPods` -> PromQL answering one series per runner set in `label` (`nodes`:
-    one per runner set, node and condition, its value the set's pods on that node). `boot_mins`:
-    how long a new pod may wait for its node (a cluster autoscaler or Karpenter adding one) or
-    its image before it counts as unable to start. `where`: PROMETHEUS_SELECTOR's matchers, in
-    every series read.
-
-    Every kube-state-metrics series is first taken `max by` the pod (and what else tells its
-    series apart): two replicas of kube-state-metrics (HA, or its own rolling update) serve each
-    series twice, differing only in `instance`, which would double every count and make a join
-    with such a series on both sides fail."""
+    """Reading of `RunnerPods` -> PromQL answering one series per runner set in `label`.
+    `boot_mins`: how long a new pod may wait for its node or its image before it counts as
+    unable to start. Every kube-state-metrics series is first taken `max by` the pod: two
+    replicas of kube-state-metrics serve each series twice, which would double every count."""
     counted = f"{WINDOW_MINS:.0f}m"
 
     def series(name: str, *matchers: str) -> str:
         return vector(name, *matchers, where=where)
 
     def runners(expr: str) -> str:
-        """`expr`, of pods named by their `namespace` and `pod` and nothing the runner-type label
-        could be (cAdvisor's series carry a `name`), less the pods that are no runner's."""
+        """`expr` (by `namespace` and `pod` only) of the runners' pods, labelled by runner set."""
         owner = series("kube_pod_owner", 'owner_kind="EphemeralRunner"')
         owned = f"max by (namespace, pod) (max_over_time({owner}[{counted}]))"
         joined = f"({expr}) * on (namespace, pod) group_left () {owned}"
@@ -143,8 +118,7 @@ def pod_queries(
         return f"{series(name, *matchers)} or {series(init, *matchers)}"
 
     age = once(f"time() - {series('kube_pod_created')}")
-    # Creating starts once a node is found: waiting for one is the unschedulable reading's. A
-    # pod without the series (a kube-state-metrics that lacks it) is timed from its creation.
+    # Creating starts once a node is found (waiting for one is the unschedulable reading's).
     placed = (
         f"time() - ({once(series('kube_pod_status_scheduled_time'))} or "
         f"{once(series('kube_pod_created'))})"
@@ -157,8 +131,7 @@ def pod_queries(
         return f"{age} and on (namespace, pod) ({pods})"
 
     def waiting(reasons: str, mins: float, since: str = age, only: bool = False) -> str:
-        """Pods with a container or an init container waiting for `reasons`, each pod once;
-        `only`: and none waiting for another."""
+        """Pods waiting for `reasons`, each once; `only`: and for no other."""
         reason = "kube_pod_container_status_waiting_reason"
         found = once(both(reason, f'reason=~"{reasons}"')) + " == 1"
         if only:
@@ -175,9 +148,7 @@ def pod_queries(
         for kind in ("", "init_")
     )
     killed = f"max by (namespace, pod, uid) ({ended}) == 1"
-    # Every container's restarts, the init containers' too: ARC's dind sidecar is one
-    # (restartPolicy Always); the runner container restarts none under the chart's restartPolicy
-    # Never, but a pod template may set another.
+    # The init containers' restarts too: ARC's dind sidecar is one (restartPolicy Always).
     restarted = [
         f"max by (namespace, pod, container) ({grown(series(name), counted)})"
         for name in (
@@ -186,11 +157,11 @@ def pod_queries(
         )
     ]
     restarts = f"sum by (namespace, pod) ({' or '.join(restarted)})"
+
     containers = f'container=~"{CONTAINERS}"'
 
     def periods(part: str) -> str:
-        """Summed over the pod's containers first: only those with a CPU limit have CFS
-        periods."""
+        """Summed over the pod's containers: only those with a CPU limit have CFS periods."""
         counter = series(f"container_cpu_cfs_{part}periods_total", containers)
         return f"sum by (namespace, pod) (rate({counter}[{window}]))"
 
@@ -221,11 +192,8 @@ def pod_queries(
         # ErrImagePull as well as the back-off: they alternate while a pull keeps failing.
         "image_pull": waiting("ImagePullBackOff|ErrImagePull", boot_mins),
         "config_error": waiting("CreateContainerConfigError", 0),
-        # Still creating its containers that long after its node was found: ContainerCreating,
-        # or PodInitializing, which the kubelet says instead for a pod with init containers (and
-        # of the others while one fails to pull, which the pod's other reading says).
-        # The kubelet says ContainerCreating while it pulls the image: a multi-GB one on a new
-        # node may take as long as a runner's boot, which is a slow start, not a stuck one.
+        # PodInitializing is ContainerCreating for a pod with init containers. Pulling a
+        # multi-GB image on a new node may take a runner's boot: a slow start, not a stuck one.
         "creating": waiting(
             "ContainerCreating|PodInitializing", max(CREATING_MINS, boot_mins), placed, True
         ),
@@ -239,20 +207,18 @@ def pod_queries(
         # One condition per node (topk): a node both under pressure and not Ready is one line.
         "nodes": f"count by ({label}, node, condition) ({runners(on_node)} * on (node) "
         f"group_left (condition) topk by (node) (1, {bad_nodes(where)}))",
-        # Per runner set and node whose disk is saturated, the set's pods on it; the share busy
-        # in the `busy` label.
+        # Per runner set and node whose disk is saturated, the set's pods on it (`busy`: the share).
         "disk_busy": f'count_values by ({label}, node) ("busy", '
         f"{runners(f'{on_node} * on (node) group_left () ({busy_disks(window, where)})')})",
-        # Per runner set and node its pods ran on, the node's OOM kills (a node is counted once
-        # per type: `runner_pods` adds each node's once).
+        # Per runner set and node its pods ran on, the node's OOM kills (`runner_pods` adds each
+        # node's once per type).
         "node_oom_kills": f"max by ({label}, node) ({runners(ran_on)} * on (node) "
         f"group_left () {node_kills})",
     }
 
 
 def probe_query(metrics: list[str], where: str = "") -> str:
-    """Which of `metrics` Prometheus has at all (of the series PROMETHEUS_SELECTOR, `where`,
-    selects): a series nobody scrapes is "not known", not 0."""
+    """Which of `metrics` Prometheus has at all: a series nobody scrapes is "not known", not 0."""
     names = "|".join(re.escape(m) for m in sorted(set(metrics)))
     return f"count by (__name__) ({vector('', f'__name__=~{json.dumps(names)}', where=where)})"
 
@@ -262,10 +228,9 @@ def runner_pods(
     probed: Mapping[str, str],
     runner_type: Callable[[Mapping[str, str]], str],
 ) -> tuple[dict[str, RunnerPods], RunnerPods]:
-    """Per runner type with series, its pods' readings from `answers` (reading -> series), and
-    those of a type with none; `probed`: reading -> the source of a series it needs that is not
-    scraped, "" when all are (a reading not probed, a replaced query, is trusted: its empty
-    answer is none)."""
+    """Per runner type with series, its pods' readings, and those of a type with none. `probed`:
+    reading -> the source of a series it needs that is not scraped ("" when all are); a reading
+    not probed (a replaced query) is trusted: its empty answer is none."""
     values: dict[str, dict[str, float]] = {}
     killed: dict[str, set[tuple[str, str]]] = {}
     nodes: dict[str, dict[tuple[str, str], float]] = {}
@@ -276,13 +241,14 @@ def runner_pods(
             name = runner_type(labels)
             if not name:
                 continue
-            # Several runner sets make one type (a new template's set while the old one drains,
-            # one name in two namespaces, RUNNER_SCALE_SETS): counts add up, the rest the worst.
+            # Several runner sets of one type (a template rolling, two namespaces): counts add
+            # up, the rest take the worst.
             if reading in NODE_READINGS:
                 node, condition = labels.get("node", ""), labels.get("condition", "")
                 if reading == "disk_busy":
                     condition = DISK
-                    busy[node] = max(busy.get(node, 0.0), _busy(labels.get("busy", "")))
+                    said = number_of(labels.get("busy")) or 0.0  # `count_values`' label
+                    busy[node] = max(busy.get(node, 0.0), said)
                 if node and condition:
                     on = nodes.setdefault(name, {})
                     on[node, condition] = on.get((node, condition), 0.0) + value
@@ -315,18 +281,6 @@ def runner_pods(
         )
         pods = tuple(sorted(killed.get(name, ())))[:OOM_PODS_KEPT]
         found[name] = RunnerPods(
-            **read,
-            oom_pods=pods,
-            nodes=listed,
-            more_nodes=more,
-            unknown=unknown,
+            **read, oom_pods=pods, nodes=listed, more_nodes=more, unknown=unknown
         )
     return found, found.pop("")
-
-
-def _busy(said: str) -> float:
-    """`count_values`' label back to the share it counted."""
-    try:
-        return float(said)
-    except ValueError:
-        return 0.0

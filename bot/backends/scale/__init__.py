@@ -1,6 +1,6 @@
 """Scaling a runner type up. No write leaves a target worse: a scale-up the backend would refuse,
-or that leaves its counts invalid (`bounded`), is refused before anything changes; a put-back
-(`Undo`) goes back only while the value is the one set."""
+or that leaves its counts invalid, is refused before anything changes; a put-back (`Undo`) goes
+back only while the value is the one set."""
 
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ class ScaleRequest:
 
 @dataclass(frozen=True)
 class Undo:
-    """What a scale-up changed; `before` None when the field was unset (ARC: unset again on
-    revert); `version` the resource version the change produced."""
+    """What a scale-up changed (`before` None: unset), and the resource version it produced."""
 
     field: str
     before: int | None
@@ -82,8 +81,7 @@ class Scaler(Protocol):
     def refusal(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
     ) -> str:
-        """Why `scale` would refuse adding `delta`, by the check `scale` makes, so a form offers
-        only what the target accepts; "" when it would not, or cannot tell."""
+        """Why `scale` would refuse adding `delta` ("" when it would not, or cannot tell)."""
         return ""
 
     async def scale(self, request: ScaleRequest) -> ScaleResult: ...
@@ -93,13 +91,12 @@ class Scaler(Protocol):
         raise BackendError(f"cannot be undone: {self.cannot_undo}", retryable=False)
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
-        """The autoscaler's recent failures, newest first, at most `MAX_FAILURES`; None when this
-        backend cannot read them."""
+        """The autoscaler's recent failures, newest first, at most `MAX_FAILURES`; None: unknown."""
         return None
 
 
 def refused(check: Any, *args: Any) -> str:
-    """What `check(*args)` refuses with; "" when it passes (a form asks before it offers)."""
+    """What `check(*args)` refuses with; "" when it passes."""
     try:
         check(*args)
     except BackendError as exc:
@@ -140,8 +137,7 @@ def checked(
     field: str,
     value: int,
 ) -> None:
-    """Refuse a write of `field` = `value` above the target's ceiling, or that would leave its
-    `counts` (minimum, maximum, desired after the write) invalid."""
+    """Refuse `field` = `value` above the target's ceiling, or leaving `counts` invalid."""
     if target.ceiling is not None and value > target.ceiling:
         raise BackendError(
             f"{field} would become {value}, above the ceiling of {target.ceiling} configured "

@@ -31,14 +31,13 @@ RUNNER_SETS = create_namespaced_resource(
     "actions.github.com", "v1alpha1", "AutoscalingRunnerSet", "autoscalingrunnersets"
 )
 CONFLICT_RETRIES = 3
-FIELD_MANAGER = "queuepilot"  # how managedFields name our writes (`?fieldManager=`)
-# The counts as ARC's listener checks them (it has no desired count of its own to check).
-NAMES = ("minRunners", "maxRunners", "runners")
+FIELD_MANAGER = "queuepilot"  # how managedFields name our writes
+NAMES = ("minRunners", "maxRunners", "runners")  # as ARC's listener checks them
 LISTENER = "ARC's listener does not run with maxRunners below minRunners"
 # Who the API server says asked, in its Forbidden message (`User "system:serviceaccount:…"`).
 ASKER = re.compile(r'User "([^"]{1,200})"')
-# Kubernetes' names (a DNS label for a namespace, a DNS subdomain for the set): lightkube puts
-# them in the path as they are, so anything else must not reach it.
+# A namespace's and a set's names as Kubernetes allows them: lightkube puts them in the path as
+# they are.
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
@@ -115,7 +114,7 @@ class ArcScaler(Scaler):
     async def _patch(
         self, target: ScaleTarget, read: dict[str, Any], field: str, value: int | None
     ) -> dict[str, Any] | None:
-        """The object as written under the version read, or None when it was written since."""
+        """The set as written under the version read, or None when it was written since."""
         patch = {"metadata": {"resourceVersion": _version(read)}, "spec": {field: value}}
         try:
             return await self._call(target, patch)
@@ -127,7 +126,7 @@ class ArcScaler(Scaler):
     async def _call(
         self, target: ScaleTarget, patch: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """The set as read (GET), or as written by `patch` (a merge patch)."""
+        """The set as read, or as written by the merge `patch`."""
         space, _, name = target.target.rpartition("/")  # `namespace/name`, or a bare name
         space = space or self._namespace
         if not (LABEL.fullmatch(space) and SUBDOMAIN.fullmatch(name)):
@@ -155,8 +154,8 @@ class ArcScaler(Scaler):
 
 
 def forbidden(exc: BackendError, verb: str, namespace: str, name: str) -> BackendError:
-    """RBAC's 403 said whole: the API server's message runs past what a reply shows of it, and
-    the fix (the Role) is the same every time. Never retried: a binding does not appear alone."""
+    """RBAC's 403 said whole, with its fix (the API server's message runs past what a reply
+    shows). Never retried: a binding does not appear alone."""
     asker = ASKER.search(str(exc))
     who = asker.group(1) if asker else "the bot's service account"
     return BackendError(
@@ -177,8 +176,7 @@ def _capacity(runner_set: dict[str, Any]) -> Capacity:
     spec, metadata = _part(runner_set, "spec"), _part(runner_set, "metadata")
     maximum = count_of(spec.get("maxRunners"))  # absent: unbounded
     status = _part(runner_set, "status")
-    # While ARC takes a spec change on (phase Pending, until its listener is back), ARC 0.14's
-    # status reads 0 runners whatever runs: unknown, not none.
+    # While ARC takes a spec change on (phase Pending), its status reads 0 runners whatever runs.
     pending = status.get("phase") == "Pending"
     current = None if pending else count_of(status.get("currentRunners"))
     return Capacity(
@@ -199,8 +197,8 @@ def _shown(value: int | None) -> str:
 
 
 def changed_by(runner_set: dict[str, Any], field: str) -> str:
-    """Who last wrote `spec.<field>`, from `metadata.managedFields`: "helm at 2026-07-14 09:12
-    UTC"; the latest entry when none names the field; "" when the API server sent none."""
+    """Who last wrote `spec.<field>` ("helm at 2026-07-14 09:12 UTC"), from `managedFields`: the
+    latest entry when none names the field; "" for none."""
     entries = _part(runner_set, "metadata").get("managedFields")
     entries = entries if isinstance(entries, list) else []
     valid = [e for e in entries if isinstance(e, dict) and isinstance(e.get("manager"), str)]
@@ -216,7 +214,7 @@ def changed_by(runner_set: dict[str, Any], field: str) -> str:
 
 
 def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
-    """ARC's own count of ephemeral runners that failed to start, with the set's phase."""
+    """ARC's count of ephemeral runners that failed to start, with the set's phase."""
     status = _part(runner_set, "status")
     failed = count_of(status.get("failedEphemeralRunners"))
     if not failed:
@@ -228,8 +226,7 @@ def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
 
 
 def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
-    """How far `undo.field` can go back toward `undo.before` with the set's other bound as it
-    is now, and what was left and why ("" when all the way); `undo.after` when not at all."""
+    """How far back `undo.field` can go within the other bound now, and what was left and why."""
     if undo.field == "maxRunners":
         floor = _spec_value(runner_set, "minRunners") or 0
         if undo.before is None or undo.before >= floor:
@@ -244,8 +241,7 @@ def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
         )
     maximum = _spec_value(runner_set, "maxRunners")
     if maximum is not None and (undo.before or 0) > maximum:
-        # Lowering the floor to a maxRunners set below the old floor cannot make the set
-        # valid, and going below the old value is not putting back.
+        # Below that maxRunners no floor makes the set valid that is a put-back.
         return undo.after, (
             f"{undo.field} stays {undo.after}: maxRunners is {maximum} now, below the "
             f"{_shown(undo.before)} it would go back to, and {LISTENER}"
@@ -256,7 +252,7 @@ def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
 def _planned(
     target: ScaleTarget, delta: int, raise_maximum: bool, before: Capacity
 ) -> tuple[str, int, Capacity]:
-    """The field to patch, its new value and the capacity after, or the refusal."""
+    """The field to patch, its value and the capacity after, or the refusal."""
     minimum, maximum = before.minimum or 0, before.maximum
     if raise_maximum:
         if maximum is None:

@@ -27,9 +27,7 @@ DESIRED = "desired capacity"
 FAILED = frozenset({"Failed", "Cancelled"})
 RECENT = timedelta(hours=1)
 NAMES = ("MinSize", "MaxSize", DESIRED)
-# DescribeScalingActivities' largest page; more failures than these pages hold in an hour is
-# enough said.
-PAGE = 100
+PAGE = 100  # DescribeScalingActivities' largest; five hold more failures than anyone reads
 MAX_PAGES = 5
 
 
@@ -74,7 +72,7 @@ class AsgScaler(Scaler):
             return Reverted(
                 False, f"{DESIRED} is {desired} now, not the {undo.after} set from Slack"
             )
-        # The group's bounds may have moved since the scale-up: go back only as far as they let.
+        # The group's bounds may have moved since: go back only as far as they let.
         value = min(max(before, minimum), maximum)
         if value == undo.after or not minimum <= value <= maximum:
             return Reverted(
@@ -129,8 +127,8 @@ class AsgScaler(Scaler):
 
 
 def failed_activities(answer: object, now: datetime) -> list[str]:
-    """The failed or cancelled activities of the last hour, newest first, at most `MAX_FAILURES`:
-    their StatusMessage ("We currently do not have sufficient … capacity"), else Description."""
+    """The last hour's failed or cancelled activities, newest first, at most `MAX_FAILURES`: their
+    StatusMessage ("We currently do not have sufficient … capacity"), else Description."""
     activities = answer.get("Activities") if isinstance(answer, dict) else None
     found: list[tuple[datetime, str]] = []
     for activity in activities if isinstance(activities, list) else []:

@@ -16,8 +16,7 @@ THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", 
 
 
 def client(service: str, config: Settings, *, region: str | None = None) -> Any:
-    """A boto3 client in AWS_REGION (else `region`, else AWS's usual chain), at AWS_ENDPOINT_URL
-    when set (moto's server in the tests, LocalStack)."""
+    """A boto3 client in AWS_REGION (else `region`, else AWS's chain), at AWS_ENDPOINT_URL."""
     try:
         import boto3
         from botocore.config import Config
@@ -36,8 +35,7 @@ def client(service: str, config: Settings, *, region: str | None = None) -> Any:
 
 
 async def call(service: str, counted: Counted, fn: Callable[..., T], **kwargs: Any) -> T:
-    """`fn(**kwargs)` in a thread (boto3 blocks), its failures as `BackendError`, its outcome
-    told to `counted`."""
+    """`fn(**kwargs)` in a thread (boto3 blocks), its failures as `BackendError`."""
     from botocore.exceptions import (
         BotoCoreError,
         ClientError,

@@ -1,9 +1,11 @@
-"""Silences through Alertmanager's API v2, which Grafana also serves for its own Alertmanager
-(its service account needs `alert.silences:create`, `:write` and `:read`: the Editor role)."""
+"""Silences in Alertmanager or Grafana (both speak Alertmanager's API v2): created, read back and
+expired, failing with `BackendError` only."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -19,12 +21,36 @@ from bot.backends.http import (
     time_of,
     uncounted,
 )
-from bot.backends.silence import SilenceRequest, SilenceState
+from bot.domain.alerts import Matcher
+
+
+@dataclass(frozen=True)
+class SilenceRequest:
+    matchers: tuple[Matcher, ...]
+    starts_at: datetime
+    ends_at: datetime
+    created_by: str
+    comment: str
+
+
+@dataclass(frozen=True)
+class SilenceState:
+    silence_id: str
+    state: str  # active, pending or expired
+    ends_at: datetime | None = None
+
+    @property
+    def in_force(self) -> bool:
+        return self.state in ("active", "pending")
+
 
 GRAFANA_PREFIX = "/api/alertmanager/grafana/api/v2"
 
 
-class ApiV2Silencer:
+class Silencer:
+    """Alertmanager's API v2, which Grafana serves for its own Alertmanager (its service account
+    needs `alert.silences:create`, `:write` and `:read`: the Editor role)."""
+
     def __init__(
         self,
         name: str,
@@ -36,7 +62,7 @@ class ApiV2Silencer:
         client: httpx.AsyncClient | None = None,
         counted: Counted = uncounted,
     ) -> None:
-        self.name = name
+        self.name = name  # how messages name the backend: "Alertmanager", "Grafana"
         self._counted = counted
         self._base = api_url.rstrip("/")
         self._headers = headers or {}
@@ -61,6 +87,7 @@ class ApiV2Silencer:
         return silence_id
 
     async def expire(self, silence_id: str) -> None:
+        """End the silence now; a silence already gone counts as expired."""
         try:
             await self.call("DELETE", f"/silence/{quote(silence_id, safe='')}")
         except BackendError:
@@ -71,6 +98,7 @@ class ApiV2Silencer:
                 raise
 
     async def state(self, silence_id: str) -> SilenceState | None:
+        """The silence as it stands, or None when the backend no longer knows it."""
         path = f"/silence/{quote(silence_id, safe='')}"
         response = await self.call("GET", path, expect=(200, 404))
         if response.status_code == 404:
@@ -89,29 +117,14 @@ class ApiV2Silencer:
         await self._client.aclose()
 
 
-def alertmanager_silencer(
-    url: str,
-    *,
-    timeout_s: float = 10.0,
-    client: httpx.AsyncClient | None = None,
-    counted: Counted = uncounted,
-) -> ApiV2Silencer:
-    api = url.rstrip("/") + "/api/v2"
-    return ApiV2Silencer("Alertmanager", api, timeout_s=timeout_s, client=client, counted=counted)
+def alertmanager_silencer(url: str, **options: Any) -> Silencer:
+    """`options`: `Silencer`'s timeout, client and counter."""
+    return Silencer("Alertmanager", url.rstrip("/") + "/api/v2", **options)
 
 
-def grafana_silencer(
-    url: str,
-    token: str,
-    *,
-    timeout_s: float = 10.0,
-    client: httpx.AsyncClient | None = None,
-    counted: Counted = uncounted,
-) -> ApiV2Silencer:
-    return ApiV2Silencer(
-        "Grafana", url.rstrip("/") + GRAFANA_PREFIX, headers=bearer(token),
-        created_status=202, timeout_s=timeout_s, client=client, counted=counted,
-    )  # fmt: skip
+def grafana_silencer(url: str, token: str, **options: Any) -> Silencer:
+    api = url.rstrip("/") + GRAFANA_PREFIX
+    return Silencer("Grafana", api, headers=bearer(token), created_status=202, **options)
 
 
 def silence_state(silence_id: str, data: dict[str, Any], service: str) -> SilenceState:
