@@ -361,24 +361,39 @@ class WarningState:
         return f"warning:{self.runner_type}"
 
     def dump(self) -> str:
-        # 0.26 shows `scaled` as words; the scale-ups themselves go beside them (an empty list
-        # would come back from Redis's cjson as an object, so none is written).
+        # Only fields 0.26 knows: it refuses a warning with any other, and puts its scale-up back.
+        # It shows `scaled` in words; the scale-ups themselves are kept beside (`dump_scaled`).
         data = {**asdict(self), "scaled": scaled_words(self.scaled)}
-        if self.scaled:
-            data["scaled_from"] = [asdict(s) for s in self.scaled]
         return json.dumps(data, separators=(",", ":"))
 
+    def dump_scaled(self) -> str:
+        """The scale-ups, to keep beside the warning ("": none)."""
+        if not self.scaled:
+            return ""
+        return json.dumps([asdict(s) for s in self.scaled], separators=(",", ":"))
+
     @classmethod
-    def load(cls, raw: str | None) -> WarningState | None:
+    def load(cls, raw: str | None, scaled: str | None = None) -> WarningState | None:
+        """The warning `raw` (`dump`'s), with the scale-ups `scaled` (`dump_scaled`'s)."""
         try:
             data = json.loads(raw or "")
             known = {k: v for k, v in data.items() if k in _FIELDS}
-            scaled = tuple(ScaledFrom(**s) for s in data.get("scaled_from") or ())
-            if not scaled and data.get("scaled"):  # words a 0.26 replica wrote
-                scaled = (ScaledFrom("", str(data["scaled"])),)
-            return cls(**{**known, "phase": Phase(data["phase"]), "scaled": scaled})
+            words = str(data.get("scaled") or "")
+            return cls(**{**known, "phase": Phase(data["phase"]), "scaled": _scaled(scaled, words)})
         except (ValueError, TypeError, KeyError):
             return None
+
+
+def _scaled(raw: str | None, words: str) -> tuple[ScaledFrom, ...]:
+    """The scale-ups kept beside a warning while they still say its words; else the words alone
+    (a 0.26 replica adds to the words and leaves the scale-ups be)."""
+    try:
+        scaled = tuple(ScaledFrom(**s) for s in json.loads(raw or "[]"))
+    except (ValueError, TypeError):
+        scaled = ()
+    if scaled_words(scaled) == words:
+        return scaled
+    return (ScaledFrom("", words),) if words else ()
 
 
 _FIELDS = {f.name for f in fields_of(WarningState)}

@@ -43,15 +43,23 @@ class WarningStore:
         types = sorted(cast(set[str], await self._redis.smembers(self.keys.warnings)))  # type: ignore[misc]
         if not types:
             return {}
-        raws = await self._redis.mget([self.keys.warning(t) for t in types])
-        found = {t: WarningState.load(raw) for t, raw in zip(types, raws, strict=True)}
+        k = self.keys
+        raws = await self._redis.mget(
+            [key for t in types for key in (k.warning(t), k.warning_scaled(t))]
+        )
+        found = {
+            t: WarningState.load(raw, scaled)
+            for t, raw, scaled in zip(types, raws[0::2], raws[1::2], strict=True)
+        }
         gone = [t for t, state in found.items() if state is None]
         if gone:
             await self._redis.srem(self.keys.warnings, *gone)  # type: ignore[misc]
         return {t: state for t, state in found.items() if state is not None}
 
     async def get(self, runner_type: str) -> WarningState | None:
-        return WarningState.load(await self._redis.get(self.keys.warning(runner_type)))
+        k = self.keys
+        raw, scaled = await self._redis.mget(k.warning(runner_type), k.warning_scaled(runner_type))
+        return WarningState.load(raw, scaled)
 
     async def save(self, state: WarningState) -> bool:
         """Keep `state` and queue its post or edit; False when a newer version is stored."""
@@ -59,7 +67,9 @@ class WarningStore:
         per_channel = (k.posts, k.posts_bell, k.warning_edits, k.warning_bell, k.in_flight)
         keys = [k.warning(state.runner_type), k.warnings, k.send_seq]
         keys += [f(channel) for f in per_channel]
+        keys.append(k.warning_scaled(state.runner_type))
         args = [state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT, REFUSED]
+        args.append(state.dump_scaled())
         return bool(await self._save(keys=keys, args=args))
 
     async def save_fresh(
@@ -76,6 +86,7 @@ class WarningStore:
         k, channel = self.keys, state.channel
         per_channel = (k.posts, k.in_flight, k.warning_edits, k.warning_bell)
         keys = [k.warning(state.runner_type), *(f(channel) for f in per_channel)]
+        keys.append(k.warning_scaled(state.runner_type))
         args = [state.member, state.uid, ts, state.version, state.runner_type, KEEP_S]
         await self._record_post(keys=keys, args=args)
 
@@ -86,10 +97,9 @@ class WarningStore:
         await self._redis.srem(self.keys.warning_edits(channel), runner_type)  # type: ignore[misc]
 
     async def record_edit(self, channel: str, state: WarningState) -> None:
-        await self._record_edit(
-            keys=[self.keys.warning(state.runner_type), self.keys.warning_edits(channel)],
-            args=[state.runner_type, state.uid, state.version, KEEP_S],
-        )
+        k, runner_type = self.keys, state.runner_type
+        keys = [k.warning(runner_type), k.warning_edits(channel), k.warning_scaled(runner_type)]
+        await self._record_edit(keys=keys, args=[runner_type, state.uid, state.version, KEEP_S])
 
     async def wait_for_edits(self, channel: str, timeout_s: float) -> None:
         await wait_bell(self._bells, self.keys.warning_bell(channel), timeout_s)

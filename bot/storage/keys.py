@@ -78,6 +78,7 @@ class Keys:
     warning_bell = _kind("send:{}:warning-bell")
     sender_lease = _kind("lease:sender:{}")
     warning = _kind("warning:{}")  # per runner type
+    warning_scaled = _kind("warning-scaled:{}")  # its scale-ups, where 0.26 does not look
     warning_reading = _kind("warnings:reading:{}")
     notice = _kind("notice:{}")
     notice_claim = _kind("notice-claim:{}")

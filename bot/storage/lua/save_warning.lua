@@ -4,8 +4,9 @@
 -- Slack has not shown yet (it waits a reading); one that ends before it was posted leaves the
 -- queue unless its post is under way (then its record turns it into an edit).
 -- KEYS 1 warning  2 warnings index  3 send sequence  4 posts  5 posts bell  6 warning edits
---      7 warning bell  8 in-flight marks
+--      7 warning bell  8 in-flight marks  9 its scale-ups
 -- ARGV 1 state (JSON)  2 runner type  3 queue member  4 keep (s)  5 band  6 refused ts
+--      7 scale-ups (JSON, '': none)
 local new = cjson.decode(ARGV[1])
 local raw = redis.call('GET', KEYS[1])
 if raw then
@@ -19,6 +20,11 @@ if raw then
   end
 end
 redis.call('SET', KEYS[1], cjson.encode(new), 'EX', ARGV[4])
+if ARGV[7] == '' then
+  redis.call('DEL', KEYS[9])
+else
+  redis.call('SET', KEYS[9], ARGV[7], 'EX', ARGV[4])
+end
 redis.call('SADD', KEYS[2], ARGV[2])
 redis.call('EXPIRE', KEYS[2], ARGV[4])
 if new['ts'] == '' then
