@@ -203,6 +203,19 @@ async def test_a_scale_up_refused_at_the_button_is_kept_for_the_summary(
     assert "Actions taken: *1*, by *alice*" in summary[0], "her resolve; the refusal is none"
 
 
+async def test_a_scale_up_allowed_at_the_button_hands_the_leader_nothing(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver
+) -> None:
+    """Only a refusal at the button is work for the leader (its record on the timeline): a
+    click that opens the form appends nothing to the requests stream."""
+    async with run_bot(webhook_settings(settings_for, receiver)) as running:
+        root = await open_incident(running, slack)
+        await open_form(running, slack, root)
+        await eventually(lambda: not running.bot.lazy.pending, what="the click's work over")
+        stream = await running.bot.redis.xinfo_stream(running.bot.request_stream.key)
+        assert stream["entries-added"] == 0
+
+
 async def test_the_same_confirmation_twice_and_a_second_modal_scale_once(
     settings_for: Any, slack: Slack, receiver: ScaleReceiver
 ) -> None:
