@@ -359,7 +359,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     handlers.slack_boundary.install(bolt, redis=redis, prefix=prefix)
     request_stream = RequestStream(redis, prefix, wait_replicas=settings.wait_replicas)
-    lazy = StreamRunner(request_stream, handlers.listeners.WORK, logging.getLogger("slack_bolt"))
+    lazy = StreamRunner(request_stream, handlers.listeners.WORK, bolt.logger)
     bolt.listener_runner.lazy_listener_runner = lazy
     parts = Parts(core, gateway)
 
@@ -368,12 +368,12 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         context["parts"] = parts
         await next()
 
-    # What the leader performs, by the name a listener's runner appended it with: a name not in
+    # What the leader performs, by the key a listener's runner appended it with: a key not in
     # the table is dead-lettered by the consumer, never guessed at.
     performed = AsyncBoltContext(parts=parts)
     requests = request_loop(
         request_stream,
-        {name: partial(work, context=performed) for name, work in handlers.listeners.WORK.items()},
+        {key: partial(w.perform, context=performed) for key, w in handlers.listeners.WORK.items()},
         config=settings,
         consumer=consumer,
     )

@@ -14,7 +14,7 @@ from bot.actions.core import Outcome
 from bot.domain.units import MAX_SILENCE_S, ascii_whole, is_silence_length
 from handlers.context import (
     NO_INCIDENT,
-    acknowledge,
+    ack_only,
     actor_of,
     core_of,
     first_action,
@@ -68,5 +68,5 @@ async def dismiss_warning(body: dict[str, Any], context: AsyncBoltContext) -> No
 def register(app: AsyncApp) -> None:
     """Every button but the Scale up… ones, which open a modal (`handlers.views`)."""
     for action_id in COMMANDS:
-        app.action(action_id)(ack=acknowledge, lazy=[act_on_incident])
-    app.action("warning_dismiss")(ack=acknowledge, lazy=[dismiss_warning])
+        app.action(action_id)(ack=ack_only, lazy=[act_on_incident])
+    app.action("warning_dismiss")(ack=ack_only, lazy=[dismiss_warning])

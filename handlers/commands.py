@@ -11,7 +11,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions.commands import read_command, run_command
 from bot.actions.core import Outcome
-from handlers.context import acknowledge, actor_of, core_of, interaction_of, slack_of, tell, text_at
+from handlers.context import ack_only, actor_of, core_of, interaction_of, slack_of, tell, text_at
 
 log = logging.getLogger(__name__)
 FAILED = Outcome(False, "queuepilot could not carry out this command; its log says why.")
@@ -22,10 +22,14 @@ async def answer_typed(body: dict[str, Any], context: AsyncBoltContext) -> None:
         await tell(slack_of(context), body, typed)
 
 
+async def is_command(body: dict[str, Any], context: AsyncBoltContext) -> bool:
+    """Whether the leader has work to do: not for the help, nor a command that does not parse
+    (`answer_typed` answers those)."""
+    return not isinstance(read_command(text_at(body, "text")), Outcome)
+
+
 async def run_queue_command(body: dict[str, Any], context: AsyncBoltContext) -> None:
     text = text_at(body, "text")
-    if isinstance(read_command(text), Outcome):
-        return  # answered where Slack sent it (`answer_typed`)
     try:
         outcome = await run_command(
             core_of(context),
@@ -42,4 +46,4 @@ async def run_queue_command(body: dict[str, Any], context: AsyncBoltContext) -> 
 
 
 def register(app: AsyncApp, *, command: str) -> None:
-    app.command(command)(ack=acknowledge, lazy=[answer_typed, run_queue_command])
+    app.command(command)(ack=ack_only, lazy=[answer_typed, run_queue_command])

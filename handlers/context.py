@@ -32,7 +32,7 @@ class Parts:
         return self
 
 
-async def acknowledge(ack: AsyncAck) -> None:
+async def ack_only(ack: AsyncAck) -> None:
     """A listener's ack when all its work is lazy."""
     await ack()
 

@@ -9,7 +9,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.outbound.home import Home
-from handlers.context import acknowledge, object_at, text_at
+from handlers.context import ack_only, object_at, text_at
 
 
 def register(app: AsyncApp, home: Home) -> None:
@@ -18,4 +18,4 @@ def register(app: AsyncApp, home: Home) -> None:
         if text_at(event, "tab") == "home":
             await home.opened(text_at(event, "user"), text_at(event, "view", "hash"))
 
-    app.event("app_home_opened")(ack=acknowledge, lazy=[publish_home])
+    app.event("app_home_opened")(ack=ack_only, lazy=[publish_home])

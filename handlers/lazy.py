@@ -1,13 +1,14 @@
 """queuepilot's runner of Bolt's lazy listeners (`ack=…, lazy=[…]`). A lazy function the leader
-performs (`handlers.listeners.WORK`) is appended to the requests stream, so a click survives the
-replica Slack reached; any other runs here at once (it needs this replica: a modal's trigger
-expires in 3 s). Every lazy function takes `body` and `context`, here and on the leader."""
+performs (`handlers.listeners.WORK`) is appended to the requests stream under its key, so a click
+survives the replica Slack reached; any other runs here at once (it needs this replica: a modal's
+trigger expires in 3 s). Every lazy function takes `body` and `context`, here and on the leader."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -24,21 +25,36 @@ from handlers.context import slack_of, tell
 log = logging.getLogger(__name__)
 
 Lazy = Callable[..., Awaitable[None]]
+Wanted = Callable[[dict[str, Any], AsyncBoltContext], Awaitable[bool]]
 NOT_TAKEN = Outcome(False, "queuepilot could not take this request; its log says why.", "error")
 
 
+async def always(body: dict[str, Any], context: AsyncBoltContext) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Work:
+    """A lazy function the leader performs, and whether a request needs it at all: asked where
+    Slack arrived, so what needs no leader is neither appended nor hostage to Redis."""
+
+    perform: Lazy
+    wanted: Wanted = always
+
+
 class StreamRunner(AsyncLazyListenerRunner):
-    def __init__(self, requests: RequestStream, work: Collection[str], logger: logging.Logger):
+    def __init__(self, requests: RequestStream, work: Mapping[str, Work], logger: logging.Logger):
+        # Bolt's own `run`, for a request that names its lazy function
+        # (`x-slack-bolt-lazy-function-name`), logs through it.
         self.logger = logger
         self._requests = requests
-        self._work = work
+        self._work = {w.perform: (key, w.wanted) for key, w in work.items()}
         self._under_way: set[asyncio.Task[None]] = set()
 
     def start(self, function: Lazy, request: AsyncBoltRequest) -> None:
-        name = request.lazy_function_name or ""
         body, context = request.body, request.context
-        if name in self._work:
-            task = asyncio.ensure_future(self._append(name, body, context))
+        if (work := self._work.get(function)) is not None:
+            task = asyncio.ensure_future(self._append(*work, body, context))
         else:
             task = asyncio.ensure_future(_here(function, body, context))
         self._under_way.add(task)  # a reference, so the task is not collected mid-way
@@ -56,19 +72,28 @@ class StreamRunner(AsyncLazyListenerRunner):
         if self._under_way:
             log.warning("slack: %d acknowledged requests not done at the stop", self.pending)
 
-    async def _append(self, name: str, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    async def _append(
+        self, key: str, wanted: Wanted, body: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
         """A request that cannot be appended is answered here, so the person hears why."""
         try:
-            await self._requests.append(name, body)
+            if await wanted(body, context):
+                await self._requests.append(key, body)
+            return
         except RequestRefused as exc:
-            log.warning("slack: a %s request was not taken: %s", name, exc)
-            await tell(slack_of(context), body, NOT_TAKEN)
+            log.warning("slack: a request (%s) was not taken: %s", key, exc)
+            answer = NOT_TAKEN
         except NotReplicated as exc:
             # In the stream, so it will be done: asking the person to retry would do it twice.
-            log.warning("slack: a %s request is not yet on a Redis replica: %s", name, exc)
+            log.warning("slack: a request (%s) is not yet on a Redis replica: %s", key, exc)
+            return
         except RedisError as exc:
-            log.error("slack: a %s request was not taken: Redis: %s", name, exc)
-            await tell(slack_of(context), body, Outcome(False, NO_REDIS, "error"))
+            log.error("slack: a request (%s) was not taken: Redis: %s", key, exc)
+            answer = Outcome(False, NO_REDIS, "error")
+        except Exception:
+            log.exception("slack: a request (%s) was not taken", key)
+            answer = NOT_TAKEN
+        await tell(slack_of(context), body, answer)
 
 
 async def _here(function: Lazy, body: dict[str, Any], context: AsyncBoltContext) -> None:

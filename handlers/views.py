@@ -35,7 +35,7 @@ from bot.render.scale_modal import (
 )
 from handlers.context import (
     NO_INCIDENT,
-    acknowledge,
+    ack_only,
     actor_of,
     channel_of,
     core_of,
@@ -72,7 +72,9 @@ async def open_scale_form(body: dict[str, Any], context: AsyncBoltContext) -> No
     else:
         await tell(slack, body, NO_INCIDENT)
         return
-    owner = await core.scale_owner(actor_of(body), form.ref, form.warning, form.runner_type)
+    owner = await core.scale_owner(
+        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
+    )
     if isinstance(owner, Outcome):
         await tell(slack, body, owner)
         return
@@ -121,7 +123,9 @@ async def review_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncB
     if amount is None or problem:
         block = TYPE_BLOCK if runner_type not in core.scaling.targets else AMOUNT_BLOCK
         return await refuse(block, problem or "A whole number.")
-    owner = await core.scale_owner(actor_of(body), form.ref, form.warning, runner_type)
+    owner = await core.scale_owner(
+        actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
+    )
     if isinstance(owner, Outcome):
         return await refuse(TYPE_BLOCK, owner.message)
     left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
@@ -150,7 +154,9 @@ async def take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
     amount = ascii_whole(text_at(first_action(body), "value"), MAX_AMOUNT)
     if form is None or amount is None or core.scaling.check(form.runner_type, amount):
         return
-    owner = await core.scale_owner(actor_of(body), form.ref, form.warning, form.runner_type)
+    owner = await core.scale_owner(
+        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
+    )
     if isinstance(owner, Outcome):
         await tell(slack, body, owner, channel=form.channel)
         return
@@ -193,6 +199,11 @@ async def scale_as_confirmed(body: dict[str, Any], context: AsyncBoltContext) ->
     await tell(slack_of(context), body, outcome, channel=form.channel)
 
 
+async def refused_scaling(body: dict[str, Any], context: AsyncBoltContext) -> bool:
+    """Whether the person may not scale at all: only then has the leader a refusal to keep."""
+    return await core_of(context).scaling.refusal(actor_of(body)) is not None
+
+
 async def keep_scale_refusal(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """A Scale up… refused at the button, on the incident's timeline for its summary: written by
     the leader, whichever replica told the person."""
@@ -211,8 +222,8 @@ def _amount(values: dict[str, Any]) -> int | None:
 
 
 def register(app: AsyncApp) -> None:
-    app.action("incident_scale")(ack=acknowledge, lazy=[open_scale_form, keep_scale_refusal])
-    app.action("warning_scale")(ack=acknowledge, lazy=[open_scale_form])
+    app.action("incident_scale")(ack=ack_only, lazy=[open_scale_form, keep_scale_refusal])
+    app.action("warning_scale")(ack=ack_only, lazy=[open_scale_form])
     app.view(SCALE_VIEW)(review_scale_form)
     app.view(CONFIRM_VIEW)(ack=close_views, lazy=[scale_as_confirmed])
-    app.action(TAKE_ADVICE)(ack=acknowledge, lazy=[take_advice])
+    app.action(TAKE_ADVICE)(ack=ack_only, lazy=[take_advice])

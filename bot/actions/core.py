@@ -82,7 +82,7 @@ class ActionCore:
         return await self._store.incident_of_message(channel, ts)
 
     async def scale_owner(
-        self, actor: Actor, ref: str, warning: str, runner_type: str
+        self, actor: Actor, *, ref: str, warning: str, runner_type: str
     ) -> ScaleOwner | Outcome:
         """What the Scale up… form scales for: the early warning `warning` (its uid) for its
         runner type, else the incident `ref`; or why `actor` cannot scale from it."""

@@ -278,11 +278,21 @@ class Scaling:
                 "at it before asking again; it would not be put back."
             )
         except Exception:
-            # A failure no backend classified (a bug): the next person must not be told the
-            # type "was just scaled" for the lock's lifetime. A cancelled call keeps the lock:
-            # it may have reached the backend, as an unanswered one may.
-            await lock.release()
-            raise
+            # A failure no backend classified (a bug). Answered, never raised: the requests
+            # stream would perform the entry again, and call the scaler again each time. The
+            # lock goes, so the next person is not told the type "was just scaled" for its
+            # lifetime. A cancelled call keeps the lock: it may have reached the backend, as an
+            # unanswered one may.
+            log.exception("scale-up of %s: %s failed unexpectedly", target, scaler.name)
+            try:
+                await lock.release()
+            except RedisError as exc:  # it lapses at its TTL; the person is still told
+                log.warning("scale-up of %s: its lock not released: Redis: %s", target, exc)
+            return failed(
+                f"Could not tell whether `{escape(runner_type)}` was scaled: {scaler.name} "
+                "failed unexpectedly (queuepilot's log says why). It may have been: look at its "
+                "scale set or group before asking again; it would not be put back."
+            )
         at = self.acting.clock()
         try:
             await lock.keep(

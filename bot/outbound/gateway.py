@@ -73,7 +73,7 @@ def retry_after_s(headers: Mapping[str, Any]) -> float:
 
 
 def build_client(config: Settings, *, max_retries: int = 3) -> AsyncWebClient:
-    """The process's one AsyncWebClient (the gateway's and Bolt's). It retries only a refused
+    """An AsyncWebClient to Slack (the gateway's, and Bolt's own). It retries only a refused
     connection, which proves Slack never saw the call."""
     token = config.slack_bot_token
     return AsyncWebClient(

@@ -26,6 +26,7 @@ from bot.actions.flow import NO_REDIS
 from bot.config import Settings
 from bot.storage.keys import Keys
 from bot.storage.requests import GROUP
+from handlers.lazy import NOT_TAKEN
 from sandbox.serve import serve_in_thread
 from sandbox.silence_api import FakeSilenceApi
 from tests.support.payloads import fixture_json
@@ -41,6 +42,7 @@ from tests.support.slack import (
     click,
     ephemeral_texts,
     post_event,
+    slash,
 )
 
 FIRING = "grafana/queue-alert-firing.json"
@@ -217,6 +219,79 @@ async def test_a_click_while_redis_is_down_is_acked_and_the_person_told(
     ours = ("handlers", "slack_bolt", "bot.intake.requests")
     assert [r for r in tracebacks.records if r.startswith(ours)] == []
     assert acknowledgements(slack, root) == []
+
+
+async def test_queue_help_while_redis_is_down_is_answered_with_the_help_alone(
+    own_redis: RedisServer, settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """`/queue help` and a typo need no leader: answered where Slack arrived, without Redis,
+    and nobody is told Redis is away."""
+    async with run_bot(settings_for(redis_url=own_redis.url)) as running:
+        await open_incident(running, slack)
+        own_redis.stop()
+        for text in ("help", "scale"):
+            command = with_command_response_url(slash(text), slack)
+            assert (await post_event(running.http, command)).status_code == 200
+        [help_, usage] = await eventually(
+            lambda: len(ephemeral_texts(slack)) == 2 and ephemeral_texts(slack),
+            what="the help and the usage",
+            timeout=15,
+        )
+        await eventually(lambda: not running.bot.lazy.pending, what="the lazy work over")
+    assert "/queue scale" in help_ and usage.startswith("usage: `/queue scale")
+    assert NO_REDIS not in ephemeral_texts(slack)
+
+
+async def test_a_click_that_cannot_be_appended_for_an_unforeseen_reason_is_told_and_logged(
+    settings_for: Callable[..., Settings], slack: Slack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append fails in a way nobody foresaw (the Redis client closed under it, say): the
+    person is told it was not taken, and the log has the traceback once."""
+    tracebacks = Tracebacks()
+    logging.getLogger().addHandler(tracebacks)
+    try:
+        async with run_bot(settings_for()) as running:
+            root = await open_incident(running, slack)
+
+            async def closed(work: str, body: dict[str, Any]) -> str:
+                raise RuntimeError("the Redis client is closed")
+
+            monkeypatch.setattr(running.bot.request_stream, "append", closed)
+            assert (await click(running, root, "incident_ack")).status_code == 200
+            await eventually(
+                lambda: ephemeral_texts(slack) == [NOT_TAKEN.message], what="the person told"
+            )
+    finally:
+        logging.getLogger().removeHandler(tracebacks)
+    assert [r for r in tracebacks.records if r.startswith("handlers.lazy")] == [
+        "handlers.lazy: slack: a request (incident-button) was not taken"
+    ]
+    assert acknowledgements(slack, root) == []
+
+
+async def test_a_request_waiting_under_its_key_is_performed(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """The requests stream stores the work's key, which never changes: a click appended under
+    `incident-button` (by a replica of another build, say) is done, not dead-lettered."""
+    async with run_bot(settings_for()) as running:
+        root = await open_incident(running, slack)
+        body = json.loads(urllib.parse.parse_qs(ack_click(root))["payload"][0])
+        await running.bot.request_stream.append("incident-button", body)
+        await eventually(
+            lambda: ephemeral_texts(slack) == ["You acknowledged incident 1."],
+            what="the click done",
+        )
+        assert await running.bot.redis.xlen(KEYS.request_dead_letters) == 0
+
+
+def with_command_response_url(body: str, slack: Slack) -> str:
+    """A slash command as Slack sends it, with a `response_url` the emulator answers to."""
+    with slack.emulator.workspace() as ws:
+        token = ws.ui.new_response_url(CHANNEL, USER, None)
+    fields = dict(urllib.parse.parse_qsl(body))
+    fields["response_url"] = f"{slack.server.url}/_emulator/respond/{token}"
+    return urllib.parse.urlencode(fields)
 
 
 # -- the replica performing a click dies mid-way ---------------------------------------------------
