@@ -146,6 +146,16 @@ def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
     logging.getLogger("slack_bolt.RequestVerification").addFilter(lambda record: False)
 
 
+def slack_request(request: Request, body: bytes) -> AsyncBoltRequest:
+    """Bolt's request for what Slack sent. Bolt runs a request naming a lazy function in its
+    headers (`X-Slack-Bolt-Lazy-*`, which Slack's signature does not cover) as that function
+    alone, here: the leader's work would skip the requests stream. Only Bolt's own Lambda
+    adapter sends them, so they are dropped."""
+    built = to_async_bolt_request(request, body)
+    built.lazy_only, built.lazy_function_name = False, None
+    return built
+
+
 def register(app: Starlette, bolt: AsyncApp, *, signing_secret: str) -> None:
     """`POST /slack/events`, read within its size limit (Bolt's adapter reads any size)."""
     verifier = SignatureVerifier(signing_secret)
@@ -169,7 +179,7 @@ def register(app: Starlette, bolt: AsyncApp, *, signing_secret: str) -> None:
             except (ValueError, TypeError, OverflowError):  # a timestamp int() refuses
                 return False
 
-        build = partial(to_async_bolt_request, request, body)
+        build = partial(slack_request, request, body)
         return to_starlette_response(await answer(bolt, build, via="HTTP", signed=signed))
 
     app.add_route("/slack/events", slack_events, methods=["POST"])

@@ -13,7 +13,9 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.requests import Request
 
+from handlers.slack_boundary import slack_request
 from tests.support.mutations import (
     JSON,
     SENDABLE_HEADER,
@@ -146,3 +148,24 @@ def test_a_listener_that_raises_is_a_400_and_one_line(
     [line] = [r.getMessage() for r in caplog.records if r.name.startswith(("handlers", "slack"))]
     assert line == "slack: refused a request over HTTP: could not handle this request (KeyError)"
     assert tracebacks.records == []
+
+
+def test_a_request_naming_a_lazy_function_is_taken_as_slack_sent_it() -> None:
+    """Bolt would run only the named lazy function, on this replica, skipping the ack and the
+    requests stream; the headers are not under Slack's signature, so they count for nothing."""
+    body = COMMAND
+    headers = {
+        **slack_signed(body, SIGNING_SECRET),
+        "X-Slack-Bolt-Lazy-Only": "1",
+        "X-Slack-Bolt-Lazy-Function-Name": "run_queue_command",
+    }
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/slack/events",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+    built = slack_request(Request(scope), body)
+    assert built.lazy_only is False and built.lazy_function_name is None
+    assert built.headers["x-slack-bolt-lazy-only"] == ["1"], "the rest is as Slack sent it"
