@@ -77,8 +77,14 @@ class StreamRunner(AsyncLazyListenerRunner):
     ) -> None:
         """A request that cannot be appended is answered here, so the person hears why."""
         try:
-            if await wanted(body, context):
-                await self._requests.append(key, body)
+            if not await wanted(body, context):
+                return
+        except RedisError as exc:
+            # Its other lazy work, done here, meets the same Redis and tells the person.
+            log.warning("slack: a request (%s) not handed on: Redis: %s", key, exc)
+            return
+        try:
+            await self._requests.append(key, body)
             return
         except RequestRefused as exc:
             log.warning("slack: a request (%s) was not taken: %s", key, exc)
@@ -97,7 +103,12 @@ class StreamRunner(AsyncLazyListenerRunner):
 
 
 async def _here(function: Lazy, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    """Slack has its ack: a person who clicked or typed is told when it cannot be done."""
     try:
         await function(body=body, context=context)
+    except RedisError as exc:
+        log.error("slack: %s: Redis: %s", function.__name__, exc)
+        if body.get("type") != "event_callback":
+            await tell(slack_of(context), body, Outcome(False, NO_REDIS, "error"))
     except Exception:
         log.exception("slack: %s failed after the ack", function.__name__)

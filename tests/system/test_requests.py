@@ -221,6 +221,32 @@ async def test_a_click_while_redis_is_down_is_acked_and_the_person_told(
     assert acknowledgements(slack, root) == []
 
 
+async def test_a_scale_up_click_while_redis_is_down_is_told_so(
+    own_redis: RedisServer, settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """Scale up… opens its form where Slack arrived: with Redis away it cannot, and says so."""
+    settings = settings_for(
+        redis_url=own_redis.url,
+        scaler_backend="webhook",
+        scaler_webhook_url="http://127.0.0.1:9/scale",  # never called: Redis is asked first
+        scaler_webhook_secret="s3cret",
+        scaler_targets=json.dumps({"linux.2xlarge": {"target": "pool", "cap": 10}}),
+        scale_allowed_users=USER,
+    )
+    async with run_bot(settings) as running:
+        root = await open_incident(running, slack)
+        own_redis.stop()
+        action = {"type": "button", "action_id": "incident_scale"}
+        action["value"] = button_value(root, "incident_scale")
+        body = with_response_url(block_action(action, message_ts=root.ts), slack)
+        assert (await post_event(running.http, body)).status_code == 200
+        await eventually(
+            lambda: ephemeral_texts(slack) == [NO_REDIS], what="the person told", timeout=15
+        )
+        await eventually(lambda: not running.bot.lazy.pending, what="the lazy work over")
+    assert ephemeral_texts(slack) == [NO_REDIS], "told once"
+
+
 async def test_queue_help_while_redis_is_down_is_answered_with_the_help_alone(
     own_redis: RedisServer, settings_for: Callable[..., Settings], slack: Slack
 ) -> None:
