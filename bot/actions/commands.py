@@ -275,7 +275,7 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
     fleet = reading.fleet if reading is not None else None
     if fleet is not None:
         # Counting the scale-ups made since the reading, as the incidents' roots do.
-        fleet = with_scale_ups(fleet, [a for i in incidents for a in i.recent_actions])
+        fleet = with_scale_ups(fleet, [a for i in incidents for a in i.actions])
     error = reading.error if reading is not None else ""
     head = live_queue(readings.metrics.name, fleet, error, incidents, core.routing, channel)
     return Outcome(True, open_incidents(head, here, elsewhere, numbers=fleet is None))

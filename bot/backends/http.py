@@ -156,14 +156,15 @@ def shortened(text: str, limit: int) -> str:
 
 def number_of(value: object) -> float | None:
     """A number in a backend's answer, or one quoted as text (ClickHouse's 64-bit integers,
-    Prometheus's bounds, HTTP headers); None for anything else, or NaN."""
+    HTTP headers); None for anything else. Infinity and NaN are none either: no count, wait or
+    moment is endless, and arithmetic on them fails far from the answer that carried them."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
     try:
         number = float(value)
     except (ValueError, OverflowError):  # an integer past a float's range is no count either
         return None
-    return None if math.isnan(number) else number
+    return number if math.isfinite(number) else None
 
 
 def _origin(url: str) -> str:

@@ -94,7 +94,7 @@ def incident_fleet(
     )
     # The readings' history knows a type by the reading's name, not the incident's.
     read_as = {name: by_key.get(runner_key(name), name) for name in kept}
-    view = with_alert_waits(with_scale_ups(view, incident.recent_actions), incident)
+    view = with_alert_waits(with_scale_ups(view, incident.actions), incident)
     return with_baselines(view, history, started_at=incident.started_at, read_as=read_as)
 
 
@@ -148,7 +148,7 @@ def alert_fleet(
         ][-(RECENT_READINGS - 1) :]
         types[name] = judged_as(metrics, observed, said, within_mins, "alert")
     view = FleetSnapshot(at=now, source="alert", runner_types=types, note=note)
-    return with_scale_ups(view, incident.recent_actions)
+    return with_scale_ups(view, incident.actions)
 
 
 def judgement_of(

@@ -30,6 +30,8 @@ from bot.domain.trend import Trend
 
 TREND_POINTS = 48
 RECENT_ACTIONS = 3  # on the root; the timeline keeps them all
+# Kept on the record, with each responder's first action: a weeks-long incident stays one read.
+MAX_ACTIONS = 200
 MAX_RESOLVED_INSTANCES = 1000  # alert instances seen resolved, per group
 # Timeline kinds beyond the lifecycle's, on the record for the postmortem.
 REFUSED = "refused"
@@ -479,17 +481,31 @@ def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Inc
 
 def with_action(incident: Incident, event: Event) -> Incident:
     """A scale-up counts in the judgement the root shows."""
-    acted = incident.model_copy(
-        update={"actions": (*incident.actions, event), "updated_at": event.at}
-    )
+    actions = kept_actions((*incident.actions, event))
+    acted = incident.model_copy(update={"actions": actions, "updated_at": event.at})
     if event.scale is None or acted.live is None:
         return acted
-    return acted.model_copy(update={"live": with_scale_ups(acted.live, acted.recent_actions)})
+    return acted.model_copy(update={"live": with_scale_ups(acted.live, acted.actions)})
+
+
+def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
+    """The newest `MAX_ACTIONS`, and before them each responder's first, so the responders (the
+    record carries them for 0.26) stay whole and in order. A scale-up that many actions back is
+    long past any reading's window (`with_scale_ups`)."""
+    older, newest = actions[:-MAX_ACTIONS], actions[-MAX_ACTIONS:]
+    seen: set[str] = set()
+    firsts = []
+    for event in older:
+        if event.actor and event.actor not in seen:
+            seen.add(event.actor)
+            firsts.append(event)
+    return (*firsts, *newest)
 
 
 def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
     """Each type's judgement counting the runners added from Slack after its reading, and for a
-    boot's time before it, those the reading cannot show yet."""
+    boot's time before it, those the reading cannot show yet. `actions`: all of them, whatever
+    came after a scale-up: only its moment decides whether it counts."""
     done = [(d, d.at or e.at) for e in actions if (d := e.scale) is not None]
     types = dict(view.runner_types)
     for name, metrics in view.runner_types.items():

@@ -157,7 +157,7 @@ class Home:
         incidents = [ld.incident for ld in loaded if ld.incident]
         if fleet is not None:
             # Counting the scale-ups since the reading, as each root does.
-            fleet = with_scale_ups(fleet, [a for i in incidents for a in i.recent_actions])
+            fleet = with_scale_ups(fleet, [a for i in incidents for a in i.actions])
         return HomeState(
             incidents=tuple(
                 Listed(ld.incident, _link(links, ld.thread and (ld.thread.channel, ld.thread.ts)))

@@ -1,14 +1,14 @@
 """Property tests for the backends' parsers of outside input: answers of silence and scale
 backends, the numbers and text any backend quotes, kubeconfig files, and the scale webhook's
-signature. None may raise anything but its one
-documented error, whatever arrives. What Slack echoes back in modals and interactions:
-tests/handlers/test_interaction_properties.py."""
+signature. None may raise anything but its one documented error, whatever arrives. What Slack
+echoes back in modals and interactions: tests/handlers/test_interaction_properties.py."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import math
 import sys
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -63,6 +63,19 @@ def test_a_number_a_backend_quotes_is_read_as_that_number_or_not_at_all(value: o
     number = number_of(value)
     if number is not None:
         assert not isinstance(value, bool) and number == float(value)  # type: ignore[arg-type]
+        assert math.isfinite(number)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**63), 2**63))
+def test_a_finite_number_is_read_whether_sent_as_a_number_or_quoted(value: float) -> None:
+    assert number_of(value) == float(value)
+    assert number_of(repr(value)) == float(value)
+    assert number_of(f" {value}\n") == float(value), "as a header's value may be padded"
+
+
+@given(st.sampled_from(["inf", "+Inf", "-Infinity", "nan", "1e999", math.inf, -math.inf, 10**400]))
+def test_an_endless_number_is_none(value: object) -> None:
+    assert number_of(value) is None
 
 
 @given(st.text(), st.integers(2, 400))

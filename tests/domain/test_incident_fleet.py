@@ -288,6 +288,17 @@ def test_the_alerts_numbers_are_one_judgement_whenever_read_and_count_a_scale_up
     assert after.advice == "+4 runners would drain it in 30 min"
 
 
+def test_a_scale_up_counts_whatever_people_did_after_it() -> None:
+    alerted = incident("gpu").model_copy(update={"alerted_at": NOW})
+    at = NOW + 2 * MINUTE
+    scale = ScaleDone(runner_type="gpu", added=10, by="alice", at=at)
+    acted = with_action(alerted, Event(at=at, kind="scaled", text="Scaled gpu by +10", scale=scale))
+    for kind in ("acknowledged", "diagnosed", "silenced"):
+        acted = with_action(acted, Event(at=at, kind=kind, text=kind, actor="U2", actor_name="bob"))
+    shown = judgement_of(acted, "gpu", now=NOW + 3 * MINUTE)
+    assert shown is not None and (shown.booting, shown.runners) == (10, 4)
+
+
 def test_a_big_fleet_keeps_the_worst_ten_and_a_hidden_queue_blocks_the_drain() -> None:
     many = {f"t{i:02d}": (i % 3, 20 + i) for i in range(25)}
     view = view_of(incident(), Reading(fleet(**many), NOW))

@@ -24,6 +24,7 @@ from bot.domain.delivery import Delivery, delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
+    MAX_ACTIONS,
     TREND_POINTS,
     Change,
     Event,
@@ -914,3 +915,18 @@ def test_responders_and_the_latest_actions_come_from_what_was_done_and_are_store
     few = json.loads(state_json(with_action(make_incident(), incident.actions[-1])))
     del few["actions"]
     assert Incident.model_validate(few).recent_actions == (incident.actions[-1],)
+
+
+def test_weeks_of_actions_keep_the_stored_record_bounded_and_the_responders_whole() -> None:
+    incident = make_incident()
+    for k in range(2000):  # weeks of a noisy incident: bob and carol act once, early
+        who = "B" if k == 1 else "C" if k == 2 else "A"
+        event = Event(at=T0 + timedelta(minutes=k), kind="diagnosed", text=f"{k:04}", actor=who)
+        incident = with_action(incident, event)
+        if k == 300:
+            size = len(state_json(incident))
+    assert len(state_json(incident)) == size, "no longer by a byte after its first 300 actions"
+    assert len(incident.actions) == MAX_ACTIONS + 3, "the newest, and each responder's first"
+    stored = json.loads(state_json(incident))
+    assert [r["user_id"] for r in stored["responders"]] == ["A", "B", "C"], "as 0.26 reads them"
+    assert [e["text"] for e in stored["recent_actions"]] == ["1997", "1998", "1999"]

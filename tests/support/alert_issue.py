@@ -1,5 +1,6 @@
-"""The alert issue's keeper on a real Redis, with GitHub as an in-memory fake and a clock the test
-moves: what `tests/status/test_alert_issue.py` and `test_issue_whereabouts.py` share."""
+"""The alert issue's keeper (`bot.status.alert_issue`) on a real Redis, with GitHub as an
+in-memory fake and a clock the test moves: what `tests/status/test_alert_issue*.py` and
+`tests/backends/test_github_quota.py` share."""
 
 from __future__ import annotations
 

@@ -23,6 +23,8 @@ would see it:
   The checkout's Resolve asks once, in its confirm, with what is still live; 0.26.0 asks once
   more (*Resolve anyway*) and resolves when that is pressed: one summary, and the three scale-ups
   put back at once. Neither replica logs an error.
+- an early warning this release stored with a scale-up made from it is read by 0.26.0 as the
+  warning it is, still standing: its scale-up stays, not put back as if the warning had ended.
 
 One setting holds a rollback up: a `PROMETHEUS_QUERIES` field only the checkout knows stops a
 0.26.0 replica at start, naming it. What is in flight as the checkout's last replica stops:
@@ -34,13 +36,24 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from redis.asyncio import Redis
 
+from bot.actions.scale_reverts import RevertRecord, ScaleReverts
+from bot.backends.kube import kube_access
+from bot.backends.scale import ScaleRequest
+from bot.backends.scale.arc import ArcScaler
+from bot.config import Settings
+from bot.domain.early_warning import ScaledFrom, WarningState
 from bot.domain.fleet import FIELDS
+from bot.domain.scaling import ScaleTarget
+from bot.storage.early_warning import WarningStore
+from bot.storage.incident_store import IncidentStore
 from sandbox.silence_api import FakeSilenceApi
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import as_group, fixture_json
@@ -76,7 +89,7 @@ from tests.support.releases import (
 )
 from tests.support.running import eventually
 from tests.support.scale import RUNNER
-from tests.support.slack import CHANNEL, Slack, button_value, ephemeral_texts, slash
+from tests.support.slack import CHANNEL, USER, Slack, button_value, ephemeral_texts, slash
 
 PREVIOUS_RELEASE = "4c0f27d"  # 0.26.0
 PREVIOUS = "0.26.0"
@@ -100,6 +113,12 @@ SCALED = NEW_ADDS + OLD_ADDS + LAST_ADDS
 RENOTIFIED = 6
 # Slack's Retry-After on the checkout's last reply: longer than the rest of the test.
 HOLD_S = 30
+
+# The early warning's runner type, with a scale set of its own.
+WARNED = "linux.2xlarge"
+WARNED_SET = ("arc-runners", "warned-linux")
+WARNED_TARGET = ScaleTarget(WARNED, "/".join(WARNED_SET), cap=20)
+WARNED_ADDS = 4
 
 STILL_LIVE = "Incident 1 is still live"
 PUT_BACK = f"Incident 1: Put {RUNNER} back (the incident resolved and its queue stayed drained"
@@ -155,7 +174,9 @@ async def test_a_rollback_to_the_previous_release_carries_everything_back(
         await side_by_side(new, old, slack, kube, store, first)
 
         await stopped_with_a_reply_to_post(new, slack, kube, first)
+        warned = await warned_and_scaled(redis_url, kube, env["SCALER_KUBECONFIG"])
         await previous_release_alone(old, slack, kube, grafana, first, second, as_rendered)
+        await still_standing(store, kube, warned)
 
         await eventually(lambda: drained(store), what="everything applied")
         nothing_duplicated_or_lost(slack, first.ts, second.ts)
@@ -331,6 +352,51 @@ async def previous_release_alone(
     await eventually(lambda: len(roots(slack)) == 3, what="incident 3's root")
     for number, message in enumerate(roots(slack), 1):
         assert f"ID *{number}*" in text_of(root(slack, message.ts))
+
+
+async def warned_and_scaled(redis_url: str, kube: FakeKubeApi, kubeconfig: str) -> RevertRecord:
+    """An early warning of another runner type, scaled up from, as this release stores both (the
+    scale-up recorded to go back once the warning is over); 0.26.0 reads them from then on."""
+    scale_set = kube.add_from_fixture(WARNED_SET[1], minRunners=0, maxRunners=120)
+    scale_set["status"]["currentRunners"] = 40
+    client = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        config = Settings(backend_timeout_seconds=2, status_tick_seconds=0.2)
+        arc = ArcScaler(config, kube_access(kubeconfig, {}))
+        warnings = WarningStore(client, KEYS)
+        reverts = ScaleReverts(
+            client,
+            KEYS,
+            IncidentStore(client, KEYS.prefix),
+            arc,
+            config=config,
+            clock=lambda: datetime.now(UTC),
+            warnings=warnings,
+        )
+        text = f"{WARNED}: queue building, 9 queued and +1.4/min; the alert fires in ~11 min"
+        state = WarningState.raised(WARNED, CHANNEL, text, time.time(), scalable=True)
+        result = await arc.scale(ScaleRequest(WARNED_TARGET, WARNED_ADDS, "", USER))
+        assert result.undo is not None
+        record = await reverts.remember("", WARNED_TARGET, result.undo, by=USER, warning=state.uid)
+        line = f"alice scaled {WARNED} by +{WARNED_ADDS}: minRunners 0 → {WARNED_ADDS} (ARC)."
+        said = ScaledFrom(record.id, line, reverts.plan(warning=True))
+        assert await warnings.save(state.changed(time.time(), scaled=(said,)))
+        return record
+    finally:
+        await client.aclose()
+
+
+async def still_standing(store: redis.Redis, kube: FakeKubeApi, record: RevertRecord) -> None:
+    """0.26.0 has looked at the warning's scale-up, again and again, and kept it."""
+
+    def looked_again() -> bool:
+        # Each look keeps it for 0.6 s more (0.26.0's ticks); a claim holds it 30 s and more.
+        due = store.zscore(KEYS.scale_reverts, record.id)
+        return due is not None and record.scaled_at + 1 < due < time.time() + 10
+
+    await eventually(looked_again, what="0.26.0 looking at it and keeping it")
+    assert int(kube.sets[WARNED_SET]["spec"]["minRunners"]) == WARNED_ADDS, "not put back"
+    assert store.exists(KEYS.warning(WARNED)), "the warning stands"
 
 
 async def resolved_asked_twice(old: BotProcess, slack: Slack, first: Any, rendered: Any) -> None:

@@ -205,7 +205,7 @@ class PrometheusMetrics:
                 bucket = name in (WAIT, LONGER_WAIT) and "le" in labels
                 if not bucket and name != LONGER_WAIT:
                     by_type.setdefault(runner_type, {})[name] = value
-                elif bucket and (le := number_of(labels["le"])) is not None:
+                elif bucket and (le := _bound(labels["le"])) is not None:
                     kept = buckets.setdefault((name, runner_type), {})  # summed per type
                     kept[le] = kept.get(le, 0.0) + value
         for runner_type in {runner_type for _, runner_type in buckets}:
@@ -396,6 +396,11 @@ def parse_vector(body: Mapping[str, Any]) -> Vector:
     items = [item for item in result if isinstance(item, dict)]
     series = [(ranges.labels_of(item), ranges.sample_of(item.get("value"))) for item in items]
     return [(labels, point[1]) for labels, point in series if point is not None]
+
+
+def _bound(le: str) -> float | None:
+    """A bucket's upper bound: the top one is "+Inf", which no count may be."""
+    return math.inf if le == "+Inf" else number_of(le)
 
 
 def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bool] | None:
