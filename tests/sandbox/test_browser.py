@@ -276,14 +276,18 @@ def one_advice(page: Any, answer: str, *, tries: int = 5) -> Advice | None:
     """The type's advice where the root, diagnostics just run, a `/queue` answer and the
     latest status say the same, asking `/queue` again while a reading lands between two reads;
     None when no moment of `tries` agreed. A status is the record of its moment: below a reply
-    posted after it (the scale-up it advised), it is compared only once it is the newest."""
+    posted after it (the scale-up it advised), it is compared only once it is the newest. So
+    are the diagnostics: once the root shows a newer reading (the runners the scale-up added
+    booting, say), theirs is another reading's judgement, compared while the root shows it."""
     for _ in range(tries):
         seen = visitor.read_the_incident(page)
         said = {
             "root": advice_of(seen.root, RUNNER_TYPE),
-            "diagnostics": advice_of(seen.latest(visitor.DIAGNOSTICS) or "", RUNNER_TYPE),
             "/queue": advice_of(answer, RUNNER_TYPE),
         }
+        diagnosed_at = seen.latest_at(visitor.DIAGNOSTICS)
+        if seen.root_at is None or diagnosed_at is None or seen.root_at == diagnosed_at:
+            said["diagnostics"] = advice_of(seen.latest(visitor.DIAGNOSTICS) or "", RUNNER_TYPE)
         if seen.replies and visitor.STATUS in seen.replies[-1]:
             said["status"] = advice_of(seen.replies[-1], RUNNER_TYPE)
         if len(set(said.values())) == 1:
