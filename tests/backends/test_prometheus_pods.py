@@ -23,6 +23,7 @@ from bot.domain.fleet import FleetSnapshot
 from bot.domain.runner_pods import (
     CADVISOR,
     DISK,
+    DISK_BUSY,
     KSM,
     NODE_EXPORTER,
     NodeTrouble,
@@ -101,9 +102,10 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
     # pulling its image, 1 creating, 2 killed; the unschedulable ones are on no node.
     node = "ip-10-0-1-17.ec2.internal"
     busy, pressure = pods.nodes
-    # node-exporter serves no timestamps: a loaded scrape's lag moves the rate by a few points
-    # (0.94 seen on a loaded machine); a node not busy would read far below.
-    assert busy.busy == pytest.approx(0.96, abs=0.04)
+    # Busy 96% of the time, read as busy (`DISK_BUSY`, 90%, or more: a node under it is not
+    # named). node-exporter serves no timestamps, and a rate over a 3 s window of scrapes a
+    # loaded machine delays reads a few points low (0.91 seen); an idle one would read far below.
+    assert DISK_BUSY <= busy.busy <= 1.0
     assert (busy.node, busy.condition, busy.pods) == (node, DISK, 7)
     assert pressure == NodeTrouble(node=node, condition="DiskPressure", pods=7)
     assert pods.unknown == ""
