@@ -42,12 +42,14 @@ from tests.support.servers import RedisServer, wait_until
 from tests.support.trajectory_text import Advice, advice_of
 
 playwright_expect = pytest.importorskip("playwright.sync_api").expect
+PlaywrightTimeout = pytest.importorskip("playwright.sync_api").TimeoutError
 
 from sandbox import visitor  # noqa: E402 - needs playwright, checked just above
 
 ARTIFACTS = Path(os.environ.get("QUEUEPILOT_ARTIFACTS", "build/test-artifacts"))
 # Generous for a loaded 2-core CI machine; every wait ends as soon as its condition holds.
 STEP_MS = 60_000
+EDIT_MS = 10_000  # a root's next edit, or the next reading's, on a loaded machine
 DRAIN_MS = 240_000
 RUNNER_TYPE = "linux.2xlarge"  # the demo incident's
 GPU_TITLE = "GPU jobs queueing"  # the GPU team's incident
@@ -293,6 +295,12 @@ def one_advice(page: Any, answer: str, *, tries: int = 5) -> Advice | None:
         if len(set(said.values())) == 1:
             return said["root"]
         print(f"surfaces disagree, asking again: {said}")
+        # `/queue` reads the newest reading; the root shows it once its edit lands (edits are
+        # paced): the next change of the page, before asking again.
+        with suppress(PlaywrightTimeout):
+            page.wait_for_function(
+                "v => document.body.dataset.version !== v", arg=seen.version, timeout=EDIT_MS
+            )
         answer = visitor.ask_the_queue(page, within_ms=STEP_MS).inner_text()
     return None
 
