@@ -1,5 +1,5 @@
 """The demo's incident as a visitor reads it, and on the record: the whole sandbox runs (the
-production bot, the Slack emulator and its page, the simulated fleet at ×60) and the 2xlarge
+production bot, the Slack emulator and its page, the simulated fleet at ×40) and the 2xlarge
 story is left alone. While its jobs queue and start, every version of the root says a wait:
 never "not known", which only a wait nothing knows may say. The jobs the HUD lists are said over
 its threshold on the wall clock's minutes, as the waits beside them. Once the queue drained,
@@ -23,7 +23,7 @@ from sandbox.transcript import mrkdwn_to_text
 from tests.support.running import eventually
 from tests.support.servers import RedisServer
 
-SPEED = 60
+SPEED = 40
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ async def test_the_demos_root_says_a_wait_and_its_record_is_in_real_minutes_with
         found = [m.text for m in sandbox.emulator.ephemerals(CHANNEL) if "Queued jobs" in m.text]
         return found[0] if found else ""
 
-    # The HUD's 5 fleet minutes, said in the wall clock's as every wait is: 5 s at ×60.
+    # The HUD's 5 fleet minutes, said in the wall clock's as every wait is: 7.5 s at ×40.
     jobs = await eventually(jobs_answer, what="the jobs behind the queue", timeout=30)
     over = FLEET_MINUTES["hud_jobs_over_minutes"] / SPEED
     assert f"waiting over {over:.1f} min" in jobs and "over 5 min" not in jobs, jobs
