@@ -41,10 +41,27 @@ async def half_sent(
     ).encode()
     writer.write(head + body[:-10])
     await writer.drain()
+    client_port = writer.get_extra_info("sockname")[1]
+    await eventually(
+        lambda: server_read_all(bot.port, client_port), what="the server reading what was sent"
+    )
     try:
         yield reader, writer, body[-10:]
     finally:
         writer.close()
+
+
+def server_read_all(server_port: int, client_port: int) -> bool:
+    """Whether the server's end of the loopback connection from `client_port` has taken in all
+    the client sent (its receive queue empty, in the kernel's /proc/net/tcp): a loaded server
+    may not have accepted it yet, and a SIGTERM then finds no request in flight."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, state, queues = fields[1], fields[2], fields[3], fields[4]
+        ports = int(local.split(":")[1], 16), int(remote.split(":")[1], 16)
+        if ports == (server_port, client_port) and state == "01":  # ESTABLISHED
+            return int(queues.split(":")[1], 16) == 0
+    return False
 
 
 def logged(bot: BotProcess) -> list[dict[str, str]]:
