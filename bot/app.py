@@ -42,12 +42,10 @@ from bot.backends.metrics import QueueHistory
 from bot.checks.watch import ProbeWatch
 from bot.config import Settings, memory
 from bot.domain.routes import MAX_ROUTES
-from bot.fleet.jobs import JobsWatch
-from bot.fleet.readings import FleetReadings
+from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
-from bot.intake.consumer import Intake
+from bot.intake.consumer import Intake, request_loop
 from bot.intake.group_loop import GroupLoop
-from bot.intake.requests import request_loop
 from bot.outbound import send
 from bot.outbound.desk import Outbound
 from bot.outbound.gateway import SlackGateway, build_client
@@ -60,19 +58,16 @@ from bot.status.early_warning import EarlyWarnings
 from bot.status.tick import StatusReporter
 from bot.storage.connection import build_redis
 from bot.storage.early_warning import WarningStore
+from bot.storage.fleet import JobArrivals
 from bot.storage.home import HomeViewers
 from bot.storage.incident_store import IncidentStore, IssueLinks
-from bot.storage.interactions import Interactions
-from bot.storage.job_arrivals import JobArrivals
 from bot.storage.keys import Keys
-from bot.storage.leader import Leadership
-from bot.storage.leases import Leases
-from bot.storage.requests import Request, RequestStream
+from bot.storage.leases import Interactions, Leadership, Leases
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.state_marker import StateMarker
 from bot.storage.storm_queue import StormQueue
-from bot.storage.stream import NotificationStream
+from bot.storage.streams import NotificationStream, Request, RequestStream
 from bot.telemetry import Telemetry
 from handlers.context import Parts
 from handlers.lazy import StreamRunner

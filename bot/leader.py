@@ -17,7 +17,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from redis.exceptions import RedisError
 
 from bot.domain.capacity import Schedule
-from bot.storage.leader import Leadership
+from bot.storage.leases import Leadership
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

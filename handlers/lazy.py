@@ -18,8 +18,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.actions.core import Outcome
 from bot.actions.flow import NO_REDIS
-from bot.storage.consumer_group import NotReplicated
-from bot.storage.requests import RequestRefused, RequestStream
+from bot.storage.streams import NotReplicated, RequestRefused, RequestStream
 from handlers.context import slack_of, tell
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from bot.intake.webhook_auth import (
     bearer_ok,
     grafana_signature_problem,
 )
-from bot.storage.stream import NotificationStream
+from bot.storage.streams import NotificationStream
 from bot.telemetry import Telemetry
 from handlers.body import BodyTooLarge, read_limited
 

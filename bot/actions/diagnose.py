@@ -17,12 +17,11 @@ from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import Event, Incident, diagnosed, with_action, with_live
 from bot.domain.jobs import JobsView, surging
-from bot.fleet.jobs import JobsWatch
-from bot.fleet.readings import FleetReadings
+from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.render.diagnostics import render_diagnostics
 from bot.render.mrkdwn import person
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
-from bot.storage.interactions import Held
+from bot.storage.leases import Held
 
 COOLDOWN_S = 30.0  # the report just posted answers a second click for this long
 

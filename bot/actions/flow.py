@@ -17,8 +17,7 @@ from bot.actions.permissions import Authorizer
 from bot.domain.incidents import REFUSED, Event, Incident
 from bot.render.mrkdwn import plain_text
 from bot.storage.incident_store import Commit, IncidentStore, Loaded
-from bot.storage.interactions import IN_PROGRESS, Interactions
-from bot.storage.leader import Deposed
+from bot.storage.leases import IN_PROGRESS, Deposed, Interactions
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

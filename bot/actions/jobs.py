@@ -11,7 +11,7 @@ from bot.backends.errors import BackendError
 from bot.domain.jobs import JobsView
 from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
-from bot.fleet.jobs import JobsWatch
+from bot.fleet.readings import JobsWatch
 from bot.render.jobs import MAX_TYPES, render_jobs
 from bot.render.mrkdwn import escape
 

@@ -32,7 +32,7 @@ from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, scale_defaul
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
-from bot.storage.interactions import Held
+from bot.storage.leases import Held
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from bot.domain.units import duration, is_silence_length
 from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
-from bot.storage.interactions import Held, Lock
+from bot.storage.leases import Held, Lock
 
 log = logging.getLogger(__name__)
 

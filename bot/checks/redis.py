@@ -19,7 +19,7 @@ from bot.config import Settings
 from bot.storage.connection import RedisSetupError, SentinelTarget, refuse_cluster
 
 SUBJECT = "redis"
-# XAUTOCLAIM (6.2) takes over what a crashed replica left half-done (`bot.storage.stream`).
+# XAUTOCLAIM (6.2) takes over what a crashed replica left half-done (`bot.storage.streams`).
 MIN_VERSION = (6, 2, 0)
 FULL_SHARE = 0.9
 NO_PERSISTENCE = (

@@ -12,7 +12,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError, within
-from bot.backends.metrics import QueueMetrics
+from bot.backends.metrics import QueuedJobs, QueueMetrics
 from bot.config import Settings
 from bot.domain.fleet import (
     FleetSnapshot,
@@ -33,19 +33,38 @@ from bot.domain.fleet import (
 )
 from bot.domain.incident_fleet import incident_fleet
 from bot.domain.incidents import Incident
-from bot.domain.jobs import JobsView
+from bot.domain.jobs import JobsView, jobs_view
 from bot.domain.judgement import RECENT_READINGS
 from bot.domain.oom_kills import NAMING, WORKFLOW_CHARS, kills_of, with_workflows
-from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
+from bot.storage.fleet import JobArrivals, OomKillRecord, ReadingStore
 from bot.storage.keys import Keys
-from bot.storage.oom_kills import OomKillRecord
-from bot.storage.readings import ReadingStore
 
 log = logging.getLogger(__name__)
 
 # Six hours at the default one-minute interval: "the hours before the incident".
 HISTORY_POINTS = 360
+
+
+@dataclass(eq=False)
+class JobsWatch:
+    """The jobs behind the queue, listed from the source that can, their arrivals counted: what
+    `/queue jobs` and diagnostics show."""
+
+    source: QueuedJobs
+    arrivals: JobArrivals
+    _: KW_ONLY
+    timeout_s: float
+
+    async def view(self, *, now: datetime) -> JobsView:
+        """Raises `BackendError` when the source cannot say."""
+        source = self.source
+        listing = await within(source.queued_jobs(now=now), self.timeout_s, source.name)
+        if listing.arrivals is not None:  # a source that counts its own (ARC's counters)
+            arrivals = listing.arrivals
+        else:
+            arrivals = await self.arrivals.record(listing.jobs, now=now, finished=listing.finished)
+        return jobs_view(listing, arrivals, source=source.name, at=now)
 
 
 class FleetReadings:

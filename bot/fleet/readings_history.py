@@ -18,8 +18,8 @@ from redis.asyncio import Redis
 
 from bot.domain.capacity import FleetHistory, TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.storage.fleet import ReadingStore
 from bot.storage.keys import Keys
-from bot.storage.readings import ReadingStore
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from redis.exceptions import RedisError
 
 from bot.config import Settings
 from bot.pacing import Backoff
-from bot.storage.consumer_group import ConsumerGroup, E
-from bot.storage.leader import Deposed
+from bot.storage.leases import Deposed
+from bot.storage.streams import ConsumerGroup, E
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from bot.config import Settings
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.history_scan import HISTORY, Found, Scan, read_all
 from bot.pacing import Backoff
-from bot.storage.leader import Deposed
+from bot.storage.leases import Deposed
 from bot.storage.state_marker import StateMarker
 from bot.telemetry import Telemetry
 

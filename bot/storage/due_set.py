@@ -13,8 +13,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from bot.storage.keys import Keys
-from bot.storage.scripts import script
+from bot.storage.keys import Keys, script
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,8 @@ from redis.asyncio import Redis
 from bot.domain.early_warning import WarningState
 from bot.storage.connection import wait_bell
 from bot.storage.incident_store import ATTEMPTS, BAND_EVENT
-from bot.storage.keys import Keys
+from bot.storage.keys import Keys, script
 from bot.storage.leases import Leases
-from bot.storage.scripts import script
 
 KEEP_S = 6 * 3600  # an ended warning is remembered this long
 # The ts of a warning Slack refused for good (not in the channel, say): it is not posted again

@@ -21,9 +21,8 @@ from bot.domain.alert_issue import IssueLink, tells_issue
 from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
-from bot.storage.keys import Keys
-from bot.storage.leader import Fence, FencedScript
-from bot.storage.scripts import script
+from bot.storage.keys import Keys, script
+from bot.storage.leases import Fence, FencedScript
 from bot.storage.state_marker import FoundRoot, found_root
 
 # Thread replies wait in an outbox per incident, posted by band (most urgent first), then age.

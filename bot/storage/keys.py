@@ -1,12 +1,24 @@
-"""Every Redis key queuepilot uses. State lives under `<prefix>:v2:`, so a key of another layout is
-never read as this one's; the streams and their dead letters are not versioned, so entries accepted
-before an upgrade are applied after it (they are also the only keys without a TTL)."""
+"""Every Redis key and Lua script queuepilot uses. State lives under `<prefix>:v2:`, so a key of
+another layout is never read as this one's; the streams and their dead letters are not versioned, so
+entries accepted before an upgrade are applied after it (they are also the only keys without a TTL).
+Each script is `lua/<name>.lua` after the prelude several share."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
+from importlib import resources
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 
 SCHEMA = "v2"
+# A reply's score is its band * BAND + its sequence number, a new root's its severity rank * RANK
+# + its sequence number, so every root scores up to ROOTS_END and goes first. Handed to the
+# prelude, so Lua and Python agree on them.
+BAND = 1 << 40
+RANK = 1 << 34
+ROOTS_END = BAND - 1
 
 
 def _kind(template: str) -> Callable[..., str]:
@@ -96,3 +108,14 @@ class Keys:
     home_claim = _kind("home:claim:{}:{}")  # user, digest
     permalink = _kind("permalink:{}:{}")  # channel, ts
     slack_event = _kind("slack-event:{}")
+
+
+@cache
+def lua(name: str) -> str:
+    folder = resources.files("bot.storage") / "lua"
+    constants = f"local BAND = {BAND}\nlocal RANK = {RANK}\n"
+    return constants + (folder / "prelude.lua").read_text() + (folder / f"{name}.lua").read_text()
+
+
+def script(redis: Redis, name: str) -> AsyncScript:
+    return redis.register_script(lua(name))

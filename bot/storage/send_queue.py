@@ -23,10 +23,8 @@ from bot.storage.incident_store import (
     ThreadRef,
     loaded_from,
 )
-from bot.storage.keys import Keys
-from bot.storage.leader import Fence, FencedScript
-from bot.storage.leases import Leases
-from bot.storage.scripts import BAND, script
+from bot.storage.keys import BAND, Keys, script
+from bot.storage.leases import Fence, FencedScript, Leases
 
 UNDELIVERABLE_MAXLEN = 1000
 NOTICE_KEEP_S = 7 * 86_400  # a notice Slack could not take for a week is not news any more

@@ -19,7 +19,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from bot.storage.keys import Keys
-from bot.storage.leader import Fence, FencedScript
+from bot.storage.leases import Fence, FencedScript
 
 UNSURE = "unsure"  # the marker's field while a check of it is unfinished
 # Longer than a distributed app's minute between two history reads, short enough that a leader

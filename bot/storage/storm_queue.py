@@ -11,8 +11,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from bot.storage.keys import Keys
-from bot.storage.scripts import ROOTS_END, script
+from bot.storage.keys import ROOTS_END, Keys, script
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import QueuedJob, Trigger
 from bot.domain.scaling import ScaleTarget
+from bot.storage.fleet import JobArrivals
 from bot.storage.incident_store import IncidentStore
-from bot.storage.job_arrivals import JobArrivals
 from sandbox.serve import RunningServer
 from tests.support.cores import action_core
 from tests.support.fakes.github_api import FakeGithub

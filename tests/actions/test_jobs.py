@@ -19,8 +19,8 @@ from bot.backends.metrics.hud import HudMetrics
 from bot.config import Settings
 from bot.domain.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
 from bot.render.jobs import render_jobs
+from bot.storage.fleet import JobArrivals
 from bot.storage.incident_store import IncidentStore
-from bot.storage.job_arrivals import JobArrivals
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.cores import action_core
 from tests.support.fakes.github_api import FakeGithub

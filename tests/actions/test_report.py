@@ -19,7 +19,7 @@ from bot.domain.delivery import delivery_of
 from bot.domain.incidents import Event, GroupState, ScaleDone, open_incident, resolve_manually
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import Commit, IncidentStore
-from bot.storage.interactions import Interactions
+from bot.storage.leases import Interactions
 from bot.storage.send_queue import NoticeStore
 from bot.telemetry import Telemetry
 from tests.support.cores import _no_members, _no_name, action_core

@@ -23,8 +23,8 @@ from bot.backends.metrics.prometheus_history import parse_matrix, step_s
 from bot.config import Settings
 from bot.domain.early_warning import Thresholds
 from bot.domain.oom_kills import OomKill
+from bot.storage.fleet import OomKillRecord
 from bot.storage.incident_store import IncidentStore
-from bot.storage.oom_kills import OomKillRecord
 from sandbox.redis_server import free_port
 from tests.support.cores import action_core
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING

@@ -23,9 +23,8 @@ from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incident_fleet import is_drained
 from bot.domain.incidents import DrainRule
 from bot.domain.units import wait_said
-from bot.fleet.jobs import JobsWatch
-from bot.fleet.readings import FleetReadings
-from bot.storage.job_arrivals import JobArrivals
+from bot.fleet.readings import FleetReadings, JobsWatch
+from bot.storage.fleet import JobArrivals
 from bot.storage.keys import Keys
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.arc_exporter import BUCKETS, ArcFleet

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from redis.asyncio import Redis
 
 from bot.domain.jobs import FinishedJob, QueuedJob, Trigger
-from bot.storage.job_arrivals import JobArrivals, slot_of
+from bot.storage.fleet import JobArrivals, slot_of
 from bot.storage.keys import Keys
 
 # Ten minutes past the current hour (keys expire by the real clock).

@@ -14,9 +14,8 @@ from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import JobsListing
 from bot.domain.runner_pods import RunnerPods
-from bot.fleet.jobs import JobsWatch
-from bot.fleet.readings import FleetReadings
-from bot.storage.job_arrivals import JobArrivals
+from bot.fleet.readings import FleetReadings, JobsWatch
+from bot.storage.fleet import JobArrivals
 from bot.storage.keys import Keys
 
 KEYS = Keys("qp")

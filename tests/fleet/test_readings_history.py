@@ -20,8 +20,8 @@ from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.incident_store import IncidentStore
-from bot.storage.interactions import Interactions
 from bot.storage.keys import Keys
+from bot.storage.leases import Interactions
 from bot.telemetry import Telemetry
 from tests.support.cores import _no_members, _no_name
 

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from bot.config import Settings
 from bot.intake.group_loop import GroupLoop
-from bot.storage.requests import Request, RequestStream
+from bot.storage.streams import Request, RequestStream
 from tests.support.running import eventually
 
 PREFIX = "qp"

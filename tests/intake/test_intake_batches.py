@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from bot.config import Settings
 from bot.domain.alerts import Notification, parse_notification
 from bot.domain.delivery import Delivery, delivery_of
-from bot.storage.stream import BODY_MAX_BYTES, NotificationStream
+from bot.storage.streams import BODY_MAX_BYTES, NotificationStream
 from bot.telemetry import Telemetry
 from handlers import webhooks
 from sandbox.redis_server import free_port

@@ -15,7 +15,7 @@ from bot.config import Settings
 from bot.domain.alerts import parse_json_body, parse_notification
 from bot.intake.consumer import MAX_CONFLICTS, Intake
 from bot.storage.incident_store import Commit, GroupLoad, IncidentStore
-from bot.storage.stream import NotificationStream
+from bot.storage.streams import NotificationStream
 from bot.telemetry import Telemetry
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually

@@ -14,7 +14,7 @@ from bot.config import Settings
 from bot.domain.alerts import parse_json_body, parse_notification
 from bot.intake.consumer import Intake
 from bot.storage.incident_store import IncidentStore
-from bot.storage.stream import NotificationStream
+from bot.storage.streams import NotificationStream
 from bot.telemetry import Telemetry
 from tests.support.payloads import fixture_json
 from tests.support.store import CHANNEL, T0

@@ -14,8 +14,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.config import Settings
-from bot.intake.requests import Perform, request_loop
-from bot.storage.requests import RequestStream, request_fields, request_of
+from bot.intake.consumer import Perform, request_loop
+from bot.storage.streams import RequestStream, request_fields, request_of
 from tests.support.running import eventually
 
 PREFIX = "qp"

@@ -21,9 +21,9 @@ from bot.outbound.lost_state import StateGuard
 from bot.outbound.messages import METADATA_EVENT
 from bot.storage.incident_store import IncidentStore
 from bot.storage.keys import Keys
-from bot.storage.leader import Deposed, Fence
+from bot.storage.leases import Deposed, Fence
 from bot.storage.state_marker import FoundRoot, StateMarker
-from bot.storage.stream import NotificationStream
+from bot.storage.streams import NotificationStream
 from bot.telemetry import Telemetry
 from sandbox.slack_model import Message
 from tests.outbound.test_gateway import make_gateway, post

@@ -23,7 +23,7 @@ from bot.fleet.readings import FleetReadings
 from bot.status.early_warning import EarlyWarnings
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore
-from bot.storage.scripts import BAND
+from bot.storage.keys import BAND
 from bot.storage.send_queue import SendQueue
 from tests.support.payloads import fixture_json
 

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from bot.leader import campaign
 from bot.storage.incident_store import Commit, IncidentStore
-from bot.storage.leader import Deposed, Leadership
+from bot.storage.leases import Deposed, Leadership
 from bot.telemetry import Telemetry
 from tests.support.running import eventually
 from tests.support.store import KEYS, PREFIX, gone, incident, opened

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.oom_kills import OomKill
-from bot.storage.oom_kills import KEEP_DAYS, OomKillRecord
+from bot.domain.oom_kills import KEEP_DAYS, OomKill
+from bot.storage.fleet import OomKillRecord
 from tests.support.store import KEYS
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.storage.requests import (
+from bot.storage.streams import (
     MAX_BODY_BYTES,
     RequestRefused,
     request_fields,

@@ -10,7 +10,7 @@ import pytest
 from redis.asyncio import Redis
 
 import bot
-from bot.storage.scripts import lua
+from bot.storage.keys import lua
 
 FOLDER = resources.files("bot.storage") / "lua"
 NAMES = sorted(p.name.removesuffix(".lua") for p in FOLDER.iterdir() if p.name.endswith(".lua"))

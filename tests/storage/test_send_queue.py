@@ -20,7 +20,7 @@ from bot.storage.incident_store import (
     summary_replies,
 )
 from bot.storage.send_queue import SendQueue
-from bot.storage.stream import NotificationStream
+from bot.storage.streams import NotificationStream
 from bot.telemetry import Telemetry
 from tests.support.store import CHANNEL, DAY, KEYS, PREFIX, T0, delivery, opened, reply
 

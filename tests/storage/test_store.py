@@ -14,7 +14,8 @@ from redis.asyncio import Redis
 from bot.domain.incidents import Event, GroupState, Incident, resolve_manually
 from bot.storage.incident_store import ATTEMPTS, MAX_OUTBOX, Commit, IncidentStore, ThreadRef
 from bot.storage.state_marker import FoundRoot, StateMarker
-from bot.storage.stream import GROUP, NotificationStream
+from bot.storage.streams import INTAKE_GROUP as GROUP
+from bot.storage.streams import NotificationStream
 from tests.support.running import eventually
 from tests.support.store import (
     CHANNEL,

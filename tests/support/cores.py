@@ -23,12 +23,11 @@ from bot.backends.silence import Silencer
 from bot.config import Settings
 from bot.domain.routes import Routing
 from bot.domain.scaling import ScaleTarget
-from bot.fleet.jobs import JobsWatch
-from bot.fleet.readings import FleetReadings
+from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.storage.early_warning import WarningStore
+from bot.storage.fleet import JobArrivals
 from bot.storage.incident_store import IncidentStore
-from bot.storage.interactions import Interactions
-from bot.storage.job_arrivals import JobArrivals
+from bot.storage.leases import Interactions
 from bot.telemetry import Telemetry
 
 

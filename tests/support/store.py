@@ -14,7 +14,7 @@ from bot.domain.incidents import GroupState, Incident, open_incident
 from bot.domain.message import Rendered
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.keys import Keys
-from bot.storage.stream import GROUP
+from bot.storage.streams import INTAKE_GROUP as GROUP
 from tests.support.payloads import fixture_json
 
 PREFIX = "qp"

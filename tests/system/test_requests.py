@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.actions.flow import NO_REDIS
 from bot.config import Settings
 from bot.storage.keys import Keys
-from bot.storage.requests import GROUP
+from bot.storage.streams import REQUESTS_GROUP as GROUP
 from handlers.lazy import NOT_TAKEN
 from sandbox.serve import serve_in_thread
 from sandbox.silence_api import FakeSilenceApi

@@ -25,9 +25,8 @@ from bot.storage.connection import (
     parse_sentinels,
     refuse_cluster,
 )
-from bot.storage.consumer_group import NotReplicated
 from bot.storage.keys import Keys
-from bot.storage.stream import NotificationStream
+from bot.storage.streams import NotificationStream, NotReplicated
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.sentinel import MASTER_NAME, SentinelSet

@@ -1,5 +1,5 @@
 -- Take the lead when nobody holds it. The lease's value is a fencing token (a number from KEYS[2]
--- that only grows) and the holder's name (`bot.storage.leader`). The sequence is kept a day after
+-- that only grows) and the holder's name (`bot.storage.leases`). The sequence is kept a day after
 -- the last lead began: started again from 1, the value would still differ from earlier leaders'.
 -- KEYS  1 the lease   2 the token sequence
 -- ARGV  1 the holder's name   2 the lease's TTL in ms

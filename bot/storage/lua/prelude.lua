@@ -1,4 +1,4 @@
--- What every script shares (`lua()` in bot/storage/scripts.py puts this first, after the
+-- What every script shares (`lua()` in bot/storage/keys.py puts this first, after the
 -- score constants it takes from Python: BAND and RANK).
 --
 -- A channel's posts are one sorted set. A new root scores below one band: its severity rank,
@@ -41,7 +41,7 @@ local function holds(key, token)
 end
 
 -- A fenced script's last key is the leader's lease and its last argument the lease's value as
--- the caller holds it (bot/storage/leader.py): only the current leader's writes pass. An empty
+-- the caller holds it (bot/storage/leases.py): only the current leader's writes pass. An empty
 -- value is a store that fences nothing (built by a test or a tool, never by `serve`).
 local function fenced()
   local held = ARGV[#ARGV]

@@ -1,4 +1,4 @@
--- Counts the jobs of one five-minute slot not seen before (`bot.storage.job_arrivals`).
+-- Counts the jobs of one five-minute slot not seen before (`bot.storage.fleet`).
 -- KEYS: the slot's seen set, its arrivals hash, its durations hash. ARGV: expire-at (epoch s),
 -- then triples: id, field, and "" for a queued job or the minutes of a finished one. A finished
 -- job counts in the durations hash: its field (jobs) and the field with "\tm" (their minutes).

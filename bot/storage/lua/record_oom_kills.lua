@@ -1,4 +1,4 @@
--- Records runner pods' OOM kills (`bot.storage.oom_kills`) once per (pod, uid); a kill first seen
+-- Records runner pods' OOM kills (`bot.storage.fleet`) once per (pod, uid); a kill first seen
 -- unnamed takes its workflow once a reading names it. Kills older than the span kept, then the
 -- oldest past the cap, are dropped.
 -- KEYS: the kills hash (field -> {t, w, at}), its index by time. ARGV: now (epoch s), oldest kept
