@@ -19,33 +19,16 @@ from typing import Any
 
 from bot import logs
 from bot.config import Settings
+from bot.domain import incidents
 from bot.domain.delivery import Delivery, named
 from bot.domain.incident_fleet import still_queued
-from bot.domain.incidents import (
-    Change,
-    Event,
-    Incident,
-    apply_notification,
-    is_reopenable,
-    is_stale,
-    noted,
-    open_incident,
-    repeated,
-)
+from bot.domain.incidents import Change, Event, Incident, is_reopenable
 from bot.domain.routes import channel_for
 from bot.intake.group_loop import GroupLoop
 from bot.pacing import wait_after
 from bot.render.replies import following_said, render_event, summaries
-from bot.storage.incident_store import (
-    BAND_EVENT,
-    Commit,
-    GroupLoad,
-    IncidentStore,
-    Loaded,
-    Reply,
-    ThreadRef,
-    summary_replies,
-)
+from bot.storage import incident_store
+from bot.storage.incident_store import BAND_EVENT, Commit, GroupLoad, Loaded, Reply
 from bot.storage.leases import attempt
 from bot.storage.state_marker import FoundRoot
 from bot.storage.streams import NotificationStream, Request, RequestStream, StreamEntry
@@ -70,7 +53,7 @@ async def _at_once(channel: str | None) -> None:
 @dataclass(eq=False)
 class Intake:
     stream: NotificationStream
-    store: IncidentStore
+    store: incident_store.IncidentStore
     telemetry: Telemetry
     _: KW_ONLY
     config: Settings
@@ -193,12 +176,12 @@ class Intake:
             delivery = entry.delivery
             assert delivery is not None
             changes.append(Change.STALE)
-            if is_stale(group, delivery, entry.id):
+            if incidents.is_stale(group, delivery, entry.id):
                 continue
-            after = noted(group, delivery, entry.id)
+            after = incidents.noted(group, delivery, entry.id)
             if delivery is updated_by and commit is not None and loaded.incident is not None:
                 # The same body again (a flood of repeats is read as one shared delivery).
-                incident = repeated(loaded.incident, now=now)
+                incident = incidents.repeated(loaded.incident, now=now)
                 commit = replace(commit, group=after, incident=incident)
                 loaded = replace(loaded, incident=incident)
                 changes[-1], group = Change.UPDATED, after
@@ -246,7 +229,7 @@ class Intake:
         channel = self._channel(delivery)
         if found is not None:
             incident_id, channel = found.incident_id, found.channel
-        incident = open_incident(
+        incident = incidents.open_incident(
             delivery,
             incident_id=incident_id,
             uid=found.uid if found is not None else secrets.token_hex(6),
@@ -269,7 +252,7 @@ class Intake:
             status_due=self._next_status(now) if incident.is_open else None,
             opens=found is None,
             adopts=found is not None,
-            thread=ThreadRef(found.channel, found.ts) if found is not None else None,
+            thread=incident_store.ThreadRef(found.channel, found.ts) if found is not None else None,
         )
 
     async def _update(
@@ -280,7 +263,7 @@ class Intake:
         queued = None
         if delivery.status == "resolved" and self.config.drain_follow_max:
             queued = still_queued(current, self.config.drain_rule)
-        incident, change = apply_notification(
+        incident, change = incidents.apply_notification(
             current, delivery, entry_id=entry_id, now=now, still_queued=queued
         )
         fenced = {"incident": incident, "version": loaded.version, "thread": loaded.thread}
@@ -292,7 +275,7 @@ class Intake:
         if change is Change.RESOLVED:
             events = [*await self.store.events(incident.id), event]
             summary = summaries(incident, events, now=now)
-            replies = summary_replies(BAND_EVENT, summary, incident)
+            replies = incident_store.summary_replies(BAND_EVENT, summary, incident)
             return change, replace(
                 base, **fenced, events=(event,), replies=replies, stop_status=True
             )

@@ -13,16 +13,10 @@ from redis.asyncio import Redis
 
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
+from bot.storage import incident_store
 from bot.storage.connection import wait_bell
 from bot.storage.due_set import DueSet
-from bot.storage.incident_store import (
-    BAND_EVENT,
-    LOADED_FIELDS,
-    STATUS_KINDS,
-    Loaded,
-    ThreadRef,
-    loaded_from,
-)
+from bot.storage.incident_store import Loaded, ThreadRef
 from bot.storage.keys import BAND, Keys, script
 from bot.storage.leases import Fence, FencedScript, Leases
 
@@ -66,7 +60,7 @@ class HeadReply:
 
     @property
     def is_status(self) -> bool:
-        return self.kind in STATUS_KINDS
+        return self.kind in incident_store.STATUS_KINDS
 
 
 class SendQueue:
@@ -206,10 +200,10 @@ class SendQueue:
         """The incident as it is now, and when its root may next be edited (ms)."""
         k = self.keys
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(k.incident(incident_id), LOADED_FIELDS)
+            pipe.hmget(k.incident(incident_id), incident_store.LOADED_FIELDS)
             pipe.hget(k.edit_after(channel), incident_id)
             raw, after = await pipe.execute()
-        return loaded_from(raw), int(after or 0)
+        return incident_store.loaded_from(raw), int(after or 0)
 
     async def record_edit(
         self,
@@ -250,7 +244,7 @@ class NoticeStore:
             _, seq = await pipe.execute()
         async with self._redis.pipeline(transaction=True) as pipe:
             # Past the roots (the storm rule counts those), beside the incidents' event replies.
-            pipe.zadd(k.posts(channel), {f"notice:{uid}": BAND_EVENT * BAND + seq})
+            pipe.zadd(k.posts(channel), {f"notice:{uid}": incident_store.BAND_EVENT * BAND + seq})
             pipe.lpush(k.posts_bell(channel), "1")
             pipe.ltrim(k.posts_bell(channel), 0, 0)
             pipe.expire(k.posts_bell(channel), 10)
