@@ -48,8 +48,7 @@ HISTORY_POINTS = 360
 
 @dataclass(eq=False)
 class JobsWatch:
-    """The jobs behind the queue, listed from the source that can, their arrivals counted: what
-    `/queue jobs` and diagnostics show."""
+    """The jobs behind the queue, arrivals counted: what `/queue jobs` and diagnostics show."""
 
     source: QueuedJobs
     arrivals: JobArrivals

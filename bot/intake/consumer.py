@@ -159,8 +159,7 @@ class Intake:
             await self.held(channel)
 
     async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change] | None:
-        """The changes committed, taken off `pending`; None when the group or incident changed
-        since `read`."""
+        """The changes committed, taken off `pending`; None when `read` is out of date."""
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
         group, group_version, loaded, next_id, found = read
         if loaded.incident is not None:  # a lane is one group's: what it logs names its incident

@@ -152,10 +152,8 @@ def _mean_minutes(hashes: list[dict[str, str]]) -> dict[Pair, float]:
     return {pair: minutes[pair] / n for pair, n in jobs.items() if n > 0}
 
 
-# An OOM kill is written from each reading, once per (pod, uid) (ARC recreates a failed runner's
-# pod under its name, so the uid tells kills apart), with its runner type, workflow and when it was
-# first seen. Kept `KEEP_DAYS`, at most `OOM_CAP`.
-# Up to about 5 MB (long pod and workflow names): a runner killed every 70 s all week.
+# OOM kills are kept `KEEP_DAYS`, at most this many: up to about 5 MB (long pod and workflow
+# names), a runner killed every 70 s all week.
 OOM_CAP = 10_000
 
 
@@ -164,6 +162,9 @@ def _kill_field(pod: str, uid: str) -> str:
 
 
 class OomKillRecord:
+    """Written from each reading, once per (pod, uid) (ARC recreates a failed runner's pod under
+    its name, so the uid tells kills apart), with its runner type, workflow and first sighting."""
+
     def __init__(self, redis: Redis, keys: Keys, *, cap: int = OOM_CAP) -> None:
         self._redis = redis
         self._keys = keys

@@ -14,7 +14,6 @@ from redis.asyncio import Redis
 from bot.storage.keys import Keys
 from bot.storage.leases import Lease, Leases
 
-VIEWER_KEEP_S = 86_400
 # A bound on the viewers kept, the most recent first: a round reads them all.
 MAX_VIEWERS = 5000
 
@@ -40,7 +39,7 @@ class Shown:
 
 
 class HomeViewers:
-    keep_s = VIEWER_KEEP_S
+    keep_s = 86_400
 
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis

@@ -103,8 +103,7 @@ class ConsumerGroup(Generic[E]):
     async def read(
         self, consumer: str, *, count: int = 10, block_ms: int = 1000, own: bool = False
     ) -> list[E]:
-        """New entries, or (`own`) those handed to this consumer and not acknowledged (it led
-        before)."""
+        """New entries, or (`own`) this consumer's unacknowledged ones, from when it led before."""
         block = None if own else block_ms
         read = self._redis.xreadgroup(
             self.group, consumer, {self.key: "0" if own else ">"}, count=count, block=block
