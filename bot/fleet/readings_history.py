@@ -25,15 +25,13 @@ log = logging.getLogger(__name__)
 
 SLOT_S = 300  # five minutes: a month is 8,928 slots
 KEPT_DAYS = 31  # the longest report (30 days) and the day it began in
-SAMPLED = "sampled longest wait"  # what its quantiles are of
-NAME = "queuepilot"  # "… from queuepilot's history"
 
 # One slot's numbers for a type, in this order; level: the runners wanted, else running.
 _FIELDS = ("queued", "wait_mins", "level", "maximum", "job_mins")
 
 
 class ReadingsHistory:
-    name = NAME
+    name = "queuepilot"  # "… from queuepilot's history"
 
     def __init__(self, redis: Redis, keys: Keys, *, interval_s: float) -> None:
         self._store = ReadingStore(redis, keys)
@@ -91,7 +89,7 @@ class ReadingsHistory:
             wait_p50_mins=p50,
             wait_p90_mins=p90,
             job_mins=fmean(job_mins) if job_mins else None,
-            quantiles_of=SAMPLED,
+            quantiles_of="sampled longest wait",
         )
 
 

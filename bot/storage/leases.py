@@ -111,8 +111,7 @@ class Leadership:
         self.fence = Fence(keys.leader)
         self._held: str | None = None  # the lease as taken, until it is lost or given up
         self._take = script(redis, "leader_take")
-        self._renew = script(redis, "lease_renew")
-        self._release = script(redis, "lease_release")
+        self._leases = Leases(redis)
 
     async def take(self) -> bool:
         """Whether this replica now leads: it held the lease still, or nobody held it."""
@@ -131,7 +130,7 @@ class Leadership:
         """Keep the lease another TTL; False (and no longer leading) when it was lost."""
         if self._held is None:
             return False
-        if await self._renew(keys=[self._keys.leader], args=[self._held, self.ttl_ms]):
+        if await self._leases.renew(Lease(self._keys.leader, self._held), self.ttl_ms):
             return True
         self._held = self.fence.held = None
         return False
@@ -144,7 +143,7 @@ class Leadership:
         """Give the lease up, so that another replica leads at once instead of after its TTL."""
         self.fence.held = None
         if self._held is not None:
-            await self._release(keys=[self._keys.leader], args=[self._held])
+            await self._leases.release(Lease(self._keys.leader, self._held))
             self._held = None
 
     async def role(self) -> dict[str, Any]:
