@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.oom_kills import KEEP_DAYS, OomKill, Pod
+from bot.domain.fleet import KEEP_DAYS, OomKill, Pod
 from bot.storage.keys import Keys
 from bot.storage.scripts import script
 

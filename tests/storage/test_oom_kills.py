@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.oom_kills import OomKill
+from bot.domain.fleet import OomKill
 from bot.storage.oom_kills import KEEP_DAYS, OomKillRecord
 from tests.support.store import KEYS
 
