@@ -337,15 +337,23 @@ def sure_growth(points: Sequence[tuple[float, float]]) -> float:
 def _slope_bounds(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """The least-squares slope per minute's one-sided 97.5% bounds (Student's t)."""
     xs = [(t - points[0][0]) / 60 for t, _ in points]
-    ys = [value for _, value in points]
+    fit = slope_fit(xs, [value for _, value in points])
+    if fit is None:
+        return 0.0, 0.0
+    slope, error = fit
+    error *= T_975[len(xs) - 2]
+    return slope - error, slope + error
+
+
+def slope_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
+    """The least-squares slope and its standard error; None without a spread or finite `ys`."""
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     spread = sum((x - mean_x) ** 2 for x in xs)
-    if spread <= 0:
-        return 0.0, 0.0
+    if spread <= 0 or not math.isfinite(mean_y):
+        return None
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
     scatter = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
-    error = T_975[len(xs) - 2] * math.sqrt(scatter / (len(xs) - 2) / spread)
-    return slope - error, slope + error
+    return slope, math.sqrt(scatter / (len(xs) - 2) / spread)
 
 
 def _distinct(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
