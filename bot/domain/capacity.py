@@ -14,10 +14,9 @@ from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from bot.domain.early_warning import Thresholds, stated_thresholds
-from bot.domain.fleet import RunnerTypeMetrics
+from bot.domain.fleet import OomKill, RunnerTypeMetrics, ranked
 from bot.domain.incidents import Event, Incident, RunnersSeen, most_runners
 from bot.domain.judgement import to_drain
-from bot.domain.oom_kills import OomKill, ranked
 from bot.domain.runner_names import runner_key
 from bot.domain.runner_pods import STUCK_SHARE
 from bot.domain.units import number

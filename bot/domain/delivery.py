@@ -23,13 +23,12 @@ from bot.domain.alerts import (
     QueueNumbers,
     RunnerQueue,
     Source,
+    finite,
     first_known,
     max_known,
 )
-from bot.domain.pipeline import pipeline_key, pipeline_rule
 from bot.domain.routes import matcher_pieces
 from bot.domain.runner_names import RunnerNames
-from bot.domain.value_string import finite
 
 
 class Delivery(BaseModel):
@@ -104,6 +103,31 @@ MAX_LABELS, MAX_LABEL_NAME, MAX_LABEL_VALUE = 64, 200, 1000
 MAX_RUNNER_TYPES = 100
 MAX_OTHER_VALUES = 20
 MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "description": 3000}
+
+
+# How pytorch/alerting-infra names an alert, so that queuepilot finds the issue it opened: its
+# collector titles it by the first alert's `rulename`, else `alertname`, else the group's
+# (`extractTitle`), and keys it by the SHA-256 of
+# `account_id=<orgId>|alarm_id=<first fingerprint>|source=grafana|title=<lower-case title>`, keys
+# sorted, empty ones left out (src/fingerprint.ts), carried in the issue's body.
+PIPELINE_SOURCE = "grafana"  # every webhook its collector takes is read by its Grafana transformer
+
+
+def pipeline_rule(notification: Notification) -> str:
+    first = notification.alerts[0].labels if notification.alerts else {}
+    named = first.get("rulename") or first.get("alertname")
+    return (named or notification.group_labels.get("alertname") or "").strip()
+
+
+def pipeline_key(notification: Notification, rule: str) -> str:
+    """alerting-infra's fingerprint of the alert; "" without a title (it refuses such an alert)."""
+    if not rule:
+        return ""
+    alarm = notification.alerts[0].fingerprint if notification.alerts else ""
+    inputs = {"source": PIPELINE_SOURCE, "title": rule.lower(), "account_id": notification.org_id}
+    inputs["alarm_id"] = alarm
+    canonical = "|".join(f"{key}={inputs[key]}" for key in sorted(inputs) if inputs[key])
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def facts_of(notification: Notification) -> AlertFacts:

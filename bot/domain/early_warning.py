@@ -21,11 +21,12 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from bot.domain.alerts import finite
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import EARLY_WARNING, Event, Incident
+from bot.domain.judgement import slope_fit
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number
-from bot.domain.value_string import finite
 
 WINDOW = 5  # readings the growth is fitted over: fewer cannot tell a trend from a wander
 # Standard errors the slope must stand above flat: Student's t at 3 degrees of freedom, ~0.5%
@@ -171,7 +172,9 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     """Jobs in the system per minute, or None without the evidence of a build (a standing warning
     needs none): arrivals minus completions where the backend counts both, else the slope."""
     window = points[-WINDOW:]
-    fit = _fit(window) if len(window) == WINDOW else None
+    fit = None
+    if len(window) == WINDOW:
+        fit = slope_fit(_minutes(window), [p.in_system for p in window])
     if fit is None:
         return None
     slope, error = fit
@@ -190,19 +193,6 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     if not math.isfinite(growth):
         return None
     return max(growth, 0.0) if sustained else growth
-
-
-def _fit(points: Sequence[Point]) -> tuple[float, float] | None:
-    """The least-squares slope per minute and its standard error; None without a spread."""
-    xs = _minutes(points)
-    ys = [p.in_system for p in points]
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = _spread(points)
-    if spread <= 0 or not math.isfinite(mean_y):
-        return None
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
-    scatter = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
-    return slope, math.sqrt(scatter / (len(xs) - 2) / spread)
 
 
 def _minutes(points: Sequence[Point]) -> list[float]:

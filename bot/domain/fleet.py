@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -13,7 +14,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.domain.alerts import RunnerQueue, stored_short
+from bot.domain.alerts import RunnerQueue, finite, stored_short
 from bot.domain.jobs import JobsView
 from bot.domain.judgement import (
     DRAIN_TARGET_MINS,
@@ -27,7 +28,6 @@ from bot.domain.judgement import (
 )
 from bot.domain.runner_names import type_named
 from bot.domain.runner_pods import NEEDS, RunnerPods, pod_causes
-from bot.domain.value_string import finite
 
 
 class RunnerTypeMetrics(BaseModel):
@@ -321,3 +321,56 @@ def of_type(types: Mapping[str, V], runner_type: str) -> V | None:
     """`runner_type`'s entry, named as the reading or an alert names it."""
     name = type_named(types, runner_type)
     return None if name is None else types[name]
+
+
+# The workflows behind the jobs OOMKilled: ARC registers a runner under its pod's name, so a
+# GitHub job's `runner_name` names the pod killed for memory (`RunnerPods.oom_pods`).
+KEEP_DAYS = 8  # kills recorded for the weekly report: its window, and a day's grace
+WORKFLOWS_NAMED = 5  # per runner type, most kills first: the rest are in the count
+WORKFLOW_CHARS = 100  # a workflow's name as kept with a reading and in the record
+# Said beside kills no jobs source can name, once per cause.
+NAMING = "`JOBS_BACKEND=github` names their workflows"
+
+Pod = tuple[str, str]  # (pod name, uid)
+
+
+@dataclass(frozen=True)
+class OomKill:
+    runner_type: str
+    pod: str
+    uid: str
+    workflow: str = ""  # "" when no job listed ran on the pod
+    at: datetime | None = None  # when a reading first saw it (from the record)
+
+
+def kills_of(fleet: FleetSnapshot) -> list[OomKill]:
+    return [
+        OomKill(name, pod, uid)
+        for name, metrics in fleet.runner_types.items()
+        if metrics.pods is not None
+        for pod, uid in metrics.pods.oom_pods
+    ]
+
+
+def ranked(workflows: Iterable[str], kept: int = WORKFLOWS_NAMED) -> tuple[tuple[str, int], ...]:
+    """(workflow, kills), most first, the unnamed ("") left out."""
+    counted = Counter(w[:WORKFLOW_CHARS] for w in workflows if w)
+    return tuple(sorted(counted.items(), key=lambda item: (-item[1], item[0]))[:kept])
+
+
+def with_workflows(fleet: FleetSnapshot, named: Mapping[Pod, str], naming: str) -> FleetSnapshot:
+    """`fleet` with its OOM kills named (`named`), or how to get them named (`naming`); the pods
+    are left out: the record keeps them, and the reading is stored in every incident."""
+    types = {}
+    for name, metrics in fleet.runner_types.items():
+        pods = metrics.pods
+        if pods is not None and pods.oom_pods:
+            workflows = ranked(named.get(pod, "") for pod in pods.oom_pods)
+            update = {
+                "oom_workflows": workflows,
+                "oom_naming": "" if workflows else naming,
+                "oom_pods": (),
+            }
+            metrics = metrics.model_copy(update={"pods": pods.model_copy(update=update)})
+        types[name] = metrics
+    return fleet.model_copy(update={"runner_types": types})

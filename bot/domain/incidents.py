@@ -614,7 +614,9 @@ def record_status(
     counted (more than before) counts `live`'s reading."""
     counted = live is not None and drain_checks > incident.drain_checks
     update = {
-        "trend": with_status(incident.trend, snapshot),
+        "trend": incident.trend.appended(
+            snapshot.at, snapshot.numbers.max_queue_size, snapshot.runner_types, limit=TREND_POINTS
+        ),
         "drain_checks": drain_checks,
         "drain_read_at": live.at if counted and live is not None else incident.drain_read_at,
         "status_posts": incident.status_posts + posted,
@@ -741,12 +743,6 @@ def most_runners(seen: RunnersSeen, more: RunnersSeen | RunnerTypeMetrics | None
         return seen
     return RunnersSeen(
         **{f: max_known(getattr(seen, f), getattr(more, f)) for f in RunnersSeen.model_fields}
-    )
-
-
-def with_status(trend: Trend, snapshot: Snapshot) -> Trend:
-    return trend.appended(
-        snapshot.at, snapshot.numbers.max_queue_size, snapshot.runner_types, limit=TREND_POINTS
     )
 
 

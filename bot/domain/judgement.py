@@ -12,10 +12,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.domain.alerts import stored_short
+from bot.domain.alerts import finite, stored_short
 from bot.domain.runner_pods import PodCause
 from bot.domain.units import minutes, number, wait_parts
-from bot.domain.value_string import finite
 
 DRAIN_TARGET_MINS = 30.0
 BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
@@ -338,15 +337,23 @@ def sure_growth(points: Sequence[tuple[float, float]]) -> float:
 def _slope_bounds(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """The least-squares slope per minute's one-sided 97.5% bounds (Student's t)."""
     xs = [(t - points[0][0]) / 60 for t, _ in points]
-    ys = [value for _, value in points]
+    fit = slope_fit(xs, [value for _, value in points])
+    if fit is None:
+        return 0.0, 0.0
+    slope, error = fit
+    error *= T_975[len(xs) - 2]
+    return slope - error, slope + error
+
+
+def slope_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
+    """The least-squares slope and its standard error; None without a spread or finite `ys`."""
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     spread = sum((x - mean_x) ** 2 for x in xs)
-    if spread <= 0:
-        return 0.0, 0.0
+    if spread <= 0 or not math.isfinite(mean_y):
+        return None
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
     scatter = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
-    error = T_975[len(xs) - 2] * math.sqrt(scatter / (len(xs) - 2) / spread)
-    return slope - error, slope + error
+    return slope, math.sqrt(scatter / (len(xs) - 2) / spread)
 
 
 def _distinct(points: list[tuple[float, float]]) -> list[tuple[float, float]]:

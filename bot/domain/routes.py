@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from bot.domain.alerts import OPERATORS, AlertFacts, Matcher
-from bot.domain.label_regex import label_regex
+from bot.domain.promql_selector import label_regex
 
 MAX_ROUTES = 100
 MAX_MATCHERS = 20
@@ -123,7 +123,7 @@ def _route(n: int, item: object) -> Route:
     typos: list[str] = []
     for text in texts:
         try:
-            matchers += parse_matchers(text)
+            matchers += [_matcher(piece) for piece in matcher_pieces(text)]
         except ValueError as exc:
             raise ValueError(f"route {n}: {text!r}: {exc}") from None
         typos += filter(None, map(typo_of, matcher_pieces(text)))
@@ -148,10 +148,6 @@ def typo_of(piece: str) -> str:
     regex = raw.startswith("~") and operator in ("=", "!=")
     wanted = {"=": "=~", "!=": "!~"}[operator] if regex else operator
     return f"{name}{operator}{raw}: the value is {said}; did you mean {name}{wanted}{meant}?"
-
-
-def parse_matchers(text: str) -> list[Matcher]:
-    return [_matcher(piece) for piece in matcher_pieces(text)]
 
 
 def matcher_pieces(text: str) -> list[str]:

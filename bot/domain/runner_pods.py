@@ -143,7 +143,7 @@ class RunnerPods(BaseModel):
     # (name, uid): ARC recreates a failed runner's pod under its name, so the uid tells one kill
     # from the next; the name is the job's runner_name.
     oom_pods: tuple[tuple[str, str], ...] = ()
-    oom_workflows: tuple[tuple[str, int], ...] = ()  # most kills first (`bot.domain.oom_kills`)
+    oom_workflows: tuple[tuple[str, int], ...] = ()  # most kills first (`bot.domain.fleet`)
     oom_naming: str = ""  # how to get them named where no jobs source can
     # Every kill on the pods' nodes, of any process (a node of several types counts for each).
     node_oom_kills: float | None = None

@@ -24,18 +24,21 @@ from bot.backends.errors import BackendError, within
 from bot.backends.metrics import QueuedJobs, QueueMetrics
 from bot.config import Settings
 from bot.domain.fleet import (
+    NAMING,
+    WORKFLOW_CHARS,
     FleetSnapshot,
     HistoryPoint,
     Reading,
     judged,
+    kills_of,
     troubled_gauges,
     with_job_waits,
+    with_workflows,
 )
 from bot.domain.incident_fleet import incident_fleet
 from bot.domain.incidents import Incident
 from bot.domain.jobs import JobsView, jobs_view
 from bot.domain.judgement import RECENT_READINGS
-from bot.domain.oom_kills import NAMING, WORKFLOW_CHARS, kills_of, with_workflows
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.fleet import JobArrivals, OomKillRecord, ReadingStore
 from bot.storage.keys import Keys

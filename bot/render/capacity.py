@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 from bot.domain.capacity import NO_TYPE, TypeReport
+from bot.domain.fleet import KEEP_DAYS
 from bot.domain.message import Rendered
-from bot.domain.oom_kills import KEEP_DAYS
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_CATEGORIES, chart, series_labels

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
+from bot.domain.fleet import KEEP_DAYS, OomKill, Pod
 from bot.domain.jobs import Arrivals, FinishedJob, QueuedJob
-from bot.domain.oom_kills import KEEP_DAYS, OomKill, Pod
 from bot.storage.keys import Keys, script
 
 

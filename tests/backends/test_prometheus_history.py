@@ -22,7 +22,7 @@ from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_history import parse_matrix, step_s
 from bot.config import Settings
 from bot.domain.early_warning import Thresholds
-from bot.domain.oom_kills import OomKill
+from bot.domain.fleet import OomKill
 from bot.storage.fleet import OomKillRecord
 from bot.storage.incident_store import IncidentStore
 from sandbox.redis_server import free_port

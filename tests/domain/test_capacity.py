@@ -19,9 +19,8 @@ from bot.domain.capacity import (
     stated_thresholds,
 )
 from bot.domain.early_warning import Thresholds
-from bot.domain.fleet import RunnerTypeMetrics
+from bot.domain.fleet import OomKill, RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident, ScaleDone
-from bot.domain.oom_kills import OomKill
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 WEEK = NOW - timedelta(days=7)

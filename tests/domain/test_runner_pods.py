@@ -11,10 +11,9 @@ import pytest
 from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.domain.causes import Cause
 from bot.domain.diagnostics import diagnose
-from bot.domain.fleet import FleetSnapshot, judge
+from bot.domain.fleet import NAMING, FleetSnapshot, judge, with_workflows
 from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.judgement import added
-from bot.domain.oom_kills import NAMING, with_workflows
 from bot.domain.runner_pods import (
     CADVISOR,
     DISK,
