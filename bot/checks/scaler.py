@@ -12,8 +12,7 @@ from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 
 from bot.backends.errors import BackendError
 from bot.backends.http import uncounted
-from bot.backends.kube import KubeAccess, call, kube_access
-from bot.backends.kube_exec import CredentialError
+from bot.backends.kube import CredentialError, KubeAccess, call, kube_access
 from bot.backends.scale import aws
 from bot.backends.scale.arc import ArcScaler
 from bot.checks import Finding, fail, ok, shown_url, warn
