@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
-from bot.backends.errors import BackendError
 from bot.backends.http import (
+    BackendError,
     Counted,
     backend_client,
     bearer,

@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
-from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi
+from bot.backends.http import BackendError
 
 # Open issues looked through for the alert's: GitHub's largest page, newest first.
 PAGE = 100

@@ -28,8 +28,15 @@ from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.config.models import Cluster, User
 
-from bot.backends.errors import BackendError
-from bot.backends.http import Counted, error_of, outcome_of, shortened, time_of, unanswered
+from bot.backends.http import (
+    BackendError,
+    Counted,
+    error_of,
+    outcome_of,
+    shortened,
+    time_of,
+    unanswered,
+)
 from bot.config import SettingsError
 from bot.config.secret_files import file_variables, secret_settings
 

@@ -10,8 +10,7 @@ from lightkube import AsyncClient
 from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 
-from bot.backends.errors import BackendError
-from bot.backends.http import uncounted
+from bot.backends.http import BackendError, uncounted
 from bot.backends.kube import CredentialError, KubeAccess, call, kube_access
 from bot.backends.scale import aws
 from bot.backends.scale.arc import ArcScaler

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from bot.backends.errors import within
+from bot.backends.http import within
 from bot.backends.metrics import QueuedJobs
 from bot.domain.jobs import JobsView, jobs_view
 from bot.storage.job_arrivals import JobArrivals

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.issues import NOT_THERE, GithubIssues, Issue
 from bot.config import Settings
 from bot.domain.alert_issue import (

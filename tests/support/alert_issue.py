@@ -12,7 +12,7 @@ from datetime import datetime
 
 from redis.asyncio import Redis
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.issues import GithubIssues, Issue
 from bot.config import Settings
 from bot.domain.alert_issue import issue_title

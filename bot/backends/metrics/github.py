@@ -12,9 +12,8 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
-from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi, Listing, Rate
-from bot.backends.http import time_of
+from bot.backends.http import BackendError, time_of
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bot.backends.errors import BackendError
 from bot.backends.http import (
+    BackendError,
     Counted,
     backend_client,
     json_of,

@@ -18,8 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from bot.backends.errors import BackendError
-from bot.backends.http import Counted, time_of, uncounted
+from bot.backends.http import BackendError, Counted, time_of, uncounted
 from bot.backends.scale import (
     MAX_FAILURES,
     Reverted,
