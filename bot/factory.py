@@ -16,8 +16,7 @@ from bot.backends.metrics.hud import HudMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.scale import Scaler
 from bot.backends.scale.arc import ArcScaler
-from bot.backends.scale.asg import AsgScaler
-from bot.backends.scale.sqs import SqsScaler
+from bot.backends.scale.aws import AsgScaler, SqsScaler
 from bot.backends.scale.webhook import WebhookScaler
 from bot.backends.silence import Silencer, alertmanager_silencer, grafana_silencer
 from bot.config import (

@@ -12,8 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.backends.errors import BackendError
-from bot.backends.http import outcome_of
+from bot.backends.http import BackendError, outcome_of
 from bot.backends.silence import grafana_silencer
 from bot.telemetry import queuepilot_version
 from sandbox.serve import serve_in_thread

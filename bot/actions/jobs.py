@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.actions.flow import Acting, Actor, Outcome, failed
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.domain.jobs import JobsView
 from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key

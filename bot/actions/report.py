@@ -12,7 +12,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from bot.actions.flow import Acting, Actor, Outcome
-from bot.backends.errors import BackendError, within
+from bot.backends.http import BackendError, within
 from bot.backends.metrics import QueueHistory
 from bot.config import Settings
 from bot.domain.capacity import TypeHistory, TypeReport, capacity_report, report_channels

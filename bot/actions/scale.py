@@ -21,7 +21,7 @@ from bot.actions.flow import (
     refused,
 )
 from bot.actions.scale_reverts import ScaleReverts
-from bot.backends.errors import BackendError, deadline_of, within
+from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.config import Settings
 from bot.domain.fleet import worst_first

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.backends.errors import BackendError, deadline_of, within
+from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.config import Settings
 from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told

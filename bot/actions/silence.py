@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from redis.exceptions import RedisError
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Outcome, failed, refused
-from bot.backends.errors import BackendError, deadline_of, within
+from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.backends.errors import BackendError, deadline_of, within
+from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.silence import Silencer
 from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, unsilenced

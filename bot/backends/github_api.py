@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,10 +16,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
-from bot.backends.errors import BackendError
-from bot.backends.etag_cache import EtagCache, Page
-from bot.backends.github_rate import Rate, rate_of
 from bot.backends.http import (
+    BackendError,
     Counted,
     backend_client,
     bearer,
@@ -55,6 +54,79 @@ CACHE_BYTES = DEFAULT_CACHES["github_readings"]
 # minutes waits at least GitHub's minute; a quarter of an hour at most.
 SECONDARY_FIRST_S = 120.0
 SECONDARY_MAX_S = 900.0
+# A reading asks for one `/jobs` page per active run: a busy organization has hundreds, rarely past
+# a thousand, so 4,096 entries hold the working set several times over. A page is kept as GitHub's
+# bytes (100-300 KB for 100 jobs), within the cache's share of memory (`bot.config.memory`).
+MAX_ENTRIES = 4096
+
+
+@dataclass(frozen=True)
+class Rate:
+    """GitHub's primary rate limit as its answers state it (`x-ratelimit-*`)."""
+
+    limit: int
+    remaining: int
+    reset: float  # epoch seconds
+
+
+def rate_of(headers: Mapping[str, str]) -> Rate | None:
+    """The `core` quota an answer states; None for none, another resource's, or nonsense."""
+    resource = headers.get("x-ratelimit-resource", "core")
+    numbers = [_count(headers.get(f"x-ratelimit-{name}")) for name in ("limit", "remaining")]
+    reset = _count(headers.get("x-ratelimit-reset"))
+    limit, remaining = numbers
+    if resource != "core" or limit is None or remaining is None or reset is None or limit < 1:
+        return None
+    return Rate(limit, min(remaining, limit), float(reset))
+
+
+def _count(value: str | None) -> int | None:
+    if value is None or not (value.strip().isascii() and value.strip().isdigit()):
+        return None
+    return int(value.strip())
+
+
+@dataclass(frozen=True)
+class Page:
+    etag: str
+    content: bytes  # as GitHub sent it
+    next_url: str | None
+
+
+class EtagCache:
+    """The pages GitHub answered, kept for their ETag: an unchanged page asked again is a 304 that
+    costs no quota. Bounded, least recently used first out: a finished run's `/jobs` never comes
+    back, so an unbounded cache would grow with every run the organization ever had."""
+
+    def __init__(self, *, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._pages: OrderedDict[str, Page] = OrderedDict()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    def get(self, url: str) -> Page | None:
+        page = self._pages.get(url)
+        if page is not None:
+            self._pages.move_to_end(url)
+        return page
+
+    def put(self, url: str, page: Page) -> None:
+        self.discard(url)
+        if len(page.content) > self.max_bytes:
+            return  # a page past the whole budget would evict everything and stay alone
+        self._pages[url] = page
+        self.bytes += len(page.content)
+        while len(self._pages) > self.max_entries or self.bytes > self.max_bytes:
+            _, oldest = self._pages.popitem(last=False)
+            self.bytes -= len(oldest.content)
+
+    def discard(self, url: str) -> None:
+        page = self._pages.pop(url, None)
+        if page is not None:
+            self.bytes -= len(page.content)
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,11 @@ lost may have been made, and `find_comment` is how the caller looks before writi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote
 
-from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi
+from bot.backends.http import BackendError
 
 # Open issues looked through for the alert's: GitHub's largest page, newest first.
 PAGE = 100
@@ -28,23 +28,6 @@ class Issue:
     repo: str = ""  # owner/name, where it is now
 
 
-class Issues(Protocol):
-    async def open_issues(self, label: str) -> list[Issue]:
-        """Open issues carrying `label`, newest first (a few pages at most)."""
-
-    async def create(self, title: str, body: str, labels: tuple[str, ...]) -> Issue: ...
-
-    async def issue(self, repo: str, number: int) -> Issue | None:
-        """The issue where it is now (followed when transferred); None when deleted or gone."""
-
-    async def comment(self, repo: str, number: int, body: str) -> None: ...
-
-    async def find_comment(self, repo: str, number: int, mark: str) -> bool:
-        """Whether a comment on the issue carries `mark`."""
-
-    async def set_state(self, repo: str, number: int, *, closed: bool) -> None: ...
-
-
 class GithubIssues:
     def __init__(self, api: GithubApi, repo: str) -> None:
         self.api = api
@@ -52,6 +35,7 @@ class GithubIssues:
         self._path = f"/repos/{repo}/issues"
 
     async def open_issues(self, label: str) -> list[Issue]:
+        """Open issues carrying `label`, newest first (a few pages at most)."""
         url = f"{self._path}?state=open&labels={quote(label)}&sort=created&direction=desc"
         listing = await self.api.pages(f"{url}&per_page={PAGE}", None, max_pages=MAX_PAGES)
         return [issue_of(item) for item in listing.items if _is_issue(item)]
@@ -61,6 +45,7 @@ class GithubIssues:
         return issue_of(await self.api.send("POST", self._path, issue, expect=(201,)))
 
     async def issue(self, repo: str, number: int) -> Issue | None:
+        """The issue where it is now (followed when transferred); None when deleted or gone."""
         try:
             body, _ = await self.api.get(f"/repos/{repo}/issues/{number}")
         except BackendError as exc:
@@ -75,6 +60,7 @@ class GithubIssues:
         await self.api.send("POST", url, {"body": body}, expect=(201,))
 
     async def find_comment(self, repo: str, number: int, mark: str) -> bool:
+        """Whether a comment on the issue carries `mark`."""
         # Oldest first, so every page is read (an incident's issue has tens of comments).
         url = f"/repos/{repo}/issues/{number}/comments?per_page={PAGE}"
         listing = await self.api.pages(url, None, max_pages=10)

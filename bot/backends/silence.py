@@ -11,8 +11,8 @@ from urllib.parse import quote
 
 import httpx
 
-from bot.backends.errors import BackendError
 from bot.backends.http import (
+    BackendError,
     Counted,
     backend_client,
     bearer,

@@ -7,8 +7,8 @@ import asyncio
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
 
-from bot.backends.errors import BackendError
 from bot.backends.github_api import AppInstallationToken, GithubApi
+from bot.backends.http import BackendError
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, Verdict, fail, ok, warn

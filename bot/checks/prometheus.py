@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import aclosing
 from datetime import UTC, datetime
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.metrics.prometheus import PROBE, PrometheusMetrics, gathered
 from bot.checks import Finding, Verdict, fail, ok, warn
 from bot.config import ScalerBackend, Settings

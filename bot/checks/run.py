@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from bot.backends.errors import deadline_of
+from bot.backends.http import deadline_of
 from bot.checks import Finding, Verdict, fail, github, ok, prometheus, scaler, silence, slack, warn
 from bot.checks import redis as redis_check
 from bot.config import JobsBackend, MetricsBackend, ScalerBackend, Settings, read_startup

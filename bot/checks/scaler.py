@@ -10,14 +10,10 @@ from lightkube import AsyncClient
 from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 
-from bot.backends.errors import BackendError
-from bot.backends.http import uncounted
-from bot.backends.kube import KubeAccess, call, kube_access
-from bot.backends.kube_exec import CredentialError
+from bot.backends.http import BackendError, uncounted
+from bot.backends.kube import CredentialError, KubeAccess, call, kube_access
 from bot.backends.scale import aws
 from bot.backends.scale.arc import ArcScaler
-from bot.backends.scale.asg import AsgScaler
-from bot.backends.scale.sqs import queue_region
 from bot.checks import Finding, fail, ok, shown_url, warn
 from bot.config import ScalerBackend, Settings, SettingsError
 from bot.domain.scaling import ScaleTarget
@@ -171,7 +167,7 @@ async def probe_sqs(settings: Settings) -> list[Finding]:
     url = settings.scaler_sqs_queue_url or ""
     queue, waiting = url.rstrip("/").rpartition("/")[2], "ApproximateNumberOfMessages"
     try:
-        sqs = aws.client("sqs", settings, region=queue_region(url))
+        sqs = aws.client("sqs", settings, region=aws.queue_region(url))
         answer = await aws.call(
             "SQS", uncounted, sqs.get_queue_attributes, QueueUrl=url, AttributeNames=[waiting]
         )
@@ -202,12 +198,12 @@ def _sqs_refused(queue: str, said: str) -> Finding:
 
 async def probe_asg(settings: Settings, environ: Mapping[str, str]) -> list[Finding]:
     scaler = build_scaler(settings, environ)
-    assert isinstance(scaler, AsgScaler)
+    assert isinstance(scaler, aws.AsgScaler)
     targets = list(scale_targets(settings).values())
     return list(await asyncio.gather(*(_group(scaler, target) for target in targets)))
 
 
-async def _group(scaler: AsgScaler, target: ScaleTarget) -> Finding:
+async def _group(scaler: aws.AsgScaler, target: ScaleTarget) -> Finding:
     shown = f"{target.target} ({target.runner_type})"
     try:
         capacity = await scaler.capacity(target)

@@ -8,8 +8,7 @@ from contextlib import aclosing
 
 import httpx
 
-from bot.backends.errors import BackendError
-from bot.backends.http import json_object
+from bot.backends.http import BackendError, json_object
 from bot.backends.silence import Silencer
 from bot.checks import Finding, fail, ok, shown_url, warn
 from bot.config import Settings, SilenceBackend

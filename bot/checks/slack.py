@@ -1,5 +1,8 @@
 """Slack, through slack_sdk's client built as the bot builds it: the bot token, its scopes (the
-`x-oauth-scopes` header, as Bolt reads them), the channels it posts to, the app-level token."""
+`x-oauth-scopes` header, as Bolt reads them), the channels it posts to, the app-level token.
+
+The scopes' map says what breaks without each. `auth.test`, `chat.getPermalink` and `views.*`
+need none; the manifests list `DEFAULT`, and a test keeps them equal."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from bot.checks import Finding, fail, ok, slack_scopes, warn
+from bot.checks import Finding, fail, ok, warn
 from bot.config import Settings
 from bot.outbound.gateway import build_client
 from bot.outbound.membership import FIX, INVITE, why_cannot_post
@@ -30,6 +33,46 @@ APP_TOKEN_FIX = (
     "generate an app-level token with the connections:write scope (Basic Information → "
     "App-Level Tokens) and set it as SLACK_APP_TOKEN"
 )
+
+# Each bot-token scope a feature needs, with what breaks without it.
+ALWAYS = {
+    "chat:write": "incident threads are posted and edited (chat.postMessage, chat.update)",
+    "commands": "the slash command (/queue)",
+    "users:read": "people's names on the timeline and in summaries (users.info)",
+    "files:write": "postmortems shared into the thread as a file, and charts as pictures "
+    "(files.upload v2)",
+}
+PUBLIC_CHANNELS = {
+    "channels:read": "the check that the app is in SLACK_CHANNEL and every route's channel "
+    "(conversations.info)",
+    "channels:history": "a post whose answer was lost is looked up before it is sent again "
+    "(conversations.history); without it, it may show twice",
+}
+PRIVATE_CHANNELS = {
+    "groups:read": "a private channel's membership check (conversations.info)",
+    "groups:history": "the lookup of a lost post in a private channel",
+}
+USER_GROUPS = "usergroups:read"
+USER_GROUPS_WHY = "SCALE_ALLOWED_USERS names a user group: its members (usergroups.users.list)"
+OPTIONAL = (*PRIVATE_CHANNELS, USER_GROUPS)
+
+
+def needed(
+    *, public_channels: bool = True, private_channels: bool = False, user_groups: bool = False
+) -> dict[str, str]:
+    """Scope -> the feature that needs it."""
+    scopes = dict(ALWAYS)
+    if public_channels:
+        scopes |= PUBLIC_CHANNELS
+    if private_channels:
+        scopes |= PRIVATE_CHANNELS
+    if user_groups:
+        scopes[USER_GROUPS] = USER_GROUPS_WHY
+    return scopes
+
+
+# What the manifests ask for: the defaults (public channels, no user groups).
+DEFAULT = tuple(needed())
 
 
 @dataclass(frozen=True)
@@ -133,11 +176,11 @@ def _scopes(
     if granted is None:
         return [warn(SUBJECT, "Slack sent no x-oauth-scopes header: scopes not checked")]
     private, groups = {is_private for _, is_private, _ in seen}, settings.scale_allowed_groups
-    why = slack_scopes.needed(
+    why = needed(
         public_channels=False in private, private_channels=True in private, user_groups=bool(groups)
     )
     if groups:
-        why[slack_scopes.USER_GROUPS] += f"; SCALE_ALLOWED_USERS has {', '.join(groups)}"
+        why[USER_GROUPS] += f"; SCALE_ALLOWED_USERS has {', '.join(groups)}"
     reported = {needs for _, _, needs in seen}
     missing = [scope for scope in why if scope not in granted]
     if not missing:

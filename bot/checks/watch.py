@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from redis.asyncio import Redis
 
-from bot.backends.errors import deadline_of
+from bot.backends.http import deadline_of
 from bot.checks import Finding, Verdict, slack
 from bot.checks.run import Probe, hiding, probes, run_probes, secrets_of
 from bot.config import Settings

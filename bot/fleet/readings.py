@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.backends.errors import BackendError, within
+from bot.backends.http import BackendError, within
 from bot.backends.metrics import QueuedJobs, QueueMetrics
 from bot.config import Settings
 from bot.domain.fleet import (

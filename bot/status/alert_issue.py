@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
-from bot.backends.errors import BackendError
-from bot.backends.issues import NOT_THERE, Issue, Issues
+from bot.backends.http import BackendError
+from bot.backends.issues import NOT_THERE, GithubIssues, Issue
 from bot.config import Settings
 from bot.domain.alert_issue import (
     AREA_LABEL,
@@ -90,7 +90,7 @@ class Later(Exception):
 class AlertIssues:
     store: IncidentStore
     links: IssueLinks
-    issues: Issues
+    issues: GithubIssues
     pacing: Pacing
     leases: Leases
     _: KW_ONLY

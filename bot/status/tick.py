@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from redis.exceptions import RedisError
 
 from bot import logs
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
 from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended

@@ -10,7 +10,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from bot.actions.flow import Actor
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.kube import kube_access
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings

@@ -17,7 +17,7 @@ from hypothesis import given
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.backends.scale import Reverted, ScaleRequest, Undo
-from bot.backends.scale.asg import AsgScaler, failed_activities
+from bot.backends.scale.aws import AsgScaler, failed_activities
 from bot.config import Settings
 from bot.domain.scaling import ScaleTarget
 from tests.support.mutations import json_values

@@ -18,8 +18,7 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.backends.errors import BackendError
-from bot.backends.http import error_of, number_of, shortened
+from bot.backends.http import BackendError, error_of, number_of, shortened
 from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import _capacity

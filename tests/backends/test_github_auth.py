@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from bot.backends.errors import BackendError
 from bot.backends.github_api import (
     HEADERS,
     RENEW_BEFORE_S,
@@ -21,6 +20,7 @@ from bot.backends.github_api import (
     GithubApi,
     app_jwt,
 )
+from bot.backends.http import BackendError
 from bot.config import Settings
 from sandbox.github_apps import AppToken, Installation
 from sandbox.github_issues import TOKEN, GithubIssues

@@ -16,9 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from bot.backends.errors import BackendError
-from bot.backends.etag_cache import EtagCache
-from bot.backends.github_api import GithubApi
+from bot.backends.github_api import EtagCache, GithubApi
+from bot.backends.http import BackendError
 from bot.backends.metrics.github import GithubMetrics, fleet_of, queued_jobs_of
 from bot.config import Settings
 from bot.config.memory import cache_bytes

@@ -15,10 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from bot.backends.github_api import GithubApi
-from bot.backends.github_rate import Rate, rate_of, reading_pace
+from bot.backends.github_api import GithubApi, Rate, rate_of
 from bot.backends.issues import GithubIssues
-from bot.backends.metrics.github import GithubMetrics
+from bot.backends.metrics.github import GithubMetrics, reading_pace
 from bot.config import Settings
 from bot.domain.fleet import Reading
 from bot.domain.incidents import Event, Incident, acknowledge, with_action

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from bot.actions.commands import run_command
 from bot.actions.core import Actor
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.metrics.hud import HudMetrics, history_rows
 from bot.config import Settings
 from bot.domain.early_warning import Thresholds

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from bot.backends.errors import BackendError
 from bot.backends.github_api import HEADERS, GithubApi
+from bot.backends.http import BackendError
 from bot.backends.issues import GithubIssues
 from bot.config import Settings
 from sandbox.github_issues import TOKEN

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.kube import SERVICE, kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler

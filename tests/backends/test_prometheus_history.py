@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from bot.actions.commands import run_command
 from bot.actions.core import Actor
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_history import parse_matrix, step_s
 from bot.config import Settings

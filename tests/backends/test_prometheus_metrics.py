@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.metrics.prometheus import (
     NO_STARTS,
     NO_WORKFLOW,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.kube import kube_access
 from bot.backends.scale import Reverted, ScaleRequest, Undo, problem
 from bot.backends.scale.arc import NAMES, ArcScaler

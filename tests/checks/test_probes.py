@@ -603,13 +603,13 @@ def test_a_subject_longer_than_the_column_is_still_set_apart_from_its_detail() -
 
 def test_slack_scopes_the_emulator_sees_match_the_map(slack: Slack) -> None:
     """Every scope the bot may need is one the emulator knows: a test can grant or withhold it."""
-    from bot.checks import slack_scopes
+    from bot.checks import slack as slack_check
     from sandbox.slack_methods import ALL_SCOPES
 
     assert {
-        *slack_scopes.ALWAYS,
-        *slack_scopes.PUBLIC_CHANNELS,
-        *slack_scopes.OPTIONAL,
+        *slack_check.ALWAYS,
+        *slack_check.PUBLIC_CHANNELS,
+        *slack_check.OPTIONAL,
     } <= ALL_SCOPES
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.checks import slack_scopes
+from bot.checks import slack as slack_check
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = ("slack-manifest.yaml", "slack-manifest-socket-mode.yaml")
@@ -23,8 +23,8 @@ def manifest(name: str) -> dict[str, Any]:
 def test_the_scopes_are_the_defaults_and_the_optional_ones_are_named(name: str) -> None:
     text = (REPO / name).read_text()
 
-    assert manifest(name)["oauth_config"]["scopes"]["bot"] == list(slack_scopes.DEFAULT)
-    for scope in slack_scopes.OPTIONAL:
+    assert manifest(name)["oauth_config"]["scopes"]["bot"] == list(slack_check.DEFAULT)
+    for scope in slack_check.OPTIONAL:
         assert f"# - {scope}" in text, f"{scope} is named, commented out, in {name}"
 
 

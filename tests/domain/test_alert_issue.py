@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.issues import issue_of
 from bot.domain.alert_issue import (
     THREAD_MOMENT,

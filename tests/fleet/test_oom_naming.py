@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from redis.asyncio import Redis
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import JobsListing

@@ -16,7 +16,7 @@ from lightkube import KubeConfig
 
 from bot.backends.kube import KubeAccess
 from bot.backends.scale.arc import ArcScaler
-from bot.backends.scale.asg import AsgScaler
+from bot.backends.scale.aws import AsgScaler
 from bot.config import Settings
 from bot.domain.early_warning import Phase, WarningState
 from bot.domain.judgement import Judgement, added

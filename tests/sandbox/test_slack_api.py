@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.checks import slack_scopes
+from bot.checks import slack as slack_check
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_limits import validate_blocks
 from sandbox.slack_methods import ALL_SCOPES, METHODS, WEB_API
@@ -219,7 +219,7 @@ def test_every_chart_within_the_rules_is_taken(block: dict[str, Any]) -> None:
 
 
 async def test_publishing_a_home_needs_no_scope(slack: Slack, client: AsyncWebClient) -> None:
-    slack.emulator.scopes = frozenset(slack_scopes.DEFAULT)
+    slack.emulator.scopes = frozenset(slack_check.DEFAULT)
     assert (await client.views_publish(user_id="U0ALICE", view=HOME))["ok"]
 
 

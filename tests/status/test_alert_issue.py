@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from redis.asyncio import Redis
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.backends.issues import Issue
 from bot.domain.alert_issue import THREAD_MOMENT, group_mark, issue_title
 from bot.domain.incidents import (

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from redis.asyncio import Redis
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from tests.support.alert_issue import (
     Clock,
     FakeIssues,

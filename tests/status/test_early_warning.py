@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.config import Settings, load_settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of

@@ -12,8 +12,8 @@ from datetime import datetime
 
 from redis.asyncio import Redis
 
-from bot.backends.errors import BackendError
-from bot.backends.issues import Issue, Issues
+from bot.backends.http import BackendError
+from bot.backends.issues import GithubIssues, Issue
 from bot.config import Settings
 from bot.domain.alert_issue import issue_title
 from bot.domain.incidents import Event, Incident, Status, resolve_manually
@@ -88,7 +88,7 @@ class Clock:
 
 async def keeper(
     redis: Redis,
-    issues: Issues,
+    issues: GithubIssues | FakeIssues,
     clock: Callable[[], datetime],
     *,
     open: bool = False,

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from bot.checks.slack_scopes import DEFAULT
+from bot.checks.slack import DEFAULT
 from bot.config import Settings
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot

@@ -6,14 +6,14 @@ GitHub's hour allows (`paced_s`); `queued_jobs` serves the last reading's jobs w
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable, Mapping
+import bisect
+import math
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
-from bot.backends.errors import BackendError
-from bot.backends.github_api import GithubApi, Listing
-from bot.backends.github_rate import reading_pace
-from bot.backends.http import time_of
+from bot.backends.github_api import GithubApi, Listing, Rate
+from bot.backends.http import BackendError, time_of
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
@@ -33,6 +33,8 @@ GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
 )
 MAX_PAGES = 20  # per listing: a runaway org must not eat the hour's quota
+WINDOW_S = 3600.0  # GitHub's primary limit is an hour's requests
+STEP_S = 15.0  # the intervals tried for a reading, a quarter of a minute apart
 
 
 def runner_type_of(job: Any) -> str:
@@ -183,6 +185,29 @@ async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     except* BackendError as failed:
         raise failed.exceptions[0] from None
     return [task.result() for task in tasks]
+
+
+def reading_pace(
+    due: Sequence[float], pages: int, rate: Rate, *, share: float, now: float, shortest: float
+) -> tuple[float, int]:
+    """Seconds until the next reading, and its predicted cost: the shortest interval (from
+    `shortest`, in steps) at which every reading before the reset fits in what the readings may
+    still spend (`remaining` less the `1 - share` of the limit kept for the others: the quota is
+    the token's, shared with the alert's issue and anyone else on it). A reading T from now costs
+    `pages` and a request per run in `due` (ascending) under T: the runs that changed in the last
+    T stand for those that will in the next. None fits: wait for the reset."""
+    if now >= rate.reset:
+        rate = Rate(rate.limit, rate.limit, now + WINDOW_S)  # a new hour, whole
+    left = rate.remaining - (1 - share) * rate.limit
+    span = rate.reset - now
+    every = shortest
+    while every < span:
+        readings = math.ceil(span / every) - 1  # the reading at the reset starts a new hour
+        cost = pages + bisect.bisect_left(due, every)
+        if readings * cost <= left:
+            return every, cost
+        every += STEP_S
+    return span, pages + bisect.bisect_left(due, span)
 
 
 class Sizing(NamedTuple):

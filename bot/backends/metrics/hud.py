@@ -4,15 +4,14 @@ labels with jobs queued past the threshold, so an absent label has none."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import httpx
 
-from bot.backends.errors import BackendError
 from bot.backends.http import (
+    BackendError,
     Counted,
     backend_client,
     json_of,
@@ -193,6 +192,6 @@ def per_label(rows: Any, query: str) -> tuple[dict[str, RunnerTypeMetrics], int]
 
 
 def _count(value: Any) -> float | None:
-    """A non-negative finite number."""
+    """A non-negative number (`number_of` refuses infinities)."""
     number = number_of(value)
-    return number if number is not None and 0 <= number < math.inf else None
+    return number if number is not None and number >= 0 else None

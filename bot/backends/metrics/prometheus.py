@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bot.backends.errors import BackendError
 from bot.backends.http import (
+    BackendError,
     Counted,
     backend_client,
     bearer,
@@ -24,7 +24,7 @@ from bot.backends.http import (
     uncounted,
 )
 from bot.backends.metrics import prometheus_history as ranges
-from bot.backends.metrics.prometheus_pods import pod_queries, probe_query, runner_pods
+from bot.backends.metrics.prometheus_pods import Vector, pod_queries, probe_query, runner_pods
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
@@ -34,7 +34,6 @@ from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
 from bot.domain.units import span_seconds
 
 T = TypeVar("T")
-Vector = list[tuple[dict[str, str], float]]
 
 # The quantile of the startup histogram read as the longest wait: its slowest recent starts.
 WAIT_QUANTILE = 0.99

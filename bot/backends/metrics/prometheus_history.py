@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.domain.capacity import Series, TypeHistory
 from bot.domain.promql_selector import vector
 from bot.domain.runner_pods import WINDOW_MINS

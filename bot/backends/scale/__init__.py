@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from bot.backends.errors import BackendError
+from bot.backends.http import BackendError
 from bot.domain.scaling import Capacity, ScaleTarget
 
 MAX_FAILURES = 5

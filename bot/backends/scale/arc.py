@@ -11,8 +11,7 @@ from lightkube import AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
 
-from bot.backends.errors import BackendError
-from bot.backends.http import Counted, time_of, uncounted
+from bot.backends.http import BackendError, Counted, time_of, uncounted
 from bot.backends.kube import SERVICE, KubeAccess, call
 from bot.backends.scale import (
     Reverted,

@@ -1,18 +1,50 @@
-"""What the two AWS scalers share: a boto3 client from explicit settings, run off the event loop,
-its errors told as every backend's are. boto3 is the optional `aws` extra."""
+"""The AWS scalers, `sqs` and `aws-asg`, and what they share: a boto3 client from explicit
+settings, run off the event loop, its errors told as every backend's are. boto3 is the optional
+`aws` extra.
+
+`sqs`: PyTorch-style scale-up Lambdas (terraform-aws-github-runner) read `workflow_job` "queued"
+messages, one runner each, as operators send them by hand; `+N` sends N. The Lambda still honours
+each type's `max_available`.
+
+`aws-asg`: raise an EC2 Auto Scaling group's desired capacity. An ASG has no resource version: a
+put-back's check and set are two calls."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from bot.backends.errors import BackendError
-from bot.backends.http import Counted
+from bot.backends.http import BackendError, Counted, time_of, uncounted
+from bot.backends.scale import (
+    MAX_FAILURES,
+    Reverted,
+    Scaler,
+    ScaleRequest,
+    ScaleResult,
+    Undo,
+    checked,
+    refused,
+)
 from bot.config import Settings
+from bot.domain.scaling import Capacity, ScaleTarget
 
 T = TypeVar("T")
 THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", "SlowDown"})
+BATCH = 10  # SendMessageBatch takes at most ten entries
+MAX_BODY = 2048  # the queue's maximum message size in terraform-aws-github-runner
+CALLBACK = "MANUAL SCALE EVENT"  # what the manual helper sends; scale-up never reads it
+
+SERVICE = "AWS Auto Scaling"
+DESIRED = "desired capacity"
+FAILED = frozenset({"Failed", "Cancelled"})
+RECENT = timedelta(hours=1)
+NAMES = ("MinSize", "MaxSize", DESIRED)
+PAGE = 100  # DescribeScalingActivities' largest; five hold more failures than anyone reads
+MAX_PAGES = 5
 
 
 def client(service: str, config: Settings, *, region: str | None = None) -> Any:
@@ -69,3 +101,200 @@ async def call(service: str, counted: Counted, fn: Callable[..., T], **kwargs: A
         raise BackendError(f"{service}: {type(exc).__name__}", retryable=False) from None
     counted(service, "ok")
     return answer
+
+
+class SqsScaler(Scaler):
+    name = "the scale-up queue"
+    cannot_undo = (
+        "each message asks the scale-up Lambda for one runner, and the Lambda scales idle "
+        "runners down on its own"
+    )
+
+    def __init__(
+        self, config: Settings, sqs: Any | None = None, *, counted: Counted = uncounted
+    ) -> None:
+        self._counted = counted
+        self._url = config.scaler_sqs_queue_url or ""
+        self._config = config
+        self._sqs = sqs
+
+    async def scale(self, scale: ScaleRequest) -> ScaleResult:
+        sqs = self._sqs = self._sqs or client("sqs", self._config, region=queue_region(self._url))
+        bodies = [self._body(scale.target.target) for _ in range(scale.delta)]
+        sent, refused = 0, []
+        for start in range(0, len(bodies), BATCH):
+            batch = bodies[start : start + BATCH]
+            entries = [{"Id": str(i), "MessageBody": body} for i, body in enumerate(batch)]
+            answer = await call(
+                "SQS", self._counted, sqs.send_message_batch, QueueUrl=self._url, Entries=entries
+            )
+            sent += len(answer.get("Successful") or [])
+            refused += [str(f.get("Code") or "error") for f in answer.get("Failed") or []]
+        if sent == 0:
+            raise BackendError(f"SQS refused every message ({', '.join(refused)})", retryable=True)
+        queue = self._url.rstrip("/").rpartition("/")[2]
+        detail = f"{sent} scale-up message{'s' if sent != 1 else ''} sent to {queue}"
+        if refused:
+            detail += f"; {len(refused)} refused ({refused[0]})"
+        return ScaleResult(detail)
+
+    def _body(self, label: str) -> str:
+        owner, _, repository = self._config.scaler_sqs_repository.partition("/")
+        installation: int | str = self._config.scaler_sqs_installation_id
+        if isinstance(installation, str) and installation.isdigit():
+            installation = int(installation)
+        body = json.dumps(
+            {
+                "id": str(uuid.uuid4()),
+                "eventType": "workflow_job",
+                "repositoryName": repository,
+                "repositoryOwner": owner,
+                "installationId": installation or 0,
+                "runnerLabels": [label],
+                "callbackUrl": CALLBACK,
+            },
+            separators=(",", ":"),
+        )
+        if len(body.encode()) > MAX_BODY:
+            raise BackendError(f"a scale-up message would pass {MAX_BODY} bytes", retryable=False)
+        return body
+
+
+def queue_region(url: str) -> str | None:
+    """`https://sqs.us-east-1.amazonaws.com/…` -> us-east-1."""
+    host = url.split("//", 1)[-1].split("/", 1)[0]
+    parts = host.split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "sqs" else None
+
+
+class AsgScaler(Scaler):
+    name = "AWS Auto Scaling"
+
+    def __init__(
+        self, config: Settings, autoscaling: Any | None = None, *, counted: Counted = uncounted
+    ) -> None:
+        self._config = config
+        self._counted = counted
+        self._autoscaling = autoscaling
+
+    @property
+    def _client(self) -> Any:
+        self._autoscaling = self._autoscaling or client("autoscaling", self._config)
+        return self._autoscaling
+
+    async def capacity(self, target: ScaleTarget) -> Capacity | None:
+        return _capacity(*await self._sizes(target))
+
+    def refusal(
+        self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
+    ) -> str:
+        sizes = (capacity.current, capacity.minimum, capacity.maximum) if capacity else (None,)
+        return "" if None in sizes else refused(_desired, target, delta, *sizes)
+
+    async def scale(self, scale: ScaleRequest) -> ScaleResult:
+        desired, minimum, maximum = await self._sizes(scale.target)
+        value = _desired(scale.target, scale.delta, desired, minimum, maximum)
+        await self._set(scale.target, value)
+        detail = f"{DESIRED} {desired} → {value} (max {maximum})"
+        before, after = _capacity(desired, minimum, maximum), _capacity(value, minimum, maximum)
+        return ScaleResult(detail, before, after, Undo(DESIRED, desired, value))
+
+    async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
+        desired, minimum, maximum = await self._sizes(target)
+        before = undo.before or 0
+        if desired == before:
+            return Reverted(True, f"{DESIRED} was already back to {before}")
+        if desired != undo.after:
+            return Reverted(
+                False, f"{DESIRED} is {desired} now, not the {undo.after} set from Slack"
+            )
+        # The group's bounds may have moved since: go back only as far as they let.
+        value = min(max(before, minimum), maximum)
+        if value == undo.after or not minimum <= value <= maximum:
+            return Reverted(
+                False,
+                f"{DESIRED} stays {undo.after}: the group's MinSize is {minimum} and MaxSize "
+                f"{maximum} now, and AWS keeps the desired capacity between them",
+            )
+        await self._set(target, value)
+        size = "MinSize" if value == minimum else "MaxSize"
+        left = (
+            f"{DESIRED} stays {value}, not {before}: the group's {size} is {value} now, and AWS "
+            "keeps the desired capacity within its sizes"
+        )
+        return Reverted(True, f"{DESIRED} {undo.after} → {value}", left if value != before else "")
+
+    async def failures(self, target: ScaleTarget) -> list[str] | None:
+        now = datetime.now(UTC)
+        activities: list[Any] = []
+        token: str | None = None
+        for _ in range(MAX_PAGES):
+            answer = await call(
+                SERVICE, self._counted, self._client.describe_scaling_activities,
+                AutoScalingGroupName=target.target, MaxRecords=PAGE,
+                **({"NextToken": token} if token else {}),
+            )  # fmt: skip
+            answer = answer if isinstance(answer, dict) else {}
+            page = answer.get("Activities")
+            page = page if isinstance(page, list) else []
+            activities += page
+            token = answer.get("NextToken")
+            last = page[-1] if page and isinstance(page[-1], dict) else {}
+            oldest = time_of(last.get("StartTime"))
+            if not token or not page or (oldest is not None and oldest < now - RECENT):
+                break
+        return failed_activities({"Activities": activities}, now)
+
+    async def _set(self, target: ScaleTarget, value: int) -> None:
+        await call(
+            SERVICE, self._counted, self._client.set_desired_capacity,
+            AutoScalingGroupName=target.target, DesiredCapacity=value, HonorCooldown=False,
+        )  # fmt: skip
+
+    async def _sizes(self, target: ScaleTarget) -> tuple[int, int, int]:
+        """The group's (desired, minimum, maximum)."""
+        describe = self._client.describe_auto_scaling_groups
+        answer = await call(SERVICE, self._counted, describe, AutoScalingGroupNames=[target.target])
+        groups = answer.get("AutoScalingGroups") or []
+        if not groups:
+            raise BackendError(f"no Auto Scaling group named {target.target}", retryable=False)
+        group = groups[0]
+        return int(group["DesiredCapacity"]), int(group["MinSize"]), int(group["MaxSize"])
+
+
+def failed_activities(answer: object, now: datetime) -> list[str]:
+    """The last hour's failed or cancelled activities, newest first, at most `MAX_FAILURES`: their
+    StatusMessage ("We currently do not have sufficient … capacity"), else Description."""
+    activities = answer.get("Activities") if isinstance(answer, dict) else None
+    found: list[tuple[datetime, str]] = []
+    for activity in activities if isinstance(activities, list) else []:
+        if not isinstance(activity, dict) or activity.get("StatusCode") not in FAILED:
+            continue
+        started = time_of(activity.get("StartTime"))  # boto3 gives datetimes, JSON text
+        if started is None or not now - RECENT <= started <= now + RECENT:
+            continue
+        said = activity.get("StatusMessage") or activity.get("Description")
+        text = " ".join(said.split()) if isinstance(said, str) and said.strip() else ""
+        what = "cancelled" if activity["StatusCode"] == "Cancelled" else "failed"
+        found.append(
+            (started, f"scaling {what} at {started:%H:%M} UTC: {text or 'no reason given'}")
+        )
+    found.sort(key=lambda pair: pair[0], reverse=True)
+    return [text[:400] for _, text in found[:MAX_FAILURES]]
+
+
+def _desired(target: ScaleTarget, delta: int, desired: int, minimum: int, maximum: int) -> int:
+    """The desired capacity `delta` more asks for, or the refusal."""
+    value = desired + delta
+    if value > maximum:
+        raise BackendError(
+            f"desired capacity would become {value}, above the group's MaxSize "
+            f"({maximum}): ask for at most +{max(maximum - desired, 0)}",
+            retryable=False,
+        )
+    checked(target, (minimum, maximum, value), NAMES, DESIRED, value)
+    return value
+
+
+def _capacity(desired: int, minimum: int, maximum: int) -> Capacity:
+    return Capacity(desired, minimum, maximum, at_maximum=desired >= maximum)
