@@ -28,11 +28,9 @@ import handlers.slack_boundary
 import handlers.webhooks
 from bot import factory, leader
 from bot.actions.core import ActionCore
-from bot.actions.diagnose import Diagnosing
+from bot.actions.diagnose import Diagnosing, Jobs
 from bot.actions.early_warning import Warnings
-from bot.actions.flow import Acting
-from bot.actions.jobs import Jobs
-from bot.actions.permissions import Authorizer
+from bot.actions.flow import Acting, Authorizer
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import ScaleReverts
@@ -189,7 +187,7 @@ class Bot:
             asyncio.create_task(send.run(self.outbound, deposed), name="senders"),
         }
         schedule = self.settings.report_schedule
-        weekly = (schedule, self.core.post_weekly_report) if schedule else None
+        weekly = (schedule, self.core.report.post_weekly) if schedule else None
         scheduler = leader.start(
             self.ticks, every_s=self.settings.status_tick_seconds, weekly=weekly
         )
