@@ -34,8 +34,7 @@ from bot.actions.flow import Acting, Authorizer
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import ScaleReverts
-from bot.actions.silence import Silencing
-from bot.actions.silence_watch import SilenceWatch
+from bot.actions.silence import SilenceWatch, Silencing
 from bot.backends.metrics import QueueHistory
 from bot.checks.watch import ProbeWatch
 from bot.config import Settings, memory
@@ -48,10 +47,9 @@ from bot.intake.group_loop import GroupLoop
 from bot.intake.requests import request_loop
 from bot.outbound import send
 from bot.outbound.desk import Outbound
-from bot.outbound.gateway import SlackGateway, build_client
+from bot.outbound.gateway import SlackGateway, build_client, check_channels
 from bot.outbound.home import Home
 from bot.outbound.lost_state import StateGuard
-from bot.outbound.membership import check_channels
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
 from bot.status.early_warning import EarlyWarnings
