@@ -1,11 +1,7 @@
-"""What a channel's sender works with: its parts (`Outbound`), the post it owes (`Post`), the
-one way it edits (`Desk.update`), and its edit loops: roots and early warnings brought to their
-latest state. Each edit goes through `Desk.update` (the app-wide `chat.update` slot, the call, one
-reading of a refusal) when its turn comes, so a burst of changes is one edit and an outage ends in
-the latest. The kinds of post are read in `bot.outbound.messages`, the storm digest's edits are
-`bot.outbound.storm`'s, a quiet status's `bot.outbound.messages`'; `bot.outbound.send` runs them
-all.
-"""
+"""What a channel's sender works with: its parts (`Outbound`), the post it owes (`Post`), the one
+way it edits (`Desk.update`: the app-wide `chat.update` slot, the call, one reading of a refusal),
+and the edit loops that bring roots and early warnings to their latest state in their turn, so a
+burst of changes is one edit and an outage ends in the latest."""
 
 from __future__ import annotations
 
