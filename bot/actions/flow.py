@@ -28,6 +28,8 @@ from bot.storage.leader import Deposed
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+# The user-group lookups log under their own name, which operators filter on.
+group_log = logging.getLogger("bot.actions.permissions")
 
 UNKNOWN = (
     "This incident is no longer known to queuepilot (it expired, or its data was lost). "
@@ -134,7 +136,7 @@ class Authorizer:
         try:
             members = frozenset(await asyncio.wait_for(self._group_members(group), GROUP_FETCH_S))
         except Exception as exc:
-            log.warning("user group %s: members unreadable (%s)", group, exc)
+            group_log.warning("user group %s: members unreadable (%s)", group, exc)
             return None
         self._groups[group] = (self._clock(), members)
         return members

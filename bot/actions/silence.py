@@ -27,6 +27,8 @@ from bot.storage.incident_store import BAND_ACTION, BAND_EVENT, Commit, Incident
 from bot.storage.interactions import Held, Lock
 
 log = logging.getLogger(__name__)
+# The watch logs under its own name, which operators filter on.
+watch_log = logging.getLogger("bot.actions.silence_watch")
 
 # A silence that ended within this much of its planned end ran out; earlier, it was removed.
 ON_TIME = timedelta(seconds=30)
@@ -237,15 +239,15 @@ class SilenceWatch:
         try:
             due = await self.store.silence_watch.pending(self.clock().timestamp())
         except RedisError as exc:
-            log.warning("silence watch: Redis unavailable: %s", exc)
+            watch_log.warning("silence watch: Redis unavailable: %s", exc)
             return
         for incident_id in due:
             try:
                 await self.check(incident_id)
             except (RedisError, BackendError) as exc:
-                log.warning("silence watch: incident %s: %s; retrying", incident_id, exc)
+                watch_log.warning("silence watch: incident %s: %s; retrying", incident_id, exc)
             except Exception:
-                log.exception("silence watch: incident %s failed", incident_id)
+                watch_log.exception("silence watch: incident %s failed", incident_id)
 
     async def check(self, incident_id: str) -> None:
         lease_s = deadline_of(self.config.backend_timeout_seconds) + 5

@@ -28,6 +28,8 @@ from bot.storage.slack_cache import Message, PermalinkCache, UserNames
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+# The channel check logs under its own name, which operators filter on.
+members_log = logging.getLogger("bot.outbound.membership")
 
 # Answered with HTTP 200 and ok=false, yet not the request's fault: worth another try.
 _TRANSIENT_ERRORS = frozenset(
@@ -383,14 +385,14 @@ async def check_channels(gateway: SlackGateway, uses: Mapping[str, str]) -> dict
             info = (await gateway.call("conversations.info", channel=channel)).get("channel")
         except SlackError as exc:
             if exc.error in NO_SCOPE:
-                log.warning(
+                members_log.warning(
                     "cannot check that queuepilot is in its channels (%s): add the "
                     "channels:read and groups:read scopes to the app",
                     exc.error,
                 )
                 return problems
             if exc.error != "channel_not_found":  # Slack down, rate limited: not a finding
-                log.warning("channel %s (%s): not checked: %s", channel, use, exc.error)
+                members_log.warning("channel %s (%s): not checked: %s", channel, use, exc.error)
                 continue
             problems[channel] = "channel_not_found"
         else:
@@ -398,7 +400,7 @@ async def check_channels(gateway: SlackGateway, uses: Mapping[str, str]) -> dict
             if problem is None:
                 continue
             problems[channel] = problem
-        log.error(
+        members_log.error(
             "channel %s (%s): queuepilot cannot post there (%s): %s; its incidents are "
             "dropped until then",
             channel,
