@@ -28,16 +28,13 @@ import handlers.slack_boundary
 import handlers.webhooks
 from bot import factory, leader
 from bot.actions.core import ActionCore
-from bot.actions.diagnose import Diagnosing
+from bot.actions.diagnose import Diagnosing, Jobs
 from bot.actions.early_warning import Warnings
-from bot.actions.flow import Acting
-from bot.actions.jobs import Jobs
-from bot.actions.permissions import Authorizer
+from bot.actions.flow import Acting, Authorizer
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import ScaleReverts
-from bot.actions.silence import Silencing
-from bot.actions.silence_watch import SilenceWatch
+from bot.actions.silence import SilenceWatch, Silencing
 from bot.backends.metrics import QueueHistory
 from bot.checks.watch import ProbeWatch
 from bot.config import Settings, memory
@@ -48,10 +45,9 @@ from bot.intake.consumer import Intake, request_loop
 from bot.intake.group_loop import GroupLoop
 from bot.outbound import send
 from bot.outbound.desk import Outbound
-from bot.outbound.gateway import SlackGateway, build_client
+from bot.outbound.gateway import SlackGateway, build_client, check_channels
 from bot.outbound.home import Home
 from bot.outbound.lost_state import StateGuard
-from bot.outbound.membership import check_channels
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
 from bot.status.early_warning import EarlyWarnings
@@ -184,7 +180,7 @@ class Bot:
             asyncio.create_task(send.run(self.outbound, deposed), name="senders"),
         }
         schedule = self.settings.report_schedule
-        weekly = (schedule, self.core.post_weekly_report) if schedule else None
+        weekly = (schedule, self.core.report.post_weekly) if schedule else None
         scheduler = leader.start(
             self.ticks, every_s=self.settings.status_tick_seconds, weekly=weekly
         )

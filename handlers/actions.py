@@ -59,7 +59,7 @@ async def act_on_incident(body: dict[str, Any], context: AsyncBoltContext) -> No
 async def dismiss_warning(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """An early warning's Dismiss: its value is `<warning uid>:<runner type>`."""
     uid, _, runner_type = text_at(first_action(body), "value").partition(":")
-    outcome = await core_of(context).dismiss_warning(
+    outcome = await core_of(context).warnings.dismiss(
         actor_of(body), runner_type, uid, interaction=interaction_of(body)
     )
     await tell(slack_of(context), body, outcome)

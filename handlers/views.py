@@ -193,7 +193,7 @@ async def scale_as_confirmed(body: dict[str, Any], context: AsyncBoltContext) ->
             actor, form.runner_type, form.warning, form.delta, **how, interaction=interaction
         )
     else:
-        outcome = await core.scale(
+        outcome = await core.scaling.scale(
             actor, form.ref, form.runner_type, form.delta, **how, interaction=interaction
         )
     await tell(slack_of(context), body, outcome, channel=form.channel)

@@ -209,11 +209,11 @@ async def perform(
             return Outcome(True, "No open incidents: the queues are quiet.")
         return Outcome(True, capped("", [overview_line(i) for i in incidents], len(incidents)))
     if command.verb == "report":
-        return await core.report(
+        return await core.report.report(
             actor, command.count or 7, command.runner_type, interaction=interaction
         )
     if command.verb == "jobs":
-        return await core.jobs(
+        return await core.jobs.jobs(
             actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction
         )
     ref = command.incident_ref or await _incident_for(core, channel, command)
@@ -227,9 +227,11 @@ async def perform(
 _ACTS: dict[str, Callable[[ActionCore, Actor, str, Command, str | None], Awaitable[Outcome]]] = {
     "ack": lambda core, who, ref, _, i: core.acknowledge(who, ref, interaction=i),
     "resolve": lambda core, who, ref, c, i: core.resolve(who, ref, anyway=c.anyway, interaction=i),
-    "silence": lambda core, who, ref, c, i: core.silence(who, ref, c.seconds or 0, interaction=i),
-    "unsilence": lambda core, who, ref, _, i: core.unsilence(who, ref, interaction=i),
-    "scale": lambda core, who, ref, c, i: core.scale(
+    "silence": lambda core, who, ref, c, i: core.silencing.silence(
+        who, ref, c.seconds or 0, interaction=i
+    ),
+    "unsilence": lambda core, who, ref, _, i: core.silencing.unsilence(who, ref, interaction=i),
+    "scale": lambda core, who, ref, c, i: core.scaling.scale(
         who,
         ref,
         c.runner_type or "",
@@ -238,7 +240,7 @@ _ACTS: dict[str, Callable[[ActionCore, Actor, str, Command, str | None], Awaitab
         keep=c.keep,
         interaction=i,
     ),
-    "diagnose": lambda core, who, ref, _, i: core.diagnose(who, ref, interaction=i),
+    "diagnose": lambda core, who, ref, _, i: core.diagnosing.diagnose(who, ref, interaction=i),
     "postmortem": lambda core, who, ref, _, i: core.postmortem(who, ref, interaction=i),
 }
 
@@ -266,7 +268,7 @@ async def _incident_for(core: ActionCore, channel: str, command: Command) -> str
 async def _status(core: ActionCore, channel: str) -> Outcome:
     """The live queue by runner type, whether or not an incident is open; then the open
     incidents (with the `alert` backend, with their alert numbers)."""
-    readings = core.readings
+    readings = core.diagnosing.readings
     incidents = await core.open_incidents(MAX_SCAN)  # read once: for the trend and the list
     here, elsewhere = _split(core, channel, incidents)
     if not readings.metrics.live:
@@ -277,7 +279,7 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
         # Counting the scale-ups made since the reading, as the incidents' roots do.
         fleet = with_scale_ups(fleet, [a for i in incidents for a in i.actions])
     error = reading.error if reading is not None else ""
-    head = live_queue(readings.metrics.name, fleet, error, incidents, core.routing, channel)
+    head = live_queue(readings.metrics.name, fleet, error, incidents, core.config.routing, channel)
     return Outcome(True, open_incidents(head, here, elsewhere, numbers=fleet is None))
 
 
@@ -285,7 +287,7 @@ def _split(
     core: ActionCore, channel: str, incidents: list[Incident]
 ) -> tuple[list[Incident], list[Incident]]:
     """(those of `channel`, the others); outside the incidents' channels (a DM) all are "here"."""
-    if channel not in core.channels:
+    if channel not in core.config.routing.channels:
         return incidents, []
     here = [i for i in incidents if i.channel == channel]
     return here, [i for i in incidents if i.channel != channel]

@@ -4,12 +4,12 @@ answers."""
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from bot.actions.diagnose import Diagnosing
+from bot.actions.diagnose import Diagnosing, Jobs, read_jobs
 from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
-from bot.actions.jobs import Jobs, read_jobs
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
@@ -39,47 +39,29 @@ __all__ = ["ActionCore", "Actor", "Outcome"]
 NO_JOBS_SOURCE = "no jobs source is configured (JOBS_BACKEND=github or hud lists them)"
 
 
+@dataclass
 class ActionCore:
-    def __init__(
-        self,
-        acting: Acting,
-        silencing: Silencing,
-        scaling: Scaling,
-        diagnosing: Diagnosing,
-        jobs: Jobs,
-        warnings: Warnings,
-        report: Report,
-        *,
-        config: Settings,
-    ) -> None:
-        self._acting = acting
-        self._store = acting.store
-        self.silence = silencing.silence
-        self.unsilence = silencing.unsilence
-        self.scaling = scaling
-        self.scale = scaling.scale
-        self._config = config
-        self.diagnose = diagnosing.diagnose
-        self.readings = diagnosing.readings
-        self.jobs = jobs.jobs
-        self._jobs_watch = jobs.watch
-        self.warnings = warnings
-        self.dismiss_warning = warnings.dismiss
-        self.report = report.report
-        self.post_weekly_report = report.post_weekly
-        # Where incidents open (SLACK_CHANNEL and the routes'): `/queue` typed in one of them
-        # answers for that channel and the runner types it owns; anywhere else (a DM), for all.
-        self.routing = config.routing
-        self.channels = self.routing.channels
+    """Each kind of action is its part's (`core.silencing.silence`, `core.scaling.scale`, ...);
+    acknowledge, resolve and the postmortem act on the incident alone, so they are the core's."""
+
+    acting: Acting
+    silencing: Silencing
+    scaling: Scaling
+    diagnosing: Diagnosing
+    jobs: Jobs
+    warnings: Warnings
+    report: Report
+    _: KW_ONLY
+    config: Settings
 
     async def open_incidents(self, limit: int = 100) -> list[Incident]:
-        return await self._store.get_many((await self._store.open_ids())[:limit])
+        return await self.acting.store.get_many((await self.acting.store.open_ids())[:limit])
 
     async def recent(self, limit: int = 10) -> list[Incident]:
-        return await self._store.get_many(await self._store.recent_ids(limit))
+        return await self.acting.store.get_many(await self.acting.store.recent_ids(limit))
 
     async def incident_of_message(self, channel: str, ts: str) -> str | None:
-        return await self._store.incident_of_message(channel, ts)
+        return await self.acting.store.incident_of_message(channel, ts)
 
     async def scale_owner(
         self, actor: Actor, *, ref: str, warning: str, runner_type: str
@@ -105,9 +87,11 @@ class ActionCore:
         """The form's numbers: an incident's advice for the type, else the current reading's."""
         advice: Judgement | None = None
         if owner.incident is not None:
-            now, within = self._acting.clock(), self._config.drain_target_minutes
+            now, within = self.acting.clock(), self.config.drain_target_minutes
             advice = judgement_of(owner.incident, runner_type, now=now, within_mins=within)
-        elif (reading := await self.readings.latest()) is not None and reading.fleet is not None:
+        elif (
+            reading := await self.diagnosing.readings.latest()
+        ) is not None and reading.fleet is not None:
             found = of_type(reading.fleet.runner_types, runner_type)
             advice = found.judged if found is not None else None
         return await self.scaling.preview(
@@ -118,7 +102,7 @@ class ActionCore:
         self, actor: Actor, ref: str, *, interaction: str | None = None
     ) -> Outcome:
         async def run() -> Outcome:
-            name = await self._acting.name(actor)
+            name = await self.acting.name(actor)
 
             def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
                 if not incident.is_open:
@@ -138,9 +122,9 @@ class ActionCore:
                 reply = Reply("action", BAND_ACTION, render_event(updated, event))
                 return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
 
-            return await self._acting.commit(ref, decide)
+            return await self.acting.commit(ref, decide)
 
-        return await self._acting.guarded("acknowledge", actor, interaction, run)
+        return await self.acting.guarded("acknowledge", actor, interaction, run)
 
     async def resolve(
         self, actor: Actor, ref: str, *, anyway: bool = False, interaction: str | None = None
@@ -149,7 +133,7 @@ class ActionCore:
         in its confirm dialog, `/queue resolve` asks here, once, with what is still live."""
 
         async def run() -> Outcome:
-            name = await self._acting.name(actor)
+            name = await self.acting.name(actor)
 
             def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
                 if not incident.is_open:
@@ -170,9 +154,9 @@ class ActionCore:
                 left = f" with {escape(live.text)}" if live else ""
                 return commit, Outcome(True, f"You resolved incident {incident.id}{left}.")
 
-            return await self._acting.commit(ref, decide, with_timeline=True)
+            return await self.acting.commit(ref, decide, with_timeline=True)
 
-        return await self._acting.guarded("resolve", actor, interaction, run)
+        return await self.acting.guarded("resolve", actor, interaction, run)
 
     async def postmortem(
         self, actor: Actor, ref: str, *, interaction: str | None = None
@@ -181,9 +165,9 @@ class ActionCore:
 
         async def run() -> Outcome:
             unread = "the jobs source could not be read: {exc}"
-            now = self._acting.clock()
-            jobs, note = await read_jobs(self._jobs_watch, now, unset=NO_JOBS_SOURCE, unread=unread)
-            name = await self._acting.name(actor)
+            now = self.acting.clock()
+            jobs, note = await read_jobs(self.jobs.watch, now, unset=NO_JOBS_SOURCE, unread=unread)
+            name = await self.acting.name(actor)
 
             def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
                 # Read once, kept: the copy on the alert's issue renders this record too.
@@ -201,6 +185,6 @@ class ActionCore:
                 commit = Commit(with_action(incident, event), events=(event,), replies=(reply,))
                 return commit, Outcome(True, "The postmortem is on its way to the thread.")
 
-            return await self._acting.commit(ref, decide, with_timeline=True)
+            return await self.acting.commit(ref, decide, with_timeline=True)
 
-        return await self._acting.guarded("postmortem", actor, interaction, run)
+        return await self.acting.guarded("postmortem", actor, interaction, run)

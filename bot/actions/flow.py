@@ -1,11 +1,17 @@
 """The path every responder action takes: `guarded` authorizes, answers the same delivery twice
 once, and counts the outcome; `commit` decides on the incident as read and commits the change with
-its thread reply. Backend calls happen between the two, holding no state."""
+its thread reply. Backend calls happen between the two, holding no state.
+
+Who may do what (`Authorizer`): scaling costs money and capacity, so only `SCALE_ALLOWED_USERS`
+(directly or through a user group) may; the other actions are how an on-call works, open to everyone
+in the channel."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import Any
@@ -13,20 +19,30 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from bot import logs
-from bot.actions.permissions import Authorizer
+from bot.config import Settings
 from bot.domain.incidents import REFUSED, Event, Incident
-from bot.render.mrkdwn import plain_text
+from bot.render.mrkdwn import escape, plain_text
 from bot.storage.incident_store import Commit, IncidentStore, Loaded
 from bot.storage.leases import IN_PROGRESS, Deposed, Interactions
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+# The user-group lookups log under their own name, which operators filter on.
+group_log = logging.getLogger("bot.actions.permissions")
 
 UNKNOWN = (
     "This incident is no longer known to queuepilot (it expired, or its data was lost). "
     "`/queue incidents` lists the current ones."
 )
 NO_REDIS = "queuepilot cannot reach its database right now: try again."
+
+RESTRICTED = frozenset({"scale"})
+GROUP_CACHE_S = 300.0
+# A modal's submission waits for the check within Slack's 3 s: a slow group allows nobody this
+# time rather than losing the answer; its lookup goes on for up to GROUP_FETCH_S, so the next
+# try finds it cached.
+GROUP_LOOKUP_S = 1.5
+GROUP_FETCH_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,69 @@ def failed(message: str) -> Outcome:
 Decided = tuple[Commit | None, Outcome]
 Decide = Callable[[Incident, datetime, list[Event]], Decided]
 Run = Callable[[], Awaitable[Outcome]]
+
+
+class Authorizer:
+    def __init__(
+        self,
+        config: Settings,
+        *,
+        group_members: Callable[[str], Awaitable[Sequence[str]]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._group_members = group_members
+        self._clock = clock
+        self._groups: dict[str, tuple[float, frozenset[str]]] = {}  # group -> (read at, members)
+        self._fetching: dict[str, asyncio.Task[frozenset[str] | None]] = {}
+
+    async def refusal(self, user_id: str, action: str) -> str | None:
+        """None when `user_id` may do `action`; else what to tell them, and how to be allowed."""
+        if not user_id:  # Slack names the user of every request; a request that does not is refused
+            return "Slack did not say who asked, so nothing was done."
+        if action not in RESTRICTED:
+            return None
+        allowed = self._config.scale_allowed_users
+        if not allowed:
+            return (
+                "Scaling from Slack is turned off: nobody is allowed yet. An operator allows "
+                "people by listing their Slack user IDs or user-group IDs in "
+                "`SCALE_ALLOWED_USERS`."
+            )
+        if user_id in allowed or await self._in_a_group(user_id):
+            return None
+        return (
+            f"You are not allowed to scale runners. An operator can add your Slack user ID "
+            f"(`{escape(user_id)}`) or one of your user groups to `SCALE_ALLOWED_USERS`."
+        )
+
+    async def _in_a_group(self, user_id: str) -> bool:
+        """Fresh cached members answer at once; else the other groups are asked together, for
+        GROUP_LOOKUP_S, and a group unread this time answers with the members it had last."""
+        now, groups = self._clock(), self._config.scale_allowed_groups
+        fresh = {g for g in groups if (c := self._groups.get(g)) and now - c[0] < GROUP_CACHE_S}
+        if any(user_id in self._groups[g][1] for g in fresh):
+            return True
+        if stale := {self._fetch(group) for group in groups if group not in fresh}:
+            await asyncio.wait(stale, timeout=GROUP_LOOKUP_S)
+        return any(user_id in members for _, members in self._groups.values())
+
+    def _fetch(self, group: str) -> asyncio.Task[frozenset[str] | None]:
+        task = self._fetching.get(group)
+        if task is None:
+            task = self._fetching[group] = asyncio.ensure_future(self._members(group))
+            task.add_done_callback(lambda _: self._fetching.pop(group, None))
+        return task
+
+    async def _members(self, group: str) -> frozenset[str] | None:
+        """The group's members, cached; None when they could not be read (asked again soon)."""
+        try:
+            members = frozenset(await asyncio.wait_for(self._group_members(group), GROUP_FETCH_S))
+        except Exception as exc:
+            group_log.warning("user group %s: members unreadable (%s)", group, exc)
+            return None
+        self._groups[group] = (self._clock(), members)
+        return members
 
 
 def parse_ref(ref: str) -> tuple[str, str | None]:

@@ -12,14 +12,7 @@ from datetime import datetime
 
 from redis.exceptions import RedisError
 
-from bot.actions.flow import (
-    Acting,
-    Actor,
-    Decided,
-    Outcome,
-    failed,
-    refused,
-)
+from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused
 from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult

@@ -9,7 +9,7 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
@@ -119,28 +119,22 @@ def record_id(runner_type: str, field: str) -> str:
     return f"{runner_type}|{field}"
 
 
+@dataclass(eq=False)
 class ScaleReverts:
-    def __init__(
-        self,
-        redis: Redis,
-        keys: Keys,
-        store: IncidentStore,
-        scaler: Scaler,
-        *,
-        config: Settings,
-        clock: Callable[[], datetime],
-        warnings: WarningStore | None = None,
-        readings: FleetReadings | None = None,
-    ) -> None:
-        self._readings = readings
-        self._store = store
-        self._warnings = warnings
-        self._scaler = scaler
-        self._config = config
+    redis: Redis
+    keys: Keys
+    store: IncidentStore
+    scaler: Scaler
+    _: KW_ONLY
+    config: Settings
+    clock: Callable[[], datetime]
+    warnings: WarningStore | None = None
+    readings: FleetReadings | None = None
+
+    def __post_init__(self) -> None:
         # Resolution is noticed within a few ticks; the record costs one Redis read a look.
-        self._check_s = config.status_tick_seconds * 3
-        self._clock = clock
-        self._due = scale_revert_records(redis, keys)
+        self._check_s = self.config.status_tick_seconds * 3
+        self._due = scale_revert_records(self.redis, self.keys)
 
     async def remember(
         self, incident_id: str, target: ScaleTarget, undo: Undo, *, by: str, warning: str = ""
@@ -148,7 +142,7 @@ class ScaleReverts:
         """An earlier record of the same type and field that this scale-up continues keeps its
         value before: that goes back. One that something else changed since (Helm, kubectl, a
         scale-up kept) is not continued: the change between is someone else's, and stays."""
-        now = self._clock().timestamp()
+        now = self.clock().timestamp()
         rid = record_id(target.runner_type, undo.field)
         earlier = RevertRecord.load(await self._due.data(rid))
         if (
@@ -158,7 +152,7 @@ class ScaleReverts:
         ):
             undo = replace(undo, before=earlier.undo.before)
         record = RevertRecord(
-            rid, incident_id, target, undo, self._scaler.name, by, now, warning=warning
+            rid, incident_id, target, undo, self.scaler.name, by, now, warning=warning
         )
         await self._due.schedule(rid, now + self._check_s, record.dump())
         if earlier is not None and earlier.incident_id not in ("", incident_id):
@@ -170,20 +164,20 @@ class ScaleReverts:
                     return None, None
                 return Commit(without_put_backs(incident, {rid}), root=False), None
 
-            await self._store.commit_fresh(earlier.incident_id, handed_on, clock=self._clock)
+            await self.store.commit_fresh(earlier.incident_id, handed_on, clock=self.clock)
         return record
 
     def plan(self, *, warning: bool = False) -> str:
         """When a recorded scale-up goes back: "It goes back when the incident resolves … or
         after 4 h, unless …"."""
         until = SCALE_UNTIL if warning else self.settle_said
-        after = self._config.scale_revert_after
+        after = self.config.scale_revert_after
         when = f"when {until} or after {_span(after)}" if after else f"when {until}"
         return f"It goes back {when}, unless someone changes it meanwhile."
 
     def put_back(self, record: RevertRecord) -> PutBack:
-        after = self._config.scale_revert_after
-        settle = self._config.scale_revert_settle
+        after = self.config.scale_revert_after
+        settle = self.config.scale_revert_settle
         return PutBack(
             id=record.id,
             runner_type=record.target.runner_type,
@@ -196,14 +190,14 @@ class ScaleReverts:
 
     @property
     def settle_said(self) -> str:
-        settle = self._config.scale_revert_settle
+        settle = self.config.scale_revert_settle
         drained = f" and its queue stays drained {_span(settle)}" if settle else ""
         return f"the incident resolves{drained}"
 
     async def tick(self) -> None:
         """Look at every due record; one reply per incident for what went back. Never raises."""
         try:
-            due = await self._due.pending(self._clock().timestamp())
+            due = await self._due.pending(self.clock().timestamp())
         except RedisError as exc:
             log.warning("scale reverts: Redis unavailable: %s", exc)
             return
@@ -226,15 +220,15 @@ class ScaleReverts:
                 log.warning("scale reverts: %s: Redis: %s; not told: %s", incident_id, exc, texts)
 
     def _order(self, rid: str) -> int:
-        order = self._scaler.revert_order
+        order = self.scaler.revert_order
         changed = rid.rpartition("|")[2]
         return order.index(changed) if changed in order else len(order)
 
     async def _look(self, rid: str) -> tuple[str, str] | None:
         """(incident id, text) when its thread is to be told that the record went back or could
         not; a warning's own message is told at once."""
-        lease_s = 2 * deadline_of(self._config.backend_timeout_seconds) + 30
-        claim = await self._due.claim(rid, self._clock().timestamp(), lease_s)
+        lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
+        claim = await self._due.claim(rid, self.clock().timestamp(), lease_s)
         if claim is None:
             return None  # not due any more
         record = RevertRecord.load(await self._due.data(rid))
@@ -242,8 +236,8 @@ class ScaleReverts:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)
             await self._due.done(claim)
             return None
-        now = self._clock()
-        warnings, state = self._warnings, None
+        now = self.clock()
+        warnings, state = self.warnings, None
         if record.warning and warnings is not None:
             found = await warnings.get(record.target.runner_type)
             state = found if found is not None and found.uid == record.warning else None
@@ -257,9 +251,9 @@ class ScaleReverts:
             return None
         try:
             result = await within(
-                self._scaler.revert(record.target, record.undo),
-                self._config.backend_timeout_seconds,
-                self._scaler.name,
+                self.scaler.revert(record.target, record.undo),
+                self.config.backend_timeout_seconds,
+                self.scaler.name,
             )
             text = _said(record, why, result)
         except BackendError as exc:
@@ -310,7 +304,7 @@ class ScaleReverts:
         self, record: RevertRecord, state: WarningState | None, now: datetime
     ) -> tuple[str | None, RevertRecord, float]:
         """Why `record` goes back now (None: it stays), the record as kept, when to look again."""
-        at, after = now.timestamp(), self._config.scale_revert_after
+        at, after = now.timestamp(), self.config.scale_revert_after
         again = at + self._check_s
         late = (
             f"{_span(after)} after the scale-up"
@@ -320,14 +314,14 @@ class ScaleReverts:
         if record.warning:
             ended = "its early warning ended" if state is None else state.episode_over(at) or None
             return late or ended, record, again
-        incident = await self._store.get(record.incident_id)
+        incident = await self.store.get(record.incident_id)
         if incident is None:
             return "its incident is no longer known", record, again
         if late or incident.is_open:
             return late, record, again
         # Resolved: it goes back once the type's queue stayed drained the settle time, since the
         # resolve or since a look last saw it queueing; one incident's records settle together.
-        settle = self._config.scale_revert_settle
+        settle = self.config.scale_revert_settle
         if not settle:
             return "the incident resolved", record, at
         drained = await self._drained(record.target.runner_type)
@@ -340,20 +334,20 @@ class ScaleReverts:
         return None, record, min(since + settle, again) if drained else since + settle
 
     async def _drained(self, runner_type: str) -> bool | None:
-        if self._readings is None:
+        if self.readings is None:
             return None
         try:
-            reading = await self._readings.latest()
+            reading = await self.readings.latest()
         except RedisError:
             return None
         if reading is None or reading.fleet is None or reading.error:
             return None
-        return type_drained(reading.fleet, runner_type, self._config.drain_rule)
+        return type_drained(reading.fleet, runner_type, self.config.drain_rule)
 
     async def _earlier_to_go_back(self, record: RevertRecord) -> bool:
         """Whether a field of the same target that goes back before this one's is still raised:
         going back part of the way now would leave it raised for good."""
-        order = self._scaler.revert_order
+        order = self.scaler.revert_order
         if record.undo.field not in order:
             return False
         for earlier in order[: order.index(record.undo.field)]:
@@ -371,11 +365,11 @@ class ScaleReverts:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
                 return None
             scaled = fate_told(state.scaled, record.id, f"{text}.")
-            return state.changed(self._clock().timestamp(), scaled=scaled)
+            return state.changed(self.clock().timestamp(), scaled=scaled)
 
-        if self._warnings is None:
+        if self.warnings is None:
             log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
-        elif not await self._warnings.save_fresh(record.target.runner_type, said):
+        elif not await self.warnings.save_fresh(record.target.runner_type, said):
             log.warning("scale reverts: warning kept changing; not told: %s", text)
 
     async def _say(
@@ -401,7 +395,7 @@ class ScaleReverts:
             said = with_action(said, event) if on_root else said
             return Commit(said, events=(event,), replies=(reply,), root=on_root), None
 
-        fresh = await self._store.commit_fresh(incident_id, told, clock=self._clock)
+        fresh = await self.store.commit_fresh(incident_id, told, clock=self.clock)
         if not fresh.found:
             log.info("scale reverts: incident %s gone: %s", incident_id, text)
         elif fresh.busy:

@@ -18,8 +18,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.checks import Finding, fail, ok, warn
 from bot.config import Settings
-from bot.outbound.gateway import build_client
-from bot.outbound.membership import FIX, INVITE, why_cannot_post
+from bot.outbound.gateway import FIX, INVITE, build_client, why_cannot_post
 
 SUBJECT = "slack"
 TOKEN_REFUSED = frozenset(

@@ -1,12 +1,12 @@
-"""What a channel's sender works with: its parts (`Outbound`), the post it owes (`Post`), and the
-one way it edits (`Desk.update`). The kinds of post are read in `bot.outbound.messages`, edits run
-in `bot.outbound.edits` and the storm digest in `bot.outbound.storm`; `bot.outbound.send` runs
-them all.
-"""
+"""What a channel's sender works with: its parts (`Outbound`), the post it owes (`Post`), the one
+way it edits (`Desk.update`: the app-wide `chat.update` slot, the call, one reading of a refusal),
+and the edit loops that bring roots and early warnings to their latest state in their turn, so a
+burst of changes is one edit and an outage ends in the latest."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,10 +15,13 @@ from typing import TypeVar
 
 from bot.config import Settings
 from bot.domain.incidents import Incident
-from bot.domain.message import Rendered
+from bot.domain.message import Rendered, digest_of
 from bot.outbound.gateway import SlackError, SlackGateway
+from bot.render.early_warning import render_warning
 from bot.render.root import render_root
-from bot.storage.early_warning import WarningStore
+from bot.storage.connection import LONGEST_BLOCK_S
+from bot.storage.due_set import DueSet
+from bot.storage.early_warning import REFUSED, WarningStore
 from bot.storage.incident_store import IncidentStore
 from bot.storage.leases import Leases
 from bot.storage.send_queue import NoticeStore, SendQueue
@@ -122,3 +125,60 @@ class Desk:
         """A message the channel keeps current can no longer be edited: an operator's concern."""
         log.error("sender %s: cannot edit %s: %s", self.channel, what, error)
         self.out.telemetry.slack_undeliverable.labels(error).inc()
+
+
+async def edit_root(desk: Desk, due: DueSet) -> None:
+    """Edit the next root whose incident changed, at most once per `ROOT_EDIT_INTERVAL_MS` (the
+    first edit after the post may follow at once). `due` is read without claims: the leader,
+    holding the channel's lease, is its one reader."""
+    queue, channel, config = desk.out.queue, desk.channel, desk.out.config
+    now_ms = int(time.time() * 1000)
+    pending = await due.pending(now_ms, limit=1)
+    if not pending:
+        next_at = await due.next_due()
+        wait = 1.0 if next_at is None else min(1.0, (next_at - now_ms) / 1000)
+        await queue.wait_bell(queue.keys.edits_bell(channel), wait)
+        return
+    [incident_id] = pending
+    loaded, edit_after_ms = await queue.edit_candidate(channel, incident_id)
+    if loaded.incident is None or loaded.thread is None:
+        await due.remove(incident_id)
+        return
+    root = desk.root(loaded.incident, mentions=True)
+    digest = digest_of(root)
+    edited = digest != loaded.rendered
+    if edited and now_ms < edit_after_ms:
+        await due.schedule(incident_id, edit_after_ms)
+        return
+    if edited:
+        # One that can never be edited counts as shown: posting it again would make two roots.
+        _, refused = await desk.update(loaded.thread.ts, ready(root))
+        if refused is not None:
+            desk.lost(f"incident {incident_id}'s root", refused.error)
+    await queue.record_edit(
+        channel,
+        incident_id,
+        version=loaded.version,
+        digest=digest,
+        next_at_ms=int(time.time() * 1000) + config.root_edit_interval_ms,
+        edited=edited,
+    )
+
+
+async def edit_warnings(desk: Desk, warnings: WarningStore) -> None:
+    """Edit the channel's posted early warnings to their latest version: a burst is one edit."""
+    pending = await warnings.edits(desk.channel)
+    if not pending:
+        await warnings.wait_for_edits(desk.channel, LONGEST_BLOCK_S)
+        return
+    for runner_type in pending:
+        state = await warnings.get(runner_type)
+        if state is None or state.ts in ("", REFUSED) or state.channel != desk.channel:
+            # Gone, or not posted yet (its post's record queues the edit again if needed).
+            await warnings.discard_edit(desk.channel, runner_type)
+            continue
+        _, refused = await desk.update(state.ts, ready(render_warning(state)))
+        if refused is not None:
+            desk.lost(f"the early warning for {runner_type}", refused.error)
+        # Shown, or never showable again: either way this version is done with.
+        await warnings.record_edit(desk.channel, state)

@@ -2,6 +2,9 @@
 classified once: a 429 holds the method for `Retry-After` (`bot.pacing`); a refused connection is
 safe to repeat; a timeout, a dropped connection, a 5xx or `internal_error` is uncertain (a post
 must be looked up before it is sent again); anything else is permanent. Retries are the callers'.
+At start-up `check_channels` says in the log whether the app is in every channel it will post to
+(`SLACK_CHANNEL`, each route's), when an operator deploys rather than at the first alert; never
+fatal: the other channels work, and a Slack that cannot answer now is no configuration error.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from bot.storage.slack_cache import Message, PermalinkCache, UserNames
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+# The channel check logs under its own name, which operators filter on.
+members_log = logging.getLogger("bot.outbound.membership")
 
 # Answered with HTTP 200 and ok=false, yet not the request's fault: worth another try.
 _TRANSIENT_ERRORS = frozenset(
@@ -41,6 +46,11 @@ _SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200, "view
 # Slack has no link for the message and never will: kept as "none". Any other refusal (the app
 # not in the channel, a token or scope problem) may be mended, so it is asked again later.
 LINK_GONE = frozenset({"message_not_found", "channel_not_found"})
+# How an operator lets the app post in a channel it cannot.
+CHANGE = "or change SLACK_ROUTES / SLACK_CHANNEL"
+FIX = {"is_archived": f"unarchive it {CHANGE}"}  # else: not in it, or cannot see it
+INVITE = f"invite it there (/invite @queuepilot) {CHANGE}"
+NO_SCOPE = ("missing_scope", "not_allowed_token_type")
 
 
 @dataclass(eq=False)
@@ -364,3 +374,49 @@ class SlackGateway:
         except RedisError as exc:
             log.info("permalink of %s %s: not kept, Redis unavailable: %s", channel, ts, exc)
         return url
+
+
+async def check_channels(gateway: SlackGateway, uses: Mapping[str, str]) -> dict[str, str]:
+    """`uses`: channel -> what posts there ("SLACK_CHANNEL", "route 2: team=rocm"). Logs, and
+    answers, each channel the app cannot post to with why."""
+    problems: dict[str, str] = {}
+    for channel, use in uses.items():
+        try:
+            info = (await gateway.call("conversations.info", channel=channel)).get("channel")
+        except SlackError as exc:
+            if exc.error in NO_SCOPE:
+                members_log.warning(
+                    "cannot check that queuepilot is in its channels (%s): add the "
+                    "channels:read and groups:read scopes to the app",
+                    exc.error,
+                )
+                return problems
+            if exc.error != "channel_not_found":  # Slack down, rate limited: not a finding
+                members_log.warning("channel %s (%s): not checked: %s", channel, use, exc.error)
+                continue
+            problems[channel] = "channel_not_found"
+        else:
+            problem = why_cannot_post(info)
+            if problem is None:
+                continue
+            problems[channel] = problem
+        members_log.error(
+            "channel %s (%s): queuepilot cannot post there (%s): %s; its incidents are "
+            "dropped until then",
+            channel,
+            use,
+            problems[channel],
+            FIX.get(problems[channel], INVITE),
+        )
+    return problems
+
+
+def why_cannot_post(info: object) -> str | None:
+    """Why the app cannot post in the channel `conversations.info` describes, if it cannot."""
+    if not isinstance(info, dict):
+        return None
+    if info.get("is_archived"):
+        return "is_archived"
+    if info.get("is_member") is False:
+        return "not_in_channel"
+    return None

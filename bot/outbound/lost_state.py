@@ -128,12 +128,10 @@ class StateGuard:
             await task
 
     async def held(self, channel: str | None) -> None:
-        """Until new incidents are numbered above every number Slack shows (at most
-        `number_hold_s`, then above a guess) and, with `channel`, until a group routed there can
-        no longer find its root in what is left to read (at most `hold_s`); at once when no read
-        is under way. Raises `Deposed` when the read stops with the lead before that: the
-        notification is left unacknowledged for the next leader, whose read numbers it (going on
-        would open it under a number Slack may show, or a second thread beside its root)."""
+        """What `Scan.wait` waits for, at once when no read is under way. Raises `Deposed` when
+        the read stops with the lead before that: the notification is left unacknowledged for the
+        next leader, whose read numbers it (going on would open it under a number Slack may show,
+        or a second thread beside its root)."""
         while (scan := self._scan) is not None:
             await scan.wait(channel)
             if scan.lets_through(channel):

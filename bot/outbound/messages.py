@@ -20,8 +20,7 @@ from typing import Any
 
 from bot.domain.message import Rendered, digest_of
 from bot.outbound.desk import Desk, Post, Upload, ready
-from bot.outbound.gateway import SlackError
-from bot.outbound.membership import INVITE
+from bot.outbound.gateway import INVITE, SlackError
 from bot.render.chart import blames_charts, has_charts, incident_chart, render_chart, without_charts
 from bot.render.early_warning import render_warning
 from bot.render.replies import StatusShown, render_shown

@@ -7,7 +7,7 @@ queue (`bot.storage.send_queue`) one post at a time in `ChannelSender.post_next`
 the most urgent member, the storm gate (`bot.outbound.storm`), what the member stands for now
 (`bot.outbound.messages`), a lookup after an uncertain failure, the draw, the fenced in-flight
 mark, the call, the classified answer, the record. Edits run in loops beside
-(`bot.outbound.edits`). docs/architecture.md walks the whole path.
+(`bot.outbound.desk`). docs/architecture.md walks the whole path.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from redis.exceptions import RedisError
 
 from bot import logs
 from bot.domain.message import Rendered
-from bot.outbound import edits, messages
-from bot.outbound.desk import Desk, Outbound, Post, Upload
+from bot.outbound import messages
+from bot.outbound.desk import Desk, Outbound, Post, Upload, edit_root, edit_warnings
 from bot.outbound.gateway import SlackError
 from bot.outbound.messages import ROOT, UNREADABLE
 from bot.outbound.storm import StormDigest
@@ -141,10 +141,10 @@ class ChannelSender:
         desk, out = self._desk, self._out
         steps = [
             self._post_or_wait,
-            partial(edits.edit_root, desk, out.queue.root_edits(desk.channel)),
+            partial(edit_root, desk, out.queue.root_edits(desk.channel)),
         ]
         if out.warnings is not None:
-            steps.append(partial(edits.edit_warnings, desk, out.warnings))
+            steps.append(partial(edit_warnings, desk, out.warnings))
         if self._storm.enabled:
             steps.append(self._storm.step)
         try:

@@ -371,7 +371,7 @@ async def test_acknowledge_racing_resolve_ends_consistently(redis_url: str) -> N
             assert incident.acknowledged_by == "U1"
         else:
             assert "already resolved" in ack.message and incident.acknowledged_by is None
-        await core._store._redis.flushdb()  # type: ignore[attr-defined]  # next round afresh
+        await core.acting.store._redis.flushdb()  # type: ignore[attr-defined]  # next round afresh
 
 
 @pytest.mark.parametrize(

@@ -126,7 +126,7 @@ async def test_a_failing_metrics_backend_leaves_the_report_on_the_alerts_numbers
         Commit(incident, group=GroupState(incident_id="1"), group_hash=incident.group_hash)
     )
     core = action_core(redis, store, metrics=FailingMetrics())
-    outcome = await core.diagnose(Actor("U1", "al"), "1:u1")
+    outcome = await core.diagnosing.diagnose(Actor("U1", "al"), "1:u1")
     assert outcome.ok
     waiting = list((await redis.hgetall(store.keys.outbox_items("1"))).values())
     text = json.dumps(waiting, ensure_ascii=False)
@@ -185,9 +185,9 @@ async def test_a_listener_frozen_for_a_quarter_hour_is_named_and_the_advice_is_t
     )
     core = action_core(redis, store, metrics=FrozenListener(), clock=lambda: now[0])
     for _ in range(17):  # a reading a minute, as the status tick takes them
-        await core.readings.latest()
+        await core.diagnosing.readings.latest()
         now[0] += timedelta(minutes=1)
-    outcome = await core.diagnose(Actor("U1", "al"), "1:u1")
+    outcome = await core.diagnosing.diagnose(Actor("U1", "al"), "1:u1")
     assert outcome.ok and "likely cause Listener stalled" in outcome.message
     waiting = list((await redis.hgetall(store.keys.outbox_items("1"))).values())
     text = "".join(waiting)
@@ -233,7 +233,7 @@ async def test_the_report_names_the_surging_workflow_with_its_jobs_and_advises_d
         Commit(incident, group=GroupState(incident_id="1"), group_hash=incident.group_hash)
     )
     core = action_core(redis, store, metrics=github_metrics(server))
-    outcome = await core.diagnose(Actor("U1", "al"), "1:u1")
+    outcome = await core.diagnosing.diagnose(Actor("U1", "al"), "1:u1")
     assert outcome.ok and "likely cause One workflow's surge" in outcome.message
     text = "".join((await redis.hgetall(store.keys.outbox_items("1"))).values())
     assert f"*{GPU}* · *40* queued" in text  # the ghost is not in the queue either
@@ -277,7 +277,7 @@ async def test_the_autoscalers_own_failures_are_the_likely_cause_with_its_words(
     core = action_core(
         redis, store, metrics=ShortOfRunners(), scaler=arc, targets={"linux": target}
     )
-    outcome = await core.diagnose(Actor("U1", "al"), "1:u1")
+    outcome = await core.diagnosing.diagnose(Actor("U1", "al"), "1:u1")
     assert outcome.ok and "likely cause Scale-up failing" in outcome.message
     text = "".join((await redis.hgetall(store.keys.outbox_items("1"))).values())
     assert "7 ephemeral runners failed to start (phase Running)" in text
@@ -363,6 +363,6 @@ async def test_an_early_warnings_scale_up_taken_on_counts_as_booting_from_when_i
         Commit(incident, group=GroupState(incident_id="1"), group_hash=incident.group_hash)
     )
     core = action_core(redis, store, metrics=Growing(), clock=lambda: now)
-    assert (await core.diagnose(Actor("U1", "al"), "1:u1")).ok
+    assert (await core.diagnosing.diagnose(Actor("U1", "al"), "1:u1")).ok
     text = "".join((await redis.hgetall(store.keys.outbox_items("1"))).values())
     assert "none: the 10 runners booting should drain it in 30 min" in text, text

@@ -9,8 +9,7 @@ from redis.asyncio import Redis
 
 from bot.actions.commands import MAX_ANSWER, CommandError, parse_command, run_command
 from bot.actions.core import Actor
-from bot.actions.flow import Acting
-from bot.actions.permissions import Authorizer
+from bot.actions.flow import Acting, Authorizer
 from bot.actions.report import Report
 from bot.backends.metrics import AlertMetrics
 from bot.config import Settings

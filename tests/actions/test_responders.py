@@ -50,7 +50,7 @@ async def test_the_owner_taken_over_from_stays_a_responder(redis: Redis) -> None
     store = IncidentStore(redis, PREFIX)
     await opened(store)
     core = action_core(redis, store)
-    assert (await core.diagnose(Actor("U0BOB", "bob"), "1")).ok
+    assert (await core.diagnosing.diagnose(Actor("U0BOB", "bob"), "1")).ok
     assert (await core.acknowledge(Actor("U0ALICE", "alice"), "1")).ok
 
     def status() -> str:

@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 from redis.asyncio import Redis
 
 from bot.actions.core import Actor
-from bot.actions.flow import Acting
-from bot.actions.permissions import Authorizer
+from bot.actions.flow import Acting, Authorizer
 from bot.actions.report import Report
 from bot.backends.metrics import AlertMetrics
 from bot.backends.metrics.github import fleet_of

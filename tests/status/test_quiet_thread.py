@@ -181,9 +181,9 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
 
     for act in (
         core.acknowledge(ALICE, "1"),
-        core.silence(ALICE, "1", 3600),
-        core.scale(ALICE, "1", "linux.2xlarge", 5),
-        core.diagnose(ALICE, "1"),
+        core.silencing.silence(ALICE, "1", 3600),
+        core.scaling.scale(ALICE, "1", "linux.2xlarge", 5),
+        core.diagnosing.diagnose(ALICE, "1"),
     ):
         outcome = await act
         assert outcome.ok, outcome.text
@@ -300,7 +300,7 @@ async def test_a_two_hour_incident_rising_scaled_and_drained_takes_at_most_15_re
         if minute == 5:
             assert (await core.acknowledge(ALICE, "1")).ok
         if minute == SCALED_AT:
-            scaled = await core.scale(ALICE, "1", "linux.2xlarge", 20)
+            scaled = await core.scaling.scale(ALICE, "1", "linux.2xlarge", 20)
             assert scaled.ok, scaled.text
         await readings.tick()
         await reporter.tick()

@@ -8,11 +8,9 @@ from datetime import UTC, datetime
 from redis.asyncio import Redis
 
 from bot.actions.core import ActionCore
-from bot.actions.diagnose import Diagnosing
+from bot.actions.diagnose import Diagnosing, Jobs
 from bot.actions.early_warning import Warnings
-from bot.actions.flow import Acting
-from bot.actions.jobs import Jobs
-from bot.actions.permissions import Authorizer
+from bot.actions.flow import Acting, Authorizer
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import ScaleReverts

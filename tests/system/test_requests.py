@@ -216,7 +216,7 @@ async def test_a_click_while_redis_is_down_is_acked_and_the_person_told(
             )
     finally:
         logging.getLogger().removeHandler(tracebacks)
-    ours = ("handlers", "slack_bolt", "bot.intake.requests")
+    ours = ("handlers", "slack_bolt", "bot.intake")
     assert [r for r in tracebacks.records if r.startswith(ours)] == []
     assert acknowledgements(slack, root) == []
 

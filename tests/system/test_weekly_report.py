@@ -51,7 +51,7 @@ async def test_the_weekly_report_is_posted_once_with_its_chart(
         # The leader's scheduler fires at 09:00 Monday, and a successor's too after a failover
         # at 09:00: both jobs run.
         await asyncio.gather(
-            first.bot.core.post_weekly_report(), second.bot.core.post_weekly_report()
+            first.bot.core.report.post_weekly(), second.bot.core.report.post_weekly()
         )
         report = await eventually(
             lambda: next(
@@ -65,7 +65,7 @@ async def test_the_weekly_report_is_posted_once_with_its_chart(
             what="the weekly report",
             timeout=20,
         )
-        await leader.bot.core.post_weekly_report()  # a scheduler firing again the same day
+        await leader.bot.core.report.post_weekly()  # a scheduler firing again the same day
         assert await leader.bot.queue.waiting(CHANNEL) == 0, "nothing more queued to post"
     posted = [m for m in slack.emulator.channel_messages(CHANNEL) if "Capacity report" in m.text]
     assert len(posted) == 1, "once across replicas"
@@ -90,7 +90,7 @@ async def test_a_teams_runner_types_are_reported_in_its_own_channel(
         await kept(leader.bot.store, 1, "linux.2xlarge", 3)
         await kept(leader.bot.store, 2, "linux.g5.4xlarge.nvidia.gpu", 1.5, GPU_CHANNEL)
         await asyncio.gather(
-            first.bot.core.post_weekly_report(), second.bot.core.post_weekly_report()
+            first.bot.core.report.post_weekly(), second.bot.core.report.post_weekly()
         )
 
         def reports(channel: str) -> list[str]:
@@ -129,6 +129,6 @@ async def test_a_replica_started_within_the_hour_after_the_schedule_posts_it_onc
     async with run_bot(settings):
         await eventually(lambda: posted() or None, what="the report due 10 min ago", timeout=20)
     async with run_bot(settings) as later:
-        await later.bot.core.post_weekly_report()  # as its own start did, or will
+        await later.bot.core.report.post_weekly()  # as its own start did, or will
         assert await later.bot.queue.waiting(CHANNEL) == 0, "nothing more queued to post"
     assert len(posted()) == 1
