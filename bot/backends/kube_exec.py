@@ -20,7 +20,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import shortened, time_of
-from bot.config.secret_files import file_variables, secret_settings
+from bot.config.loading import file_variables, secret_settings
 
 GROUP = "client.authentication.k8s.io"
 VERSIONS = (f"{GROUP}/v1", f"{GROUP}/v1beta1")
