@@ -3,10 +3,14 @@ of the lazy work the leader performs from the requests stream."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.outbound.home import Home
-from handlers import actions, commands, home, views
+from handlers import actions, commands, views
+from handlers.context import ack_only, object_at, text_at
 from handlers.lazy import Work
 
 # The keys are what the requests stream stores, so a request waiting in it across an upgrade is
@@ -26,4 +30,11 @@ def register(app: AsyncApp, *, command: str, home_tab: Home) -> None:
     actions.register(app)
     commands.register(app, command=command)
     views.register(app)
-    home.register(app, home_tab)
+
+    # Opening the Home tab publishes the person's view after the ack (the Messages tab has none).
+    async def publish_home(body: dict[str, Any], context: AsyncBoltContext) -> None:
+        event = object_at(body, "event")
+        if text_at(event, "tab") == "home":
+            await home_tab.opened(text_at(event, "user"), text_at(event, "view", "hash"))
+
+    app.event("app_home_opened")(ack=ack_only, lazy=[publish_home])

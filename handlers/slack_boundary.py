@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
-from handlers.body import BodyTooLarge, read_limited
+from handlers.webhooks import BodyTooLarge, read_limited
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 """Alert webhooks: authenticate, bound, validate, append to the stream, answer 202. Nothing waits
-for Slack; a 202 only once the notification is in Redis, else a 503 so the sender retries."""
+for Slack; a 202 only once the notification is in Redis, else a 503 so the sender retries.
+The bounded body read serves `/slack/events` too."""
 
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from bot.intake.webhook_auth import (
 )
 from bot.storage.streams import NotificationStream
 from bot.telemetry import Telemetry
-from handlers.body import BodyTooLarge, read_limited
 
 log = logging.getLogger(__name__)
 
@@ -170,3 +170,22 @@ def register(app: Starlette, webhooks: AlertWebhooks) -> AlertRoutes:
 
 def secret_of(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
+
+
+class BodyTooLarge(Exception):
+    """The body (declared or actual) is over the limit; answered with 413."""
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    """The whole body, refusing early on Content-Length and while streaming a body without one."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)

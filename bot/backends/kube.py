@@ -38,7 +38,7 @@ from bot.backends.http import (
     unanswered,
 )
 from bot.config import SettingsError
-from bot.config.secret_files import file_variables, secret_settings
+from bot.config.loading import file_variables, secret_settings
 
 SERVICE = "The Kubernetes API"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")

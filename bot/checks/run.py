@@ -18,7 +18,7 @@ from bot.backends.http import deadline_of
 from bot.checks import Finding, Verdict, fail, github, ok, prometheus, scaler, silence, slack, warn
 from bot.checks import redis as redis_check
 from bot.config import JobsBackend, MetricsBackend, ScalerBackend, Settings, read_startup
-from bot.config.secret_files import secret_settings
+from bot.config.loading import secret_settings
 from bot.factory import scale_targets
 from bot.storage.connection import build_redis
 

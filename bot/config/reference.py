@@ -12,7 +12,7 @@ from typing import Any
 import annotated_types
 from pydantic.fields import FieldInfo
 
-from bot.config.secret_files import SUFFIX, secret_settings
+from bot.config.loading import SUFFIX, secret_settings
 from bot.config.settings import GROUPS
 
 HEADER = """\

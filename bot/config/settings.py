@@ -12,35 +12,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import NoDecode
 
-from bot.config.values import (
-    AppId,
-    AppPrivateKey,
-    AppToken,
-    BotToken,
-    ChannelId,
-    Days,
-    FractionalSeconds,
-    HttpUrl,
-    JsonObject,
-    MemberIds,
-    Milliseconds,
-    Minutes,
-    Namespace,
-    OptionalHttpUrl,
-    OwnerName,
-    OwnerNames,
-    PromqlSelector,
-    RedisUrl,
-    Regex,
-    Seconds,
-    Sentinels,
-    SlackApiUrl,
-    SlashCommand,
-    Span,
-    Upper,
-    json_map,
-    parsed,
-)
+from bot.config import values
 from bot.domain.capacity import Schedule, parse_schedule
 from bot.domain.early_warning import Thresholds
 from bot.domain.incidents import DrainRule
@@ -121,12 +93,12 @@ def _revert_span(seconds: int) -> int:
     return seconds
 
 
-ScaleTargets = json_map(ScaleTargetSetting)
-ScaleSets = json_map(Annotated[str, AfterValidator(_scale_set)])
-Routes = Annotated[tuple[Route, ...], NoDecode, parsed(parse_routes)]
-WeeklyAt = Annotated[Schedule | None, NoDecode, parsed(parse_schedule)]
-RevertAfter = Annotated[Span, AfterValidator(_revert_span)]
-LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], Upper]
+ScaleTargets = values.json_map(ScaleTargetSetting)
+ScaleSets = values.json_map(Annotated[str, AfterValidator(_scale_set)])
+Routes = Annotated[tuple[Route, ...], NoDecode, values.parsed(parse_routes)]
+WeeklyAt = Annotated[Schedule | None, NoDecode, values.parsed(parse_schedule)]
+RevertAfter = Annotated[values.Span, AfterValidator(_revert_span)]
+LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], values.Upper]
 
 
 class Group(BaseModel):
@@ -135,29 +107,29 @@ class Group(BaseModel):
 
 
 class Slack(Group, title="Slack"):
-    slack_bot_token: BotToken = None
+    slack_bot_token: values.BotToken = None
     """The bot token (xoxb-…): OAuth & Permissions → Bot User OAuth Token. Required."""
     slack_signing_secret: SecretStr | None = None
     """Basic Information → Signing Secret: verifies Slack's requests. Required in HTTP mode."""
-    slack_app_token: AppToken = None
+    slack_app_token: values.AppToken = None
     """An app-level token (xapp-…, connections:write): Socket Mode, so Slack needs no public URL."""
-    slack_channel: ChannelId = Field("", examples=["C0123456789"])
+    slack_channel: values.ChannelId = Field("", examples=["C0123456789"])
     """The ID of the channel where incident threads open (C… or G…, not #name); invite the bot
     there. Required."""
     slack_routes: Routes = Field((), examples=['[{"match": ["team=rocm"], "channel": "C0ROCMQ"}]'])
     """Team channels: a JSON list of routes tried in order, `[{"match": ["team=rocm"], "channel":
     "C…"}]`; the first whose label matchers (Alertmanager's syntax, RE2 regexes) all hold takes the
     incident, SLACK_CHANNEL the rest. Labels: the group's labels, team, priority and runner_type."""
-    slash_command: SlashCommand = "/queue"
+    slash_command: values.SlashCommand = "/queue"
     """The slash command the bot answers, as named in the Slack app."""
 
 
 class Redis(Group, title="Redis"):
-    redis_url: RedisUrl = "redis://localhost:6379/0"
+    redis_url: values.RedisUrl = "redis://localhost:6379/0"
     """Where incidents, the notification stream and every claim live (redis://, rediss://, unix://
     or redis+sentinel://host:26379,host:26379/master/0). Needs persistence and maxmemory-policy
     noeviction."""
-    redis_sentinels: Sentinels = None
+    redis_sentinels: values.Sentinels = None
     """High availability: the Sentinels (host:port,…) watching REDIS_SENTINEL_MASTER; the master's
     password and database come from REDIS_URL."""
     redis_sentinel_master: str = "mymaster"
@@ -193,7 +165,7 @@ class Server(Group, title="Server"):
     """The address to listen on."""
     log_level: LogLevel = "INFO"
     """DEBUG, INFO, WARNING, ERROR or CRITICAL."""
-    shutdown_grace_seconds: FractionalSeconds = Field(10.0, gt=0, le=300)
+    shutdown_grace_seconds: values.FractionalSeconds = Field(10.0, gt=0, le=300)
     """On SIGTERM the requests being served get this long to be answered before the work stops (one
     takes milliseconds while Redis answers; Slack gives up after 3 s). Kubernetes'
     terminationGracePeriodSeconds must cover the preStop pause, this and the stop (up to 15 s)."""
@@ -203,29 +175,29 @@ class Server(Group, title="Server"):
 
 
 class Incidents(Group, title="Incidents"):
-    status_interval_seconds: Seconds = Field(600, ge=1, le=86_400)
+    status_interval_seconds: values.Seconds = Field(600, ge=1, le=86_400)
     """How often an open incident's thread gets a status reply."""
     storm_digest_threshold: int = Field(5, ge=0, le=10_000)
     """A storm: this many new alert groups waiting at once for their root post in a channel get one
     digest message instead (0: off)."""
-    reopen_window_seconds: Seconds = Field(3600, ge=0, le=7 * 86_400)
+    reopen_window_seconds: values.Seconds = Field(3600, ge=0, le=7 * 86_400)
     """A group firing again this soon after resolving reopens its thread instead of a new one."""
-    incident_retention_days: Days = Field(30, ge=1 / 1440, le=3650)
+    incident_retention_days: values.Days = Field(30, ge=1 / 1440, le=3650)
     """Resolved incidents are forgotten this long after (`12h` works too, down to a minute)."""
     drain_checks: int = Field(3, ge=1, le=100)
     """The queue is drained, and the incident resolves by itself, after this many checks in a row,
     each of another reading, find every runner type at or under both drain thresholds."""
     drain_max_queued: float = Field(0, ge=0)
     """Drained: at most this many jobs waiting per runner type."""
-    drain_max_wait_minutes: Minutes = Field(5, ge=0)
+    drain_max_wait_minutes: values.Minutes = Field(5, ge=0)
     """Drained: no job waiting longer than this."""
-    drain_follow_max: Span = Field(2 * 3600, ge=0, le=7 * 86_400)
+    drain_follow_max: values.Span = Field(2 * 3600, ge=0, le=7 * 86_400)
     """An alert that clears while the live readings still see jobs queued over its thresholds keeps
     its thread's statuses until the queue drains or falls under them, for at most this long (0:
     resolve with the alert, as with METRICS_BACKEND=alert)."""
-    drain_target_minutes: Minutes = Field(30, gt=0, le=1440)
+    drain_target_minutes: values.Minutes = Field(30, gt=0, le=1440)
     """Runners are recommended to drain the queue within this long (every surface shows it)."""
-    advice_window: Span = Field(300, ge=0, le=3600)
+    advice_window: values.Span = Field(300, ge=0, le=3600)
     """The advice shown is held over this window, as Kubernetes' HPA holds a scale-down: the most
     any reading in it advised (less runners added since). 0: each reading's own."""
     chart_style: ChartStyle = ChartStyle.NATIVE
@@ -238,13 +210,13 @@ class Incidents(Group, title="Incidents"):
 class Silences(Group, title="Silences"):
     silence_backend: SilenceBackend | None = None
     """Where Silence makes one: grafana or alertmanager. Unset: silencing says how to set it up."""
-    grafana_url: OptionalHttpUrl = None
+    grafana_url: values.OptionalHttpUrl = None
     """Grafana's base URL."""
     grafana_token: SecretStr | None = None
     """A Grafana service-account token allowed to read, create and expire silences."""
-    alertmanager_url: OptionalHttpUrl = Field(None, examples=["http://alertmanager:9093"])
+    alertmanager_url: values.OptionalHttpUrl = Field(None, examples=["http://alertmanager:9093"])
     """Alertmanager's base URL."""
-    backend_timeout_seconds: FractionalSeconds = Field(10.0, gt=0, le=120)
+    backend_timeout_seconds: values.FractionalSeconds = Field(10.0, gt=0, le=120)
     """Every backend call (silences, scalers, metrics) gives up after this long: someone waits."""
 
 
@@ -262,31 +234,31 @@ class Scaling(Group, title="Scaling"):
     )
     """Runner type → its ARC scale set, where not the derived one: lower-cased, other characters
     than a-z, 0-9 and - made - (linux.2xlarge → linux-2xlarge). `queuepilot check` shows them."""
-    scale_allowed_users: MemberIds = ()
+    scale_allowed_users: values.MemberIds = ()
     """Comma-separated Slack member IDs (U…, W…) and user-group IDs (S…) allowed to scale. Empty:
     scaling is refused, with a message that says how to be allowed."""
     scale_default_cap: int = Field(10, ge=1, le=10_000)
     """The most runners one request may add, for targets that name no cap."""
-    scale_cooldown_seconds: Seconds = Field(60, ge=0, le=3600)
+    scale_cooldown_seconds: values.Seconds = Field(60, ge=0, le=3600)
     """After a scale-up of a runner type, another waits this long (a double submit, two people
     reacting to one alert)."""
     scale_revert_after: RevertAfter = Field(4 * 3600, ge=0, le=30 * 86_400)
     """A scale-up from Slack is put back once its incident resolved and its queue settled, and at
     the latest this long after it (off: only after the incident). 1 minute to 30 days."""
-    scale_revert_settle: Span = Field(1800, ge=0, le=30 * 86_400)
+    scale_revert_settle: values.Span = Field(1800, ge=0, le=30 * 86_400)
     """A scale-up goes back once the queue has stayed drained this long after its incident resolved
     (without live numbers, this long after). 0: at the resolve."""
-    scaler_webhook_url: OptionalHttpUrl = None
+    scaler_webhook_url: values.OptionalHttpUrl = None
     """webhook: where the signed scale request is POSTed."""
     scaler_webhook_secret: SecretStr | None = None
     """webhook: the HMAC secret that signs it."""
     scaler_kubeconfig: str | None = None
     """arc: a kubeconfig file; without one, the pod's service account (in-cluster)."""
-    scaler_arc_namespace: Namespace = "arc-runners"
+    scaler_arc_namespace: values.Namespace = "arc-runners"
     """arc: the scale sets' namespace."""
-    scaler_sqs_queue_url: OptionalHttpUrl = None
+    scaler_sqs_queue_url: values.OptionalHttpUrl = None
     """sqs: terraform-aws-github-runner's scale-up (queued-builds) queue."""
-    scaler_sqs_repository: OwnerName = ""
+    scaler_sqs_repository: values.OwnerName = ""
     """sqs: owner/name the scale-up messages name."""
     scaler_sqs_installation_id: str = ""
     """sqs: the GitHub App installation ID the messages carry."""
@@ -297,15 +269,17 @@ class Scaling(Group, title="Scaling"):
 class Metrics(Group, title="Live queue metrics"):
     metrics_backend: MetricsBackend = MetricsBackend.ALERT
     """Where the queue's numbers come from: alert (the notification's), prometheus, github, hud."""
-    metrics_interval_seconds: Seconds = Field(60, ge=1, le=3600)
+    metrics_interval_seconds: values.Seconds = Field(60, ge=1, le=3600)
     """The fleet is read at most this often, by one replica, for every incident."""
-    prometheus_url: OptionalHttpUrl = Field(None, examples=["http://prometheus.monitoring:9090"])
+    prometheus_url: values.OptionalHttpUrl = Field(
+        None, examples=["http://prometheus.monitoring:9090"]
+    )
     """prometheus: the server's base URL."""
     prometheus_token: SecretStr | None = None
     """prometheus: a bearer token, if the server wants one."""
-    prometheus_queries: JsonObject = {}
+    prometheus_queries: values.JsonObject = {}
     """prometheus: field → PromQL, replacing the ARC defaults ("" drops a field)."""
-    prometheus_selector: PromqlSelector = Field("", examples=['cluster="prod"'])
+    prometheus_selector: values.PromqlSelector = Field("", examples=['cluster="prod"'])
     """prometheus: label matchers (=, !=, =~, !~; values quoted) added to every series of every
     default query: the one cluster to read where a Prometheus (Thanos, Mimir) holds several, whose
     same-named scale sets would add up. Use a label every series carries (an external label).
@@ -313,49 +287,49 @@ class Metrics(Group, title="Live queue metrics"):
     github_token: SecretStr | None = None
     """github reads runners and queued jobs with it (Actions and Administration: read);
     GITHUB_ISSUES_REPO writes the alert's issue (Issues: read and write). Or a GitHub App."""
-    github_app_id: AppId = ""
+    github_app_id: values.AppId = ""
     """A GitHub App instead of GITHUB_TOKEN: its App ID or client ID (the App's settings page)."""
-    github_app_private_key: AppPrivateKey = None
+    github_app_private_key: values.AppPrivateKey = None
     """The GitHub App's private key: the .pem file's text (on one line, \\n for each line break;
     GITHUB_APP_PRIVATE_KEY_FILE takes the .pem file as it is). Needs the github-app extra (the
     image has it)."""
-    github_api_url: HttpUrl = "https://api.github.com"
+    github_api_url: values.HttpUrl = "https://api.github.com"
     """GitHub's REST base URL (GitHub Enterprise: https://HOST/api/v3)."""
     github_org: str = ""
     """github: the organization whose runners count."""
-    github_repos: OwnerNames = ()
+    github_repos: values.OwnerNames = ()
     """github: owner/name, comma-separated: the repositories whose queued jobs count."""
     github_reading_share: float = Field(0.6, gt=0, le=1)
     """github: the share of GitHub's hourly rate limit (5,000 requests) the readings may spend,
     paced to it (less often than METRICS_INTERVAL_SECONDS on a large fleet); the rest stays for
     the alert's issue, `queuepilot check` and anyone else on the token."""
-    hud_url: OptionalHttpUrl = None
+    hud_url: values.OptionalHttpUrl = None
     """hud: a PyTorch-style HUD's base URL."""
     hud_token: SecretStr | None = None
     """hud: its bot token (sent as x-hud-internal-bot)."""
     hud_query: Literal["queued_jobs_aggregate", "queued_jobs_by_label"] = "queued_jobs_aggregate"
     """hud: the saved query read."""
-    hud_parameters: JsonObject = {}
+    hud_parameters: values.JsonObject = {}
     """hud: the query's parameters as JSON, over the defaults (queuedThresholdMinutes 5)."""
-    hud_jobs_over_minutes: Minutes = Field(5.0, ge=0, le=1440)
+    hud_jobs_over_minutes: values.Minutes = Field(5.0, ge=0, le=1440)
     """hud: how long a job has queued before the HUD's queued_jobs lists it (torchci's 5), said
     beside the jobs listed, so their count never reads as the queue."""
     jobs_backend: JobsBackend = JobsBackend.AUTO
     """Where /queue jobs and diagnostics list the queued jobs: auto (the metrics backend, if it
     can), github (a GitHub credential and GITHUB_REPOS), hud or none."""
-    runner_boot_minutes: Minutes = Field(5.0, gt=0, le=240)
+    runner_boot_minutes: values.Minutes = Field(5.0, gt=0, le=240)
     """How long a new runner may take to register before diagnostics name it missing."""
-    listener_stall_minutes: Minutes = Field(15.0, gt=0, le=240)
+    listener_stall_minutes: values.Minutes = Field(15.0, gt=0, le=240)
     """ARC's assigned jobs unchanged this long while runners idle: "listener stalled"."""
 
 
 class Forecasts(Group, title="Early warning and the capacity report"):
-    early_warning_minutes: Minutes = Field(15.0, ge=0, le=240)
+    early_warning_minutes: values.Minutes = Field(15.0, ge=0, le=240)
     """A quiet message when a runner type's queue is forecast to cross the alert's thresholds
     within this long (off: none). Needs a live METRICS_BACKEND."""
     early_warning_queued: float | None = Field(None, gt=0)
     """Before any incident has said the alert's thresholds: the queued jobs that fire it."""
-    early_warning_wait_minutes: Minutes | None = Field(None, gt=0)
+    early_warning_wait_minutes: values.Minutes | None = Field(None, gt=0)
     """... and the longest wait that fires it."""
     report_schedule: WeeklyAt = Field(None, examples=["mon 09:00 Europe/London"])
     """When the weekly capacity report is posted: <day> HH:MM [IANA time zone]. Unset: only `/queue
@@ -369,7 +343,7 @@ class Issues(Group, title="The alert's GitHub issue"):
     github_issues_open: bool = False
     """Open an issue per incident when none is found (labelled as alerting-infra's), closed when
     it resolves, reopened if it fires again within REOPEN_WINDOW_SECONDS."""
-    github_issues_open_after_seconds: Seconds = Field(90, ge=0, le=3600)
+    github_issues_open_after_seconds: values.Seconds = Field(90, ge=0, le=3600)
     """With GITHUB_ISSUES_OPEN: how long after the alert fires an issue from alerting-infra is
     waited for before queuepilot opens its own (90 s covers one SQS redelivery of its collector's,
     after the 70 s visibility timeout). 0: at once."""
@@ -379,56 +353,56 @@ class Advanced(Group, title="Advanced"):
     """Slack's published limits and the bot's internal timing: the defaults are what Slack allows
     and the benchmarks measured."""
 
-    slack_api_url: SlackApiUrl = "https://slack.com/api/"
+    slack_api_url: values.SlackApiUrl = "https://slack.com/api/"
     """Slack's Web API base URL; the demo and tests point it at the local emulator."""
-    home_numbers_seconds: Seconds = Field(300, ge=30, le=86_400)
+    home_numbers_seconds: values.Seconds = Field(300, ge=30, le=86_400)
     """An open App Home's numbers are published at most this often (a change of state at once)."""
-    slack_post_interval_ms: Milliseconds = Field(1000, ge=0, le=60_000)
+    slack_post_interval_ms: values.Milliseconds = Field(1000, ge=0, le=60_000)
     """Posts to one channel are paced one per this long (Slack allows about one a second)."""
-    slack_update_interval_ms: Milliseconds = Field(1200, ge=0, le=60_000)
+    slack_update_interval_ms: values.Milliseconds = Field(1200, ge=0, le=60_000)
     """Edits (chat.update, Tier 3: about 50 a minute) are spaced this far apart, app-wide."""
     slack_post_burst: int = Field(3, ge=1, le=20)
     """A channel's sender may post this many at once before pacing (Slack allows short bursts)."""
-    slack_timeout_seconds: FractionalSeconds = Field(10.0, gt=0, le=120)
+    slack_timeout_seconds: values.FractionalSeconds = Field(10.0, gt=0, le=120)
     """A Slack call unanswered this long is uncertain: a post is looked up before it is resent."""
-    root_edit_interval_ms: Milliseconds = Field(2000, ge=0, le=600_000)
+    root_edit_interval_ms: values.Milliseconds = Field(2000, ge=0, le=600_000)
     """One root message is edited at most this often; changes in between become one edit."""
     redis_prefix: str = "qp"
     """Key prefix, to share one Redis between deployments."""
-    leader_lease_ms: Milliseconds = Field(6000, ge=1000, le=120_000)
+    leader_lease_ms: values.Milliseconds = Field(6000, ge=1000, le=120_000)
     """The replica holding this lease in Redis does the work; a leader that died is replaced
     within this long (renewed every third of it)."""
     alert_max_body_bytes: int = Field(1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     """The largest notification accepted, in bytes (413 past it)."""
-    storm_quiet_seconds: FractionalSeconds = Field(60.0, gt=0, le=86_400)
+    storm_quiet_seconds: values.FractionalSeconds = Field(60.0, gt=0, le=86_400)
     """A storm is over, and its digest becomes a summary, after this long without a new group."""
-    drain_check_seconds: Seconds = Field(60, ge=1, le=3600)
+    drain_check_seconds: values.Seconds = Field(60, ge=1, le=3600)
     """After a check finds the queue drained, the next come this far apart (or at the status
     interval, if sooner)."""
-    status_tick_seconds: FractionalSeconds = Field(5.0, gt=0, le=300)
+    status_tick_seconds: values.FractionalSeconds = Field(5.0, gt=0, le=300)
     """The leader looks for due status replies this often; the due times live in Redis."""
-    intake_reclaim_idle_ms: Milliseconds = Field(30_000, ge=100, le=3_600_000)
+    intake_reclaim_idle_ms: values.Milliseconds = Field(30_000, ge=100, le=3_600_000)
     """Notifications and Slack requests a dead replica left half-done are taken over after this."""
     intake_max_attempts: int = Field(10, ge=1, le=1000)
     """Failures before a notification or Slack request is dead-lettered (Slack outages and Redis
     errors never count)."""
-    silence_check_seconds: Seconds = Field(60, ge=5, le=3600)
+    silence_check_seconds: values.Seconds = Field(60, ge=5, le=3600)
     """How often the bot asks whether a silence made from Slack still holds."""
-    aws_endpoint_url: OptionalHttpUrl = None
+    aws_endpoint_url: values.OptionalHttpUrl = None
     """sqs and aws-asg: another AWS endpoint (a local AWS API)."""
     prometheus_runner_type_label: str = "name"
     """prometheus: the label naming the runner type's series."""
-    prometheus_name_suffix: Regex = "-[bcdfghjklmnpqrstvwxz2456789]{5}$"
+    prometheus_name_suffix: values.Regex = "-[bcdfghjklmnpqrstvwxz2456789]{5}$"
     """prometheus: a regex stripped from that label (ARC 0.14 names runner sets <set>-<5 chars>)."""
     prometheus_rate_window: str = Field("10m", pattern=r"^[0-9]+[smhd]$")
     """prometheus: the window of rates and means, in PromQL's syntax."""
     github_app_installation_id: int | None = Field(None, ge=1)
     """The GitHub App's installation. Unset: GITHUB_ISSUES_REPO's, else GITHUB_REPOS' first's,
     else GITHUB_ORG's."""
-    github_issues_interval_ms: Milliseconds = Field(1000, ge=10, le=60_000)
+    github_issues_interval_ms: values.Milliseconds = Field(1000, ge=10, le=60_000)
     """Calls to GitHub for the alert's issue, one per this long at most (GitHub asks a second
     between writes)."""
-    probe_interval_seconds: FractionalSeconds = Field(300.0, ge=0, le=86_400)
+    probe_interval_seconds: values.FractionalSeconds = Field(300.0, ge=0, le=86_400)
     """The leader runs `queuepilot check`'s probes 30 s into its term (or this long, if shorter)
     and this often after; a probe that starts failing is logged once with its fix, and
     queuepilot_probe_ok reads 0 until it recovers. off: only `queuepilot check` probes."""

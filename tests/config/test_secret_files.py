@@ -11,8 +11,8 @@ import pytest
 
 from bot.config import SettingsError, known_variables, load_settings, read_settings
 from bot.config import unknown_variables as near_misses
+from bot.config.loading import MAX_BYTES, REMOVE_QUOTES, file_variables, secret_settings
 from bot.config.reference import render
-from bot.config.secret_files import MAX_BYTES, REMOVE_QUOTES, file_variables, secret_settings
 from tests.support.github_app import private_pem
 
 # What each secret must look like to be taken; the rest take any text.

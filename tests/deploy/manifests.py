@@ -16,7 +16,7 @@ import yaml
 from bot.app import build_app, build_bot
 from bot.config import known_variables as settings_variables
 from bot.config import load_settings
-from bot.config.secret_files import file_variables
+from bot.config.loading import file_variables
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "queuepilot"

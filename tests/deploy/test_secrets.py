@@ -13,7 +13,7 @@ import yaml
 
 from bot.config import known_variables as settings_variables
 from bot.config import read_settings
-from bot.config.secret_files import secret_settings
+from bot.config.loading import secret_settings
 from tests.deploy.manifests import (
     CASES,
     SECRET,
