@@ -14,7 +14,7 @@ from typing import Any
 from bot.domain.alert_issue import issue_number
 from bot.domain.alerts import first_known
 from bot.domain.fleet import source_name, worst_first
-from bot.domain.headline import Headline, headline, shown_live, still_live
+from bot.domain.headline import Headline, StillLive, headline, shown_live, still_live
 from bot.domain.incident_fleet import alert_fleet
 from bot.domain.incidents import Event, Incident, sums_types
 from bot.domain.judgement import DRAIN_TARGET_MINS
@@ -32,7 +32,6 @@ from bot.render.replies import (
     resolved_how,
     title_text,
 )
-from bot.render.still_live import still_live_said
 
 ACTIONS_BLOCK_ID = "incident_actions"
 INCIDENT_BLOCK_PREFIX = "incident:"
@@ -355,6 +354,37 @@ def _confirm(incident: Incident) -> dict[str, Any]:
         "deny": md.plain("Cancel", 30),
         "style": "danger",
     }
+
+
+def render_still_live(incident: Incident, live: StillLive) -> Rendered:
+    """The answer to a Resolve while the queue is still live: what is, against the alert's
+    thresholds, and a way to resolve anyway (a button, and the command for those who typed one)."""
+    incident_id = md.escape(incident.id)
+    text = (
+        f"Incident {incident_id} is still live: {still_live_said(live)} and the alert is still "
+        f"firing. Resolve it anyway? The button below, or `/queue resolve {incident_id} anyway`."
+    )
+    resolve = md.button(
+        "Resolve anyway", "incident_resolve_anyway", incident_ref(incident), "danger"
+    )
+    return md.rendered(text, [md.section(text), md.actions([resolve])])
+
+
+def still_live_said(live: StillLive) -> str:
+    """What is still over, each number with the threshold it is over."""
+    each = " for a runner type" if live.per_type else ""
+    parts = []
+    for said, threshold, shown, of in (
+        (live.jobs, live.queued_threshold, number, each),
+        (live.wait, live.wait_threshold, minutes, ""),
+    ):
+        if not said:
+            continue
+        if threshold is None:  # from a rule that says only whether it was crossed
+            parts.append(f"{said} (the alert last said it was over its threshold)")
+        else:
+            parts.append(f"{said} (the alert's threshold is {shown(threshold)}{of})")
+    return ", ".join(parts)
 
 
 def _fallback(incident: Incident, head: Headline) -> str:
