@@ -14,14 +14,7 @@ from datetime import UTC, datetime
 
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import RunnerTypeMetrics, worst_first
-from bot.domain.incidents import (
-    REFUSED,
-    Event,
-    Incident,
-    Resolution,
-    Snapshot,
-    actions_taken,
-)
+from bot.domain.incidents import REFUSED, Event, Incident, Resolution, Snapshot, actions_taken
 from bot.domain.jobs import Workflows
 from bot.domain.units import duration, minutes, number, wait_said
 from bot.render.chart import incident_chart, sampled

@@ -21,17 +21,8 @@ from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
 from bot.render import mrkdwn as md
+from bot.render import replies
 from bot.render.queue import advice_parts, head_figures, source_note, type_lines
-from bot.render.replies import (
-    capped_rows,
-    incident_ref,
-    peak_at,
-    peak_queued_label,
-    peak_rows,
-    queue_numbers,
-    resolved_how,
-    title_text,
-)
 
 ACTIONS_BLOCK_ID = "incident_actions"
 INCIDENT_BLOCK_PREFIX = "incident:"
@@ -61,7 +52,7 @@ def render_root(
     head = headline(incident)
     status = "\n".join(filter(None, [_status_line(incident, mentions), _responders(incident)]))
     blocks = [
-        md.header(f"{'🔴' if incident.is_open else '✅'} {title_text(incident)}"),
+        md.header(f"{'🔴' if incident.is_open else '✅'} {replies.title_text(incident)}"),
         md.section(status),
     ]
     summary = [incident.summary.strip(), incident.description.strip()]
@@ -77,7 +68,7 @@ def render_root(
         blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
         if (live.note or live.paced_s) and incident.is_open:
             blocks.append(md.context([md.truncate(source_note(live), 2000)]))
-    elif not incident.is_open and (peaks := peak_rows(incident)):
+    elif not incident.is_open and (peaks := replies.peak_rows(incident)):
         # The summary's record, not the alert's last numbers beside the peaks above.
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     elif incident.runner_types:
@@ -89,9 +80,8 @@ def render_root(
     if incident.likely_cause.strip():
         cause = md.escape(md.shorten(incident.likely_cause, 300))
         blocks.append(md.section(f"🩺 *Likely cause:* {cause}"))
-    blocks.append(
-        md.context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + incident_ref(incident))
-    )
+    ref = replies.incident_ref(incident)
+    blocks.append(md.context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + ref))
     if links := _links(incident):
         blocks.append(md.context(links))
     if incident.truncated:
@@ -101,10 +91,10 @@ def render_root(
         latest = "\n".join(f"• {_action(event)}" for event in reversed(recent))
         blocks.append(md.context([f"*Latest*\n{latest}"]))
     if incident.is_open:
-        blocks.append(_actions(incident))
+        blocks.append(_actions(incident, ref))
     elif incident.silence is not None:
         # The alert is over but the silence made from Slack is not: keep the way to remove it.
-        unsilence = md.button("Remove silence", "incident_unsilence", incident_ref(incident))
+        unsilence = md.button("Remove silence", "incident_unsilence", ref)
         blocks.append(md.actions([unsilence], ACTIONS_BLOCK_ID))
     return md.rendered(_fallback(incident, head), blocks)
 
@@ -132,7 +122,7 @@ def _status_line(incident: Incident, mentions: bool) -> str:
         # How long it lasted, from the alert's own start: the queue hurt before the bot heard.
         ended = incident.resolved_at
         took = ended and f"after {duration(ended - incident.started_at)}"
-        resolved = ("✅ *Resolved*", resolved_how(incident, mentions=mentions), took)
+        resolved = ("✅ *Resolved*", replies.resolved_how(incident, mentions=mentions), took)
         parts = [" ".join(filter(None, resolved))]
     if incident.acknowledged_by:
         owner = named(incident.acknowledged_by, incident.acknowledged_name)
@@ -205,7 +195,7 @@ def _headline_fields(incident: Incident, head: Headline) -> list[str]:
             peaks[1],
             number,
             [_against(size_limit, overs[1], number, summed=summed), unread],
-            peak_queued_label(incident),
+            replies.peak_queued_label(incident),
         ),
     ):
         if value is None and top is None:
@@ -230,7 +220,7 @@ def _headline_label(incident: Incident, head: Headline) -> str:
         return f"*Now* · live from {source} at {md.time_of(head.live.at)}"
     if head.worst and (head.queued is not None or head.wait_mins is not None):
         # The alert's and the readings' worst, not what the alert says: the summary's peaks.
-        at = peak_at(incident)
+        at = replies.peak_at(incident)
         return f"*Worst seen* · the queue's peak{at}" if at else "*Worst seen*"
     said = f"*As the alert says* · {_source(incident)}"
     if incident.alerted_at is not None:
@@ -259,12 +249,12 @@ def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> st
     judged = alert_fleet(incident, now=now, within_mins=within_mins).runner_types
     rows = []
     for name, queue in worst_first(incident.runner_types):
-        row = f"• {md.runner_name(name)}: {queue_numbers(queue) or 'no numbers'}"
+        row = f"• {md.runner_name(name)}: {replies.queue_numbers(queue) or 'no numbers'}"
         verdict = judged[name].judged if name in judged else None
         if verdict is not None and incident.is_open:
             row += "".join(f" · {part}" for part in advice_parts(verdict))
         rows.append(row)
-    return "*Runner types* (worst first)\n" + "\n".join(capped_rows(rows))
+    return "*Runner types* (worst first)\n" + "\n".join(replies.capped_rows(rows))
 
 
 def _facts(incident: Incident) -> list[str]:
@@ -309,8 +299,7 @@ def _links(incident: Incident) -> list[str]:
     ]
 
 
-def _actions(incident: Incident) -> dict[str, Any]:
-    ref = incident_ref(incident)
+def _actions(incident: Incident, ref: str) -> dict[str, Any]:
     if incident.acknowledged_by:
         elements = [md.button("Take over", "incident_ack", ref)]
     else:
@@ -365,7 +354,7 @@ def render_still_live(incident: Incident, live: StillLive) -> Rendered:
         f"firing. Resolve it anyway? The button below, or `/queue resolve {incident_id} anyway`."
     )
     resolve = md.button(
-        "Resolve anyway", "incident_resolve_anyway", incident_ref(incident), "danger"
+        "Resolve anyway", "incident_resolve_anyway", replies.incident_ref(incident), "danger"
     )
     return md.rendered(text, [md.section(text), md.actions([resolve])])
 
@@ -389,7 +378,7 @@ def still_live_said(live: StillLive) -> str:
 
 def _fallback(incident: Incident, head: Headline) -> str:
     """Notification text: short, escaped, pinging nobody; its numbers are the headline's."""
-    title = md.truncate(title_text(incident), 200)
+    title = md.truncate(replies.title_text(incident), 200)
     if not incident.is_open:
         return f"✅ Resolved: {title}"
     shown = ", ".join(head_figures(head))
