@@ -3,6 +3,7 @@
 Its times are Slack date tokens each client renders, so an unchanged rendering skips the edit.
 Only the owner is mentioned; everyone else is named with `person`. The silence select has no value
 of its own, so the incident's reference also rides in the facts' block_id (`incident_ref_of`).
+Its Resolve asks first while the queue is still live (`render_still_live`, `_confirm`).
 """
 
 from __future__ import annotations
