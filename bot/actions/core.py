@@ -31,7 +31,7 @@ from bot.domain.scaling import ScaleOwner, ScalePreview
 from bot.render.mrkdwn import escape
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_event, summaries
-from bot.render.still_live import render_still_live
+from bot.render.root import render_still_live
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, postmortem_reply, summary_replies
 
 __all__ = ["ActionCore", "Actor", "Outcome"]

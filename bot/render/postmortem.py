@@ -14,25 +14,12 @@ from datetime import UTC, datetime
 
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import RunnerTypeMetrics, worst_first
-from bot.domain.incidents import (
-    REFUSED,
-    Event,
-    Incident,
-    Resolution,
-    Snapshot,
-    actions_taken,
-)
+from bot.domain.incidents import REFUSED, Event, Incident, Resolution, Snapshot, actions_taken
 from bot.domain.jobs import Workflows
 from bot.domain.units import duration, minutes, number, wait_said
+from bot.render import replies
 from bot.render.chart import incident_chart, sampled
 from bot.render.mrkdwn import is_linkable
-from bot.render.replies import (
-    RESOLVED_BY,
-    followed_how,
-    peak_queued_label,
-    put_back_said,
-    time_to_drain,
-)
 
 MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
 MAX_TYPES = 15  # runner types in the impact table
@@ -54,7 +41,7 @@ _GH_REFERENCE = re.compile(r"(?i)\b(gh)-(?=[0-9])")
 # Line breaks and control characters would end a table row or a paragraph.
 _BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*))?$", re.DOTALL)
-_ENDED = RESOLVED_BY | {Resolution.TEST: "(test notification)"}
+_ENDED = replies.RESOLVED_BY | {Resolution.TEST: "(test notification)"}
 QUESTIONS = """## Questions for the team
 
 ### What would have prevented it?
@@ -129,7 +116,7 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
     ended = incident.resolved_at
     if incident.resolution is Resolution.MANUAL and incident.resolved_by:
         how = f"(resolved by {who(incident.resolved_by, incident.resolved_by_name)})"
-    elif followed := followed_how(incident):
+    elif followed := replies.followed_how(incident):
         how = f"({followed})"
     else:
         how = _ENDED.get(incident.resolution, "") if incident.resolution else ""
@@ -172,8 +159,8 @@ def impact_section(incident: Incident) -> str:
     if peak.max_queue_time_mins is not None:
         lines.append(f"- Peak longest wait: **{minutes(peak.max_queue_time_mins)}**")
     if peak.max_queue_size is not None:
-        lines.append(f"- {peak_queued_label(incident)}: **{number(peak.max_queue_size)}**")
-    if (drained := time_to_drain(incident)) is not None:
+        lines.append(f"- {replies.peak_queued_label(incident)}: **{number(peak.max_queue_size)}**")
+    if (drained := replies.time_to_drain(incident)) is not None:
         lines.append(f"- Drained in: **{duration(drained)}** from the peak")
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
@@ -299,7 +286,7 @@ def _timeline(incident: Incident, events: Sequence[Event]) -> str:
         table = _table(("Time (UTC)", "What happened", "By"), rows[-MAX_TIMELINE:])
         parts[1] = (f"_{left_out} earlier events not shown._\n\n" if left_out > 0 else "") + table
     if incident.put_backs:
-        lines = [f"- {put_back_said(p, _type, utc)}" for p in incident.put_backs]
+        lines = [f"- {replies.put_back_said(p, _type, utc)}" for p in incident.put_backs]
         parts.append("Still to put back:\n\n" + "\n".join(lines))
     return "\n\n".join(parts)
 

@@ -3,6 +3,7 @@
 Its times are Slack date tokens each client renders, so an unchanged rendering skips the edit.
 Only the owner is mentioned; everyone else is named with `person`. The silence select has no value
 of its own, so the incident's reference also rides in the facts' block_id (`incident_ref_of`).
+Its Resolve asks first while the queue is still live (`render_still_live`, `_confirm`).
 """
 
 from __future__ import annotations
@@ -14,25 +15,15 @@ from typing import Any
 from bot.domain.alert_issue import issue_number
 from bot.domain.alerts import first_known
 from bot.domain.fleet import source_name, worst_first
-from bot.domain.headline import Headline, headline, shown_live, still_live
+from bot.domain.headline import Headline, StillLive, headline, shown_live, still_live
 from bot.domain.incident_fleet import alert_fleet
 from bot.domain.incidents import Event, Incident, sums_types
 from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
 from bot.render import mrkdwn as md
+from bot.render import replies
 from bot.render.queue import advice_parts, head_figures, source_note, type_lines
-from bot.render.replies import (
-    capped_rows,
-    incident_ref,
-    peak_at,
-    peak_queued_label,
-    peak_rows,
-    queue_numbers,
-    resolved_how,
-    title_text,
-)
-from bot.render.still_live import still_live_said
 
 ACTIONS_BLOCK_ID = "incident_actions"
 INCIDENT_BLOCK_PREFIX = "incident:"
@@ -62,7 +53,7 @@ def render_root(
     head = headline(incident)
     status = "\n".join(filter(None, [_status_line(incident, mentions), _responders(incident)]))
     blocks = [
-        md.header(f"{'🔴' if incident.is_open else '✅'} {title_text(incident)}"),
+        md.header(f"{'🔴' if incident.is_open else '✅'} {replies.title_text(incident)}"),
         md.section(status),
     ]
     summary = [incident.summary.strip(), incident.description.strip()]
@@ -78,7 +69,7 @@ def render_root(
         blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
         if (live.note or live.paced_s) and incident.is_open:
             blocks.append(md.context([md.truncate(source_note(live), 2000)]))
-    elif not incident.is_open and (peaks := peak_rows(incident)):
+    elif not incident.is_open and (peaks := replies.peak_rows(incident)):
         # The summary's record, not the alert's last numbers beside the peaks above.
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     elif incident.runner_types:
@@ -90,9 +81,8 @@ def render_root(
     if incident.likely_cause.strip():
         cause = md.escape(md.shorten(incident.likely_cause, 300))
         blocks.append(md.section(f"🩺 *Likely cause:* {cause}"))
-    blocks.append(
-        md.context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + incident_ref(incident))
-    )
+    ref = replies.incident_ref(incident)
+    blocks.append(md.context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + ref))
     if links := _links(incident):
         blocks.append(md.context(links))
     if incident.truncated:
@@ -102,10 +92,10 @@ def render_root(
         latest = "\n".join(f"• {_action(event)}" for event in reversed(recent))
         blocks.append(md.context([f"*Latest*\n{latest}"]))
     if incident.is_open:
-        blocks.append(_actions(incident))
+        blocks.append(_actions(incident, ref))
     elif incident.silence is not None:
         # The alert is over but the silence made from Slack is not: keep the way to remove it.
-        unsilence = md.button("Remove silence", "incident_unsilence", incident_ref(incident))
+        unsilence = md.button("Remove silence", "incident_unsilence", ref)
         blocks.append(md.actions([unsilence], ACTIONS_BLOCK_ID))
     return md.rendered(_fallback(incident, head), blocks)
 
@@ -133,7 +123,7 @@ def _status_line(incident: Incident, mentions: bool) -> str:
         # How long it lasted, from the alert's own start: the queue hurt before the bot heard.
         ended = incident.resolved_at
         took = ended and f"after {duration(ended - incident.started_at)}"
-        resolved = ("✅ *Resolved*", resolved_how(incident, mentions=mentions), took)
+        resolved = ("✅ *Resolved*", replies.resolved_how(incident, mentions=mentions), took)
         parts = [" ".join(filter(None, resolved))]
     if incident.acknowledged_by:
         owner = named(incident.acknowledged_by, incident.acknowledged_name)
@@ -206,7 +196,7 @@ def _headline_fields(incident: Incident, head: Headline) -> list[str]:
             peaks[1],
             number,
             [_against(size_limit, overs[1], number, summed=summed), unread],
-            peak_queued_label(incident),
+            replies.peak_queued_label(incident),
         ),
     ):
         if value is None and top is None:
@@ -231,7 +221,7 @@ def _headline_label(incident: Incident, head: Headline) -> str:
         return f"*Now* · live from {source} at {md.time_of(head.live.at)}"
     if head.worst and (head.queued is not None or head.wait_mins is not None):
         # The alert's and the readings' worst, not what the alert says: the summary's peaks.
-        at = peak_at(incident)
+        at = replies.peak_at(incident)
         return f"*Worst seen* · the queue's peak{at}" if at else "*Worst seen*"
     said = f"*As the alert says* · {_source(incident)}"
     if incident.alerted_at is not None:
@@ -260,12 +250,12 @@ def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> st
     judged = alert_fleet(incident, now=now, within_mins=within_mins).runner_types
     rows = []
     for name, queue in worst_first(incident.runner_types):
-        row = f"• {md.runner_name(name)}: {queue_numbers(queue) or 'no numbers'}"
+        row = f"• {md.runner_name(name)}: {replies.queue_numbers(queue) or 'no numbers'}"
         verdict = judged[name].judged if name in judged else None
         if verdict is not None and incident.is_open:
             row += "".join(f" · {part}" for part in advice_parts(verdict))
         rows.append(row)
-    return "*Runner types* (worst first)\n" + "\n".join(capped_rows(rows))
+    return "*Runner types* (worst first)\n" + "\n".join(replies.capped_rows(rows))
 
 
 def _facts(incident: Incident) -> list[str]:
@@ -310,8 +300,7 @@ def _links(incident: Incident) -> list[str]:
     ]
 
 
-def _actions(incident: Incident) -> dict[str, Any]:
-    ref = incident_ref(incident)
+def _actions(incident: Incident, ref: str) -> dict[str, Any]:
     if incident.acknowledged_by:
         elements = [md.button("Take over", "incident_ack", ref)]
     else:
@@ -357,9 +346,40 @@ def _confirm(incident: Incident) -> dict[str, Any]:
     }
 
 
+def render_still_live(incident: Incident, live: StillLive) -> Rendered:
+    """The answer to a Resolve while the queue is still live: what is, against the alert's
+    thresholds, and a way to resolve anyway (a button, and the command for those who typed one)."""
+    incident_id = md.escape(incident.id)
+    text = (
+        f"Incident {incident_id} is still live: {still_live_said(live)} and the alert is still "
+        f"firing. Resolve it anyway? The button below, or `/queue resolve {incident_id} anyway`."
+    )
+    resolve = md.button(
+        "Resolve anyway", "incident_resolve_anyway", replies.incident_ref(incident), "danger"
+    )
+    return md.rendered(text, [md.section(text), md.actions([resolve])])
+
+
+def still_live_said(live: StillLive) -> str:
+    """What is still over, each number with the threshold it is over."""
+    each = " for a runner type" if live.per_type else ""
+    parts = []
+    for said, threshold, shown, of in (
+        (live.jobs, live.queued_threshold, number, each),
+        (live.wait, live.wait_threshold, minutes, ""),
+    ):
+        if not said:
+            continue
+        if threshold is None:  # from a rule that says only whether it was crossed
+            parts.append(f"{said} (the alert last said it was over its threshold)")
+        else:
+            parts.append(f"{said} (the alert's threshold is {shown(threshold)}{of})")
+    return ", ".join(parts)
+
+
 def _fallback(incident: Incident, head: Headline) -> str:
     """Notification text: short, escaped, pinging nobody; its numbers are the headline's."""
-    title = md.truncate(title_text(incident), 200)
+    title = md.truncate(replies.title_text(incident), 200)
     if not incident.is_open:
         return f"✅ Resolved: {title}"
     shown = ", ".join(head_figures(head))

@@ -138,10 +138,7 @@ class EarlyWarnings:
             return
         if incident is not None or said is None:
             return
-        fields = {
-            "text": said.text,
-            "scalable": name in self.config.scalable,
-        }
+        fields = {"text": said.text, "scalable": name in self.config.scalable}
         if state is not None and _current(state, now) and (state.phase is Phase.ACTIVE or state.ts):
             fresh = state.changed(now, phase=Phase.ACTIVE, held_since=0.0, **fields)
             await self.warnings.save(fresh)

@@ -11,7 +11,7 @@ from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.headline import StillLive, still_live
 from bot.domain.incidents import Status
-from bot.render.still_live import still_live_said
+from bot.render.root import still_live_said
 from tests.support.incidents import T0, make_incident
 
 ONE_TYPE = {"linux.2xlarge": RunnerQueue(queued=11, longest_wait_mins=40)}
