@@ -21,12 +21,12 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from bot.domain.alerts import finite
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import EARLY_WARNING, Event, Incident
 from bot.domain.judgement import slope_fit
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number
+from bot.domain.value_string import finite
 
 WINDOW = 5  # readings the growth is fitted over: fewer cannot tell a trend from a wander
 # Standard errors the slope must stand above flat: Student's t at 3 degrees of freedom, ~0.5%

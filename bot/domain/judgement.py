@@ -12,9 +12,10 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.domain.alerts import finite, stored_short
+from bot.domain.alerts import stored_short
 from bot.domain.runner_pods import PodCause
 from bot.domain.units import minutes, number, wait_parts
+from bot.domain.value_string import finite
 
 DRAIN_TARGET_MINS = 30.0
 BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
