@@ -44,9 +44,9 @@ SERVICE = "The Kubernetes API"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 NO_ACCESS = "SCALER_BACKEND=arc: no Kubernetes access"
 T = TypeVar("T")
-GROUP = "client.authentication.k8s.io"
-VERSIONS = (f"{GROUP}/v1", f"{GROUP}/v1beta1")
-MAX_SAID = 300  # of a failing plugin's stderr, in a reply
+EXEC_GROUP = "client.authentication.k8s.io"
+EXEC_VERSIONS = (f"{EXEC_GROUP}/v1", f"{EXEC_GROUP}/v1beta1")
+EXEC_STDERR_SAID = 300  # of a failing plugin's stderr, in a reply
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,9 @@ class ExecPlugin:
                 with suppress(ProcessLookupError):
                     process.kill()
         if process.returncode != 0:
-            said = shortened(err.decode(errors="replace"), MAX_SAID) or "(nothing on stderr)"
+            said = (
+                shortened(err.decode(errors="replace"), EXEC_STDERR_SAID) or "(nothing on stderr)"
+            )
             raise self._failed(f"failed (exit {process.returncode}): {said}")
         return self._credential(out)
 
@@ -370,12 +372,12 @@ def exec_plugin(
     version, command = section.get("apiVersion"), section.get("command")
     if not isinstance(command, str) or not command:
         raise _wrong("its user's exec plugin names no command")
-    if version not in VERSIONS:
+    if version not in EXEC_VERSIONS:
         raise _wrong(
             f"its user's exec plugin asks for apiVersion {str(version)[:60]}: queuepilot speaks "
-            f"{' and '.join(VERSIONS)} (ask the plugin's maintainers for one of them)"
+            f"{' and '.join(EXEC_VERSIONS)} (ask the plugin's maintainers for one of them)"
         )
-    mode = section.get("interactiveMode") or ("" if version == VERSIONS[0] else "IfAvailable")
+    mode = section.get("interactiveMode") or ("" if version == EXEC_VERSIONS[0] else "IfAvailable")
     if mode not in ("Never", "IfAvailable"):
         said = "gives no interactiveMode" if not mode else f"asks for interactiveMode {mode}"[:80]
         raise _wrong(
@@ -411,7 +413,7 @@ def _cluster_info(cluster: Mapping[str, Any] | None, asked: bool) -> dict[str, A
     info: dict[str, Any] = {"server": str(cluster.get("server") or "")}
     info |= {name: cluster[name] for name in _CLUSTER_FIELDS if cluster.get(name) not in (None, "")}
     for entry in cluster.get("extensions") or []:
-        if isinstance(entry, dict) and entry.get("name") == f"{GROUP}/exec":
+        if isinstance(entry, dict) and entry.get("name") == f"{EXEC_GROUP}/exec":
             info["config"] = entry.get("extension")
     return info
 

@@ -32,7 +32,7 @@ REMOVE_QUOTES = (
 )
 # A secret is a few KiB at most (a PEM key about 3): anything bigger (a log, a device that never
 # ends) is a mistake, refused before it is read whole.
-MAX_BYTES = 64 * 1024
+SECRET_FILE_MAX_BYTES = 64 * 1024
 
 
 def secret_settings() -> tuple[str, ...]:
@@ -87,7 +87,7 @@ def in_quotes(value: object) -> bool:
 def _read(path: str) -> str:
     try:
         with open(path, "rb") as file:
-            data = file.read(MAX_BYTES + 1)
+            data = file.read(SECRET_FILE_MAX_BYTES + 1)
     except FileNotFoundError:
         raise ValueError(
             "no such file: mount the secret there (a Secret volume holds one file per key), or "
@@ -105,10 +105,10 @@ def _read(path: str) -> str:
         ) from None
     except OSError as exc:
         raise ValueError(f"{exc.strerror or exc}: point the variable at a readable file") from None
-    if len(data) > MAX_BYTES:
+    if len(data) > SECRET_FILE_MAX_BYTES:
         raise ValueError(
-            f"over {MAX_BYTES // 1024} KiB, so not a secret: point the variable at the file that "
-            "holds the secret alone"
+            f"over {SECRET_FILE_MAX_BYTES // 1024} KiB, so not a secret: point the variable at "
+            "the file that holds the secret alone"
         )
     try:
         text = data.decode().rstrip("\r\n")

@@ -14,7 +14,7 @@ from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from bot.domain.early_warning import Thresholds, stated_thresholds
-from bot.domain.fleet import OomKill, RunnerTypeMetrics, ranked
+from bot.domain.fleet import OomKill, RunnerTypeMetrics, ranked_workflows
 from bot.domain.incidents import Event, Incident, RunnersSeen, most_runners
 from bot.domain.judgement import to_drain
 from bot.domain.runner_names import runner_key
@@ -148,7 +148,7 @@ def capacity_report(
         killed = [k for k in kills if since <= (k.at or now) <= now and _same(k.runner_type, name)]
         on_nodes = round(past.node_oom_kills or 0) if past else 0
         if killed or on_nodes:
-            workflows = ranked(k.workflow for k in killed)  # those whose pods were caught
+            workflows = ranked_workflows(k.workflow for k in killed)  # those whose pods were caught
             kills_seen = max(len(killed), on_nodes)
             report = replace(report, oom_kills=kills_seen, oom_workflows=workflows)
         # Without thresholds to judge it by, a type whose history queued at all is shown.

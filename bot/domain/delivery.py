@@ -1,6 +1,7 @@
 """A notification reduced to what an incident needs: its facts, and each alert's identity, which
 tells a stale firing from a re-fire. Each fact's places (Grafana's, Alertmanager's, and the keys
-real rules spell differently: `Priority`, `severity`, `TEAM`, `Teams`) are written once."""
+real rules spell differently: `Priority`, `severity`, `TEAM`, `Teams`) are written once; and the
+key pytorch/alerting-infra files the alert's issue under."""
 
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ from bot.domain.alerts import (
     QueueNumbers,
     RunnerQueue,
     Source,
-    finite,
     first_known,
     max_known,
 )
 from bot.domain.routes import matcher_pieces
 from bot.domain.runner_names import RunnerNames
+from bot.domain.value_string import finite
 
 
 class Delivery(BaseModel):

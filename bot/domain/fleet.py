@@ -1,6 +1,6 @@
-"""The fleet at one moment, by runner type, judged once (`judge`), and what the history keeps of
-a past reading. Every number is optional: each backend knows different things, and consumers say
-what they could not know instead of guessing."""
+"""The fleet at one moment, by runner type, judged once (`judge`), what the history keeps of a
+past reading, and the runner pods it saw OOM-killed. Every number is optional: each backend knows
+different things, and consumers say what they could not know instead of guessing."""
 
 from __future__ import annotations
 
@@ -326,13 +326,13 @@ def of_type(types: Mapping[str, V], runner_type: str) -> V | None:
 
 # The workflows behind the jobs OOMKilled: ARC registers a runner under its pod's name, so a
 # GitHub job's `runner_name` names the pod killed for memory (`RunnerPods.oom_pods`).
-KEEP_DAYS = 8  # kills recorded for the weekly report: its window, and a day's grace
+OOM_KEEP_DAYS = 8  # kills recorded for the weekly report: its window, and a day's grace
 WORKFLOWS_NAMED = 5  # per runner type, most kills first: the rest are in the count
 WORKFLOW_CHARS = 100  # a workflow's name as kept with a reading and in the record
 # Said beside kills no jobs source can name, once per cause.
-NAMING = "`JOBS_BACKEND=github` names their workflows"
+OOM_NAMING = "`JOBS_BACKEND=github` names their workflows"
 
-Pod = tuple[str, str]  # (pod name, uid)
+KilledPod = tuple[str, str]  # (pod name, uid)
 
 
 @dataclass(frozen=True)
@@ -353,20 +353,24 @@ def kills_of(fleet: FleetSnapshot) -> list[OomKill]:
     ]
 
 
-def ranked(workflows: Iterable[str], kept: int = WORKFLOWS_NAMED) -> tuple[tuple[str, int], ...]:
+def ranked_workflows(
+    workflows: Iterable[str], kept: int = WORKFLOWS_NAMED
+) -> tuple[tuple[str, int], ...]:
     """(workflow, kills), most first, the unnamed ("") left out."""
     counted = Counter(w[:WORKFLOW_CHARS] for w in workflows if w)
     return tuple(sorted(counted.items(), key=lambda item: (-item[1], item[0]))[:kept])
 
 
-def with_workflows(fleet: FleetSnapshot, named: Mapping[Pod, str], naming: str) -> FleetSnapshot:
+def with_workflows(
+    fleet: FleetSnapshot, named: Mapping[KilledPod, str], naming: str
+) -> FleetSnapshot:
     """`fleet` with its OOM kills named (`named`), or how to get them named (`naming`); the pods
     are left out: the record keeps them, and the reading is stored in every incident."""
     types = {}
     for name, metrics in fleet.runner_types.items():
         pods = metrics.pods
         if pods is not None and pods.oom_pods:
-            workflows = ranked(named.get(pod, "") for pod in pods.oom_pods)
+            workflows = ranked_workflows(named.get(pod, "") for pod in pods.oom_pods)
             update = {
                 "oom_workflows": workflows,
                 "oom_naming": "" if workflows else naming,

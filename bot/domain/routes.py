@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from bot.domain.alerts import OPERATORS, AlertFacts, Matcher
-from bot.domain.promql_selector import label_regex
+from bot.domain.label_regex import label_regex
 
 MAX_ROUTES = 100
 MAX_MATCHERS = 20

@@ -3,7 +3,8 @@ quota), shared by every incident and surface from Redis. Only the leader refresh
 refresh at a time, so a paced quota has one reader and the backend's memory of what it read stays
 warm in one process. A failed refresh is stored too: a backend that is down is asked once an
 interval and every incident can say why. A good reading is judged here, once, and kept compacted
-in a bounded history: the baseline "in the hours before the incident"."""
+in a bounded history: the baseline "in the hours before the incident". Beside it, the jobs behind
+the queue (`JobsWatch`), their arrivals counted."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from bot.backends.http import BackendError, within
 from bot.backends.metrics import QueuedJobs, QueueMetrics
 from bot.config import Settings
 from bot.domain.fleet import (
-    NAMING,
+    OOM_NAMING,
     WORKFLOW_CHARS,
     FleetSnapshot,
     HistoryPoint,
@@ -224,7 +225,7 @@ class FleetReadings:
             log.warning("fleet: the OOM kills not recorded: %s", exc)
         # Said only where no jobs source could name them, not when one failed this reading.
         unnamed = self._jobs is None or (jobs is not None and jobs.runners is None)
-        return with_workflows(fleet, named, NAMING if unnamed else "")
+        return with_workflows(fleet, named, OOM_NAMING if unnamed else "")
 
     async def _remember(self, fleet: FleetSnapshot) -> None:
         types = fleet.runner_types.items()

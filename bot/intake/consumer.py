@@ -36,7 +36,7 @@ from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-MAX_IN_FLIGHT = 256
+INTAKE_IN_FLIGHT = 256
 # Reads of a group whose commits keep meeting a newer version before its entries are left pending,
 # taken over again once idle (`intake_reclaim_idle_ms`); the first wait after a conflict.
 MAX_CONFLICTS = 5
@@ -75,7 +75,7 @@ class Intake:
             config=self.config,
             consumer=self.consumer,
             name="intake",
-            max_in_flight=MAX_IN_FLIGHT,
+            max_in_flight=INTAKE_IN_FLIGHT,
             gather_s=GATHER_S,
             failed=lambda kind: self.telemetry.intake_failures.labels(kind).inc(),
         )

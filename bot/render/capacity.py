@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.domain.capacity import NO_TYPE, TypeReport
-from bot.domain.fleet import KEEP_DAYS
+from bot.domain.fleet import OOM_KEEP_DAYS
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
@@ -54,7 +54,7 @@ def render_report(
 def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
     own = "From queuepilot's own incidents and the live reading"
     if any(r.oom_workflows for r in reports):
-        own += f" (the OOM-killed pods its readings caught, kept {KEEP_DAYS} days)"
+        own += f" (the OOM-killed pods its readings caught, kept {OOM_KEEP_DAYS} days)"
     if not history:
         if missing:
             return f"{own}. {_missing(missing)}"

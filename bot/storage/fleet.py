@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.fleet import KEEP_DAYS, OomKill, Pod
+from bot.domain.fleet import OOM_KEEP_DAYS, KilledPod, OomKill
 from bot.domain.jobs import Arrivals, FinishedJob, QueuedJob
 from bot.storage.keys import Keys, script
 
@@ -59,16 +59,16 @@ class ReadingStore:
 
 # A queued job counts once, in the five-minute slot it was created in; "the last hour" is the last
 # twelve slots, "a day before" the same twelve 24 hours earlier.
-SLOT_S = 300
-HOUR = 3600 // SLOT_S
-DAY = 24 * HOUR
+JOBS_SLOT_S = 300
+SLOTS_AN_HOUR = 3600 // JOBS_SLOT_S
+SLOTS_A_DAY = 24 * SLOTS_AN_HOUR
 JOBS_KEEP_S = 26 * 3600  # past its slot's end: the same hour a day before is still there
 
-Pair = tuple[str, str]  # (runner type, workflow)
+TypeWorkflow = tuple[str, str]  # (runner type, workflow)
 
 
-def slot_of(moment: datetime) -> int:
-    return math.floor(moment.timestamp() / SLOT_S)
+def job_slot(moment: datetime) -> int:
+    return math.floor(moment.timestamp() / JOBS_SLOT_S)
 
 
 def _job_field(runner_type: str, workflow: str) -> str:
@@ -87,13 +87,13 @@ class JobArrivals:
     ) -> Arrivals:
         """Count the jobs not seen before: the arrivals and minutes of the last hour and a day
         before. Only jobs still queued when listed are seen: the ones a queue incident is about."""
-        current = slot_of(now)
+        current = job_slot(now)
         by_slot: dict[int, list[str | float]] = {}
 
         def add(moment: datetime, *triple: str | float) -> None:
-            slot = slot_of(moment)
+            slot = job_slot(moment)
             # "Created" in the future (a clock off) or too long ago to compare: not kept.
-            if current - JOBS_KEEP_S // SLOT_S < slot <= current:
+            if current - JOBS_KEEP_S // JOBS_SLOT_S < slot <= current:
                 by_slot.setdefault(slot, []).extend(triple)
 
         for job in jobs:
@@ -101,35 +101,38 @@ class JobArrivals:
         for done in finished:
             key = _job_field(done.runner_type, done.workflow)
             add(done.finished_at, f"done:{done.source_id}", key, round(done.minutes, 3))
-        last_hour = range(current - HOUR + 1, current + 1)
-        slots = (*last_hour, *(s - DAY for s in last_hour))
+        last_hour = range(current - SLOTS_AN_HOUR + 1, current + 1)
+        slots = (*last_hour, *(s - SLOTS_A_DAY for s in last_hour))
         k = self._keys
         async with self._redis.pipeline(transaction=False) as pipe:
             for slot, triples in sorted(by_slot.items()):
                 keys = [k.jobs_seen(slot), k.job_arrivals(slot), k.job_durations(slot)]
-                expire_at = (slot + 1) * SLOT_S + JOBS_KEEP_S
+                expire_at = (slot + 1) * JOBS_SLOT_S + JOBS_KEEP_S
                 await self._record(keys=keys, args=[expire_at, *triples], client=pipe)
             for slot in slots:
                 pipe.hgetall(k.job_arrivals(slot))
             for slot in slots:
                 pipe.hgetall(k.job_durations(slot))
             answers = await pipe.execute()
-        arrivals, durations = answers[-4 * HOUR : -2 * HOUR], answers[-2 * HOUR :]
-        day_before = _summed(arrivals[HOUR:])
+        arrivals, durations = (
+            answers[-4 * SLOTS_AN_HOUR : -2 * SLOTS_AN_HOUR],
+            answers[-2 * SLOTS_AN_HOUR :],
+        )
+        day_before = _summed(arrivals[SLOTS_AN_HOUR:])
         return Arrivals(
-            last_hour=_summed(arrivals[:HOUR]),
+            last_hour=_summed(arrivals[:SLOTS_AN_HOUR]),
             day_before=day_before,
             history=bool(day_before),
-            minutes_last_hour=_mean_minutes(durations[:HOUR]),
-            minutes_day_before=_mean_minutes(durations[HOUR:]),
+            minutes_last_hour=_mean_minutes(durations[:SLOTS_AN_HOUR]),
+            minutes_day_before=_mean_minutes(durations[SLOTS_AN_HOUR:]),
         )
 
 
-def _counted(hashes: list[dict[str, str]]) -> tuple[Counter[Pair], Counter[Pair]]:
+def _counted(hashes: list[dict[str, str]]) -> tuple[Counter[TypeWorkflow], Counter[TypeWorkflow]]:
     """The jobs and their minutes per pair. A minutes field has three parts (a workflow may be
     named `m`); a field that does not read is left out, not the whole answer."""
-    jobs: Counter[Pair] = Counter()
-    minutes: Counter[Pair] = Counter()
+    jobs: Counter[TypeWorkflow] = Counter()
+    minutes: Counter[TypeWorkflow] = Counter()
     for raw in hashes:
         for field, value in raw.items():
             parts = field.split("\t")
@@ -143,16 +146,16 @@ def _counted(hashes: list[dict[str, str]]) -> tuple[Counter[Pair], Counter[Pair]
     return jobs, minutes
 
 
-def _summed(hashes: list[dict[str, str]]) -> dict[Pair, int]:
+def _summed(hashes: list[dict[str, str]]) -> dict[TypeWorkflow, int]:
     return {pair: n for pair, n in _counted(hashes)[0].items() if n > 0}
 
 
-def _mean_minutes(hashes: list[dict[str, str]]) -> dict[Pair, float]:
+def _mean_minutes(hashes: list[dict[str, str]]) -> dict[TypeWorkflow, float]:
     jobs, minutes = _counted(hashes)
     return {pair: minutes[pair] / n for pair, n in jobs.items() if n > 0}
 
 
-# OOM kills are kept `KEEP_DAYS`, at most this many: up to about 5 MB (long pod and workflow
+# OOM kills are kept `OOM_KEEP_DAYS`, at most this many: up to about 5 MB (long pod and workflow
 # names), a runner killed every 70 s all week.
 OOM_CAP = 10_000
 
@@ -171,14 +174,14 @@ class OomKillRecord:
         self._cap = cap
         self._record = script(redis, "record_oom_kills")
 
-    async def record(self, kills: Sequence[OomKill], *, now: datetime) -> dict[Pod, str]:
+    async def record(self, kills: Sequence[OomKill], *, now: datetime) -> dict[KilledPod, str]:
         """Record the kills not recorded before; each kill's workflow as recorded (a kill named
         at an earlier reading keeps its name once its job is no longer listed)."""
         if not kills:
             return {}
-        oldest = now - timedelta(days=KEEP_DAYS)
+        oldest = now - timedelta(days=OOM_KEEP_DAYS)
         args: list[str | int] = [int(now.timestamp()), int(oldest.timestamp()), self._cap]
-        args.append(KEEP_DAYS * 86400)
+        args.append(OOM_KEEP_DAYS * 86400)
         for kill in kills:
             args += [_kill_field(kill.pod, kill.uid), kill.runner_type, kill.workflow]
         keys = [self._keys.oom_kills, self._keys.oom_kills_at]

@@ -30,10 +30,10 @@ INTAKE_GROUP = "intake"
 REQUESTS_GROUP = "requests"
 # Bodies up to this size wait in the stream as they came; larger ones as their (capped) facts,
 # so a backlog of big bodies costs Redis no more memory than one of facts.
-BODY_MAX_BYTES = 16 * 1024
+NOTIFICATION_KEPT_BYTES = 16 * 1024
 # A click carries the message it was made in (at most 50 blocks, each within Slack's sizes) and
 # a submission its modal: well under this. A larger body is not one Slack sent.
-MAX_BODY_BYTES = 256 * 1024
+REQUEST_MAX_BYTES = 256 * 1024
 MAX_WORK = 100
 
 
@@ -200,7 +200,7 @@ class NotificationStream(ConsumerGroup[StreamEntry]):
         """The entry ID once Redis (and `wait_replicas`) has it. Appends arriving together go in
         one script call (2,833 accepted/s, not 2,301)."""
         fields: dict[str, Any] = {"at": repr(received_at)}
-        if len(body) <= BODY_MAX_BYTES:
+        if len(body) <= NOTIFICATION_KEPT_BYTES:
             fields.update(source=notification.source, body=body)
         else:
             fields["d"] = delivery_of(notification).model_dump_json()
@@ -302,8 +302,8 @@ def request_fields(work: str, body: dict[str, Any]) -> dict[str, str]:
         encoded = json.dumps(body, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise RequestRefused(f"not JSON ({type(exc).__name__})") from exc
-    if len(encoded) > MAX_BODY_BYTES:
-        raise RequestRefused(f"{len(encoded)} bytes, over {MAX_BODY_BYTES}")
+    if len(encoded) > REQUEST_MAX_BYTES:
+        raise RequestRefused(f"{len(encoded)} bytes, over {REQUEST_MAX_BYTES}")
     return {"work": work, "body": encoded}
 
 
@@ -312,7 +312,7 @@ def request_of(entry_id: str, fields: dict[str, str]) -> Request:
     work, raw, body = fields.get("work", ""), fields.get("body"), None
     if not 0 < len(work) <= MAX_WORK:
         problem = "it names no work"
-    elif raw is None or len(raw) > MAX_BODY_BYTES:
+    elif raw is None or len(raw) > REQUEST_MAX_BYTES:
         problem = "no body, or one over the size limit"
     else:
         try:

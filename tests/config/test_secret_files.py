@@ -11,7 +11,7 @@ import pytest
 
 from bot.config import SettingsError, known_variables, load_settings, read_settings
 from bot.config import unknown_variables as near_misses
-from bot.config.loading import MAX_BYTES, REMOVE_QUOTES, file_variables, secret_settings
+from bot.config.loading import REMOVE_QUOTES, SECRET_FILE_MAX_BYTES, file_variables, secret_settings
 from bot.config.reference import render
 from tests.support.github_app import private_pem
 
@@ -127,7 +127,10 @@ def test_a_secret_set_both_ways_is_refused_naming_both(
         (lambda d: d / "absent", "no such file: mount the secret there"),
         (lambda d: d, "a directory: name the file inside it"),
         (lambda d: secret_file(d, "empty", "\n"), "empty: put the secret in it, or unset"),
-        (lambda d: secret_file(d, "log", "x" * (MAX_BYTES + 1)), "over 64 KiB, so not a secret"),
+        (
+            lambda d: secret_file(d, "log", "x" * (SECRET_FILE_MAX_BYTES + 1)),
+            "over 64 KiB, so not a secret",
+        ),
         (lambda d: d / "binary", "not UTF-8 text"),
     ],
 )

@@ -11,7 +11,7 @@ import pytest
 from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.domain.causes import Cause
 from bot.domain.diagnostics import diagnose
-from bot.domain.fleet import NAMING, FleetSnapshot, judge, with_workflows
+from bot.domain.fleet import OOM_NAMING, FleetSnapshot, judge, with_workflows
 from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.judgement import added
 from bot.domain.runner_pods import (
@@ -395,10 +395,10 @@ def test_kills_are_named_by_the_workflows_that_ran_on_their_pods_or_say_how_to_n
         at=NOW, source="prometheus", runner_types={TYPE: FULL.model_copy(update={"pods": pods})}
     )
     named = {("a", "1"): "pull", ("a", "2"): "pull", ("b", "3"): "trunk", ("c", "4"): ""}
-    said = with_workflows(fleet, named, NAMING).runner_types[TYPE].pods
+    said = with_workflows(fleet, named, OOM_NAMING).runner_types[TYPE].pods
     assert said is not None and said.oom_workflows == (("pull", 2), ("trunk", 1))
     assert said.oom_naming == "", "named kills need no hint"
-    unnamed = with_workflows(fleet, {}, NAMING).runner_types[TYPE].pods
+    unnamed = with_workflows(fleet, {}, OOM_NAMING).runner_types[TYPE].pods
     _, why, _ = diagnosis_of(unnamed)
     assert "OOMKilled 4 times in 30 min (`JOBS_BACKEND=github` names their workflows)" in why
     assert why.count("JOBS_BACKEND") == 1

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from redis.asyncio import Redis
 
 from bot.domain.jobs import FinishedJob, QueuedJob, Trigger
-from bot.storage.fleet import JobArrivals, slot_of
+from bot.storage.fleet import JobArrivals, job_slot
 from bot.storage.keys import Keys
 
 # Ten minutes past the current hour (keys expire by the real clock).
@@ -76,7 +76,7 @@ async def test_the_last_hour_is_compared_with_the_same_hour_a_day_before(redis: 
 async def test_the_history_expires_a_day_and_more_after_its_slot(redis: Redis) -> None:
     keys = Keys("qp")
     await JobArrivals(redis, keys).record([job(1, "pull", NOW)], now=NOW)
-    slot = slot_of(NOW)
+    slot = job_slot(NOW)
     for key in (keys.jobs_seen(slot), keys.job_arrivals(slot)):
         expires = await redis.expiretime(key)
         assert expires == (slot + 1) * 300 + 26 * 3600, key
@@ -128,7 +128,7 @@ async def test_a_workflow_named_m_has_its_own_minutes(redis: Redis) -> None:
         done(2, "build", NOW - timedelta(minutes=5), 10.0),
     ]
     await arrivals.record([job(3, "m", NOW - timedelta(minutes=4))], now=NOW, finished=finished)
-    await redis.hset(Keys("qp").job_durations(slot_of(NOW)), f"{GPU}\tbroken", "many")
+    await redis.hset(Keys("qp").job_durations(job_slot(NOW)), f"{GPU}\tbroken", "many")
     seen = await arrivals.record([], now=NOW)
     assert seen.minutes_last_hour == {(GPU, "m"): 15.0, (GPU, "build"): 10.0}
     assert seen.last_hour == {(GPU, "m"): 1}

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from bot.config import Settings
 from bot.domain.alerts import Notification, parse_notification
 from bot.domain.delivery import Delivery, delivery_of
-from bot.storage.streams import BODY_MAX_BYTES, NotificationStream
+from bot.storage.streams import NOTIFICATION_KEPT_BYTES, NotificationStream
 from bot.telemetry import Telemetry
 from handlers import webhooks
 from sandbox.redis_server import free_port
@@ -198,7 +198,7 @@ async def test_a_large_body_waits_in_the_stream_as_its_capped_facts(redis_url: s
     )
     small = body(FIRING)
     payload = fixture_json(FIRING)
-    payload["alerts"][0]["annotations"]["description"] = "x" * (BODY_MAX_BYTES * 2)
+    payload["alerts"][0]["annotations"]["description"] = "x" * (NOTIFICATION_KEPT_BYTES * 2)
     big = json.dumps(payload).encode()
     headers = {"Authorization": "Bearer t", "Content-Type": "application/json"}
     try:
@@ -210,7 +210,7 @@ async def test_a_large_body_waits_in_the_stream_as_its_capped_facts(redis_url: s
 
         (_, as_body), (_, as_facts) = await redis.xrange(stream.key)
         assert as_body["body"].encode() == small and "d" not in as_body
-        assert "body" not in as_facts and len(as_facts["d"]) < BODY_MAX_BYTES
+        assert "body" not in as_facts and len(as_facts["d"]) < NOTIFICATION_KEPT_BYTES
         await stream.ensure_group()
         read = await stream.read("c1", count=10, block_ms=100)
         assert [e.delivery for e in read] == [delivery(small), delivery(big)]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.fleet import KEEP_DAYS, OomKill
+from bot.domain.fleet import OOM_KEEP_DAYS, OomKill
 from bot.storage.fleet import OomKillRecord
 from tests.support.store import KEYS
 
@@ -43,7 +43,7 @@ async def test_each_kill_is_kept_once_and_named_once_a_reading_can(redis: Redis)
 
 async def test_the_record_keeps_eight_days_and_at_most_its_cap(redis: Redis) -> None:
     record = OomKillRecord(redis, KEYS, cap=5)
-    old = NOW - timedelta(days=KEEP_DAYS, minutes=1)
+    old = NOW - timedelta(days=OOM_KEEP_DAYS, minutes=1)
     await record.record([OomKill(TYPE, "old-runner-a", "u0", "pull")], now=old)
     for n in range(7):
         at = NOW - timedelta(minutes=10 - n)
@@ -53,4 +53,4 @@ async def test_the_record_keeps_eight_days_and_at_most_its_cap(redis: Redis) -> 
     assert [k.pod for k in kept] == [f"arc-runner-{n}" for n in range(2, 7)], "newest 5 kept"
     assert await redis.hlen(KEYS.oom_kills) == 5
     for key in (KEYS.oom_kills, KEYS.oom_kills_at):
-        assert 0 < await redis.ttl(key) <= KEEP_DAYS * 86400
+        assert 0 < await redis.ttl(key) <= OOM_KEEP_DAYS * 86400

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.storage.streams import (
-    MAX_BODY_BYTES,
+    REQUEST_MAX_BYTES,
     RequestRefused,
     request_fields,
     request_of,
@@ -50,7 +50,7 @@ def test_any_entry_reads_back_as_a_request_or_as_why_not(fields: dict[str, str])
 
 def test_a_body_no_slack_request_has_is_refused() -> None:
     with pytest.raises(RequestRefused):
-        request_fields("incident_ack", {"text": "x" * MAX_BODY_BYTES})
+        request_fields("incident_ack", {"text": "x" * REQUEST_MAX_BYTES})
     deep: dict[str, Any] = {}
     for _ in range(100_000):
         deep = {"d": deep}

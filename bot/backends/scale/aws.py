@@ -38,13 +38,13 @@ BATCH = 10  # SendMessageBatch takes at most ten entries
 MAX_BODY = 2048  # the queue's maximum message size in terraform-aws-github-runner
 CALLBACK = "MANUAL SCALE EVENT"  # what the manual helper sends; scale-up never reads it
 
-SERVICE = "AWS Auto Scaling"
-DESIRED = "desired capacity"
-FAILED = frozenset({"Failed", "Cancelled"})
-RECENT = timedelta(hours=1)
-NAMES = ("MinSize", "MaxSize", DESIRED)
-PAGE = 100  # DescribeScalingActivities' largest; five hold more failures than anyone reads
-MAX_PAGES = 5
+ASG_SERVICE = "AWS Auto Scaling"
+ASG_DESIRED = "desired capacity"
+ASG_FAILED = frozenset({"Failed", "Cancelled"})
+ASG_RECENT = timedelta(hours=1)
+ASG_NAMES = ("MinSize", "MaxSize", ASG_DESIRED)
+ASG_PAGE = 100  # DescribeScalingActivities' largest; five hold more failures than anyone reads
+ASG_MAX_PAGES = 5
 
 
 def client(service: str, config: Settings, *, region: str | None = None) -> Any:
@@ -195,43 +195,45 @@ class AsgScaler(Scaler):
         desired, minimum, maximum = await self._sizes(scale.target)
         value = _desired(scale.target, scale.delta, desired, minimum, maximum)
         await self._set(scale.target, value)
-        detail = f"{DESIRED} {desired} → {value} (max {maximum})"
+        detail = f"{ASG_DESIRED} {desired} → {value} (max {maximum})"
         before, after = _capacity(desired, minimum, maximum), _capacity(value, minimum, maximum)
-        return ScaleResult(detail, before, after, Undo(DESIRED, desired, value))
+        return ScaleResult(detail, before, after, Undo(ASG_DESIRED, desired, value))
 
     async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
         desired, minimum, maximum = await self._sizes(target)
         before = undo.before or 0
         if desired == before:
-            return Reverted(True, f"{DESIRED} was already back to {before}")
+            return Reverted(True, f"{ASG_DESIRED} was already back to {before}")
         if desired != undo.after:
             return Reverted(
-                False, f"{DESIRED} is {desired} now, not the {undo.after} set from Slack"
+                False, f"{ASG_DESIRED} is {desired} now, not the {undo.after} set from Slack"
             )
         # The group's bounds may have moved since: go back only as far as they let.
         value = min(max(before, minimum), maximum)
         if value == undo.after or not minimum <= value <= maximum:
             return Reverted(
                 False,
-                f"{DESIRED} stays {undo.after}: the group's MinSize is {minimum} and MaxSize "
+                f"{ASG_DESIRED} stays {undo.after}: the group's MinSize is {minimum} and MaxSize "
                 f"{maximum} now, and AWS keeps the desired capacity between them",
             )
         await self._set(target, value)
         size = "MinSize" if value == minimum else "MaxSize"
         left = (
-            f"{DESIRED} stays {value}, not {before}: the group's {size} is {value} now, and AWS "
-            "keeps the desired capacity within its sizes"
+            f"{ASG_DESIRED} stays {value}, not {before}: the group's {size} is {value} now, "
+            "and AWS keeps the desired capacity within its sizes"
         )
-        return Reverted(True, f"{DESIRED} {undo.after} → {value}", left if value != before else "")
+        return Reverted(
+            True, f"{ASG_DESIRED} {undo.after} → {value}", left if value != before else ""
+        )
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
         now = datetime.now(UTC)
         activities: list[Any] = []
         token: str | None = None
-        for _ in range(MAX_PAGES):
+        for _ in range(ASG_MAX_PAGES):
             answer = await call(
-                SERVICE, self._counted, self._client.describe_scaling_activities,
-                AutoScalingGroupName=target.target, MaxRecords=PAGE,
+                ASG_SERVICE, self._counted, self._client.describe_scaling_activities,
+                AutoScalingGroupName=target.target, MaxRecords=ASG_PAGE,
                 **({"NextToken": token} if token else {}),
             )  # fmt: skip
             answer = answer if isinstance(answer, dict) else {}
@@ -241,20 +243,22 @@ class AsgScaler(Scaler):
             token = answer.get("NextToken")
             last = page[-1] if page and isinstance(page[-1], dict) else {}
             oldest = time_of(last.get("StartTime"))
-            if not token or not page or (oldest is not None and oldest < now - RECENT):
+            if not token or not page or (oldest is not None and oldest < now - ASG_RECENT):
                 break
         return failed_activities({"Activities": activities}, now)
 
     async def _set(self, target: ScaleTarget, value: int) -> None:
         await call(
-            SERVICE, self._counted, self._client.set_desired_capacity,
+            ASG_SERVICE, self._counted, self._client.set_desired_capacity,
             AutoScalingGroupName=target.target, DesiredCapacity=value, HonorCooldown=False,
         )  # fmt: skip
 
     async def _sizes(self, target: ScaleTarget) -> tuple[int, int, int]:
         """The group's (desired, minimum, maximum)."""
         describe = self._client.describe_auto_scaling_groups
-        answer = await call(SERVICE, self._counted, describe, AutoScalingGroupNames=[target.target])
+        answer = await call(
+            ASG_SERVICE, self._counted, describe, AutoScalingGroupNames=[target.target]
+        )
         groups = answer.get("AutoScalingGroups") or []
         if not groups:
             raise BackendError(f"no Auto Scaling group named {target.target}", retryable=False)
@@ -268,10 +272,10 @@ def failed_activities(answer: object, now: datetime) -> list[str]:
     activities = answer.get("Activities") if isinstance(answer, dict) else None
     found: list[tuple[datetime, str]] = []
     for activity in activities if isinstance(activities, list) else []:
-        if not isinstance(activity, dict) or activity.get("StatusCode") not in FAILED:
+        if not isinstance(activity, dict) or activity.get("StatusCode") not in ASG_FAILED:
             continue
         started = time_of(activity.get("StartTime"))  # boto3 gives datetimes, JSON text
-        if started is None or not now - RECENT <= started <= now + RECENT:
+        if started is None or not now - ASG_RECENT <= started <= now + ASG_RECENT:
             continue
         said = activity.get("StatusMessage") or activity.get("Description")
         text = " ".join(said.split()) if isinstance(said, str) and said.strip() else ""
@@ -292,7 +296,7 @@ def _desired(target: ScaleTarget, delta: int, desired: int, minimum: int, maximu
             f"({maximum}): ask for at most +{max(maximum - desired, 0)}",
             retryable=False,
         )
-    checked(target, (minimum, maximum, value), NAMES, DESIRED, value)
+    checked(target, (minimum, maximum, value), ASG_NAMES, ASG_DESIRED, value)
     return value
 
 
