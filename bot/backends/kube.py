@@ -202,7 +202,8 @@ def _without_exec(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     for entry in users:
         user = entry.get("user") if isinstance(entry, dict) else None
         if isinstance(user, dict) and "exec" in user:
-            plugins[entry.get("name")] = user["exec"]
+            if isinstance(name := entry.get("name"), str):  # a context names its user by string
+                plugins[name] = user["exec"]
             entry = {**entry, "user": {k: v for k, v in user.items() if k != "exec"}}
         kept.append(entry)
     return {**config, "users": kept}, plugins
@@ -387,8 +388,12 @@ def exec_plugin(
     args, env = section.get("args") or [], section.get("env") or []
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise _wrong("its user's exec args are not a list of strings")
-    pairs = [entry for entry in env if isinstance(entry, dict)] if isinstance(env, list) else []
-    if len(pairs) != len(env) or not all(isinstance(p.get("name"), str) for p in pairs):
+    pairs = [entry for entry in env if isinstance(entry, dict)] if isinstance(env, list) else None
+    if (
+        pairs is None
+        or len(pairs) != len(env)
+        or not all(isinstance(p.get("name"), str) for p in pairs)
+    ):
         raise _wrong("its user's exec env is not a list of name and value")
     found = _found(command, base, environ)
     if found is None:

@@ -15,7 +15,7 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 import httpx
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bot.backends.http import BackendError, error_of, number_of, shortened
@@ -121,7 +121,15 @@ KUBECONFIG = {
 }
 
 
+def _plugin_user(name: object, **exec_section: object) -> str:
+    plugin = KUBECONFIG["users"][1]["user"]["exec"] | exec_section
+    users = [KUBECONFIG["users"][0], {"name": name, "user": {"exec": plugin}}]
+    return json.dumps(KUBECONFIG | {"users": users})
+
+
 @settings(max_examples=120, deadline=None)
+@example(_plugin_user("p", env=True))  # an env that is no list
+@example(_plugin_user([]))  # a user named by no string
 @given(
     st.text(max_size=400)
     | st.builds(json.dumps, json_values)
