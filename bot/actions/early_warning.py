@@ -105,7 +105,7 @@ class Warnings:
         def noted(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != uid:
                 return None
-            return state.changed(self.acting.clock().timestamp(), scaled=(*state.scaled, done))
+            return state.with_scaled((*state.scaled, done))
 
         await self.store.save_fresh(runner_type, noted)
         shown = escape(result.detail)

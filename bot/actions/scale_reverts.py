@@ -365,7 +365,7 @@ class ScaleReverts:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
                 return None
             scaled = fate_told(state.scaled, record.id, f"{text}.")
-            return state.changed(self.clock().timestamp(), scaled=scaled)
+            return state.with_scaled(scaled)
 
         if self.warnings is None:
             log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)

@@ -346,6 +346,14 @@ class WarningState:
             return self
         return replace(updated, version=self.version + 1, updated_at=now)
 
+    def with_scaled(self, scaled: tuple[ScaledFrom, ...]) -> WarningState:
+        """Its scale-ups told anew, as a new version. `updated_at` stays the readings' moment: the
+        episode's end and the warning's reuse are measured from it, and telling one put-back must
+        not hold back the next."""
+        if scaled == self.scaled:
+            return self
+        return replace(self, scaled=scaled, version=self.version + 1)
+
     @property
     def member(self) -> str:
         return f"warning:{self.runner_type}"
