@@ -7,14 +7,19 @@ import asyncio
 import copy
 import json
 import signal
+import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from bot.config import Settings, SettingsError, check_serve
 from bot.domain.alerts import parse_json_body, parse_notification
@@ -30,7 +35,7 @@ from bot.storage.streams import NotificationStream, NotReplicated
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.sentinel import MASTER_NAME, SentinelSet
-from tests.support.servers import free_port, require_binary
+from tests.support.servers import free_port, require_binary, wait_until
 from tests.support.slack import CHANNEL, Slack
 
 FIRING = "grafana/queue-alert-firing.json"
@@ -173,42 +178,54 @@ def test_any_sentinel_url_parses_or_is_refused_clearly(tail: str) -> None:
     assert target.master and target.sentinels and 0 <= target.db <= 15
 
 
-def test_a_redis_cluster_node_is_refused_at_startup_with_what_to_use() -> None:
-    import subprocess
-    import tempfile
-
-    from tests.support.servers import wait_until
-
-    binary = require_binary("redis-server")
-    port = free_port()
-    while port > 55_000:  # the cluster bus listens on port + 10000
-        port = free_port()
-    with tempfile.TemporaryDirectory() as workdir:
-        process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--cluster-enabled",
-                "yes",
-                "--save",
-                "",
-                "--dir",
-                workdir,
-            ],
-            stdout=subprocess.DEVNULL,
-        )
+def test_a_redis_cluster_node_is_refused_at_startup_with_what_to_use(tmp_path: Path) -> None:
+    for attempt in range(5):
+        port = cluster_port()
+        process = cluster_node(port, tmp_path / str(attempt))
         try:
-            from redis import Redis
-
-            wait_until(lambda: Redis(port=port).ping(), what="cluster node")
+            if process.poll() is not None:
+                continue  # its bus port (port + 10000) was taken meanwhile: another port
             with pytest.raises(RedisSetupError, match=r"Redis Cluster.*REDIS_SENTINELS"):
                 refuse_cluster(f"redis://127.0.0.1:{port}/0", None)
+            return
         finally:
             process.kill()
             process.wait(5)
+    pytest.fail("no cluster node started in 5 tries (its port or bus port was taken)")
+
+
+def cluster_node(port: int, workdir: Path) -> subprocess.Popen[bytes]:
+    """A Redis Cluster node on `port`, once it answers or has exited."""
+    workdir.mkdir()
+    command = [require_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
+    command += ["--cluster-enabled", "yes", "--save", "", "--dir", str(workdir)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: process.poll() is not None or answers(port), what="cluster node")
+    return process
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free too."""
+    while True:
+        port = free_port()
+        if port <= 55_000 and free(port + 10_000):
+            return port
+
+
+def free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def answers(port: int) -> bool:
+    try:
+        return bool(SyncRedis(port=port, socket_timeout=1).ping())
+    except RedisError:
+        return False
 
 
 def test_a_plain_or_unreachable_redis_is_not_refused(redis_url: str) -> None:
