@@ -147,10 +147,10 @@ async def test_a_hanging_backend_costs_one_timeout_and_is_said(
     assert time.monotonic() - started < 5  # the timeout and its margin, not forever
     assert reading is not None and reading.fleet is None
     assert "Prometheus did not answer within 1 s" in reading.error
-    # Within the interval the failure is served from Redis: no second wait.
+    # Within the interval the failure is served from Redis: no second wait (of 1 s or more).
     started = time.monotonic()
     again = await readings.latest()
-    assert time.monotonic() - started < 0.5 and again is not None and again.error
+    assert time.monotonic() - started < 1 and again is not None and again.error
     await metrics.aclose()
     await redis.aclose()
 
