@@ -13,7 +13,7 @@ SERVERS := redis-server redis-sentinel prometheus-alertmanager prometheus
 BROWSER := chromium
 BROWSER_PACKAGES := chromium fonts-noto-color-emoji
 
-.PHONY: test demo lint format bench serve system-deps browser-deps screenshot apt-install clean image lock release
+.PHONY: test demo lint format bench serve system-deps browser-deps screenshot apt-install clean image lock release chart-readme
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES=python3-venv
@@ -107,6 +107,10 @@ lock: $(STAMP)
 	  | $(BIN)/uv pip compile pyproject.toml - --extra aws --extra github-app --generate-hashes \
 	    --universal --python-version 3.11 --custom-compile-command "make lock" --quiet \
 	    --output-file $(LOCK)
+
+# The chart's README.md, from values.yaml's comments and its schema (a test keeps them equal).
+chart-readme: $(STAMP)
+	$(BIN)/python deploy/helm/readme.py > deploy/helm/queuepilot/README.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

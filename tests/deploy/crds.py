@@ -1,8 +1,9 @@
 """The custom resources the chart makes, which Kubernetes' published schemas do not hold: the fields
 of each CRD that the chart uses, with the CRD's own constraints on them (Prometheus Operator's
-monitoring.coreos.com/v1, the External Secrets Operator's external-secrets.io/v1, the version it
-stores; v1beta1 is deprecated). A field the chart wrote that the CRD does not have fails: the API
-server would prune it, or refuse it under strict field validation."""
+monitoring.coreos.com/v1, and v1alpha1 for its AlertmanagerConfig; the External Secrets
+Operator's external-secrets.io/v1, the version it stores; v1beta1 is deprecated). A field the
+chart wrote that the CRD does not have fails: the API server would prune it, or refuse it under
+strict field validation."""
 
 from __future__ import annotations
 
@@ -169,7 +170,96 @@ EXTERNAL_SECRET = _resource(
     },
 )
 
+# monitoring.coreos.com/v1alpha1, the version the operator serves and stores for it.
+SECRET_KEY = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["key"],
+    "properties": {
+        "key": {"type": "string"},
+        "name": {"type": "string"},
+        "optional": {"type": "boolean"},
+    },
+}
+ALERTMANAGER_CONFIG = _resource(
+    "monitoring.coreos.com/v1alpha1",
+    "AlertmanagerConfig",
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "route": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "receiver": {"type": "string"},
+                    "groupBy": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                    "groupWait": {"type": "string", "pattern": DURATION},
+                    "groupInterval": {"type": "string", "pattern": DURATION},
+                    "repeatInterval": {"type": "string", "minLength": 1, "pattern": DURATION},
+                    "continue": {"type": "boolean"},
+                    "matchers": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["name"],
+                            "properties": {
+                                "name": {"type": "string", "minLength": 1},
+                                "value": {"type": "string"},
+                                "matchType": {"enum": ["!=", "=", "=~", "!~"]},
+                                "regex": {"type": "boolean"},
+                            },
+                        },
+                    },
+                },
+            },
+            "receivers": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "webhookConfigs": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {
+                                    "url": {"type": "string"},
+                                    "urlSecret": SECRET_KEY,
+                                    "sendResolved": {"type": "boolean"},
+                                    "maxAlerts": {"type": "integer", "minimum": 0},
+                                    "timeout": {"type": "string", "pattern": DURATION},
+                                    "httpConfig": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "authorization": {
+                                                "type": "object",
+                                                "additionalProperties": False,
+                                                "properties": {
+                                                    "type": {"type": "string"},
+                                                    "credentials": SECRET_KEY,
+                                                },
+                                            },
+                                            "followRedirects": {"type": "boolean"},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+)
+
 SCHEMAS = {
+    "AlertmanagerConfig": ALERTMANAGER_CONFIG,
     "ServiceMonitor": SERVICE_MONITOR,
     "PrometheusRule": PROMETHEUS_RULE,
     "ExternalSecret": EXTERNAL_SECRET,

@@ -40,6 +40,62 @@ def example(name: str) -> dict[str, Any]:
     return yaml.safe_load((EXAMPLES / name).read_text())
 
 
+# Every value a platform team reaches for beyond the chart's own, at once: the environment from
+# another Secret and a ConfigMap, a CA bundle mounted, a priority class, an account of theirs, an
+# OpenShift-style security context (the user left to the platform), their own spread, Grafana in
+# another namespace, NodeLocal DNSCache, tuned queue rules and the Alertmanager route.
+ESCAPE_HATCHES: dict[str, Any] = {
+    **SECRET,
+    "extraEnv": [
+        {"name": "SSL_CERT_FILE", "value": "/etc/ssl/corporate/ca-bundle.crt"},
+        {
+            "name": "GITHUB_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "ci-github", "key": "token"}},
+        },
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ],
+    "extraEnvFrom": [{"configMapRef": {"name": "proxy-settings"}}],
+    "extraVolumes": [{"name": "corporate-ca", "configMap": {"name": "corporate-ca-bundle"}}],
+    "extraVolumeMounts": [
+        {"name": "corporate-ca", "mountPath": "/etc/ssl/corporate", "readOnly": True}
+    ],
+    "priorityClassName": "ci-platform-critical",
+    "serviceAccount": {"create": False, "name": "ci-bots"},
+    "podSecurityContext": {"runAsUser": None, "runAsGroup": None, "supplementalGroups": [5000]},
+    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+        }
+    ],
+    "networkPolicy": {
+        "enabled": True,
+        "extraIngress": [
+            {
+                "from": [
+                    {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": "grafana"}
+                        }
+                    }
+                ]
+            }
+        ],
+        "dns": {
+            "to": [{"ipBlock": {"cidr": "169.254.20.10/32"}}],
+            "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+        },
+    },
+    "prometheusRule": {"enabled": True, "queueRules": True},
+    "queueRules": {
+        "thresholds": {"queuedJobs": 30, "queuedFor": "5m", "listenerStalledFor": "4m"},
+        "labels": {"priority": "P1", "team": "ci-platform"},
+    },
+    "alertmanagerConfig": {"enabled": True, "labels": {"alertmanagerConfig": "main"}},
+}
+
 # Each way an operator installs the chart: its values and the release's namespace.
 CASES: dict[str, tuple[dict[str, Any], str]] = {
     "defaults": (SECRET, NAMESPACE),
@@ -68,10 +124,19 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     "no-pdb": ({**SECRET, "podDisruptionBudget": {"enabled": False}}, NAMESPACE),
     "no-scaler": ({**SECRET, "config": {"SCALER_BACKEND": "none"}}, NAMESPACE),
     "ci-bots": (example("ci-bots.yaml"), "ci-bots"),
+    "locked-down": (example("locked-down.yaml"), NAMESPACE),
+    "escape-hatches": (ESCAPE_HATCHES, NAMESPACE),
 }
 # The cases whose secrets are files of the mounted Secret, and the mode each runs in.
-SECRET_FILES = {"secret-files": "http", "socket-mode-secret-files": "socket", "ci-bots": "http"}
-SOCKET_MODE = {"socket-mode", "socket-mode-secret-files"}
+SECRET_FILES = {
+    "secret-files": "http",
+    "socket-mode-secret-files": "socket",
+    "ci-bots": "http",
+    "locked-down": "socket",
+}
+SOCKET_MODE = {"socket-mode", "socket-mode-secret-files", "locked-down"}
+# The cases whose security contexts are not the chart's own.
+OWN_SECURITY_CONTEXTS = {"escape-hatches"}
 SECRET_EXAMPLES = {
     "http": EXAMPLES / "secret.env.example",
     "socket": EXAMPLES / "secret-socket-mode.env.example",
@@ -120,6 +185,17 @@ def lint(values: dict[str, Any], namespace: str = NAMESPACE) -> list[str]:
     return found + list(report["errors"])
 
 
+def extra_env(case: str) -> set[str]:
+    """The variables the operator adds with extraEnv: theirs, not the chart's."""
+    return {entry["name"] for entry in CASES[case][0].get("extraEnv", [])}
+
+
+def chart_env(objects: list[dict[str, Any]], case: str) -> list[dict[str, Any]]:
+    """The container's variables the chart sets itself."""
+    extra = extra_env(case)
+    return [e for e in container(objects).get("env", []) if e["name"] not in extra]
+
+
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     found = [o for o in objects if o["kind"] == kind]
     assert len(found) == 1, f"{len(found)} objects of kind {kind}"
@@ -142,10 +218,12 @@ def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 def settings_config_map(objects: list[dict[str, Any]]) -> dict[str, Any]:
     """The ConfigMap the pods read their settings from (not the dashboard's)."""
-    (source,) = [s for s in container(objects)["envFrom"] if "configMapRef" in s]
-    name = source["configMapRef"]["name"]
-    (found,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name]
-    return found
+    made = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
+    sources = [
+        s["configMapRef"]["name"] for s in container(objects)["envFrom"] if "configMapRef" in s
+    ]
+    (name,) = [name for name in sources if name in made]  # not an extraEnvFrom of the operator's
+    return made[name]
 
 
 def config(objects: list[dict[str, Any]]) -> dict[str, str]:

@@ -64,6 +64,17 @@ KINDS = {
     "no-pdb": [k for k in BASE if k not in {"PodDisruptionBudget"}],
     "no-scaler": [k for k in BASE if k not in {"Role", "RoleBinding"}],
     "ci-bots": sorted([*BASE, *MONITORING, "ExternalSecret", "NetworkPolicy"]),
+    "locked-down": sorted([*(k for k in BASE if k != "Ingress"), "NetworkPolicy"]),
+    # The operator's own ServiceAccount; the bot's rules and the queue rules, routed.
+    "escape-hatches": sorted(
+        [
+            *(k for k in BASE if k != "ServiceAccount"),
+            "NetworkPolicy",
+            "PrometheusRule",
+            "PrometheusRule",
+            "AlertmanagerConfig",
+        ]
+    ),
 }
 
 
@@ -119,9 +130,9 @@ def test_every_object_is_in_the_releases_namespace_and_arcs_role_in_arcs(case: s
         expected = runners if obj["kind"] in ("Role", "RoleBinding") else bots
         assert obj["metadata"].get("namespace") == expected, f"{case}: {obj['kind']}"
     if "RoleBinding" in kinds(objects):
-        account = one(objects, "ServiceAccount")["metadata"]
         subject = one(objects, "RoleBinding")["subjects"][0]
-        assert (subject["name"], subject["namespace"]) == (account["name"], account["namespace"])
+        account = pod_spec(objects)["serviceAccountName"]
+        assert (subject["name"], subject["namespace"]) == (account, bots)
 
 
 def test_arcs_namespace_is_set_once_and_defaults_to_the_releases() -> None:
@@ -179,12 +190,13 @@ def test_a_changed_setting_or_secret_rolls_the_pods() -> None:
     assert annotations(secrets)["checksum/secret"] != annotations(rotated)["checksum/secret"]
 
 
-def test_the_package_leaves_out_the_rules_tests_and_notes() -> None:
-    """.helmignore: the promtool tests and grafana-rule.md stay in the repository."""
+def test_the_package_leaves_out_the_rules_tests_and_notes_and_keeps_its_readme() -> None:
+    """.helmignore: the promtool tests and grafana-rule.md stay in the repository; the README
+    goes with the chart (`helm show readme`)."""
     names = {file["name"] for file in chart().files}
     assert {"alerts/queuepilot-rules.yaml", "alerts/queue-rules.yaml"} <= names
-    assert "dashboards/queuepilot.json" in names
-    assert not [n for n in names if n.endswith((".test.yaml", ".md"))], names
+    assert {"dashboards/queuepilot.json", "README.md"} <= names
+    assert not [n for n in names if n.endswith((".test.yaml", ".md")) and n != "README.md"]
 
 
 # --- values that could not work are refused, naming them ----------------------------------------

@@ -90,6 +90,7 @@ def test_the_namespaces_and_extra_rules_come_from_values() -> None:
     extra["ports"] = [{"port": 8080, "protocol": "TCP"}]
     values = {
         **SECRET,
+        "config": {"REDIS_URL": "redis://redis-master.data.svc.cluster.local:6379/0"},
         "networkPolicy": {
             "enabled": True,
             "ingressNamespace": "traefik",

@@ -20,6 +20,7 @@ from tests.deploy.manifests import (
     SECRET_EXAMPLES,
     SECRET_FILES,
     SLACK_SECRETS,
+    chart_env,
     config,
     container,
     env_file_keys,
@@ -122,8 +123,9 @@ def test_secret_files_read_each_required_secret_from_the_mounted_secret(
     assert volume["secret"]["defaultMode"] == 0o440
     assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
 
-    files = {e["name"]: e["value"] for e in main["env"] if e["name"].endswith("_FILE")}
-    assert set(files) == {e["name"] for e in main["env"]} - {"MEMORY_LIMIT_MIB"}
+    env = chart_env(objects, case)
+    files = {e["name"]: e["value"] for e in env if e["name"].endswith("_FILE")}
+    assert set(files) == {e["name"] for e in env} - {"MEMORY_LIMIT_MIB"}
     keys = {name.removesuffix("_FILE"): path for name, path in files.items()}
     for key, path in keys.items():
         assert path == f"{mount['mountPath']}/{key}"

@@ -12,8 +12,10 @@ import pytest
 from tests.deploy.manifests import (
     CASES,
     SECRET,
+    chart_env,
     config,
     container,
+    extra_env,
     one,
     pod_spec,
     pod_template_labels,
@@ -50,21 +52,33 @@ def test_the_check_runs_the_new_image_with_the_new_settings_and_the_bots_secrets
 
     assert pod["spec"]["restartPolicy"] == "Never", "one run: its exit code is the verdict"
     assert check["args"] == ["check"] and check["image"] == bot["image"]
-    env = {e["name"]: e["value"] for e in check.get("env", [])}
+    # The operator's own variables (a CA bundle's, a key of another Secret) the same in both.
+    extra = extra_env(case)
+    assert [e for e in check.get("env", []) if e["name"] in extra] == [
+        e for e in bot.get("env", []) if e["name"] in extra
+    ]
+    env = {e["name"]: e["value"] for e in check.get("env", []) if e["name"] not in extra}
     env.pop(ROLE_PENDING, None)
     # The ConfigMap still holds the old settings while a pre-upgrade hook runs: inline here.
     assert {k: v for k, v in env.items() if not k.endswith("_FILE")} == config(objects)
     # Not the memory limit the bot sizes its caches from: the check holds none.
-    bot_env = {e["name"]: e["value"] for e in bot.get("env", []) if "value" in e}
+    bot_env = {e["name"]: e["value"] for e in chart_env(objects, case) if "value" in e}
     assert {k: v for k, v in env.items() if k.endswith("_FILE")} == bot_env
     assert check["volumeMounts"] == bot["volumeMounts"]
-    for key in ("serviceAccountName", "securityContext", "automountServiceAccountToken"):
-        assert pod["spec"][key] == pod_spec(objects)[key], key
+    for key in (
+        "serviceAccountName",
+        "securityContext",
+        "automountServiceAccountToken",
+        "priorityClassName",
+    ):
+        assert pod["spec"].get(key) == pod_spec(objects).get(key), key
     assert check["securityContext"] == bot["securityContext"]
     # The secrets the bot reads, or, before an upgrade, the new values' of a chart-made Secret.
+    extras = CASES[case][0].get("extraEnvFrom", [])
+    assert [s for s in check.get("envFrom", []) if s in extras] == extras
     bot_secret = [s["secretRef"]["name"] for s in bot["envFrom"] if "secretRef" in s]
     bot_files = [v["secret"]["secretName"] for v in pod_spec(objects)["volumes"] if "secret" in v]
-    read = [s["secretRef"]["name"] for s in check.get("envFrom", [])]
+    read = [s["secretRef"]["name"] for s in check.get("envFrom", []) if s not in extras]
     read += [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v]
     (ours,) = bot_secret + bot_files
     (theirs,) = read

@@ -171,26 +171,197 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- if and .Values.ingress.enabled (not .Values.socketMode.enabled) (not .Values.ingress.host) }}
 {{- fail "ingress.host is empty: Slack posts to https://<ingress.host>/slack/events; set it, or ingress.enabled=false (and route Slack's requests yourself), or socketMode.enabled=true" }}
 {{- end }}
+{{- if not (kindIs "invalid" $config.PORT) }}
+{{- $port := toString $config.PORT }}
+{{- if or (not (regexMatch "^[0-9]{1,5}$" $port)) (lt (int $port) 1) (gt (int $port) 65535) }}
+{{- fail (printf "config.PORT is %q: the port the bot listens on is a number from 1 to 65535 (\"3000\", the default); the container's port and its probes are named from it" $port) }}
+{{- end }}
+{{- end }}
+{{- range $kind, $amounts := .Values.resources | default dict }}
+{{- range $resource, $amount := $amounts | default dict }}
+{{- if not (regexMatch "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+))?$" (toString $amount)) }}
+{{- fail (printf "resources.%s.%s is %q: not a quantity Kubernetes takes; write it as a number with an optional suffix (memory: 320Mi, 1Gi; cpu: 50m, 0.5)" $kind $resource (toString $amount)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- include "queuepilot.validateDisruptionBudget" . }}
+{{- include "queuepilot.validateNetworkPolicy" . }}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) }}
+{{- fail "serviceAccount.name is empty while serviceAccount.create is false: name your ServiceAccount (in the release's namespace) that the pods run as, or set serviceAccount.create=true" }}
+{{- end }}
+{{- if and (not .Values.serviceAccount.create) .Values.serviceAccount.annotations }}
+{{- fail (printf "serviceAccount.annotations are set while serviceAccount.create is false: the chart makes no ServiceAccount to put them on; annotate your own (%s) and remove them here" .Values.serviceAccount.name) }}
+{{- end }}
+{{- $secretSettings := include "queuepilot.secretSettings" . | fromYamlArray }}
+{{- range .Values.extraEnv }}
+{{- if and (has .name $secretSettings) (hasKey . "value") }}
+{{- fail (printf "extraEnv: %s is a secret, given as a plain value that anyone who may read the Deployment reads; give it valueFrom.secretKeyRef, or as a key of the pods' Secret" .name) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
-{{/* The `restricted` Pod Security Standard, for the bot's pods and the upgrade check's. */}}
-{{- define "queuepilot.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 10001  # the image's own user
-runAsGroup: 10001
-{{- if .Values.secretFiles }}
-# The Secret's files belong to this group (mode 0440): the bot's user reads them, no other user
-# in the pod does.
-fsGroup: 10001
+{{/*
+A PodDisruptionBudget that allows no disruption blocks every node drain forever. Kubernetes rounds
+a percentage up, for minAvailable and maxUnavailable alike.
+*/}}
+{{- define "queuepilot.validateDisruptionBudget" -}}
+{{- $budget := .Values.podDisruptionBudget }}
+{{- $replicas := int .Values.replicaCount }}
+{{- if and $budget.enabled (gt $replicas 0) }}
+{{- $minimum := not (kindIs "invalid" $budget.minAvailable) }}
+{{- $given := ternary $budget.minAvailable $budget.maxUnavailable $minimum | toString }}
+{{- $count := int $given }}
+{{- if hasSuffix "%" $given }}
+{{- $count = ceil (divf (mulf $replicas (trimSuffix "%" $given | float64)) 100) | int }}
 {{- end }}
-seccompProfile:
-  type: RuntimeDefault
+{{- $allowed := ternary (sub $replicas $count) $count $minimum }}
+{{- if lt (int $allowed) 1 }}
+{{- fail (printf "podDisruptionBudget.%s %s with replicaCount %d lets no pod be evicted, so every node drain waits forever: keep maxUnavailable: 1 (and minAvailable: null), raise replicaCount, or set podDisruptionBudget.enabled=false" (ternary "minAvailable" "maxUnavailable" $minimum) $given $replicas) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+With the NetworkPolicy, every in-cluster host (<service>.<namespace>.svc) of the settings must be
+in a namespace it lets the pods reach: Redis's in redisNamespace, Prometheus's, Alertmanager's
+and Grafana's in monitoringNamespace, or any in a namespace an extraEgress rule names. A host on
+HTTPS's port is reached by the rule for anywhere. An extraEgress rule to everywhere (no `to`, or
+a namespaceSelector with no labels) lets anything through.
+*/}}
+{{- define "queuepilot.validateNetworkPolicy" -}}
+{{- $policy := .Values.networkPolicy }}
+{{- if $policy.enabled }}
+{{- $extra := list }}
+{{- $open := false }}
+{{- range $policy.extraEgress }}
+{{- if not .to }}{{ $open = true }}{{ end }}
+{{- range .to }}
+{{- if hasKey . "namespaceSelector" }}
+{{- $labels := (.namespaceSelector | default dict).matchLabels | default dict }}
+{{- if empty .namespaceSelector }}{{ $open = true }}{{ end }}
+{{- with index $labels "kubernetes.io/metadata.name" }}{{ $extra = append $extra . }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $expected := dict "REDIS_URL" "redisNamespace" "REDIS_SENTINELS" "redisNamespace" "PROMETHEUS_URL" "monitoringNamespace" "ALERTMANAGER_URL" "monitoringNamespace" "GRAFANA_URL" "monitoringNamespace" }}
+{{- range $key, $value := .Values.config | default dict }}
+{{- if and (not $open) (not (kindIs "invalid" $value)) }}
+{{- range splitList "," (toString $value) }}
+{{- $host := regexFind "[a-z0-9]([-a-z0-9.]*[a-z0-9])?\\.svc(\\.cluster\\.local)?\\b" . }}
+{{- if $host }}
+{{- $namespace := regexReplaceAll "^(.*\\.)?([^.]+)\\.svc(\\.cluster\\.local)?$" $host "${2}" }}
+{{- $field := get $expected $key }}
+{{- $allowed := $extra }}
+{{- if $field }}{{ $allowed = append $allowed (get $policy $field) }}{{ end }}
+{{- $https := and (hasPrefix "https://" .) (not (regexMatch "\\.svc(\\.cluster\\.local)?\\.?:[0-9]+" .)) }}
+{{- if not (or (has $namespace $allowed) (and $https (not $field))) }}
+{{- if $field }}
+{{- fail (printf "config.%s names a host in the namespace %s, where networkPolicy.%s (%s) lets the pods reach no such server: set networkPolicy.%s to %s, or add a networkPolicy.extraEgress rule for the namespace %s" $key $namespace $field (get $policy $field) $field $namespace $namespace) }}
+{{- else }}
+{{- fail (printf "config.%s names a host in the namespace %s, which the NetworkPolicy lets the pods reach only on HTTPS's port: add a networkPolicy.extraEgress rule for the namespace %s and its port" $key $namespace $namespace) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The pods' ServiceAccount: the chart's (named as the release), or yours (serviceAccount.name). */}}
+{{- define "queuepilot.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- .Values.serviceAccount.name | default (include "queuepilot.fullname" .) }}
+{{- else }}
+{{- .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod's security context, `restricted` by default (values.yaml). With secretFiles the Secret's
+files belong to the pod's group (fsGroup, mode 0440): the bot's user reads them, no other user
+in the pod does.
+*/}}
+{{- define "queuepilot.podSecurityContext" -}}
+{{- $context := deepCopy (.Values.podSecurityContext | default dict) }}
+{{- if and .Values.secretFiles (not (hasKey $context "fsGroup")) (hasKey $context "runAsGroup") }}
+{{- $_ := set $context "fsGroup" $context.runAsGroup }}
+{{- end }}
+{{- toYaml $context }}
 {{- end }}
 
 {{- define "queuepilot.containerSecurityContext" -}}
-runAsNonRoot: true
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: ["ALL"]
+{{- toYaml (.Values.securityContext | default dict) }}
+{{- end }}
+
+{{/*
+How the pods would leave the `restricted` Pod Security Standard (kubernetes.io/docs/concepts/
+security/pod-security-standards), one line each: the notes warn, since a namespace enforcing it
+would refuse the pods.
+*/}}
+{{- define "queuepilot.restrictedWarnings" -}}
+{{- $pod := .Values.podSecurityContext | default dict }}
+{{- $container := .Values.securityContext | default dict }}
+{{- $found := list }}
+{{- $nonRoot := ternary $container.runAsNonRoot $pod.runAsNonRoot (hasKey $container "runAsNonRoot") }}
+{{- if not $nonRoot }}
+{{- $found = append $found "runAsNonRoot is not true (podSecurityContext or securityContext)" }}
+{{- end }}
+{{- range $where, $context := dict "podSecurityContext" $pod "securityContext" $container }}
+{{- if and (hasKey $context "runAsUser") (eq (toString $context.runAsUser) "0") }}
+{{- $found = append $found (printf "%s.runAsUser is 0 (root)" $where) }}
+{{- end }}
+{{- end }}
+{{- $seccomp := (ternary $container.seccompProfile $pod.seccompProfile (hasKey $container "seccompProfile")) | default dict }}
+{{- if not (has ($seccomp.type | default "") (list "RuntimeDefault" "Localhost")) }}
+{{- $found = append $found "seccompProfile.type is neither RuntimeDefault nor Localhost" }}
+{{- end }}
+{{- if ne (toString $container.allowPrivilegeEscalation) "false" }}
+{{- $found = append $found "securityContext.allowPrivilegeEscalation is not false" }}
+{{- end }}
+{{- if $container.privileged }}
+{{- $found = append $found "securityContext.privileged is true" }}
+{{- end }}
+{{- $capabilities := $container.capabilities | default dict }}
+{{- if not (has "ALL" ($capabilities.drop | default list)) }}
+{{- $found = append $found "securityContext.capabilities.drop does not hold ALL" }}
+{{- end }}
+{{- range without ($capabilities.add | default list) "NET_BIND_SERVICE" }}
+{{- $found = append $found (printf "securityContext.capabilities.add holds %s" .) }}
+{{- end }}
+{{- range .Values.extraVolumes }}
+{{- $kinds := without (keys .) "name" }}
+{{- if not (has (first $kinds | default "") (list "configMap" "csi" "downwardAPI" "emptyDir" "ephemeral" "persistentVolumeClaim" "projected" "secret")) }}
+{{- $found = append $found (printf "extraVolumes: %s is a %s volume" .name (join "," $kinds)) }}
+{{- end }}
+{{- end }}
+{{- toYaml $found }}
+{{- end }}
+
+{{/*
+The replicas' spread: topologySpreadConstraints as given (a constraint without labelSelector gets
+the bot's pods'), or the chart's: on different nodes (required), and zones (preferred).
+*/}}
+{{- define "queuepilot.topologySpreadConstraints" -}}
+{{- $selector := dict "matchLabels" (include "queuepilot.botSelectorLabels" . | fromYaml) }}
+{{- $given := .Values.topologySpreadConstraints }}
+{{- if kindIs "slice" $given }}
+{{- $constraints := list }}
+{{- range $given }}
+{{- $constraints = append $constraints (merge (deepCopy .) (dict "labelSelector" $selector)) }}
+{{- end }}
+{{- toYaml $constraints }}
+{{- else -}}
+- maxSkew: 1
+  topologyKey: kubernetes.io/hostname
+  whenUnsatisfiable: DoNotSchedule
+  nodeTaintsPolicy: Honor
+  labelSelector:
+    {{- toYaml $selector | nindent 4 }}
+- maxSkew: 1
+  topologyKey: topology.kubernetes.io/zone
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    {{- toYaml $selector | nindent 4 }}
+{{- end }}
 {{- end }}
