@@ -24,6 +24,8 @@ EXAMPLES = REPO / "deploy" / "helm" / "examples"
 DOCS = REPO / "docs" / "kubernetes.md"
 # The schemas of the oldest Kubernetes release the chart promises to work on (its kubeVersion).
 KUBERNETES_VERSION = "1.30"
+# And the releases after it that the chart is checked against.
+KUBERNETES_VERSIONS = ("1.30", "1.31", "1.32")
 RELEASE = "queuepilot"
 # Not `default`: an object that forgot its namespace would land in kubectl's current one.
 NAMESPACE = "queuepilot"
@@ -176,10 +178,13 @@ def namespace_of(case: str) -> str:
     return CASES[case][1]
 
 
-def lint(values: dict[str, Any], namespace: str = NAMESPACE) -> list[str]:
-    """`helm lint --strict` against Kubernetes 1.30: its warnings and errors (info aside)."""
+def lint(
+    values: dict[str, Any], namespace: str = NAMESPACE, version: str = KUBERNETES_VERSION
+) -> list[str]:
+    """`helm lint --strict` against a Kubernetes release (1.30 unless said): its warnings and
+    errors (info aside)."""
     report = helm_python.lint(
-        CHART, values, strict=True, namespace=namespace, kube_version=f"v{KUBERNETES_VERSION}.0"
+        CHART, values, strict=True, namespace=namespace, kube_version=f"v{version}.0"
     )
     found = [f"{m['path']}: {m['error']}" for m in report["messages"] if m["severity"] >= 2]
     return found + list(report["errors"])

@@ -19,6 +19,7 @@ import yaml
 from bot.backends.metrics.prometheus_pods import RUNNER_POD, RUNNER_SET
 from bot.domain.alerts import AlertFacts, RunnerQueue, parse_json_body, parse_notification
 from bot.domain.delivery import facts_of
+from tests.deploy.manifests import SECRET, render_values
 from tests.support.servers import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,6 +34,11 @@ OPERATIONS = REPO / "docs" / "operations.md"
 # The project's repository: the image is ghcr.io/queuepilot/queuepilot, published from it.
 RUNBOOKS = "https://github.com/queuepilot/queuepilot/blob/main/docs/operations.md#"
 SEVERITIES = {"critical", "warning", "info"}
+# queueRules as an operator tunes them: not one threshold or label at its default.
+TUNED = {
+    "thresholds": {"queuedJobs": 30, "queuedFor": "5m", "listenerStalledFor": "4m"},
+    "labels": {"priority": "P1", "team": "ci-platform"},
+}
 # A real Alertmanager's webhook body (0.25, captured): the envelope the alert arrives in.
 ALERTMANAGER_BODY = REPO / "tests" / "fixtures" / "alertmanager" / "runner-queue-am-00-firing.json"
 
@@ -196,3 +202,45 @@ def test_the_stalled_listener_alert_names_its_runner_type_and_queue() -> None:
     assert facts.runner_types == {"linux-gpu": RunnerQueue(queued=8)}
     assert facts.numbers.max_queue_size == 8
     assert facts.runbook_url == f"{RUNBOOKS}arclistenerstalled"
+
+
+def test_the_charts_tuned_queue_rules_pass_promtool_on_their_own_thresholds(tmp_path: Path) -> None:
+    """queueRules' thresholds (30 jobs for 5 minutes, a stalled listener for 4) and labels,
+    rendered by the chart, on the unit test's own fleet: linux-large passes 30 queued at minute
+    16 and fires 5 minutes on, at 50; the stalled listeners fire 2 minutes later than at the
+    defaults."""
+    values = {**SECRET, "prometheusRule": {"queueRules": True}, "queueRules": TUNED}
+    (queues,) = [o for o in render_values(values) if o["kind"] == "PrometheusRule"]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": queues["spec"]["groups"]}))
+    fleet = yaml.safe_load(QUEUE_TEST.read_text())["tests"][0]
+    default = {
+        check["alertname"]: check["exp_alerts"]
+        for check in fleet["alert_rule_test"]
+        if check["exp_alerts"]
+    }
+    labels = {"priority": "P1", "severity": "warning", "team": "ci-platform"}
+    large = copy.deepcopy(default["RunnerJobsQueueing"])
+    large[0]["exp_labels"].update(labels)
+    said = large[0]["exp_annotations"]
+    said.update(max_queue_size="50", queue_size_threshold="30")
+    said["description"] = said["description"].replace("40 jobs", "50 jobs")
+    stalled = copy.deepcopy(default["ARCListenerStalled"])
+    for alert in stalled:
+        alert["exp_labels"].update(labels)
+    fleet["alert_rule_test"] = [
+        {"eval_time": "20m", "alertname": "RunnerJobsQueueing", "exp_alerts": []},
+        {"eval_time": "25m", "alertname": "RunnerJobsQueueing", "exp_alerts": large},
+        {"eval_time": "18m", "alertname": "ARCListenerStalled", "exp_alerts": []},
+        {"eval_time": "20m", "alertname": "ARCListenerStalled", "exp_alerts": stalled},
+    ]
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [fleet]}
+    (tmp_path / "rules.test.yaml").write_text(yaml.safe_dump(tests))
+    result = subprocess.run(
+        [require_binary("promtool"), "test", "rules", "rules.test.yaml"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

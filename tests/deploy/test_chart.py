@@ -14,12 +14,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from deploy.helm import readme as chart_readme
 from tests.deploy import crds
 from tests.deploy.manifests import (
     CASES,
     CHART,
     DOCS,
     KUBERNETES_VERSION,
+    KUBERNETES_VERSIONS,
     NAMESPACE,
     RELEASE,
     SECRET,
@@ -87,10 +89,11 @@ def test_helm_lint_strict_passes_on_the_charts_own_defaults() -> None:
     assert lint({}) == []
 
 
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("case", CASES)
-def test_helm_lint_strict_passes(case: str) -> None:
+def test_helm_lint_strict_passes(case: str, version: str) -> None:
     values, namespace = CASES[case]
-    assert lint(values, namespace) == []
+    assert lint(values, namespace, version) == []
 
 
 def test_the_chart_is_the_release_it_ships_for_the_oldest_kubernetes_it_is_tested_on() -> None:
@@ -100,8 +103,9 @@ def test_the_chart_is_the_release_it_ships_for_the_oldest_kubernetes_it_is_teste
     assert metadata["home"] and metadata["sources"]
 
 
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("case", CASES)
-def test_every_object_is_valid_against_the_kubernetes_schemas(case: str) -> None:
+def test_every_object_is_valid_against_the_kubernetes_schemas(case: str, version: str) -> None:
     objects = render(case)
     assert kinds(objects) == KINDS[case]
     for obj in objects:
@@ -110,7 +114,7 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(case: str) -> None
             if obj["kind"] in crds.SCHEMAS:
                 crds.validate(obj)
             else:
-                kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+                kubernetes_validate.validate(obj, version, strict=True)
         except kubernetes_validate.ValidationError as exc:
             path = ".".join(str(part) for part in exc.path)
             pytest.fail(f"{case}: {name} is invalid at {path}: {exc.message}")
@@ -255,11 +259,129 @@ def test_a_misspelt_or_mistyped_value_is_refused_by_the_schema(values: dict, nam
             "config.REDIS_URL: with secretFiles the bot reads REDIS_URL from the file",
         ),
         ({**SECRET, "ingress": {"host": ""}}, "ingress.host is empty"),
+        ({**SECRET, "config": {"PORT": "http"}}, 'config.PORT is "http"'),
+        ({**SECRET, "config": {"PORT": "70000"}}, "a number from 1 to 65535"),
+        ({**SECRET, "config": {"PORT": "0"}}, "a number from 1 to 65535"),
+        (
+            {**SECRET, "resources": {"limits": {"memory": "lots"}}},
+            'resources.limits.memory is "lots": not a quantity Kubernetes takes',
+        ),
+        ({**SECRET, "resources": {"requests": {"cpu": "50 m"}}}, "resources.requests.cpu"),
+        (
+            {**SECRET, "podDisruptionBudget": {"minAvailable": 2}},
+            "podDisruptionBudget.minAvailable 2 with replicaCount 2 lets no pod be evicted",
+        ),
+        (
+            {**SECRET, "replicaCount": 1, "podDisruptionBudget": {"maxUnavailable": 0}},
+            "podDisruptionBudget.maxUnavailable 0 with replicaCount 1 lets no pod be evicted",
+        ),
+        (
+            {**SECRET, "podDisruptionBudget": {"minAvailable": "60%"}},
+            "minAvailable 60% with replicaCount 2",  # Kubernetes rounds 1.2 up to 2
+        ),
+        ({**SECRET, "podDisruptionBudget": {"maxUnavailable": "0%"}}, "maxUnavailable 0%"),
+        (
+            {
+                **SECRET,
+                "networkPolicy": {"enabled": True, "monitoringNamespace": "observability"},
+            },
+            "config.ALERTMANAGER_URL names a host in the namespace monitoring, where "
+            "networkPolicy.monitoringNamespace (observability)",
+        ),
+        (
+            {**SECRET, "networkPolicy": {"enabled": True, "redisNamespace": "data"}},
+            "set networkPolicy.redisNamespace to redis",
+        ),
+        (
+            {
+                **SECRET,
+                "config": {"HUD_URL": "http://hud.ci.svc.cluster.local:8080"},
+                "networkPolicy": {"enabled": True},
+            },
+            "config.HUD_URL names a host in the namespace ci",
+        ),
+        (
+            {
+                **SECRET,
+                "config": {
+                    "REDIS_URL": "redis+sentinel://s-0.sentinel.redis.svc:26379,"
+                    "s-1.sentinel.cache.svc:26379/mymaster/0"
+                },
+                "networkPolicy": {"enabled": True},
+            },
+            "config.REDIS_URL names a host in the namespace cache",
+        ),
+        ({**SECRET, "serviceAccount": {"create": False}}, "serviceAccount.name is empty"),
+        (
+            {
+                **SECRET,
+                "serviceAccount": {"create": False, "name": "ci", "annotations": {"a": "b"}},
+            },
+            "annotate your own (ci)",
+        ),
+        (
+            {**SECRET, "extraEnv": [{"name": "GITHUB_TOKEN", "value": "ghp_x"}]},
+            "extraEnv: GITHUB_TOKEN is a secret",
+        ),
     ],
 )
 def test_values_that_could_not_work_are_refused_naming_the_fix(values: dict, named: str) -> None:
     message = refusal(values)
     assert named in message, message
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {**SECRET, "config": {"PORT": "8080"}},
+        {**SECRET, "resources": {"requests": {"cpu": "0.5", "memory": "1e9"}}},
+        {**SECRET, "resources": {"limits": {"memory": "1Gi", "ephemeral-storage": "+2G"}}},
+        {**SECRET, "replicaCount": 3, "podDisruptionBudget": {"minAvailable": 2}},
+        {**SECRET, "replicaCount": 1, "podDisruptionBudget": {"maxUnavailable": "10%"}},
+        {**SECRET, "replicaCount": 0, "podDisruptionBudget": {"maxUnavailable": 0}},
+        # Reached through a rule of the operator's own.
+        {
+            **SECRET,
+            "config": {"HUD_URL": "http://hud.ci.svc:8080"},
+            "networkPolicy": {
+                "enabled": True,
+                "extraEgress": [
+                    {
+                        "to": [
+                            {
+                                "namespaceSelector": {
+                                    "matchLabels": {"kubernetes.io/metadata.name": "ci"}
+                                }
+                            }
+                        ],
+                        "ports": [{"port": 8080}],
+                    }
+                ],
+            },
+        },
+        # On HTTPS's port, which the policy opens everywhere.
+        {
+            **SECRET,
+            "config": {"SCALER_WEBHOOK_URL": "https://scaler.ci.svc/scale"},
+            "networkPolicy": {"enabled": True},
+        },
+        # Outside the cluster, or with no policy to disagree with.
+        {
+            **SECRET,
+            "config": {"HUD_URL": "https://hud.example.com"},
+            "networkPolicy": {"enabled": True},
+        },
+        {**SECRET, "config": {"HUD_URL": "http://hud.ci.svc:8080"}},
+        {
+            **SECRET,
+            "extraEnv": [
+                {"name": "GITHUB_TOKEN", "valueFrom": {"secretKeyRef": {"name": "gh", "key": "t"}}}
+            ],
+        },
+    ],
+)
+def test_values_near_a_refusal_still_render(values: dict) -> None:
+    render_values(values)
 
 
 def test_socket_mode_needs_no_ingress_host() -> None:
@@ -313,3 +435,27 @@ def test_the_values_the_docs_show_render_and_lint() -> None:
         given = values if sources else {**SECRET, **values}
         render_values(given)
         assert lint(given) == [], values
+
+
+# --- the chart's README ------------------------------------------------------------------------
+
+
+def readme_rows() -> dict[str, str]:
+    """Each value the README's table lists, and its row."""
+    text = (CHART / "README.md").read_text()
+    return {m[1]: m[0] for m in re.finditer(r"^\| `([^`]+)` \|.*$", text, re.M)}
+
+
+def test_the_readme_is_what_its_generator_makes_from_the_values() -> None:
+    """`make chart-readme` after changing values.yaml or its schema."""
+    assert (CHART / "README.md").read_text() == chart_readme.readme(), "run `make chart-readme`"
+
+
+def test_the_readme_lists_every_value_the_schema_takes_with_what_it_does() -> None:
+    rows = readme_rows()
+    assert set(rows) == {path for path, _ in chart_readme.leaves(chart().schema)}
+    for path in ("extraEnv", "networkPolicy.dns.to", "queueRules.thresholds.queuedJobs"):
+        assert path in rows
+    undescribed = [path for path, row in rows.items() if row.rstrip(" |").endswith("|")]
+    assert not undescribed, undescribed
+    assert "| `replicaCount` | integer | `2` |" in rows["replicaCount"]

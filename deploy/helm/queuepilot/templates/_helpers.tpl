@@ -348,7 +348,11 @@ the bot's pods'), or the chart's: on different nodes (required), and zones (pref
 {{- if kindIs "slice" $given }}
 {{- $constraints := list }}
 {{- range $given }}
-{{- $constraints = append $constraints (merge (deepCopy .) (dict "labelSelector" $selector)) }}
+{{- $constraint := deepCopy . }}
+{{- if not (hasKey $constraint "labelSelector") }}
+{{- $_ := set $constraint "labelSelector" $selector }}
+{{- end }}
+{{- $constraints = append $constraints $constraint }}
 {{- end }}
 {{- toYaml $constraints }}
 {{- else -}}
