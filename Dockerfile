@@ -22,6 +22,10 @@ RUN /opt/queuepilot/bin/pip install --no-cache-dir --require-hashes --no-deps \
 # leaves this stage. Built with the locked setuptools (no build isolation: nothing unpinned is
 # downloaded). pip and setuptools are only needed to install: the bot never imports them.
 COPY . /src/
+# The commit a development version names (`--version`, queuepilot_build_info): the context has no
+# .git to ask, so deploy/image/build.sh and the release workflow pass it, and the build records it
+# in the package (setup.py), where the running bot reads it: the final stage needs no ENV of it.
+ARG QUEUEPILOT_COMMIT=""
 RUN /opt/queuepilot/bin/pip install --no-cache-dir --no-deps --no-build-isolation /src \
     && /opt/queuepilot/bin/pip uninstall --yes pip setuptools
 
@@ -39,10 +43,6 @@ ENV PATH=/opt/queuepilot/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     MPLCONFIGDIR=/tmp/matplotlib
-# The commit a development version names (`--version`, queuepilot_build_info), since the image
-# holds no checkout to ask: deploy/image/build.sh and the release workflow pass it.
-ARG QUEUEPILOT_COMMIT=""
-ENV QUEUEPILOT_COMMIT=$QUEUEPILOT_COMMIT
 # Numeric, so Kubernetes' runAsNonRoot can tell it is not root without reading /etc/passwd.
 USER 10001:10001
 EXPOSE 3000

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import platform
 import re
 import subprocess
@@ -70,7 +69,7 @@ def queuepilot_version() -> str:
         return "unknown (not installed)"
     if ".dev" not in found:
         return found
-    commit = _commit(os.environ.get("QUEUEPILOT_COMMIT", "")) or _checkout_commit()
+    commit = _built_commit() or _checkout_commit()
     return f"{found}+g{commit[:12]}" if commit else f"{found}+unknown"
 
 
@@ -79,8 +78,18 @@ def _commit(text: str) -> str | None:
     return text if re.fullmatch(r"[0-9a-f]{7,64}", text) else None
 
 
+def _built_commit() -> str | None:
+    """The commit a built package was made from, which setup.py records in it (the image's build
+    and `pip install .` alike)."""
+    try:
+        return _commit(Path(__file__).with_name("_commit.txt").read_text())
+    except FileNotFoundError:
+        return None
+
+
 def _checkout_commit() -> str | None:
-    """An editable install's checkout; the image has none and sets QUEUEPILOT_COMMIT."""
+    """An editable install's checkout, asked now: its HEAD moves on after installing, and
+    setup.py records no commit for it."""
     root = Path(__file__).resolve().parents[1]
     if not (root / ".git").exists():
         return None

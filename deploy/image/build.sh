@@ -92,11 +92,15 @@ $BUILDAH rm --all >/dev/null
 if ! $BUILDAH inspect --type image "$BASE" >/dev/null 2>&1; then
     make_base
 fi
+# The commit a development build names: the context has no .git (.dockerignore), so the build
+# stage records this one in the package.
+COMMIT=$(git rev-parse HEAD 2>/dev/null || true)
 # The build stage is tagged too: then each image the last build used is an ancestor of a named
-# one, and pruning removes only what older builds left (vfs keeps every layer as a full copy).
+# one, and pruning removes only what older builds left (vfs keeps every layer as a full copy). It
+# gets the same commit, or the image's build would redo the stage's last layer with another.
 $BUILDAH bud --pull=never --layers --isolation chroot --network host --target build \
-    --tag localhost/queuepilot-build:cache .
+    --build-arg QUEUEPILOT_COMMIT="$COMMIT" --tag localhost/queuepilot-build:cache .
 $BUILDAH bud --pull=never --layers --isolation chroot --network host --tag "$IMAGE" \
-    --build-arg QUEUEPILOT_COMMIT="$(git rev-parse HEAD 2>/dev/null || true)" .
+    --build-arg QUEUEPILOT_COMMIT="$COMMIT" .
 $BUILDAH rmi --prune >/dev/null
 $BUILDAH images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$IMAGE"
