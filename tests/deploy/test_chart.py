@@ -190,6 +190,11 @@ def test_the_package_leaves_out_the_rules_tests_and_notes() -> None:
 # --- values that could not work are refused, naming them ----------------------------------------
 
 
+def arc(settings: dict) -> dict:
+    """Values with the arc scaler (the default) and these settings over the defaults."""
+    return {**SECRET, "config": settings}
+
+
 def refusal(values: dict) -> str:
     with pytest.raises(helm_python.HelmError) as caught:
         render_values(values)
@@ -243,6 +248,25 @@ def test_a_misspelt_or_mistyped_value_is_refused_by_the_schema(values: dict, nam
             "config.REDIS_URL: with secretFiles the bot reads REDIS_URL from the file",
         ),
         ({**SECRET, "ingress": {"host": ""}}, "ingress.host is empty"),
+        # The arc scaler: SCALER_TARGETS names the scale sets, and the Role only those.
+        (arc({"SCALER_TARGETS": "{linux.2xlarge"}), "config.SCALER_TARGETS must be a JSON object"),
+        (arc({"SCALER_TARGETS": '["linux.2xlarge"]'}), "config.SCALER_TARGETS must be a JSON"),
+        (arc({"SCALER_TARGETS": "{}"}), "config.SCALER_TARGETS is empty: with SCALER_BACKEND arc"),
+        (arc({"SCALER_TARGETS": None}), "config.SCALER_TARGETS is empty"),
+        (arc({"RUNNER_SCALE_SETS": '{"x": '}), "config.RUNNER_SCALE_SETS must be a JSON object"),
+        (
+            arc({"RUNNER_SCALE_SETS": '{"linux.gpu": "gpu-a", "LINUX-GPU": "gpu-b"}'}),
+            '"LINUX-GPU" and "linux.gpu" are one runner type (linux-gpu) with two scale sets',
+        ),
+        (
+            arc({"SCALER_TARGETS": '{"...": {"cap": 1}}'}),
+            'config.SCALER_TARGETS["..."]: no scale set can be derived from this name',
+        ),
+        (
+            arc({"SCALER_TARGETS": '{"linux.2xlarge": "ci-runners/linux-2xlarge"}'}),
+            "its target ci-runners/linux-2xlarge is in the namespace ci-runners, but the chart's "
+            "Role is in ARC's, queuepilot (arc.namespace): set arc.namespace to ci-runners",
+        ),
     ],
 )
 def test_values_that_could_not_work_are_refused_naming_the_fix(values: dict, named: str) -> None:
