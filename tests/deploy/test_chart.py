@@ -18,6 +18,7 @@ from tests.deploy import crds
 from tests.deploy.manifests import (
     CASES,
     CHART,
+    CLUSTER_SCOPED,
     DOCS,
     KUBERNETES_VERSION,
     NAMESPACE,
@@ -63,6 +64,9 @@ KINDS = {
     "arc-elsewhere": BASE,
     "no-pdb": [k for k in BASE if k not in {"PodDisruptionBudget"}],
     "no-scaler": [k for k in BASE if k not in {"Role", "RoleBinding"}],
+    "admission-policy": sorted(
+        [*BASE, "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    ),
     "ci-bots": sorted([*BASE, *MONITORING, "ExternalSecret", "NetworkPolicy"]),
 }
 
@@ -111,11 +115,18 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(case: str) -> None
 @pytest.mark.parametrize("case", CASES)
 def test_every_object_is_in_the_releases_namespace_and_arcs_role_in_arcs(case: str) -> None:
     """Set explicitly on each object: `helm template | kubectl apply` and a GitOps tool that
-    applies the rendered manifests put them where the release is, not in a current namespace."""
+    applies the rendered manifests put them where the release is, not in a current namespace.
+    A cluster-scoped object has none, and its name carries the release's namespace and name, so
+    two releases' do not collide."""
     objects = render(case)
     bots = namespace_of(case)
     runners = config(objects).get("SCALER_ARC_NAMESPACE")
+    fullname = one(objects, "ServiceAccount")["metadata"]["name"]
     for obj in objects:
+        if obj["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in obj["metadata"], f"{case}: {obj['kind']}"
+            assert obj["metadata"]["name"] == f"{bots}.{fullname}-scaler"
+            continue
         expected = runners if obj["kind"] in ("Role", "RoleBinding") else bots
         assert obj["metadata"].get("namespace") == expected, f"{case}: {obj['kind']}"
     if "RoleBinding" in kinds(objects):

@@ -76,6 +76,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if eq ((.Values.config | default dict).SCALER_BACKEND | default "" | toString) "arc" }}true{{ end }}
 {{- end }}
 
+{{/*
+"true" when the chart makes the ValidatingAdmissionPolicy that holds the bot to minRunners and
+maxRunners: with the Role (the `arc` scaler, rbac.create), where rbac.admissionPolicy is true, or
+auto and the cluster serves the API (`helm install` asks it; `helm template` needs
+--api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy).
+*/}}
+{{- define "queuepilot.admissionPolicy" -}}
+{{- $wanted := .Values.rbac.admissionPolicy | toString }}
+{{- $served := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" }}
+{{- if and .Values.rbac.create (include "queuepilot.usesArc" .) (or (eq $wanted "true") (and (eq $wanted "auto") $served)) }}true{{ end }}
+{{- end }}
+
+{{/* The policy's and its binding's name: cluster-scoped, so the release's namespace is in it. */}}
+{{- define "queuepilot.admissionPolicyName" -}}
+{{- printf "%s.%s-scaler" .Release.Namespace (include "queuepilot.fullname" .) }}
+{{- end }}
+
 {{/* ARC's namespace, set once: the bot addresses the scale sets there, and the Role is there. */}}
 {{- define "queuepilot.arcNamespace" -}}
 {{- .Values.arc.namespace | default .Release.Namespace }}
