@@ -271,6 +271,13 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if .Values.upgradeCheck.enabled }}
+{{- $timeout := maxf ($config.BACKEND_TIMEOUT_SECONDS | default "10" | float64) ($config.SLACK_TIMEOUT_SECONDS | default "10" | float64) }}
+{{- $needed := addf $timeout 2 30 | ceil }}
+{{- if lt (float64 .Values.upgradeCheck.activeDeadlineSeconds) $needed }}
+{{- fail (printf "upgradeCheck.activeDeadlineSeconds (%v) would fail the check before its probes give up (%g s: BACKEND_TIMEOUT_SECONDS or SLACK_TIMEOUT_SECONDS and 2 s) and the pod starts (30 s): raise it to at least %g" .Values.upgradeCheck.activeDeadlineSeconds (addf $timeout 2) $needed) }}
+{{- end }}
+{{- end }}
 {{- if and .Values.ingress.enabled (not .Values.socketMode.enabled) (not .Values.ingress.host) }}
 {{- fail "ingress.host is empty: Slack posts to https://<ingress.host>/slack/events; set it, or ingress.enabled=false (and route Slack's requests yourself), or socketMode.enabled=true" }}
 {{- end }}
