@@ -167,6 +167,12 @@ def test_a_deadline_shorter_than_the_checks_own_is_refused() -> None:
     assert "upgradeCheck.activeDeadlineSeconds (60) would fail the check" in str(caught.value)
     assert "raise it to at least 92" in str(caught.value)
     render_values({**slow, "upgradeCheck": {"enabled": False, "activeDeadlineSeconds": 60}})
+    # A duration as the bot reads one.
+    for timeout, least in (("2m", 152), ("1m30s", 122), ("45.5", 78)):
+        with pytest.raises(helm_python.HelmError) as caught:
+            render_values({**SECRET, "config": {"SLACK_TIMEOUT_SECONDS": timeout}, "upgradeCheck": {
+                "activeDeadlineSeconds": least - 1}})  # fmt: skip
+        assert f"raise it to at least {least}" in str(caught.value), timeout
 
 
 def test_turned_off_there_is_no_hook() -> None:

@@ -225,6 +225,21 @@ equal). In a ConfigMap they would be readable by anyone who may read the namespa
 {{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_SIGNING_SECRET" "SLACK_APP_TOKEN" "REDIS_SENTINEL_PASSWORD" "ALERT_WEBHOOK_TOKEN" "ALERT_WEBHOOK_HMAC_SECRET" "ALERT_WEBHOOK_BASIC_PASSWORD" "GRAFANA_TOKEN" "SCALER_WEBHOOK_SECRET" "PROMETHEUS_TOKEN" "GITHUB_TOKEN" "GITHUB_APP_PRIVATE_KEY" "HUD_TOKEN") }}
 {{- end }}
 
+{{/* A duration setting in seconds, as the bot reads it: a bare number, or 30s, 2m, 1m30s. */}}
+{{- define "queuepilot.seconds" -}}
+{{- $text := . | toString | trim | lower }}
+{{- if regexMatch "^[0-9]+(\\.[0-9]+)?$" $text }}
+{{- $text }}
+{{- else }}
+{{- $total := 0 }}
+{{- range $unit, $seconds := dict "d" 86400 "h" 3600 "m" 60 "s" 1 }}
+{{- $part := regexFind (printf "[0-9]+%s" $unit) $text | trimSuffix $unit | default "0" | int }}
+{{- $total = add $total (mul $part $seconds) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+{{- end }}
+
 {{/*
 Refuses values that would deploy a bot that cannot start or cannot be reached, naming the value
 and the fix. Included by the Deployment, so every render runs it.
@@ -272,7 +287,9 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- end }}
 {{- end }}
 {{- if .Values.upgradeCheck.enabled }}
-{{- $timeout := maxf ($config.BACKEND_TIMEOUT_SECONDS | default "10" | float64) ($config.SLACK_TIMEOUT_SECONDS | default "10" | float64) }}
+{{- $backend := include "queuepilot.seconds" ($config.BACKEND_TIMEOUT_SECONDS | default "10") }}
+{{- $slack := include "queuepilot.seconds" ($config.SLACK_TIMEOUT_SECONDS | default "10") }}
+{{- $timeout := maxf ($backend | float64) ($slack | float64) }}
 {{- $needed := addf $timeout 2 30 | ceil }}
 {{- if lt (float64 .Values.upgradeCheck.activeDeadlineSeconds) $needed }}
 {{- fail (printf "upgradeCheck.activeDeadlineSeconds (%v) would fail the check before its probes give up (%g s: BACKEND_TIMEOUT_SECONDS or SLACK_TIMEOUT_SECONDS and 2 s) and the pod starts (30 s): raise it to at least %g" .Values.upgradeCheck.activeDeadlineSeconds (addf $timeout 2) $needed) }}
