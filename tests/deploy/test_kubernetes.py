@@ -371,6 +371,45 @@ async def test_the_check_names_a_target_the_charts_role_leaves_out(kube: FakeKub
     assert "add linux.gpu there and `helm upgrade` so the Role names it" in left_out.fix
 
 
+async def test_the_upgrade_that_adds_a_runner_type_is_not_stopped_by_the_role_it_updates(
+    kube: FakeKubeApi,
+) -> None:
+    """The pre-upgrade check runs while the old Role still names the old sets: the new runner
+    type's set, which the new Role names, is a warning (QUEUEPILOT_ROLE_PENDING), not a stop;
+    `helm test`, run after the upgrade, holds it to the new Role."""
+    old = render_values({**SECRET, "arc": {"namespace": "arc-runners"}})
+    targets = json.dumps({"linux.2xlarge": {"cap": 10}, "linux.gpu": {"cap": 2}})
+    new = render_values(
+        {**SECRET, "arc": {"namespace": "arc-runners"}, "config": {"SCALER_TARGETS": targets}}
+    )
+    assert one(new, "Role")["rules"][0]["resourceNames"] == ["linux-2xlarge", "linux-gpu"]
+    kube.rules = one(old, "Role")["rules"]
+    kube.add_from_fixture("linux-2xlarge")
+    kube.add_from_fixture("linux-gpu")
+    directory = Path(tempfile.mkdtemp(prefix="qp-kube-"))
+    kubeconfig = str(kube.kubeconfig(directory, kube.url))  # type: ignore[attr-defined]
+
+    def hook_env(hook: str) -> dict[str, str]:
+        (pod,) = [
+            o
+            for o in new
+            if o["kind"] == "Pod" and o["metadata"]["annotations"]["helm.sh/hook"] == hook
+        ]
+        return {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+
+    before = hook_env("pre-upgrade")
+    settings = settings_of(new, scaler_kubeconfig=kubeconfig)
+    assert settings.scaler_targets.keys() == {"linux.2xlarge", "linux.gpu"}
+    kept, added = await probe_arc(settings, before)
+    assert (kept.verdict, added.verdict) == (Verdict.OK, Verdict.WARN), added
+    assert "linux-gpu (linux.gpu): may not get or patch" in added.detail
+    assert "yet: the chart's Role in arc-runners is applied by this upgrade" in added.detail
+
+    kube.rules = one(new, "Role")["rules"]  # the upgrade applied it
+    kept, added = await probe_arc(settings, hook_env("test"))
+    assert (kept.verdict, added.verdict) == (Verdict.OK, Verdict.OK), added
+
+
 # --- settings: the ConfigMap, the Secret, and what the pod reads ------------------------------
 
 
