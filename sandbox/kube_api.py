@@ -23,10 +23,14 @@ then `Running`, and the listener is created again.
 It also answers a SelfSubjectAccessReview (POST `REVIEWS`) as the API server does for the token's
 identity: 201 with the review echoed and its `status` (`allowed`, and RBAC's `reason` when it
 allows), a 422 for a spec that names neither or both of resourceAttributes and
-nonResourceAttributes. The token's Role allows `get` and `patch` on autoscalingrunnersets
-(apiGroup actions.github.com), as the bot's RBAC grants, but the verbs in `denied_verbs`: a GET
-or PATCH of a denied verb is 403 Forbidden, before the object is looked up (authorization comes
-before the handler), worded as the API server's authorization filter words it.
+nonResourceAttributes. Both are judged as RBAC judges them, from the `rules` of the token's Role
+as a Role writes them (by default `get` and `patch` on autoscalingrunnersets of
+actions.github.com, every name) less the verbs in `denied_verbs`: a rule allows a request when it
+lists its verb, API group and resource (or `*`) and, where it has `resourceNames`, the object's
+name; a request that names no object matches no rule with `resourceNames`, and `*` is no name.
+A GET or PATCH the rules do not allow is 403 Forbidden, before the object is looked up
+(authorization comes before the handler), worded as the API server's authorization filter
+words it.
 """
 
 from __future__ import annotations
@@ -50,7 +54,11 @@ from sandbox.arc_controller import ArcController
 GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
 PATH = f"/apis/{GROUP}/v1alpha1/namespaces/{{ns}}/{RESOURCE}/{{name}}"
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
-GRANTED = {(GROUP, RESOURCE): frozenset({"get", "patch"})}
+# The Role the bot's RBAC grants, as a Role's `rules`: every scale set's name unless a rule lists
+# `resourceNames` (the chart's does: the scale sets of SCALER_TARGETS).
+ROLE_RULES: tuple[dict[str, list[str]], ...] = (
+    {"apiGroups": [GROUP], "resources": [RESOURCE], "verbs": ["get", "patch"]},
+)
 ALLOWED_BY = (
     'RBAC: allowed by RoleBinding "queuepilot/{namespace}" of Role "queuepilot-scaler" to '
     'ServiceAccount "queuepilot/queuepilot"'
@@ -104,6 +112,8 @@ class KubeApi:
     # colleague) changes the spec (manager, fields), or any other write (a call: ARC's
     # controller reacting), between a client's read and its patch.
     after_get: tuple[str, dict[str, Any]] | Callable[[], object] | None = None
+    # The token's Role's rules, as Kubernetes takes them (a test may give the chart's own).
+    rules: list[dict[str, Any]] = field(default_factory=lambda: copy.deepcopy(list(ROLE_RULES)))
     # Verbs the token's Role does not grant after all (a ServiceAccount without patch rights).
     denied_verbs: set[str] = field(default_factory=set)
     user: str = "system:serviceaccount:queuepilot:queuepilot"  # the token's identity
@@ -139,7 +149,7 @@ class KubeApi:
         self.arc.serving(asyncio.get_running_loop())
         key = (request.path_params["ns"], request.path_params["name"])
         verb = "get" if request.method == "GET" else "patch"
-        if verb in self.denied_verbs:
+        if not self.allows(verb, GROUP, RESOURCE, key[1]):
             return forbidden(self.user, verb, *key)
         runner_set = self.sets.get(key)
         if runner_set is None:
@@ -227,8 +237,12 @@ class KubeApi:
                 "nonResourceAttributes or resourceAttributes must be specified",
             )
         self.reviews.append(spec)
-        verbs = GRANTED.get(_resource(attributes), frozenset()) - self.denied_verbs
-        allowed = isinstance(attributes, dict) and attributes.get("verb") in verbs
+        allowed = isinstance(attributes, dict) and self.allows(
+            str(attributes.get("verb", "")),
+            str(attributes.get("group", "")),
+            str(attributes.get("resource", "")),
+            str(attributes.get("name", "")),
+        )
         verdict: dict[str, Any] = {"allowed": allowed}
         if allowed:
             verdict["reason"] = ALLOWED_BY.format(namespace=attributes.get("namespace", ""))
@@ -240,6 +254,13 @@ class KubeApi:
             "status": verdict,
         }
         return JSONResponse(answer, status_code=201)
+
+    def allows(self, verb: str, group: str, resource: str, name: str) -> bool:
+        """RBAC's verdict on the token's Role: some rule allows it (`name` "" for a request that
+        names no object)."""
+        if verb in self.denied_verbs:
+            return False
+        return any(_rule_allows(rule, verb, group, resource, name) for rule in self.rules)
 
     def _authenticated(self, request: Request) -> bool:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -357,10 +378,21 @@ def _kind(value: Any) -> str:
     return {str: "string", list: "array", dict: "object"}.get(type(value), "unknown")
 
 
-def _resource(attributes: Any) -> tuple[str, str]:
-    if not isinstance(attributes, dict):
-        return ("", "")
-    return (str(attributes.get("group", "")), str(attributes.get("resource", "")))
+def _rule_allows(rule: dict[str, Any], verb: str, group: str, resource: str, name: str) -> bool:
+    """As RBAC's `RuleAllows`: `*` stands for any verb, group or resource, never for a name; a
+    rule without resourceNames allows every name, one with them only a request naming one."""
+
+    def lists(key: str, value: str) -> bool:
+        listed = rule.get(key) or []
+        return "*" in listed or value in listed
+
+    names = rule.get("resourceNames") or []
+    return (
+        lists("verbs", verb)
+        and lists("apiGroups", group)
+        and lists("resources", resource)
+        and (not names or name in names)
+    )
 
 
 def _agent(request: Request) -> str:

@@ -23,9 +23,14 @@ KUBERNETES, SQS, ASG = "kubernetes", "sqs", "aws-asg"
 GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
 VERBS = ("get", "patch")
 ROLE_PENDING = "QUEUEPILOT_ROLE_PENDING"
+# A Role that lists resourceNames allows no other set, and the chart's names the scale sets of
+# its values' SCALER_TARGETS: a target given only elsewhere (the Secret, an edited ConfigMap) is
+# refused, whatever the Role grants the others.
 RBAC = (
     "bind the bot's service account to a Role in {namespace} allowing get and patch on "
-    "autoscalingrunnersets (apiGroups: [actions.github.com])"
+    "autoscalingrunnersets (apiGroups: [actions.github.com]) named {name}: the chart's Role names "
+    "the scale sets of its config.SCALER_TARGETS, so add {runner_type} there and `helm upgrade` "
+    "so the Role names it"
 )
 FIX_NAME = "name an existing group in SCALER_TARGETS"
 ALLOW = (
@@ -105,7 +110,7 @@ async def _target(
             "`helm test` checks it once the upgrade is done",
         )
     if denied:
-        fix = RBAC.format(namespace=namespace)
+        fix = RBAC.format(namespace=namespace, name=name, runner_type=target.runner_type)
         return fail(KUBERNETES, f"{shown}: may not {denied} {RESOURCE}.{GROUP}", fix)
     try:
         capacity = await ArcScaler(settings, access, client).capacity(target)

@@ -116,6 +116,43 @@ async def test_before_an_upgrade_that_applies_the_charts_role_a_missing_grant_th
     assert elsewhere.verdict is Verdict.FAIL
 
 
+async def test_a_target_outside_the_roles_resource_names_is_named_with_the_fix(
+    settings_for: Callable[..., Settings], kube: FakeKubeApi
+) -> None:
+    """The chart's Role names the scale sets of its values' SCALER_TARGETS: a runner type given
+    elsewhere (the Secret, an edited ConfigMap) is refused by RBAC, and `check` names it while
+    the others pass."""
+    kube.add_from_fixture()
+    kube.add_from_fixture("linux-gpu")
+    kube.rules = [
+        {
+            "apiGroups": ["actions.github.com"],
+            "resources": ["autoscalingrunnersets"],
+            "resourceNames": [SET],
+            "verbs": ["get", "patch"],
+        }
+    ]
+    directory = Path(tempfile.mkdtemp(prefix="qp-kube-"))
+    settings = settings_for(
+        scaler_backend="arc",
+        scaler_kubeconfig=str(kube.kubeconfig(directory, kube.url)),  # type: ignore[attr-defined]
+        scaler_targets=json.dumps({"linux.big": f"arc-runners/{SET}", "linux.gpu": {"cap": 2}}),
+    )
+
+    named, outside = of(await probe_all(settings, {}), "kubernetes")
+
+    assert named.verdict is Verdict.OK
+    assert outside.verdict is Verdict.FAIL
+    assert outside.detail == (
+        "arc-runners/linux-gpu (linux.gpu): may not get or patch "
+        "autoscalingrunnersets.actions.github.com"
+    )
+    assert "named linux-gpu" in outside.fix
+    assert "add linux.gpu there and `helm upgrade` so the Role names it" in outside.fix
+    asked = {review["resourceAttributes"]["name"] for review in kube.reviews}
+    assert asked == {SET, "linux-gpu"}, "each target is asked about by its name"
+
+
 async def test_a_target_naming_no_set_fails(
     settings_for: Callable[..., Settings], kube: FakeKubeApi
 ) -> None:

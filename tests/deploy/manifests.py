@@ -12,6 +12,7 @@ from typing import Any
 
 import helm_python
 import yaml
+from helm_python import _native
 
 from bot.app import build_app, build_bot
 from bot.config import known_variables as settings_variables
@@ -29,6 +30,12 @@ KUBERNETES_VERSIONS = ("1.30", "1.31", "1.32")
 RELEASE = "queuepilot"
 # Not `default`: an object that forgot its namespace would land in kubectl's current one.
 NAMESPACE = "queuepilot"
+# What a cluster of the chart's oldest Kubernetes serves beyond the API versions Helm assumes
+# offline (group/version only): `helm install` finds it by discovery, `helm template` is told it
+# with --api-versions.
+ADMISSION_POLICY_API = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
+# Objects of no namespace: their names carry the release's.
+CLUSTER_SCOPED = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 # The Secret an operator made, as docs/kubernetes.md makes it.
 SECRET = {"existingSecret": "queuepilot"}
 SLACK_SECRETS = {
@@ -125,6 +132,10 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     "arc-elsewhere": ({**SECRET, "arc": {"namespace": "arc-runners"}}, NAMESPACE),
     "no-pdb": ({**SECRET, "podDisruptionBudget": {"enabled": False}}, NAMESPACE),
     "no-scaler": ({**SECRET, "config": {"SCALER_BACKEND": "none"}}, NAMESPACE),
+    "admission-policy": (
+        {**SECRET, "arc": {"namespace": "arc-runners"}, "rbac": {"admissionPolicy": True}},
+        NAMESPACE,
+    ),
     "ci-bots": (example("ci-bots.yaml"), "ci-bots"),
     "locked-down": (example("locked-down.yaml"), NAMESPACE),
     "escape-hatches": (ESCAPE_HATCHES, NAMESPACE),
@@ -152,8 +163,17 @@ def chart() -> helm_python.Chart:
 
 
 @functools.cache
-def _rendered(values: str, namespace: str) -> tuple[dict[str, Any], ...]:
-    manifests = chart().render(json.loads(values), name=RELEASE, namespace=namespace)
+def _rendered(
+    values: str, namespace: str, api_versions: tuple[str, ...]
+) -> tuple[dict[str, Any], ...]:
+    if api_versions:
+        # helm_python 0.2's Chart.render passes no API versions on; the C ABI under it takes
+        # them as `helm template --api-versions` does.
+        options = {"name": RELEASE, "namespace": namespace, "api_versions": list(api_versions)}
+        text = _native.call_string("helm_render", chart()._raw(), values, json.dumps(options))
+        manifests = json.loads(text)
+    else:
+        manifests = chart().render(json.loads(values), name=RELEASE, namespace=namespace)
     return tuple(
         doc
         for path, text in sorted(manifests.items())
@@ -163,10 +183,14 @@ def _rendered(values: str, namespace: str) -> tuple[dict[str, Any], ...]:
     )
 
 
-def render_values(values: dict[str, Any], namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    """The objects `helm install -n <namespace>` would send (a fresh copy each call); a value the
-    schema or a template refuses raises helm_python.HelmError."""
-    return copy.deepcopy(list(_rendered(json.dumps(values, sort_keys=True), namespace)))
+def render_values(
+    values: dict[str, Any], namespace: str = NAMESPACE, api_versions: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """The objects `helm template -n <namespace>` would print (a fresh copy each call), with
+    `api_versions` as --api-versions; a value the schema or a template refuses raises
+    helm_python.HelmError."""
+    text = json.dumps(values, sort_keys=True)
+    return copy.deepcopy(list(_rendered(text, namespace, api_versions)))
 
 
 def render(case: str) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from tests.deploy import crds
 from tests.deploy.manifests import (
     CASES,
     CHART,
+    CLUSTER_SCOPED,
     DOCS,
     KUBERNETES_VERSION,
     KUBERNETES_VERSIONS,
@@ -65,6 +66,9 @@ KINDS = {
     "arc-elsewhere": BASE,
     "no-pdb": [k for k in BASE if k not in {"PodDisruptionBudget"}],
     "no-scaler": [k for k in BASE if k not in {"Role", "RoleBinding"}],
+    "admission-policy": sorted(
+        [*BASE, "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    ),
     "ci-bots": sorted([*BASE, *MONITORING, "ExternalSecret", "NetworkPolicy"]),
     "locked-down": sorted([*(k for k in BASE if k != "Ingress"), "NetworkPolicy"]),
     # The operator's own ServiceAccount; the bot's rules and the queue rules, routed.
@@ -126,11 +130,18 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(case: str, version
 @pytest.mark.parametrize("case", CASES)
 def test_every_object_is_in_the_releases_namespace_and_arcs_role_in_arcs(case: str) -> None:
     """Set explicitly on each object: `helm template | kubectl apply` and a GitOps tool that
-    applies the rendered manifests put them where the release is, not in a current namespace."""
+    applies the rendered manifests put them where the release is, not in a current namespace.
+    A cluster-scoped object has none, and its name carries the release's namespace and name, so
+    two releases' do not collide."""
     objects = render(case)
     bots = namespace_of(case)
     runners = config(objects).get("SCALER_ARC_NAMESPACE")
+    fullname = one(objects, "Deployment")["metadata"]["name"]
     for obj in objects:
+        if obj["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in obj["metadata"], f"{case}: {obj['kind']}"
+            assert obj["metadata"]["name"] == f"{bots}.{fullname}-scaler"
+            continue
         expected = runners if obj["kind"] in ("Role", "RoleBinding") else bots
         assert obj["metadata"].get("namespace") == expected, f"{case}: {obj['kind']}"
     if "RoleBinding" in kinds(objects):
@@ -204,6 +215,11 @@ def test_the_package_leaves_out_the_rules_tests_and_notes_and_keeps_its_readme()
 
 
 # --- values that could not work are refused, naming them ----------------------------------------
+
+
+def arc(settings: dict) -> dict:
+    """Values with the arc scaler (the default) and these settings over the defaults."""
+    return {**SECRET, "config": settings}
 
 
 def refusal(values: dict) -> str:
@@ -322,6 +338,25 @@ def test_a_misspelt_or_mistyped_value_is_refused_by_the_schema(values: dict, nam
         (
             {**SECRET, "extraEnv": [{"name": "GITHUB_TOKEN", "value": "ghp_x"}]},
             "extraEnv: GITHUB_TOKEN is a secret",
+        ),
+        # The arc scaler: SCALER_TARGETS names the scale sets, and the Role only those.
+        (arc({"SCALER_TARGETS": "{linux.2xlarge"}), "config.SCALER_TARGETS must be a JSON object"),
+        (arc({"SCALER_TARGETS": '["linux.2xlarge"]'}), "config.SCALER_TARGETS must be a JSON"),
+        (arc({"SCALER_TARGETS": "{}"}), "config.SCALER_TARGETS is empty: with SCALER_BACKEND arc"),
+        (arc({"SCALER_TARGETS": None}), "config.SCALER_TARGETS is empty"),
+        (arc({"RUNNER_SCALE_SETS": '{"x": '}), "config.RUNNER_SCALE_SETS must be a JSON object"),
+        (
+            arc({"RUNNER_SCALE_SETS": '{"linux.gpu": "gpu-a", "LINUX-GPU": "gpu-b"}'}),
+            '"LINUX-GPU" and "linux.gpu" are one runner type (linux-gpu) with two scale sets',
+        ),
+        (
+            arc({"SCALER_TARGETS": '{"...": {"cap": 1}}'}),
+            'config.SCALER_TARGETS["..."]: no scale set can be derived from this name',
+        ),
+        (
+            arc({"SCALER_TARGETS": '{"linux.2xlarge": "ci-runners/linux-2xlarge"}'}),
+            "its target ci-runners/linux-2xlarge is in the namespace ci-runners, but the chart's "
+            "Role is in ARC's, queuepilot (arc.namespace): set arc.namespace to ci-runners",
         ),
     ],
 )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,9 +17,10 @@ from bot import leader
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
-from bot.checks.scaler import scaling
+from bot.checks import Verdict
+from bot.checks.scaler import probe_arc, scaling
 from bot.config import Settings, load_settings, read_settings
-from bot.domain.scaling import ScaleTarget
+from bot.factory import scale_targets
 from tests.deploy.manifests import (
     CASES,
     DOCS,
@@ -43,6 +46,7 @@ from tests.deploy.manifests import (
     selects,
     served_routes,
 )
+from tests.support.fakes.kube_api import FakeKubeApi
 
 ARC_FIXTURE = REPO / "tests" / "fixtures" / "backends" / "arc" / "autoscalingrunnerset.json"
 
@@ -211,6 +215,7 @@ def test_the_role_grants_get_and_patch_on_scale_sets_to_the_bots_service_account
         {
             "apiGroups": ["actions.github.com"],
             "resources": ["autoscalingrunnersets"],
+            "resourceNames": ["linux-2xlarge"],  # SCALER_TARGETS' linux.2xlarge, derived
             "verbs": ["get", "patch"],
         }
     ]
@@ -235,9 +240,12 @@ def test_rbac_create_false_leaves_the_grant_to_the_cluster_admin() -> None:
 
 async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
     """Every operation of the scaler, configured as the chart configures it, against a recording
-    API: each call's verb, resource and namespace."""
-    objects = render("arc-elsewhere")
+    API: each call's verb, resource, namespace and name."""
     runner_set = json.loads(ARC_FIXTURE.read_text())
+    # The recorded set's runner type, its scale set derived as the bot derives it.
+    runner_type = runner_set["metadata"]["name"].replace("-", ".")
+    targets = {"SCALER_TARGETS": json.dumps({runner_type: {"cap": 10}})}
+    objects = render_values({**SECRET, "arc": {"namespace": "arc-runners"}, "config": targets})
     runner_set["spec"]["maxRunners"] = 200  # room to scale up: the recorded set is at its 120
     calls: list[tuple[str, str]] = []
     conflicts = iter([False, True])  # the put-back's first patch meets a controller's write
@@ -255,9 +263,9 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
 
     access = KubeAccess(KubeConfig.from_server("https://kube").get())
     client = access.client(10, transport=httpx.MockTransport(answer))
-    settings = Settings(scaler_arc_namespace=config(objects)["SCALER_ARC_NAMESPACE"])
+    settings = settings_of(objects)
     arc = ArcScaler(settings, access, client=client)
-    target = ScaleTarget("linux", runner_set["metadata"]["name"], cap=10)
+    target = scale_targets(settings)[runner_type]
     await arc.capacity(target)
     await arc.failures(target)
     result = await arc.scale(ScaleRequest(target, 2, "1", "al"))
@@ -270,7 +278,8 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
     rule = role["rules"][0]
     namespace = role["metadata"]["namespace"]
     object_path = re.compile(
-        rf"/apis/(?P<group>[^/]+)/v1alpha1/namespaces/{namespace}/(?P<resource>[^/]+)/[^/]+"
+        rf"/apis/(?P<group>[^/]+)/v1alpha1/namespaces/{namespace}/(?P<resource>[^/]+)/"
+        r"(?P<name>[^/]+)"
     )
     used = set()
     for method, path in calls:
@@ -278,8 +287,130 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
         assert match, f"{method} {path}: not a named object in {namespace}"
         assert match["group"] in rule["apiGroups"]
         assert match["resource"] in rule["resources"]
+        assert match["name"] in rule["resourceNames"]
         used.add(verbs[method])
     assert used == set(rule["verbs"])
+
+
+def settings_of(objects: list[dict], **more: str) -> Settings:
+    """The settings the bot reads from the chart's ConfigMap (and `more`, as from its Secret)."""
+    read = {k.lower(): v for k, v in config(objects).items()}
+    return load_settings(_env_file=None, **(read | more))
+
+
+# Runner types as `runs-on` names them, with RUNNER_SCALE_SETS, and the scale sets the Role names:
+# derived (escaped, lower-cased, trimmed), named by RUNNER_SCALE_SETS (matched by runner key, as an
+# alert's label is), or a target given outright.
+NAMING: dict[str, tuple[dict, dict, list[str]]] = {
+    "derived": ({"linux.2xlarge": {"cap": 10}}, {}, ["linux-2xlarge"]),
+    "escaped": (
+        {"Linux_ARM64.2XLarge+AVX": {"cap": 1}, "-gpu.a10g-": {}, "  spaced  ": {}},
+        {},
+        ["gpu-a10g", "linux-arm64-2xlarge-avx", "spaced"],
+    ),
+    # Go lower-cases İ and the Kelvin sign to ASCII; the bot makes them -, and so must the chart.
+    "not-ascii": ({"KİLO.8": {}, "\u212aube": {}, "gpu.ünï": {}}, {}, ["gpu--n", "k-lo-8", "ube"]),
+    "one-type-three-spellings": (
+        {"linux.2xlarge": {}, "linux-2xlarge": {}, "LINUX_2XLARGE": {}},
+        {},
+        ["linux-2xlarge"],
+    ),
+    "runner-scale-sets": (
+        {"linux.g5.4xlarge.nvidia.gpu": {"cap": 2}, "linux.2xlarge": {}},
+        {"linux.g5.4xlarge.nvidia.gpu": "gpu-a10g", "linux.unused": "unused"},
+        ["gpu-a10g", "linux-2xlarge"],
+    ),
+    "runner-scale-sets-spelt-otherwise": ({"linux.g5": {}}, {"LINUX-G5": "gpu-x"}, ["gpu-x"]),
+    "nothing-to-derive": ({"ГПУ": {}}, {"гпу": "gpu-ru"}, ["gpu-ru"]),
+    "targets": (
+        {"arm": {"target": "arc-runners/arm-set"}, "x86": "x86-set", "Error": "error-set"},
+        {},
+        ["arm-set", "error-set", "x86-set"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", NAMING)
+def test_the_role_names_the_scale_sets_the_bot_addresses(case: str) -> None:
+    """The chart maps runner types to scale sets in its template, the bot in
+    bot/domain/runner_names.py and bot/factory.py: from the same values, the same sets."""
+    targets, explicit, expected = NAMING[case]
+    values = {
+        **SECRET,
+        "arc": {"namespace": "arc-runners"},
+        "config": {
+            "SCALER_TARGETS": json.dumps(targets),
+            "RUNNER_SCALE_SETS": json.dumps(explicit),
+        },
+    }
+    objects = render_values(values)
+    addressed = {t.target.rpartition("/") for t in scale_targets(settings_of(objects)).values()}
+    assert {space or "arc-runners" for space, _, _ in addressed} == {"arc-runners"}
+    bots = sorted({name for _, _, name in addressed})
+    assert one(objects, "Role")["rules"][0]["resourceNames"] == bots == expected
+
+
+async def test_the_check_names_a_target_the_charts_role_leaves_out(kube: FakeKubeApi) -> None:
+    """The Role the chart renders, as the API server's RBAC: a runner type added to the pods'
+    SCALER_TARGETS but not to the values (in the Secret, an edited ConfigMap) is refused, and
+    `queuepilot check` names it with the fix."""
+    objects = render_values({**SECRET, "arc": {"namespace": "arc-runners"}})
+    kube.rules = one(objects, "Role")["rules"]
+    kube.add_from_fixture("linux-2xlarge")
+    kube.add_from_fixture("linux-gpu")
+    directory = Path(tempfile.mkdtemp(prefix="qp-kube-"))
+    kubeconfig = kube.kubeconfig(directory, kube.url)  # type: ignore[attr-defined]
+    settings = settings_of(
+        objects,
+        scaler_kubeconfig=str(kubeconfig),
+        scaler_targets=json.dumps({"linux.2xlarge": {"cap": 10}, "linux.gpu": {"cap": 2}}),
+    )
+
+    named, left_out = await probe_arc(settings, {})
+
+    assert named.verdict is Verdict.OK, named
+    assert left_out.verdict is Verdict.FAIL
+    assert left_out.detail.startswith("arc-runners/linux-gpu (linux.gpu): may not get or patch")
+    assert "add linux.gpu there and `helm upgrade` so the Role names it" in left_out.fix
+
+
+async def test_the_upgrade_that_adds_a_runner_type_is_not_stopped_by_the_role_it_updates(
+    kube: FakeKubeApi,
+) -> None:
+    """The pre-upgrade check runs while the old Role still names the old sets: the new runner
+    type's set, which the new Role names, is a warning (QUEUEPILOT_ROLE_PENDING), not a stop;
+    `helm test`, run after the upgrade, holds it to the new Role."""
+    old = render_values({**SECRET, "arc": {"namespace": "arc-runners"}})
+    targets = json.dumps({"linux.2xlarge": {"cap": 10}, "linux.gpu": {"cap": 2}})
+    new = render_values(
+        {**SECRET, "arc": {"namespace": "arc-runners"}, "config": {"SCALER_TARGETS": targets}}
+    )
+    assert one(new, "Role")["rules"][0]["resourceNames"] == ["linux-2xlarge", "linux-gpu"]
+    kube.rules = one(old, "Role")["rules"]
+    kube.add_from_fixture("linux-2xlarge")
+    kube.add_from_fixture("linux-gpu")
+    directory = Path(tempfile.mkdtemp(prefix="qp-kube-"))
+    kubeconfig = str(kube.kubeconfig(directory, kube.url))  # type: ignore[attr-defined]
+
+    def hook_env(hook: str) -> dict[str, str]:
+        (pod,) = [
+            o
+            for o in new
+            if o["kind"] == "Pod" and o["metadata"]["annotations"]["helm.sh/hook"] == hook
+        ]
+        return {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+
+    before = hook_env("pre-upgrade")
+    settings = settings_of(new, scaler_kubeconfig=kubeconfig)
+    assert settings.scaler_targets.keys() == {"linux.2xlarge", "linux.gpu"}
+    kept, added = await probe_arc(settings, before)
+    assert (kept.verdict, added.verdict) == (Verdict.OK, Verdict.WARN), added
+    assert "linux-gpu (linux.gpu): may not get or patch" in added.detail
+    assert "yet: the chart's Role in arc-runners is applied by this upgrade" in added.detail
+
+    kube.rules = one(new, "Role")["rules"]  # the upgrade applied it
+    kept, added = await probe_arc(settings, hook_env("test"))
+    assert (kept.verdict, added.verdict) == (Verdict.OK, Verdict.OK), added
 
 
 # --- settings: the ConfigMap, the Secret, and what the pod reads ------------------------------
@@ -434,7 +565,8 @@ def test_the_docs_create_the_secret_the_pods_read() -> None:
     text = DOCS.read_text()
     assert "kubectl -n queuepilot create secret generic queuepilot --from-env-file=" in text
     assert "--set existingSecret=queuepilot" in text
-    known = known_variables()
+    # SSL_CERT_FILE is OpenSSL's and httpx's, read by every HTTPS client of the bot: a CA bundle.
+    known = known_variables() | {"SSL_CERT_FILE"}
     named = set(re.findall(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b", text))
     assert named - known == set(), "docs/kubernetes.md names variables that are no settings"
 

@@ -7,8 +7,12 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import annotated_types
+import helm_python
 import pytest
 
+from bot.backends.http import deadline_of
+from bot.config import Settings
 from tests.deploy.manifests import (
     CASES,
     SECRET,
@@ -116,6 +120,73 @@ def test_the_check_gets_no_requests_but_the_bots_network(case: str) -> None:
             policy = one(objects, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"]
             assert selects(policy, labels), "it reaches what the bot reaches, no more"
     assert selects(one(objects, "Service")["spec"]["selector"], pod_template_labels(objects))
+
+
+def delete_policy(obj: dict[str, Any]) -> set[str]:
+    return set(obj["metadata"]["annotations"]["helm.sh/hook-delete-policy"].split(","))
+
+
+@pytest.mark.parametrize("hook", ["pre-upgrade", "test"])
+def test_a_check_that_passed_is_deleted_and_a_failed_one_kept_until_the_next(hook: str) -> None:
+    """Hook pods are no release objects: without a policy they would pile up. A failed one
+    stays for `kubectl logs`; the next upgrade or test replaces it."""
+    pod = check_pod(render("defaults"), hook)
+    assert delete_policy(pod) == {"before-hook-creation", "hook-succeeded"}
+
+
+def test_the_new_tokens_secret_exists_before_the_check_and_goes_with_it() -> None:
+    """Made first (a lower weight: Helm creates hooks in weight order, each before the next),
+    and deleted whatever the outcome: no copy of the new tokens outlives the check."""
+    objects = render("secrets-in-values")
+    pod = check_pod(objects, "pre-upgrade")
+    (secret,) = [
+        o
+        for o in objects
+        if o["kind"] == "Secret" and "helm.sh/hook" in o["metadata"].get("annotations", {})
+    ]
+    assert secret["metadata"]["annotations"]["helm.sh/hook"] == "pre-upgrade"
+    assert [s["secretRef"]["name"] for s in pod["spec"]["containers"][0]["envFrom"]] == [
+        secret["metadata"]["name"]
+    ]
+    weight = {
+        o["kind"]: int(o["metadata"]["annotations"]["helm.sh/hook-weight"]) for o in (pod, secret)
+    }
+    assert weight["Secret"] < weight["Pod"]
+    assert delete_policy(secret) == {"before-hook-creation", "hook-succeeded", "hook-failed"}
+
+
+@pytest.mark.parametrize("hook", ["pre-upgrade", "test"])
+def test_a_check_that_hangs_is_failed_after_its_probes_and_start_yet_before_helm_gives_up(
+    hook: str,
+) -> None:
+    """The deadline covers the probes' own (the longest timeout the settings allow, 2 s more)
+    and the pod's start, and is shorter than `helm upgrade`'s default --timeout of 5 minutes,
+    so the check's verdict is what Helm reports."""
+    deadline = check_pod(render("defaults"), hook)["spec"]["activeDeadlineSeconds"]
+    longest = max(
+        bound.le
+        for name in ("backend_timeout_seconds", "slack_timeout_seconds")
+        for bound in Settings.model_fields[name].metadata
+        if isinstance(bound, annotated_types.Le)
+    )
+    assert deadline_of(longest) + 30 <= deadline < 300
+    faster = render_values({**SECRET, "upgradeCheck": {"activeDeadlineSeconds": 60}})
+    assert check_pod(faster, hook)["spec"]["activeDeadlineSeconds"] == 60
+
+
+def test_a_deadline_shorter_than_the_checks_own_is_refused() -> None:
+    slow = {**SECRET, "config": {"BACKEND_TIMEOUT_SECONDS": "60"}}
+    with pytest.raises(helm_python.HelmError) as caught:
+        render_values({**slow, "upgradeCheck": {"activeDeadlineSeconds": 60}})
+    assert "upgradeCheck.activeDeadlineSeconds (60) would fail the check" in str(caught.value)
+    assert "raise it to at least 92" in str(caught.value)
+    render_values({**slow, "upgradeCheck": {"enabled": False, "activeDeadlineSeconds": 60}})
+    # A duration as the bot reads one.
+    for timeout, least in (("2m", 152), ("1m30s", 122), ("45.5", 78)):
+        with pytest.raises(helm_python.HelmError) as caught:
+            render_values({**SECRET, "config": {"SLACK_TIMEOUT_SECONDS": timeout}, "upgradeCheck": {
+                "activeDeadlineSeconds": least - 1}})  # fmt: skip
+        assert f"raise it to at least {least}" in str(caught.value), timeout
 
 
 def test_turned_off_there_is_no_hook() -> None:

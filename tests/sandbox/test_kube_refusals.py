@@ -186,6 +186,11 @@ ROWS: list[tuple[str, str, str | None, dict[str, Any], Answer]] = [
         "denied": "patch"}, forbidden("patch")),
     ("a denied GET of a set that is not there", SET.replace(RECORDED, "gone"), TOKEN,
      GET | {"denied": "get"}, forbidden("get", "gone")),
+    # A Role that lists resourceNames (the chart's) allows those sets alone.
+    ("a GET of a set the Role does not name", SET, TOKEN, GET | {"names": ["other"]},
+     forbidden("get")),
+    ("a PATCH of a set the Role does not name", SET, TOKEN, patch(MERGE, {"spec": {
+        "minRunners": 1}}) | {"names": ["other"]}, forbidden("patch")),
     # The stand-in's switch: the next PATCH meets an API server that is restarting.
     ("a patch while the API server restarts", SET, TOKEN, patch(MERGE, {"spec": {
         "minRunners": 1}}) | {"unavailable": 1}, status(
@@ -207,6 +212,8 @@ async def test_the_api_server_refuses_it_so(
     api, http = kube
     api.unavailable = request_.get("unavailable", 0)
     api.denied_verbs = {request_["denied"]} if "denied" in request_ else set()
+    if "names" in request_:
+        api.rules = [{**rule, "resourceNames": request_["names"]} for rule in api.rules]
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if "type" in request_:
         headers["Content-Type"] = request_["type"]
@@ -218,3 +225,29 @@ async def test_the_api_server_refuses_it_so(
 
     assert_answered(Answer.of(answer), expected)
     assert api.sets == before, "a refused request changes nothing"
+
+
+@pytest.mark.parametrize(
+    ("names", "asked", "allowed"),
+    [
+        (None, RECORDED, True),
+        (None, "", True),  # a rule without resourceNames allows every name, and none
+        ([RECORDED], RECORDED, True),
+        ([RECORDED], "other", False),
+        ([RECORDED], "", False),  # a request that names no object: no rule with names matches
+        (["*"], RECORDED, False),  # `*` is no name
+    ],
+)
+async def test_a_review_is_answered_as_rbac_reads_resource_names(
+    kube: tuple[FakeKubeApi, httpx.AsyncClient], names: list[str] | None, asked: str, allowed: bool
+) -> None:
+    api, http = kube
+    if names is not None:
+        api.rules = [{**rule, "resourceNames": names} for rule in api.rules]
+    attributes = {"verb": "patch", **ARC} | ({"name": asked} if asked else {})
+    review = {**REVIEW, "spec": {"resourceAttributes": attributes}}
+
+    answer = await http.post(REVIEWS, json=review, headers={"Authorization": f"Bearer {TOKEN}"})
+
+    assert answer.status_code == 201
+    assert answer.json()["status"]["allowed"] is allowed

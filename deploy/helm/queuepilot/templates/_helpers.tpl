@@ -76,9 +76,109 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if eq ((.Values.config | default dict).SCALER_BACKEND | default "" | toString) "arc" }}true{{ end }}
 {{- end }}
 
+{{/*
+"true" when the chart makes the ValidatingAdmissionPolicy that holds the bot to minRunners and
+maxRunners: with the Role (the `arc` scaler, rbac.create), where rbac.admissionPolicy is true, or
+auto and the cluster serves the API (`helm install` asks it; `helm template` needs
+--api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy).
+*/}}
+{{- define "queuepilot.admissionPolicy" -}}
+{{- $wanted := .Values.rbac.admissionPolicy | toString }}
+{{- $served := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" }}
+{{- if and .Values.rbac.create (include "queuepilot.usesArc" .) (or (eq $wanted "true") (and (eq $wanted "auto") $served)) }}true{{ end }}
+{{- end }}
+
+{{/* The policy's and its binding's name: cluster-scoped, so the release's namespace is in it. */}}
+{{- define "queuepilot.admissionPolicyName" -}}
+{{- printf "%s.%s-scaler" .Release.Namespace (include "queuepilot.fullname" .) }}
+{{- end }}
+
 {{/* ARC's namespace, set once: the bot addresses the scale sets there, and the Role is there. */}}
 {{- define "queuepilot.arcNamespace" -}}
 {{- .Values.arc.namespace | default .Release.Namespace }}
+{{- end }}
+
+{{/*
+config.<key> as a JSON object, read as the bot reads it (blank or unset: empty), or a refusal
+naming it. Helm's fromJson gives {"Error": "<why>"} for text that is no JSON object; a runner type
+named Error with a bare target is the one object that looks alike, and is told apart by its text.
+*/}}
+{{- define "queuepilot.jsonSetting" -}}
+{{- $text := index .config .key | default "" | toString | trim }}
+{{- $parsed := fromJson (default "{}" $text) | default dict }}
+{{- if and (eq (len $parsed) 1) (kindIs "string" (index $parsed "Error")) (not (regexMatch "^\\{\\s*\"Error\"\\s*:\\s*\"[^\"\\\\]*\"\\s*\\}$" $text)) }}
+{{- fail (printf "config.%s must be a JSON object (%s): %s" .key (index $parsed "Error") .example) }}
+{{- end }}
+{{- toJson $parsed }}
+{{- end }}
+
+{{/* A runner type's derived scale set, as bot/domain/runner_names.py derives it: each character
+other than A-Z, a-z, 0-9 and - made - (before lower-casing, which in Go makes some non-ASCII
+letters ASCII where the bot's does not), lower-cased, leading and trailing - dropped. */}}
+{{- define "queuepilot.derivedScaleSet" -}}
+{{- regexReplaceAll "[^A-Za-z0-9-]" . "-" | lower | trimAll "-" }}
+{{- end }}
+
+{{/* What two names of one runner type have in common (runner_key): the derived scale set, or
+for a name with nothing to derive its lower case (the bot's casefold, alike but for ß and a few
+others). */}}
+{{- define "queuepilot.runnerKey" -}}
+{{- include "queuepilot.derivedScaleSet" . | default (lower .) }}
+{{- end }}
+
+{{/*
+The scale sets the `arc` scaler addresses, named as the bot names them (bot/factory.py's
+scale_targets): for each runner type of SCALER_TARGETS its "target" where it gives one
+(`<namespace>/<name>` or a bare name), else its RUNNER_SCALE_SETS entry (matched as the bot
+matches runner types, by runner key), else its derived name. A YAML list, sorted, each once: the
+Role's resourceNames. Refuses, naming the value and the fix, what names none or one outside
+ARC's namespace (where the Role is).
+*/}}
+{{- define "queuepilot.scaleSets" -}}
+{{- $config := .Values.config | default dict }}
+{{- $arc := include "queuepilot.arcNamespace" . }}
+{{- $example := "{\"linux.2xlarge\": {\"cap\": 10}}, runner type -> its cap (and optional target)" }}
+{{- $targets := include "queuepilot.jsonSetting" (dict "config" $config "key" "SCALER_TARGETS" "example" $example) | fromJson }}
+{{- if not $targets }}
+{{- fail (printf "config.SCALER_TARGETS is empty: with SCALER_BACKEND arc it names the runner types the bot may scale, and the chart's Role the scale sets it may patch; set it, e.g. '%s'" $example) }}
+{{- end }}
+{{- $explicit := dict }}
+{{- $by := dict }}
+{{- $example = "{\"linux.g5.4xlarge.nvidia.gpu\": \"gpu-a10g\"}, runner type -> its scale set" }}
+{{- range $type, $set := include "queuepilot.jsonSetting" (dict "config" $config "key" "RUNNER_SCALE_SETS" "example" $example) | fromJson }}
+{{- $key := include "queuepilot.runnerKey" $type }}
+{{- $named := index $explicit $key | default "" }}
+{{- if and $named (ne $named (toString $set)) }}
+{{- fail (printf "config.RUNNER_SCALE_SETS: %q and %q are one runner type (%s) with two scale sets, %s and %s: keep one entry" (index $by $key) $type $key $named (toString $set)) }}
+{{- end }}
+{{- $_ := set $explicit $key (toString $set) }}
+{{- $_ = set $by $key $type }}
+{{- end }}
+{{- $names := list }}
+{{- range $type, $entry := $targets }}
+{{- $target := "" }}
+{{- if kindIs "string" $entry }}
+{{- $target = $entry }}
+{{- else if kindIs "map" $entry }}
+{{- $target = index $entry "target" | default "" | toString }}
+{{- end }}
+{{- $name := "" }}
+{{- if $target }}
+{{- $parts := splitList "/" $target }}
+{{- $name = last $parts }}
+{{- $space := initial $parts | join "/" | default $arc }}
+{{- if and $.Values.rbac.create (ne $space $arc) }}
+{{- fail (printf "config.SCALER_TARGETS[\"%s\"]: its target %s is in the namespace %s, but the chart's Role is in ARC's, %s (arc.namespace): set arc.namespace to %s, or rbac.create=false and grant the Role there yourself" $type $target $space $arc $space) }}
+{{- end }}
+{{- else }}
+{{- $name = index $explicit (include "queuepilot.runnerKey" $type) | default (include "queuepilot.derivedScaleSet" $type) }}
+{{- if not $name }}
+{{- fail (printf "config.SCALER_TARGETS[\"%s\"]: no scale set can be derived from this name: give its \"target\" (or a RUNNER_SCALE_SETS entry)" $type) }}
+{{- end }}
+{{- end }}
+{{- $names = append $names $name }}
+{{- end }}
+{{- toYaml ($names | uniq | sortAlpha) }}
 {{- end }}
 
 {{/* The settings as the ConfigMap holds them: `config`, and ARC's namespace from arc.namespace. */}}
@@ -125,6 +225,21 @@ equal). In a ConfigMap they would be readable by anyone who may read the namespa
 {{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_SIGNING_SECRET" "SLACK_APP_TOKEN" "REDIS_SENTINEL_PASSWORD" "ALERT_WEBHOOK_TOKEN" "ALERT_WEBHOOK_HMAC_SECRET" "ALERT_WEBHOOK_BASIC_PASSWORD" "GRAFANA_TOKEN" "SCALER_WEBHOOK_SECRET" "PROMETHEUS_TOKEN" "GITHUB_TOKEN" "GITHUB_APP_PRIVATE_KEY" "HUD_TOKEN") }}
 {{- end }}
 
+{{/* A duration setting in seconds, as the bot reads it: a bare number, or 30s, 2m, 1m30s. */}}
+{{- define "queuepilot.seconds" -}}
+{{- $text := . | toString | trim | lower }}
+{{- if regexMatch "^[0-9]+(\\.[0-9]+)?$" $text }}
+{{- $text }}
+{{- else }}
+{{- $total := 0 }}
+{{- range $unit, $seconds := dict "d" 86400 "h" 3600 "m" 60 "s" 1 }}
+{{- $part := regexFind (printf "[0-9]+%s" $unit) $text | trimSuffix $unit | default "0" | int }}
+{{- $total = add $total (mul $part $seconds) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+{{- end }}
+
 {{/*
 Refuses values that would deploy a bot that cannot start or cannot be reached, naming the value
 and the fix. Included by the Deployment, so every render runs it.
@@ -156,6 +271,9 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if include "queuepilot.usesArc" . }}
+{{- $_ := include "queuepilot.scaleSets" . }}
+{{- end }}
 {{- if hasKey $config "SCALER_ARC_NAMESPACE" }}
 {{- fail "config.SCALER_ARC_NAMESPACE: set arc.namespace instead, which puts both the setting and the Role that lets the bot scale in ARC's namespace" }}
 {{- end }}
@@ -166,6 +284,15 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- fail (printf "config.%s: with secretFiles the bot reads %s from the file %s_FILE names, and stops when both are set; remove it from config" . . .) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.upgradeCheck.enabled }}
+{{- $backend := include "queuepilot.seconds" ($config.BACKEND_TIMEOUT_SECONDS | default "10") }}
+{{- $slack := include "queuepilot.seconds" ($config.SLACK_TIMEOUT_SECONDS | default "10") }}
+{{- $timeout := maxf ($backend | float64) ($slack | float64) }}
+{{- $needed := addf $timeout 2 30 | ceil }}
+{{- if lt (float64 .Values.upgradeCheck.activeDeadlineSeconds) $needed }}
+{{- fail (printf "upgradeCheck.activeDeadlineSeconds (%v) would fail the check before its probes give up (%g s: BACKEND_TIMEOUT_SECONDS or SLACK_TIMEOUT_SECONDS and 2 s) and the pod starts (30 s): raise it to at least %g" .Values.upgradeCheck.activeDeadlineSeconds (addf $timeout 2) $needed) }}
 {{- end }}
 {{- end }}
 {{- if and .Values.ingress.enabled (not .Values.socketMode.enabled) (not .Values.ingress.host) }}
