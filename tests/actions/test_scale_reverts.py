@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -692,6 +694,59 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
     assert await said(redis) == ["Put linux back (the incident resolved): minRunners 5 → 0 (ARC)"]
     gone = await store.get("1")
     assert gone is not None and gone.put_backs == (), "put back: nothing left to say"
+
+
+@asynccontextmanager
+async def writes_refused(redis: Redis, user: str) -> AsyncIterator[None]:
+    """Redis answers `user`'s writes NOPERM inside the block, as it does for a user whose ACL
+    was narrowed; its reads still work."""
+    await redis.execute_command("ACL SETUSER", user, "resetkeys", "%R~*")
+    try:
+        yield
+    finally:
+        await redis.execute_command("ACL SETUSER", user, "~*")
+
+
+@pytest.mark.parametrize("refused", ["warning", "incident"])
+async def test_a_hand_over_cut_short_by_redis_is_told_once(
+    redis: Redis, redis_url: str, kube: FakeKubeApi, arc: ArcScaler, clock: Clock, refused: str
+) -> None:
+    """Redis refuses a write in the middle of the hand-over (the warning's line, or the
+    incident's reply): a later look finishes it, and the incident has one "Took on" and one
+    scale-up of +5 on record, so its advice counts +5."""
+    user = "hand-over"
+    await redis.execute_command("ACL SETUSER", user, "on", "nopass", "~*", "&*", "+@all")
+    limited = Redis.from_url(redis_url, username=user, decode_responses=True)
+    try:
+        store = IncidentStore(redis, PREFIX)
+        await opened(store)
+        warnings = WarningStore(limited if refused == "warning" else redis, KEYS)
+        told = IncidentStore(limited if refused == "incident" else redis, PREFIX)
+        config = Settings(backend_timeout_seconds=2, scale_revert_settle=0)
+        reverts = ScaleReverts(
+            redis, KEYS, told, arc, config=config, clock=clock, warnings=warnings
+        )
+        await warned_and_scaled(reverts, warnings, arc, clock)
+        await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")
+        async with writes_refused(redis, user):
+            clock.pass_(seconds=16)
+            await reverts.tick()
+        assert await shown_scaled(warnings) != "Incident 1 took it on.", "cut short"
+        for _ in range(3):
+            clock.pass_(seconds=40)  # past the lease of the look that was cut short
+            await reverts.tick()
+    finally:
+        await limited.aclose()
+        await redis.acl_deluser(user)
+    taken = [e for e in await store.events("1") if e.kind == "scaled"]
+    assert [(e.text, e.scale and e.scale.added) for e in taken] == [
+        ("Took on the early warning's scale-up of linux by alice (minRunners 0 → 5)", 5)
+    ]
+    assert await shown_scaled(WarningStore(redis, KEYS)) == "Incident 1 took it on."
+    incident = await store.get("1")
+    assert incident is not None
+    assert [(p.before, p.after) for p in incident.put_backs] == [(0, 5)]
+    assert min_runners(kube) == 5, "the incident is open: it stays"
 
 
 @pytest.mark.parametrize(
