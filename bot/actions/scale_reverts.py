@@ -259,7 +259,8 @@ class ScaleReverts:
                 self.scaler.name,
             )
             text = _said(record, why, result)
-        except BackendError as exc:
+        except Exception as failed:
+            exc = failed if isinstance(failed, BackendError) else self._unforeseen(record)
             if exc.retryable and record.attempts + 1 < MAX_ATTEMPTS:
                 again = replace(record, attempts=record.attempts + 1)
                 wait = wait_after(again.attempts, first=FIRST_BACKOFF_S, maximum=MAX_BACKOFF_S)
@@ -276,6 +277,14 @@ class ScaleReverts:
             await self._say_on_warning(record, text)
             return None
         return record.incident_id, text
+
+    def _unforeseen(self, record: RevertRecord) -> BackendError:
+        """A failure no backend classified (a bug, an answer of a shape not foreseen), tried
+        again as a transient one: left to escape, it was tried at every look, uncounted and
+        never told. Its traceback is logged at each attempt, as the thread points at the log."""
+        log.exception("scale reverts: %s: %s failed unexpectedly", record.id, self.scaler.name)
+        message = f"{self.scaler.name} failed unexpectedly (queuepilot's log says why)"
+        return BackendError(message, retryable=True)
 
     async def _hand_over(
         self, claim: Claim, record: RevertRecord, state: WarningState | None
