@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.config import (
@@ -23,6 +23,7 @@ from bot.config import (
     read_settings,
 )
 from bot.config.serve import serve_warnings
+from bot.storage.connection import build_redis
 from tests.support.processes import BotProcess, bot_env
 from tests.support.slack import CHANNEL, Slack
 
@@ -205,12 +206,14 @@ def test_serve_is_closed_by_default_without_a_webhook_credential() -> None:
 # -- `python -m bot serve` as an operator runs it -------------------------------------------------
 
 
-def run_serve(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """`python -m bot serve` of this checkout in an empty directory, with only PATH, HOME and
-    `env` set."""
+def run_serve(
+    tmp_path: Path, command: str = "serve", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`python -m bot serve` (or `command`) of this checkout in an empty directory, with only
+    PATH, HOME and `env` set."""
     clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
     return subprocess.run(
-        [sys.executable, "-m", "bot", "serve"],
+        [sys.executable, "-m", "bot", command],
         cwd=tmp_path,
         env=clean | {"PYTHONPATH": str(ROOT)} | env,
         capture_output=True,
@@ -268,6 +271,21 @@ def test_serve_with_a_bad_port_names_port(tmp_path: Path) -> None:
         "queuepilot: configuration error: PORT: Input should be a valid integer, unable to parse "
         "string as an integer (got 'notaport')"
     ]
+
+
+@pytest.mark.parametrize("command", ["serve", "check"])
+def test_a_redis_url_with_a_bad_port_is_named_by_serve_and_check(
+    tmp_path: Path, command: str
+) -> None:
+    ready = {name.upper(): value for name, value in serve_ready().items()}
+    result = run_serve(tmp_path, command, **ready, REDIS_URL="redis://:pw@localhost:6379x/0")
+
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and "pw" not in output
+    [said] = [line for line in output.splitlines() if "REDIS_URL" in line]
+    assert "REDIS_URL: 'redis://•••@localhost:6379x/0' is not a URL redis-py can use" in said
+    assert "'6379x'" in said and "write it as redis://" in said
 
 
 def test_serve_never_prints_a_secret(tmp_path: Path) -> None:
@@ -527,6 +545,57 @@ def test_scale_revert_after_is_in_range_or_refused_by_name(text: str) -> None:
         assert all(p.startswith("SCALE_REVERT_AFTER:") for p in exc.problems)
         return
     assert seconds == 0 or 60 <= seconds <= 30 * 86_400
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("rediss://cache.internal:99999/0", "Port out of range"),
+        ("redis://localhost:6379/0?socket_timeout=soon", "'socket_timeout'"),
+        ("redis://localhost:6379/0?sockettimeout=5", "'sockettimeout'"),
+        ("rediss://localhost:6380/0?ssl_cert_reqs=maybe", "maybe"),
+        ("redis+sentinel://sentinel-0:2637x/mymaster", "sentinel 'sentinel-0:2637x'"),
+    ],
+)
+def test_a_redis_url_redis_py_would_refuse_later_is_refused_by_name(url: str, says: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        read_settings(_env_file=None, **serve_ready(), redis_url=url)
+
+    [problem] = refused.value.problems
+    assert problem.startswith("REDIS_URL: ") and says in problem
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://localhost:6379/0",
+        "rediss://:secret@cache.internal:6380/2?ssl_cert_reqs=none&socket_timeout=5",
+        "unix:///var/run/redis/redis.sock?db=1",
+        "redis+sentinel://sentinel-0:26379,sentinel-1/mymaster/1",
+    ],
+)
+def test_a_redis_url_redis_py_takes_is_taken(url: str) -> None:
+    assert read_settings(_env_file=None, **serve_ready(), redis_url=url).redis_url == url
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["redis", "rediss", "unix", "redis+sentinel"]),
+    st.text(max_size=12),
+    st.text(max_size=8),
+    st.text(max_size=8),
+    st.text(max_size=24),
+)
+def test_any_redis_url_is_taken_and_usable_or_refused_by_name(
+    scheme: str, host: str, port: str, path: str, query: str
+) -> None:
+    url = f"{scheme}://{host}:{port}/{path}?{query}"
+    try:
+        taken = read_settings(_env_file=None, **serve_ready(), redis_url=url)
+    except SettingsError as exc:
+        assert all(p.startswith("REDIS_URL: ") for p in exc.problems), exc.problems
+        return
+    build_redis(taken.redis_url, taken.sentinel()).connection_pool.make_connection()
 
 
 @pytest.mark.parametrize(

@@ -96,9 +96,11 @@ def parse_command(text: str) -> Command:
             raise CommandError(escape("usage: `/queue resolve [ID] [anyway]`"))
         return Command(verb, incident_ref=_optional_id(rest, 0), anyway=bool(anyway))
     if verb in ("ack", "acknowledge", "diagnose", "unsilence", "postmortem"):
+        if len(args) > 1:  # `ack 12 13` acting on #12 alone would surprise whoever meant both
+            raise CommandError(escape(f"usage: `/queue {verb} [ID]`"))
         return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
     if verb == "silence":
-        if not args:
+        if not 1 <= len(args) <= 2:
             raise CommandError(
                 escape("usage: `/queue silence <duration> [ID]`, e.g. `/queue silence 2h`")
             )

@@ -34,7 +34,7 @@ from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
 from bot.pacing import wait_after
 from bot.render.replies import render_event
-from bot.storage.due_set import scale_revert_records
+from bot.storage.due_set import Claim, scale_revert_records
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.keys import Keys
@@ -62,6 +62,7 @@ class RevertRecord:
     attempts: int = 0
     warning: str = ""
     queued_at: float = 0.0  # when a look after the resolve last saw the queue not drained
+    taken_from: str = ""  # the warning whose scale-up the incident took on, until it is told
 
     def dump(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -92,6 +93,7 @@ class RevertRecord:
                 attempts=_count(data.get("attempts", 0)),
                 warning=_text(data.get("warning", "")),
                 queued_at=_moment(data.get("queued_at", 0.0)),
+                taken_from=_text(data.get("taken_from", "")),
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
@@ -241,8 +243,9 @@ class ScaleReverts:
         if record.warning and warnings is not None:
             found = await warnings.get(record.target.runner_type)
             state = found if found is not None and found.uid == record.warning else None
-        if state is not None and state.phase is Phase.FOLDED:
-            record = await self._hand_over(record, state)
+        record = await self._hand_over(claim, record, state)
+        if record is None:
+            return None  # the claim was lost
         why, record, next_at = await self._why_now(record, state, now)
         if why is not None and await self._earlier_to_go_back(record):
             why, next_at = None, now.timestamp() + self._check_s
@@ -256,7 +259,8 @@ class ScaleReverts:
                 self.scaler.name,
             )
             text = _said(record, why, result)
-        except BackendError as exc:
+        except Exception as failed:
+            exc = failed if isinstance(failed, BackendError) else self._unforeseen(record)
             if exc.retryable and record.attempts + 1 < MAX_ATTEMPTS:
                 again = replace(record, attempts=record.attempts + 1)
                 wait = wait_after(again.attempts, first=FIRST_BACKOFF_S, maximum=MAX_BACKOFF_S)
@@ -274,9 +278,28 @@ class ScaleReverts:
             return None
         return record.incident_id, text
 
-    async def _hand_over(self, record: RevertRecord, state: WarningState) -> RevertRecord:
-        """The alert fired: the incident that took the warning on owns its scale-up now."""
-        taken = replace(record, incident_id=state.incident_id, warning="")
+    def _unforeseen(self, record: RevertRecord) -> BackendError:
+        """A failure no backend classified (a bug, an answer of a shape not foreseen), tried
+        again as a transient one: left to escape, it was tried at every look, uncounted and
+        never told. Its traceback is logged at each attempt, as the thread points at the log."""
+        log.exception("scale reverts: %s: %s failed unexpectedly", record.id, self.scaler.name)
+        message = f"{self.scaler.name} failed unexpectedly (queuepilot's log says why)"
+        return BackendError(message, retryable=True)
+
+    async def _hand_over(
+        self, claim: Claim, record: RevertRecord, state: WarningState | None
+    ) -> RevertRecord | None:
+        """The alert fired: the incident that took the warning on owns its scale-up now. The new
+        owner is kept before anything is said, or a Redis error between would hand it over at
+        every look; `taken_from` stays until the thread and the warning are told, so a look after
+        such an error tells them (once: the thread's reply is not said again)."""
+        if state is not None and state.phase is Phase.FOLDED:
+            owner = state.incident_id
+            record = replace(record, incident_id=owner, warning="", taken_from=record.warning)
+            if not await self._due.keep(claim, record.dump()):
+                return None
+        if not record.taken_from:
+            return record
         undo, runner_type = record.undo, record.target.runner_type
         before = "unset" if undo.before is None else str(undo.before)
         done = ScaleDone(
@@ -288,17 +311,18 @@ class ScaleReverts:
             after=undo.after,
         )
         await self._say(
-            taken.incident_id,
+            record.incident_id,
             f"Took on the early warning's scale-up of {runner_type} by {record.by} "
             f"({undo.field} {before} → {undo.after})",
             kind="scaled",
             on_root=True,
             detail=f"· {self.plan()}",
-            put_back=self.put_back(taken),
+            put_back=self.put_back(record),
             scale=done,
         )
-        await self._say_on_warning(record, f"Incident {taken.incident_id} took it on")
-        return taken
+        warning = replace(record, warning=record.taken_from)
+        await self._say_on_warning(warning, f"Incident {record.incident_id} took it on")
+        return replace(record, taken_from="")
 
     async def _why_now(
         self, record: RevertRecord, state: WarningState | None, now: datetime
@@ -387,7 +411,11 @@ class ScaleReverts:
         """The event and its thread reply (`on_root`: also on the root); the incident keeps
         `put_back` and drops the records `gone`."""
 
-        def told(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
+        def told(
+            incident: Incident, now: datetime, timeline: list[Event]
+        ) -> tuple[Commit | None, None]:
+            if scale is not None and any(e.scale == scale for e in timeline):
+                return None, None  # said by a look that failed after it
             event = Event(at=now, kind=kind, text=text, scale=scale)
             reply = Reply("event", BAND_EVENT, render_event(incident, event, detail=detail))
             said = without_put_backs(incident, gone or set()).model_copy(update={"updated_at": now})
@@ -395,7 +423,9 @@ class ScaleReverts:
             said = with_action(said, event) if on_root else said
             return Commit(said, events=(event,), replies=(reply,), root=on_root), None
 
-        fresh = await self.store.commit_fresh(incident_id, told, clock=self.clock)
+        fresh = await self.store.commit_fresh(
+            incident_id, told, clock=self.clock, with_timeline=scale is not None
+        )
         if not fresh.found:
             log.info("scale reverts: incident %s gone: %s", incident_id, text)
         elif fresh.busy:

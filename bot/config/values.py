@@ -15,7 +15,7 @@ from pydantic_settings import NoDecode
 
 from bot.domain.promql_selector import parse_selector, selector_text
 from bot.domain.units import span_seconds
-from bot.storage.connection import RedisSetupError, parse_sentinels
+from bot.storage.connection import RedisSetupError, parse_sentinels, refuse_unusable_url
 
 _UNIT_SECONDS = {"milliseconds": 0.001, "seconds": 1, "minutes": 60, "days": 86_400}
 
@@ -181,6 +181,18 @@ def _regex(value: str) -> str:
     return value
 
 
+def _redis_url(value: str) -> str:
+    try:
+        refuse_unusable_url(value)
+    except RedisSetupError as exc:
+        raise ValueError(
+            f"{_without_credentials(value)!r} is not a URL redis-py can use ({exc}): write it as "
+            "redis://[:password@]host:6379/0 (rediss:// for TLS), with only redis-py's options "
+            "after ?"
+        ) from None
+    return value
+
+
 def _sentinels(value: str | None) -> str | None:
     if value is not None:
         try:
@@ -214,7 +226,10 @@ _namespace = _matching(
 
 HttpUrl = _url(("http", "https"), "https://host:port")
 OptionalHttpUrl = _url(("http", "https"), "https://host", str | None)
-RedisUrl = _url(("redis", "rediss", "unix", "redis+sentinel"), "redis://localhost:6379/0")
+RedisUrl = Annotated[
+    _url(("redis", "rediss", "unix", "redis+sentinel"), "redis://localhost:6379/0"),
+    AfterValidator(_redis_url),
+]
 # slack_sdk joins base_url and a method's name by plain concatenation.
 SlackApiUrl = Annotated[
     HttpUrl, AfterValidator(lambda url: url if url.endswith("/") else url + "/")

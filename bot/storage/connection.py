@@ -83,7 +83,23 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     db = path[1] if len(path) == 2 else "0"
     if not db.isdigit() or int(db) > 15:
         raise RedisSetupError(f"REDIS_URL: database {db!r} is not 0-15")
-    return SentinelTarget(parse_sentinels(hosts), unquote(path[0]), int(db), password)
+    try:
+        sentinels = parse_sentinels(hosts)
+    except RedisSetupError as exc:
+        raise RedisSetupError(f"REDIS_URL: {exc}") from None
+    return SentinelTarget(sentinels, unquote(path[0]), int(db), password)
+
+
+def refuse_unusable_url(url: str) -> None:
+    """What redis-py refuses only once it connects (a port, an option after `?` or its value),
+    found by making its connection from `url` without opening it. A Sentinel URL is
+    `parse_sentinel_url`'s."""
+    if url.startswith(f"{SENTINEL_SCHEME}://"):
+        return
+    try:
+        ConnectionPool.from_url(url).make_connection()
+    except (TypeError, ValueError, RedisError) as exc:
+        raise RedisSetupError(str(exc)) from None
 
 
 class _WaitForConnection:
@@ -146,6 +162,8 @@ def build_redis(
         "client_name": client_name,  # which of the replica's clients, in `CLIENT LIST`
     }
     if sentinel is None:
+        if urlsplit(url).scheme == "unix":
+            del options["socket_keepalive"]  # TCP's: a socket file's connection refuses it
         return Redis.from_pool(WaitingConnectionPool.from_url(url, **options))
     sentinels = Sentinel(
         list(sentinel.sentinels),

@@ -86,6 +86,11 @@ class DueSet:
         args = [repr(at), "" if self.keep_s is None else self.keep_s, data or ""]
         return await self._end(claim, [*args, self.data_ttl_s])
 
+    async def keep(self, claim: Claim, data: str) -> bool:
+        """Its data now, the claim still ours (work that must not be done twice keeps its step
+        before it acts on it)."""
+        return await self.reschedule(claim, claim.token, data)
+
     async def done(self, claim: Claim) -> bool:
         """Not due any more (its data gone too), while the claim is ours."""
         return await self._end(claim, ["done"])

@@ -22,13 +22,15 @@ from bot.actions.commands import (
     run_command,
 )
 from bot.actions.core import ActionCore, Actor
+from bot.backends.silence import Silencer
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judged
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import record_status
 from bot.render.queue import EMPTY, _trend_of, type_lines
 from bot.render.root import render_root
+from sandbox.silence_api import FakeSilenceApi
 from sandbox.transcript import mrkdwn_to_text
-from tests.support.cores import action_core
+from tests.support.cores import action_core, grafana_in_process
 from tests.support.incidents import T0, make_incident
 from tests.support.root_headline import headline_cases, root_headline
 
@@ -132,6 +134,9 @@ def test_the_runner_type_keeps_its_case() -> None:
         ("frobnicate", "unknown command `frobnicate`"),
         ("jobs linux.2xlarge extra", "/queue jobs [runner-type]"),
         ("resolve 3 4", "/queue resolve [ID] [anyway]"),
+        ("diagnose 3 4", "/queue diagnose [ID]"),
+        ("unsilence 3 please", "/queue unsilence [ID]"),
+        ("postmortem #3 #4", "/queue postmortem [ID]"),
     ],
 )
 def test_errors_say_how_to_write_the_command(text: str, hint: str) -> None:
@@ -186,7 +191,7 @@ def test_parse_duration_refuses(text: str) -> None:
 # -- answering: against the real store -------------------------------------------------------
 
 
-async def open_many(redis_url: str, count: int) -> ActionCore:
+async def open_many(redis_url: str, count: int, silencer: Silencer | None = None) -> ActionCore:
     from redis.asyncio import Redis
 
     from bot.domain.alerts import parse_notification
@@ -211,7 +216,7 @@ async def open_many(redis_url: str, count: int) -> ActionCore:
         group = GroupState(incident_id=incident.id)
         await store.commit(Commit(incident, group=group, group_hash=incident.group_hash))
 
-    return action_core(redis, store)
+    return action_core(redis, store, silencer=silencer)
 
 
 @pytest.mark.parametrize("count", [1, 3, 250])
@@ -314,6 +319,29 @@ async def test_bad_input_answers_what_was_wrong_and_the_help(
     assert mrkdwn_to_text(outcome.message).startswith(wrong), "as Slack shows it"
     assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
     assert "*`/queue jobs [runner-type]`*" in outcome.message
+
+
+@pytest.mark.parametrize(
+    ("text", "usage"),
+    [
+        ("ack 1 2", "usage: `/queue ack [ID]`"),
+        ("acknowledge #1 #2", "usage: `/queue acknowledge [ID]`"),
+        ("silence 2h 1 2", "usage: `/queue silence <duration> [ID]`"),
+        ("silence 2h 1 for the deploy", "usage: `/queue silence <duration> [ID]`"),
+    ],
+)
+async def test_extra_words_are_refused_and_nothing_is_done(
+    redis_url: str, text: str, usage: str
+) -> None:
+    """`ack 1 2` does not acknowledge #1 alone: the person meant both, or typed one too many."""
+    grafana = FakeSilenceApi()
+    core = await open_many(redis_url, 2, silencer=grafana_in_process(grafana))
+    outcome = await run_command(core, Actor("U1", "al"), text)
+    assert not outcome.ok
+    assert mrkdwn_to_text(outcome.message).startswith(usage), "as Slack shows it"
+    incidents = await core.open_incidents()
+    assert [(i.acknowledged_by, i.silence) for i in incidents] == [(None, None)] * 2
+    assert grafana.silences == {}, "no silence was made"
 
 
 @pytest.mark.parametrize(

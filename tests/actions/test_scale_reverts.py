@@ -9,24 +9,34 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from bot.actions.flow import Actor
 from bot.actions.scale_reverts import (
+    MAX_ATTEMPTS,
+    MAX_BACKOFF_S,
     RevertRecord,
     ScaleReverts,
     record_id,
 )
 from bot.backends.kube import kube_access
-from bot.backends.scale import ScaleRequest, ScaleResult, Undo
+from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
+from bot.backends.scale.aws import ASG_DESIRED, AsgScaler
 from bot.config import Settings
 from bot.domain.early_warning import Phase, ScaledFrom, WarningState, fate_told, scaled_words
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
@@ -39,6 +49,7 @@ from bot.storage.due_set import scale_revert_records
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.keys import Keys
+from sandbox.serve import serve_in_thread
 from tests.support.cores import action_core
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values
@@ -85,7 +96,7 @@ def clock() -> Clock:
 
 def sweep(
     redis: Redis,
-    arc: ArcScaler,
+    scaler: Scaler,
     clock: Clock,
     after_s: int = 4 * 3600,
     *,
@@ -96,7 +107,7 @@ def sweep(
     config = Settings(
         scale_revert_after=after_s, backend_timeout_seconds=2, scale_revert_settle=settle_s
     )
-    return ScaleReverts(redis, KEYS, store, arc, config=config, clock=clock, readings=readings)
+    return ScaleReverts(redis, KEYS, store, scaler, config=config, clock=clock, readings=readings)
 
 
 class LinuxQueue:
@@ -388,6 +399,70 @@ async def test_a_permanent_failure_is_reported_once_and_dropped(
     assert text.startswith("Could not put linux back (the incident resolved): ")
     assert "answered 404" in text and text.endswith("minRunners stays 5")
     assert not await redis.zcard(KEYS.scale_reverts)
+
+
+# An Auto Scaling group as DescribeAutoScalingGroups answers it, but without its DesiredCapacity.
+GROUP_WITHOUT_DESIRED = (
+    '<DescribeAutoScalingGroupsResponse xmlns="http://autoscaling.amazonaws.com/doc/2011-01-01/">'
+    "<DescribeAutoScalingGroupsResult><AutoScalingGroups><member>"
+    "<AutoScalingGroupName>gpu-runners</AutoScalingGroupName><MinSize>0</MinSize>"
+    "<MaxSize>8</MaxSize></member></AutoScalingGroups></DescribeAutoScalingGroupsResult>"
+    "<ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>"
+    "</DescribeAutoScalingGroupsResponse>"
+)
+
+
+@pytest.fixture
+def asg_without_desired(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[AsgScaler, list[str]]]:
+    """The `aws-asg` scaler against an Auto Scaling API whose answer lacks the field it reads;
+    the actions it was asked."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    asked: list[str] = []
+
+    async def answer(request: Request) -> Response:
+        asked.extend(parse_qs((await request.body()).decode())["Action"])
+        return Response(GROUP_WITHOUT_DESIRED, media_type="text/xml")
+
+    server = serve_in_thread(Starlette(routes=[Route("/", answer, methods=["POST"])]))
+    config = Settings(aws_region="us-east-1", aws_endpoint_url=server.url)
+    yield AsgScaler(config), asked
+    server.stop()
+
+
+async def test_an_unforeseen_put_back_error_is_tried_as_attempts_then_said_once(
+    redis: Redis,
+    clock: Clock,
+    asg_without_desired: tuple[AsgScaler, list[str]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The group's answer lacks DesiredCapacity (a KeyError in the scaler, no BackendError):
+    each look counts an attempt, and once they run out the thread says so, as for a backend
+    that kept failing; each attempt's traceback is logged once."""
+    scaler, asked = asg_without_desired
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, scaler, clock)
+    target = ScaleTarget("linux", "gpu-runners", cap=8)
+    await reverts.remember("1", target, Undo(ASG_DESIRED, 2, 7), by="alice")
+    await resolve(redis, clock)
+    due = scale_revert_records(redis, KEYS)
+    for attempt in range(1, MAX_ATTEMPTS):
+        clock.pass_(seconds=MAX_BACKOFF_S + 1)
+        await reverts.tick()
+        record = RevertRecord.load(await due.data(record_id("linux", ASG_DESIRED)))
+        assert record is not None and record.attempts == attempt
+    assert not await said(redis), "not yet: attempts are left"
+    for _ in range(3):
+        clock.pass_(seconds=MAX_BACKOFF_S + 1)
+        await reverts.tick()
+    assert asked == ["DescribeAutoScalingGroups"] * MAX_ATTEMPTS, "then never asked again"
+    assert await said(redis) == [
+        "Could not put linux back (the incident resolved): AWS Auto Scaling failed "
+        "unexpectedly (queuepilot's log says why). desired capacity stays 7"
+    ]
+    assert not await redis.zcard(KEYS.scale_reverts)
+    tracebacks = [r.exc_info[0] for r in caplog.records if r.exc_info]
+    assert tracebacks == [KeyError] * MAX_ATTEMPTS, "once an attempt"
 
 
 async def test_two_replicas_sweeping_at_once_revert_and_say_it_once(
@@ -692,6 +767,59 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
     assert await said(redis) == ["Put linux back (the incident resolved): minRunners 5 → 0 (ARC)"]
     gone = await store.get("1")
     assert gone is not None and gone.put_backs == (), "put back: nothing left to say"
+
+
+@asynccontextmanager
+async def writes_refused(redis: Redis, user: str) -> AsyncIterator[None]:
+    """Redis answers `user`'s writes NOPERM inside the block, as it does for a user whose ACL
+    was narrowed; its reads still work."""
+    await redis.execute_command("ACL SETUSER", user, "resetkeys", "%R~*")
+    try:
+        yield
+    finally:
+        await redis.execute_command("ACL SETUSER", user, "~*")
+
+
+@pytest.mark.parametrize("refused", ["warning", "incident"])
+async def test_a_hand_over_cut_short_by_redis_is_told_once(
+    redis: Redis, redis_url: str, kube: FakeKubeApi, arc: ArcScaler, clock: Clock, refused: str
+) -> None:
+    """Redis refuses a write in the middle of the hand-over (the warning's line, or the
+    incident's reply): a later look finishes it, and the incident has one "Took on" and one
+    scale-up of +5 on record, so its advice counts +5."""
+    user = "hand-over"
+    await redis.execute_command("ACL SETUSER", user, "on", "nopass", "~*", "&*", "+@all")
+    limited = Redis.from_url(redis_url, username=user, decode_responses=True)
+    try:
+        store = IncidentStore(redis, PREFIX)
+        await opened(store)
+        warnings = WarningStore(limited if refused == "warning" else redis, KEYS)
+        told = IncidentStore(limited if refused == "incident" else redis, PREFIX)
+        config = Settings(backend_timeout_seconds=2, scale_revert_settle=0)
+        reverts = ScaleReverts(
+            redis, KEYS, told, arc, config=config, clock=clock, warnings=warnings
+        )
+        await warned_and_scaled(reverts, warnings, arc, clock)
+        await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")
+        async with writes_refused(redis, user):
+            clock.pass_(seconds=16)
+            await reverts.tick()
+        assert await shown_scaled(warnings) != "Incident 1 took it on.", "cut short"
+        for _ in range(3):
+            clock.pass_(seconds=40)  # past the lease of the look that was cut short
+            await reverts.tick()
+    finally:
+        await limited.aclose()
+        await redis.acl_deluser(user)
+    taken = [e for e in await store.events("1") if e.kind == "scaled"]
+    assert [(e.text, e.scale and e.scale.added) for e in taken] == [
+        ("Took on the early warning's scale-up of linux by alice (minRunners 0 → 5)", 5)
+    ]
+    assert await shown_scaled(WarningStore(redis, KEYS)) == "Incident 1 took it on."
+    incident = await store.get("1")
+    assert incident is not None
+    assert [(p.before, p.after) for p in incident.put_backs] == [(0, 5)]
+    assert min_runners(kube) == 5, "the incident is open: it stays"
 
 
 @pytest.mark.parametrize(

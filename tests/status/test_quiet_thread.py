@@ -13,14 +13,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 from redis.asyncio import Redis
 
 from bot.actions.flow import Actor
 from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.kube import kube_access
 from bot.backends.scale.arc import ArcScaler
-from bot.backends.silence import Silencer, grafana_silencer
 from bot.config import Settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
@@ -36,7 +34,7 @@ from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.send_queue import SendQueue
 from bot.telemetry import Telemetry
 from sandbox.silence_api import FakeSilenceApi
-from tests.support.cores import action_core
+from tests.support.cores import action_core, grafana_in_process
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import fixture_json
 
@@ -141,12 +139,6 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
 
 ALICE = Actor("U0ALICE", "alice")
 ARC_SET = "arc-runners/mt-l-x86iavx512-8-64"
-
-
-def grafana_in_process(api: FakeSilenceApi) -> Silencer:
-    """Grafana's silence API, in process: the bot's own HTTP client against the stand-in."""
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app))
-    return grafana_silencer("http://grafana", api.token, client=client)
 
 
 async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(

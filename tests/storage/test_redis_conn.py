@@ -4,6 +4,9 @@ every connection in use waits its turn instead of failing (`bot.storage.connecti
 from __future__ import annotations
 
 import asyncio
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from redis.asyncio import ConnectionPool, Redis
@@ -14,6 +17,7 @@ from bot.storage.connection import WaitingConnectionPool, build_redis
 from bot.storage.early_warning import WarningStore
 from bot.storage.send_queue import SendQueue
 from tests.support.running import RunningBot, eventually
+from tests.support.servers import require_binary, wait_until
 from tests.support.slack import CHANNEL
 
 
@@ -128,3 +132,27 @@ async def test_an_idle_senders_waits_end_quietly_within_the_socket_timeout(redis
         await queue.wait_bell(queue.keys.edits_bell(CHANNEL), redis_conn.SOCKET_TIMEOUT_S + 1)
     finally:
         await bells.aclose()
+
+
+@pytest.fixture
+def redis_socket(tmp_path: Path) -> Iterator[Path]:
+    """A redis-server listening on a socket file only."""
+    socket = tmp_path / "redis.sock"
+    command = [require_binary("redis-server"), "--port", "0", "--unixsocket", str(socket)]
+    command += ["--save", "", "--dir", str(tmp_path)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(socket.exists, what="redis-server's socket")
+        yield socket
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def test_the_bots_client_reaches_redis_over_a_unix_socket(redis_socket: Path) -> None:
+    """REDIS_URL=unix://… as the settings' reference offers it."""
+    client = build_redis(f"unix://{redis_socket}?db=1")
+    try:
+        assert await client.set("reached", "yes") and await client.get("reached") == "yes"
+    finally:
+        await client.aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import httpx
 from redis.asyncio import Redis
 
 from bot.actions.core import ActionCore
@@ -17,7 +18,7 @@ from bot.actions.scale_reverts import ScaleReverts
 from bot.actions.silence import Silencing
 from bot.backends.metrics import AlertMetrics, QueuedJobs, QueueHistory, QueueMetrics
 from bot.backends.scale import Scaler
-from bot.backends.silence import Silencer
+from bot.backends.silence import Silencer, grafana_silencer
 from bot.config import Settings
 from bot.domain.routes import Routing
 from bot.domain.scaling import ScaleTarget
@@ -27,6 +28,7 @@ from bot.storage.fleet import JobArrivals
 from bot.storage.incident_store import IncidentStore
 from bot.storage.leases import Interactions
 from bot.telemetry import Telemetry
+from sandbox.silence_api import FakeSilenceApi
 
 
 async def _no_name(user: str) -> str | None:
@@ -93,3 +95,9 @@ def action_core(
         report,
         config=config,
     )
+
+
+def grafana_in_process(api: FakeSilenceApi) -> Silencer:
+    """Grafana's silence API, in process: the bot's own HTTP client against the stand-in."""
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app))
+    return grafana_silencer("http://grafana", api.token, client=client)
