@@ -578,6 +578,16 @@ def test_a_redis_url_redis_py_takes_is_taken(url: str) -> None:
     assert read_settings(_env_file=None, **serve_ready(), redis_url=url).redis_url == url
 
 
+def test_a_redis_url_whose_password_redis_py_misreads_never_shows_it() -> None:
+    """An unencoded `/` cuts the password short, and redis-py quotes its start as the port."""
+    with pytest.raises(SettingsError) as refused:
+        read_settings(_env_file=None, **serve_ready(), redis_url="redis://:s3cr/et@cache:6379/0")
+
+    [problem] = refused.value.problems
+    assert "s3cr" not in problem
+    assert "redis://•••@cache:6379/0" in problem and "percent-encoded" in problem
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.sampled_from(["redis", "rediss", "unix", "redis+sentinel"]),

@@ -258,7 +258,6 @@ class ScaleReverts:
                 self.config.backend_timeout_seconds,
                 self.scaler.name,
             )
-            text = _said(record, why, result)
         except Exception as failed:
             exc = failed if isinstance(failed, BackendError) else self._unforeseen(record)
             if exc.retryable and record.attempts + 1 < MAX_ATTEMPTS:
@@ -271,6 +270,9 @@ class ScaleReverts:
                 f"Could not put {record.target.runner_type} back ({why}): {exc}. "
                 f"{record.undo.field} stays {record.undo.after}"
             )
+        else:
+            # Outside the try: a put-back done is never told as one that failed.
+            text = _said(record, why, result)
         if not await self._due.done(claim):
             return None
         if record.warning:

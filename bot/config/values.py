@@ -106,8 +106,12 @@ def _channel_id(value: str) -> str:
 
 
 def _without_credentials(value: str) -> str:
-    """Anything before an `@` (a user and password, however malformed) and the query left out."""
-    return re.sub(r"[^/@\s]*(?:\s[^/@]*)?@", "•••@", value.split("?", 1)[0])[:60]
+    """Everything before the last `@` of what follows the scheme (a user and password, however
+    malformed: an unencoded password may hold `/`, `#` or `?`) and the query left out."""
+    scheme, sep, rest = value.partition("://") if "://" in value else ("", "", value)
+    if "@" in rest:
+        rest = "•••@" + rest.rsplit("@", 1)[1]
+    return (scheme + sep + rest).split("?", 1)[0][:60]
 
 
 def _url(schemes: tuple[str, ...], example: str, kind: Any = str) -> Any:
@@ -185,8 +189,14 @@ def _redis_url(value: str) -> str:
     try:
         refuse_unusable_url(value)
     except RedisSetupError as exc:
+        why = str(exc)
+        # redis-py quotes the part it could not read: with a password that holds `/` or `#`,
+        # the password's start.
+        credentials = value.partition("://")[2].rpartition("@")[0]
+        if any(part and part in why for part in re.split(r"[:/#?@]", credentials)):
+            why = "a password's /, #, ? or @ must be percent-encoded"
         raise ValueError(
-            f"{_without_credentials(value)!r} is not a URL redis-py can use ({exc}): write it as "
+            f"{_without_credentials(value)!r} is not a URL redis-py can use ({why}): write it as "
             "redis://[:password@]host:6379/0 (rediss:// for TLS), with only redis-py's options "
             "after ?"
         ) from None

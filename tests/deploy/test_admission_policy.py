@@ -213,12 +213,15 @@ def test_the_names_carry_the_release_so_two_releases_do_not_collide() -> None:
         ({}, False, False),  # auto, `helm template` told nothing
         ({"rbac": {"admissionPolicy": True}}, False, True),
         ({"rbac": {"admissionPolicy": False}}, True, False),
-        ({"rbac": {"create": False, "admissionPolicy": True}}, True, False),  # no Role of ours
+        # A Role your admin grants is held all the same.
+        ({"rbac": {"create": False, "admissionPolicy": True}}, True, True),
         ({"config": {"SCALER_BACKEND": "none"}, "rbac": {"admissionPolicy": True}}, True, False),
     ],
     ids=["auto-served", "auto-not-served", "true", "false", "no-rbac", "no-arc-scaler"],
 )
-def test_made_where_the_api_is_served_with_the_role(values: dict, served: bool, made: bool) -> None:
+def test_made_where_the_api_is_served_for_the_arc_scaler(
+    values: dict, served: bool, made: bool
+) -> None:
     api_versions = (ADMISSION_POLICY_API,) if served else ()
     objects = render_values({**SECRET, **values}, api_versions=api_versions)
     kinds = {o["kind"] for o in objects}

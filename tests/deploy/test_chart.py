@@ -339,6 +339,22 @@ def test_a_misspelt_or_mistyped_value_is_refused_by_the_schema(values: dict, nam
             {**SECRET, "extraEnv": [{"name": "GITHUB_TOKEN", "value": "ghp_x"}]},
             "extraEnv: GITHUB_TOKEN is a secret",
         ),
+        # The bot reads its environment in any case.
+        (
+            {**SECRET, "extraEnv": [{"name": "slack_bot_token", "value": "xoxb-1"}]},
+            "extraEnv: slack_bot_token is a secret",
+        ),
+        (
+            {**SECRET, "extraEnv": [{"name": "REDIS_URL", "value": "redis://:pw@r:6379/0"}]},
+            "extraEnv: REDIS_URL holds a password",
+        ),
+        (
+            {**SECRET, "config": {"REDIS_URL": "redis://:pw@redis.redis.svc:6379/0"}},
+            "config.REDIS_URL holds a password",
+        ),
+        ({**SECRET, "resources": {"requests": {"cpu": "-1"}}}, "not negative"),
+        # Null drops a default in Helm: an empty egress rule would open everything.
+        ({**SECRET, "networkPolicy": {"enabled": True, "dns": None}}, "networkPolicy.dns is empty"),
         # The arc scaler: SCALER_TARGETS names the scale sets, and the Role only those.
         (arc({"SCALER_TARGETS": "{linux.2xlarge"}), "config.SCALER_TARGETS must be a JSON object"),
         (arc({"SCALER_TARGETS": '["linux.2xlarge"]'}), "config.SCALER_TARGETS must be a JSON"),
@@ -407,6 +423,35 @@ def test_values_that_could_not_work_are_refused_naming_the_fix(values: dict, nam
             "networkPolicy": {"enabled": True},
         },
         {**SECRET, "config": {"HUD_URL": "http://hud.ci.svc:8080"}},
+        {**SECRET, "config": {"PORT": ""}},  # the default, as the bot reads it
+        # HTTPS to an in-cluster host, a namespace matched by an expression, a host in capitals.
+        {
+            **SECRET,
+            "config": {
+                "GRAFANA_URL": "https://grafana.grafana.svc",
+                "HUD_URL": "http://HUD.CI.svc:8080",
+            },
+            "networkPolicy": {
+                "enabled": True,
+                "extraEgress": [
+                    {
+                        "to": [
+                            {
+                                "namespaceSelector": {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "kubernetes.io/metadata.name",
+                                            "operator": "In",
+                                            "values": ["ci"],
+                                        }
+                                    ]
+                                }
+                            }
+                        ]
+                    }
+                ],
+            },
+        },
         {
             **SECRET,
             "extraEnv": [

@@ -121,6 +121,35 @@ def test_leaving_restricted_is_rendered_and_the_notes_name_each_way() -> None:
     assert "WARNING" not in notes(SECRET)
 
 
+def test_the_ways_out_of_restricted_beyond_users_and_capabilities_are_named() -> None:
+    values = {
+        **SECRET,
+        "podSecurityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]},
+        "securityContext": {
+            "procMount": "Unmasked",
+            "appArmorProfile": {"type": "Unconfined"},
+            "seLinuxOptions": {"type": "spc_t"},
+        },
+    }
+    warning = notes(values)
+    for named in (
+        "sysctls sets kernel.msgmax",
+        "procMount is not Default",
+        "appArmorProfile.type is Unconfined",
+        "seLinuxOptions sets a user, a role or a type outside container_*",
+    ):
+        assert named in warning, named
+    safe = {**SECRET, "podSecurityContext": {"sysctls": [{"name": "net.ipv4.tcp_syncookies"}]}}
+    assert "WARNING" not in notes(safe)
+
+
+def test_secret_files_without_a_group_are_warned_of() -> None:
+    """Root's 0440 files the bot cannot read, unless the platform gives the pod a group."""
+    values = {**SECRET, "secretFiles": True, "podSecurityContext": {"runAsGroup": None}}
+    assert "podSecurityContext.fsGroup" in notes(values)
+    assert "WARNING" not in notes({**SECRET, "secretFiles": True})
+
+
 def test_secret_files_keep_their_group_under_a_group_of_yours() -> None:
     values = {**SECRET, "secretFiles": True, "podSecurityContext": {"runAsGroup": 20000}}
     assert pod_spec(render_values(values))["securityContext"]["fsGroup"] == 20000

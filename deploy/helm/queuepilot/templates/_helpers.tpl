@@ -85,7 +85,7 @@ auto and the cluster serves the API (`helm install` asks it; `helm template` nee
 {{- define "queuepilot.admissionPolicy" -}}
 {{- $wanted := .Values.rbac.admissionPolicy | toString }}
 {{- $served := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" }}
-{{- if and .Values.rbac.create (include "queuepilot.usesArc" .) (or (eq $wanted "true") (and (eq $wanted "auto") $served)) }}true{{ end }}
+{{- if and (include "queuepilot.usesArc" .) (or (eq $wanted "true") (and (eq $wanted "auto") $served)) }}true{{ end }}
 {{- end }}
 
 {{/* The policy's and its binding's name: cluster-scoped, so the release's namespace is in it. */}}
@@ -298,7 +298,7 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- if and .Values.ingress.enabled (not .Values.socketMode.enabled) (not .Values.ingress.host) }}
 {{- fail "ingress.host is empty: Slack posts to https://<ingress.host>/slack/events; set it, or ingress.enabled=false (and route Slack's requests yourself), or socketMode.enabled=true" }}
 {{- end }}
-{{- if not (kindIs "invalid" $config.PORT) }}
+{{- if not (empty $config.PORT) }}
 {{- $port := toString $config.PORT }}
 {{- if or (not (regexMatch "^[0-9]{1,5}$" $port)) (lt (int $port) 1) (gt (int $port) 65535) }}
 {{- fail (printf "config.PORT is %q: the port the bot listens on is a number from 1 to 65535 (\"3000\", the default); the container's port and its probes are named from it" $port) }}
@@ -306,8 +306,8 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- end }}
 {{- range $kind, $amounts := .Values.resources | default dict }}
 {{- range $resource, $amount := $amounts | default dict }}
-{{- if not (regexMatch "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+))?$" (toString $amount)) }}
-{{- fail (printf "resources.%s.%s is %q: not a quantity Kubernetes takes; write it as a number with an optional suffix (memory: 320Mi, 1Gi; cpu: 50m, 0.5)" $kind $resource (toString $amount)) }}
+{{- if not (regexMatch "^[+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+))?$" (toString $amount)) }}
+{{- fail (printf "resources.%s.%s is %q: not a quantity Kubernetes takes; write it as a number, not negative, with an optional suffix (memory: 320Mi, 1Gi; cpu: 50m, 0.5)" $kind $resource (toString $amount)) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -321,9 +321,18 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- end }}
 {{- $secretSettings := include "queuepilot.secretSettings" . | fromYamlArray }}
 {{- range .Values.extraEnv }}
-{{- if and (has .name $secretSettings) (hasKey . "value") }}
+{{- if and (has (upper .name) $secretSettings) (hasKey . "value") }}
 {{- fail (printf "extraEnv: %s is a secret, given as a plain value that anyone who may read the Deployment reads; give it valueFrom.secretKeyRef, or as a key of the pods' Secret" .name) }}
 {{- end }}
+{{- if and (eq (upper .name) "REDIS_URL") (regexMatch "://[^@]*@" (toString .value)) }}
+{{- fail "extraEnv: REDIS_URL holds a password as a plain value that anyone who may read the Deployment reads; give it valueFrom.secretKeyRef, or as a key of the pods' Secret" }}
+{{- end }}
+{{- end }}
+{{- if and (not (empty $config.REDIS_URL)) (contains "@" (toString $config.REDIS_URL)) }}
+{{- fail "config.REDIS_URL holds a password (user:password@): the ConfigMap is no place for it; put REDIS_URL in your Secret (existingSecret, secrets or externalSecret) and set config.REDIS_URL: null" }}
+{{- end }}
+{{- if and .Values.networkPolicy.enabled (empty .Values.networkPolicy.dns) }}
+{{- fail "networkPolicy.dns is empty: a null egress rule would let the pods reach everything; name the resolver (kube-dns's default, NodeLocal DNSCache's ipBlock, OpenShift's openshift-dns)" }}
 {{- end }}
 {{- end }}
 
@@ -351,9 +360,10 @@ a percentage up, for minAvailable and maxUnavailable alike.
 {{/*
 With the NetworkPolicy, every in-cluster host (<service>.<namespace>.svc) of the settings must be
 in a namespace it lets the pods reach: Redis's in redisNamespace, Prometheus's, Alertmanager's
-and Grafana's in monitoringNamespace, or any in a namespace an extraEgress rule names. A host on
-HTTPS's port is reached by the rule for anywhere. An extraEgress rule to everywhere (no `to`, or
-a namespaceSelector with no labels) lets anything through.
+and Grafana's in monitoringNamespace, or any in a namespace an extraEgress rule names (by its
+kubernetes.io/metadata.name label, matched or In). A host on HTTPS's port is taken as reached by
+the rule for anywhere. An extraEgress rule to everywhere (no `to`, or a namespaceSelector with no
+labels) lets anything through. A password (user:password@) is left out before hosts are read.
 */}}
 {{- define "queuepilot.validateNetworkPolicy" -}}
 {{- $policy := .Values.networkPolicy }}
@@ -367,13 +377,18 @@ a namespaceSelector with no labels) lets anything through.
 {{- $labels := (.namespaceSelector | default dict).matchLabels | default dict }}
 {{- if empty .namespaceSelector }}{{ $open = true }}{{ end }}
 {{- with index $labels "kubernetes.io/metadata.name" }}{{ $extra = append $extra . }}{{ end }}
+{{- range (.namespaceSelector | default dict).matchExpressions }}
+{{- if and (eq .key "kubernetes.io/metadata.name") (eq .operator "In") }}
+{{- $extra = concat $extra .values }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
 {{- $expected := dict "REDIS_URL" "redisNamespace" "REDIS_SENTINELS" "redisNamespace" "PROMETHEUS_URL" "monitoringNamespace" "ALERTMANAGER_URL" "monitoringNamespace" "GRAFANA_URL" "monitoringNamespace" }}
 {{- range $key, $value := .Values.config | default dict }}
 {{- if and (not $open) (not (kindIs "invalid" $value)) }}
-{{- range splitList "," (toString $value) }}
+{{- range splitList "," (regexReplaceAll "^([a-zA-Z+]+://)?[^@]*@" (toString $value) "${1}" | lower) }}
 {{- $host := regexFind "[a-z0-9]([-a-z0-9.]*[a-z0-9])?\\.svc(\\.cluster\\.local)?\\b" . }}
 {{- if $host }}
 {{- $namespace := regexReplaceAll "^(.*\\.)?([^.]+)\\.svc(\\.cluster\\.local)?$" $host "${2}" }}
@@ -381,7 +396,7 @@ a namespaceSelector with no labels) lets anything through.
 {{- $allowed := $extra }}
 {{- if $field }}{{ $allowed = append $allowed (get $policy $field) }}{{ end }}
 {{- $https := and (hasPrefix "https://" .) (not (regexMatch "\\.svc(\\.cluster\\.local)?\\.?:[0-9]+" .)) }}
-{{- if not (or (has $namespace $allowed) (and $https (not $field))) }}
+{{- if not (or (has $namespace $allowed) $https) }}
 {{- if $field }}
 {{- fail (printf "config.%s names a host in the namespace %s, where networkPolicy.%s (%s) lets the pods reach no such server: set networkPolicy.%s to %s, or add a networkPolicy.extraEgress rule for the namespace %s" $key $namespace $field (get $policy $field) $field $namespace $namespace) }}
 {{- else }}
@@ -438,6 +453,24 @@ would refuse the pods.
 {{- if and (hasKey $context "runAsUser") (eq (toString $context.runAsUser) "0") }}
 {{- $found = append $found (printf "%s.runAsUser is 0 (root)" $where) }}
 {{- end }}
+{{- if eq (($context.appArmorProfile | default dict).type | default "") "Unconfined" }}
+{{- $found = append $found (printf "%s.appArmorProfile.type is Unconfined" $where) }}
+{{- end }}
+{{- $selinux := $context.seLinuxOptions | default dict }}
+{{- if or $selinux.user $selinux.role (not (has ($selinux.type | default "") (list "" "container_t" "container_init_t" "container_kvm_t" "container_engine_t"))) }}
+{{- $found = append $found (printf "%s.seLinuxOptions sets a user, a role or a type outside container_*" $where) }}
+{{- end }}
+{{- if ($context.windowsOptions | default dict).hostProcess }}
+{{- $found = append $found (printf "%s.windowsOptions.hostProcess is true" $where) }}
+{{- end }}
+{{- end }}
+{{- range $pod.sysctls }}
+{{- if not (has .name (list "kernel.shm_rmid_forced" "net.ipv4.ip_local_port_range" "net.ipv4.ip_unprivileged_port_start" "net.ipv4.tcp_syncookies" "net.ipv4.ping_group_range" "net.ipv4.ip_local_reserved_ports" "net.ipv4.tcp_keepalive_time" "net.ipv4.tcp_fin_timeout" "net.ipv4.tcp_keepalive_intvl" "net.ipv4.tcp_keepalive_probes")) }}
+{{- $found = append $found (printf "podSecurityContext.sysctls sets %s, which is not a safe sysctl" .name) }}
+{{- end }}
+{{- end }}
+{{- if not (has ($container.procMount | default "Default") (list "Default")) }}
+{{- $found = append $found "securityContext.procMount is not Default" }}
 {{- end }}
 {{- $seccomp := (ternary $container.seccompProfile $pod.seccompProfile (hasKey $container "seccompProfile")) | default dict }}
 {{- if not (has ($seccomp.type | default "") (list "RuntimeDefault" "Localhost")) }}
