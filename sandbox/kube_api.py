@@ -186,7 +186,7 @@ class KubeApi:
             return status(400, "BadRequest", "json: cannot unmarshal object into Go value")
         try:
             patched = (
-                _merge(copy.deepcopy(runner_set), patch)
+                merge_patch(copy.deepcopy(runner_set), patch)
                 if content_type == MERGE_PATCH
                 else _json_patch(copy.deepcopy(runner_set), patch)
             )
@@ -456,8 +456,9 @@ def _json_patch(target: dict[str, Any], ops: list[Any]) -> dict[str, Any]:
     return target
 
 
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, applied to `target` itself (the admission policy's tests apply
+    the scaler's patches with it, as the API server does before admission)."""
     if not isinstance(patch, dict):
         return patch
     if not isinstance(target, dict):
@@ -466,5 +467,5 @@ def _merge(target: Any, patch: Any) -> Any:
         if value is None:
             target.pop(key, None)
         else:
-            target[key] = _merge(target.get(key), value)
+            target[key] = merge_patch(target.get(key), value)
     return target

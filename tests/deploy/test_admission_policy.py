@@ -13,6 +13,7 @@ from typing import Any
 import celpy
 import pytest
 
+from sandbox.kube_api import merge_patch
 from tests.deploy.manifests import (
     ADMISSION_POLICY_API,
     REPO,
@@ -32,19 +33,6 @@ CEL = celpy.Environment()
 def runner_set() -> dict[str, Any]:
     """A real AutoscalingRunnerSet, as the API server holds it."""
     return json.loads(ARC_FIXTURE.read_text())
-
-
-def merged(target: Any, patch: Any) -> Any:
-    """RFC 7386, as the API server applies the scaler's merge patch before admission."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merged(result.get(key), value)
-    return result
 
 
 def evaluate(expression: str, activation: dict[str, Any]) -> bool | None:
@@ -97,7 +85,7 @@ def update(policy: dict[str, Any], patch: dict[str, Any], user: str = BOT) -> li
     """The policy's verdict on `user` merge-patching the recorded set with `patch`: the object
     as the API server hands it on, its managedFields and generation moved by the write."""
     old = runner_set()
-    new = merged(copy.deepcopy(old), patch)
+    new = merge_patch(copy.deepcopy(old), patch)
     if isinstance(new.get("metadata"), dict):
         new["metadata"]["generation"] = old["metadata"]["generation"] + 1
         new["metadata"]["managedFields"] = [{"manager": "queuepilot", "operation": "Update"}]

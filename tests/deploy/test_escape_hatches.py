@@ -243,8 +243,7 @@ def test_the_default_queue_rules_render_as_the_rule_file_says() -> None:
     defaults: nothing is tuned that the file does not say."""
     values = {**SECRET, "prometheusRule": {"queueRules": True}}
     (rule,) = [o for o in render_values(values) if o["kind"] == "PrometheusRule"]
-    path = chart().files
-    (text,) = [f["data"] for f in path if f["name"] == "alerts/queue-rules.yaml"]
+    (text,) = [f["data"] for f in chart().files if f["name"] == "alerts/queue-rules.yaml"]
     source = text.decode() if isinstance(text, bytes) else text
     assert rule["spec"]["groups"] == yaml.safe_load(source)["groups"]
 

@@ -78,7 +78,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 "true" when the chart makes the ValidatingAdmissionPolicy that holds the bot to minRunners and
-maxRunners: with the Role (the `arc` scaler, rbac.create), where rbac.admissionPolicy is true, or
+maxRunners: with the `arc` scaler, whoever grants its Role, where rbac.admissionPolicy is true, or
 auto and the cluster serves the API (`helm install` asks it; `helm template` needs
 --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy).
 */}}
