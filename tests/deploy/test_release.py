@@ -52,17 +52,22 @@ def checkout(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_main_is_a_development_version_that_every_file_names_alike() -> None:
+def test_every_file_names_the_version_alike() -> None:
+    """Main carries X.Y.Z.devN between releases; the release's own commit carries X.Y.Z, dated."""
     version = project_version()
-    assert Version(version).is_devrelease, "between releases main is X.Y.Z.devN"
     assert chart()["appVersion"] == version, "the image the chart deploys is this version's"
     semver = re.sub(r"\.dev(\d+)$", r"-dev.\1", version)
     assert chart()["version"] == semver, "Helm wants SemVer 2: 0.27.0.dev0 is 0.27.0-dev.0"
-    assert first_heading() == f"Unreleased ({version})", "CHANGELOG's newest entry is this one"
+    if Version(version).is_devrelease:
+        assert first_heading() == f"Unreleased ({version})", "CHANGELOG's newest entry is this"
+    else:
+        assert re.fullmatch(rf"{re.escape(version)} \(\d{{4}}-\d\d-\d\d\)", first_heading())
 
 
 def test_a_release_then_the_next_development_version(checkout: Path) -> None:
     dev = Version(project_version())
+    if not dev.is_devrelease:
+        pytest.skip("the release's own commit: main opens the next development version after it")
     final, following = dev.base_version, f"{dev.major}.{dev.minor + 1}.0.dev0"
     notes = (checkout / "docs/upgrading.md").read_text()
     minor = f"{dev.major}.{dev.minor}"
@@ -91,6 +96,8 @@ def test_a_release_then_the_next_development_version(checkout: Path) -> None:
 def test_a_release_without_rollback_notes_or_going_backwards_is_refused(checkout: Path) -> None:
     before = {name: (checkout / name).read_text() for name in FILES}
     dev = Version(project_version())
+    if not dev.is_devrelease:
+        pytest.skip("the release's own commit: main opens the next development version after it")
     upgrading = checkout / "docs/upgrading.md"
     upgrading.write_text(upgrading.read_text().replace("**Rolling back", "**Going"))
 

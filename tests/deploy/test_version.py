@@ -26,6 +26,12 @@ PACKAGES = ["bot", "handlers"]
 ENV = {name: value for name, value in os.environ.items() if name != "QUEUEPILOT_COMMIT"}
 
 
+def development_version() -> str:
+    """This checkout's version, or on a release's own commit the development version after it."""
+    version = Version(project_version())
+    return str(version) if version.is_devrelease else f"{version.major}.{version.minor + 1}.0.dev0"
+
+
 def run(*command: str | Path, cwd: Path | None = None, env: dict[str, str] = ENV) -> str:
     done = subprocess.run(
         [str(part) for part in command],
@@ -89,16 +95,16 @@ def installed_version(wheel: Path, tmp_path: Path) -> str:
 
 
 def test_a_wheel_built_from_a_checkout_names_its_commit(tmp_path: Path) -> None:
-    checkout = sources(tmp_path / "checkout")
+    checkout = sources(tmp_path / "checkout", version=development_version())
     head = commit_all(checkout)
 
     wheel = wheel_of(checkout, tmp_path / "dist")
 
-    assert installed_version(wheel, tmp_path) == f"queuepilot {project_version()}+g{head[:12]}"
+    assert installed_version(wheel, tmp_path) == f"queuepilot {development_version()}+g{head[:12]}"
 
 
 def test_an_sdist_carries_its_checkouts_commit_to_the_wheel_built_from_it(tmp_path: Path) -> None:
-    checkout = sources(tmp_path / "checkout")
+    checkout = sources(tmp_path / "checkout", version=development_version())
     head = commit_all(checkout)
     # The backend's hook itself, as `python -m build --sdist --no-isolation` calls it.
     hook = "import sys, setuptools.build_meta as b; print(b.build_sdist(sys.argv[1]))"
@@ -106,16 +112,16 @@ def test_an_sdist_carries_its_checkouts_commit_to_the_wheel_built_from_it(tmp_pa
 
     wheel = wheel_of(tmp_path / "sdist" / name, tmp_path / "dist")
 
-    assert installed_version(wheel, tmp_path) == f"queuepilot {project_version()}+g{head[:12]}"
+    assert installed_version(wheel, tmp_path) == f"queuepilot {development_version()}+g{head[:12]}"
 
 
 def test_the_images_build_names_the_commit_it_is_given_without_git(tmp_path: Path) -> None:
-    context = sources(tmp_path / "context")
+    context = sources(tmp_path / "context", version=development_version())
     given = {**ENV, "QUEUEPILOT_COMMIT": "0123456789abcdef0123456789abcdef01234567"}
 
     wheel = wheel_of(context, tmp_path / "dist", env=given)
 
-    assert installed_version(wheel, tmp_path) == f"queuepilot {project_version()}+g0123456789ab"
+    assert installed_version(wheel, tmp_path) == f"queuepilot {development_version()}+g0123456789ab"
 
 
 def test_a_release_names_no_commit(tmp_path: Path) -> None:
