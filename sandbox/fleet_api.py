@@ -5,13 +5,13 @@
   ARC's listener metrics (`name` = the scale set with its random suffix: `linux-2xlarge-x7q2k`
   for the runner type `linux.2xlarge`); the wait as ARC gives it, the startup histogram's buckets
   of the jobs that started within the window, each timed from its arrival (ARC has no gauge of
-  the oldest queued job: that is the HUD's). The runner pods' default queries (`pod_queries`, each
-  reading whatever it is) and their sources' probe it answers as a Prometheus scraping
-  kube-state-metrics and cAdvisor would over the fleet's pods: every series present, each type's
-  Pending pods and those no node fits (its node group full), labelled with the runner set from
-  the pods' names; what never happens here (image pulls, OOM kills, throttling, nodes under
-  pressure) has no series. Any other query is a `bad_data` error, as Prometheus answers a query
-  it cannot run.
+  the oldest queued job: that is the HUD's). The runner pods' default queries
+  (`promql.QUERIES`, each reading whatever it is) and their sources' probe it answers as a
+  Prometheus scraping kube-state-metrics and cAdvisor would over the fleet's pods: every series
+  present, each type's Pending pods and those no node fits (its node group full), labelled with
+  the runner set from the pods' names; what never happens here (image pulls, OOM kills,
+  throttling, nodes under pressure) has no series. Any other query is a `bad_data` error, as
+  Prometheus answers a query it cannot run.
 - Alertmanager API v2: `/api/v2/status`, `/api/v2/silences`, `/api/v2/silence/{id}`,
   `/api/v2/alerts`, `/-/ready`; the `alertmanager` silence backend points here, and the alert
   rule honours what is silenced.
@@ -57,9 +57,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot.backends.metrics.prometheus import arc_queries, startup_buckets, wait_window
+from bot.backends.metrics.prometheus import wait_window
 from bot.backends.metrics.prometheus_history import range_queries
-from bot.backends.metrics.prometheus_pods import RUNNER_POD, pod_queries, probe_query
+from bot.backends.metrics.promql import RUNNER_POD, defaults, probe_query
 from bot.domain.runner_pods import NEEDS
 from sandbox.fleet import Fleet, Job, TypeReading, in_real_time, minutes
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
@@ -132,19 +132,21 @@ class FleetApi:
         # What Prometheus would have scraped: a reading at every rule evaluation (wall clock,
         # real time).
         self.samples: deque[tuple[float, dict[str, TypeReading]]] = deque(maxlen=SAMPLES_KEPT)
-        queries = arc_queries(config.rate_window)
-        self._fields = {query: name for name, query in queries.items()}
+        queries = defaults(config.rate_window, POD_LABEL, config.boot_minutes)
+        self._fields = {query: name for name, query in queries.items() if name not in NEEDS}
         # ARC's startup histogram, over the rate window and the longer one the wait falls back
         # to (window -> fleet minutes): the bot's wait, of the jobs that started.
         windows = (config.rate_window, wait_window(config.rate_window))
-        self._startups = {startup_buckets(w): minutes(w) for w in windows if w}
+        wait = "longest_wait_mins"
+        self._startups = {
+            defaults(w, POD_LABEL, config.boot_minutes)[wait]: minutes(w) for w in windows if w
+        }
         # The capacity report's wait: the same startup buckets, quantiled by Prometheus over the
         # range (`range_queries`); answered from the readings kept, as the instant one is.
-        wait = range_queries(queries, wait_buckets=True)["wait_mins"]
-        self._fields[wait] = "longest_wait_mins"
+        self._fields[range_queries(queries, wait_buckets=True)["wait_mins"]] = wait
         # The runner pods' queries (whatever readings they are) and their sources' probe, as a
         # Prometheus that scrapes kube-state-metrics and cAdvisor answers them.
-        pods = pod_queries(POD_LABEL, config.rate_window, config.boot_minutes)
+        pods = {reading: query for reading, query in queries.items() if reading in NEEDS}
         self._pod_readings = {query: reading for reading, query in pods.items()}
         self._scraped = sorted({series for r in pods for series, _ in NEEDS[r]})
         self._probe = probe_query(self._scraped)

@@ -17,7 +17,8 @@ import pytest
 from starlette.applications import Starlette
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
-from bot.backends.metrics.prometheus_pods import RUNNER_POD, runner_pods
+from bot.backends.metrics.prometheus_pods import runner_pods
+from bot.backends.metrics.promql import RUNNER_POD
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.runner_pods import (

@@ -8,7 +8,8 @@ import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
-from bot.backends.metrics.prometheus import arc_queries
+from bot.backends.metrics.promql import defaults
+from bot.domain.runner_pods import NEEDS
 from sandbox.slack_methods import ALL_SCOPES
 from tests.checks.conftest import check_env, lines, run_check
 from tests.support.processes import REPO
@@ -175,7 +176,8 @@ def test_check_shows_each_query_as_asked_with_the_selector_in_every_series(
         "(docs/backends.md)"
     )
     fields = [line.split(":")[0].split()[1] for line in asked[:-1]]
-    assert len(fields) == len(set(fields)) == len(arc_queries()) - 1  # less the one dropped
+    arc = [field for field in defaults() if field not in NEEDS]
+    assert len(fields) == len(set(fields)) == len(arc) - 1  # less the one dropped
     assert all(
         '{cluster="prod"}' in line for line in asked[:-1] if "PROMETHEUS_QUERIES" not in line
     )

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.backends.metrics.prometheus_pods import RUNNER_POD, RUNNER_SET
+from bot.backends.metrics.promql import RUNNER_POD, RUNNER_SET
 from bot.domain.alerts import AlertFacts, RunnerQueue, parse_json_body, parse_notification
 from bot.domain.delivery import facts_of
 from tests.deploy.manifests import SECRET, render_values

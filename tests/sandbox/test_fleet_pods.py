@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
-from bot.backends.metrics.prometheus_pods import pod_queries
+from bot.backends.metrics.promql import defaults
 from bot.config import Settings
 from bot.domain.runner_pods import Trouble, pod_causes
 from sandbox.fleet import DEMO_TEAM_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec
@@ -139,11 +139,11 @@ async def test_every_pods_reading_is_answered_and_any_other_query_refused(
     transport = httpx.ASGITransport(app=api.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://fleet") as http:
         # A reading the fleet never shows (an OOM kill) is answered with no series.
-        queries = pod_queries(window=api.config.rate_window, boot_mins=api.config.boot_minutes)
+        queries = defaults(window=api.config.rate_window, boot_mins=api.config.boot_minutes)
         none = await http.get("/api/v1/query", params={"query": queries["oom_kills"]})
         assert none.json() == {"status": "success", "data": {"resultType": "vector", "result": []}}
         # The same reading at another window is no query the bot sends: refused as Prometheus
         # refuses what it cannot run, so a drift fails loudly.
-        other = pod_queries(window="5m", boot_mins=api.config.boot_minutes)["cpu_periods"]
+        other = defaults(window="5m", boot_mins=api.config.boot_minutes)["cpu_periods"]
         refusal = await http.get("/api/v1/query", params={"query": other})
     assert refusal.status_code == 400 and refusal.json()["errorType"] == "bad_data"

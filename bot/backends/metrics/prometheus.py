@@ -4,6 +4,8 @@ field one instant query answering one series per scale set."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import math
 import re
 import time
@@ -24,12 +26,22 @@ from bot.backends.http import (
     uncounted,
 )
 from bot.backends.metrics import prometheus_history as ranges
-from bot.backends.metrics.prometheus_pods import Vector, pod_queries, probe_query, runner_pods
+from bot.backends.metrics.prometheus_pods import runner_pods
+from bot.backends.metrics.promql import (
+    JOBS,
+    REPORT,
+    Vector,
+    combined,
+    defaults,
+    parse_matrix,
+    parse_vector,
+    probe_query,
+    render,
+)
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
-from bot.domain.promql_selector import vector
 from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
 from bot.domain.units import span_seconds
 
@@ -57,79 +69,16 @@ NO_STARTS = (
 )
 
 
-def _gauge(name: str, where: str) -> str:
-    return f"max by (name) ({vector(name, where=where)})"
-
-
-def _queued(where: str) -> str:
-    return f"({_gauge('gha_assigned_jobs', where)} - {_gauge('gha_running_jobs', where)})"
-
-
-def _joined(expr: str, offset: str = "", *, by: str = "name", where: str = "") -> str:
-    """A job-level series given its scale set's `name`, from the same listener target."""
-    names = f"group by (instance, name) ({vector('gha_assigned_jobs', where=where)}{offset})"
-    return f"sum by ({by}) ({expr} * on (instance) group_left (name) {names})"
-
-
-def _mean_mins(
-    window: str, offset: str = "", *, by: str = "name", fn: str = "rate", where: str = ""
-) -> str:
-    def per_set(part: str) -> str:
-        series = vector(f"{ranges.EXECUTION}_{part}", where=where)
-        return _joined(f"{fn}({series}[{window}]{offset})", offset, by=by, where=where)
-
-    return f"{per_set('sum')} / {per_set('count')} / 60"
-
-
-def startup_buckets(window: str, where: str = "") -> str:
-    """ARC's startup histogram's buckets (seconds) per scale set, as rates over `window`."""
-    buckets = vector("gha_job_startup_duration_seconds_bucket", where=where)
-    return _joined(f"rate({buckets}[{window}])", by="name, le", where=where)
-
-
 def wait_window(rate_window: str) -> str | None:
     """The longer window the wait falls back to; None when the rate window is no shorter."""
     shorter = (span_seconds(rate_window) or 0) < (span_seconds(WAIT_WINDOW) or 0)
     return WAIT_WINDOW if shorter else None
 
 
-def arc_queries(window: str = "10m", where: str = "") -> dict[str, str]:
-    """Field -> PromQL over ARC's listener metrics, `where` (PROMETHEUS_SELECTOR) in each."""
-
-    def started_rate(window: str, offset: str = "") -> str:
-        started = vector("gha_started_jobs_total", where=where)
-        return "60 * " + _joined(f"rate({started}[{window}]{offset})", offset, where=where)
-
-    started = started_rate(window)
-    growth = f"60 * deriv({_queued(where)}[{window}:])"
-    completed = vector("gha_completed_jobs_total", where=where)
-    return {
-        "queued": _queued(where),
-        "assigned": _gauge("gha_assigned_jobs", where),
-        "registered": _gauge("gha_registered_runners", where),
-        "busy": _gauge("gha_busy_runners", where),
-        "idle": _gauge("gha_idle_runners", where),
-        "minimum": _gauge("gha_min_runners", where),
-        "maximum": _gauge("gha_max_runners", where),
-        "desired": _gauge("gha_desired_runners", where),
-        "started_per_min": started,
-        # Demand: what started, plus what the queue grew by meanwhile.
-        "arrival_per_min": f"{started} + on (name) {growth}",
-        "completed_per_min": "60 * " + _joined(f"rate({completed}[{window}])", where=where),
-        # The startup histogram's buckets (seconds), whose p99 `read` takes.
-        "longest_wait_mins": startup_buckets(window, where),
-        "job_duration_mins": _mean_mins(window, where=where),
-        # The same hour yesterday: what "normal" means for this hour of the day.
-        "arrival_baseline_per_min": started_rate("1h", " offset 1d"),
-        "duration_baseline_mins": _mean_mins("1h", " offset 1d", where=where),
-    }
-
-
 def default_queries(config: Settings) -> dict[str, str]:
     """Field or reading -> its default PromQL."""
-    window, where = config.prometheus_rate_window, config.prometheus_selector
-    label, boot = config.prometheus_runner_type_label, config.runner_boot_minutes
-    return {**arc_queries(window, where), **pod_queries(label, window, boot, where)}
+    window, label = config.prometheus_rate_window, config.prometheus_runner_type_label
+    return defaults(window, label, config.runner_boot_minutes, config.prometheus_selector)
 
 
 def all_queries(config: Settings) -> dict[str, str]:
@@ -158,14 +107,14 @@ class PrometheusMetrics:
         # Field or reading -> the PromQL asked for it (`queuepilot check` shows them).
         self.queries = queries = all_queries(config)
         self._where = where = config.prometheus_selector
-        window = config.prometheus_rate_window
-        self._arc_wait = queries.get(WAIT) == startup_buckets(window, where)  # not replaced
-        longer = wait_window(window) if self._arc_wait else None
-        self._longer_wait = startup_buckets(longer, where) if longer else ""
+        asked = default_queries(config)
+        self._arc_wait = queries.get(WAIT) == asked[WAIT]  # not replaced
+        longer = wait_window(config.prometheus_rate_window) if self._arc_wait else None
+        label, boot = config.prometheus_runner_type_label, config.runner_boot_minutes
+        self._longer_wait = defaults(longer, label, boot, where)[WAIT] if longer else ""
         # The pods' readings whose default query stands: an empty answer is "not scraped" when
         # the series it reads is absent altogether.
-        defaults = default_queries(config)
-        self._probed = [r for r in defaults if r in NEEDS and queries.get(r) == defaults[r]]
+        self._probed = [r for r in asked if r in NEEDS and queries.get(r) == asked[r]]
         self._found: dict[str, float] = {}  # series name -> when the probe found it (monotonic)
         self._unscraped: dict[str, str] = {}  # the last probe's `runner_pods` `probed`
         suffix = config.prometheus_name_suffix
@@ -272,18 +221,8 @@ class PrometheusMetrics:
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         """Per (runner type, workflow), the jobs started in the last hour and a day before."""
-        by, where = "name, " + ", ".join(WORKFLOW_LABELS), self._where
-        started = vector("gha_started_jobs_total", where=where)
-
-        def counted(offset: str = "") -> str:
-            return _joined(f"increase({started}[1h]{offset})", offset, by=by, where=where)
-
-        day = " offset 1d"
         last, before, minutes, minutes_before = await asyncio.gather(
-            self._query(counted(), now),
-            self._query(counted(day), now),
-            self._query(_mean_mins("1h", by=by, fn="increase", where=where), now),
-            self._query(_mean_mins("1h", day, by=by, fn="increase", where=where), now),
+            *(self._query(render(q.promql, by=q.by, where=self._where), now) for q in JOBS.values())
         )
         day_before = self._per_workflow(before, counts=True)
         arrivals = Arrivals(
@@ -321,13 +260,20 @@ class PrometheusMetrics:
         step = ranges.step_s(start, end)
         fields = ranges.range_queries(self.queries, wait_buckets=self._arc_wait)
         seconds = max(60, round((end - start).total_seconds()))
-        suffix, where = self._config.prometheus_name_suffix, self._where
-        numbers = {
-            "wait_p50_mins": ranges.quantile_query(0.5, seconds, suffix, where),
-            "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix, where),
-            "job_mins": ranges.duration_query(seconds, suffix, where),
-            **ranges.pending_queries(self.queries, seconds, step),
+        suffix = self._config.prometheus_name_suffix
+        # Prometheus anchors its regexes at both ends; a name with no suffix is its type whole.
+        suffix = f"(?:{suffix.removesuffix('$')})?" if suffix else ""
+        fill = {
+            "range": f"{seconds}s",
+            "span": f"[{seconds}s:{step}s]",
+            "step_mins": f"{step / 60:g}",
+            "step_hours": f"{step / 3600:g}",
+            "cut": json.dumps(f"(.+?){suffix}"),  # a runner set's name less its suffix
         }
+        numbers = {}
+        for number, query in REPORT.items():
+            with contextlib.suppress(KeyError):  # a reading PROMETHEUS_QUERIES dropped: not asked
+                numbers[number] = render(query.promql, where=self._where, **fill, **self.queries)
         ranged, failed = await gathered(
             {field: self._query_range(query, start, end, step) for field, query in fields.items()}
             | {number: self._query(query, end) for number, query in numbers.items()}
@@ -342,7 +288,8 @@ class PrometheusMetrics:
                     ranges.merged(by_field.setdefault(name, {}), found)  # type: ignore[arg-type]
                 elif runner_type:
                     kept = by_type.setdefault(runner_type, {})
-                    kept[name] = ranges.combined(name, kept.get(name), found)  # type: ignore[arg-type]
+                    was = kept.get(name)
+                    kept[name] = combined(REPORT[name].read, was, found)  # type: ignore[arg-type]
         said = [ranges.SAID.get(name, name) for name in failed]
         note = f"Prometheus could not answer for {', '.join(said)}" if failed else ""
         return FleetHistory(ranges.histories(step, series, by_type), note)
@@ -352,7 +299,7 @@ class PrometheusMetrics:
     ) -> list[tuple[dict[str, str], dict[float, float]]]:
         span = {"start": f"{start.timestamp():.3f}", "end": f"{end.timestamp():.3f}"}
         params = {"query": query, **span, "step": str(step)}
-        return ranges.parse_matrix(await self._get("/api/v1/query_range", params))
+        return parse_matrix(await self._get("/api/v1/query_range", params))
 
     async def _query(self, query: str, now: datetime) -> Vector:
         params = {"query": query, "time": f"{now.timestamp():.3f}"}
@@ -381,20 +328,6 @@ async def gathered(
     if failed and len(failed) == len(named) and not all_may_fail:
         raise next(iter(failed.values()))
     return {n: a for n, a in named.items() if n not in failed}, failed  # type: ignore[misc]
-
-
-def parse_vector(body: Mapping[str, Any]) -> Vector:
-    """An instant query's answer as (labels, value) pairs; NaN and infinities are "not known"."""
-    result_type, result = ranges.result_of(body)
-    if result_type not in ("scalar", "vector") or not isinstance(result, list):
-        message = f"Prometheus answered a {str(result_type)[:20]}, not an instant vector"
-        raise BackendError(message, retryable=False)
-    if result_type == "scalar":
-        point = ranges.sample_of(result)
-        return [] if point is None else [({}, point[1])]
-    items = [item for item in result if isinstance(item, dict)]
-    series = [(ranges.labels_of(item), ranges.sample_of(item.get("value"))) for item in items]
-    return [(labels, point[1]) for labels, point in series if point is not None]
 
 
 def _bound(le: str) -> float | None:
