@@ -58,8 +58,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import wait_window
-from bot.backends.metrics.prometheus_history import range_queries
-from bot.backends.metrics.promql import RUNNER_POD, defaults, probe_query
+from bot.backends.metrics.promql import RUNNER_POD, defaults, probe_query, range_queries
 from bot.domain.runner_pods import NEEDS
 from sandbox.fleet import Fleet, Job, TypeReading, in_real_time, minutes
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload

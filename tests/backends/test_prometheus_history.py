@@ -19,8 +19,7 @@ from bot.actions.commands import run_command
 from bot.actions.core import Actor
 from bot.backends.http import BackendError
 from bot.backends.metrics.prometheus import PrometheusMetrics
-from bot.backends.metrics.prometheus_history import step_s
-from bot.backends.metrics.promql import parse_matrix
+from bot.backends.metrics.promql import parse_matrix, step_s
 from bot.config import Settings
 from bot.domain.early_warning import Thresholds
 from bot.domain.fleet import OomKill

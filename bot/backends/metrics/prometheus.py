@@ -25,21 +25,23 @@ from bot.backends.http import (
     request,
     uncounted,
 )
-from bot.backends.metrics import prometheus_history as ranges
 from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.backends.metrics.promql import (
     JOBS,
     REPORT,
+    SAID,
     Vector,
     combined,
     defaults,
     parse_matrix,
     parse_vector,
     probe_query,
+    range_queries,
     render,
+    step_s,
 )
 from bot.config import Settings
-from bot.domain.capacity import FleetHistory
+from bot.domain.capacity import FleetHistory, TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
 from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
@@ -257,8 +259,8 @@ class PrometheusMetrics:
         return self._names.runner_type(scale_set) if scale_set else ""
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
-        step = ranges.step_s(start, end)
-        fields = ranges.range_queries(self.queries, wait_buckets=self._arc_wait)
+        step = step_s(start, end)
+        fields = range_queries(self.queries, wait_buckets=self._arc_wait)
         seconds = max(60, round((end - start).total_seconds()))
         suffix = self._config.prometheus_name_suffix
         # Prometheus anchors its regexes at both ends; a name with no suffix is its type whole.
@@ -283,16 +285,22 @@ class PrometheusMetrics:
         for name, answer in ranged.items():
             for labels, found in answer:
                 runner_type = self.runner_type(labels)
+                # A listener recreated under a new name: two series of one type, the larger.
                 if runner_type and name in fields:
-                    by_field = series.setdefault(runner_type, {})
-                    ranges.merged(by_field.setdefault(name, {}), found)  # type: ignore[arg-type]
+                    into = series.setdefault(runner_type, {}).setdefault(name, {})
+                    for at, value in found.items():  # type: ignore[union-attr]
+                        into[at] = max(value, into.get(at, value))
                 elif runner_type:
                     kept = by_type.setdefault(runner_type, {})
                     was = kept.get(name)
                     kept[name] = combined(REPORT[name].read, was, found)  # type: ignore[arg-type]
-        said = [ranges.SAID.get(name, name) for name in failed]
+        said = [SAID.get(name, name) for name in failed]
         note = f"Prometheus could not answer for {', '.join(said)}" if failed else ""
-        return FleetHistory(ranges.histories(step, series, by_type), note)
+        types = {
+            name: TypeHistory(step_s=step, **series.get(name, {}), **by_type.get(name, {}))
+            for name in sorted({*series, *by_type})
+        }
+        return FleetHistory(types, note)
 
     async def _query_range(
         self, query: str, start: datetime, end: datetime, step: int

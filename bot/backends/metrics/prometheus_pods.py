@@ -31,15 +31,16 @@ def runner_pods(
     busy: dict[str, float] = {}  # node -> its disks' busy share
     node_kills: dict[str, dict[str, float]] = {}  # type -> node -> its OOM kills
     for reading, series in answers.items():
+        how = QUERIES[reading].read
         for labels, value in series:
             name = runner_type(labels)
             if not name:
                 continue
             # Several runner sets of one type (a template rolling, two namespaces): counts add
             # up, the rest take the worst.
-            if reading in NODE_READINGS:
+            if how in ("nodes", "disks"):
                 node, condition = labels.get("node", ""), labels.get("condition", "")
-                if reading == "disk_busy":
+                if how == "disks":
                     condition = DISK
                     said = number_of(labels.get("busy")) or 0.0  # `count_values`' label
                     busy[node] = max(busy.get(node, 0.0), said)
@@ -47,13 +48,13 @@ def runner_pods(
                     on = nodes.setdefault(name, {})
                     on[node, condition] = on.get((node, condition), 0.0) + value
                 continue
-            if reading == "node_oom_kills":  # each node once, whichever sets ran there
+            if how == "per node":  # each node once, whichever sets ran there
                 node_kills.setdefault(name, {})[labels.get("node", "")] = value
                 continue
-            if reading == "oom_kills" and labels.get("pod"):
+            if how == "pods" and labels.get("pod"):
                 killed.setdefault(name, set()).add((labels["pod"], labels.get("uid", "")))
             read = values.setdefault(name, {})
-            read[reading] = combined(QUERIES[reading].read, read.get(reading), value)
+            read[reading] = combined(how, read.get(reading), value)
     missing = {r: source for r, source in probed.items() if source}
     unknown = unknown_said(missing)
     known = [r for r in answers if r not in missing and r not in NODE_READINGS]

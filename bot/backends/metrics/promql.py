@@ -27,6 +27,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from bot.backends.http import BackendError
@@ -103,6 +104,7 @@ FRAGMENTS = {
     "as_name": '"name", "$1", "queuepilot_type", "(.*)"',  # labelled as the reading's series are
 }
 _PODS, _CREATING = "$label", '"ContainerCreating|PodInitializing"'
+# fmt: off
 # Field or reading -> its default query. ARC's gauges are `max by (name)`: two Prometheus replicas
 # or a listener restarted serve one scale set twice.
 QUERIES = {
@@ -115,69 +117,51 @@ QUERIES = {
     "maximum": Query("max by ($by) (gha_max_runners{})"),
     "desired": Query("max by ($by) (gha_desired_runners{})"),
     "started_per_min": Query(
-        "60 * sum by ($by) (rate(gha_started_jobs_total{}[$window]) * $scale_set)"
-    ),
+        "60 * sum by ($by) (rate(gha_started_jobs_total{}[$window]) * $scale_set)"),
     # Demand: what started, plus what the queue grew by meanwhile.
     "arrival_per_min": Query(
-        "60 * sum by ($by) (rate(gha_started_jobs_total{}[$window]) * $scale_set) + on (name) 60 * "
-        "deriv((max by ($by) (gha_assigned_jobs{}) - max by ($by) (gha_running_jobs{}))[$window:])"
-    ),
+        "60 * sum by ($by) (rate(gha_started_jobs_total{}[$window]) * $scale_set) + on (name) "
+        "60 * deriv((max by ($by) (gha_assigned_jobs{}) - max by ($by) (gha_running_jobs{}))"
+        "[$window:])"),
     "completed_per_min": Query(
-        "60 * sum by ($by) (rate(gha_completed_jobs_total{}[$window]) * $scale_set)"
-    ),
+        "60 * sum by ($by) (rate(gha_completed_jobs_total{}[$window]) * $scale_set)"),
     # The startup histogram's buckets (seconds), whose p99 is the longest wait.
     "longest_wait_mins": Query(
         "sum by ($by) (rate(gha_job_startup_duration_seconds_bucket{}[$window]) * $scale_set)",
-        "name, le",
-        "buckets",
-    ),
+        "name, le", "buckets"),
     "job_duration_mins": Query(
         "sum by ($by) (rate(gha_job_execution_duration_seconds_sum{}[$window]) * $scale_set) / "
-        "sum by ($by) (rate(gha_job_execution_duration_seconds_count{}[$window]) * $scale_set) / 60"
-    ),
+        "sum by ($by) (rate(gha_job_execution_duration_seconds_count{}[$window]) * $scale_set) "
+        "/ 60"),
     # The same hour yesterday: what "normal" means for this hour of the day.
     "arrival_baseline_per_min": Query(
-        "60 * sum by ($by) (rate(gha_started_jobs_total{}[1h] offset 1d) * $scale_set_day_before)"
-    ),
+        "60 * sum by ($by) (rate(gha_started_jobs_total{}[1h] offset 1d) * $scale_set_day_before)"),
     "duration_baseline_mins": Query(
         "sum by ($by) (rate(gha_job_execution_duration_seconds_sum{}[1h] offset 1d) * "
         "$scale_set_day_before) / sum by ($by) (rate(gha_job_execution_duration_seconds_count{}"
-        "[1h] offset 1d) * $scale_set_day_before) / 60"
-    ),
+        "[1h] offset 1d) * $scale_set_day_before) / 60"),
     # The runner pods' readings, one series per runner set in PROMETHEUS_RUNNER_TYPE_LABEL.
     "pods_pending": Query("count by ($by) ($runners($pending))", _PODS, "added"),
     "pending_mins": Query(
-        "max by ($by) ($runners($age and on (namespace, pod) ($pending))) / 60", _PODS, "worst"
-    ),
+        "max by ($by) ($runners($age and on (namespace, pod) ($pending))) / 60", _PODS, "worst"),
     "unschedulable": Query("count by ($by) ($runners($unschedulable_pods))", _PODS, "added"),
     "unschedulable_mins": Query(
         "max by ($by) ($runners($age and on (namespace, pod) ($unschedulable_pods))) / 60",
-        _PODS,
-        "worst",
-    ),
+        _PODS, "worst"),
     # ErrImagePull as well as the back-off: they alternate while a pull keeps failing.
     "image_pull": Query(
         'count by ($by) ($runners(($waiting(reason=~"ImagePullBackOff|ErrImagePull") == 1) and '
-        "on (namespace, pod) ($age > $boot_s)))",
-        _PODS,
-        "added",
-    ),
+        "on (namespace, pod) ($age > $boot_s)))", _PODS, "added"),
     "config_error": Query(
         'count by ($by) ($runners(($waiting(reason=~"CreateContainerConfigError") == 1) and on '
-        "(namespace, pod) ($age > 0)))",
-        _PODS,
-        "added",
-    ),
+        "(namespace, pod) ($age > 0)))", _PODS, "added"),
     # PodInitializing is ContainerCreating for a pod with init containers; waiting for nothing
     # else. Pulling a multi-GB image on a new node may take a runner's boot: a slow start, not a
     # stuck one, so on its node for the longer of 5 min and RUNNER_BOOT_MINUTES.
     "creating": Query(
         f"count by ($by) ($runners((($waiting(reason=~{_CREATING}) == 1) unless on (namespace, "
         f"pod) ($waiting(reason!~{_CREATING}) == 1)) and on (namespace, pod) ($placed > "
-        "$creating_s)))",
-        _PODS,
-        "added",
-    ),
+        "$creating_s)))", _PODS, "added"),
     # One series per killed pod (its uid: ARC recreates a failed runner's pod by name).
     "oom_kills": Query(
         "count by ($by) ($runners(max by (namespace, pod, uid) (max_over_time(kube_pod_container_"
@@ -185,92 +169,63 @@ QUERIES = {
         'container_status_terminated_reason{reason="OOMKilled"}[$counted]) or max_over_time('
         'kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}[$counted]) or '
         "max_over_time(kube_pod_init_container_status_last_terminated_reason{reason="
-        '"OOMKilled"}[$counted])) == 1))',
-        f"{_PODS}, pod, uid",
-        "pods",
-    ),
+        '"OOMKilled"}[$counted])) == 1))', f"{_PODS}, pod, uid", "pods"),
     # The init containers' restarts too: ARC's dind sidecar is one (restartPolicy Always).
     "restarts": Query(
         "sum by ($by) ($runners(sum by (namespace, pod) (max by (namespace, pod, container) "
         "($grown(kube_pod_container_status_restarts_total{})) or max by (namespace, pod, "
-        "container) ($grown(kube_pod_init_container_status_restarts_total{})))))",
-        _PODS,
-        "added",
-    ),
+        "container) ($grown(kube_pod_init_container_status_restarts_total{})))))", _PODS, "added"),
     # Rates of CFS periods, summed per type, so runner sets of one type add up exactly; summed
     # over the pod's runner and dind containers: only those with a CPU limit have CFS periods.
     "cpu_throttled_periods": Query(
         "sum by ($by) ($runners(sum by (namespace, pod) (rate(container_cpu_cfs_throttled_periods_"
-        'total{container=~"runner|dind"}[$window]))))',
-        _PODS,
-        "added",
-    ),
+        'total{container=~"runner|dind"}[$window]))))', _PODS, "added"),
     "cpu_periods": Query(
         "sum by ($by) ($runners(sum by (namespace, pod) (rate(container_cpu_cfs_periods_total{"
-        'container=~"runner|dind"}[$window]))))',
-        _PODS,
-        "added",
-    ),
+        'container=~"runner|dind"}[$window]))))', _PODS, "added"),
     # Each container against its own limit, the fuller of them; one without a limit has none.
     "memory_of_limit": Query(
         "max by ($by) ($runners(max by (namespace, pod) (max by (namespace, pod, container) ("
         'container_memory_working_set_bytes{container=~"runner|dind"}) / on (namespace, pod, '
         "container) max by (namespace, pod, container) (kube_pod_container_resource_limits{"
         'container=~"runner|dind", resource="memory"} or kube_pod_init_container_resource_limits'
-        '{container=~"runner|dind", resource="memory"}))))',
-        _PODS,
-        "worst",
-    ),
+        '{container=~"runner|dind", resource="memory"}))))', _PODS, "worst"),
     # Per node, under pressure or not Ready: one condition per node (topk), one line for both.
     "nodes": Query(
         "count by ($by) ($runners($on_node) * on (node) group_left (condition) topk by (node) (1, "
         "max by (node, condition) (kube_node_status_condition{condition=~"
         '"DiskPressure|MemoryPressure|PIDPressure", status="true"} == 1) or label_replace(max by '
         '(node) (kube_node_status_condition{condition="Ready", status!="true"} == 1), "condition",'
-        ' "NotReady", "", "")))',
-        f"{_PODS}, node, condition",
-        "nodes",
-    ),
+        ' "NotReady", "", "")))', f"{_PODS}, node, condition", "nodes"),
     # Per runner set and node whose disk is saturated, the set's pods on it (`busy`: the share).
     "disk_busy": Query(
         'count_values by ($by) ("busy", $runners($on_node * on (node) group_left () '
-        "($busy_disks)))",
-        f"{_PODS}, node",
-        "disks",
-    ),
+        "($busy_disks)))", f"{_PODS}, node", "disks"),
     # Per runner set and node its pods ran on within 30 min (killed pods' too, though ARC deleted
     # them), the node's OOM kills.
     "node_oom_kills": Query(
         "max by ($by) ($runners(max by (namespace, pod, node) (max_over_time(kube_pod_info{"
         'node!=""}[$counted]))) * on (node) group_left () max by (node) ($grown('
         "node_vmstat_oom_kill{}) * on (namespace, pod) group_left (node) $node_exporter_node))",
-        f"{_PODS}, node",
-        "per node",
-    ),
+        f"{_PODS}, node", "per node"),
 }
 _WORKFLOW = "name, job_workflow_name, job_workflow_ref"
 # `/queue jobs`: per scale set and workflow, the jobs started in the last hour and the same hour a
 # day before, and their mean minutes.
 JOBS = {
     "started": Query(
-        "sum by ($by) (increase(gha_started_jobs_total{}[1h]) * $scale_set)", _WORKFLOW, "added"
-    ),
+        "sum by ($by) (increase(gha_started_jobs_total{}[1h]) * $scale_set)", _WORKFLOW, "added"),
     "started_day_before": Query(
         "sum by ($by) (increase(gha_started_jobs_total{}[1h] offset 1d) * $scale_set_day_before)",
-        _WORKFLOW,
-        "added",
-    ),
+        _WORKFLOW, "added"),
     "minutes": Query(
         "sum by ($by) (increase(gha_job_execution_duration_seconds_sum{}[1h]) * $scale_set) / "
         "sum by ($by) (increase(gha_job_execution_duration_seconds_count{}[1h]) * $scale_set) / 60",
-        _WORKFLOW,
-    ),
+        _WORKFLOW),
     "minutes_day_before": Query(
         "sum by ($by) (increase(gha_job_execution_duration_seconds_sum{}[1h] offset 1d) * "
         "$scale_set_day_before) / sum by ($by) (increase(gha_job_execution_duration_seconds_count"
-        "{}[1h] offset 1d) * $scale_set_day_before) / 60",
-        _WORKFLOW,
-    ),
+        "{}[1h] offset 1d) * $scale_set_day_before) / 60", _WORKFLOW),
 }
 # The capacity report's numbers over its window (`$range`), asked once at its end. The runner pods'
 # are the reading's own queries as asked (`$pods_pending`), as subqueries a range query's step
@@ -279,30 +234,45 @@ JOBS = {
 REPORT = {
     # Minutes within which half (90%) of the jobs that got a runner in the window got one.
     "wait_p50_mins": Query(
-        "histogram_quantile(0.5, label_replace($window_starts, $as_name)) / 60", read="worst"
-    ),
+        "histogram_quantile(0.5, label_replace($window_starts, $as_name)) / 60", read="worst"),
     "wait_p90_mins": Query(
-        "histogram_quantile(0.9, label_replace($window_starts, $as_name)) / 60", read="worst"
-    ),
+        "histogram_quantile(0.9, label_replace($window_starts, $as_name)) / 60", read="worst"),
     # The mean minutes a job ran, of the jobs that finished in the window.
     "job_mins": Query(
         "label_replace(sum by (queuepilot_type) (increase(gha_job_execution_duration_seconds_sum{}"
         "[$range]) * $by_type) / sum by (queuepilot_type) (increase(gha_job_execution_duration_"
-        "seconds_count{}[$range]) * $by_type) / 60, $as_name)",
-        read="worst",
-    ),
+        "seconds_count{}[$range]) * $by_type) / 60, $as_name)", read="worst"),
     # Pods Pending at each step, a step each.
     "pending_pod_mins": Query("sum_over_time(($pods_pending)$span) * $step_mins", read="added"),
     "pending_longest_mins": Query("max_over_time(($pending_mins)$span)", read="worst"),
     # The steps with any pod no node fits.
     "unschedulable_hours": Query(
-        "count_over_time((($unschedulable) > 0)$span) * $step_hours", read="added"
-    ),
+        "count_over_time((($unschedulable) > 0)$span) * $step_hours", read="added"),
     # Its kills over 30 min: each 30 minutes once.
     "node_oom_kills": Query("sum_over_time(($node_oom_kills)[$range:$counted])", read="added"),
 }
-# The longest wait over a range, from ARC's startup buckets.
+# fmt: on
+# `TypeHistory` field -> the reading's query asked over the report's window; the longest wait,
+# from ARC's startup buckets, as their p99.
+SERIES = {"queued": "queued", "wait_mins": "longest_wait_mins", "maximum": "maximum"}
 RANGE_WAIT = "histogram_quantile(0.99, $longest_wait_mins) / 60"
+# How "Prometheus could not answer for …" names a history.
+SAID = {
+    "queued": "queued jobs",
+    "wait_mins": "the longest wait",
+    "maximum": "the maximum",
+    "level": "the runners wanted",
+    "wait_p50_mins": "queue time p50",
+    "wait_p90_mins": "queue time p90",
+    "job_mins": "job duration",
+    "pending_pod_mins": "runner pods Pending",
+    "pending_longest_mins": "the longest a runner pod was Pending",
+    "unschedulable_hours": "runner pods unschedulable",
+    "node_oom_kills": "OOM kills on the runners' nodes",
+}
+# Prometheus refuses a range query of more than 11,000 points per series; a week at 5 min is
+# 2,016, a month at 22 min about the same.
+MAX_POINTS = 2000
 # Which series Prometheus has at all: a series nobody scrapes is "not known", not 0.
 PROBE = "count by (__name__) ({__name__=~$names})"
 
@@ -348,23 +318,31 @@ def _expanded(text: str, by: str) -> str:
     return done + text
 
 
-def settings_fill(window: str, label: str, boot_mins: float) -> dict[str, str]:
-    """The reading's fill-ins: PROMETHEUS_RATE_WINDOW, the runner type's label, the boot."""
-    creating_mins = max(CREATING_MINS, boot_mins)
-    return {
-        "window": window,
-        "label": label,
-        "boot_s": f"{boot_mins * 60:.0f}",
-        "creating_s": f"{creating_mins * 60:.0f}",
-    }
-
-
 def defaults(
     window: str = "10m", label: str = "name", boot_mins: float = BOOT_MINS, where: str = ""
 ) -> dict[str, str]:
-    """Field or reading -> its default query, as asked."""
-    fill = settings_fill(window, label, boot_mins)
+    """Field or reading -> its default query, as asked: PROMETHEUS_RATE_WINDOW (`window`), the
+    runner type's label, RUNNER_BOOT_MINUTES and PROMETHEUS_SELECTOR (`where`) in."""
+    boot_s, creating_s = f"{boot_mins * 60:.0f}", f"{max(CREATING_MINS, boot_mins) * 60:.0f}"
+    fill = {"window": window, "label": label, "boot_s": boot_s, "creating_s": creating_s}
     return {name: render(q.promql, by=q.by, where=where, **fill) for name, q in QUERIES.items()}
+
+
+def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> dict[str, str]:
+    """`TypeHistory` field -> PromQL; `wait_buckets`: the wait's query answers ARC's buckets."""
+    chosen = {field: queries[name] for field, name in SERIES.items() if name in queries}
+    if wait_buckets and "wait_mins" in chosen:
+        chosen["wait_mins"] = render(RANGE_WAIT, **queries)
+    level = queries.get("desired") or queries.get("registered")
+    if level:
+        chosen["level"] = level
+    return chosen
+
+
+def step_s(start: datetime, end: datetime) -> int:
+    """Whole minutes, at least one, under `MAX_POINTS` a series."""
+    seconds = max((end - start).total_seconds(), 60.0)
+    return 60 * max(1, math.ceil(seconds / MAX_POINTS / 60))
 
 
 def probe_query(metrics: list[str], where: str = "") -> str:
