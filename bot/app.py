@@ -218,7 +218,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     caches = memory.cache_bytes(limit.mib)
     issues = factory.build_issues(settings, github, counted=counted, caches=caches)
     # The leases are renewed over connections of their own: a crowd that keeps the main pool busy
-    # must not cost the leader its lead, nor a channel its sender (tests/storage/test_redis_conn).
+    # must not cost the leader its lead (tests/storage/test_redis_conn).
     lease_redis = connect(client_name="queuepilot-leases")
     leadership = Leadership(lease_redis, Keys(prefix), name=name, ttl_ms=settings.leader_lease_ms)
     # Every commit is the leader's: a replica that does not lead (any more) is refused.
@@ -329,7 +329,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         charts=ChartDelivery(redis, keys, settings.chart_style),
         notices=notices,
         warnings=warnings if early_warning else None,
-        leases=Leases(lease_redis),
         config=settings,
         clock=clock,
     )

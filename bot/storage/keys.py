@@ -88,7 +88,6 @@ class Keys:
     storm_paused = _kind("send:{}:storm:paused")
     warning_edits = _kind("send:{}:warning-edits")
     warning_bell = _kind("send:{}:warning-bell")
-    sender_lease = _kind("lease:sender:{}")
     warning = _kind("warning:{}")  # per runner type
     warning_scaled = _kind("warning-scaled:{}")  # its scale-ups, where 0.26 does not look
     warning_reading = _kind("warnings:reading:{}")
