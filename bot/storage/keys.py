@@ -83,7 +83,6 @@ class Keys:
     in_flight = _kind("send:{}:in-flight")
     storm = _kind("send:{}:storm")
     storm_members = _kind("send:{}:storm:members")
-    storm_links = _kind("send:{}:storm:links")
     storm_placed = _kind("send:{}:storm:placed")
     storm_paused = _kind("send:{}:storm:paused")
     warning_edits = _kind("send:{}:warning-edits")
