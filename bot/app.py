@@ -58,7 +58,7 @@ from bot.storage.fleet import JobArrivals
 from bot.storage.home import HomeViewers
 from bot.storage.incident_store import IncidentStore, IssueLinks
 from bot.storage.keys import Keys
-from bot.storage.leases import Interactions, Leadership, Leases
+from bot.storage.leases import Interactions, Leadership
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.state_marker import StateMarker
@@ -315,7 +315,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             IssueLinks(redis, keys, retention_s=retention_s),
             issues,
             pacing,
-            Leases(redis),
             config=settings,
             permalink=gateway.link,
             clock=clock,
