@@ -88,7 +88,7 @@ class Keys:
     warning_edits = _kind("send:{}:warning-edits")
     warning_bell = _kind("send:{}:warning-bell")
     warning = _kind("warning:{}")  # per runner type
-    warning_scaled = _kind("warning-scaled:{}")  # its scale-ups, where 0.26 does not look
+    warning_scaled = _kind("warning-scaled:{}")  # its scale-ups, kept beside it
     warning_reading = _kind("warnings:reading:{}")
     notice = _kind("notice:{}")
     notice_claim = _kind("notice-claim:{}")

@@ -27,7 +27,7 @@ NOTICE_CLAIM_S = 3 * 86_400
 
 @dataclass(frozen=True)
 class InFlight:
-    """A post the sender started (0.26.0 reads it too)."""
+    """A post the sender started."""
 
     member: str
     item: str
@@ -228,7 +228,7 @@ class NoticeStore:
         self.keys = keys
 
     async def claim(self, what: str) -> bool:
-        """Whether this is the first claim of `what` (a report's week), also beside 0.26.0."""
+        """Whether this is the first claim of `what` (a report's week, whichever leader fires)."""
         return await self._leases.claim_once(self.keys.notice_claim(what), NOTICE_CLAIM_S * 1000)
 
     async def queue(self, channel: str, rendered: Rendered) -> str:
