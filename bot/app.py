@@ -58,7 +58,7 @@ from bot.storage.fleet import JobArrivals
 from bot.storage.home import HomeViewers
 from bot.storage.incident_store import IncidentStore, IssueLinks
 from bot.storage.keys import Keys
-from bot.storage.leases import Interactions, Leadership, Leases
+from bot.storage.leases import Interactions, Leadership
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.state_marker import StateMarker
@@ -218,7 +218,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     caches = memory.cache_bytes(limit.mib)
     issues = factory.build_issues(settings, github, counted=counted, caches=caches)
     # The leases are renewed over connections of their own: a crowd that keeps the main pool busy
-    # must not cost the leader its lead, nor a channel its sender (tests/storage/test_redis_conn).
+    # must not cost the leader its lead (tests/storage/test_redis_conn).
     lease_redis = connect(client_name="queuepilot-leases")
     leadership = Leadership(lease_redis, Keys(prefix), name=name, ttl_ms=settings.leader_lease_ms)
     # Every commit is the leader's: a replica that does not lead (any more) is refused.
@@ -315,7 +315,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             IssueLinks(redis, keys, retention_s=retention_s),
             issues,
             pacing,
-            Leases(redis),
             config=settings,
             permalink=gateway.link,
             clock=clock,
@@ -329,7 +328,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         charts=ChartDelivery(redis, keys, settings.chart_style),
         notices=notices,
         warnings=warnings if early_warning else None,
-        leases=Leases(lease_redis),
         config=settings,
         clock=clock,
     )

@@ -359,8 +359,8 @@ class WarningState:
         return f"warning:{self.runner_type}"
 
     def dump(self) -> str:
-        # Only fields 0.26 knows: it refuses a warning with any other, and puts its scale-up back.
-        # It shows `scaled` in words; the scale-ups themselves are kept beside (`dump_scaled`).
+        # `scaled` in words, as the form a rollback reads checks them against the scale-ups kept
+        # beside (`dump_scaled`).
         data = {**asdict(self), "scaled": scaled_words(self.scaled)}
         return json.dumps(data, separators=(",", ":"))
 
@@ -383,15 +383,11 @@ class WarningState:
 
 
 def _scaled(raw: str | None, words: str) -> tuple[ScaledFrom, ...]:
-    """The scale-ups kept beside a warning while they still say its words; else the words alone
-    (a 0.26 replica adds to the words and leaves the scale-ups be)."""
+    """The scale-ups kept beside a warning; unreadable, its words alone."""
     try:
-        scaled = tuple(ScaledFrom(**s) for s in json.loads(raw or "[]"))
+        return tuple(ScaledFrom(**s) for s in json.loads(raw or "[]"))
     except (ValueError, TypeError):
-        scaled = ()
-    if scaled_words(scaled) == words:
-        return scaled
-    return (ScaledFrom("", words),) if words else ()
+        return (ScaledFrom("", words),) if words else ()
 
 
 _FIELDS = {f.name for f in fields_of(WarningState)}

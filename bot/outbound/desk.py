@@ -23,7 +23,6 @@ from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.due_set import DueSet
 from bot.storage.early_warning import REFUSED, WarningStore
 from bot.storage.incident_store import IncidentStore
-from bot.storage.leases import Leases
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery
 from bot.storage.storm_queue import StormQueue
@@ -43,7 +42,6 @@ class Outbound:
     charts: ChartDelivery
     notices: NoticeStore
     warnings: WarningStore | None  # None where early warnings are off
-    leases: Leases  # the channels' sender leases, on connections of their own
     config: Settings
     clock: Callable[[], datetime]
 
@@ -129,8 +127,8 @@ class Desk:
 
 async def edit_root(desk: Desk, due: DueSet) -> None:
     """Edit the next root whose incident changed, at most once per `ROOT_EDIT_INTERVAL_MS` (the
-    first edit after the post may follow at once). `due` is read without claims: the leader,
-    holding the channel's lease, is its one reader."""
+    first edit after the post may follow at once). `due` is read without claims: the leader's
+    sender of the channel is its one reader."""
     queue, channel, config = desk.out.queue, desk.channel, desk.out.config
     now_ms = int(time.time() * 1000)
     pending = await due.pending(now_ms, limit=1)

@@ -11,8 +11,7 @@ one record of the numbers used that survives Redis, so an opening waits for the 
 channel's newest root, which shows its highest number): at most `NUMBER_HOLD_S`, then it is
 numbered above the highest read plus `NUMBER_GAP` (a distributed app reads a channel a minute),
 and a group that may find its root waits for its channel at most `HOLD_S`. The marker keeps
-`unsure` until the read is done, so the intake's own writes meanwhile are never taken for an older
-release's state, and a leader taking over reads on.
+`unsure` until the read is done, so that a leader taking over reads on.
 """
 
 from __future__ import annotations
@@ -165,10 +164,6 @@ class StateGuard:
                 if not marker.reading:
                     return None
             now = self.clock().timestamp()
-            if not self._seen and await self.marker.holds_state():
-                await self.marker.create(now)  # a release's state from before the marker
-                self._seen = True
-                return None
             loop = asyncio.get_running_loop()
             channels = self._channels()
             if self._unread and not self._seen and marker is None:

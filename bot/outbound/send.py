@@ -1,10 +1,8 @@
 """The send path: from a committed change to a Slack post, read top to bottom.
 
-The leader runs one `ChannelSender` per channel (`run`), each while it holds the channel's sender
-lease: a 0.26.0 replica, which elects no leader, competes for the same lease during an upgrade or
-a rollback, so the two versions never send to one channel at once. A sender drains its channel's
-queue (`bot.storage.send_queue`) one post at a time in `ChannelSender.post_next`: the post slot,
-the most urgent member, the storm gate (`bot.outbound.storm`), what the member stands for now
+The leader runs one `ChannelSender` per channel (`run`). A sender drains its channel's queue
+(`bot.storage.send_queue`) one post at a time in `ChannelSender.post_next`: the post slot, the
+most urgent member, the storm gate (`bot.outbound.storm`), what the member stands for now
 (`bot.outbound.messages`), a lookup after an uncertain failure, the draw, the fenced in-flight
 mark, the call, the classified answer, the record. Edits run in loops beside
 (`bot.outbound.desk`). docs/architecture.md walks the whole path.
@@ -30,7 +28,6 @@ from bot.outbound.gateway import SlackError
 from bot.outbound.messages import ROOT, UNREADABLE
 from bot.outbound.storm import StormDigest
 from bot.pacing import Backoff
-from bot.storage.leases import Lease
 from bot.storage.send_queue import InFlight
 
 log = logging.getLogger(__name__)
@@ -45,8 +42,7 @@ STRUCK_KEPT = 256
 # Network jitter can make calls sent one interval apart arrive closer and earn a 429.
 JITTER_MARGIN = 1.05
 POST_METHODS = frozenset({"chat.postMessage", "files.completeUploadExternal"})
-# The leader renews a channel's lease within this; a 0.26.0 replica may take it once it lapses.
-LEASE_TTL_MS = 5000
+CHANNELS_EVERY_S = 1.0  # how often the channels to send to are read again
 
 
 def strike(strikes: dict[str, int], name: str) -> int:
@@ -56,10 +52,6 @@ def strike(strikes: dict[str, int], name: str) -> int:
     if len(strikes) > STRUCK_KEPT:
         del strikes[next(iter(strikes))]
     return count
-
-
-class LostLease(Exception):
-    """Another replica holds the channel's lease now: the sender stops before it posts."""
 
 
 class Struck(Exception):
@@ -116,12 +108,9 @@ def classify(exc: SlackError, drawn: Rendered | Upload) -> Answer:
 
 
 class ChannelSender:
-    def __init__(
-        self, out: Outbound, channel: str, lease: Lease, now: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, out: Outbound, channel: str, now: Callable[[], float] = time.time) -> None:
         self.channel = channel
         self._out = out
-        self._lease = lease
         self._now = now
         config = out.config
         self._bucket = TokenBucket(
@@ -136,8 +125,7 @@ class ChannelSender:
         self._storm = StormDigest(self._desk)
 
     async def run(self) -> None:
-        """Post and edit until one loop stops (a lost lease) or this is cancelled; every loop
-        ends with it, so no edit outlives the channel's lease."""
+        """Post and edit until one loop fails or this is cancelled; every loop ends with it."""
         desk, out = self._desk, self._out
         steps = [
             self._post_or_wait,
@@ -147,12 +135,9 @@ class ChannelSender:
             steps.append(partial(edit_warnings, desk, out.warnings))
         if self._storm.enabled:
             steps.append(self._storm.step)
-        try:
-            async with asyncio.TaskGroup() as loops:
-                for step in steps:
-                    loops.create_task(self._loop(step))
-        except* LostLease as lost:
-            raise lost.exceptions[0] from None
+        async with asyncio.TaskGroup() as loops:
+            for step in steps:
+                loops.create_task(self._loop(step))
 
     async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
         backoff = Backoff(BACKOFF_MAX_S)
@@ -208,11 +193,10 @@ class ChannelSender:
                 return True
             drawn = await post.draw()  # 6.
             mark = InFlight(post.member, post.item, self._now())  # 7.
-            if not await out.queue.begin(channel, self._lease.token, mark):
-                raise LostLease
+            await out.queue.begin(channel, mark)
             await self._send(post, drawn, mark)  # 8. and 9.
-        except (SlackError, RedisError, LostLease):
-            raise  # the loop's backoff retries these; a lost lease stops the sender
+        except (SlackError, RedisError):
+            raise  # the loop's backoff retries these
         except Exception:
             await self._failed(member, post)
             raise Struck from None
@@ -307,28 +291,21 @@ class ChannelSender:
             await messages.unreadable(self._desk, member)
 
 
-async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_TTL_MS) -> None:
-    """Send to every channel (the routes' and any with something queued) until `stop`, each
-    while holding its lease; one a 0.26.0 replica holds is tried again every fifth of the TTL."""
+async def run(out: Outbound, stop: asyncio.Event) -> None:
+    """Send to every channel (the routes' and any with something queued) until `stop`."""
     sending: dict[str, asyncio.Task[None]] = {}
-    keys = out.queue.keys
     try:
         while not stop.is_set():
             try:
                 queued = set(await out.queue.channels())
                 for channel in sorted((out.config.routing.channels | queued) - {"", *sending}):
-                    lease = await out.leases.try_acquire(keys.sender_lease(channel), lease_ttl_ms)
-                    if lease is None:
-                        continue
-                    log.info("senders: this replica now sends to %s", channel)
-                    held = _send_while_held(out, channel, lease, lease_ttl_ms)
-                    task = asyncio.create_task(held, name=f"sender:{channel}")
+                    task = asyncio.create_task(_send_to(out, channel), name=f"sender:{channel}")
                     sending[channel] = task
                     task.add_done_callback(lambda _, c=channel: sending.pop(c, None))  # type: ignore[misc]
             except RedisError as exc:
                 log.warning("senders: Redis unavailable: %s", exc)
             with suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=lease_ttl_ms / 5000)
+                await asyncio.wait_for(stop.wait(), timeout=CHANNELS_EVERY_S)
     finally:
         tasks = list(sending.values())
         for task in tasks:
@@ -336,36 +313,16 @@ async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_T
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _send_while_held(out: Outbound, channel: str, lease: Lease, ttl_ms: int) -> None:
-    """Run the channel's sender, renewing its lease every third of its TTL until it is lost.
-    The renewal is a task of its own on the leases' connections: a channel list read on a
-    crowded pool must not cost a lease."""
-    logs.tag(channel=channel)  # this task is the channel's, and so are the sender's it starts
-    sender = asyncio.create_task(ChannelSender(out, channel, lease).run())
-    lost = False
+async def _send_to(out: Outbound, channel: str) -> None:
+    """Run the channel's sender; one that failed is started again by `run` within a second."""
+    logs.tag(channel=channel)  # this task is the channel's, and so are the sender's loops
+    log.info("senders: sending to %s", channel)
     try:
-        while not sender.done():
-            _honour_a_swallowed_cancel()
-            done, _ = await asyncio.wait({sender}, timeout=ttl_ms / 3000)
-            if done:
-                break
-            try:
-                if not await out.leases.renew(lease, ttl_ms):
-                    lost = True
-                    break
-            except RedisError as exc:
-                log.warning("senders: cannot renew %s (%s)", channel, exc)
+        await ChannelSender(out, channel).run()
+    except Exception as exc:
+        log.error("senders: the sender of %s failed: %r", channel, exc)
     finally:
-        sender.cancel()
-        (outcome,) = await asyncio.gather(sender, return_exceptions=True)
-        if lost or isinstance(outcome, LostLease):
-            log.warning("senders: stopped sending to %s: its lease is lost", channel)
-        elif isinstance(outcome, Exception):
-            log.error("senders: the sender of %s failed: %r", channel, outcome)
-        else:  # this replica stops, or stops leading
-            log.info("senders: stopped sending to %s", channel)
-        with suppress(RedisError):
-            await out.leases.release(lease)
+        log.info("senders: stopped sending to %s", channel)
 
 
 def _honour_a_swallowed_cancel() -> None:

@@ -59,8 +59,6 @@ class StormDigest:
         self._drawn: dict[int, tuple[object, ...]] = {}
         self._groups_drawn: dict[int, int] = {}
         self._next_edit: dict[int, float] = {}
-        # The links written to `storm:links`, which 0.26.0 draws the lines from.
-        self._links_written: set[str] = set()
 
     @property
     def enabled(self) -> bool:
@@ -152,7 +150,6 @@ class StormDigest:
         if over and await self._storms.close(self.channel, storm):
             log.info("sender %s: the alert storm is over (%d groups)", self.channel, len(members))
             self._drawn, self._groups_drawn, self._next_edit = {}, {}, {}
-            self._links_written = set()
             return
         await asyncio.sleep(POLL_S)
 
@@ -203,12 +200,7 @@ class StormDigest:
         """Incident ID -> its thread's link where known ("": the root is gone)."""
         threads = {(self.channel, m.thread_ts): m.incident_id for m in members if m.threaded}
         found = await self._desk.out.slack.links(list(threads), ask_at_most=LINKS_PER_STEP)
-        links = {threads[message]: url for message, url in found.items()}
-        new = {i: url for i, url in links.items() if i not in self._links_written}
-        if new:
-            await self._storms.add_links(self.channel, new)
-            self._links_written.update(new)
-        return links
+        return {threads[message]: url for message, url in found.items()}
 
     async def _edit(
         self, storm: Storm, part: int, links: dict[str, str], *, over: bool, within_s: float | None

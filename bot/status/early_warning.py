@@ -1,7 +1,6 @@
 """The early warning's upkeep: once per fleet reading, which runner types get a warning.
 
-A reading's warnings are decided once, by whoever claims it first (0.26 replicas tick beside the
-leader during a rolling upgrade or a rollback). Per runner type the forecast
+A reading's warnings are decided once, by whoever claims it first. Per runner type the forecast
 (`bot.domain.early_warning`) says whether its queue crosses the alert's thresholds within
 `EARLY_WARNING_MINUTES`. A warning is raised once the build is beyond the readings' noise, edited
 as its forecast moves, cleared once it no longer crosses within the horizon, folded into the

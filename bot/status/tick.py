@@ -1,10 +1,9 @@
 """Periodic status: every open incident gets a status each interval until its queue drains.
 
 A tick takes the fleet's reading once, decides each due incident's status and commits it, fenced by
-the incident's version, with the next due time (`status_due`; claimed, as 0.26 replicas tick beside
-the leader during a rolling upgrade or a rollback). After DRAIN_CHECKS drained checks in a row the
-incident resolves itself, as one whose alert cleared while jobs still queued does once they are
-under its thresholds or DRAIN_FOLLOW_MAX has passed.
+the incident's version, with the next due time (`status_due`, claimed for the tick). After
+DRAIN_CHECKS drained checks in a row the incident resolves itself, as one whose alert cleared
+while jobs still queued does once they are under its thresholds or DRAIN_FOLLOW_MAX has passed.
 """
 
 from __future__ import annotations

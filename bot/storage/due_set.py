@@ -1,8 +1,7 @@
 """Members of a sorted set scored by when they are due, each claimed under a lease: a claim moves
 the score to the lease's end (due again if the leader dies) and ends only while that is still the
-score, so whoever rescheduled meanwhile keeps their time. 0.26 replicas, which elect no leader,
-claim the same sets during a rolling upgrade or a rollback (or a status, a put-back, would be done
-twice)."""
+score, so whoever rescheduled meanwhile keeps their time. A backend call is not fenced: a leader
+that stalled in one and lost the lead must not find its successor doing the same at once."""
 
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ class WarningStore:
         self._record_edit = script(redis, "record_warning_edit")
 
     async def claim_reading(self, reading_at: float) -> bool:
-        """Whether this is the first claim of a reading: its warnings are decided once, also
-        beside 0.26 replicas, which claim the same key (or each could post the warning)."""
+        """Whether this is the first claim of a reading: its warnings are decided once, however
+        often the leader ticks and whichever leader ticks next."""
         key = self.keys.warning_reading(repr(reading_at))
         return await self._leases.claim_once(key, READING_CLAIM_S * 1000)
 

@@ -1,6 +1,6 @@
 """The App Home's viewers and what each one's Home shows, so a round publishes only what changed,
-once: whoever claims (viewer, digest) first publishes it, beside 0.26 replicas (which elect no
-leader) during a rolling upgrade or a rollback."""
+once: whoever claims (viewer, digest) first publishes it, the replica Slack told of an opened Home
+or the leader's round."""
 
 from __future__ import annotations
 

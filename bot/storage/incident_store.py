@@ -1,7 +1,6 @@
 """Incidents in Redis. A change is a `Commit`, applied at once by `lua/commit.lua`, fenced by the
-leader's token and by the versions it was computed from (the leader's own tasks interleave, and
-0.26 replicas write beside it during a rolling upgrade or a rollback). Every key expires
-`retention_s` after the incident's last change."""
+leader's token and by the versions it was computed from (the leader's own tasks interleave).
+Every key expires `retention_s` after the incident's last change."""
 
 from __future__ import annotations
 

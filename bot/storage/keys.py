@@ -83,14 +83,12 @@ class Keys:
     in_flight = _kind("send:{}:in-flight")
     storm = _kind("send:{}:storm")
     storm_members = _kind("send:{}:storm:members")
-    storm_links = _kind("send:{}:storm:links")
     storm_placed = _kind("send:{}:storm:placed")
     storm_paused = _kind("send:{}:storm:paused")
     warning_edits = _kind("send:{}:warning-edits")
     warning_bell = _kind("send:{}:warning-bell")
-    sender_lease = _kind("lease:sender:{}")
     warning = _kind("warning:{}")  # per runner type
-    warning_scaled = _kind("warning-scaled:{}")  # its scale-ups, where 0.26 does not look
+    warning_scaled = _kind("warning-scaled:{}")  # its scale-ups, kept beside it
     warning_reading = _kind("warnings:reading:{}")
     notice = _kind("notice:{}")
     notice_claim = _kind("notice-claim:{}")
@@ -98,7 +96,6 @@ class Keys:
     interaction = _kind("interaction:{}")
     action_lock = _kind("action-lock:{}:{}")  # incident, what
     scale_revert = _kind("scale-revert:{}")
-    issue_pass = _kind("lease:issue:{}")
     issue_link = _kind("issue:{}")
     readings_day = _kind("fleet:kept:{}")  # one UTC day (YYYYMMDD), a field per slot
     # Jobs per five-minute slot (epoch seconds / 300): seen, arrived, finished.

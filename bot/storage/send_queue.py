@@ -27,7 +27,7 @@ NOTICE_CLAIM_S = 3 * 86_400
 
 @dataclass(frozen=True)
 class InFlight:
-    """A post the sender started (0.26.0 reads it too)."""
+    """A post the sender started."""
 
     member: str
     item: str
@@ -125,15 +125,12 @@ class SendQueue:
         seq = await self._redis.incr(self.keys.send_seq)
         await self._redis.zadd(self.keys.posts(channel), {f"root:{incident_id}": seq}, nx=True)
 
-    async def begin(self, channel: str, lease_token: str, marker: InFlight) -> bool:
-        """Mark a post in flight; False when this sender no longer holds the channel, `Deposed`
-        when this replica no longer leads."""
-        k = self.keys
-        done = await self._begin(
-            keys=[k.sender_lease(channel), k.in_flight(channel)],
-            args=[lease_token, marker.encode(), self.retention_s * 1000, marker.member],
+    async def begin(self, channel: str, marker: InFlight) -> None:
+        """Mark a post in flight; `Deposed` when this replica no longer leads."""
+        await self._begin(
+            keys=[self.keys.in_flight(channel)],
+            args=[marker.encode(), self.retention_s * 1000, marker.member],
         )
-        return bool(done)
 
     async def end_attempt(self, channel: str, marker: InFlight) -> None:
         """Clear this very mark of an attempt Slack certainly did not act on (a 429)."""
@@ -231,7 +228,7 @@ class NoticeStore:
         self.keys = keys
 
     async def claim(self, what: str) -> bool:
-        """Whether this is the first claim of `what` (a report's week), also beside 0.26.0."""
+        """Whether this is the first claim of `what` (a report's week, whichever leader fires)."""
         return await self._leases.claim_once(self.keys.notice_claim(what), NOTICE_CLAIM_S * 1000)
 
     async def queue(self, channel: str, rendered: Rendered) -> str:

@@ -5,8 +5,7 @@ everything (a failover to an empty replica, a restart without persistence, FLUSH
 roots found in Slack and the highest incident number used are kept for the intake.
 
 While a check of a missing marker is unfinished (Slack slow or away), the key holds only `unsure`,
-when that check began: what Redis holds from then on is the intake's, not state a 0.26 replica
-wrote without a marker. Once a loss is said, `unsure` stays until the read that found it is done,
+when that check began. Once a loss is said, `unsure` stays until the read that found it is done,
 so that a leader taking over reads on for the roots."""
 
 from __future__ import annotations
@@ -68,16 +67,6 @@ class StateMarker:
             pipe.get(k.incident_seq)
             raw, _, seq = await pipe.execute()
         return _marker(raw), int(seq or 0)
-
-    async def holds_state(self) -> bool:
-        """Whether Redis holds incidents a 0.26 replica wrote (it writes no marker), none of them
-        written since a check of the missing marker began."""
-        k = self.keys
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.exists(k.incident_seq, k.incidents, k.open)
-            pipe.hexists(k.state_marker, UNSURE)
-            held, unsure = await pipe.execute()
-        return bool(held) and not unsure
 
     async def unsure(self, now: float) -> float:
         """Says a check of the missing marker began at `now`, unless one began before; returns

@@ -1,11 +1,9 @@
 """A channel's alert storm: one digest message lists every new group at once, while their roots go
-out one per Slack's slot. `storm:links` (incident -> its thread's permalink) is written for 0.26.0,
-which draws the digest's lines from it should it take the channel over in a rollback."""
+out one per Slack's slot."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -121,13 +119,6 @@ class StormQueue:
             if v is not None
         ]
 
-    async def add_links(self, channel: str, links: Mapping[str, str]) -> None:
-        key = self.keys.storm_links(channel)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hset(key, mapping=dict(links))
-            pipe.pexpire(key, self._ttl_ms)
-            await pipe.execute()
-
     async def roots_waiting(self, channel: str) -> int:
         return cast(int, await self._redis.zcount(self.keys.posts(channel), 0, ROOTS_END))
 
@@ -159,4 +150,4 @@ class StormQueue:
 
     def _storm_keys(self, channel: str) -> list[str]:
         k = self.keys
-        return [f(channel) for f in (k.storm, k.storm_members, k.storm_links, k.storm_placed)]
+        return [f(channel) for f in (k.storm, k.storm_members, k.storm_placed)]

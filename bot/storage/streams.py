@@ -1,9 +1,8 @@
 """The two Redis streams, each worked through by a consumer group. The webhook appends a
 notification before answering 202, and the commit that applies it acknowledges and deletes it in the
-same script. Slack requests wait in a stream of their own until the leader performs them: 0.26
-replicas read the notification stream, and would dead-letter an entry they do not understand. An
-entry one dead consumer (a former leader's, a 0.26 replica's) left pending is taken over once idle;
-one that can never be done is dead-lettered with the reason."""
+same script. Slack requests wait in a stream of their own until the leader performs them. An entry
+a dead consumer (a former leader's) left pending is taken over once idle; one that can never be
+done is dead-lettered with the reason."""
 
 from __future__ import annotations
 

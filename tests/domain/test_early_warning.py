@@ -430,19 +430,11 @@ def test_no_runners_would_hold_a_queue_whose_new_pods_cannot_start() -> None:
     assert "raise the maximum" not in found.text and "+2 runners" not in found.text
 
 
-def test_a_warnings_scale_ups_are_kept_whole_beside_the_words_026_reads() -> None:
+def test_a_warnings_scale_ups_are_kept_whole_beside_its_words() -> None:
     line = ScaledFrom("linux|minRunners", "alice scaled linux by +5.", "It goes back later.")
     state = WarningState.raised("linux", "C1", "building", 1.0).changed(2.0, scaled=(line,))
     assert WarningState.load(state.dump(), state.dump_scaled()) == state
     stored = json.loads(state.dump())
     assert stored["scaled"] == "alice scaled linux by +5. It goes back later."
-    # As a 0.26 replica writes it: the words alone, and a field this release does not keep.
-    stored["hold_runners"] = 3
-    read = WarningState.load(json.dumps(stored))
-    assert read is not None and scaled_words(read.scaled) == stored["scaled"]
-    # It told the scale-up's fate in words: the scale-ups kept beside no longer say them.
-    stored["scaled"] += " · alice scaled linux by +2."
-    read = WarningState.load(json.dumps(stored), state.dump_scaled())
-    assert read is not None and read.scaled == (ScaledFrom("", stored["scaled"]),)
     unreadable = WarningState.load(state.dump(), "{not json")
     assert unreadable is not None and unreadable.scaled == (ScaledFrom("", scaled_words((line,))),)

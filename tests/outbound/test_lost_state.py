@@ -84,17 +84,6 @@ async def test_a_first_start_sets_the_marker_and_says_nothing(guard: StateGuard)
     assert lost(guard) == 0
 
 
-async def test_a_release_s_state_without_a_marker_is_kept_without_reading_slack(
-    guard: StateGuard, redis: Redis, slack: Slack
-) -> None:
-    await redis.set(guard.marker.keys.incident_seq, 7)
-    await guard.check()
-    marker = await guard.marker.read()
-    assert marker is not None and marker.lost_at is None
-    assert slack.emulator.calls("conversations.history") == []
-    assert lost(guard) == 0
-
-
 async def test_a_fresh_start_beside_the_bot_s_roots_is_a_loss_said_once(
     guard: StateGuard, redis: Redis, slack: Slack
 ) -> None:
@@ -144,8 +133,7 @@ async def test_a_loss_is_said_when_slack_held_up_the_check_while_the_intake_open
     who: str, guard: StateGuard, replica: Callable[..., StateGuard], redis: Redis, slack: Slack
 ) -> None:
     """Slack answers the history read with 5xx past the hold, so the intake goes on and opens
-    incident 1: that is the intake's own state, not an older release's, and the read that
-    gets through (retried, or a new leader's) still says the loss."""
+    incident 1: the read that gets through (retried, or a new leader's) still says the loss."""
     await root(guard, "11", "g-old")
     slack.emulator.fail_next("conversations.history", status=500, count=2)
     await guard.at_start_of_term()

@@ -1,7 +1,7 @@
 """The send path at its edges: one channel's sender (`ChannelSender.post_next`) against the Slack
 emulator and a real redis-server, step by step. What Slack is asked, and what the channel's queue
 keeps, for each way a post can end: posted, found after a lost answer (the leader killed between
-send and record), a 429, a permanent refusal, a lost lease, a bug. What a channel sees with the
+send and record), a 429, a permanent refusal, a bug. What a channel sees with the
 whole bot running is in test_sender.py."""
 
 from __future__ import annotations
@@ -25,13 +25,11 @@ from bot.outbound.send import (
     LOOKUP_MARGIN_S,
     Answer,
     ChannelSender,
-    LostLease,
     Struck,
     classify,
 )
 from bot.render.chart import BLOCK_TYPE
 from bot.storage.incident_store import BAND_EVENT, Commit, Reply
-from bot.storage.leases import Lease
 from bot.storage.send_queue import InFlight
 from tests.support.incidents import make_incident
 from tests.support.running import eventually
@@ -52,13 +50,12 @@ class Clock:
 @dataclass
 class Rig:
     bot: Bot
-    lease: Lease
     slack: Slack
     clock: Clock
 
     def sender(self) -> ChannelSender:
         """A channel's sender, as a new leader (or the same one, again) starts it."""
-        return ChannelSender(self.bot.outbound, CHANNEL, self.lease, now=self.clock)
+        return ChannelSender(self.bot.outbound, CHANNEL, now=self.clock)
 
     async def marks(self) -> dict[str, InFlight | None]:
         raw = await self.bot.redis.hgetall(self.bot.queue.keys.in_flight(CHANNEL))
@@ -84,10 +81,8 @@ async def rig(settings_for: Callable[..., Any], slack: Slack) -> AsyncIterator[R
     )
     bot = build_bot(settings)
     assert await bot.leadership.take(), "commits are the leader's"
-    lease = await bot.outbound.leases.try_acquire(bot.queue.keys.sender_lease(CHANNEL), 60_000)
-    assert lease is not None
     try:
-        yield Rig(bot, lease, slack, Clock())
+        yield Rig(bot, slack, Clock())
     finally:
         slack.emulator.stall("chat.postMessage", 0)
         for client in (bot.redis, bot.lease_redis, bot.bell_redis):
@@ -235,28 +230,6 @@ async def test_a_permanent_refusal_drops_that_one_reply_with_a_record_and_the_th
     assert [m.text for m in rig.slack.emulator.thread(CHANNEL, ts)[1:]] == ["After it"]
 
 
-async def test_a_channel_a_0_25_replica_took_over_is_posted_nothing(rig: Rig) -> None:
-    await opened(rig)
-    key = rig.bot.queue.keys.sender_lease(CHANNEL)
-    await rig.bot.redis.set(key, "a-0.26.0-replicas-token", px=60_000)
-    with pytest.raises(LostLease):
-        await rig.sender().post_next()
-    assert rig.slack.emulator.calls("chat.postMessage") == []
-    assert await rig.marks() == {}
-
-
-async def test_a_lost_lease_ends_every_loop_of_the_channel_its_edits_too(rig: Rig) -> None:
-    """Edits are not checked against the lease one by one: their loops must end with it, or a
-    replica that lost the channel would go on editing beside the one that has it."""
-    await opened(rig)
-    key = rig.bot.queue.keys.sender_lease(CHANNEL)
-    await rig.bot.redis.set(key, "a-0.26.0-replicas-token", px=60_000)
-    before = len(asyncio.all_tasks())
-    with pytest.raises(LostLease):
-        await asyncio.wait_for(rig.sender().run(), timeout=10)
-    assert len(asyncio.all_tasks()) == before, "no loop outlives the lease"
-
-
 async def test_an_item_that_fails_three_times_is_dropped_alone_and_the_thread_goes_on(
     rig: Rig,
 ) -> None:
@@ -302,47 +275,23 @@ async def test_a_postmortem_is_shared_as_a_file_once_even_when_its_answer_was_lo
     assert await rig.waiting() == [] and await rig.marks() == {}
 
 
-async def test_a_channel_a_0_26_replica_sends_to_is_taken_once_it_lets_go(rig: Rig) -> None:
-    """During an upgrade or a rollback a 0.26.0 replica may hold a channel's lease: the leader
-    sends nothing there until it lapses, then takes the channel and posts what waits."""
-    await opened(rig)
-    key = rig.bot.queue.keys.sender_lease(CHANNEL)
-    await rig.bot.outbound.leases.release(rig.lease)
-    await rig.bot.redis.set(key, "a-0.26.0-replicas-token", px=1500)
-    stop = asyncio.Event()
-    sending = asyncio.create_task(send.run(rig.bot.outbound, stop, lease_ttl_ms=1000))
-    try:
-        await asyncio.sleep(0)
-        assert rig.posts() == []
-        await eventually(lambda: len(rig.posts()) == 1, what="the root, once the lease lapsed")
-        held = await rig.bot.redis.get(key)
-        assert held and held != "a-0.26.0-replicas-token", "the leader holds the channel's lease"
-    finally:
-        stop.set()
-        await sending
-    assert await rig.bot.redis.get(key) is None, "given up on the way out"
-
-
 async def test_the_senders_stop_even_when_a_redis_call_swallows_their_cancel(rig: Rig) -> None:
     """redis-py can swallow a cancel that lands mid-command: the replica's shutdown must still
-    end the channel's loops and give its lease up, not renew it forever."""
+    end the channel's loops, not wait on its doorbell forever."""
     await opened(rig)
-    await rig.bot.outbound.leases.release(rig.lease)
-    leases, stop = rig.bot.outbound.leases, asyncio.Event()
-    renew = leases.renew
+    queue, stop = rig.bot.outbound.queue, asyncio.Event()
+    wait_bell = queue.wait_bell
 
-    async def swallowing(lease: Lease, ttl_ms: int) -> bool:
-        if rig.posts():  # the root is out: the replica is told to stop mid-renewal
+    async def swallowing(key: str, timeout: float) -> None:  # noqa: ASYNC109
+        if rig.posts():  # the root is out: the replica is told to stop mid-wait
             stop.set()
             with suppress(asyncio.CancelledError):  # as redis-py's read can
                 await asyncio.sleep(0.5)
-        return await renew(lease, ttl_ms)
+        await wait_bell(key, timeout)
 
-    leases.renew = swallowing  # type: ignore[method-assign]
-    sending = asyncio.create_task(send.run(rig.bot.outbound, stop, lease_ttl_ms=1000))
-    await eventually(lambda: stop.is_set(), what="the stop, mid-renewal")
+    queue.wait_bell = swallowing  # type: ignore[method-assign]
+    sending = asyncio.create_task(send.run(rig.bot.outbound, stop))
+    await eventually(lambda: stop.is_set(), what="the stop, mid-wait")
     # Not `wait_for`: its own cancel on timeout would be swallowed the same way, and hang.
     done, _ = await asyncio.wait({sending}, timeout=10)
     assert done, "the senders still run after the replica stopped"
-    key = rig.bot.queue.keys.sender_lease(CHANNEL)
-    assert await rig.bot.redis.get(key) is None, "given up on the way out"

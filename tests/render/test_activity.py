@@ -245,7 +245,7 @@ def test_shorten_cuts_between_words(text: str, limit: int, expected: str) -> Non
 
 def test_an_incident_stored_before_responders_loads_without_them() -> None:
     stored: dict[str, Any] = make_incident().model_dump(mode="json")
-    del stored["responders"], stored["likely_cause"]
+    del stored["actions"], stored["likely_cause"]
     incident = Incident.model_validate(stored)
     assert incident.responders == () and incident.likely_cause == ""
     assert status_text(incident) == "🔴 *Firing* · not acknowledged · ID *12*"

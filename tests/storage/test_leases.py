@@ -41,7 +41,7 @@ async def test_a_claim_can_be_made_again_once_it_expired(replicas: list[Redis]) 
 async def test_only_one_of_concurrent_acquirers_wins(replicas: list[Redis]) -> None:
     leases = [Leases(r) for r in replicas]
     won = await asyncio.gather(
-        *(lease.try_acquire(KEYS.sender_lease("C1"), 5000) for lease in leases)
+        *(lease.try_acquire(KEYS.action_lock("1", "scale"), 5000) for lease in leases)
     )
     assert sum(lease is not None for lease in won) == 1
 
@@ -50,10 +50,12 @@ async def test_an_expired_holder_can_neither_renew_nor_release_the_new_holders_l
     replicas: list[Redis],
 ) -> None:
     old, new = Leases(replicas[0]), Leases(replicas[1])
-    stale = await old.try_acquire(KEYS.sender_lease("C1"), 50)
+    stale = await old.try_acquire(KEYS.action_lock("1", "scale"), 50)
     assert stale is not None
-    await eventually(lambda: gone(replicas[1], KEYS.sender_lease("C1")), what="lease expired")
-    current = await new.try_acquire(KEYS.sender_lease("C1"), 5000)
+    await eventually(
+        lambda: gone(replicas[1], KEYS.action_lock("1", "scale")), what="lease expired"
+    )
+    current = await new.try_acquire(KEYS.action_lock("1", "scale"), 5000)
     assert current is not None
 
     assert not await old.renew(stale, 5000)

@@ -78,15 +78,15 @@ async def test_a_connection_that_never_comes_back_ends_the_wait_with_an_error(
         await client.aclose()
 
 
-async def test_a_crowd_on_the_pool_does_not_cost_the_channel_its_sender(
+async def test_a_crowd_on_the_pool_does_not_cost_the_leader_its_lead(
     running_bot: RunningBot, redis_url: str
 ) -> None:
     """Every connection of the bot's pool held by slow commands for longer than a lease's life:
-    the channel's sender still renews its lease (it has connections of its own)."""
+    the leader still renews its lease (it has connections of its own)."""
     bot = running_bot.bot
-    key = bot.queue.keys.sender_lease(CHANNEL)
+    key = bot.queue.keys.leader
     async with Redis.from_url(redis_url, decode_responses=True) as watcher:
-        holder = await eventually(lambda: watcher.get(key), what="the channel's sender")
+        holder = await eventually(lambda: watcher.get(key), what="the leader")
         size = bot.redis.connection_pool.max_connections
         crowd = [
             asyncio.create_task(bot.redis.blpop(["nothing-here"], timeout=8)) for _ in range(size)
@@ -108,7 +108,7 @@ async def test_a_crowd_on_the_pool_does_not_cost_the_channel_its_sender(
                 return left > before
 
             # A loaded machine may renew late; what matters is that it renews before the lease
-            # runs out, which a sender waiting on the crowd (8 s) would not.
+            # runs out, which a leader waiting on the crowd (8 s) would not.
             await eventually(renewed, what="the lease renewed while the pool is full", timeout=15)
             assert not lapsed, "the lease ran out while the pool was full"
             assert await watcher.get(key) == holder

@@ -85,7 +85,7 @@ def imported_from(output: str) -> dict[str, str]:
 
 
 def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) -> dict[str, str]:
-    """One environment for every version, in the names and forms 0.26.0 and the checkout both
+    """One environment for every version, in the names and forms 0.27.0 and the checkout both
     read (durations with their unit)."""
     return {
         "SILENCE_BACKEND": "grafana",
@@ -154,6 +154,11 @@ async def samples(process: BotProcess) -> dict[str, float]:
         for sample in family.samples:
             summed[sample.name] = summed.get(sample.name, 0.0) + sample.value
     return summed
+
+
+async def leads(process: BotProcess) -> bool:
+    """Whether this replica holds the leader's lease now, as its `/metrics` says."""
+    return (await samples(process)).get("queuepilot_leader", 0.0) == 1
 
 
 async def applied(process: BotProcess) -> float:

@@ -18,10 +18,10 @@ from tests.support.slack import CHANNEL, Slack
 
 KEYS = Keys("qp")  # the bot's default `redis_prefix`
 STREAMS = (KEYS.stream, KEYS.requests)
-# What a running bot keeps that is not about any incident: its leases (the leader's with its
-# tokens' sequence, a channel's) and the name cache, each with a TTL of its own that none outlives
+# What a running bot keeps that is not about any incident: the leader's lease with its tokens'
+# sequence and the name cache, each with a TTL of its own that none outlives
 # a day; the marker that the state exists, kept as long as the incidents and renewed every tick.
-BOOKKEEPING = (KEYS.sender_lease(""), KEYS.leader, KEYS.leader_tokens, KEYS.user(""))
+BOOKKEEPING = (KEYS.leader, KEYS.leader_tokens, KEYS.user(""))
 BOOKKEEPING += (KEYS.state_marker,)
 # An incident's own keys (its Slack message's, in the one channel these tests use).
 INCIDENT_KEYS = (KEYS.incident(""), KEYS.group(""), KEYS.timeline(""), KEYS.message(CHANNEL, ""))
