@@ -127,19 +127,20 @@ async def test_the_sending_replica_killed_mid_queue_loses_and_duplicates_nothing
 
 
 @pytest.mark.slow
-async def test_a_paused_sender_resumed_after_its_lease_posts_nothing_twice(
+async def test_a_paused_leader_resumed_after_its_lease_posts_nothing_twice(
     redis_url: str, slack: Slack, workdir: Path
 ) -> None:
-    """Two replicas; the one sending is paused (SIGSTOP) mid-post past its lease; the other takes
-    the channel over. Resumed, the first must not post what its successor already has."""
+    """Two replicas; the leader, which sends, is paused (SIGSTOP) mid-post past its lease; the
+    other takes the lead and the channel over. Resumed, the first must not post what its successor
+    already has: its writes are refused, and it steps down."""
     store = sync_redis(redis_url)
     replicas = [BotProcess(slack, redis_url, workdir, name) for name in ("one", "two")]
     try:
         for bot in replicas:
             await bot.wait_healthy()
         sender = await eventually(
-            lambda: next((b for b in replicas if "now sends to" in b.output()), None),
-            what="one replica sending",
+            lambda: next((b for b in replicas if "senders: sending to" in b.output()), None),
+            what="the leader sending",
         )
         other = next(b for b in replicas if b is not sender)
         slack.emulator.stall("chat.postMessage", 1.0)
@@ -149,11 +150,13 @@ async def test_a_paused_sender_resumed_after_its_lease_posts_nothing_twice(
         sender.signal(signal.SIGSTOP)
         slack.emulator.stall("chat.postMessage", 0)
 
-        await eventually(lambda: "now sends to" in other.output(), what="take-over", timeout=15)
+        await eventually(
+            lambda: "senders: sending to" in other.output(), what="take-over", timeout=15
+        )
         await eventually(lambda: len(incidents_shown(slack)) >= 10, what="10 roots", timeout=20)
         sender.signal(signal.SIGCONT)
         await eventually(
-            lambda: "stopped sending to" in sender.output(),
+            lambda: "stepping down" in sender.output() or "no longer leads" in sender.output(),
             what="the resumed replica standing down",
         )
         await eventually(lambda: queue_empty(store), what="nothing left to send")
