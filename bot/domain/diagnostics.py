@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
+from bot.domain.causes import CASE_OF, Cause, Evidence, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import minutes, number
@@ -151,8 +151,8 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
         finding, found = min(named, key=lambda pair: PRIORITY.index(pair[1].cause))
         cause, confidence = found.cause, "high"
         why = f"{finding.runner_type}: {found.evidence}"
-        if cause in FAMILY:
-            why += f" (a case of {FAMILY[cause].value.lower()})"
+        if cause in CASE_OF:
+            why += f" (a case of {CASE_OF[cause].value.lower()})"
         advice = found.advice
         judged = finding.judged
         if cause in (Cause.SURGE, Cause.LONG_JOBS) and judged is not None and judged.advice:
@@ -186,7 +186,7 @@ def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
     # "At its maximum" alone is the autoscaling check's shortfall said again.
     alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
     # A ✅ "below the maximum" beside a ❌ pods' constraint reads as a contradiction.
-    constrained = any(FAMILY.get(f.cause) is Cause.CONSTRAINTS for f in found)
+    constrained = any(CASE_OF.get(f.cause) is Cause.CONSTRAINTS for f in found)
     said = (alone and auto.verdict is Verdict.BAD) or (constrained and limits.verdict is Verdict.OK)
     checks = [
         used,

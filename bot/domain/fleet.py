@@ -15,6 +15,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
+from bot.domain.causes import pod_causes
 from bot.domain.jobs import JobsView
 from bot.domain.judgement import (
     DRAIN_TARGET_MINS,
@@ -27,7 +28,7 @@ from bot.domain.judgement import (
     sure_growth,
 )
 from bot.domain.runner_names import type_named
-from bot.domain.runner_pods import NEEDS, RunnerPods, pod_causes
+from bot.domain.runner_pods import NEEDS, RunnerPods
 from bot.domain.value_string import finite
 
 

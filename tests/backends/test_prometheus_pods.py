@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_pods import RUNNER_POD, runner_pods
 from bot.config import Settings
+from bot.domain.causes import pod_causes
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.runner_pods import (
     CADVISOR,
@@ -29,7 +30,6 @@ from bot.domain.runner_pods import (
     NodeTrouble,
     RunnerPods,
     Trouble,
-    pod_causes,
 )
 from sandbox.runner_pods import PodScenario, RunnerPodsExporter, generated
 from sandbox.serve import serve_in_thread

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.backends.metrics.prometheus_pods import runner_pods
-from bot.domain.causes import Cause
+from bot.domain.causes import Cause, pod_causes
 from bot.domain.diagnostics import diagnose
 from bot.domain.fleet import OOM_NAMING, FleetSnapshot, judge, with_workflows
 from bot.domain.fleet import RunnerTypeMetrics as M
@@ -20,7 +20,6 @@ from bot.domain.runner_pods import (
     NODE_EXPORTER,
     NodeTrouble,
     RunnerPods,
-    pod_causes,
     unknown_said,
 )
 

@@ -14,7 +14,8 @@ import pytest
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_pods import pod_queries
 from bot.config import Settings
-from bot.domain.runner_pods import Trouble, pod_causes
+from bot.domain.causes import pod_causes
+from bot.domain.runner_pods import Trouble
 from sandbox.fleet import DEMO_TEAM_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec
 from sandbox.fleet_api import FleetApi, FleetApiConfig
 from sandbox.stack import SCALE_SETS
