@@ -132,7 +132,7 @@ def _stalled(f: Facts) -> Cited:
         return f"a stalled listener needs assigned jobs over time ({ARC})"
     if m.assigned <= 0:
         return None
-    held = _assigned_for(f.name, m.assigned, f.evidence.history, f.now, stall_mins)
+    held = _assigned_for(f)
     if held is None:
         return f"a stalled listener needs {stall_mins:.0f} minutes of readings"
     idle = m.idle or 0
@@ -157,7 +157,7 @@ def _unregistered(f: Facts) -> Cited:
         return None
     if m.pods is not None and m.pods.cannot_start >= m.desired - m.registered:
         return None  # the pods' own cause says why, with the pods' numbers
-    since = _short_since(f.name, f.evidence.history, f.now)
+    since = _short_since(f, f.name)
     if since is None:
         return "runners not registering needs readings over time"
     if since < boot_mins:
@@ -188,7 +188,7 @@ def _org_short(f: Facts) -> Cited:
             if queueing:
                 return None  # a type at its maximum, or getting its runners: not a shared limit
             continue
-        since = _short_since(other, f.evidence.history, f.now)
+        since = _short_since(f, other)
         if since is None or since < f.evidence.boot_mins:
             return None
         short.append(other)
@@ -198,10 +198,9 @@ def _org_short(f: Facts) -> Cited:
 
 
 def _surge(f: Facts) -> Cited:
-    surge = f.evidence.surges.get(f.name)
-    if surge is None:
-        return f"a workflow's surge {f.evidence.jobs_note}" if f.evidence.jobs_note else None
-    return {"surge": surge.text, "workflow": surge.workflow}
+    if (surge := f.evidence.surges.get(f.name)) is not None:
+        return {"surge": surge.text, "workflow": surge.workflow}
+    return f"a workflow's surge {f.evidence.jobs_note}" if f.evidence.jobs_note else None
 
 
 def _slower(f: Facts) -> Cited:
@@ -212,22 +211,20 @@ def _slower(f: Facts) -> Cited:
     return {"workflows": names, "said": said}
 
 
-def _stuck(count: float | None) -> Cited:
-    return {"count": number(count), "pods": _pods(count)} if count and count > 0 else None
-
-
-def _unschedulable(pods: RunnerPods) -> Cited:
-    if (pods.unschedulable or 0) <= 0:
+def _stuck(count: float | None, **cited: str) -> Cited:
+    """Pods (or nodes) in trouble: their number, plural or not, and what else is cited."""
+    if not count or count <= 0:
         return None
-    since = f" for {minutes(pods.unschedulable_mins)}" if pods.unschedulable_mins else ""
-    return {"pods": _pods(pods.unschedulable), "since": since}
+    return {"count": number(count), "s": "" if count == 1 else "s", **cited}
 
 
 def _nodes(pods: RunnerPods, *, disk: bool) -> Cited:
     return [
         {
             "node": node.node,
-            "on": f"{_pods(node.pods)} on it" if node.pods else "runner pods run on it",
+            "on": f"{number(node.pods)} runner pod{'' if node.pods == 1 else 's'} on it"
+            if node.pods
+            else "runner pods run on it",
             "busy": f" {node.busy:.0%} of the time" if node.busy is not None else "",
             "state": "not Ready" if node.condition == "NotReady" else f"under {node.condition}",
             "fix": NODE_FIX.get(node.condition, "cordon and replace it"),
@@ -235,11 +232,6 @@ def _nodes(pods: RunnerPods, *, disk: bool) -> Cited:
         for node in pods.nodes
         if (node.condition == DISK) is disk
     ]
-
-
-def _more_nodes(pods: RunnerPods) -> Cited:
-    more = pods.more_nodes
-    return {"more": more, "nodes": "node" if more == 1 else "nodes"} if more > 0 else None
 
 
 def _oom(pods: RunnerPods, *, on_nodes: bool) -> Cited:
@@ -314,8 +306,9 @@ RULES = (
          "scaling only buys time"),
     # A pod that cannot start makes "more runners" the wrong advice: the new ones would wait the
     # same. Worst first.
-    Rule(Cause.PODS_UNSCHEDULABLE, Cause.CONSTRAINTS, lambda f: _unschedulable(f.pods),
-         "{pods} Pending{since}: no node fits (unschedulable)",
+    Rule(Cause.PODS_UNSCHEDULABLE, Cause.CONSTRAINTS,
+         lambda f: _stuck(f.pods.unschedulable, since=_for(f.pods.unschedulable_mins)),
+         "{count} runner pod{s} Pending{since}: no node fits (unschedulable)",
          "the node group is at its limit or out of the resource the pods request (GPUs, "
          "memory): look at the cluster autoscaler or Karpenter; raising maxRunners will not help",
          judged=True),
@@ -324,11 +317,12 @@ RULES = (
          "check the runner image's tag and the registry's credentials or limits; roll back a new "
          "image; more runners would fail the same", judged=True),
     Rule(Cause.CONFIG_ERROR, Cause.INFRASTRUCTURE, lambda f: _stuck(f.pods.config_error),
-         "{pods} cannot start (CreateContainerConfigError)",
+         "{count} runner pod{s} cannot start (CreateContainerConfigError)",
          "a Secret or ConfigMap the runner pod names is missing: fix the scale set's pod "
          "template; more runners would fail the same", judged=True),
     Rule(Cause.CREATING, Cause.INFRASTRUCTURE, lambda f: _stuck(f.pods.creating),
-         "{pods} ContainerCreating or PodInitializing for over " + CREATING + " on their node",
+         "{count} runner pod{s} ContainerCreating or PodInitializing for over " + CREATING
+         + " on their node",
          "describe one of those pods: most often a large runner image still pulling on a new "
          "node (pre-pull it or bake it into the node image), else a volume that does not attach "
          "or mount, or no pod IP from the network plugin; more runners would wait the same",
@@ -341,8 +335,8 @@ RULES = (
          "cordon {node} and look for the jobs writing most on it (caches, Docker layers, "
          "artifacts); give runners faster disks (NVMe instance storage, more provisioned IOPS) "
          "or fewer runners per node", judged=True),
-    Rule(Cause.NODE_PRESSURE, Cause.INFRASTRUCTURE, lambda f: _more_nodes(f.pods),
-         "and {more} more {nodes} of these runners under pressure, not Ready or with busy disks",
+    Rule(Cause.NODE_PRESSURE, Cause.INFRASTRUCTURE, lambda f: _stuck(f.pods.more_nodes),
+         "and {count} more node{s} of these runners under pressure, not Ready or with busy disks",
          "`kubectl get nodes` and the node group's health: so many nodes at once is the node "
          "group or its image, not one node", judged=True),
     Rule(Cause.OOM_KILLED, Cause.CONSTRAINTS, lambda f: _oom(f.pods, on_nodes=False),
@@ -361,20 +355,12 @@ RULES = (
 CASE_OF = {rule.cause: rule.case_of for rule in RULES if rule.case_of is not None}
 
 
-def refined(
-    name: str,
-    m: RunnerTypeMetrics,
-    evidence: Evidence,
-    fleet: Mapping[str, RunnerTypeMetrics],
-    *,
-    now: datetime,
-) -> tuple[list[Found], list[str]]:
-    """The causes found for `name`, and what would tell the others."""
-    facts = Facts(name, m, evidence, fleet, now)
+def refined(facts: Facts) -> tuple[list[Found], list[str]]:
+    """The causes found for the type, and what would tell the others."""
     found, missing = said(facts, (rule for rule in RULES if not rule.judged))
     # The runner pods' causes were judged with the reading: said as judged, never recomputed.
-    if m.judged is not None:
-        found += [Found(Cause(c.trouble.value), c.evidence, c.advice) for c in m.judged.causes]
+    if (judged := facts.m.judged) is not None:
+        found += [Found(Cause(c.trouble.value), c.evidence, c.advice) for c in judged.causes]
     return found, missing
 
 
@@ -391,45 +377,37 @@ def pod_causes(pods: RunnerPods | None, *, slower: float | None = None) -> tuple
     )
 
 
-def _assigned_for(
-    name: str,
-    value: float,
-    history: Sequence[HistoryPoint],
-    now: datetime | None,
-    enough_mins: float,
-) -> float | None:
-    """Minutes `name`'s assigned jobs have read `value`; None while the history is too short."""
-    if now is None:
-        return None  # no history without the time it is read at
-    oldest = now
-    for point in history:  # newest first
-        past = point.gauges_of(name).get("assigned")
-        if past is None or past != value:
-            return (now - oldest) / timedelta(minutes=1)
+def _assigned_for(f: Facts) -> float | None:
+    """Minutes the type's assigned jobs have read what they read now; None while the history is
+    too short, or without the time it is read at."""
+    if f.now is None:
+        return None
+    oldest = f.now
+    for point in f.evidence.history:  # newest first
+        if point.gauges_of(f.name).get("assigned") != f.m.assigned:
+            return (f.now - oldest) / timedelta(minutes=1)
         oldest = point.at
-    held = (now - oldest) / timedelta(minutes=1)
-    return held if held >= enough_mins else None
+    held = (f.now - oldest) / timedelta(minutes=1)
+    return held if held >= f.evidence.stall_mins else None
 
 
-def _short_since(name: str, history: Sequence[HistoryPoint], now: datetime | None) -> float | None:
+def _short_since(f: Facts, name: str) -> float | None:
     """Minutes `name` has had fewer runners registered than desired; None without a reading."""
-    if now is None:
-        return None  # no history without the time it is read at
     oldest: datetime | None = None
-    for point in history:
+    for point in f.evidence.history if f.now else ():
         gauges = point.gauges_of(name)
         desired, registered = gauges.get("desired"), gauges.get("registered")
         if desired is None or registered is None:
             break
         if desired <= registered:
-            return (now - oldest) / timedelta(minutes=1) if oldest else 0.0
+            return (f.now - oldest) / timedelta(minutes=1) if f.now and oldest else 0.0
         oldest = point.at
-    return (now - oldest) / timedelta(minutes=1) if oldest else None
+    return (f.now - oldest) / timedelta(minutes=1) if f.now and oldest else None
+
+
+def _for(mins: float | None) -> str:
+    return f" for {minutes(mins)}" if mins else ""
 
 
 def _times(count: float) -> str:
     return "once" if count == 1 else f"{number(count)} times"
-
-
-def _pods(count: float | None) -> str:
-    return f"{number(count or 0)} runner pod" + ("" if count == 1 else "s")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.domain.causes import CASE_OF, Cause, Evidence, Found, refined
+from bot.domain.causes import CASE_OF, Cause, Evidence, Facts, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import minutes, number
@@ -27,44 +27,30 @@ CANNOT_TELL = "Not in these numbers"
 AT_MAXIMUM = "at its maximum"
 # The check each of the runbook's causes rests on, when no specific cause is named.
 RESTS_ON = {
-    Cause.WORKLOAD: ARRIVALS,
-    Cause.LONG_JOBS: DURATION,
-    Cause.CONSTRAINTS: CONSTRAINTS,
-    Cause.AUTOSCALING: AUTOSCALING,
-    Cause.INFRASTRUCTURE: UTILIZATION,
-}
+    Cause.WORKLOAD: ARRIVALS, Cause.LONG_JOBS: DURATION, Cause.CONSTRAINTS: CONSTRAINTS,
+    Cause.AUTOSCALING: AUTOSCALING, Cause.INFRASTRUCTURE: UTILIZATION,
+}  # fmt: skip
 # ✅ lines worth a responder's reading: they rule out a cause someone would suspect.
 RULES_OUT = frozenset({ARRIVALS, DURATION, CONSTRAINTS, KNOWN})
 MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
 # The named cause whose fix comes first: a stalled listener or a failing scale-up makes other
 # advice useless; pods that cannot start explain runners not registering.
 PRIORITY = (
-    Cause.LISTENER_STALLED,
-    Cause.SCALE_UP_FAILING,
-    Cause.PODS_UNSCHEDULABLE,
-    Cause.IMAGE_PULL,
-    Cause.CONFIG_ERROR,
-    Cause.CREATING,
-    Cause.ORG_LIMIT,
-    Cause.NOT_REGISTERING,
-    Cause.NODE_PRESSURE,
-    Cause.DISK_BUSY,
-    Cause.OOM_KILLED,
-    Cause.SURGE,
-    Cause.CPU_THROTTLED,
-    Cause.MEMORY_NEAR_LIMIT,
+    Cause.LISTENER_STALLED, Cause.SCALE_UP_FAILING, Cause.PODS_UNSCHEDULABLE, Cause.IMAGE_PULL,
+    Cause.CONFIG_ERROR, Cause.CREATING, Cause.ORG_LIMIT, Cause.NOT_REGISTERING, Cause.NODE_PRESSURE,
+    Cause.DISK_BUSY, Cause.OOM_KILLED, Cause.SURGE, Cause.CPU_THROTTLED, Cause.MEMORY_NEAR_LIMIT,
     Cause.LONG_JOBS,
-)
+)  # fmt: skip
 
 
-class Verdict(StrEnum):
-    OK = "ok"
-    WARN = "warn"
+class Verdict(StrEnum):  # in the order the report lists them
     BAD = "bad"
+    WARN = "warn"
+    OK = "ok"
     UNKNOWN = "unknown"
 
 
-ORDER = {Verdict.BAD: 0, Verdict.WARN: 1, Verdict.OK: 2, Verdict.UNKNOWN: 3}
+ORDER = {verdict: i for i, verdict in enumerate(Verdict)}
 
 
 @dataclass(frozen=True)
@@ -180,7 +166,7 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
 
 def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
     m = snapshot.runner_types[name]
-    found, missing = refined(name, m, evidence, snapshot.runner_types, now=snapshot.at)
+    found, missing = refined(Facts(name, m, evidence, snapshot.runner_types, snapshot.at))
     by_cause = {f.cause: f for f in found}
     used, rate, limits, auto = utilization(m), arrivals(m), constraints(m), autoscaling(m)
     # "At its maximum" alone is the autoscaling check's shortfall said again.

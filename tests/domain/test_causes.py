@@ -139,7 +139,8 @@ def test_runners_the_autoscaler_asked_for_that_never_register(
 def test_a_short_boot_is_said_in_tenths_of_a_minute_not_about_zero() -> None:
     past = steady("t", 2, desired=14, registered=10)
     evidence = Evidence(history=past, boot_mins=0.1)  # the demo's boot at ×60
-    outcome = rule_says(Cause.NOT_REGISTERING, "t", M(queued=20, desired=14, registered=10), evidence)
+    short = M(queued=20, desired=14, registered=10)
+    outcome = rule_says(Cause.NOT_REGISTERING, "t", short, evidence)
     assert isinstance(outcome, Found) and "(a boot takes about 0.1 min)" in outcome.evidence
 
 
