@@ -1,7 +1,9 @@
-"""Causes a CI engineer recognises, refining the runbook's five: every rule in one table, each a
-condition on the readings, the numbers it cites and the next step that fits it ("raise the
-maximum" is wrong for a stalled listener). A rule that cannot decide for lack of data says which
-source would tell. The runner pods' rules are judged with each reading and stored with it."""
+"""Causes a CI engineer recognises, refining the runbook's five: every rule in one table, in the
+order whose fix comes first (a stalled listener or a failing scale-up makes other advice useless;
+pods that cannot start explain runners not registering). A rule is a condition on the readings,
+the numbers its evidence cites and the next step that fits it ("raise the maximum" is wrong for a
+stalled listener); one that cannot decide for lack of data says which source would tell. The
+runner pods' rules are judged with each reading and stored with it."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bot.domain.judgement import BOOT_MINS
 from bot.domain.runner_pods import CREATING_MINS, DISK, WINDOW_MINS, PodCause, RunnerPods, Trouble
 from bot.domain.units import minutes, number
+from bot.domain.value_string import finite
 
 if TYPE_CHECKING:
     from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
@@ -82,15 +85,14 @@ class Facts:
     evidence: Evidence = field(default_factory=Evidence)
     fleet: Mapping[str, RunnerTypeMetrics] = field(default_factory=dict)
     now: datetime | None = None  # None while judging a reading: the pods' rules read no history
-    slower: float | None = None  # jobs' duration against the day before
 
     @property
     def pods(self) -> RunnerPods:
         return self.m.pods or RunnerPods()
 
 
-# What a rule's condition answers: None (not this cause), what would tell it (a str), or the
-# numbers its evidence and advice cite (one mapping, or one per node).
+# What a rule's condition answers: None (not this cause), what would tell it (a str), the numbers
+# its evidence and advice cite (one mapping, or one per node).
 Cited = str | Mapping[str, Any] | list[Mapping[str, Any]] | None
 
 
@@ -117,7 +119,7 @@ def said(facts: Facts, rules: Iterable[Rule]) -> tuple[list[Found], list[str]]:
     for rule in rules:
         cited = rule.when(facts)
         if isinstance(cited, str):
-            missing += [cited]
+            missing.append(cited)
             continue
         for values in [cited] if isinstance(cited, Mapping) else cited or ():
             advice = rule.advice.format(name=facts.name, **values)
@@ -141,29 +143,6 @@ def _stalled(f: Facts) -> Cited:
         return None  # frozen at the maximum with every runner busy: a full fleet, not a stall
     room = f"{number(idle)} runners idle" if idle > 0 else "below its maximum"
     return {"assigned": number(m.assigned), "held": held, "room": room}
-
-
-def _offline(f: Facts) -> Cited:
-    offline = f.m.offline or 0
-    if offline <= 0 or (f.m.queued or 0) <= 0:
-        return None
-    return {"offline": number(offline), "total": number((f.m.registered or 0) + offline)}
-
-
-def _unregistered(f: Facts) -> Cited:
-    """More runners asked for than registered for longer than a boot."""
-    m, boot_mins = f.m, f.evidence.boot_mins
-    if _offline(f) or m.desired is None or m.registered is None or m.desired <= m.registered:
-        return None
-    if m.pods is not None and m.pods.cannot_start >= m.desired - m.registered:
-        return None  # the pods' own cause says why, with the pods' numbers
-    since = _short_since(f, f.name)
-    if since is None:
-        return "runners not registering needs readings over time"
-    if since < boot_mins:
-        return None
-    wants, has = number(m.desired), number(m.registered)
-    return {"wants": wants, "has": has, "since": minutes(since), "boot": minutes(boot_mins)}
 
 
 def _scale_errors(f: Facts, *, quota: bool) -> Cited:
@@ -195,6 +174,29 @@ def _org_short(f: Facts) -> Cited:
     if f.name not in short or len(short) < 2:
         return None
     return {"count": len(short), "types": ", ".join(sorted(short)[:4])}
+
+
+def _offline(f: Facts) -> Cited:
+    offline = f.m.offline or 0
+    if offline <= 0 or (f.m.queued or 0) <= 0:
+        return None
+    return {"offline": number(offline), "total": number((f.m.registered or 0) + offline)}
+
+
+def _unregistered(f: Facts) -> Cited:
+    """More runners asked for than registered for longer than a boot."""
+    m, boot_mins = f.m, f.evidence.boot_mins
+    if _offline(f) or m.desired is None or m.registered is None or m.desired <= m.registered:
+        return None
+    if m.pods is not None and m.pods.cannot_start >= m.desired - m.registered:
+        return None  # the pods' own cause says why, with the pods' numbers
+    since = _short_since(f, f.name)
+    if since is None:
+        return "runners not registering needs readings over time"
+    if since < boot_mins:
+        return None
+    wants, has = number(m.desired), number(m.registered)
+    return {"wants": wants, "has": has, "since": minutes(since), "boot": minutes(boot_mins)}
 
 
 def _surge(f: Facts) -> Cited:
@@ -255,7 +257,9 @@ def _throttled(f: Facts) -> Cited:
     share = f.pods.cpu_throttled
     if share is None or share < THROTTLED:
         return None
-    longer = f": jobs take {f.slower:.1f}× as long as a day before" if f.slower else ""
+    # Against the day before, as `RunnerTypeMetrics` reads it.
+    now, before = finite(f.m.job_duration_mins), finite(f.m.duration_baseline_mins)
+    longer = f": jobs take {now / before:.1f}× as long as a day before" if now and before else ""
     return {"share": share, "longer": longer}
 
 
@@ -271,41 +275,20 @@ OOM_FIX = (
     "raise the runner's memory or move those jobs to a larger type; each kill reruns a job and "
     "lengthens the queue"
 )
-# Every cause named: the cause, which of the runbook's five it refines, its condition, then the
-# evidence and advice it formats with what the condition cites (and `name`, the runner type), in
-# the order the report lists them (`PRIORITY` in `bot.domain.diagnostics` says whose fix comes
-# first). The pods' rules are judged with each reading and stored with it.
+# Every cause named, the one whose fix comes first first: the cause, which of the runbook's five
+# it refines, its condition, then the evidence and advice it formats with what the condition cites
+# (and `name`, the runner type). A pod that cannot start makes "more runners" the wrong advice:
+# the new ones would wait the same.
 RULES = (
     Rule(Cause.LISTENER_STALLED, Cause.INFRASTRUCTURE, _stalled,
          "{assigned} jobs assigned and unchanged for {held:.0f} min while {room}",
          "restart the ARC listener of {name} (delete its listener pod; the controller recreates "
          "it): scaling does not help while it takes no jobs"),
-    Rule(Cause.NOT_REGISTERING, Cause.INFRASTRUCTURE, _offline,
-         "{offline} of {total} runners offline while jobs wait",
-         "look at the offline {name} runners (the node, the runner's service, its token)"),
-    Rule(Cause.NOT_REGISTERING, Cause.INFRASTRUCTURE, _unregistered,
-         "the autoscaler wants {wants} runners, {has} registered, for {since} (a boot takes about "
-         "{boot})",
-         "find why new {name} runners do not register (pods pending, image pulls, node capacity, "
-         "the registration token) before asking for more"),
     Rule(Cause.SCALE_UP_FAILING, Cause.CONSTRAINTS, lambda f: _scale_errors(f, quota=True),
          "{errors}",
          "raise the quota the autoscaler hit, or move the type to an instance type with room"),
     Rule(Cause.SCALE_UP_FAILING, Cause.CONSTRAINTS, lambda f: _scale_errors(f, quota=False),
          "{errors}", "fix what the autoscaler reports for {name} before scaling further"),
-    Rule(Cause.ORG_LIMIT, Cause.CONSTRAINTS, _org_short,
-         "{count} runner types queue below their maximum and none gets the runners asked for "
-         "({types})",
-         "check the organisation's limits: the cloud account's instance quota, GitHub's runner "
-         "limit for the organisation or runner group"),
-    Rule(Cause.SURGE, Cause.WORKLOAD, _surge,
-         "{surge}", "cancel or defer {workflow} if it can wait; scaling only buys time"),
-    Rule(Cause.LONG_JOBS, None, _slower,
-         "{said}",
-         "find why {workflows} jobs got slower (a new test, a dependency, the runner image); "
-         "scaling only buys time"),
-    # A pod that cannot start makes "more runners" the wrong advice: the new ones would wait the
-    # same. Worst first.
     Rule(Cause.PODS_UNSCHEDULABLE, Cause.CONSTRAINTS,
          lambda f: _stuck(f.pods.unschedulable, since=_for(f.pods.unschedulable_mins)),
          "{count} runner pod{s} Pending{since}: no node fits (unschedulable)",
@@ -327,23 +310,38 @@ RULES = (
          "node (pre-pull it or bake it into the node image), else a volume that does not attach "
          "or mount, or no pod IP from the network plugin; more runners would wait the same",
          judged=True),
+    Rule(Cause.ORG_LIMIT, Cause.CONSTRAINTS, _org_short,
+         "{count} runner types queue below their maximum and none gets the runners asked for "
+         "({types})",
+         "check the organisation's limits: the cloud account's instance quota, GitHub's runner "
+         "limit for the organisation or runner group"),
+    Rule(Cause.NOT_REGISTERING, Cause.INFRASTRUCTURE, _offline,
+         "{offline} of {total} runners offline while jobs wait",
+         "look at the offline {name} runners (the node, the runner's service, its token)"),
+    Rule(Cause.NOT_REGISTERING, Cause.INFRASTRUCTURE, _unregistered,
+         "the autoscaler wants {wants} runners, {has} registered, for {since} (a boot takes about "
+         "{boot})",
+         "find why new {name} runners do not register (pods pending, image pulls, node capacity, "
+         "the registration token) before asking for more"),
     Rule(Cause.NODE_PRESSURE, Cause.INFRASTRUCTURE, lambda f: _nodes(f.pods, disk=False),
          "node {node} {state}: {on}, which it may evict",
          "cordon {node} so no new runner lands there, then {fix}", judged=True),
+    Rule(Cause.NODE_PRESSURE, Cause.INFRASTRUCTURE, lambda f: _stuck(f.pods.more_nodes),
+         "and {count} more node{s} of these runners under pressure, not Ready or with busy disks",
+         "`kubectl get nodes` and the node group's health: so many nodes at once is the node "
+         "group or its image, not one node", judged=True),
     Rule(Cause.DISK_BUSY, Cause.INFRASTRUCTURE, lambda f: _nodes(f.pods, disk=True),
          "node {node} disk busy{busy}: {on}; jobs there wait on I/O",
          "cordon {node} and look for the jobs writing most on it (caches, Docker layers, "
          "artifacts); give runners faster disks (NVMe instance storage, more provisioned IOPS) "
          "or fewer runners per node", judged=True),
-    Rule(Cause.NODE_PRESSURE, Cause.INFRASTRUCTURE, lambda f: _stuck(f.pods.more_nodes),
-         "and {count} more node{s} of these runners under pressure, not Ready or with busy disks",
-         "`kubectl get nodes` and the node group's health: so many nodes at once is the node "
-         "group or its image, not one node", judged=True),
     Rule(Cause.OOM_KILLED, Cause.CONSTRAINTS, lambda f: _oom(f.pods, on_nodes=False),
          "jobs were OOMKilled {times} in " + WINDOW + "{named}{restarts}", OOM_FIX, judged=True),
     Rule(Cause.OOM_KILLED, Cause.CONSTRAINTS, lambda f: _oom(f.pods, on_nodes=True),
          "{kills} in " + WINDOW + " on the nodes these runners ran on (the kernel's count, of any "
          "process there){seen}{restarts}", OOM_FIX, judged=True),
+    Rule(Cause.SURGE, Cause.WORKLOAD, _surge,
+         "{surge}", "cancel or defer {workflow} if it can wait; scaling only buys time"),
     Rule(Cause.CPU_THROTTLED, Cause.CONSTRAINTS, _throttled,
          "runners CPU-throttled {share:.0%} of periods{longer}",
          "raise the runner container's CPU limit (or drop it and keep the request), or move the "
@@ -351,29 +349,29 @@ RULES = (
     Rule(Cause.MEMORY_NEAR_LIMIT, Cause.CONSTRAINTS, lambda f: _memory(f.pods),
          "a runner's memory working set is at {share:.0%} of its limit",
          "raise the runner's memory limit before jobs start being OOMKilled", judged=True),
+    Rule(Cause.LONG_JOBS, None, _slower,
+         "{said}",
+         "find why {workflows} jobs got slower (a new test, a dependency, the runner image); "
+         "scaling only buys time"),
 )  # fmt: skip
+FIRST = list(dict.fromkeys(rule.cause for rule in RULES))  # whose fix comes first, first
 CASE_OF = {rule.cause: rule.case_of for rule in RULES if rule.case_of is not None}
 
 
 def refined(facts: Facts) -> tuple[list[Found], list[str]]:
-    """The causes found for the type, and what would tell the others."""
+    """The causes found for the type, the first fix first, and what would tell the others."""
     found, missing = said(facts, (rule for rule in RULES if not rule.judged))
     # The runner pods' causes were judged with the reading: said as judged, never recomputed.
     if (judged := facts.m.judged) is not None:
         found += [Found(Cause(c.trouble.value), c.evidence, c.advice) for c in judged.causes]
-    return found, missing
+    return sorted(found, key=lambda f: FIRST.index(f.cause)), missing
 
 
-def pod_causes(pods: RunnerPods | None, *, slower: float | None = None) -> tuple[PodCause, ...]:
-    """Worst first; `slower`: jobs' duration against the day before."""
-    if pods is None:
-        return ()
-    from bot.domain.fleet import RunnerTypeMetrics  # fleet judges each reading with these rules
-
-    facts = Facts("", RunnerTypeMetrics(pods=pods), slower=slower)
-    found, _ = said(facts, (rule for rule in RULES if rule.judged))
+def pod_causes(m: RunnerTypeMetrics) -> tuple[PodCause, ...]:
+    """What the reading's runner pods show, the first fix first; judged with the reading."""
+    found, _ = said(Facts("", m), (rule for rule in RULES if rule.judged))
     return tuple(
-        PodCause(trouble=Trouble(c.cause), evidence=c.evidence, advice=c.advice) for c in found
+        PodCause(trouble=Trouble(f.cause), evidence=f.evidence, advice=f.advice) for f in found
     )
 
 

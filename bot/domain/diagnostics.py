@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.domain.causes import CASE_OF, Cause, Evidence, Facts, Found, refined
+from bot.domain.causes import CASE_OF, FIRST, Cause, Evidence, Facts, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import minutes, number
@@ -33,14 +33,6 @@ RESTS_ON = {
 # ✅ lines worth a responder's reading: they rule out a cause someone would suspect.
 RULES_OUT = frozenset({ARRIVALS, DURATION, CONSTRAINTS, KNOWN})
 MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
-# The named cause whose fix comes first: a stalled listener or a failing scale-up makes other
-# advice useless; pods that cannot start explain runners not registering.
-PRIORITY = (
-    Cause.LISTENER_STALLED, Cause.SCALE_UP_FAILING, Cause.PODS_UNSCHEDULABLE, Cause.IMAGE_PULL,
-    Cause.CONFIG_ERROR, Cause.CREATING, Cause.ORG_LIMIT, Cause.NOT_REGISTERING, Cause.NODE_PRESSURE,
-    Cause.DISK_BUSY, Cause.OOM_KILLED, Cause.SURGE, Cause.CPU_THROTTLED, Cause.MEMORY_NEAR_LIMIT,
-    Cause.LONG_JOBS,
-)  # fmt: skip
 
 
 class Verdict(StrEnum):  # in the order the report lists them
@@ -134,7 +126,7 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
         return Diagnosis((), None, "low", "no runner type is queueing in the numbers at hand", "")
     named = [(f, found) for f in findings for found in f.found]
     if named:
-        finding, found = min(named, key=lambda pair: PRIORITY.index(pair[1].cause))
+        finding, found = min(named, key=lambda pair: FIRST.index(pair[1].cause))
         cause, confidence = found.cause, "high"
         why = f"{finding.runner_type}: {found.evidence}"
         if cause in CASE_OF:

@@ -288,7 +288,7 @@ def judge(
     running = running_of(metrics.registered, metrics.busy)
     desired = finite(metrics.desired)
     wait = finite(metrics.longest_wait_mins)
-    duration, before = finite(metrics.job_duration_mins), finite(metrics.duration_baseline_mins)
+    duration = finite(metrics.job_duration_mins)
     pods = metrics.pods
     stuck = pods.cannot_start if pods else 0
     judgement = Judgement(
@@ -306,7 +306,7 @@ def judge(
         booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
         maximum=finite(metrics.maximum),
         within_mins=within_mins,
-        causes=pod_causes(pods, slower=duration / before if duration and before else None),
+        causes=pod_causes(metrics),
         cannot_start=pods.withholding if pods else 0,
         held=stuck,
         unplaced=round(pods.unschedulable or 0) if pods else 0,
