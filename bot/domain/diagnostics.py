@@ -1,13 +1,15 @@
-"""The runbook's questions answered from a fleet snapshot: for the worst queues, five checks
-with their numbers, then the likely cause, how sure, the check it rests on and the next step. A
-cause `bot.domain.causes` names wins; the next step is the judgement, in the root's words."""
+"""The runbook's questions answered from a fleet snapshot: for the worst queues, its five checks
+with their numbers beside the causes `bot.domain.causes` names, then the likely cause, how sure,
+the line it rests on and the next step. A named cause wins, the first in its table's order; else
+the runbook's cause its checks point at hardest. The next step is the judgement, in the root's
+words, unless the cause calls for another fix first."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
+from bot.domain.causes import CASE_OF, FIRST, Cause, Evidence, Facts, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import minutes, number
@@ -25,46 +27,19 @@ KNOWN = "Known causes"
 RUNNER_PODS = "Runner pods"  # what of the pods' sources is not scraped, said apart
 CANNOT_TELL = "Not in these numbers"
 AT_MAXIMUM = "at its maximum"
-# The check each of the runbook's causes rests on, when no specific cause is named.
-RESTS_ON = {
-    Cause.WORKLOAD: ARRIVALS,
-    Cause.LONG_JOBS: DURATION,
-    Cause.CONSTRAINTS: CONSTRAINTS,
-    Cause.AUTOSCALING: AUTOSCALING,
-    Cause.INFRASTRUCTURE: UTILIZATION,
-}
 # ✅ lines worth a responder's reading: they rule out a cause someone would suspect.
 RULES_OUT = frozenset({ARRIVALS, DURATION, CONSTRAINTS, KNOWN})
 MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
-# The named cause whose fix comes first: a stalled listener or a failing scale-up makes other
-# advice useless; pods that cannot start explain runners not registering.
-PRIORITY = (
-    Cause.LISTENER_STALLED,
-    Cause.SCALE_UP_FAILING,
-    Cause.PODS_UNSCHEDULABLE,
-    Cause.IMAGE_PULL,
-    Cause.CONFIG_ERROR,
-    Cause.CREATING,
-    Cause.ORG_LIMIT,
-    Cause.NOT_REGISTERING,
-    Cause.NODE_PRESSURE,
-    Cause.DISK_BUSY,
-    Cause.OOM_KILLED,
-    Cause.SURGE,
-    Cause.CPU_THROTTLED,
-    Cause.MEMORY_NEAR_LIMIT,
-    Cause.LONG_JOBS,
-)
 
 
-class Verdict(StrEnum):
-    OK = "ok"
-    WARN = "warn"
+class Verdict(StrEnum):  # in the order the report lists them
     BAD = "bad"
+    WARN = "warn"
+    OK = "ok"
     UNKNOWN = "unknown"
 
 
-ORDER = {Verdict.BAD: 0, Verdict.WARN: 1, Verdict.OK: 2, Verdict.UNKNOWN: 3}
+ORDER = {verdict: i for i, verdict in enumerate(Verdict)}
 
 
 @dataclass(frozen=True)
@@ -72,11 +47,13 @@ class Check:
     name: str
     verdict: Verdict
     text: str  # the numbers, or what the check would need
+    # How hard it points at its runbook cause (0: not at all, 1: hard); not part of what is said.
+    signal: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One runner type's checks and each cause's signal (0: none, 1: strong)."""
+    """One runner type's checks and how hard they point at each of the runbook's causes."""
 
     runner_type: str
     checks: tuple[Check, ...]
@@ -141,58 +118,72 @@ def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
 
 
 def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagnosis:
-    evidence = evidence or Evidence()
+    evidence, source = evidence or Evidence(), snapshot.source
     focus = worst_first(snapshot.runner_types)[:FOCUS]
     findings = tuple(_finding(name, evidence, snapshot) for name, _ in focus)
     if not findings:
         return Diagnosis((), None, "low", "no runner type is queueing in the numbers at hand", "")
     named = [(f, found) for f in findings for found in f.found]
-    if named:
-        finding, found = min(named, key=lambda pair: PRIORITY.index(pair[1].cause))
-        cause, confidence = found.cause, "high"
-        why = f"{finding.runner_type}: {found.evidence}"
-        if cause in FAMILY:
-            why += f" (a case of {FAMILY[cause].value.lower()})"
-        advice = found.advice
-        judged = finding.judged
-        if cause in (Cause.SURGE, Cause.LONG_JOBS) and judged is not None and judged.advice:
-            # The fix that scaling only buys time for, beside the runners advised; a surge whose
-            # queue already falls clears by itself first.
-            said = _advice(finding.runner_type, judged)
-            if cause is Cause.SURGE and not judged.runners and judged.clears_in_mins is not None:
-                advice = f"{said}; {advice}"
-            else:
-                advice = f"{advice}; meanwhile {said}" if judged.runners else f"{advice}; {said}"
-        lead_type, lead = finding.runner_type, finding.check(cause.value)
-    else:
-        cause, confidence, why = _likely_cause(findings)
-        resting = max(findings, key=lambda f: f.signals.get(cause, 0.0)) if cause else None
-        lead = resting.check(RESTS_ON[cause]) if cause and resting else None
-        if lead is not None and resting is not None:
-            why = f"{resting.runner_type}: {lead.text}"
-        worst = resting or findings[0]
-        advice = _recommend(worst, cause)
-        lead_type = worst.runner_type if lead else ""
-    return Diagnosis(
-        findings, cause, confidence, why, advice, lead_type, lead, source=snapshot.source
+    if not named:
+        return _likeliest(findings, source)
+    finding, found = min(named, key=lambda pair: FIRST.index(pair[1].cause))
+    cause, name, judged, advice = found.cause, finding.runner_type, finding.judged, found.advice
+    case = f" (a case of {CASE_OF[cause].value.lower()})" if cause in CASE_OF else ""
+    if cause in MERGED and judged is not None and judged.advice:
+        # The fix that scaling only buys time for, beside the runners advised; a surge whose
+        # queue already falls clears by itself first.
+        said = _advice(name, judged)
+        if cause is Cause.SURGE and not judged.runners and judged.clears_in_mins is not None:
+            advice = f"{said}; {advice}"
+        else:
+            advice = f"{advice}; meanwhile {said}" if judged.runners else f"{advice}; {said}"
+    why, lead = f"{name}: {found.evidence}{case}", finding.check(cause.value)
+    return Diagnosis(findings, cause, "high", why, advice, name, lead, source)
+
+
+def _likeliest(findings: tuple[Finding, ...], source: str) -> Diagnosis:
+    """No cause named: the runbook's cause the checks point at hardest, how sure, and its fix."""
+    totals = {cause: max(f.signals[cause] for f in findings) for cause in RUNBOOK}
+    (cause, strength), (_, runner_up) = sorted(totals.items(), key=lambda item: -item[1])[:2]
+    if strength < 0.2:
+        why = "no check points at a cause: the queue may be draining already"
+        if all(c.verdict is Verdict.UNKNOWN for f in findings for c in f.checks):
+            why = (
+                "the alert carries only the queue; runner counts and job rates would tell "
+                f"workload from limits ({LIVE_BACKENDS})"
+            )
+        return Diagnosis(findings, None, "low", why, _next(findings[0], None), source=source)
+    sure = "low" if strength < 0.5 else "high" if strength >= 0.8 and runner_up < 0.5 else "medium"
+    resting = max(findings, key=lambda f: f.signals[cause])
+    lead = resting.check(RUNBOOK[cause][0])
+    why, lead_type = (
+        (f"{resting.runner_type}: {lead.text}", resting.runner_type) if lead else ("", "")
     )
+    return Diagnosis(findings, cause, sure, why, _next(resting, cause), lead_type, lead, source)
 
 
 def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
     m = snapshot.runner_types[name]
-    found, missing = refined(name, m, evidence, snapshot.runner_types, now=snapshot.at)
+    found, missing = refined(Facts(name, m, evidence, snapshot.runner_types, snapshot.at))
     by_cause = {f.cause: f for f in found}
-    used, rate, limits, auto = utilization(m), arrivals(m), constraints(m), autoscaling(m)
+    said = {cause: check(m) for cause, (_, check, _) in RUNBOOK.items()}
+    signals = {cause: check.signal for cause, check in said.items()}
+    if signals[Cause.WORKLOAD] >= (SURGE - 1) / (STRONG_SURGE - 1):
+        # A maximum a surge outgrew is the surge's doing: raising it only buys time.
+        signals[Cause.AUTOSCALING] = min(signals[Cause.AUTOSCALING], signals[Cause.WORKLOAD] / 2)
+    limits, auto = said[Cause.CONSTRAINTS], said[Cause.AUTOSCALING]
     # "At its maximum" alone is the autoscaling check's shortfall said again.
     alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
     # A ✅ "below the maximum" beside a ❌ pods' constraint reads as a contradiction.
-    constrained = any(FAMILY.get(f.cause) is Cause.CONSTRAINTS for f in found)
-    said = (alone and auto.verdict is Verdict.BAD) or (constrained and limits.verdict is Verdict.OK)
+    constrained = any(CASE_OF.get(f.cause) is Cause.CONSTRAINTS for f in found)
+    dropped = (alone and auto.verdict is Verdict.BAD) or (
+        constrained and limits.verdict is Verdict.OK
+    )
     checks = [
-        used,
-        _named(rate, by_cause.get(Cause.SURGE)),
-        _named(duration(m), by_cause.get(Cause.LONG_JOBS)),
-        *([] if said else [limits]),
+        said[Cause.INFRASTRUCTURE],
+        _named(said[Cause.WORKLOAD], by_cause.get(Cause.SURGE)),
+        _named(said[Cause.LONG_JOBS], by_cause.get(Cause.LONG_JOBS)),
+        *([] if dropped else [limits]),
         auto,
         *(Check(f.cause.value, Verdict.BAD, f.evidence) for f in found if f.cause not in MERGED),
     ]
@@ -201,10 +192,9 @@ def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
     if missing and not found:
         checks.append(Check(KNOWN, Verdict.UNKNOWN, "; ".join(missing)))
     elif not found:
-        surge = " or workflow's surge" if rate.verdict is Verdict.OK else ""
+        surge = " or workflow's surge" if said[Cause.WORKLOAD].verdict is Verdict.OK else ""
         ruled_out = f"no stalled listener, unregistered runners, failing scale-up{surge}"
         checks.append(Check(KNOWN, Verdict.OK, ruled_out))
-    signals = _signals(m, used.verdict, auto.verdict)
     return Finding(name, tuple(checks), signals, tuple(found), m.judged)
 
 
@@ -219,39 +209,47 @@ def _named(check: Check, found: Found | None) -> Check:
 
 
 def utilization(m: RunnerTypeMetrics) -> Check:
-    name = UTILIZATION
+    """Idle runners while jobs wait point at the infrastructure: they do not take the jobs."""
     if m.registered is None or m.busy is None:
-        return Check(name, Verdict.UNKNOWN, "needs runners registered and busy")
+        return Check(UTILIZATION, Verdict.UNKNOWN, "needs runners registered and busy")
     if m.registered == 0:
-        return Check(name, Verdict.BAD, "no runner registered at all")
+        return Check(UTILIZATION, Verdict.BAD, "no runner registered at all")
     share = m.busy / m.registered
     numbers = f"{number(m.busy)}/{number(m.registered)} busy ({share:.0%})"
     idle = m.idle if m.idle is not None else m.registered - m.busy
     if idle > 0 and (m.queued or 0) > 0 and share < BUSY:
-        return Check(name, Verdict.WARN, f"{numbers}: {number(idle)} idle while jobs wait")
+        return Check(
+            UTILIZATION, Verdict.WARN, f"{numbers}: {number(idle)} idle while jobs wait", 0.8
+        )
     if share >= BUSY:
-        return Check(name, Verdict.BAD, f"{numbers}: no spare runner to take the queue")
-    return Check(name, Verdict.OK, numbers)
+        return Check(UTILIZATION, Verdict.BAD, f"{numbers}: no spare runner to take the queue")
+    return Check(UTILIZATION, Verdict.OK, numbers)
 
 
 def arrivals(m: RunnerTypeMetrics) -> Check:
     now, usual = m.arrival_per_min, m.arrival_baseline_per_min
     if now is None or not usual:
         return Check(ARRIVALS, Verdict.UNKNOWN, "needs job arrivals and their baseline")
-    text = f"{now:.1f} jobs/min against {usual:.1f} usually ({now / usual:.1f}×)"
-    return Check(ARRIVALS, _level(now / usual, SURGE, STRONG_SURGE), text)
+    said = f"{now:.1f} jobs/min against {usual:.1f} usually"
+    return _against(ARRIVALS, now / usual, SURGE, STRONG_SURGE, said)
 
 
 def duration(m: RunnerTypeMetrics) -> Check:
     now, usual = m.job_duration_mins, m.duration_baseline_mins
     if now is None or not usual:
         return Check(DURATION, Verdict.UNKNOWN, "needs job durations and their baseline")
-    text = f"{minutes(now)} per job against {minutes(usual)} usually ({now / usual:.1f}×)"
-    return Check(DURATION, _level(now / usual, SLOW, VERY_SLOW), text)
+    said = f"{minutes(now)} per job against {minutes(usual)} usually"
+    return _against(DURATION, now / usual, SLOW, VERY_SLOW, said)
+
+
+def _against(name: str, ratio: float, warn: float, bad: float, said: str) -> Check:
+    """A number against its baseline; it points hardest from `bad` times the baseline on."""
+    verdict = Verdict.BAD if ratio >= bad else Verdict.WARN if ratio >= warn else Verdict.OK
+    return Check(name, verdict, f"{said} ({ratio:.1f}×)", min(max((ratio - 1) / (bad - 1), 0), 1))
 
 
 def constraints(m: RunnerTypeMetrics) -> Check:
-    name = CONSTRAINTS
+    """Scale-up errors point hard at a constraint, a tenth of the runners offline less so."""
     problems, bad = [], False
     running = m.registered if m.registered is not None else m.desired
     if m.maximum is not None and running is not None and running >= m.maximum:
@@ -264,10 +262,13 @@ def constraints(m: RunnerTypeMetrics) -> Check:
         problems.append(f"{number(m.offline)} runners offline")
     if m.maximum is None and m.scale_errors is None and m.offline is None:
         needs = "needs capacity limits, offline runners, scale-up errors"
-        return Check(name, Verdict.UNKNOWN, needs)
+        return Check(CONSTRAINTS, Verdict.UNKNOWN, needs)
     if not problems:
-        return Check(name, Verdict.OK, "below the maximum, no runner offline, no scale-up error")
-    return Check(name, Verdict.BAD if bad else Verdict.WARN, "; ".join(problems))
+        text = "below the maximum, no runner offline, no scale-up error"
+        return Check(CONSTRAINTS, Verdict.OK, text)
+    offline = m.offline and m.registered and m.offline / (m.registered + m.offline) > 0.1
+    signal = 1.0 if m.scale_errors else 0.6 if offline else 0.0
+    return Check(CONSTRAINTS, Verdict.BAD if bad else Verdict.WARN, "; ".join(problems), signal)
 
 
 def autoscaling(m: RunnerTypeMetrics) -> Check:
@@ -275,9 +276,8 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
     j = m.judged
     counted = m.busy is not None or m.registered is not None
     if j is None or j.maximum is None or j.queued is None or not counted:
-        return Check(
-            AUTOSCALING, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue"
-        )
+        needs = "needs the maximum, runners in use and the queue"
+        return Check(AUTOSCALING, Verdict.UNKNOWN, needs)
     most = number(j.maximum)
     if j.cannot_start:
         pods = "pod" if j.cannot_start == 1 else "pods"
@@ -290,75 +290,37 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
     if j.raise_maximum_by:
         fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"
         text = f"+{j.runners} runners needed, {fit}: {j.raise_maximum_by} short"
-        return Check(AUTOSCALING, Verdict.BAD, text)
+        return Check(AUTOSCALING, Verdict.BAD, text, 0.9)
     return Check(AUTOSCALING, Verdict.OK, f"what the queue needs fits the maximum of {most}")
 
 
-def _signals(m: RunnerTypeMetrics, used: Verdict, auto: Verdict) -> dict[Cause, float]:
-    signals: dict[Cause, float] = {}
-    if m.arrival_per_min is not None and m.arrival_baseline_per_min:
-        ratio = m.arrival_per_min / m.arrival_baseline_per_min
-        signals[Cause.WORKLOAD] = min(max((ratio - 1) / (STRONG_SURGE - 1), 0), 1)
-    if m.job_duration_mins is not None and m.duration_baseline_mins:
-        ratio = m.job_duration_mins / m.duration_baseline_mins
-        signals[Cause.LONG_JOBS] = min(max((ratio - 1) / (VERY_SLOW - 1), 0), 1)
-    offline = m.offline and m.registered and m.offline / (m.registered + m.offline) > 0.1
-    if m.scale_errors or offline:
-        signals[Cause.CONSTRAINTS] = 1.0 if m.scale_errors else 0.6
-    if (strength := {Verdict.BAD: 0.9, Verdict.WARN: 0.5}.get(auto)) is not None:
-        signals[Cause.AUTOSCALING] = strength
-    if used is Verdict.WARN:
-        signals[Cause.INFRASTRUCTURE] = 0.8  # idle runners that do not take queued jobs
-    workload = signals.get(Cause.WORKLOAD, 0.0)
-    if workload >= (SURGE - 1) / (STRONG_SURGE - 1) and Cause.AUTOSCALING in signals:
-        # A maximum a surge outgrew is the surge's doing: raising it only buys time.
-        signals[Cause.AUTOSCALING] = min(signals[Cause.AUTOSCALING], workload / 2)
-    return signals
+# The runbook's five questions: the check that answers each, the cause it points at and the next
+# step when that cause is the likeliest and none is named ("{advice}": the judgement's). Of two
+# causes pointed at as hard, the first here is said.
+RUNBOOK = {
+    Cause.WORKLOAD: (ARRIVALS, arrivals, "{advice}"),
+    Cause.LONG_JOBS: (DURATION, duration, "find the slow jobs of {name}; meanwhile {advice}"),
+    Cause.CONSTRAINTS: (CONSTRAINTS, constraints,
+        "fix what stops {name} from scaling (scale-up errors, offline runners) first"),
+    Cause.AUTOSCALING: (AUTOSCALING, autoscaling, "{advice}"),
+    Cause.INFRASTRUCTURE: (UTILIZATION, utilization,
+        "look at why idle {name} runners take no jobs (labels, registration, the node)"),
+}  # fmt: skip
 
 
-def _likely_cause(findings: tuple[Finding, ...]) -> tuple[Cause | None, str, str]:
-    totals: dict[Cause, float] = {}
-    for finding in findings:
-        for cause, strength in finding.signals.items():
-            totals[cause] = max(totals.get(cause, 0), strength)
-    ranked = sorted(totals.items(), key=lambda item: -item[1])
-    if not ranked or ranked[0][1] < 0.2:
-        if all(c.verdict is Verdict.UNKNOWN for f in findings for c in f.checks):
-            why = (
-                "the alert carries only the queue; runner counts and job rates would tell "
-                f"workload from limits ({LIVE_BACKENDS})"
-            )
-            return None, "low", why
-        return None, "low", "no check points at a cause: the queue may be draining already"
-    cause, strength = ranked[0]
-    runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
-    if strength < 0.5:
-        return cause, "low", ""
-    return cause, "high" if strength >= 0.8 and runner_up < 0.5 else "medium", ""
-
-
-def _recommend(worst: Finding, cause: Cause | None) -> str:
-    """The judgement's advice, unless the cause calls for another fix first."""
-    name = worst.runner_type or "the queueing runner type"
-    if cause is Cause.INFRASTRUCTURE:
-        return f"look at why idle {name} runners take no jobs (labels, registration, the node)"
-    if cause is Cause.CONSTRAINTS:
-        return f"fix what stops {name} from scaling (scale-up errors, offline runners) first"
-    judged = worst.judged
-    if judged is None or not judged.advice:
-        return ""
-    advice = _advice(worst.runner_type, judged)
-    if judged.raise_maximum_by:
+def _next(worst: Finding, cause: Cause | None) -> str:
+    """The judgement's advice, as the root says it, unless the cause calls for another fix first;
+    slow jobs whose queue already falls need no hunt first."""
+    judged, fix = worst.judged, RUNBOOK[cause][2] if cause else "{advice}"
+    advice = _advice(worst.runner_type, judged) if judged is not None and judged.advice else ""
+    if advice and judged and judged.raise_maximum_by:
         advice += " (for ARC, maxRunners)"
-    if cause is Cause.LONG_JOBS and judged.direction is not Direction.FALLING:
-        return f"find the slow jobs of {name}; meanwhile {advice}"
-    return advice
+    falling = cause is Cause.LONG_JOBS and judged and judged.direction is Direction.FALLING
+    if "{advice}" in fix and (not advice or falling):
+        return advice
+    return fix.format(name=worst.runner_type or "the queueing runner type", advice=advice)
 
 
 def _advice(name: str, judged: Judgement) -> str:
     """ "linux.2xlarge: +7 runners would drain it in 30 min", as the root says it."""
     return f"{name}: {judged.advice}" if name else judged.advice
-
-
-def _level(ratio: float, warn: float, bad: float) -> Verdict:
-    return Verdict.BAD if ratio >= bad else Verdict.WARN if ratio >= warn else Verdict.OK

@@ -15,6 +15,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
+from bot.domain.causes import pod_causes
 from bot.domain.jobs import JobsView
 from bot.domain.judgement import (
     DRAIN_TARGET_MINS,
@@ -27,7 +28,7 @@ from bot.domain.judgement import (
     sure_growth,
 )
 from bot.domain.runner_names import type_named
-from bot.domain.runner_pods import NEEDS, RunnerPods, pod_causes
+from bot.domain.runner_pods import NEEDS, RunnerPods
 from bot.domain.value_string import finite
 
 
@@ -287,7 +288,7 @@ def judge(
     running = running_of(metrics.registered, metrics.busy)
     desired = finite(metrics.desired)
     wait = finite(metrics.longest_wait_mins)
-    duration, before = finite(metrics.job_duration_mins), finite(metrics.duration_baseline_mins)
+    duration = finite(metrics.job_duration_mins)
     pods = metrics.pods
     stuck = pods.cannot_start if pods else 0
     judgement = Judgement(
@@ -305,7 +306,7 @@ def judge(
         booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
         maximum=finite(metrics.maximum),
         within_mins=within_mins,
-        causes=pod_causes(pods, slower=duration / before if duration and before else None),
+        causes=pod_causes(metrics),
         cannot_start=pods.withholding if pods else 0,
         held=stuck,
         unplaced=round(pods.unschedulable or 0) if pods else 0,

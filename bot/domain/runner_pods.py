@@ -1,6 +1,6 @@
-"""Why a runner type's runners do not come up or run slowly, read from its pods and their nodes
-(kube-state-metrics, cAdvisor, node-exporter): each cause with its numbers and the next step. A
-pod that cannot start makes "more runners" the wrong advice: the new ones would wait the same."""
+"""A runner type's pods and their nodes as read (kube-state-metrics, cAdvisor, node-exporter),
+the series each reading needs and what a source not scraped leaves unknown; the causes they show
+are rules of `bot.domain.causes`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,8 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
-from bot.domain.units import minutes, number
 
 WINDOW_MINS = 30.0  # the default queries' `[30m]` for OOM kills and restarts
-# Node OOM kills (any process) that make a cause when no runner pod was seen killed: a daemon
-# killed once on a shared node pool is not the runners' trouble.
-NODE_OOM_KILLS = 3
-THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
-MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
 OOM_PODS_KEPT = 20  # the kills' pods kept with a reading: enough to name their workflows
 # Creating containers this long after scheduling is stuck, not slow (the kubelet says
 # ContainerCreating while it pulls a multi-GB image on a new node, which takes minutes).
@@ -210,161 +204,9 @@ def unknown_said(missing: dict[str, str]) -> str:
     return "; ".join(clauses)
 
 
-def pod_causes(pods: RunnerPods | None, *, slower: float | None = None) -> tuple[PodCause, ...]:
-    """Worst first; `slower`: jobs' duration against the day before."""
-    if pods is None:
-        return ()
-    found = [
-        _unschedulable(pods),
-        _waiting(pods.image_pull, Trouble.IMAGE_PULL),
-        _waiting(pods.config_error, Trouble.CONFIG_ERROR),
-        _waiting(pods.creating, Trouble.CREATING),
-        *(_node(node) for node in pods.nodes),
-        _more_nodes(pods.more_nodes),
-        _oom(pods),
-        _throttled(pods.cpu_throttled, slower),
-        _memory(pods.memory_of_limit, max(pods.oom_kills or 0, pods.node_oom_kills or 0)),
-    ]
-    return tuple(cause for cause in found if cause is not None)
-
-
-def _unschedulable(pods: RunnerPods) -> PodCause | None:
-    stuck = pods.unschedulable or 0
-    if stuck <= 0:
-        return None
-    since = f" for {minutes(pods.unschedulable_mins)}" if pods.unschedulable_mins else ""
-    return PodCause(
-        trouble=Trouble.UNSCHEDULABLE,
-        evidence=f"{_pods(stuck)} Pending{since}: no node fits (unschedulable)",
-        advice="the node group is at its limit or out of the resource the pods request "
-        "(GPUs, memory): look at the cluster autoscaler or Karpenter; raising maxRunners "
-        "will not help",
-    )
-
-
-def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
-    if not count or count <= 0:
-        return None
-    evidence, advice = {
-        Trouble.IMAGE_PULL: (
-            f"new runners fail to pull their image (ImagePullBackOff, {number(count)} pods)",
-            "check the runner image's tag and the registry's credentials or limits; roll back a "
-            "new image; more runners would fail the same",
-        ),
-        Trouble.CREATING: (
-            f"{_pods(count)} ContainerCreating or PodInitializing for over "
-            f"{minutes(CREATING_MINS)} on their node",
-            "describe one of those pods: most often a large runner image still pulling on a new "
-            "node (pre-pull it or bake it into the node image), else a volume that does not "
-            "attach or mount, or no pod IP from the network plugin; more runners would wait the "
-            "same",
-        ),
-        Trouble.CONFIG_ERROR: (
-            f"{_pods(count)} cannot start (CreateContainerConfigError)",
-            "a Secret or ConfigMap the runner pod names is missing: fix the scale set's pod "
-            "template; more runners would fail the same",
-        ),
-    }[trouble]
-    return PodCause(trouble=trouble, evidence=evidence, advice=advice)
-
-
-def _node(node: NodeTrouble) -> PodCause:
-    on = f"{_pods(node.pods)} on it" if node.pods else "runner pods run on it"
-    if node.condition == DISK:
-        busy = f" {node.busy:.0%} of the time" if node.busy is not None else ""
-        return PodCause(
-            trouble=Trouble.DISK_BUSY,
-            evidence=f"node {node.node} disk busy{busy}: {on}; jobs there wait on I/O",
-            advice=f"cordon {node.node} and look for the jobs writing most on it (caches, "
-            "Docker layers, artifacts); give runners faster disks (NVMe instance storage, "
-            "more provisioned IOPS) or fewer runners per node",
-        )
-    state = "not Ready" if node.condition == "NotReady" else f"under {node.condition}"
-    fix = {
-        "DiskPressure": "free or grow its disk (runner work directories, images) or replace it",
-        "MemoryPressure": "replace it or lower the runners packed on it",
-        "PIDPressure": "replace it; look for jobs leaving processes behind",
-    }.get(node.condition, "cordon and replace it")
-    return PodCause(
-        trouble=Trouble.NODE_PRESSURE,
-        evidence=f"node {node.node} {state}: {on}, which it may evict",
-        advice=f"cordon {node.node} so no new runner lands there, then {fix}",
-    )
-
-
-def _more_nodes(more: int) -> PodCause | None:
-    if more <= 0:
-        return None
-    nodes = "node" if more == 1 else "nodes"
-    return PodCause(
-        trouble=Trouble.NODE_PRESSURE,
-        evidence=f"and {more} more {nodes} of these runners under pressure, not Ready or with "
-        "busy disks",
-        advice="`kubectl get nodes` and the node group's health: so many nodes at once is the "
-        "node group or its image, not one node",
-    )
-
-
-def _oom(pods: RunnerPods) -> PodCause | None:
-    """The pods seen killed name their workflows; the nodes' counter sees every kill: the larger
-    is the count, said for what it is."""
-    seen, on_nodes = pods.oom_kills or 0, pods.node_oom_kills or 0
-    if seen <= 0 and on_nodes < NODE_OOM_KILLS:
-        return None  # the kernel counts any process: one kill of a daemon is no runners' cause
-    restarts = f", {number(pods.restarts)} restarts" if pods.restarts else ""
-    named = ", ".join(f"{workflow} {count}" for workflow, count in pods.oom_workflows)
-    named = f" ({named or pods.oom_naming})" if named or pods.oom_naming else ""
-    window = minutes(WINDOW_MINS)
-    evidence = f"jobs were OOMKilled {_times(seen)} in {window}{named}"
-    if on_nodes > seen:
-        kills = "OOM kill" + ("" if on_nodes == 1 else "s")
-        evidence = (
-            f"{number(on_nodes)} {kills} in {window} on the nodes these runners ran on "
-            "(the kernel's count, of any process there)"
-        )
-        if seen:
-            evidence += f"; jobs seen OOMKilled {_times(seen)}{named}"
-    return PodCause(
-        trouble=Trouble.OOM_KILLED,
-        evidence=evidence + restarts,
-        advice="raise the runner's memory or move those jobs to a larger type; "
-        "each kill reruns a job and lengthens the queue",
-    )
-
-
-def _throttled(share: float | None, slower: float | None) -> PodCause | None:
-    if share is None or share < THROTTLED:
-        return None
-    longer = f": jobs take {slower:.1f}× as long as a day before" if slower else ""
-    return PodCause(
-        trouble=Trouble.CPU_THROTTLED,
-        evidence=f"runners CPU-throttled {share:.0%} of periods{longer}",
-        advice="raise the runner container's CPU limit (or drop it and keep the request), "
-        "or move the heavy jobs to a larger type",
-    )
-
-
-def _memory(share: float | None, kills: float | None) -> PodCause | None:
-    if share is None or share < MEMORY_NEAR or (kills or 0) > 0:
-        return None  # with kills, the OOM cause says it
-    return PodCause(
-        trouble=Trouble.MEMORY_NEAR_LIMIT,
-        evidence=f"a runner's memory working set is at {share:.0%} of its limit",
-        advice="raise the runner's memory limit before jobs start being OOMKilled",
-    )
-
-
 def kept_nodes(troubles: list[NodeTrouble]) -> tuple[tuple[NodeTrouble, ...], int]:
     """The worst `NODES_KEPT` (most runner pods first), and how many other nodes are in trouble."""
     worst = sorted(troubles, key=lambda n: (-n.pods, -(n.busy or 0), n.node, n.condition))
     kept = tuple(worst[:NODES_KEPT])
     shown = {n.node for n in kept}
     return kept, len({n.node for n in worst[NODES_KEPT:]} - shown)
-
-
-def _times(count: float) -> str:
-    return "once" if count == 1 else f"{number(count)} times"
-
-
-def _pods(count: float) -> str:
-    return f"{number(count)} runner pod" + ("" if count == 1 else "s")

@@ -20,7 +20,9 @@ from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.backends.metrics.promql import RUNNER_POD
 from bot.config import Settings
+from bot.domain.causes import pod_causes
 from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.runner_pods import (
     CADVISOR,
     DISK,
@@ -30,7 +32,6 @@ from bot.domain.runner_pods import (
     NodeTrouble,
     RunnerPods,
     Trouble,
-    pod_causes,
 )
 from sandbox.runner_pods import PodScenario, RunnerPodsExporter, generated
 from sandbox.serve import serve_in_thread
@@ -439,7 +440,7 @@ async def test_oom_kills_arc_deleted_before_a_scrape_are_counted_on_their_nodes(
     # Exactly the kills, not the node's count since boot nor a young series' extrapolation.
     assert (killed.oom_kills, killed.node_oom_kills) == (0, 7)
     assert found["dind"].node_oom_kills == 0  # its own node: no kill there
-    (cause,) = [c for c in pod_causes(killed) if c.trouble is Trouble.OOM_KILLED]
+    (cause,) = [c for c in pod_causes(M(pods=killed)) if c.trouble is Trouble.OOM_KILLED]
     assert cause.evidence.startswith("7 OOM kills in 30 min on the nodes these runners ran on")
 
 
@@ -476,5 +477,5 @@ async def test_a_pod_pulling_its_image_within_a_runner_boot_is_not_stuck_creatin
     assert await eventually(lambda: creating(5), what="a pod creating 7 min", timeout=30) == 1
     assert await creating(10) == 0
     pulling = (await pods_read(prometheus))["pulling"]
-    (cause,) = pod_causes(pulling)
+    (cause,) = pod_causes(M(pods=pulling))
     assert cause.advice.startswith("describe one of those pods: most often a large runner image")

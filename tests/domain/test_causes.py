@@ -4,19 +4,12 @@ source would tell."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.causes import (
-    Cause,
-    Evidence,
-    Found,
-    listener_stalled,
-    not_registering,
-    org_limit,
-    scale_up_failing,
-)
+from bot.domain.causes import RULES, Cause, Evidence, Facts, Found, said
 from bot.domain.diagnostics import Verdict, diagnose
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.fleet import RunnerTypeMetrics as M
@@ -36,6 +29,15 @@ def history(name: str, *gauges: dict[str, float], every_mins: float = 1.0) -> li
 
 def steady(name: str, minutes: int, **gauges: float) -> list[HistoryPoint]:
     return history(name, *([dict(gauges)] * minutes))
+
+
+def rule_says(
+    cause: Cause, name: str, m: M, evidence: Evidence, fleet: Mapping[str, M] | None = None
+) -> Found | str | None:
+    """What the table's rules for `cause` say of `name`: a finding, what would tell, or nothing."""
+    rules = (rule for rule in RULES if rule.cause is cause)
+    found, missing = said(Facts(name, m, evidence, fleet or {name: m}, NOW), rules)
+    return found[0] if found else (missing[0] if missing else None)
 
 
 STALLED = M(queued=43, assigned=163, registered=100, busy=96, idle=4, maximum=120, desired=120)
@@ -67,7 +69,7 @@ STALLED = M(queued=43, assigned=163, registered=100, busy=96, idle=4, maximum=12
 def test_a_listener_that_stopped_acting_on_its_assigned_jobs(
     metrics: M, past: list[HistoryPoint], finding: str | None
 ) -> None:
-    outcome = listener_stalled("t", metrics, Evidence(history=past), NOW)
+    outcome = rule_says(Cause.LISTENER_STALLED, "t", metrics, Evidence(history=past))
     if finding is None:
         assert not isinstance(outcome, Found), outcome
     else:
@@ -86,7 +88,7 @@ def test_a_listener_that_stopped_acting_on_its_assigned_jobs(
 def test_without_the_data_the_stall_check_says_what_would_tell(
     metrics: M, past: list[HistoryPoint], says: str
 ) -> None:
-    outcome = listener_stalled("t", metrics, Evidence(history=past), NOW)
+    outcome = rule_says(Cause.LISTENER_STALLED, "t", metrics, Evidence(history=past))
     assert isinstance(outcome, str) and says in outcome
 
 
@@ -126,7 +128,7 @@ def test_without_the_data_the_stall_check_says_what_would_tell(
 def test_runners_the_autoscaler_asked_for_that_never_register(
     metrics: M, past: list[HistoryPoint], finding: str | None
 ) -> None:
-    outcome = not_registering("t", metrics, Evidence(history=past), NOW)
+    outcome = rule_says(Cause.NOT_REGISTERING, "t", metrics, Evidence(history=past))
     if finding is None:
         assert not isinstance(outcome, Found), outcome
     else:
@@ -137,7 +139,8 @@ def test_runners_the_autoscaler_asked_for_that_never_register(
 def test_a_short_boot_is_said_in_tenths_of_a_minute_not_about_zero() -> None:
     past = steady("t", 2, desired=14, registered=10)
     evidence = Evidence(history=past, boot_mins=0.1)  # the demo's boot at ×60
-    outcome = not_registering("t", M(queued=20, desired=14, registered=10), evidence, NOW)
+    short = M(queued=20, desired=14, registered=10)
+    outcome = rule_says(Cause.NOT_REGISTERING, "t", short, evidence)
     assert isinstance(outcome, Found) and "(a boot takes about 0.1 min)" in outcome.evidence
 
 
@@ -167,9 +170,8 @@ def test_a_scale_up_the_autoscaler_itself_reports_failing(
     says: str | None,
     advice: str | None,
 ) -> None:
-    found = scale_up_failing(
-        "t", M(queued=9, scale_errors=errors), Evidence(scaler_failures=failures)
-    )
+    m, evidence = M(queued=9, scale_errors=errors), Evidence(scaler_failures=failures)
+    found = rule_says(Cause.SCALE_UP_FAILING, "t", m, evidence)
     if says is None:
         assert found is None
     else:
@@ -216,7 +218,7 @@ def test_the_organisations_limit_when_no_type_gets_runners_below_its_maximum(
         )
         for i in range(20)
     ]
-    outcome = org_limit("a", fleet, Evidence(history=past), NOW)
+    outcome = rule_says(Cause.ORG_LIMIT, "a", fleet["a"], Evidence(history=past), fleet)
     assert (outcome is not None) is found
     if outcome is not None:
         assert outcome.cause is Cause.ORG_LIMIT and "2 runner types" in outcome.evidence

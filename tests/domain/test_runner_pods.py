@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.backends.metrics.prometheus_pods import runner_pods
-from bot.domain.causes import Cause
+from bot.domain.causes import Cause, pod_causes
 from bot.domain.diagnostics import diagnose
 from bot.domain.fleet import OOM_NAMING, FleetSnapshot, judge, with_workflows
 from bot.domain.fleet import RunnerTypeMetrics as M
@@ -20,7 +20,6 @@ from bot.domain.runner_pods import (
     NODE_EXPORTER,
     NodeTrouble,
     RunnerPods,
-    pod_causes,
     unknown_said,
 )
 
@@ -277,7 +276,7 @@ def test_the_unschedulable_cause_counts_and_times_only_the_unschedulable_pods() 
         pods_pending=6, pending_mins=10, unschedulable=3, unschedulable_mins=7, image_pull=2,
         creating=1,
     )  # fmt: skip
-    said = [c.evidence for c in pod_causes(pods)]
+    said = [c.evidence for c in pod_causes(M(pods=pods))]
     assert said[0] == "3 runner pods Pending for 7 min: no node fits (unschedulable)"
     assert "1 runner pod ContainerCreating or PodInitializing for over 5 min on their node" in said
 
@@ -285,7 +284,7 @@ def test_the_unschedulable_cause_counts_and_times_only_the_unschedulable_pods() 
 def test_one_pod_that_cannot_start_is_said_in_the_singular() -> None:
     j = judge(FULL.model_copy(update={"pods": RunnerPods(config_error=1)}), [], at=NOW)
     assert j.advice.startswith("none until pods start: 1 new runner pod cannot")
-    assert "1 runner pod cannot start" in pod_causes(RunnerPods(config_error=1))[0].evidence
+    assert "1 runner pod cannot start" in pod_causes(M(pods=RunnerPods(config_error=1)))[0].evidence
 
 
 def test_without_the_pods_the_same_queue_asks_for_a_higher_maximum() -> None:
@@ -315,11 +314,11 @@ def test_a_source_not_scraped_is_said_once_with_the_source_that_would_tell() -> 
 
 
 def test_nothing_read_names_no_cause_and_says_nothing() -> None:
-    assert pod_causes(None) == ()
-    assert pod_causes(RunnerPods()) == ()
-    assert pod_causes(QUIET) == ()
+    assert pod_causes(M()) == ()
+    assert pod_causes(M(pods=RunnerPods())) == ()
+    assert pod_causes(M(pods=QUIET)) == ()
     # The kernel counts any process: a daemon killed once on a shared node is not the runners'.
-    assert pod_causes(QUIET.model_copy(update={"node_oom_kills": 2})) == ()
+    assert pod_causes(M(pods=QUIET.model_copy(update={"node_oom_kills": 2}))) == ()
 
 
 def test_pods_that_cannot_start_are_not_counted_booting_nor_the_maximum_said_fine() -> None:

@@ -14,7 +14,9 @@ import pytest
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.promql import defaults
 from bot.config import Settings
-from bot.domain.runner_pods import Trouble, pod_causes
+from bot.domain.causes import pod_causes
+from bot.domain.fleet import RunnerTypeMetrics as M
+from bot.domain.runner_pods import Trouble
 from sandbox.fleet import DEMO_TEAM_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec
 from sandbox.fleet_api import FleetApi, FleetApiConfig
 from sandbox.stack import SCALE_SETS
@@ -101,14 +103,14 @@ async def test_the_bot_reads_the_gpu_pods_no_node_fits_and_is_told_not_to_raise_
     assert pods.unschedulable == len(truth.unschedulable_ages_mins) > 0
     assert pods.unschedulable_mins == max(truth.unschedulable_ages_mins)
     assert pods.withholding == pods.unschedulable
-    [cause] = pod_causes(pods)
+    [cause] = pod_causes(M(pods=pods))
     assert cause.trouble is Trouble.UNSCHEDULABLE
     assert "no node fits" in cause.evidence and "raising maxRunners will not help" in cause.advice
     # The other types' pods all started: nothing Pending, nothing wrong.
     for name, other in snapshot.runner_types.items():
         if name != GPU:
             assert other.pods is not None and other.pods.pods_pending == 0, name
-            assert pod_causes(other.pods) == (), name
+            assert pod_causes(M(pods=other.pods)) == (), name
 
 
 async def test_a_young_unplaced_pod_is_not_yet_unschedulable_for_the_bot(
@@ -127,7 +129,7 @@ async def test_a_young_unplaced_pod_is_not_yet_unschedulable_for_the_bot(
     assert api.served()[GPU].unschedulable_ages_mins, "the surge leaves a pod no node fits"
     read = (await metrics.read(now=datetime.now(UTC))).runner_types[GPU].pods
     assert read is not None and read.pods_pending and read.unschedulable == 0
-    assert pod_causes(read) == ()
+    assert pod_causes(M(pods=read)) == ()
 
 
 async def test_every_pods_reading_is_answered_and_any_other_query_refused(
