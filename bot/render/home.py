@@ -19,8 +19,7 @@ from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
-from bot.render.queue import advice_parts, head_figures, judged_parts, read_at, type_lines
-from bot.render.replies import queue_numbers
+from bot.render.numbers import head_figures, read_at, type_lines, type_parts
 
 CALLBACK_ID = "queuepilot_home"
 MAX_HOME_BLOCKS = 100  # Slack's limit for a Home tab's view
@@ -186,9 +185,9 @@ def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
         return f"Worst: {said}" if said else ""
     name, queue = worst
     found = of_type(fleet.runner_types, name) if fleet is not None else None
-    judged = found.judged if found is not None else None
-    parts = [*judged_parts(judged), *advice_parts(judged)] if judged else [queue_numbers(queue)]
-    return " · ".join([f"Worst runner type: `{md.runner_name(name)}`", *filter(None, parts)])
+    judged = found if found is not None and found.judged is not None else None
+    parts, advice = type_parts(judged) if judged else type_parts(queue, bold=False)
+    return " · ".join([f"Worst runner type: `{md.runner_name(name)}`", *parts, *advice])
 
 
 def _warnings(home: HomeState) -> list[dict[str, Any]]:
