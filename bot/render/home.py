@@ -151,7 +151,7 @@ def _incidents(home: HomeState, now: datetime) -> list[dict[str, Any]]:
 def _incident_text(listed: Listed, now: datetime, fleet: FleetSnapshot | None) -> str:
     incident = listed.incident
     priority = f"{incident.priority} · " if incident.priority else ""
-    title = md.cut(f"#{incident.id} · {priority}{incident.title}", MAX_LABEL)
+    title = md.truncate(f"#{incident.id} · {priority}{incident.title}", MAX_LABEL)
     title = md.link(listed.link, md.link_label(title)) if listed.link else md.escaped(title, 150)
     started = f"<!date^{int(incident.started_at.timestamp())}^{{ago}}|"
     started += f"{duration(now - incident.started_at)} ago>"
@@ -204,7 +204,7 @@ def _warnings(home: HomeState) -> list[dict[str, Any]]:
 
 def _warning_text(standing: Standing) -> str:
     warning = standing.warning
-    name = md.link_label(md.cut(warning.runner_type, 80)).strip() or "(unnamed runner type)"
+    name = md.link_label(md.truncate(warning.runner_type, 80)).strip() or "(unnamed runner type)"
     shown = md.link(standing.link, name) if standing.link else f"`{md.escape(name)}`"
     where = f" in <#{md.escape(warning.channel)}>" if warning.channel else ""
     hold = " (on hold: no fresh reading)" if warning.held_since else ""

@@ -19,7 +19,7 @@ from bot.domain.jobs import Workflows
 from bot.domain.units import duration, minutes, number
 from bot.render import replies
 from bot.render.chart import incident_chart, sampled
-from bot.render.mrkdwn import is_linkable
+from bot.render.mrkdwn import is_linkable, truncate
 from bot.render.numbers import busy_said, peak_figures, peak_said, time_to_drain, wait_cell
 
 MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
@@ -63,9 +63,7 @@ def md_escape(text: str, limit: int = MAX_TEXT) -> str:
     """`text` as literal Markdown on one line of at most `limit` characters; Unicode's format
     characters (zero-width, bidirectional controls) are dropped: a file must read as it is."""
     visible = "".join(c for c in text if unicodedata.category(c) != "Cf")
-    flat = _BREAKS.sub(" ", visible).strip()
-    if len(flat) > limit:
-        flat = flat[: limit - 1].rstrip() + "…"
+    flat = truncate(_BREAKS.sub(" ", visible).strip(), limit)
     escaped = _AUTOLINK.sub(r"\\\1", _SPECIAL.sub(r"\\\1", flat))
     escaped = _LEADING_MARK.sub(r"\\\g<0>", escaped)
     escaped = _LEADING_NUMBER.sub(r"\1\\\2", escaped)

@@ -86,7 +86,7 @@ def render_root(
         # The live numbers stopped (the backend failed, GitHub's quota is spent): why.
         blocks.append(md.context([md.truncate(source_note(stopped), 2000)]))
     if incident.likely_cause.strip():
-        cause = md.escape(md.shorten(incident.likely_cause, 300))
+        cause = md.escape(md.truncate(_one_line(incident.likely_cause), 300))
         blocks.append(md.section(f"🩺 *Likely cause:* {cause}"))
     ref = replies.incident_ref(incident)
     blocks.append(md.context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + ref))
@@ -150,7 +150,14 @@ def _status_line(incident: Incident, mentions: bool) -> str:
 
 def _action(event: Event) -> str:
     by = f" by {md.person(event.actor, event.actor_name)}" if event.actor else ""
-    return f"{md.time_of(event.at)} {md.escape(md.shorten(event.text, ACTION_CHARS))}{by}"
+    return (
+        f"{md.time_of(event.at)} {md.escape(md.truncate(_one_line(event.text), ACTION_CHARS))}{by}"
+    )
+
+
+def _one_line(text: str) -> str:
+    """Read whole on one line: a newline in it would break the list it is in."""
+    return " ".join(text.split())
 
 
 def _responders(incident: Incident) -> str:
