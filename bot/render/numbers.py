@@ -256,11 +256,6 @@ class Peak(NamedTuple):
     at: datetime | None
 
 
-def peak_wait(incident: Incident) -> RunnerQueue:
-    """The longest wait shown, with how it was measured (the peak types keep it with its number)."""
-    return _measured(incident.peak.max_queue_time_mins, incident.peak_types.values())
-
-
 def peak_wait_at(incident: Incident) -> datetime | None:
     """When the statuses' trend saw the peak wait, where it still holds that status."""
     mins = incident.peak.max_queue_time_mins
@@ -280,7 +275,8 @@ def peak_queued_label(incident: Incident) -> str:
 
 def peak_figures(incident: Incident) -> tuple[Peak | None, Peak | None]:
     """The peak wait and the peak queue, each at its own moment."""
-    peak, said = incident.peak, wait_words(peak_wait(incident))
+    peak = incident.peak  # the peak types keep each wait with how it was measured
+    said = wait_words(_measured(peak.max_queue_time_mins, incident.peak_types.values()))
     waited = Peak(f"Peak {said[0]}", said[1], peak_wait_at(incident)) if said else None
     if peak.max_queue_size is None:
         return waited, None

@@ -116,18 +116,11 @@ def say_which(verb: str, incidents: list[Incident], total: int, channel: str) ->
 def capped(head: str, lines: list[str], total: int) -> str:
     """`head` and as many lines as fit MAX_LINES and MAX_ANSWER, then how many of `total` were
     left out (room reserved for it)."""
-    kept = [head] if head else []
-    size = len(head) + 100
-    for line in lines[:MAX_LINES]:
-        if size + len(line) + 1 > MAX_ANSWER:
-            break
-        kept.append(line)
-        size += len(line) + 1
-    shown = len(kept) - (1 if head else 0)
-    if total > shown:
+    kept = md.fit_lines(lines[:MAX_LINES], MAX_ANSWER - len(head) - 101)
+    if total > len(kept):
         more = md.escape("`/queue <command> <ID>` acts on one of them.")
-        kept.append(f"… and {total - shown} more: {more}")
-    return "\n".join(kept)
+        kept.append(f"… and {total - len(kept)} more: {more}")
+    return "\n".join([head, *kept] if head else kept)
 
 
 def _channels(channels: set[str]) -> str:
