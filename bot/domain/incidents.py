@@ -8,9 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import (
     AlertFacts,
@@ -248,37 +247,10 @@ class Incident(BaseModel):
     follow: Follow | None = None
     workflows: Workflows | None = None  # as its latest postmortem read them
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_026(cls, data: Any) -> Any:
-        """0.26 stored the status before and the one posted, the last actions and the responders:
-        its responders go first, as actions before the last (never shown), unless those are all."""
-        if not isinstance(data, dict):
-            return data
-        data = {**data}
-        data.setdefault("posted_status", data.get("last_posted") or data.get("last_status"))
-        if "actions" in data:
-            return data
-        recent = [Event.model_validate(e) for e in data.get("recent_actions", ())]
-        earlier = [
-            Event(at=recent[0].at, kind="responded", text="", actor=r.user_id, actor_name=r.name)
-            for r in map(Responder.model_validate, data.get("responders", ()))
-            if len(recent) >= RECENT_ACTIONS
-        ]
-        return {**data, "actions": (*earlier, *recent)}
-
-    # Computed, so the stored record carries them: 0.26 reads them.
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def last_status(self) -> Snapshot | None:
-        return self.posted_status
-
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def recent_actions(self) -> tuple[Event, ...]:
         return self.actions[-RECENT_ACTIONS:]
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def responders(self) -> tuple[Responder, ...]:
         """In order of first action."""
@@ -489,8 +461,8 @@ def with_action(incident: Incident, event: Event) -> Incident:
 
 
 def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
-    """The newest `MAX_ACTIONS`, and before them each responder's first, so the responders (the
-    record carries them for 0.26) stay whole and in order. A scale-up that many actions back is
+    """The newest `MAX_ACTIONS`, and before them each responder's first, so the responders stay
+    whole and in order. A scale-up that many actions back is
     long past any reading's window (`with_scale_ups`)."""
     older, newest = actions[:-MAX_ACTIONS], actions[-MAX_ACTIONS:]
     seen: set[str] = set()
@@ -656,7 +628,7 @@ def is_material(posted: Snapshot | None, current: Snapshot, drain: DrainRule) ->
     or the wait crossed the alert's threshold or the drain rule's."""
     if posted is None:
         return True
-    # A status stored without its advice (by 0.26) knows none to compare: not news by itself.
+    # A status stored without its advice knows none to compare: not news by itself.
     if posted.advice and posted.advice != current.advice:
         return True
     before, now = posted.numbers, current.numbers

@@ -255,7 +255,7 @@ def test_truncate_cuts_after_a_clause_else_between_words(
 
 def test_an_incident_stored_before_responders_loads_without_them() -> None:
     stored: dict[str, Any] = make_incident().model_dump(mode="json")
-    del stored["responders"], stored["likely_cause"]
+    del stored["actions"], stored["likely_cause"]
     incident = Incident.model_validate(stored)
     assert incident.responders == () and incident.likely_cause == ""
     assert status_text(incident) == "🔴 *Firing* · not acknowledged · ID *12*"
