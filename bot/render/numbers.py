@@ -26,7 +26,7 @@ words: a label names one measure, and a number beside a peak or a change is of t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from bot.domain.alerts import RunnerQueue, first_known
@@ -256,14 +256,6 @@ class Peak(NamedTuple):
     at: datetime | None
 
 
-def peak_wait_at(incident: Incident) -> datetime | None:
-    """When the statuses' trend saw the peak wait, where it still holds that status."""
-    mins = incident.peak.max_queue_time_mins
-    trend = incident.trend
-    seen = [at for name in trend.names() for at, _, w in trend.points(name) if w == mins]
-    return datetime.fromtimestamp(min(seen), UTC) if seen and mins is not None else None
-
-
 def peak_queued_label(incident: Incident) -> str:
     """What the peak queue is, wherever shown: of several types, their sum at one moment (never
     one type's beside the per-type peaks); before a snapshot named them, the alert's figure."""
@@ -277,7 +269,7 @@ def peak_figures(incident: Incident) -> tuple[Peak | None, Peak | None]:
     """The peak wait and the peak queue, each at its own moment."""
     peak = incident.peak  # the peak types keep each wait with how it was measured
     said = wait_words(_measured(peak.max_queue_time_mins, incident.peak_types.values()))
-    waited = Peak(f"Peak {said[0]}", said[1], peak_wait_at(incident)) if said else None
+    waited = Peak(f"Peak {said[0]}", said[1], incident.peak_wait_at) if said else None
     if peak.max_queue_size is None:
         return waited, None
     moment = incident.peak_snapshot
