@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from bot.domain.alerts import RunnerQueue, first_known
+from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import (
     FleetSnapshot,
     RunnerTypeMetrics,
@@ -38,7 +38,7 @@ from bot.domain.fleet import (
     worst_first,
 )
 from bot.domain.headline import Headline
-from bot.domain.incidents import Incident, Resolution, Snapshot, sums_types
+from bot.domain.incidents import Incident, Resolution, Snapshot, sums_types, thresholds
 from bot.domain.judgement import Judgement
 from bot.domain.trend import SPARK_POINTS, Trend, sparkline
 from bot.domain.units import change, minutes, number, wait_parts
@@ -308,7 +308,7 @@ def root_figures(incident: Incident, head: Headline) -> list[str]:
     """The headline's wait and queued jobs against the alert's thresholds (else the alert's
     other values), a peak beside a number only as the same measure, at its own moment. A live
     headline has none beside it, and says how many types were not read."""
-    current, peak, live = incident.numbers, incident.peak, head.live
+    current, live = incident.numbers, head.live
     wait_peak, queued_peak = peak_figures(incident)
     unread, overs = "", (current.queue_time_over, current.queue_size_over)
     said = wait_words(RunnerQueue(None, head.wait_mins, head.wait_over, head.wait_of_starts))
@@ -327,8 +327,7 @@ def root_figures(incident: Incident, head: Headline) -> list[str]:
     if said and waited and wait_peak is not None and wait_peak.label != f"Peak {said[0]}":
         wait_peak = None
     summed = sum(1 for queue in types if queue.queued is not None)
-    time_limit = first_known(current.queue_time_threshold, peak.queue_time_threshold)
-    size_limit = first_known(current.queue_size_threshold, peak.queue_size_threshold)
+    size_limit, time_limit = thresholds(incident)
     rows = (
         (said[0] if said else "", waited, wait_peak, [_against(time_limit, overs[0], minutes)]),
         (
