@@ -198,8 +198,11 @@ class Incident(BaseModel):
     description: str = ""
     links: Links = Links()
     numbers: QueueNumbers = QueueNumbers()
-    peak: QueueNumbers = QueueNumbers()  # the worst any surface showed (`peaks_seen`)
-    peak_snapshot: Snapshot | None = None
+    # The peaks (`peaks_seen`) are kept, not derived: they fold in every reading shown, and the
+    # record keeps only the latest (`live`) and the latest statuses (`trend`).
+    peak: QueueNumbers = QueueNumbers()  # the most jobs and longest wait; the latest thresholds
+    peak_snapshot: Snapshot | None = None  # the first reading with the most jobs, and its types
+    peak_wait_at: datetime | None = None  # the first reading with the longest wait
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     other_values: dict[str, float] = Field(default_factory=dict)
     firing_count: int = 0
@@ -225,13 +228,14 @@ class Incident(BaseModel):
     cause_maximum: float | None = None
     # Or new runner pods of `cause_type` that cannot start: a reading where they can disproves it.
     cause_pods: bool = False
-    # What the latest new status reply showed (before any, the opening numbers): what the next
-    # status is compared with, and "since" for the quiet ones edited into it.
+    # Held still for people: what the latest new status reply showed (before any, the opening
+    # numbers): what the next status is compared with, and "since" for the quiet ones edited in.
     posted_status: Snapshot | None = None
-    trend: Trend = Field(default_factory=Trend)
-    live: FleetSnapshot | None = None  # the live backend's latest view; None with `alert`
-    peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
-    peak_runners: dict[str, RunnersSeen] = Field(default_factory=dict)
+    trend: Trend = Field(default_factory=Trend)  # the readings: the latest statuses'
+    # The reading: the live backend's latest, counting the scale-ups since; None with `alert`.
+    live: FleetSnapshot | None = None
+    peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)  # each type's, as `peak`
+    peak_runners: dict[str, RunnersSeen] = Field(default_factory=dict)  # over the live readings
     drain_checks: int = 0  # consecutive checks that found the queue drained
     # The reading the last of them counted: a reading standing longer than a check (GitHub's,
     # paced to its quota) is one check, however many times it is looked at.
@@ -240,7 +244,8 @@ class Incident(BaseModel):
     # A reply other than a status went into the thread after the latest status reply: editing
     # that reply would show, above it, numbers newer than it (`IncidentStore` sets it).
     replied_since_status: bool = False
-    # The trend's end when a status last drew it (0: never): the summary leaves out the same.
+    # Held still for people: the trend's end when a status last drew it, and last posted it as a
+    # picture (0: never): the summary leaves out what the thread shows already.
     charted_at: float = 0.0
     pictured_at: float = 0.0
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
@@ -765,13 +770,13 @@ def sums_types(types: Mapping[str, RunnerQueue]) -> bool:
 
 def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
     """The peak queue is the most jobs any snapshot said, `peak_snapshot` the first moment it
-    was said; each type's peak the most it showed; the wait the longest shown."""
-    queued = queued_total(seen.numbers, seen.runner_types)
+    was said; each type's peak the most it showed; the wait the longest shown, and when first."""
+    queued, waited = queued_total(seen.numbers, seen.runner_types), seen.numbers.max_queue_time_mins
     before, wait = incident.peak.max_queue_size, incident.peak.max_queue_time_mins
     update: dict[str, object] = {
         "peak": replace(  # thresholds follow the latest alert
             seen.numbers,
-            max_queue_time_mins=max_known(wait, seen.numbers.max_queue_time_mins),
+            max_queue_time_mins=max_known(wait, waited),
             max_queue_size=max_known(before, queued),
         ),
         "peak_types": peak_types_of(incident.peak_types, dict(seen.runner_types)),
@@ -779,4 +784,6 @@ def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
     if queued is not None and (before is None or queued > before):
         numbers = replace(seen.numbers, max_queue_size=queued)
         update["peak_snapshot"] = seen.model_copy(update={"numbers": numbers})
+    if waited is not None and (wait is None or waited > wait):
+        update["peak_wait_at"] = seen.at
     return update

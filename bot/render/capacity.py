@@ -13,6 +13,7 @@ from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_CATEGORIES, chart, series_labels
+from bot.render.numbers import busy_said, queued_said
 
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
@@ -103,14 +104,13 @@ def _type_line(report: TypeReport) -> str:
         kills = md.plural(report.oom_kills, "OOM kill")
         parts.append(f"{kills} ({named})" if named else kills)
     if report.peak_queued is not None:
-        parts.append(f"peak {number(report.peak_queued)} queued")
+        parts.append(f"peak {queued_said(report.peak_queued)}")
     if report.peak_wait_mins is not None:
         parts.append(f"longest wait {minutes(report.peak_wait_mins)}")
     if report.maximum is not None:
         low = number(report.minimum) if report.minimum is not None else "?"
         runners = f"runners {low}–{number(report.maximum)}"
-        if report.busy is not None and report.registered is not None:
-            busy = f"busy {number(report.busy)}/{number(max(report.busy, report.registered))}"
+        if report.registered is not None and (busy := busy_said(report.busy, report.registered)):
             runners += f" ({busy} at most in its incidents)"
         parts.append(runners)
     if report.scale_ups:

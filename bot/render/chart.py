@@ -107,7 +107,9 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
         points = zip(categories, values, strict=True)
         drawn.append({"name": shown, "data": [{"label": lb, "value": v} for lb, v in points]})
     axes = {"categories": categories, "x_label": "UTC", "y_label": "queued jobs"}
-    return chart("queue_trend", md.cut(data.title or "Queue trend", MAX_TITLE), "line", drawn, axes)
+    return chart(
+        "queue_trend", md.truncate(data.title or "Queue trend", MAX_TITLE), "line", drawn, axes
+    )
 
 
 def chart(

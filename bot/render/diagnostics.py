@@ -13,7 +13,7 @@ from bot.domain.message import Rendered
 from bot.domain.units import minutes, number
 from bot.render import mrkdwn as md
 from bot.render.jobs import footnotes, headline, source_of
-from bot.render.queue import type_parts
+from bot.render.numbers import type_parts
 
 ICONS = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.BAD: "❌", Verdict.UNKNOWN: "❔"}
 TOP_WORKFLOWS = 3  # per runner type, in the jobs line

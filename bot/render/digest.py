@@ -15,7 +15,7 @@ from bot.domain.incidents import Incident, severity_rank
 from bot.domain.message import Rendered
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
-from bot.render.queue import head_figures
+from bot.render.numbers import head_figures
 from bot.render.replies import title_text
 
 MAX_LINES = 300

@@ -19,8 +19,7 @@ from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
-from bot.render.queue import advice_parts, head_figures, judged_parts, read_at, type_lines
-from bot.render.replies import queue_numbers
+from bot.render.numbers import head_figures, read_at, type_lines, type_parts
 
 CALLBACK_ID = "queuepilot_home"
 MAX_HOME_BLOCKS = 100  # Slack's limit for a Home tab's view
@@ -152,7 +151,7 @@ def _incidents(home: HomeState, now: datetime) -> list[dict[str, Any]]:
 def _incident_text(listed: Listed, now: datetime, fleet: FleetSnapshot | None) -> str:
     incident = listed.incident
     priority = f"{incident.priority} · " if incident.priority else ""
-    title = md.cut(f"#{incident.id} · {priority}{incident.title}", MAX_LABEL)
+    title = md.truncate(f"#{incident.id} · {priority}{incident.title}", MAX_LABEL)
     title = md.link(listed.link, md.link_label(title)) if listed.link else md.escaped(title, 150)
     started = f"<!date^{int(incident.started_at.timestamp())}^{{ago}}|"
     started += f"{duration(now - incident.started_at)} ago>"
@@ -186,9 +185,9 @@ def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
         return f"Worst: {said}" if said else ""
     name, queue = worst
     found = of_type(fleet.runner_types, name) if fleet is not None else None
-    judged = found.judged if found is not None else None
-    parts = [*judged_parts(judged), *advice_parts(judged)] if judged else [queue_numbers(queue)]
-    return " · ".join([f"Worst runner type: `{md.runner_name(name)}`", *filter(None, parts)])
+    judged = found if found is not None and found.judged is not None else None
+    parts, advice = type_parts(judged) if judged else type_parts(queue, bold=False)
+    return " · ".join([f"Worst runner type: `{md.runner_name(name)}`", *parts, *advice])
 
 
 def _warnings(home: HomeState) -> list[dict[str, Any]]:
@@ -205,7 +204,7 @@ def _warnings(home: HomeState) -> list[dict[str, Any]]:
 
 def _warning_text(standing: Standing) -> str:
     warning = standing.warning
-    name = md.link_label(md.cut(warning.runner_type, 80)).strip() or "(unnamed runner type)"
+    name = md.link_label(md.truncate(warning.runner_type, 80)).strip() or "(unnamed runner type)"
     shown = md.link(standing.link, name) if standing.link else f"`{md.escape(name)}`"
     where = f" in <#{md.escape(warning.channel)}>" if warning.channel else ""
     hold = " (on hold: no fresh reading)" if warning.held_since else ""

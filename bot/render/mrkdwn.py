@@ -25,8 +25,12 @@ _MENTION = re.compile(r"<@([UW][A-Z0-9]+)>")
 _BOLD = re.compile(r"\*([^*\n]+)\*")
 # Escape sequences and `<…>` tokens that truncation must keep whole.
 _TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
-# What a line shortened between words must not end on, before its "…".
-_DANGLING = " ,;:·-–—(\"'"
+# What a cut must not end on, before its "…" (an escape's ";" stays).
+_DANGLING = re.compile(r"(?<!&amp)(?<!&lt)(?<!&gt)[\s,;:·\-–—(\"']+$")
+# Where a clause ends: a cut there reads as a whole thought.
+_CLAUSE_END = re.compile(r"[.,;:)·—–]$")
+CLAUSE_SHARE = 0.75  # a clause's end is preferred to a later word's while it keeps this much
+WORD_SHARE = 0.5  # past the last word end that keeps this much, a long word is cut within
 
 MAX_BLOCKS = 50
 MAX_HEADER = 150
@@ -103,35 +107,28 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def cut(text: str, most: int) -> str:
-    """Plain text within `most` characters, "…" where it was cut."""
-    return text if len(text) <= most else text[: most - 1] + ELLIPSIS
-
-
 def truncate(text: str, limit: int) -> str:
-    """Escaped mrkdwn cut to `limit` characters with "…", never inside `&amp;` or a `<…>` token:
-    half of either would show garbage or leave a dangling `<` that Slack tries to parse."""
+    """Text within `limit` characters, "…" where it was cut: after a clause where that keeps most
+    of the room, else between words where that keeps half, else within the long word (an ID, a
+    URL) that fills the rest. Never inside
+    `&amp;` or a `<…>` token, half of which would show garbage or a dangling `<` Slack tries to
+    parse; plain text (a chart's title) is cut the same way."""
     if len(text) <= limit:
         return text
-    cut = limit - len(ELLIPSIS)
+    room = limit - len(ELLIPSIS)
     for token in _TOKEN.finditer(text):
-        if token.start() >= cut:
+        if token.start() >= room:
             break
-        if token.end() > cut:
-            cut = token.start()
+        if token.end() > room:
+            room = token.start()
             break
-    return text[:cut].rstrip() + ELLIPSIS
-
-
-def shorten(text: str, limit: int) -> str:
-    """Plain text as one line of at most `limit` characters, cut between words with "…": for lines
-    read whole, where "changes it m…" reads as a typo. Escape the result, not the input."""
-    line = " ".join(text.split())
-    if len(line) <= limit:
-        return line
-    room = line[: limit - len(ELLIPSIS) + 1]  # one more: whether the cut falls on a space
-    kept = room.rsplit(" ", 1)[0] if " " in room else ""
-    return kept.rstrip(_DANGLING) + ELLIPSIS
+    # One more character: whether the cut falls on a space; tokens' own spaces are no place.
+    seen = _TOKEN.sub(lambda token: "x" * len(token[0]), text[: room + 1])
+    spaces = [m.start() for m in re.finditer(r"\s", seen)]
+    clauses = [at for at in spaces if _CLAUSE_END.search(seen[:at])]
+    ends = [at for at in clauses if at >= CLAUSE_SHARE * room]
+    ends = ends or [at for at in spaces if at >= WORD_SHARE * room][-1:] or [room]
+    return _DANGLING.sub("", text[: ends[-1]]) + ELLIPSIS
 
 
 def fit_lines(lines: list[str], limit: int) -> list[str]:

@@ -16,10 +16,11 @@ from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import RunnerTypeMetrics, worst_first
 from bot.domain.incidents import REFUSED, Event, Incident, Resolution, Snapshot, actions_taken
 from bot.domain.jobs import Workflows
-from bot.domain.units import duration, minutes, number, wait_said
+from bot.domain.units import duration, minutes, number
 from bot.render import replies
 from bot.render.chart import incident_chart, sampled
-from bot.render.mrkdwn import is_linkable
+from bot.render.mrkdwn import is_linkable, truncate
+from bot.render.numbers import busy_said, peak_figures, peak_said, time_to_drain, wait_cell
 
 MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
 MAX_TYPES = 15  # runner types in the impact table
@@ -62,9 +63,7 @@ def md_escape(text: str, limit: int = MAX_TEXT) -> str:
     """`text` as literal Markdown on one line of at most `limit` characters; Unicode's format
     characters (zero-width, bidirectional controls) are dropped: a file must read as it is."""
     visible = "".join(c for c in text if unicodedata.category(c) != "Cf")
-    flat = _BREAKS.sub(" ", visible).strip()
-    if len(flat) > limit:
-        flat = flat[: limit - 1].rstrip() + "…"
+    flat = truncate(_BREAKS.sub(" ", visible).strip(), limit)
     escaped = _AUTOLINK.sub(r"\\\1", _SPECIAL.sub(r"\\\1", flat))
     escaped = _LEADING_MARK.sub(r"\\\g<0>", escaped)
     escaped = _LEADING_NUMBER.sub(r"\1\\\2", escaped)
@@ -154,13 +153,8 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
 
 
 def impact_section(incident: Incident) -> str:
-    peak = incident.peak
-    lines = []
-    if peak.max_queue_time_mins is not None:
-        lines.append(f"- Peak longest wait: **{minutes(peak.max_queue_time_mins)}**")
-    if peak.max_queue_size is not None:
-        lines.append(f"- {replies.peak_queued_label(incident)}: **{number(peak.max_queue_size)}**")
-    if (drained := replies.time_to_drain(incident)) is not None:
+    lines = [f"- {peak_said(peak, utc, '**')}" for peak in peak_figures(incident) if peak]
+    if (drained := time_to_drain(incident)) is not None:
         lines.append(f"- Drained in: **{duration(drained)}** from the peak")
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
@@ -182,9 +176,9 @@ def _at_peak(incident: Incident) -> str:
         header[1:1], align[1:1] = ["Queued at the peak", "Wait at the peak"], ["---:", "---"]
     rows = []
     for name in ranked:
-        at_peak = [_queued(then[name]), _wait(then[name])] if name in then else ["–", "–"]
+        at_peak = [_queued(then[name]), wait_cell(then[name])] if name in then else ["–", "–"]
         rows.append(
-            (_type(name), *(at_peak if then else []), _queued(types[name]), _wait(types[name]))
+            (_type(name), *(at_peak if then else []), _queued(types[name]), wait_cell(types[name]))
         )
     return f"{_peak_head(incident, moment)}:\n\n{_table(header, rows, align=align, most=MAX_TYPES)}"
 
@@ -211,10 +205,9 @@ def _at_last_reading(incident: Incident) -> str:
     rows = []
     for name in order + sorted(set(live.runner_types) - set(order)):
         m = live.runner_types[name]
-        known = m.busy is not None and m.registered is not None
-        runners = f"{number(m.busy)} / {number(m.registered)}" if known else "not read"
-        rows.append((_type(name), _queued(m), _wait(m), runners))
-    header = ("Runner type", "Queued", "Longest wait", "Runners busy / registered")
+        runners = busy_said(m.busy, m.registered) if m.registered is not None else ""
+        rows.append((_type(name), _queued(m), wait_cell(m), runners or "not read"))
+    header = ("Runner type", "Queued", "Longest wait", "Runners")
     table = _table(header, rows, align=("---", "---:", "---", "---:"), most=MAX_TYPES)
     return f"The last reading, {utc(live.at)}:\n\n{table}"
 
@@ -225,12 +218,6 @@ def _type(name: str) -> str:
 
 def _queued(queue: RunnerQueue | RunnerTypeMetrics) -> str:
     return number(queue.queued) if queue.queued is not None else "?"
-
-
-def _wait(queue: RunnerQueue | RunnerTypeMetrics) -> str:
-    """The wait as measured; "–" where no job waited, "?" where it was not read."""
-    said = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
-    return said or ("–" if queue.queued == 0 else "?")
 
 
 def _workflows(seen: Workflows | None) -> str:

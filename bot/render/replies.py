@@ -10,8 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, longest_wait, worst_first
+from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     CAPPED,
@@ -26,13 +25,21 @@ from bot.domain.incidents import (
     chart_drawn,
 )
 from bot.domain.message import Rendered
-from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
+from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart
-from bot.render.queue import source_note, type_lines
+from bot.render.numbers import (
+    paren,
+    peak_figures,
+    peak_rows,
+    peak_said,
+    source_note,
+    status_figures,
+    time_to_drain,
+    type_changes,
+    type_lines,
+)
 
-MAX_RUNNER_ROWS = 15
-MAX_PEAK_ROWS = 5
 MAX_TIMELINE = 20
 NO_NUMBERS = "_No queue numbers in the alert._"
 # What a status reply says before the sender renders it (`StatusShown`).
@@ -68,13 +75,6 @@ RESOLVED_BY = {
 def incident_ref(incident: Incident) -> str:
     """What buttons carry: the short ID people see and the UID that survives a data loss."""
     return f"{incident.id}:{incident.uid}"
-
-
-def capped_rows(rows: list[str]) -> list[str]:
-    shown = rows[:MAX_RUNNER_ROWS]
-    if len(rows) > len(shown):
-        shown.append(f"+{len(rows) - len(shown)} more runner types")
-    return shown
 
 
 def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
@@ -192,9 +192,9 @@ def render_status(
     at = at or current.at
     age = _age_line(incident, at, now)
     blocks = [md.section(f"*📊 Status update · {md.time_of(at)}*\n{age}")]
-    headline = _headline(current, previous)
+    headline = status_figures(current, previous)
     if headline:
-        blocks.append(md.fields([f"{label}: *{value}*{_paren(d)}" for label, value, d in headline]))
+        blocks.append(md.fields([f"{label}: *{value}*{paren(d)}" for label, value, d in headline]))
     elif not current.runner_types and live is None:
         blocks.append(md.section(NO_NUMBERS))
     if live is not None:
@@ -202,7 +202,7 @@ def render_status(
         gone = sorted(set(previous.runner_types if previous else {}) - set(live.runner_types))
         lines += [f"• {md.runner_name(name)}: no longer queueing" for name in gone[:5]]
         blocks.append(md.section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
-    elif rows := _runner_changes(current, previous):
+    elif rows := type_changes(current, previous):
         blocks.append(md.section("*By runner type*\n" + "\n".join(rows)))
     notes = [source_note(view)] if view is not None else []
     if drain is not None and drain[0] > 0:
@@ -212,7 +212,7 @@ def render_status(
     blocks += _chart(incident) if chart else []
     if notes:
         blocks.append(md.context([md.truncate(n, 2000) for n in notes]))
-    said = ", ".join(f"{label.lower()} {value}{_paren(d)}" for label, value, d in headline)
+    said = ", ".join(f"{label.lower()} {value}{paren(d)}" for label, value, d in headline)
     return md.rendered(f"Status update: {said or 'no queue numbers'}", blocks)
 
 
@@ -238,50 +238,6 @@ def _age(span: timedelta) -> str:
     """To the minute however long: statuses a minute apart never say the same age."""
     said, mins = duration(span), int(span.total_seconds()) // 60 % 60
     return f"{said} {mins} min" if span >= timedelta(days=1) and mins else said
-
-
-def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, str, str | None]]:
-    """(label, value, change) of the headline numbers present in the current snapshot."""
-    now_n, before = current.numbers, previous.numbers if previous else None
-    items = []
-    if now_n.max_queue_time_mins is not None:
-        worst = longest_wait(current.runner_types.values())
-        label, value = wait_parts(
-            now_n.max_queue_time_mins,
-            over=worst.wait_over if worst else None,
-            of_starts=worst.wait_of_starts if worst else None,
-        ) or ("", "")
-        # A wait "over" a bound has no change to tell: its number is the bound.
-        was_over = previous and longest_wait(previous.runner_types.values())
-        known = not (worst and worst.wait_over) and not (was_over and was_over.wait_over)
-        was = before.max_queue_time_mins if before and known else None
-        items.append((label.capitalize(), value, change(now_n.max_queue_time_mins, was, "min")))
-    if now_n.max_queue_size is not None:
-        delta = change(now_n.max_queue_size, before and before.max_queue_size)
-        items.append(("Queued jobs", number(now_n.max_queue_size), delta))
-    return items
-
-
-def _runner_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
-    """Current runner types worst first with their change; then the ones that stopped queueing."""
-    before = previous.runner_types if previous else {}
-    rows = []
-    for name, queue in worst_first(current.runner_types):
-        was = before.get(name)
-        parts = []
-        if queue.queued is not None:
-            delta = change(queue.queued, was.queued if was else None)
-            parts.append(f"{number(queue.queued)} queued{_paren(delta)}")
-        wait = wait_said(
-            queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts
-        )
-        if wait and queue.longest_wait_mins is not None:
-            known = was is not None and not queue.wait_over and not was.wait_over
-            waited = was.longest_wait_mins if was is not None and known else None
-            parts.append(f"{wait}{_paren(change(queue.longest_wait_mins, waited, 'min'))}")
-        rows.append(f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}")
-    gone = sorted(set(before) - set(current.runner_types))
-    return capped_rows(rows + [f"• {md.runner_name(name)}: no longer queueing" for name in gone])
 
 
 def render_summary(
@@ -360,25 +316,9 @@ def put_back_said(
     return line + (f" (at the latest {at(latest)})" if latest is not None else "")
 
 
-def peak_queued_label(incident: Incident) -> str:
-    """What the peak queue is, wherever shown: of several types, their sum at one moment (never
-    one type's beside the per-type peaks); before a snapshot named them, the alert's figure."""
-    if not incident.peak_summed:
-        return "Peak queued jobs (as the alert said)"
-    typed = sum(1 for queue in incident.peak_types.values() if queue.queued is not None)
-    return "Peak queued jobs (all runner types)" if typed > 1 else "Peak queued jobs"
-
-
 def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:
-    peak = incident.peak
-    items = [f"Duration: *{took}*"]
-    if peak.max_queue_time_mins is not None:
-        items.append(f"Peak longest wait: *{minutes(peak.max_queue_time_mins)}*")
-    if peak.max_queue_size is not None:
-        at = peak_at(incident)
-        items.append(f"{peak_queued_label(incident)}: *{number(peak.max_queue_size)}*{at}")
-    if peak.max_queue_time_mins is None and peak.max_queue_size is None:
-        items.append(NO_NUMBERS)
+    peaks = [peak_said(peak, md.time_of) for peak in peak_figures(incident) if peak is not None]
+    items = [f"Duration: *{took}*", *(peaks or [NO_NUMBERS])]
     if (drained := time_to_drain(incident)) is not None:
         items.append(f"Drained in: *{duration(drained)}* from the peak")
     if incident.acknowledged_by:
@@ -392,37 +332,6 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
     if incident.reopened:
         items.append(f"Reopened: *{incident.reopened}×*")
     return items
-
-
-def peak_at(incident: Incident) -> str:
-    """ " at 14:05": when the peak queue was seen, as the summary and the root say it."""
-    moment = incident.peak_snapshot
-    return f" at {md.time_of(moment.at)}" if moment is not None else ""
-
-
-def time_to_drain(incident: Incident) -> timedelta | None:
-    """From the peak queue to the resolve; None unless the live readings saw the queue drain."""
-    if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
-        return None
-    peak = incident.peak_snapshot
-    return None if peak is None else incident.resolved_at - peak.at
-
-
-def queue_numbers(queue: RunnerQueue) -> str:
-    """ "14 queued · longest wait 114 min", or "" when the alert gave neither."""
-    parts = [f"{number(queue.queued)} queued"] if queue.queued is not None else []
-    wait = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
-    return " · ".join([*parts, wait] if wait else parts)
-
-
-def peak_rows(incident: Incident) -> list[str]:
-    """Each runner type at its worst: the summary's, and the root's once resolved."""
-    rows = []
-    for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
-        if numbers := queue_numbers(queue):
-            rows.append(f"• {md.runner_name(name) or 'all runner types'}: {numbers}")
-    more = len(incident.peak_types) - MAX_PEAK_ROWS
-    return [*rows, f"+{more} more runner types"] if more > 0 else rows
 
 
 def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rendered:
@@ -440,7 +349,3 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
 
 def _join(*parts: str) -> str:
     return " ".join(part for part in parts if part)
-
-
-def _paren(text: str | None) -> str:
-    return f" ({text})" if text else ""

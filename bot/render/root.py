@@ -8,22 +8,29 @@ Its Resolve asks first while the queue is still live (`render_still_live`, `_con
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from bot.domain.alert_issue import issue_number
-from bot.domain.alerts import first_known
 from bot.domain.fleet import source_name, worst_first
 from bot.domain.headline import Headline, StillLive, headline, shown_live, still_live
 from bot.domain.incident_fleet import alert_fleet
-from bot.domain.incidents import Event, Incident, sums_types
+from bot.domain.incidents import Event, Incident
 from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
-from bot.domain.units import duration, minutes, number, wait_parts
+from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
 from bot.render import replies
-from bot.render.queue import advice_parts, head_figures, source_note, type_lines
+from bot.render.numbers import (
+    advice_parts,
+    capped_rows,
+    head_figures,
+    peak_rows,
+    queue_numbers,
+    root_figures,
+    source_note,
+    type_lines,
+)
 
 ACTIONS_BLOCK_ID = "incident_actions"
 INCIDENT_BLOCK_PREFIX = "incident:"
@@ -61,7 +68,7 @@ def render_root(
         summary.pop()
     if summary := [md.escaped(part, 1000) for part in summary if part]:
         blocks.append(md.section("\n".join(summary)))
-    if numbers := _headline_fields(incident, head):
+    if numbers := root_figures(incident, head):
         label = _headline_label(incident, head)
         blocks.append(md.fields(numbers, more="+{n} more values", text=label))
     if live is not None:
@@ -69,7 +76,7 @@ def render_root(
         blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
         if (live.note or live.paced_s) and incident.is_open:
             blocks.append(md.context([md.truncate(source_note(live), 2000)]))
-    elif not incident.is_open and (peaks := replies.peak_rows(incident)):
+    elif not incident.is_open and (peaks := peak_rows(incident)):
         # The summary's record, not the alert's last numbers beside the peaks above.
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     elif incident.runner_types:
@@ -79,7 +86,7 @@ def render_root(
         # The live numbers stopped (the backend failed, GitHub's quota is spent): why.
         blocks.append(md.context([md.truncate(source_note(stopped), 2000)]))
     if incident.likely_cause.strip():
-        cause = md.escape(md.shorten(incident.likely_cause, 300))
+        cause = md.escape(md.truncate(_one_line(incident.likely_cause), 300))
         blocks.append(md.section(f"🩺 *Likely cause:* {cause}"))
     ref = replies.incident_ref(incident)
     blocks.append(md.context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + ref))
@@ -143,7 +150,14 @@ def _status_line(incident: Incident, mentions: bool) -> str:
 
 def _action(event: Event) -> str:
     by = f" by {md.person(event.actor, event.actor_name)}" if event.actor else ""
-    return f"{md.time_of(event.at)} {md.escape(md.shorten(event.text, ACTION_CHARS))}{by}"
+    return (
+        f"{md.time_of(event.at)} {md.escape(md.truncate(_one_line(event.text), ACTION_CHARS))}{by}"
+    )
+
+
+def _one_line(text: str) -> str:
+    """Read whole on one line: a newline in it would break the list it is in."""
+    return " ".join(text.split())
 
 
 def _responders(incident: Incident) -> str:
@@ -156,63 +170,6 @@ def _responders(incident: Incident) -> str:
     return f"Responders: {names}" + (f" +{more}" if more > 0 else "")
 
 
-def _headline_fields(incident: Incident, head: Headline) -> list[str]:
-    """The headline's wait and queued jobs against the alert's thresholds (else the alert's
-    other values). Queued jobs sum the types: a peak beside them only as the same quantity; a
-    live headline has none beside it, and says how many types were not read."""
-    current, peak, live = incident.numbers, incident.peak, head.live
-    wait, queued = (None, None) if head.worst else (head.wait_mins, head.queued)
-    unread = ""
-    if live is not None:
-        types, overs, peaks = live.runner_types.values(), (None, None), (None, None)
-        if live.missing:  # a sum without them would read as fewer than there are
-            unread = f"{len(live.missing)} runner types unread"
-    else:
-        alike = queued is None or incident.peak_summed == sums_types(incident.runner_types)
-        types = incident.runner_types.values()
-        overs = (current.queue_time_over, current.queue_size_over)
-        peaks = (peak.max_queue_time_mins, peak.max_queue_size if alike else None)
-    summed = sum(1 for queue in types if queue.queued is not None)
-    time_limit = first_known(current.queue_time_threshold, peak.queue_time_threshold)
-    size_limit = first_known(current.queue_size_threshold, peak.queue_size_threshold)
-    said = wait_parts(wait, over=head.wait_over, of_starts=head.wait_of_starts)
-
-    def waited(mins: float) -> str:  # as measured: "over 60 min" past a histogram's top bucket
-        return (wait_parts(mins, over=head.wait_over) or ("", ""))[1]
-
-    items = []
-    for label, value, top, shown, notes, peak_label in (
-        (
-            said[0].capitalize() if said else "Longest wait",
-            wait,
-            peaks[0],
-            waited,
-            [_against(time_limit, overs[0], minutes)],
-            "",
-        ),
-        (
-            "Queued jobs",
-            queued,
-            peaks[1],
-            number,
-            [_against(size_limit, overs[1], number, summed=summed), unread],
-            replies.peak_queued_label(incident),
-        ),
-    ):
-        if value is None and top is None:
-            continue
-        if value is None:
-            label, value = peak_label or f"Peak {label.lower()}", top
-        elif top is not None and shown(top) != shown(value):
-            notes.append(f"peak {shown(top)}")
-        noted = ", ".join(note for note in notes if note)
-        items.append(f"{label}: *{shown(value)}*" + (f" ({noted})" if noted else ""))
-    return items or [
-        f"{md.escaped(name, 100)} = *{number(value)}*"
-        for name, value in incident.other_values.items()
-    ]
-
-
 def _headline_label(incident: Incident, head: Headline) -> str:
     """Where the headline's numbers come from, and when: one source at a time, so the root never
     shows the alert's 97 minutes over a live line of 114."""
@@ -220,28 +177,12 @@ def _headline_label(incident: Incident, head: Headline) -> str:
         source = md.escape(source_name(head.live.source))
         return f"*Now* · live from {source} at {md.time_of(head.live.at)}"
     if head.worst and (head.queued is not None or head.wait_mins is not None):
-        # The alert's and the readings' worst, not what the alert says: the summary's peaks.
-        at = replies.peak_at(incident)
-        return f"*Worst seen* · the queue's peak{at}" if at else "*Worst seen*"
+        # The alert's and the readings' worst, each at its own moment: the summary's peaks.
+        return "*Worst seen*"
     said = f"*As the alert says* · {_source(incident)}"
     if incident.alerted_at is not None:
         said += f" at {md.time_of(incident.alerted_at)}"
     return said
-
-
-def _against(
-    threshold: float | None, over: bool | None, shown: Callable[[float], str], *, summed: int = 1
-) -> str | None:
-    """The number against its threshold, or, from a rule that says only whether it was crossed,
-    that. A queue `summed` over several types is not what the rule holds to its threshold (a
-    type's queue is): said so, or 4 + 10 queued against 12 reads crossed."""
-    if threshold is not None:
-        return f"threshold {shown(threshold)}" + (" for a runner type" if summed > 1 else "")
-    if over is None:
-        return None
-    if summed > 1:
-        return "a type over the rule's threshold" if over else "no type over the rule's threshold"
-    return "over the rule's threshold" if over else "under the rule's threshold"
 
 
 def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> str:
@@ -250,12 +191,11 @@ def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> st
     judged = alert_fleet(incident, now=now, within_mins=within_mins).runner_types
     rows = []
     for name, queue in worst_first(incident.runner_types):
-        row = f"• {md.runner_name(name)}: {replies.queue_numbers(queue) or 'no numbers'}"
-        verdict = judged[name].judged if name in judged else None
-        if verdict is not None and incident.is_open:
-            row += "".join(f" · {part}" for part in advice_parts(verdict))
-        rows.append(row)
-    return "*Runner types* (worst first)\n" + "\n".join(replies.capped_rows(rows))
+        verdict = judged[name].judged if name in judged and incident.is_open else None
+        advice = advice_parts(verdict) if verdict is not None else []
+        said = [queue_numbers(queue) or "no numbers", *advice]
+        rows.append(f"• {md.runner_name(name)}: {' · '.join(said)}")
+    return "*Runner types* (worst first)\n" + "\n".join(capped_rows(rows))
 
 
 def _facts(incident: Incident) -> list[str]:

@@ -15,7 +15,7 @@ from bot.domain.judgement import Judgement
 from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
-from bot.render.queue import judged_parts
+from bot.render.numbers import judged_parts
 from bot.render.replies import title_text
 
 SCALE_VIEW = "incident_scale_modal"

@@ -38,7 +38,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.message import Rendered
 from bot.fleet.readings import FleetReadings
-from bot.render.queue import source_note, type_lines
+from bot.render.numbers import source_note, type_lines
 from bot.render.replies import STATUS_FALLBACK, StatusShown, drained_said, summaries
 from bot.storage.due_set import Claim
 from bot.storage.incident_store import (

@@ -26,7 +26,8 @@ from bot.backends.silence import Silencer
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judged
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import record_status
-from bot.render.queue import EMPTY, _trend_of, type_lines
+from bot.render.numbers import EMPTY, type_lines
+from bot.render.queue import _trend_of
 from bot.render.root import render_root
 from sandbox.silence_api import FakeSilenceApi
 from sandbox.transcript import mrkdwn_to_text

@@ -23,7 +23,7 @@ from bot.domain.fleet import Reading
 from bot.domain.incidents import Event, Incident, acknowledge, with_action
 from bot.fleet.readings import FleetReadings
 from bot.pacing import Pacing
-from bot.render.queue import source_note
+from bot.render.numbers import source_note
 from bot.render.root import render_root
 from bot.storage.incident_store import Commit, IncidentStore
 from sandbox.github_issues import TOKEN

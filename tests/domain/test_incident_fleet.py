@@ -32,7 +32,7 @@ from bot.domain.routes import Routing, parse_routes
 from bot.domain.runner_names import derived_scale_set
 from bot.domain.trend import sparkline
 from bot.render import mrkdwn as md
-from bot.render.queue import type_lines
+from bot.render.numbers import type_lines
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

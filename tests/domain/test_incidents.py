@@ -511,11 +511,15 @@ def test_the_peak_is_the_most_the_incident_showed(row: PeakRow) -> None:
 def test_the_peak_wait_is_the_longest_any_notification_or_reading_showed() -> None:
     incident = opened()  # 114 min
     waited = {"cpu": RunnerQueue(queued=3, longest_wait_mins=150)}
-    reading = Snapshot(at=T0, numbers=QueueNumbers(150, 3), runner_types=waited)
+    reading = Snapshot(
+        at=T0 + timedelta(minutes=5), numbers=QueueNumbers(150, 3), runner_types=waited
+    )
     incident = with_live(incident, None, reading)
     incident = shown(incident, alert(20, 2, wait=30), 0)
+    incident = with_live(incident, None, reading.model_copy(update={"at": T0 + timedelta(hours=1)}))
     assert incident.peak.max_queue_time_mins == 150
     assert incident.peak_types["cpu"].longest_wait_mins == 150
+    assert incident.peak_wait_at == reading.at, "when first shown, however long the trend"
 
 
 def test_an_alert_naming_its_types_says_their_total_as_a_reading_does() -> None:

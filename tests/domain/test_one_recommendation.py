@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from bot.domain.diagnostics import diagnose
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judged
 from bot.domain.incident_fleet import judgement_of
-from bot.render.queue import type_lines
+from bot.render.numbers import type_lines
 from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)

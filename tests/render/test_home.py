@@ -137,10 +137,9 @@ def test_the_warnings_standing_and_the_fleet_now_by_runner_type() -> None:
     lines = [line for line in text.splitlines() if line.startswith("• `")]
     # Worst first: the longest wait, then the most queued.
     assert lines[:3] == [
-        "• `linux.g5.4xlarge.nvidia.gpu`: *9* queued · longest wait *30 min* · busy 10 / 10 "
-        "registered",
-        "• `linux.2xlarge`: *43* queued · longest wait *12 min* · busy 20 / max 20",
-        "• `windows.4xlarge`: *0* queued · busy 1 / max 8",
+        "• `linux.g5.4xlarge.nvidia.gpu`: *9* queued · longest wait *30 min* · busy 10/10",
+        "• `linux.2xlarge`: *43* queued · longest wait *12 min* · busy 20 · max 20",
+        "• `windows.4xlarge`: *0* queued · busy 1 · max 8",
     ]
     assert "New to queuepilot?" in text and "`/queue help`" in text
 

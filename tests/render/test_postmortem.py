@@ -304,8 +304,9 @@ IMPACT_CASES = [
         None,
         "",
         [
-            "- Peak longest wait: **60 min**",
-            "- Peak queued jobs (all runner types): **40**",
+            # Each peak at its own moment.
+            "- Peak longest wait: **60 min** at 2025-09-16 17:40 UTC",
+            "- Peak queued jobs (all runner types): **40** at 2025-09-16 17:40 UTC",
             "- Drained in: **55 min** from the peak",
             # The queue at its height (not as the drain left it), beside each type's worst.
             "The queue at its peak, 2025-09-16 17:40 UTC, and each runner type at its own worst:",
@@ -314,8 +315,8 @@ IMPACT_CASES = [
             "| linux.g5.4xlarge.nvidia.gpu | 10 | longest wait 28 min | 10 | longest wait 37 min |",
             # Where the incident left the queue and the runners, said as such.
             "The last reading, 2025-09-16 18:25 UTC:",
-            "| linux.2xlarge | 0 | – | 28 / 30 |",
-            "| linux.g5.4xlarge.nvidia.gpu | 10 | ? | 10 / 10 |",
+            "| linux.2xlarge | 0 | – | busy 28/30 |",
+            "| linux.g5.4xlarge.nvidia.gpu | 10 | ? | busy 10/10 |",
         ],
     ),
     (

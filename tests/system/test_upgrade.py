@@ -386,7 +386,7 @@ def summarized(slack: Slack, first_ts: str) -> None:
     assert f"Peak longest wait: *{max(WAITS)} min*" in said, said
     assert "Peak queued jobs (as the alert said): *14*" in said, said
     shown = text_of(root(slack, first_ts))
-    peak_at = re.search(r"the queue's peak at <!date\^(\d+)\^", shown)
+    peak_at = re.search(r"Peak queued jobs \(as the alert said\): \*14\* at <!date\^(\d+)\^", shown)
     assert peak_at is not None and 0 <= float(first_ts) - int(peak_at[1]) < 2, shown
 
 

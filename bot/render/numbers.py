@@ -1,0 +1,375 @@
+"""The queue's numbers in words: every message that says how many jobs queue, how long they wait,
+how busy the runners are, what to do about it or what the worst was, says it through here.
+
+How one reading becomes text. The leader reads the fleet (a `FleetSnapshot`) and
+`bot.domain.judgement` decides, once per runner type, what the reading means (a `Judgement`: the
+queue, the wait and how it was measured, the runners, the direction, the advice). The incident
+keeps that reading (`Incident.live`), its compact form in statuses and the trend (`Snapshot`),
+and the worst it showed (its peaks). Nothing here decides or recomputes; it only phrases:
+
+- a runner type's line: `type_parts` (its judgement's numbers, then its advice), listed worst
+  first by `type_lines` in the root, a status, `/queue`, diagnostics and the App Home;
+- the wait: `wait_part` for a judgement, `wait_of` for a queue (label and value as it was
+  measured: "longest wait 12 min", "slowest recent start over 60 min");
+- the advice: `advice_parts`, the judgement's direction and advice in its own words;
+- the headline: `root_figures` (the root's, against the alert's thresholds), `head_figures` (one
+  line: the storm digest, `/queue`, a notification), `status_figures` (a status, each number's
+  change since the last: only between two readings of the same measure);
+- the past: `peak_figures` (each peak with its own moment, never another's: the summary, the
+  postmortem, a resolved root) and `peak_rows`.
+
+So the root's "• linux.2xlarge: *43* queued · longest wait *10 min*", a status's "Queued jobs:
+*43* (▲ +6)" and the summary's "Peak queued jobs: *43* at 14:05" are one reading in one set of
+words: a label names one measure, and a number beside a peak or a change is of that measure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from bot.domain.alerts import RunnerQueue
+from bot.domain.fleet import (
+    FleetSnapshot,
+    RunnerTypeMetrics,
+    longest_wait,
+    source_name,
+    worst_first,
+)
+from bot.domain.headline import Headline
+from bot.domain.incidents import Incident, Resolution, Snapshot, sums_types, thresholds
+from bot.domain.judgement import Judgement
+from bot.domain.trend import SPARK_POINTS, Trend, sparkline
+from bot.domain.units import change, minutes, number, wait_parts
+from bot.render import mrkdwn as md
+
+TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
+MAX_RUNNER_ROWS = 15
+MAX_PEAK_ROWS = 5
+EMPTY = Trend()
+# How a moment is written: a Slack date in a message, UTC in a file.
+Clock = Callable[[datetime], str]
+
+
+def absent_text(view: FleetSnapshot) -> str:
+    """What a source that lists no job of a type said of it: nothing queued, or, from one that
+    counts only jobs queued longer than a threshold, nothing queued longer than that."""
+    over = view.queued_over_mins
+    return f"none queued over {minutes(over)}" if over else "none queued"
+
+
+def queued_said(queued: float | None, *, bold: bool = False) -> str:
+    """ "*43* queued", "" when not read."""
+    if queued is None:
+        return ""
+    return f"*{number(queued)}* queued" if bold else f"{number(queued)} queued"
+
+
+def busy_said(busy: float | None, registered: float | None) -> str:
+    """ "busy 20/24": runners busy of those registered (a registered count read below the busy
+    one is older than it)."""
+    if busy is None:
+        return ""
+    known = registered is not None
+    return f"busy {number(busy)}" + (f"/{number(max(registered, busy))}" if known else "")
+
+
+def judged_parts(j: Judgement) -> list[str]:
+    """A judgement's numbers, in the order every surface shows them."""
+    parts = [part for part in (queued_said(j.queued, bold=True), wait_part(j)) if part]
+    if j.busy is not None and j.registered is not None:
+        booting = f", {j.booting} booting" if j.booting else ""
+        parts.append(busy_said(j.busy, j.registered) + booting)
+    return parts
+
+
+def wait_part(j: Judgement, *, bold: bool = True) -> str:
+    """ "longest wait *12 min*", with "as the alert said at 14:02" where the alert's stands in
+    for the reading's, or a plain "longest wait not known: …" while jobs queue; "" otherwise."""
+    if not j.wait:
+        return md.escape(j.not_known)
+    when = f" as the alert said at {md.time_of(j.wait_alert_at)}" if j.wait_alert_at else ""
+    return f"{j.wait_label} {f'*{j.wait}*' if bold else j.wait}{when}"
+
+
+def wait_words(queue: RunnerQueue | RunnerTypeMetrics) -> tuple[str, str] | None:
+    """("longest wait", "114 min"), ("slowest recent start", "over 60 min"): as measured."""
+    return wait_parts(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
+
+
+def wait_of(queue: RunnerQueue | RunnerTypeMetrics, *, bold: bool = False) -> str:
+    """A queue's wait as it was measured: "longest wait 114 min", "" when not read."""
+    if (said := wait_words(queue)) is None:
+        return ""
+    return f"{said[0]} {f'*{said[1]}*' if bold else said[1]}"
+
+
+def advice_parts(j: Judgement) -> list[str]:
+    return [part for part in (j.heading, j.advice) if part]
+
+
+def type_parts(
+    queue: RunnerQueue | RunnerTypeMetrics | None, absent: str = "", *, bold: bool = True
+) -> tuple[list[str], list[str]]:
+    """A type's numbers and advice: its judgement's; `absent` where the source did not list it (no
+    count was read: not "0 queued"); a queue judged nothing of: its numbers alone."""
+    if absent or queue is None:
+        return [absent] if absent else [], []
+    judged = queue.judged if isinstance(queue, RunnerTypeMetrics) else None
+    if judged is not None:
+        return judged_parts(judged), advice_parts(judged)
+    parts = (queued_said(queue.queued, bold=bold), wait_of(queue, bold=bold))
+    return [part for part in parts if part], []
+
+
+def queue_numbers(queue: RunnerQueue | RunnerTypeMetrics) -> str:
+    """ "14 queued · longest wait 114 min", or "" when neither was read."""
+    return " · ".join(type_parts(queue, bold=False)[0])
+
+
+def head_figures(head: Headline) -> list[str]:
+    """The headline's longest wait and queued jobs, as every one-line surface says them."""
+    return [figure for figure in (head.wait, queued_said(head.queued)) if figure]
+
+
+def type_lines(
+    view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPES, home: bool = False
+) -> list[str]:
+    """The worst `top` types, then how many more were left out; on the App Home (`home`), the
+    names as code and each type's maximum."""
+    ranked = worst_first(view.runner_types)
+    absent = absent_text(view)
+    lines = []
+    for name, metrics in ranked[:top]:
+        here = absent if name in view.absent else ""
+        parts, advice = type_parts(metrics, here)
+        if spark := sparkline(trend.queued_of(name, SPARK_POINTS)):
+            parts.append(spark)  # plain: Slack draws inline code red on grey; bars need no escape
+        label = md.runner_name(name) if name else "all runner types"
+        if home:
+            label = f"`{md.runner_name(name)}`"
+            parts += [] if here else _maximum(metrics)
+        lines.append(f"• {label}: {' · '.join(parts + advice) or 'no numbers'}")
+    if more := max(len(ranked) - top, 0) + view.hidden:
+        lines.append(f"+{more} more runner types (`/queue` lists them)")
+    return lines
+
+
+def _maximum(metrics: RunnerTypeMetrics) -> list[str]:
+    """The App Home's runners beyond the line: busy where no judgement said it, and the maximum."""
+    j = metrics.judged
+    maximum = j.maximum if j is not None else metrics.maximum
+    busy = "" if j is not None else busy_said(metrics.busy, metrics.registered)
+    return [part for part in (busy, maximum is not None and f"max {number(maximum)}") if part]
+
+
+def capped_rows(rows: list[str]) -> list[str]:
+    shown = rows[:MAX_RUNNER_ROWS]
+    if len(rows) > len(shown):
+        shown.append(f"+{len(rows) - len(shown)} more runner types")
+    return shown
+
+
+def source_note(view: FleetSnapshot) -> str:
+    """Where the numbers come from, when a paced reading was made, and what went wrong if they
+    are the alert's instead."""
+    if view.note and not view.is_live:
+        return f"⚠️ {md.escape(view.note)}"
+    head = f"Live from {md.escape(source_name(view.source))}" if view.is_live else "From the alert"
+    if view.is_live and view.paced_s:
+        head += f", read {read_at(view)}"
+    return f"{head} · ⚠️ {md.escape(view.note)}" if view.note else head
+
+
+def read_at(fleet: FleetSnapshot) -> str:
+    """When the reading was made, and when the next comes where its source paces it to a quota
+    (GitHub's): a reading that stands for minutes says its age. Ordinary pacing, no warning."""
+    when = f"at {md.time_of(fleet.at)}"
+    if fleet.paced_s:
+        when += f", next at {md.time_of(fleet.at + timedelta(seconds=fleet.paced_s))}"
+    return when
+
+
+def _measured(mins: float | None, types: Iterable[RunnerQueue]) -> RunnerQueue:
+    """The wait `mins` with how it was measured: the type's that read it, else a plain wait."""
+    worst = longest_wait(types)
+    if worst is not None and worst.longest_wait_mins == mins:
+        return worst
+    return RunnerQueue(longest_wait_mins=mins)
+
+
+def _comparable(now: RunnerQueue, was: RunnerQueue | None) -> float | None:
+    """The earlier wait where it is the same measure as now's; a wait "over" a bound has no
+    change to tell: its number is the bound."""
+    if was is None or now.wait_over or was.wait_over:
+        return None
+    return was.longest_wait_mins if bool(now.wait_of_starts) == bool(was.wait_of_starts) else None
+
+
+def status_figures(
+    current: Snapshot, previous: Snapshot | None
+) -> list[tuple[str, str, str | None]]:
+    """(label, value, change) of a status's headline: a change only from the same measure (a
+    sum of the types' queues is no change from the alert's own figure)."""
+    now_n, before = current.numbers, previous.numbers if previous else None
+    items = []
+    if now_n.max_queue_time_mins is not None:
+        wait = _measured(now_n.max_queue_time_mins, current.runner_types.values())
+        label, value = wait_words(wait) or ("", "")
+        was = previous and _measured(before.max_queue_time_mins, previous.runner_types.values())
+        delta = change(now_n.max_queue_time_mins, _comparable(wait, was or None), "min")
+        items.append((label.capitalize(), value, delta))
+    if now_n.max_queue_size is not None:
+        alike = previous is not None and (
+            sums_types(current.runner_types) == sums_types(previous.runner_types)
+        )
+        was = before.max_queue_size if before and alike else None
+        queued = now_n.max_queue_size
+        items.append(("Queued jobs", number(queued), change(queued, was)))
+    return items
+
+
+def type_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
+    """Current runner types worst first with their change; then the ones that stopped queueing."""
+    before = previous.runner_types if previous else {}
+    rows = []
+    for name, queue in worst_first(current.runner_types):
+        was = before.get(name)
+        parts = []
+        if queue.queued is not None:
+            delta = change(queue.queued, was.queued if was else None)
+            parts.append(f"{number(queue.queued)} queued{paren(delta)}")
+        if wait := wait_of(queue):
+            delta = change(queue.longest_wait_mins, _comparable(queue, was), "min")
+            parts.append(f"{wait}{paren(delta)}")
+        rows.append(f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}")
+    gone = sorted(set(before) - set(current.runner_types))
+    return capped_rows(rows + [f"• {md.runner_name(name)}: no longer queueing" for name in gone])
+
+
+class Peak(NamedTuple):
+    """One of the worst numbers seen, labelled by its measure, and when (None: no reading kept)."""
+
+    label: str
+    value: str
+    at: datetime | None
+
+
+def peak_queued_label(incident: Incident) -> str:
+    """What the peak queue is, wherever shown: of several types, their sum at one moment (never
+    one type's beside the per-type peaks); before a snapshot named them, the alert's figure."""
+    if not incident.peak_summed:
+        return "Peak queued jobs (as the alert said)"
+    typed = sum(1 for queue in incident.peak_types.values() if queue.queued is not None)
+    return "Peak queued jobs (all runner types)" if typed > 1 else "Peak queued jobs"
+
+
+def peak_figures(incident: Incident) -> tuple[Peak | None, Peak | None]:
+    """The peak wait and the peak queue, each at its own moment."""
+    peak = incident.peak  # the peak types keep each wait with how it was measured
+    said = wait_words(_measured(peak.max_queue_time_mins, incident.peak_types.values()))
+    waited = Peak(f"Peak {said[0]}", said[1], incident.peak_wait_at) if said else None
+    if peak.max_queue_size is None:
+        return waited, None
+    moment = incident.peak_snapshot
+    at = moment.at if moment is not None else None
+    return waited, Peak(peak_queued_label(incident), number(peak.max_queue_size), at)
+
+
+def peak_said(item: Peak, clock: Clock, bold: str = "*") -> str:
+    """ "Peak queued jobs: *43* at 14:05"."""
+    return f"{item.label}: {bold}{item.value}{bold}{at_said(item, clock)}"
+
+
+def at_said(item: Peak, clock: Clock) -> str:
+    return f" at {clock(item.at)}" if item.at is not None else ""
+
+
+def time_to_drain(incident: Incident) -> timedelta | None:
+    """From the peak queue to the resolve; None unless the live readings saw the queue drain."""
+    if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
+        return None
+    peak = incident.peak_snapshot
+    return None if peak is None else incident.resolved_at - peak.at
+
+
+def peak_rows(incident: Incident) -> list[str]:
+    """Each runner type at its worst: the summary's, and the root's once resolved."""
+    rows = []
+    for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
+        if said := queue_numbers(queue):
+            rows.append(f"• {md.runner_name(name) or 'all runner types'}: {said}")
+    more = len(incident.peak_types) - MAX_PEAK_ROWS
+    return [*rows, f"+{more} more runner types"] if more > 0 else rows
+
+
+def root_figures(incident: Incident, head: Headline) -> list[str]:
+    """The headline's wait and queued jobs against the alert's thresholds (else the alert's
+    other values), a peak beside a number only as the same measure, at its own moment. A live
+    headline has none beside it, and says how many types were not read."""
+    current, live = incident.numbers, head.live
+    wait_peak, queued_peak = peak_figures(incident)
+    unread, overs = "", (current.queue_time_over, current.queue_size_over)
+    said = wait_words(RunnerQueue(None, head.wait_mins, head.wait_over, head.wait_of_starts))
+    waited = None if head.worst or said is None else said[1]
+    queued = None if head.worst or head.queued is None else number(head.queued)
+    if live is not None:
+        types: Iterable[RunnerQueue | RunnerTypeMetrics] = live.runner_types.values()
+        wait_peak = queued_peak = None
+        overs = (None, None)
+        if live.missing:  # a sum without them would read as fewer than there are
+            unread = f"{len(live.missing)} runner types unread"
+    else:
+        types = incident.runner_types.values()
+        if queued is not None and incident.peak_summed != sums_types(incident.runner_types):
+            queued_peak = None  # a sum of the types is no peak of the alert's own figure
+    if said and waited and wait_peak is not None and wait_peak.label != f"Peak {said[0]}":
+        wait_peak = None
+    summed = sum(1 for queue in types if queue.queued is not None)
+    size_limit, time_limit = thresholds(incident)
+    rows = (
+        (said[0] if said else "", waited, wait_peak, [_against(time_limit, overs[0], minutes)]),
+        (
+            "queued jobs",
+            queued,
+            queued_peak,
+            [_against(size_limit, overs[1], number, summed=summed), unread],
+        ),
+    )
+    items = []
+    for label, value, top, notes in rows:
+        if value is None and top is not None:
+            items.append(peak_said(top, md.time_of) + paren(", ".join(filter(None, notes))))
+        elif value is not None:
+            if top is not None and top.value != value:
+                notes.append(f"peak {top.value}{at_said(top, md.time_of)}")
+            items.append(f"{label.capitalize()}: *{value}*" + paren(", ".join(filter(None, notes))))
+    return items or [
+        f"{md.escaped(name, 100)} = *{number(value)}*"
+        for name, value in incident.other_values.items()
+    ]
+
+
+def _against(
+    threshold: float | None, over: bool | None, shown: Callable[[float], str], *, summed: int = 1
+) -> str | None:
+    """The number against its threshold, or, from a rule that says only whether it was crossed,
+    that. A queue `summed` over several types is not what the rule holds to its threshold (a
+    type's queue is): said so, or 4 + 10 queued against 12 reads crossed."""
+    if threshold is not None:
+        return f"threshold {shown(threshold)}" + (" for a runner type" if summed > 1 else "")
+    if over is None:
+        return None
+    if summed > 1:
+        return "a type over the rule's threshold" if over else "no type over the rule's threshold"
+    return "over the rule's threshold" if over else "under the rule's threshold"
+
+
+def paren(text: str | None) -> str:
+    return f" ({text})" if text else ""
+
+
+def wait_cell(queue: RunnerQueue | RunnerTypeMetrics) -> str:
+    """A table's wait: as measured; "–" where no job waited, "?" where it was not read."""
+    return wait_of(queue) or ("–" if queue.queued == 0 else "?")
