@@ -1,18 +1,14 @@
 """A Redis that lost queuepilot's state (a failover to an empty replica, a restart without
-persistence, FLUSHALL): found, said loudly, and gone on from, as one state machine (`Phase`;
-docs/architecture.md draws it, docs/operations.md, "When Redis lost the state", says what an
-operator sees).
+persistence, FLUSHALL): found, said loudly, and gone on from, as one state machine (`Phase`, drawn
+in docs/architecture.md; docs/operations.md, "When Redis lost the state", says what an operator
+sees).
 
 The marker (`bot.storage.state_marker`) says the state exists; the leader looks at it when it takes
 the lead and every tick. Missing while this process saw it, or while Slack shows roots of this
 app, the state was lost: the channels' history is read back a week for the roots
 (`bot.outbound.history_scan`), whose metadata names the incident, its UID and its alert group, so
 a group that notifies again goes on in its root (`bot.intake.consumer`). Slack's history is the
-one record of the numbers used that survives Redis, so an opening waits for the numbering (every
-channel's newest root, which shows its highest number): at most `NUMBER_HOLD_S`, then it is
-numbered above the highest read plus `NUMBER_GAP` (a distributed app reads a channel a minute),
-and a group that may find its root waits for its channel at most `HOLD_S`. The marker keeps
-`unsure` until the read is done, so that a leader taking over reads on.
+one record of the numbers used that survives Redis: a channel's newest root shows its highest.
 """
 
 from __future__ import annotations
@@ -55,29 +51,23 @@ GUIDE = "docs/operations.md, Backup and restore"
 
 
 class Phase(Enum):
-    """Where recovery stands in this process, and what a notification that may open an incident
-    waits for in each (`StateGuard.held`)."""
+    """Where recovery stands in this process; what a notification that may open an incident
+    waits for in each is `StateGuard._holds`."""
 
-    # No read under way: the marker stands (or the next tick looks again). Nothing waits.
-    STEADY = "steady"
-    # A read of Slack's history, the marker missing: a first start or a loss, not told yet, and
-    # the numbers used not known. An opening waits.
+    STEADY = "steady"  # no read under way (the marker stands, or the next tick looks): no wait
+    # The marker missing, a first start or a loss not told, the numbers used unknown: an opening
+    # waits.
     READING = "reading"
-    # Numbered above every number the channels' newest roots show, or above a guess once the
-    # number hold is over; a loss not known (yet). An opening goes on; a group that may find its
-    # root waits for its channel's read, at most the hold.
+    # Numbered above every channel's newest root, or above a guess once the number hold is over:
+    # an opening goes on, a group that may find its root waits for its channel's read (the hold).
     NUMBERED = "numbered"
-    # The loss said (log, metric, marker): the read goes on only for roots, also by a leader that
-    # takes over. Waits as NUMBERED.
-    SAID = "said"
-    # The read failed before the numbering was known: an opening waits on, for the next tick's
-    # read or the guess at the end of the number hold.
+    SAID = "said"  # the loss said (log, metric, marker), the read goes on for roots: as NUMBERED
+    # The read failed before the numbering was known: an opening waits for the next tick's read,
+    # or the guess.
     FAILED = "failed"
-    # A first start not told yet: no root read, but channels kept failing; those alone are read
-    # again after a back-off. Nothing waits.
+    # A first start not told: no root read, but channels kept failing; read again after a back-off.
     RETRY = "retry"
-    # The lead lost mid-read: what waits is left to the next leader, whose read numbers it.
-    STOPPED = "stopped"
+    STOPPED = "stopped"  # the lead lost mid-read: what waits is the next leader's (`Deposed`)
 
 
 @dataclass(eq=False)
@@ -93,8 +83,7 @@ class Read:
     task: asyncio.Task[None] | None = None
     guess: asyncio.Task[None] | None = None  # numbers above a guess once the number hold is over
 
-    def settled(self, channel: str | None) -> bool:
-        """Whether a group routed to `channel` can no longer find its root in what is left."""
+    def settled(self, channel: str | None) -> bool:  # no root left to find there
         return channel is None or channel in self.recorded or channel not in self.scan.channels
 
 
@@ -177,8 +166,16 @@ class StateGuard:
             moved = self._moved
             with suppress(TimeoutError):
                 await asyncio.wait_for(moved.wait(), None if left == math.inf else left)
-        if (read := self.read) is not None and not read.settled(channel):
-            self._went_on(read)
+        if (read := self.read) is None or read.settled(channel) or read.overdue:
+            return
+        read.overdue = True
+        log.warning(
+            "state: %s after %.0f s: notifications go on without waiting for the rest; a group "
+            "whose root is in the %d channel(s) not read yet opens a second thread",
+            self._progress(read, paced=False),
+            self.hold_s,
+            len(read.scan.channels) - len(read.scan.done),
+        )
 
     def _holds(self, channel: str | None) -> float:
         """How long more a notification waits in this phase (inf: until the phase changes)."""
@@ -195,8 +192,7 @@ class StateGuard:
         self.phase = phase
         self._changed()
 
-    def _changed(self) -> None:
-        """What waits looks at the state again."""
+    def _changed(self) -> None:  # what waits looks at the state again
         self._moved.set()
         self._moved = asyncio.Event()
 
@@ -244,13 +240,7 @@ class StateGuard:
             await self._number_above(self._highest)
         if (failed := self.read) is not None and failed.guess is not None:
             failed.guess.cancel()
-        scan = Scan(
-            channels,
-            Found("", began),
-            oldest=now - LOOKBACK_S,
-            latest=now + 60,
-            give_up_after=self.give_up_after,
-        )
+        scan = Scan(channels, Found("", began), now - LOOKBACK_S, now + 60, self.give_up_after)
         read = Read(scan, began=failed.began if failed is not None else loop.time())
         read.above = highest if marker is not None else 0
         log.info(
@@ -314,9 +304,8 @@ class StateGuard:
         return read
 
     async def _guess(self, read: Read) -> None:
-        """READING or FAILED → NUMBERED once `number_hold_s` is over: new incidents numbered
-        above a guess (see the module's docstring) rather than waiting on; the read goes on and
-        raises it if need be."""
+        """READING or FAILED → NUMBERED once `number_hold_s` is over, above a guess rather than
+        waiting on; the read goes on and raises it if need be."""
         left = read.began + self.number_hold_s - asyncio.get_running_loop().time()
         await asyncio.sleep(max(left, 0.0))
         if self.phase not in (Phase.READING, Phase.FAILED):
@@ -326,7 +315,7 @@ class StateGuard:
         log.warning(
             "state: %s: new incidents go on, numbered above %d (the highest number read so far "
             "and %d more); a number shown only in the channels not read yet may be used again",
-            self._progress(read, self.slack.pacing.spacing_s(HISTORY)),
+            self._progress(read),
             highest,
             NUMBER_GAP,
         )
@@ -363,7 +352,7 @@ class StateGuard:
             self._changed()
         if self.phase is Phase.NUMBERED:
             await self._say_lost(read, now)
-        progress = self._progress(read, self.slack.pacing.spacing_s(HISTORY))
+        progress = self._progress(read)
         with suppress(RedisError):  # what it says of itself: the next page says it again
             await self.marker.said_checking(progress)
         at = asyncio.get_running_loop().time()
@@ -444,23 +433,10 @@ class StateGuard:
             GUIDE,
         )
 
-    def _went_on(self, read: Read) -> None:
-        if read.overdue:
-            return
-        read.overdue = True
-        log.warning(
-            "state: %s after %.0f s: notifications go on without waiting for the rest; a group "
-            "whose root is in the %d channel(s) not read yet opens a second thread",
-            self._progress(read, 0),
-            self.hold_s,
-            len(read.scan.channels) - len(read.scan.done),
-        )
-
-    def _progress(self, read: Read, spacing_s: float | None = None) -> str:
+    def _progress(self, read: Read, *, paced: bool = True) -> str:
         """What `/readyz` and the log say: how far, at what pace, and what waits for it."""
         scan = read.scan
-        if spacing_s is None:
-            spacing_s = self.slack.pacing.spacing_s(HISTORY)
+        spacing_s = self.slack.pacing.spacing_s(HISTORY) if paced else 0
         pace = [f"{scan.page} messages a call"] if scan.page else []
         if spacing_s:
             pace.append(f"a call every {spacing_s:.0f} s")
