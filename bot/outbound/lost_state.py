@@ -152,8 +152,7 @@ class StateGuard:
         """The marker stands, or is set now: on a first start, or after a loss (said); returns
         once Slack's history, when it had to be read, has been. A tick that waits for the read:
         the one way a test or the bench sees a whole check through."""
-        task = await self._look()
-        if task is not None:
+        if (task := await self._look()) is not None:
             await task
 
     async def held(self, channel: str | None) -> None:
