@@ -187,11 +187,8 @@ class StateGuard:
                 return read.began + self.hold_s - asyncio.get_running_loop().time()
         return 0.0
 
-    def _enter(self, phase: Phase) -> None:
+    def _enter(self, phase: Phase) -> None:  # and what waits looks at the state again
         self.phase = phase
-        self._changed()
-
-    def _changed(self) -> None:  # what waits looks at the state again
         self._moved.set()
         self._moved = asyncio.Event()
 
@@ -274,19 +271,17 @@ class StateGuard:
                 "state: cannot tell yet whether Redis lost the state (%s): checked again each tick",
                 str(exc) or type(exc).__name__,
             )
-            self._failed(read)
+            self._failed()
         except Exception:
             log.exception("state: the read of Slack's history failed: checked again each tick")
-            self._failed(read)
+            self._failed()
         finally:
             with suppress(RedisError):
                 await self.marker.said_checking(None)
 
-    def _failed(self, read: Read) -> None:
+    def _failed(self) -> None:
         """READING → FAILED: openings wait on, for the next tick's read or the guess. A read
         numbered already ends (→ STEADY): the next tick reads again, and nothing waits."""
-        if self.read is not read:
-            return
         if self.phase is Phase.READING:
             self._enter(Phase.FAILED)
         else:
@@ -346,9 +341,7 @@ class StateGuard:
             read.above = max(read.above, highest)
             read.recorded |= newly
             read.exact = read.exact or known
-            if known and self.phase is Phase.READING:
-                self._enter(Phase.NUMBERED)
-            self._changed()
+            self._enter(Phase.NUMBERED if known and self.phase is Phase.READING else self.phase)
         if self.phase is Phase.NUMBERED:
             await self._say_lost(read, now)
         progress = self._progress(read)
