@@ -59,9 +59,9 @@ class Intake:
     config: Settings
     consumer: str
     clock: Callable[[], datetime]
-    # After a possible loss of state, until new incidents are numbered above every number used
-    # and, with a channel, until a group routed there can no longer find its root in Slack
-    # (`StateGuard.held`): a group opened before its root is found has two threads.
+    # While a read of Slack's history after a possible loss of state numbers new incidents or
+    # finds roots (`StateGuard.held`, by its phase): a group opened before its root is found has
+    # two threads.
     held: Callable[[str | None], Awaitable[None]] = _at_once
     # Opening takes the ID sequence's next number: one at a time, or a storm of new groups would
     # be a crowd refusing each other's numbers.
@@ -144,9 +144,9 @@ class Intake:
         return changes
 
     async def _held(self, pending: list[StreamEntry], read: GroupLoad) -> None:
-        """Until an incident this group may open can be: numbered above every number used, and
-        for a group Redis knows nothing of, its root found in Slack if it is there
-        (`StateGuard.held`). A group whose found root is known goes on in it at once."""
+        """Until an incident this group may open can be (`StateGuard.held`): with the group's
+        channel when Redis knows nothing of it, as its root may be there. A group whose found root
+        is known goes on in it at once."""
         deliveries = [entry.delivery for entry in pending if entry.delivery is not None]
         current, found = read[2].incident, read[4]
         if found is not None or all(d.status == "resolved" for d in deliveries):

@@ -15,7 +15,6 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,15 +58,12 @@ class Found:
 
 @dataclass(eq=False)
 class Scan:
-    """One read of the channels' history: how far it got, and the notifications waiting for it."""
+    """How far one read of the channels' history got (`bot.outbound.lost_state` decides on it)."""
 
     channels: list[str]
     found: Found
     oldest: float  # the window's start (Unix time)
     latest: float
-    began: float  # the event loop's time when the read began
-    hold_s: float  # how long a group that may find its root waits for its channel's read
-    number_hold_s: float  # how long an opening waits for the numbering
     give_up_after: int  # failures in a row (not 429s) after which a channel is left out
     page: int = 0  # messages a call, when Slack gave fewer than asked and said there were more
     read: int = 0  # messages read so far, every channel's
@@ -75,15 +71,6 @@ class Scan:
     left_out: set[str] = field(default_factory=set)  # Slack would not show them, or kept failing
     refused: dict[str, str] = field(default_factory=dict)  # left out for good -> Slack's error
     newest: set[str] = field(default_factory=set)  # whose newest root of the bot was read
-    recorded: set[str] = field(default_factory=set)  # done, and their roots in Redis
-    numbered: bool = False  # new incidents may be numbered: above all Slack shows, or a guess
-    exact: bool = False  # numbered above every number of every channel read
-    above: int = 0  # the highest number this read raised the numbering to
-    said: bool = False  # the loss is said (log, metric, marker); the read only collects roots
-    overdue: bool = False  # a group went on without waiting for its channel any more
-    ended: bool = False  # finished, failed or stopped: nothing waits for it
-    stopped: bool = False  # stopped with the lead: what waits on it is the next leader's
-    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     @property
     def numbering_known(self) -> bool:
@@ -95,79 +82,6 @@ class Scan:
     def numbering_unseen(self) -> set[str]:
         """Channels left out before their newest root was read: numbers there are not known."""
         return self.left_out - self.newest
-
-    def settled(self, channel: str) -> bool:
-        return channel in self.recorded or channel not in self.channels
-
-    def lets_through(self, channel: str | None) -> bool:
-        """Whether an opening may go on: new incidents numbered, and with `channel`, a group
-        routed there can no longer find its root in what is left to read (or waited `hold_s`)."""
-        return self.numbered and self._roots_read(channel)
-
-    def _roots_read(self, channel: str | None) -> bool:
-        if channel is None or self.settled(channel):
-            return True
-        return asyncio.get_running_loop().time() >= self.began + self.hold_s
-
-    async def end(self) -> None:
-        self.ended = True
-        await self.changed()
-
-    async def changed(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait(self, channel: str | None) -> None:
-        """Until new incidents are numbered (above all Slack shows, or above a guess once
-        `number_hold_s` is over); with `channel`, also until a group routed there can no longer
-        find its root in what is left to read, at most `hold_s`."""
-        loop = asyncio.get_running_loop()
-        hold_until = self.began + self.hold_s
-
-        def ready() -> bool:
-            return self.ended or self.lets_through(channel)
-
-        async with self._changed:
-            while not ready():
-                left = None if self._roots_read(channel) else hold_until - loop.time()
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait_for(ready), left)
-        if channel is not None and not (self.ended or self.settled(channel)):
-            self._went_on()
-
-    def summary(self) -> str:
-        took = asyncio.get_running_loop().time() - self.began
-        return f"{len(self.done)} channel(s) read, {self.read:,} messages, in {took:.1f} s"
-
-    def progress(self, spacing_s: float) -> str:
-        """What `/readyz` and the log say: how far, at what pace, and what waits for it."""
-        pace = [f"{self.page} messages a call"] if self.page else []
-        if spacing_s:
-            pace.append(f"a call every {spacing_s:.0f} s")
-        said = f"; Slack gives this app {', '.join(pace)}" if pace else ""
-        text = (
-            "checking Slack's history for roots after a possible loss of state: "
-            f"{len(self.done)} of {len(self.channels)} channels read ({self.read:,} messages{said})"
-        )
-        if not self.numbered:
-            left = self.began + self.number_hold_s - asyncio.get_running_loop().time()
-            text += (
-                "; new incidents wait until every channel's newest roots are read, "
-                f"at most {max(left, 0):.0f} s more"
-            )
-        return text
-
-    def _went_on(self) -> None:
-        if self.overdue:
-            return
-        self.overdue = True
-        log.warning(
-            "state: %s after %.0f s: notifications go on without waiting for the rest; a group "
-            "whose root is in the %d channel(s) not read yet opens a second thread",
-            self.progress(0),
-            self.hold_s,
-            len(self.channels) - len(self.done),
-        )
 
 
 async def read_all(slack: SlackGateway, scan: Scan, step: Callable[[], Awaitable[None]]) -> None:

@@ -1,27 +1,26 @@
 """A Redis that lost queuepilot's state (a failover to an empty replica, a restart without
-persistence, FLUSHALL): found, said loudly, and gone on from. docs/operations.md ("When Redis lost
-the state") says what an operator sees.
+persistence, FLUSHALL): found, said loudly, and gone on from, as one state machine (`Phase`, drawn
+in docs/architecture.md; docs/operations.md, "When Redis lost the state", says what an operator
+sees).
 
-The marker (`bot.storage.state_marker`) says the state exists; the leader checks it when it takes
+The marker (`bot.storage.state_marker`) says the state exists; the leader looks at it when it takes
 the lead and every tick. Missing while this process saw it, or while Slack shows roots of this
 app, the state was lost: the channels' history is read back a week for the roots
 (`bot.outbound.history_scan`), whose metadata names the incident, its UID and its alert group, so
 a group that notifies again goes on in its root (`bot.intake.consumer`). Slack's history is the
-one record of the numbers used that survives Redis, so an opening waits for the numbering (every
-channel's newest root, which shows its highest number): at most `NUMBER_HOLD_S`, then it is
-numbered above the highest read plus `NUMBER_GAP` (a distributed app reads a channel a minute),
-and a group that may find its root waits for its channel at most `HOLD_S`. The marker keeps
-`unsure` until the read is done, so that a leader taking over reads on.
+one record of the numbers used that survives Redis: a channel's newest root shows its highest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
+from enum import Enum
 
 from redis.exceptions import RedisError
 
@@ -30,7 +29,7 @@ from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.history_scan import HISTORY, Found, Scan, read_all
 from bot.pacing import Backoff
 from bot.storage.leases import Deposed
-from bot.storage.state_marker import StateMarker
+from bot.storage.state_marker import Marker, StateMarker
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -51,6 +50,43 @@ SAY_EVERY_S = 30.0  # how often a long read says in the log how far it has got
 GUIDE = "docs/operations.md, Backup and restore"
 
 
+class Phase(Enum):
+    """Where recovery stands in this process; what a notification that may open an incident
+    waits for in each is `StateGuard._holds`."""
+
+    STEADY = "steady"  # no read under way (the marker stands, or the next tick looks): no wait
+    # The marker missing, a first start or a loss not told, the numbers used unknown: an opening
+    # waits.
+    READING = "reading"
+    # Numbered above every channel's newest root, or above a guess once the number hold is over:
+    # an opening goes on, a group that may find its root waits for its channel's read (the hold).
+    NUMBERED = "numbered"
+    SAID = "said"  # the loss said (log, metric, marker), the read goes on for roots: as NUMBERED
+    # The read failed before the numbering was known: an opening waits for the next tick's read,
+    # or the guess.
+    FAILED = "failed"
+    # A first start not told: no root read, but channels kept failing; read again after a back-off.
+    RETRY = "retry"
+    STOPPED = "stopped"  # the lead lost mid-read: what waits is the next leader's (`Deposed`)
+
+
+@dataclass(eq=False)
+class Read:
+    """One read of the channels' history and what recovery made of it so far."""
+
+    scan: Scan
+    began: float  # the event loop's time the holds count from
+    above: int = 0  # the highest number this read raised the numbering to
+    exact: bool = False  # numbered above every number of every channel read
+    recorded: set[str] = field(default_factory=set)  # read, and their roots in Redis
+    overdue: bool = False  # a group went on without waiting for its channel any more
+    task: asyncio.Task[None] | None = None
+    guess: asyncio.Task[None] | None = None  # numbers above a guess once the number hold is over
+
+    def settled(self, channel: str | None) -> bool:  # no root left to find there
+        return channel is None or channel in self.recorded or channel not in self.scan.channels
+
+
 @dataclass(eq=False)
 class StateGuard:
     marker: StateMarker
@@ -63,17 +99,17 @@ class StateGuard:
     number_hold_s: float = NUMBER_HOLD_S
     give_up_after: int = GIVE_UP_AFTER
     unread_again_s: float = UNREAD_AGAIN_S
+    phase: Phase = field(default=Phase.STEADY, init=False)
+    # The read under way, or a failed one that openings still wait on.
+    read: Read | None = field(default=None, init=False)
     _seen: bool = field(default=False, init=False)  # this process saw the marker
     _highest: int = field(default=0, init=False)  # the highest number this process saw used
     _bot_id: str = field(default="", init=False)  # this app's bot, as auth.test names it
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
-    _scan: Scan | None = field(default=None, init=False)  # the read of Slack under way
-    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _moved: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # set at each change
     _watch: asyncio.Task[None] | None = field(default=None, init=False)  # ends it with the lead
-    # A failed read's guess at the numbering, kept for what waits on it until the next read.
-    _guess: asyncio.Task[None] | None = field(default=None, init=False)
     _said_at: float = field(default=0.0, init=False)  # when the log last said how far
-    # A first start's channels that kept failing: read again alone, after a back-off.
+    # RETRY's channels, and when they are read again.
     _unread: set[str] = field(default_factory=set, init=False)
     _unread_at: float = field(default=0.0, init=False)
     _unread_backoff: Backoff | None = field(default=None, init=False)
@@ -81,6 +117,8 @@ class StateGuard:
     async def at_start_of_term(self, deposed: asyncio.Event | None = None) -> None:
         """Before the intake applies anything: the marker looked at, and a read of Slack's
         history begun beside the intake when it is missing; it ends when `deposed` is set."""
+        if self.phase is Phase.STOPPED:
+            self._enter(Phase.STEADY)
         if deposed is not None:
             self._watch = asyncio.create_task(self._end_when(deposed), name="state-check-end")
         try:
@@ -92,29 +130,21 @@ class StateGuard:
             )
 
     async def end_of_term(self) -> None:
-        """The read stops with the lead (the next leader reads again); nothing waits for it."""
+        """Any phase of a read → STOPPED: the read ends with the lead (the next leader reads
+        again); nothing waits for it."""
         if self._watch is not None and self._watch is not asyncio.current_task():
             self._watch.cancel()
         self._watch = None
-        if self._guess is not None:
-            self._guess.cancel()
-            self._guess = None
-        task, scan = self._task, self._scan
-        self._task = self._scan = None
-        if scan is not None:
-            scan.stopped = True
-        if task is not None:
-            task.cancel()
+        if (read := self._end(Phase.STOPPED)) is not None and read.task is not None:
+            read.task.cancel()
             with suppress(asyncio.CancelledError):
-                await task
-        if scan is not None:
-            await scan.end()
+                await read.task
 
     async def tick(self) -> None:
         try:
             await self._look()
-            if (scan := self._scan) is not None:  # a long wait between pages says it again
-                await self.marker.said_checking(scan.progress(self.slack.pacing.spacing_s(HISTORY)))
+            if (read := self.read) is not None:  # a long wait between pages says it again
+                await self.marker.said_checking(self._progress(read))
         except RedisError as exc:
             log.warning("state: cannot check the state marker now: %s", exc)
 
@@ -122,35 +152,57 @@ class StateGuard:
         """The marker stands, or is set now: on a first start, or after a loss (said); returns
         once Slack's history, when it had to be read, has been. A tick that waits for the read:
         the one way a test or the bench sees a whole check through."""
-        task = await self._look()
-        if task is not None:
+        if (task := await self._look()) is not None:
             await task
 
     async def held(self, channel: str | None) -> None:
-        """What `Scan.wait` waits for, at once when no read is under way. Raises `Deposed` when
-        the read stops with the lead before that: the notification is left unacknowledged for the
+        """Until an incident may open (see `Phase`): with `channel`, for a group Redis knows
+        nothing of, until its root is found if it is in that channel. Raises `Deposed` when the
+        read stops with the lead before that: the notification is left unacknowledged for the
         next leader, whose read numbers it (going on would open it under a number Slack may show,
         or a second thread beside its root)."""
-        while (scan := self._scan) is not None:
-            await scan.wait(channel)
-            if scan.lets_through(channel):
-                return
-            if scan.stopped or (self._scan is None and not scan.numbered):
+        while (left := self._holds(channel)) > 0:
+            moved = self._moved
+            with suppress(TimeoutError):
+                await asyncio.wait_for(moved.wait(), None if left == math.inf else left)
+        if (read := self.read) is None or read.settled(channel) or read.overdue:
+            return
+        read.overdue = True
+        log.warning(
+            "state: %s after %.0f s: notifications go on without waiting for the rest; a group "
+            "whose root is in the %d channel(s) not read yet opens a second thread",
+            self._progress(read, paced=False),
+            self.hold_s,
+            len(read.scan.channels) - len(read.scan.done),
+        )
+
+    def _holds(self, channel: str | None) -> float:
+        """How long more a notification waits in this phase (inf: until the phase changes)."""
+        match self.phase, self.read:
+            case Phase.STOPPED, _:
                 raise Deposed("the read of Slack's history stopped with the lead")
-            if self._scan is None or self._scan is scan:
-                return  # a failed read, numbered: the group opens a thread of its own
-            # A failed read, replaced by the next tick's: wait on that one.
+            case ((Phase.READING | Phase.FAILED), _):
+                return math.inf
+            case ((Phase.NUMBERED | Phase.SAID), Read() as read) if not read.settled(channel):
+                return read.began + self.hold_s - asyncio.get_running_loop().time()
+        return 0.0
+
+    def _enter(self, phase: Phase) -> None:  # and what waits looks at the state again
+        self.phase = phase
+        self._moved.set()
+        self._moved = asyncio.Event()
 
     async def _end_when(self, deposed: asyncio.Event) -> None:
         await deposed.wait()
         await self.end_of_term()
 
     async def _look(self) -> asyncio.Task[None] | None:
-        """The marker renewed, or set; missing, or standing while a read of Slack's history
-        after a loss is unfinished, a read started. The read under way, if any, is returned."""
+        """STEADY stays while the marker stands (renewed); missing, or standing while a read of
+        Slack's history after a loss is unfinished, a read begins (`_begin`). The read under
+        way, if any, is returned."""
         async with self._lock:
-            if self._task is not None and not self._task.done():
-                return self._task
+            if (read := self.read) is not None and read.task is not None and not read.task.done():
+                return read.task
             marker, highest = await self.marker.kept()
             if marker is not None:
                 if 0 < highest < self._highest:
@@ -163,118 +215,120 @@ class StateGuard:
                     self.telemetry.state_lost_at.set(marker.lost_at)
                 if not marker.reading:
                     return None
-            now = self.clock().timestamp()
-            loop = asyncio.get_running_loop()
             channels = self._channels()
             if self._unread and not self._seen and marker is None:
-                if loop.time() < self._unread_at:
+                if asyncio.get_running_loop().time() < self._unread_at:
                     return None
                 channels = [c for c in channels if c in self._unread]
-            # Before Slack is read (it may be slow or away, and the intake goes on meanwhile).
-            began = await self.marker.unsure(now)
-            if self._seen and marker is None:
-                await self._number_above(self._highest)
-            failed, guess = self._scan, self._guess  # a failed read's, replaced by this one
-            self._guess = None
-            if guess is not None:
-                guess.cancel()
-            scan = Scan(
-                channels,
-                Found("", began),
-                oldest=now - LOOKBACK_S,
-                latest=now + 60,
-                # After a failed read, openings wait no longer than from its start.
-                began=failed.began if failed is not None else loop.time(),
-                hold_s=self.hold_s,
-                number_hold_s=self.number_hold_s,
-                give_up_after=self.give_up_after,
-                # Said by a leader before, whose read did not finish: the sequence is already
-                # above every number its read showed (or its guess), so openings need not wait.
-                said=marker is not None,
-                numbered=marker is not None,
-                above=highest if marker is not None else 0,
-            )
-            log.info(
-                "state: %s: checking Slack's history of %d channel(s) for the bot's roots; a "
-                "notification that may go on in a root found there waits for its channel's read "
-                "(at most %.0f s), a new incident for the numbering (at most %.0f s)",
-                "reading on after a loss"
-                if scan.said
-                else "no state marker (a first start, or Redis lost the state)",
-                len(channels),
-                self.hold_s,
-                self.number_hold_s,
-            )
-            self._scan, self._said_at = scan, loop.time()
-            self._task = asyncio.create_task(self._read(scan, now), name="state-check")
-            if failed is not None:  # what waited on it waits on this one
-                await failed.end()
-            return self._task
+            return await self._begin(marker, highest, channels)
 
-    async def _read(self, scan: Scan, now: float) -> None:
+    async def _begin(
+        self, marker: Marker | None, highest: int, channels: list[str]
+    ) -> asyncio.Task[None]:
+        """STEADY, RETRY or FAILED → READING; → SAID when the marker says a loss's read is
+        unfinished (a leader taking over: the sequence is above every number that read showed, or
+        its guess, so openings need not wait). A failed read's holds count from its start."""
+        now = self.clock().timestamp()
+        loop = asyncio.get_running_loop()
+        # Before Slack is read (it may be slow or away, and the intake goes on meanwhile).
+        began = await self.marker.unsure(now)
+        if self._seen and marker is None:
+            await self._number_above(self._highest)
+        if (failed := self.read) is not None and failed.guess is not None:
+            failed.guess.cancel()
+        scan = Scan(channels, Found("", began), now - LOOKBACK_S, now + 60, self.give_up_after)
+        read = Read(scan, began=failed.began if failed is not None else loop.time())
+        read.above = highest if marker is not None else 0
+        log.info(
+            "state: %s: checking Slack's history of %d channel(s) for the bot's roots; a "
+            "notification that may go on in a root found there waits for its channel's read "
+            "(at most %.0f s), a new incident for the numbering (at most %.0f s)",
+            "reading on after a loss"
+            if marker is not None
+            else "no state marker (a first start, or Redis lost the state)",
+            len(channels),
+            self.hold_s,
+            self.number_hold_s,
+        )
+        self.read, self._said_at = read, loop.time()
+        read.task = asyncio.create_task(self._read(read, now), name="state-check")
+        self._enter(Phase.SAID if marker is not None else Phase.READING)
+        return read.task
+
+    async def _read(self, read: Read, now: float) -> None:
         """Every channel read, the loss said as soon as it is known, then the verdict. A failure
-        leaves it to the next tick, and the openings waiting for the numbering waiting: on the
-        next tick's read, or on the guess when the number hold ends."""
-        guess = asyncio.create_task(self._number_by(scan), name="state-check-numbers")
-        failed = True
+        leaves it to the next tick (`_failed`)."""
+        read.guess = asyncio.create_task(self._guess(read), name="state-check-numbers")
         try:
-            scan.found.bot_id = await self._own_bot()
-            await read_all(self.slack, scan, lambda: self._step(scan, now))
-            await self._conclude(scan, now)
-            failed = False
+            read.scan.found.bot_id = await self._own_bot()
+            await read_all(self.slack, read.scan, lambda: self._step(read, now))
+            await self._conclude(read, now)
         except Deposed:
-            failed, scan.stopped = False, True
+            self._end(Phase.STOPPED)
             log.info("state: the read of Slack's history stops with the lead")
         except (SlackError, RedisError) as exc:
             log.warning(
                 "state: cannot tell yet whether Redis lost the state (%s): checked again each tick",
                 str(exc) or type(exc).__name__,
             )
+            self._failed()
         except Exception:
             log.exception("state: the read of Slack's history failed: checked again each tick")
+            self._failed()
         finally:
-            if failed and not scan.numbered:
-                self._guess = guess
-            else:
-                guess.cancel()
-                if self._scan is scan:
-                    self._scan = None
-                await scan.end()
             with suppress(RedisError):
                 await self.marker.said_checking(None)
 
-    async def _number_by(self, scan: Scan) -> None:
-        """Once `number_hold_s` is over, new incidents are numbered above a guess (see the
-        module's docstring) rather than waiting on: the read goes on and raises it if need be."""
-        left = scan.began + scan.number_hold_s - asyncio.get_running_loop().time()
+    def _failed(self) -> None:
+        """READING → FAILED: openings wait on, for the next tick's read or the guess. A read
+        numbered already ends (→ STEADY): the next tick reads again, and nothing waits."""
+        if self.phase is Phase.READING:
+            self._enter(Phase.FAILED)
+        else:
+            self._end(Phase.STEADY)
+
+    def _end(self, phase: Phase) -> Read | None:
+        """The read, if any, over (→ STEADY, RETRY or STOPPED), its guess with it."""
+        read, self.read = self.read, None
+        if read is None:
+            return None
+        if read.guess is not None:
+            read.guess.cancel()
+        self._enter(phase)
+        return read
+
+    async def _guess(self, read: Read) -> None:
+        """READING or FAILED → NUMBERED once `number_hold_s` is over, above a guess rather than
+        waiting on; the read goes on and raises it if need be."""
+        left = read.began + self.number_hold_s - asyncio.get_running_loop().time()
         await asyncio.sleep(max(left, 0.0))
-        if scan.numbered:
+        if self.phase not in (Phase.READING, Phase.FAILED):
             return
-        highest = max(self._highest, scan.found.highest) + NUMBER_GAP
+        highest = max(self._highest, read.scan.found.highest) + NUMBER_GAP
         await self._recorded(lambda: self._number_above(highest))
         log.warning(
             "state: %s: new incidents go on, numbered above %d (the highest number read so far "
             "and %d more); a number shown only in the channels not read yet may be used again",
-            scan.progress(self.slack.pacing.spacing_s(HISTORY)),
+            self._progress(read),
             highest,
             NUMBER_GAP,
         )
-        scan.above = max(scan.above, highest)
-        scan.numbered = True
-        await scan.changed()
-        await self._say_lost(scan, self.clock().timestamp())
+        read.above = max(read.above, highest)
+        self._enter(Phase.NUMBERED)
+        await self._say_lost(read, self.clock().timestamp())
 
-    async def _step(self, scan: Scan, now: float) -> None:
+    async def _step(self, read: Read, now: float) -> None:
         """After a page: the numbering raised and the roots of the channels read put where the
-        intake finds them, before anyone waiting for them goes on; the loss said as soon as it is
-        known; how far, said."""
-        newly = scan.done - scan.recorded
-        known = scan.numbering_known and not scan.exact
+        intake finds them, before anyone waiting for them goes on (READING → NUMBERED once every
+        channel's newest root is read); the loss said as soon as it is known; how far, said."""
+        scan = read.scan
+        newly = scan.done - read.recorded
+        known = scan.numbering_known and not read.exact
         if newly or known:
             roots = {g: r for g, r in scan.found.roots.items() if r.channel in newly}
             highest = max(self._highest, scan.found.highest)
             unseen = scan.numbering_unseen
-            if not (self._seen or scan.found.any_root):
+            if not self._lost(read):
                 # A first start: the bot has posted no root in a channel Slack refuses it.
                 unseen = unseen - scan.refused.keys()
             if known and unseen:  # numbers a channel left out shows are unknown
@@ -284,14 +338,13 @@ class StateGuard:
                     None, highest=highest, roots=roots, keep_s=FOUND_KEEP_S
                 )
             )
-            scan.above = max(scan.above, highest)
-            scan.recorded |= newly
-            scan.exact = scan.exact or known
-            scan.numbered = scan.numbered or known
-            await scan.changed()
-        if scan.numbered:
-            await self._say_lost(scan, now)
-        progress = scan.progress(self.slack.pacing.spacing_s(HISTORY))
+            read.above = max(read.above, highest)
+            read.recorded |= newly
+            read.exact = read.exact or known
+            self._enter(Phase.NUMBERED if known and self.phase is Phase.READING else self.phase)
+        if self.phase is Phase.NUMBERED:
+            await self._say_lost(read, now)
+        progress = self._progress(read)
         with suppress(RedisError):  # what it says of itself: the next page says it again
             await self.marker.said_checking(progress)
         at = asyncio.get_running_loop().time()
@@ -299,55 +352,65 @@ class StateGuard:
             self._said_at = at
             log.info("state: %s", progress)
 
-    async def _conclude(self, scan: Scan, now: float) -> None:
-        log.info("state: Slack's history: %s", scan.summary())
-        if scan.said:
+    async def _conclude(self, read: Read, now: float) -> None:
+        """The read done: SAID → STEADY; no root of this app seen, → STEADY as a first start (the
+        marker set), or → RETRY while channels kept failing."""
+        scan = read.scan
+        took = asyncio.get_running_loop().time() - read.began
+        log.info(
+            "state: Slack's history: %d channel(s) read, %s messages, in %.1f s",
+            *(len(scan.done), f"{scan.read:,}", took),
+        )
+        if self.phase is Phase.SAID or self._lost(read):
+            await self._say_lost(read, now)
             await self._recorded(self.marker.read_done)
+            self._end(Phase.STEADY)
             return
-        if not self._seen and not scan.found.any_root:
-            if failing := scan.left_out - scan.refused.keys():
-                # Only those are read again: the channels read showed no root.
-                self._unread = failing
-                self._unread_backoff = self._unread_backoff or Backoff(self.unread_again_s)
-                wait = self._unread_backoff.next()
-                self._unread_at = asyncio.get_running_loop().time() + wait
-                log.warning(
-                    "state: no root of the bot in the channels read, but %d kept failing: "
-                    "whether Redis lost the state is known once they are read, tried again in "
-                    "%.0f s",
-                    len(failing),
-                    wait,
-                )
-                return
-            await self._recorded(lambda: self.marker.create(now))
-            self._seen, self._unread = True, set()
-            log.info("state: a first start: queuepilot's state begins now")
-            for channel, error in sorted(scan.refused.items()):
-                log.warning(
-                    "state: Slack refuses the bot channel %s (%s): alerts routed there cannot be "
-                    "posted; invite the bot to it (/invite) or fix SLACK_ROUTES",
-                    channel,
-                    error,
-                )
+        if failing := scan.left_out - scan.refused.keys():
+            # Only those are read again: the channels read showed no root.
+            self._unread = failing
+            self._unread_backoff = self._unread_backoff or Backoff(self.unread_again_s)
+            wait = self._unread_backoff.next()
+            self._unread_at = asyncio.get_running_loop().time() + wait
+            log.warning(
+                "state: no root of the bot in the channels read, but %d kept failing: whether "
+                "Redis lost the state is known once they are read, tried again in %.0f s",
+                len(failing),
+                wait,
+            )
+            self._end(Phase.RETRY)
             return
-        await self._say_lost(scan, now)
-        await self._recorded(self.marker.read_done)
+        await self._recorded(lambda: self.marker.create(now))
+        self._seen, self._unread = True, set()
+        log.info("state: a first start: queuepilot's state begins now")
+        for channel, error in sorted(scan.refused.items()):
+            log.warning(
+                "state: Slack refuses the bot channel %s (%s): alerts routed there cannot be "
+                "posted; invite the bot to it (/invite) or fix SLACK_ROUTES",
+                channel,
+                error,
+            )
+        self._end(Phase.STEADY)
 
-    async def _say_lost(self, scan: Scan, now: float) -> None:
-        """The loss said once: a root of this app seen (or the marker, by this process) and new
-        incidents numbered; the roots of the channels read so far go with it."""
-        if scan.said or not (self._seen or scan.found.any_root):
+    def _lost(self, read: Read) -> bool:
+        """A loss, not a first start: a root of this app seen, or the marker, by this process."""
+        return self._seen or read.scan.found.any_root
+
+    async def _say_lost(self, read: Read, now: float) -> None:
+        """→ SAID, once: the loss known and new incidents numbered; the roots of the channels
+        read so far go with it."""
+        if self.phase is Phase.SAID or not self._lost(read):
             return
-        scan.said = True
-        highest = max(self._highest, scan.above, scan.found.highest)
-        roots = {g: r for g, r in scan.found.roots.items() if r.channel in scan.recorded}
+        self._enter(Phase.SAID)
+        highest = max(self._highest, read.above, read.scan.found.highest)
+        roots = {g: r for g, r in read.scan.found.roots.items() if r.channel in read.recorded}
         await self._recorded(
             lambda: self.marker.record_loss(now, highest=highest, roots=roots, keep_s=FOUND_KEEP_S)
         )
         self._seen, self._highest = True, highest
         self.telemetry.state_lost.inc()
         self.telemetry.state_lost_at.set(now)
-        unread = len(scan.channels) - len(scan.done)
+        unread = len(read.scan.channels) - len(read.scan.done)
         log.error(
             "state: Redis lost queuepilot's state (its marker %s is gone: a failover to an empty "
             "replica, a restart without persistence, a FLUSHALL): open incidents, who "
@@ -361,6 +424,26 @@ class StateGuard:
             highest,
             GUIDE,
         )
+
+    def _progress(self, read: Read, *, paced: bool = True) -> str:
+        """What `/readyz` and the log say: how far, at what pace, and what waits for it."""
+        scan = read.scan
+        spacing_s = self.slack.pacing.spacing_s(HISTORY) if paced else 0
+        pace = [f"{scan.page} messages a call"] if scan.page else []
+        if spacing_s:
+            pace.append(f"a call every {spacing_s:.0f} s")
+        said = f"; Slack gives this app {', '.join(pace)}" if pace else ""
+        text = (
+            "checking Slack's history for roots after a possible loss of state: "
+            f"{len(scan.done)} of {len(scan.channels)} channels read ({scan.read:,} messages{said})"
+        )
+        if self.phase in (Phase.READING, Phase.FAILED):
+            left = read.began + self.number_hold_s - asyncio.get_running_loop().time()
+            text += (
+                "; new incidents wait until every channel's newest roots are read, "
+                f"at most {max(left, 0):.0f} s more"
+            )
+        return text
 
     async def _recorded(self, write: Callable[[], Awaitable[object]]) -> None:
         """A write of what the read found, retried while Redis fails (a blip must not throw the

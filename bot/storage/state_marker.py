@@ -28,7 +28,6 @@ CHECKING_KEEP_S = 180
 
 @dataclass(frozen=True)
 class Marker:
-    since: float  # when this state was first created (or found lost)
     lost_at: float | None = None  # when Redis was last found to have lost the state
     found: int = 0  # threads found again in Slack then
     above: int = 0  # the highest incident number used before, which numbering goes on above
@@ -113,11 +112,11 @@ class StateMarker:
 
 
 def _marker(raw: dict[str, str]) -> Marker | None:
+    # The marker stands once `since` is written: a check's `unsure` alone is none.
     if not raw.get("since"):
         return None
     lost_at = raw.get("lost_at")
     return Marker(
-        since=float(raw["since"]),
         lost_at=float(lost_at) if lost_at else None,
         found=int(raw.get("found") or 0),
         above=int(raw.get("above") or 0),

@@ -361,7 +361,7 @@ async def test_the_lead_lost_mid_read_stops_slack_calls_and_ends_the_holds(
         deposed.set()
         with pytest.raises(Deposed):  # what waited is the next leader's
             await asyncio.wait_for(waiting, 2)
-        assert guard._scan is None and guard._task is None, "the read stopped with the lead"
+        assert guard.read is None, "the read stopped with the lead"
     finally:
         slack.emulator.history_tier, slack.emulator.history_interval_s = 3, 60.0
     assert len(slack.emulator.calls("conversations.history")) <= 2
@@ -470,7 +470,10 @@ async def test_an_opening_waits_through_a_failed_read_for_the_next_and_never_tak
     slack.emulator.fail_next("auth.test", status=500)
     await guard.at_start_of_term()
     opening = asyncio.create_task(guard.held(None))
-    await eventually(lambda: guard._task is not None and guard._task.done(), what="the read failed")
+    await eventually(
+        lambda: guard.read is not None and guard.read.task is not None and guard.read.task.done(),
+        what="the read failed",
+    )
     assert not opening.done(), "no number before Slack told which are used"
     await guard.tick()
     await asyncio.wait_for(opening, 5)
@@ -624,8 +627,8 @@ async def test_a_leader_reading_on_after_the_loss_was_said_holds_no_opening_and_
         await asyncio.wait_for(successor.held(None), 0.2)
         await eventually(
             lambda: (
-                successor._scan is not None
-                and asyncio.get_running_loop().time() > successor._scan.began + 0.5
+                successor.read is not None
+                and asyncio.get_running_loop().time() > successor.read.began + 0.5
             ),
             what="the number hold over",
         )
