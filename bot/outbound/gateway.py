@@ -71,15 +71,12 @@ class SlackError(Exception):
 
 
 def retry_after_s(headers: Mapping[str, Any]) -> float:
-    """Slack's Retry-After in seconds (1 when absent or unreadable, at most 5 minutes)."""
-    for name, value in headers.items():
-        if name.lower() == "retry-after":
-            raw = value[0] if isinstance(value, list | tuple) else value
-            try:
-                return min(max(float(raw), 0.0), MAX_RETRY_AFTER_S)
-            except (TypeError, ValueError):
-                break
-    return 1.0
+    """Slack's Retry-After in seconds (1 when absent or unreadable, at most 5 minutes); aiohttp's
+    headers, which slack_sdk hands on, are read without regard to case."""
+    try:
+        return min(max(float(headers["Retry-After"]), 0.0), MAX_RETRY_AFTER_S)
+    except (KeyError, TypeError, ValueError):
+        return 1.0
 
 
 def build_client(config: Settings, *, max_retries: int = 3) -> AsyncWebClient:

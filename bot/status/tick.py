@@ -82,21 +82,20 @@ class StatusReporter:
     async def tick(self) -> None:
         """Commit every status due, in three round trips (claim, read, commit), then bring the
         open incidents' roots to a new reading. Never raises."""
-        await self._statuses()
-        await self._roots_to_reading()
+        for step in (self._statuses, self._roots_to_reading):
+            try:
+                await step()
+            except RedisError as exc:
+                log.warning("status: Redis unavailable: %s", exc)
 
     async def _statuses(self) -> None:
         due = self.store.status_due
-        try:
-            if not await due.pending(self.clock().timestamp()):
-                return
-            # Read once per tick, before the claims, which then need not outlast the query.
-            reading, history = await self.readings.current()
-            claims = await due.due(self.clock().timestamp(), CLAIM_S)
-            reads = await self.store.read_due([c.member for c in claims])
-        except RedisError as exc:
-            log.warning("status: Redis unavailable: %s", exc)
+        if not await due.pending(self.clock().timestamp()):
             return
+        # Read once per tick, before the claims, which then need not outlast the query.
+        reading, history = await self.readings.current()
+        claims = await due.due(self.clock().timestamp(), CLAIM_S)
+        reads = await self.store.read_due([c.member for c in claims])
         now = self.clock()
         decided: list[tuple[Claim, Commit]] = []
         for claim, read in zip(claims, reads, strict=True):
@@ -106,11 +105,7 @@ class StatusReporter:
                 commit = await self._decided(claim, read, reading, history, now)
             if commit is not None:
                 decided.append((claim, commit))
-        try:
-            applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
-        except RedisError as exc:
-            log.warning("status: Redis unavailable: %s", exc)
-            return
+        applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
         for (claim, commit), done in zip(decided, applied, strict=True):
             if done is not True:
                 # An error, or the incident moved on since it was read: decided afresh next tick.
@@ -131,21 +126,17 @@ class StatusReporter:
         storm's numbers."""
         if not self.readings.metrics.live:
             return
-        try:
-            reading = await self.readings.latest()
-            if reading is None or reading.fleet is None:
-                return
-            if reading.fleet.at > self._shown_at:
-                self._shown_at, self._to_show = reading.fleet.at, await self.store.open_ids()
-                self._open = len(self._to_show)
-            if not self._to_show:
-                return
-            batch = self._to_show[:ROOTS_PER_TICK]
-            history = await self.readings.history()
-            reads = await self.store.read_due(batch)
-        except RedisError as exc:
-            log.warning("status: Redis unavailable: %s", exc)
+        reading = await self.readings.latest()
+        if reading is None or reading.fleet is None:
             return
+        if reading.fleet.at > self._shown_at:
+            self._shown_at, self._to_show = reading.fleet.at, await self.store.open_ids()
+            self._open = len(self._to_show)
+        if not self._to_show:
+            return
+        batch = self._to_show[:ROOTS_PER_TICK]
+        history = await self.readings.history()
+        reads = await self.store.read_due(batch)
         del self._to_show[: len(batch)]
         now, commits = self.clock(), []
         for read in reads:
@@ -167,10 +158,7 @@ class StatusReporter:
                 commits.append(
                     Commit(seen, root=root, version=loaded.version, thread=loaded.thread)
                 )
-        try:
-            await self.store.commit_many(commits, now=now.timestamp())
-        except RedisError as exc:
-            log.warning("status: Redis unavailable: %s", exc)
+        await self.store.commit_many(commits, now=now.timestamp())
 
     async def _decided(
         self,

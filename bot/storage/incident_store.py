@@ -197,9 +197,6 @@ class IncidentStore:
     async def open_ids(self) -> list[str]:
         return cast(list[str], await self._redis.zrevrange(self.keys.open, 0, -1))
 
-    async def open_count(self) -> int:
-        return cast(int, await self._redis.zcard(self.keys.open))
-
     async def recent_ids(self, limit: int = 20) -> list[str]:
         """By their last change, newest first."""
         return cast(list[str], await self._redis.zrevrange(self.keys.incidents, 0, limit - 1))
