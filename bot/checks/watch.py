@@ -11,7 +11,6 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
 
 from redis.asyncio import Redis
 
@@ -28,29 +27,20 @@ FIRST_ROUND_AFTER_S = 30.0
 
 
 class ProbeWatch:
-    def __init__(
-        self,
-        settings: Settings,
-        redis: Redis,
-        telemetry: Telemetry,
-        *,
-        environ: Mapping[str, str] = os.environ,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        table = probes(settings, environ, redis)
+    def __init__(self, settings: Settings, redis: Redis, telemetry: Telemetry) -> None:
+        table = probes(settings, os.environ, redis)
         self._probes: dict[str, Probe] = {s: p for s, p in table.items() if s != slack.SUBJECT}
         self._gauge = telemetry.probe_ok
-        self._hide = hiding(secrets_of(settings, environ))
+        self._hide = hiding(secrets_of(settings, os.environ))
         self._deadline_s = deadline_of(settings.backend_timeout_seconds)
         self._every_s = settings.probe_interval_seconds
-        self._clock = clock
         self._due = 0.0
         self._verdicts: dict[str, Verdict] = {}
         self._round: asyncio.Task[None] | None = None
 
     async def tick(self) -> None:
         """A round started when one is due, apart: a slow backend never holds up the tick."""
-        now = self._clock()
+        now = time.monotonic()
         if not self._due:
             # A new leader has a backlog to catch up on first (a failover in a storm).
             self._due = now + min(FIRST_ROUND_AFTER_S, self._every_s)

@@ -184,13 +184,10 @@ class Startup:
     warnings: list[str]  # what runs, but an operator should hear of at the start
 
 
-def read_startup(
-    environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
-) -> Startup:
+def read_startup(environ: Mapping[str, str] = os.environ) -> Startup:
     """The settings `serve` runs with and what an operator should hear of them; `environ`: where
     near misses and quoted values are looked for."""
-    environ = os.environ if environ is None else environ
-    near_misses = unknown_variables(environ, dotenv)
+    near_misses = unknown_variables(environ)
     quoted = quoted_variables(environ)
     try:
         settings = read_settings()
@@ -214,10 +211,8 @@ def _load(overrides: dict[str, Any]) -> tuple[Settings | None, list[str], set[st
     return (None if problems else settings), problems, failed
 
 
-def unknown_variables(
-    environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
-) -> list[str]:
-    names = set(os.environ if environ is None else environ)
+def unknown_variables(environ: Mapping[str, str], dotenv: Path | None = Path(".env")) -> list[str]:
+    names = set(environ)
     if dotenv is not None and dotenv.is_file():
         from dotenv import dotenv_values
 
