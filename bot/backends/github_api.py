@@ -72,18 +72,17 @@ class Rate:
 def rate_of(headers: Mapping[str, str]) -> Rate | None:
     """The `core` quota an answer states; None for none, another resource's, or nonsense."""
     resource = headers.get("x-ratelimit-resource", "core")
-    numbers = [_count(headers.get(f"x-ratelimit-{name}")) for name in ("limit", "remaining")]
-    reset = _count(headers.get("x-ratelimit-reset"))
-    limit, remaining = numbers
+    limit, remaining, reset = (
+        _count(headers.get(f"x-ratelimit-{name}")) for name in ("limit", "remaining", "reset")
+    )
     if resource != "core" or limit is None or remaining is None or reset is None or limit < 1:
         return None
     return Rate(limit, min(remaining, limit), float(reset))
 
 
 def _count(value: str | None) -> int | None:
-    if value is None or not (value.strip().isascii() and value.strip().isdigit()):
-        return None
-    return int(value.strip())
+    said = (value or "").strip()
+    return int(said) if said.isascii() and said.isdigit() else None
 
 
 @dataclass(frozen=True)

@@ -188,8 +188,7 @@ def _check_tls(config: SingleConfig, where: str) -> None:
     try:
         verify_cluster(config.cluster, config.user or User(), config.abs_file)
     except (OSError, ValueError, ConfigError) as exc:  # ssl.SSLError is an OSError
-        said = str(exc)[:200]
-        message = f"{where}: its TLS certificates are unusable: {said}"
+        message = f"{where}: its TLS certificates are unusable: {str(exc)[:200]}"
         raise BackendError(message, retryable=False) from None
 
 
@@ -228,7 +227,6 @@ async def call(request: Awaitable[T], counted: Counted, *, timeout_s: float, ser
 def _failure(exc: Exception, counted: Counted, timeout_s: float, server: str) -> BackendError:
     # A refusal is lightkube's ApiError (an HTTPStatusError), or the context of what reading its
     # body raised.
-
     refused = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__context__
     if isinstance(refused, httpx.HTTPStatusError):
         counted(SERVICE, outcome_of(refused.response))
@@ -292,9 +290,8 @@ class ExecPlugin:
                 with suppress(ProcessLookupError):
                     process.kill()
         if process.returncode != 0:
-            said = (
-                shortened(err.decode(errors="replace"), EXEC_STDERR_SAID) or "(nothing on stderr)"
-            )
+            said = shortened(err.decode(errors="replace"), EXEC_STDERR_SAID)
+            said = said or "(nothing on stderr)"
             raise self._failed(f"failed (exit {process.returncode}): {said}")
         return self._credential(out)
 
@@ -388,11 +385,8 @@ def exec_plugin(
     args, env = section.get("args") or [], section.get("env") or []
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise _wrong("its user's exec args are not a list of strings")
-    pairs = [entry for entry in env if isinstance(entry, dict)] if isinstance(env, list) else None
-    if (
-        pairs is None
-        or len(pairs) != len(env)
-        or not all(isinstance(p.get("name"), str) for p in pairs)
+    if not isinstance(env, list) or not all(
+        isinstance(pair, dict) and isinstance(pair.get("name"), str) for pair in env
     ):
         raise _wrong("its user's exec env is not a list of name and value")
     found = _found(command, base, environ)
@@ -401,7 +395,7 @@ def exec_plugin(
         fix = str(hint).strip()[:300] if hint else "install it where queuepilot runs"
         raise _wrong(f"its user's exec plugin {command} is not found: {fix}")
     kept = {k: v for k, v in environ.items() if k.upper() not in _SECRETS}
-    variables = {**kept, **{p["name"]: str(p.get("value") or "") for p in pairs}}
+    variables = {**kept, **{p["name"]: str(p.get("value") or "") for p in env}}
     asked = section.get("provideClusterInfo") is True
     return ExecPlugin(str(version), found, tuple(args), variables, _cluster_info(cluster, asked))
 

@@ -146,7 +146,6 @@ class GithubMetrics:
             run_id: known
             for run_id, mark in marks.items()
             if (known := self._jobs_of.get(run_id)) is not None
-            and mark is not None
             and known.mark == mark
             and not (in_progress(runs[run_id]) and at - known.at >= REREAD_S)
             and not changed_near(runs[run_id], known.at)

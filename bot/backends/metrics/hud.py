@@ -110,7 +110,6 @@ def _each(rows: Any, read: Callable[[dict[str, Any]], T | None]) -> tuple[list[T
         raise BackendError(
             f"{HUD} answered with something that is not a list of rows", retryable=True
         )
-
     found = [read(row) if isinstance(row, dict) else None for row in rows]
     return [item for item in found if item is not None], sum(item is None for item in found)
 

@@ -59,7 +59,6 @@ LONGER_WAIT = f"longest_wait_mins over {WAIT_WINDOW}"  # as a refusal's note nam
 PROBE = "series scraped"  # the pods' sources probe, asked beside the fields
 # A series the probe found counts as scraped this long: the probe matches every series of a name.
 PROBE_TTL_S = 600.0
-WORKFLOW_LABELS = ("job_workflow_name", "job_workflow_ref")
 NO_WORKFLOW = (
     "ARC's listener metrics carry no job_workflow_name or job_workflow_ref: add one to the "
     "scale set's spec.listenerMetrics (gha_started_jobs_total's labels) to see which workflows "
@@ -190,7 +189,6 @@ class PrometheusMetrics:
         no reading is asked); and the queries refused, which never fail the reading. The probe
         asks only for the series not found within `PROBE_TTL_S` (`fresh`: all of them)."""
         queries = {r: self.series(r, now=now) for r in self.readings}
-
         if not queries:
             return {}, None, {}
         since = time.monotonic() - PROBE_TTL_S

@@ -66,9 +66,7 @@ class ArcScaler(Scaler):
     def refusal(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
     ) -> str:
-        if capacity is None:
-            return ""
-        return refused(_planned, target, delta, raise_maximum, capacity)
+        return "" if capacity is None else refused(_planned, target, delta, raise_maximum, capacity)
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         for _ in range(CONFLICT_RETRIES):
