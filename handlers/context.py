@@ -131,14 +131,13 @@ async def tell(
     if not url:
         log.warning("could not answer %s: the request has no response_url", user)
         return
+    message: dict[str, Any] = {"text": outcome.message}
+    if outcome.blocks:
+        message["blocks"] = list(outcome.blocks)
+    message.update(response_type="ephemeral", replace_original=False)
     calls = slack.telemetry.slack_calls
     try:
-        answer = await AsyncWebhookClient(url).send(
-            text=outcome.message,
-            blocks=list(outcome.blocks) or None,
-            response_type="ephemeral",
-            replace_original=False,
-        )
+        answer = await AsyncWebhookClient(url).send_dict(message)
     except Exception as exc:  # whatever the URL or the network: one line, no traceback
         calls.labels("response_url", "connection_error").inc()
         log.warning("could not answer %s: %s", user, type(exc).__name__)
