@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, Response
 
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
+from handlers.context import object_at, text_at
 from handlers.webhooks import BodyTooLarge, read_limited
 
 log = logging.getLogger(__name__)
@@ -101,14 +102,11 @@ def _refusal(via: str, reason: str, signed: Callable[[], bool]) -> BoltResponse:
 def _late_answer(body: Any) -> BoltResponse:
     """A plain ack for a click or a command; a modal would close on it and lose what the person
     typed, so it stays open, saying under its first input that it took too long."""
-    view = body.get("view") if isinstance(body, dict) else None
-    blocks = view.get("blocks") if isinstance(view, dict) else None
+    blocks = object_at(body, "view").get("blocks")
     for block in blocks if isinstance(blocks, list) else []:
-        if isinstance(block, dict) and block.get("type") == "input":
-            block_id = block.get("block_id")
-            if isinstance(block_id, str) and block_id:
-                errors = {"response_action": "errors", "errors": {block_id: TOO_LONG}}
-                return BoltResponse(status=200, body=errors)
+        if text_at(block, "type") == "input" and (block_id := text_at(block, "block_id")):
+            errors = {"response_action": "errors", "errors": {block_id: TOO_LONG}}
+            return BoltResponse(status=200, body=errors)
     return BoltResponse(status=200)
 
 

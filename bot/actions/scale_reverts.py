@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Annotated
 
+from pydantic import Field, PlainValidator, TypeAdapter, ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -48,6 +49,17 @@ MAX_BACKOFF_S = 900.0
 MAX_ATTEMPTS = 15
 
 
+def _undo(value: object) -> Undo:
+    undo = Undo.load(value)
+    if undo is None:
+        raise ValueError("not an undo")
+    return undo
+
+
+# A moment in seconds: a stored infinity would never come due.
+_Moment = Annotated[float, Field(allow_inf_nan=False)]
+
+
 @dataclass(frozen=True)
 class RevertRecord:
     """What one scale-up changed, owned by its incident or early warning (`warning`: its uid)."""
@@ -55,13 +67,13 @@ class RevertRecord:
     id: str
     incident_id: str
     target: ScaleTarget
-    undo: Undo
+    undo: Annotated[Undo, PlainValidator(_undo)]
     backend: str
     by: str
-    scaled_at: float
+    scaled_at: _Moment
     attempts: int = 0
     warning: str = ""
-    queued_at: float = 0.0  # when a look after the resolve last saw the queue not drained
+    queued_at: _Moment = 0.0  # when a look after the resolve last saw the queue not drained
     taken_from: str = ""  # the warning whose scale-up the incident took on, until it is told
 
     def dump(self) -> str:
@@ -72,49 +84,12 @@ class RevertRecord:
         """None when it is not `dump()`'s shape, so the sweep drops it at once rather than failing
         on it at every look; fields a later release adds are left to that release."""
         try:
-            data = json.loads(text or "")
-            undo, target = Undo.load(data["undo"]), data["target"]
-            if undo is None:
-                return None
-            ceiling = target.get("ceiling")
-            return cls(
-                id=_text(data["id"]),
-                incident_id=_text(data["incident_id"]),
-                target=ScaleTarget(
-                    runner_type=_text(target["runner_type"]),
-                    target=_text(target["target"]),
-                    cap=_count(target["cap"]),
-                    ceiling=None if ceiling is None else _count(ceiling),
-                ),
-                undo=undo,
-                backend=_text(data["backend"]),
-                by=_text(data["by"]),
-                scaled_at=_moment(data["scaled_at"]),
-                attempts=_count(data.get("attempts", 0)),
-                warning=_text(data.get("warning", "")),
-                queued_at=_moment(data.get("queued_at", 0.0)),
-                taken_from=_text(data.get("taken_from", "")),
-            )
-        except (ValueError, TypeError, KeyError, AttributeError):
+            return _STORED.validate_json(text or "", strict=True)
+        except ValidationError:
             return None
 
 
-def _text(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(value)
-    return value
-
-
-def _count(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(value)
-    return value
-
-
-def _moment(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(value)
-    return float(value)
+_STORED = TypeAdapter(RevertRecord)
 
 
 def record_id(runner_type: str, field: str) -> str:
