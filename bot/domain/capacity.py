@@ -56,15 +56,9 @@ class TypeHistory:
 
     def hours_over(self, thresholds: Thresholds) -> float | None:
         """Hours over the alert's thresholds, alerting or not (None: no threshold or series)."""
-        over: set[float] = set()
-        known = False
-        for series, limit in (
-            (self.queued, thresholds.queued),
-            (self.wait_mins, thresholds.wait_mins),
-        ):
-            if limit is not None and series:
-                known = True
-                over |= {at for at, value in series.items() if value > limit}
+        pairs = ((self.queued, thresholds.queued), (self.wait_mins, thresholds.wait_mins))
+        known = [(series, limit) for series, limit in pairs if limit is not None and series]
+        over = {at for series, limit in known for at, value in series.items() if value > limit}
         return len(over) * self.step_s / 3600 if known else None
 
     @property
@@ -175,9 +169,8 @@ def report_channels(
         latest.update(dict.fromkeys(_types_of(incident), incident.channel or default))
     out: dict[str, list[TypeReport]] = {default: []}
     for report in reports:
-        out.setdefault(latest.get(report.runner_type) or routed(report.runner_type), []).append(
-            report
-        )
+        channel = latest.get(report.runner_type) or routed(report.runner_type)
+        out.setdefault(channel, []).append(report)
     return out
 
 

@@ -470,13 +470,11 @@ def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
     whole and in order. A scale-up that many actions back is
     long past any reading's window (`with_scale_ups`)."""
     older, newest = actions[:-MAX_ACTIONS], actions[-MAX_ACTIONS:]
-    seen: set[str] = set()
-    firsts = []
+    firsts: dict[str, Event] = {}
     for event in older:
-        if event.actor and event.actor not in seen:
-            seen.add(event.actor)
-            firsts.append(event)
-    return (*firsts, *newest)
+        if event.actor:
+            firsts.setdefault(event.actor, event)
+    return (*firsts.values(), *newest)
 
 
 def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
@@ -566,9 +564,8 @@ def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
         return cleared if known and not judged.cannot_start else {}
     if judged is None or judged.maximum is None:
         return {}
-    if judged.maximum > incident.cause_maximum or not judged.raise_maximum_by:
-        return cleared
-    return {}
+    raised = judged.maximum > incident.cause_maximum or not judged.raise_maximum_by
+    return cleared if raised else {}
 
 
 def silenced(incident: Incident, silence: ActiveSilence) -> Incident:

@@ -57,13 +57,8 @@ def issue_body(incident: Incident) -> str:
     if incident.description:
         details.append(("Description", md_escape(incident.description, 1500)))
     links = incident.links
-    for label, url in (
-        ("Runbook", links.runbook),
-        ("Dashboard", links.dashboard),
-        ("View alert", links.alert),
-    ):
-        if safe_url(url):
-            details.append((label, f"<{url.strip()}>"))
+    named = {"Runbook": links.runbook, "Dashboard": links.dashboard, "View alert": links.alert}
+    details += [(label, f"<{url.strip()}>") for label, url in named.items() if safe_url(url)]
     lines = [f"**{md_escape(incident.summary or incident.title, 1000)}**", "", "**Alert details**"]
     lines += [f"- **{label}**: {value}" for label, value in details]
     lines += [

@@ -63,9 +63,7 @@ def render_root(
         md.header(f"{'🔴' if incident.is_open else '✅'} {replies.title_text(incident)}"),
         md.section(status),
     ]
-    summary = [incident.summary.strip(), incident.description.strip()]
-    if summary[0] == summary[1]:
-        summary.pop()
+    summary = dict.fromkeys([incident.summary.strip(), incident.description.strip()])
     if summary := [md.escaped(part, 1000) for part in summary if part]:
         blocks.append(md.section("\n".join(summary)))
     if numbers := root_figures(incident, head):
@@ -202,12 +200,9 @@ def _facts(incident: Incident) -> list[str]:
     # {ago} is rendered by the reader's client, so the age stays true without edits.
     started = md.slack_date(incident.started_at, "{date_short_pretty} {time} ({ago})")
     team = [f"Team: {md.escaped(incident.team, 200)}"] if incident.team else []
-    facts = [f"Incident *{md.escape(incident.id)}*", f"Started {started}", *team]
-    return [
-        *facts,
-        f"Source: {_source(incident)}",
-        md.plural(incident.notifications, "notification"),
-    ]
+    source = f"Source: {_source(incident)}"
+    said = [f"Incident *{md.escape(incident.id)}*", f"Started {started}", *team, source]
+    return [*said, md.plural(incident.notifications, "notification")]
 
 
 def _source(incident: Incident) -> str:
