@@ -125,8 +125,11 @@ async def test_the_demos_root_says_a_wait_and_its_record_is_in_real_minutes_with
 
     said = await eventually(lambda: summary(sandbox), what="the drained incident's summary")
     running_mins = (time.monotonic() - started) / 60
-    # A wait in fleet minutes (10 and more at ×30) is longer than the demo has been running.
-    assert 0 < minutes_said(said, "Peak longest wait") <= running_mins, (running_mins, said)
+    # A wait in fleet minutes (10 and more at ×30) is longer than the demo has been running. The
+    # peak is labelled by how it was measured: the longest wait, or the slowest recent start
+    # where the reading that saw it had only the starts (a loaded machine's timing decides).
+    peak_wait = "Peak (?:longest wait|slowest recent start)"
+    assert 0 < minutes_said(said, peak_wait) <= running_mins, (running_mins, said)
     assert "Took on the early warning raised" in said, "the summary's timeline has it"
 
     await command(sandbox, "/queue postmortem 1")
