@@ -304,13 +304,9 @@ def _stores(settings: Settings, backends: factory.Backends) -> Stores:
 
 def _gateway(stores: Stores, telemetry: Telemetry, client: AsyncWebClient) -> SlackGateway:
     redis, keys = stores.redis, stores.keys
-    permalinks = PermalinkCache(redis, keys, keep_s=stores.retention_s)
+    names, links = UserNames(redis, keys), PermalinkCache(redis, keys, keep_s=stores.retention_s)
     return SlackGateway(
-        client,
-        telemetry=telemetry,
-        pacing=Pacing(),
-        user_names=UserNames(redis, keys),
-        permalinks=permalinks,
+        client, telemetry=telemetry, pacing=Pacing(), user_names=names, permalinks=links
     )
 
 
@@ -327,15 +323,12 @@ def _readings(
     if not isinstance(metrics, QueueHistory) and metrics.live:
         kept = ReadingsHistory(redis, keys, interval_s=settings.metrics_interval_seconds)
     fence = stores.leadership.fence
+
+    def leads() -> bool:
+        return fence.held is not None
+
     readings = FleetReadings(
-        redis,
-        keys,
-        metrics,
-        config=settings,
-        clock=clock,
-        jobs=jobs,
-        kept=kept,
-        leads=lambda: fence.held is not None,
+        redis, keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept, leads=leads
     )
     return readings, jobs, metrics if isinstance(metrics, QueueHistory) else kept
 
@@ -483,11 +476,8 @@ def _outbound(
     gateway: SlackGateway,
     clock: Callable[[], datetime],
 ) -> Outbound:
-    redis, kept_s, early_warning = (
-        stores.redis,
-        stores.retention_s,
-        _early_warnings(settings, backends),
-    )
+    redis, kept_s = stores.redis, stores.retention_s
+    early_warning = _early_warnings(settings, backends)
     return Outbound(
         store=stores.store,
         queue=stores.queue,
