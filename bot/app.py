@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.web.async_client import AsyncWebClient
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -79,28 +80,40 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(kw_only=True)
-class Bot:
-    """Everything one replica runs, built once and passed down."""
+@dataclass
+class Stores:
+    """Redis, as the parts use it: the main pool, the leases' and the doorbells' connections."""
 
-    settings: Settings
     redis: Redis
     lease_redis: Redis
     bell_redis: Redis
-    telemetry: Telemetry
+    keys: Keys
+    retention_s: int
+    consumer: str  # this process in both streams' consumer groups
+    leadership: Leadership
     stream: NotificationStream
+    request_stream: RequestStream
     store: IncidentStore
     queue: SendQueue
+    warnings: WarningStore
+    notices: NoticeStore
+    marker: StateMarker
+
+
+@dataclass(kw_only=True)
+class Bot(Stores):
+    """Everything one replica runs, built once and passed down: its stores and their users."""
+
+    settings: Settings
+    telemetry: Telemetry
     gateway: SlackGateway
     intake: Intake
-    request_stream: RequestStream
     requests: GroupLoop[Request]
     outbound: Outbound
     readings: FleetReadings
     core: ActionCore
     bolt: AsyncApp
     lazy: StreamRunner
-    leadership: Leadership
     home: Home
     guard: StateGuard
     ticks: dict[str, leader.Tick]
@@ -199,138 +212,174 @@ class Bot:
 
 
 def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> Bot:
+    """The parts in order, each built from the ones before it."""
+    telemetry = Telemetry()
+    limit = memory.memory_limit(settings.memory_limit_mib)
+    caches = memory.cache_bytes(limit.mib)
+    backends = factory.build_backends(settings, os.environ, telemetry.backend_called, caches)
+    stores = _stores(settings, backends)
+    gateway = _gateway(stores, telemetry, build_client(settings))
+    readings, jobs, history = _readings(settings, stores, backends, clock)
+    core = _core(settings, stores, backends, readings, jobs, history, gateway, clock)
+    bolt, lazy, requests = _listeners(settings, stores, core, gateway)
+    guard = StateGuard(stores.marker, gateway, telemetry, config=settings, clock=clock)
+    viewers = HomeViewers(stores.redis, stores.keys)
+    home = Home(
+        stores.store,
+        stores.warnings,
+        readings,
+        viewers,
+        gateway,
+        config=settings,
+        clock=clock,
+        marker=stores.marker,
+    )
+    # What `queuepilot check` finds, said by serve too (`bot.checks.watch`).
+    probes = ProbeWatch(settings, stores.redis, telemetry)
+    ticks = _ticks(settings, stores, backends, readings, core, gateway, guard, home, probes, clock)
+    intake = Intake(
+        stores.stream,
+        stores.store,
+        telemetry,
+        config=settings,
+        consumer=stores.consumer,
+        clock=clock,
+        held=guard.held,
+    )
+    outbound = _outbound(settings, stores, backends, gateway, clock)
+    return Bot(
+        **vars(stores),
+        settings=settings,
+        telemetry=telemetry,
+        gateway=gateway,
+        intake=intake,
+        requests=requests,
+        outbound=outbound,
+        readings=readings,
+        core=core,
+        bolt=bolt,
+        lazy=lazy,
+        home=home,
+        guard=guard,
+        ticks=ticks,
+        probes=probes,
+        memory=limit,
+    )
+
+
+def _stores(settings: Settings, backends: factory.Backends) -> Stores:
     def connect(**options: Any) -> Redis:
         return build_redis(settings.redis_url, settings.sentinel(), **options)
 
-    redis = connect()
-    prefix = settings.redis_prefix
-    name = f"{socket.gethostname()}-{os.getpid()}"
-    # Unique per process in both streams' consumer groups, so a restarted replica's entries are
-    # reclaimed, not assumed done.
-    consumer = f"{name}-{secrets.token_hex(3)}"
-    telemetry = Telemetry()
-    retention_s = round(settings.incident_retention_days * 86_400)
-    stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
-    # One token source for both GitHub readers: an App's installation token is minted once.
-    counted = telemetry.backend_called
-    github = factory.github_auth(settings, counted=counted)
-    limit = memory.memory_limit(settings.memory_limit_mib)
-    caches = memory.cache_bytes(limit.mib)
-    issues = factory.build_issues(settings, github, counted=counted, caches=caches)
     # The leases are renewed over connections of their own: a crowd that keeps the main pool busy
     # must not cost the leader its lead (tests/storage/test_redis_conn).
-    lease_redis = connect(client_name="queuepilot-leases")
-    leadership = Leadership(lease_redis, Keys(prefix), name=name, ttl_ms=settings.leader_lease_ms)
-    # Every commit is the leader's: a replica that does not lead (any more) is refused.
-    store = IncidentStore(
-        redis, prefix, retention_s=retention_s, issues=issues is not None, fence=leadership.fence
-    )
-    keys = store.keys
     # Each idle channel sender blocks on up to three doorbells: on a client of their own, so with
     # many channels the main pool stays free for commands (tests/system/test_many_channels).
+    redis, lease_redis = connect(), connect(client_name="queuepilot-leases")
     bells = connect(max_connections=BELL_CONNECTIONS, client_name="queuepilot-bells")
-    queue = SendQueue(redis, prefix, retention_s=retention_s, bells=bells, fence=leadership.fence)
-    client = build_client(settings)
-    pacing = Pacing()
-    gateway = SlackGateway(
-        client,
-        telemetry=telemetry,
-        pacing=pacing,
-        user_names=UserNames(redis, keys),
-        permalinks=PermalinkCache(redis, keys, keep_s=retention_s),
+    prefix, keys, waits = settings.redis_prefix, Keys(settings.redis_prefix), settings.wait_replicas
+    name = f"{socket.gethostname()}-{os.getpid()}"
+    kept_s = round(settings.incident_retention_days * 86_400)
+    leadership = Leadership(lease_redis, keys, name=name, ttl_ms=settings.leader_lease_ms)
+    # Every commit is the leader's: a replica that does not lead (any more) is refused.
+    fence, issues = leadership.fence, backends.issues is not None
+    return Stores(
+        redis,
+        lease_redis,
+        bells,
+        keys,
+        kept_s,
+        # Unique per process, so a restarted replica's entries are reclaimed, not assumed done.
+        f"{name}-{secrets.token_hex(3)}",
+        leadership,
+        NotificationStream(redis, prefix, wait_replicas=waits),
+        RequestStream(redis, prefix, wait_replicas=waits),
+        IncidentStore(redis, prefix, retention_s=kept_s, issues=issues, fence=fence),
+        SendQueue(redis, prefix, retention_s=kept_s, bells=bells, fence=fence),
+        WarningStore(redis, keys, bells=bells),
+        NoticeStore(redis, keys),
+        StateMarker(redis, keys, retention_s=kept_s, fence=fence),
     )
-    warnings = WarningStore(redis, keys, bells=bells)
-    notices = NoticeStore(redis, keys)
 
-    metrics = factory.build_metrics(settings, github, counted=counted, caches=caches)
-    jobs_source = factory.build_jobs_source(
-        settings, metrics, github, counted=counted, caches=caches
+
+def _gateway(stores: Stores, telemetry: Telemetry, client: AsyncWebClient) -> SlackGateway:
+    redis, keys = stores.redis, stores.keys
+    names, links = UserNames(redis, keys), PermalinkCache(redis, keys, keep_s=stores.retention_s)
+    return SlackGateway(
+        client, telemetry=telemetry, pacing=Pacing(), user_names=names, permalinks=links
     )
-    jobs = None
-    if jobs_source is not None:
-        timeout_s = settings.backend_timeout_seconds
-        jobs = JobsWatch(jobs_source, JobArrivals(redis, keys), timeout_s=timeout_s)
-    # The capacity report's history: the backend's own (Prometheus, the HUD), else the readings
-    # queuepilot keeps itself (`METRICS_BACKEND=github`); none with the `alert` backend.
-    kept = None
+
+
+def _readings(
+    settings: Settings, stores: Stores, backends: factory.Backends, clock: Callable[[], datetime]
+) -> tuple[FleetReadings, JobsWatch | None, QueueHistory | None]:
+    """The fleet's readings, the jobs behind the queue and the capacity report's history: the
+    backend's own (Prometheus, the HUD), else the readings queuepilot keeps itself
+    (`METRICS_BACKEND=github`); none with the `alert` backend."""
+    redis, keys, metrics, jobs, kept = stores.redis, stores.keys, backends.metrics, None, None
+    if backends.jobs is not None:
+        arrivals, timeout_s = JobArrivals(redis, keys), settings.backend_timeout_seconds
+        jobs = JobsWatch(backends.jobs, arrivals, timeout_s=timeout_s)
     if not isinstance(metrics, QueueHistory) and metrics.live:
         kept = ReadingsHistory(redis, keys, interval_s=settings.metrics_interval_seconds)
-    history = metrics if isinstance(metrics, QueueHistory) else kept
-    readings = FleetReadings(
-        redis,
-        keys,
-        metrics,
-        config=settings,
-        clock=clock,
-        jobs=jobs,
-        kept=kept,
-        leads=lambda: leadership.fence.held is not None,
-    )
-    reporter = StatusReporter(store, readings, telemetry, config=settings, clock=clock)
-    ticks: dict[str, leader.Tick] = {"status-tick": reporter.tick}
+    fence = stores.leadership.fence
 
-    authorizer = Authorizer(settings, group_members=gateway.usergroup_members)
-    interactions = Interactions(redis, prefix)
-    acting = Acting(
-        store, telemetry, interactions, authorizer, display_name=gateway.display_name, clock=clock
+    def leads() -> bool:
+        return fence.held is not None
+
+    readings = FleetReadings(
+        redis, keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept, leads=leads
     )
-    silencer = factory.build_silencer(settings, counted=counted)
-    if silencer is not None:
-        ticks["silence-watch"] = SilenceWatch(store, silencer, config=settings, clock=clock).tick
-    scaler = factory.build_scaler(settings, os.environ, counted=counted)
-    scale_reverts = None
-    if scaler is not None:
-        scale_reverts = ScaleReverts(
+    return readings, jobs, metrics if isinstance(metrics, QueueHistory) else kept
+
+
+def _core(
+    settings: Settings,
+    stores: Stores,
+    backends: factory.Backends,
+    readings: FleetReadings,
+    jobs: JobsWatch | None,
+    history: QueueHistory | None,
+    gateway: SlackGateway,
+    clock: Callable[[], datetime],
+) -> ActionCore:
+    """The one action core that every button, command and form acts through."""
+    store, redis, warnings = stores.store, stores.redis, stores.warnings
+    authorizer = Authorizer(settings, group_members=gateway.usergroup_members)
+    interactions = Interactions(redis, settings.redis_prefix)
+    named = gateway.display_name
+    acting = Acting(
+        store, gateway.telemetry, interactions, authorizer, display_name=named, clock=clock
+    )
+    reverts = None
+    if backends.scaler is not None:
+        reverts = ScaleReverts(
             redis,
-            keys,
+            stores.keys,
             store,
-            scaler,
+            backends.scaler,
             config=settings,
             clock=clock,
             warnings=warnings,
             readings=readings,
         )
-        ticks["scale-reverts"] = scale_reverts.tick
-    scaling = Scaling(
-        acting, scaler, factory.scale_targets(settings), config=settings, reverts=scale_reverts
-    )
-    core = ActionCore(
+    scaling = Scaling(acting, backends.scaler, backends.targets, config=settings, reverts=reverts)
+    return ActionCore(
         acting,
-        Silencing(acting, silencer, config=settings, permalink=gateway.link),
+        Silencing(acting, backends.silencer, config=settings, permalink=gateway.link),
         scaling,
         Diagnosing(acting, readings, config=settings, jobs=jobs, scaling=scaling),
         Jobs(acting, jobs, settings.routing),
         Warnings(acting, warnings, scaling),
-        Report(acting, readings, config=settings, notices=notices, history=history),
+        Report(acting, readings, config=settings, notices=stores.notices, history=history),
         config=settings,
     )
-    early_warning = settings.early_warning_minutes > 0 and metrics.live
-    if early_warning:
-        ticks["early-warning"] = EarlyWarnings(
-            readings, store, warnings, config=settings, clock=clock, permalink=gateway.link
-        ).tick
-    if issues is not None:
-        ticks["alert-issue"] = AlertIssues(
-            store,
-            IssueLinks(redis, keys, retention_s=retention_s),
-            issues,
-            pacing,
-            config=settings,
-            permalink=gateway.link,
-            clock=clock,
-        ).tick
-    outbound = Outbound(
-        store=store,
-        queue=queue,
-        storms=StormQueue(redis, prefix, retention_s=retention_s),
-        slack=gateway,
-        telemetry=telemetry,
-        charts=ChartDelivery(redis, keys, settings.chart_style),
-        notices=notices,
-        warnings=warnings if early_warning else None,
-        config=settings,
-        clock=clock,
-    )
+
+
+def _listeners(
+    settings: Settings, stores: Stores, core: ActionCore, gateway: SlackGateway
+) -> tuple[AsyncApp, StreamRunner, GroupLoop[Request]]:
+    """Bolt, whose listeners' work waits in the requests stream, and the leader's loop over it."""
     bolt = AsyncApp(
         # A client of Bolt's own, without the gateway's shared session: Bolt deep-copies each
         # request, its client too, for the lazy listeners (an aiohttp session cannot be copied).
@@ -346,9 +395,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         # 10 ms poll of `ack`; the lazy work goes on in `handlers.lazy`.
         process_before_response=True,
     )
-    handlers.slack_boundary.install(bolt, redis=redis, prefix=prefix)
-    request_stream = RequestStream(redis, prefix, wait_replicas=settings.wait_replicas)
-    lazy = StreamRunner(request_stream, handlers.listeners.WORK, bolt.logger)
+    handlers.slack_boundary.install(bolt, redis=stores.redis, prefix=settings.redis_prefix)
+    lazy = StreamRunner(stores.request_stream, handlers.listeners.WORK, bolt.logger)
     bolt.listener_runner.lazy_listener_runner = lazy
     parts = Parts(core, gateway)
 
@@ -360,56 +408,86 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     # What the leader performs, by the key a listener's runner appended it with: a key not in
     # the table is dead-lettered by the consumer, never guessed at.
     performed = AsyncBoltContext(parts=parts)
-    requests = request_loop(
-        request_stream,
-        {key: partial(w.perform, context=performed) for key, w in handlers.listeners.WORK.items()},
-        config=settings,
-        consumer=consumer,
-    )
-    marker = StateMarker(redis, keys, retention_s=retention_s, fence=leadership.fence)
-    guard = StateGuard(marker, gateway, telemetry, config=settings, clock=clock)
+    works = {
+        key: partial(w.perform, context=performed) for key, w in handlers.listeners.WORK.items()
+    }
+    requests = request_loop(stores.request_stream, works, config=settings, consumer=stores.consumer)
+    return bolt, lazy, requests
+
+
+def _early_warnings(settings: Settings, backends: factory.Backends) -> bool:
+    return settings.early_warning_minutes > 0 and backends.metrics.live
+
+
+def _ticks(
+    settings: Settings,
+    stores: Stores,
+    backends: factory.Backends,
+    readings: FleetReadings,
+    core: ActionCore,
+    gateway: SlackGateway,
+    guard: StateGuard,
+    home: Home,
+    probes: ProbeWatch,
+    clock: Callable[[], datetime],
+) -> dict[str, leader.Tick]:
+    """The leader's periodic work, by the name its scheduler runs it under."""
+    store, link, early_warning = stores.store, gateway.link, _early_warnings(settings, backends)
+    reporter = StatusReporter(store, readings, gateway.telemetry, config=settings, clock=clock)
+    ticks: dict[str, leader.Tick] = {"status-tick": reporter.tick}
+    if backends.silencer is not None:
+        watch = SilenceWatch(store, backends.silencer, config=settings, clock=clock)
+        ticks["silence-watch"] = watch.tick
+    if core.scaling.reverts is not None:
+        ticks["scale-reverts"] = core.scaling.reverts.tick
+    if early_warning:
+        warnings = stores.warnings
+        ticks["early-warning"] = EarlyWarnings(
+            readings, store, warnings, config=settings, clock=clock, permalink=link
+        ).tick
+    if backends.issues is not None:
+        links = IssueLinks(stores.redis, stores.keys, retention_s=stores.retention_s)
+        ticks["alert-issue"] = AlertIssues(
+            store,
+            links,
+            backends.issues,
+            gateway.pacing,
+            config=settings,
+            permalink=link,
+            clock=clock,
+        ).tick
     ticks["state-marker"] = guard.tick
-    viewers = HomeViewers(redis, keys)
-    home = Home(
-        store, warnings, readings, viewers, gateway, config=settings, clock=clock, marker=marker
-    )
     ticks["app-home"] = home.tick
     # A reading every interval where the readings are the report's history and nothing else
     # reads on a schedule (the early warning does): a week read only during incidents is not
     # the week.
     if readings.keeps_history and not early_warning:
         ticks["fleet-reading"] = readings.tick
-    intake = Intake(
-        stream, store, telemetry, config=settings, consumer=consumer, clock=clock, held=guard.held
-    )
-    # What `queuepilot check` finds, said by serve too (`bot.checks.watch`).
-    probes = ProbeWatch(settings, redis, telemetry)
     if settings.probe_interval_seconds:
         ticks["probes"] = probes.tick
-    return Bot(
-        settings=settings,
-        redis=redis,
-        lease_redis=lease_redis,
-        bell_redis=bells,
-        telemetry=telemetry,
-        stream=stream,
-        store=store,
-        queue=queue,
-        gateway=gateway,
-        intake=intake,
-        request_stream=request_stream,
-        requests=requests,
-        outbound=outbound,
-        readings=readings,
-        core=core,
-        bolt=bolt,
-        lazy=lazy,
-        leadership=leadership,
-        home=home,
-        guard=guard,
-        ticks=ticks,
-        probes=probes,
-        memory=limit,
+    return ticks
+
+
+def _outbound(
+    settings: Settings,
+    stores: Stores,
+    backends: factory.Backends,
+    gateway: SlackGateway,
+    clock: Callable[[], datetime],
+) -> Outbound:
+    redis, kept_s = stores.redis, stores.retention_s
+    early_warning = _early_warnings(settings, backends)
+    return Outbound(
+        store=stores.store,
+        queue=stores.queue,
+        storms=StormQueue(redis, settings.redis_prefix, retention_s=kept_s),
+        slack=gateway,
+        telemetry=gateway.telemetry,
+        charts=ChartDelivery(redis, stores.keys, settings.chart_style),
+        notices=stores.notices,
+        warnings=stores.warnings if early_warning else None,
+        config=settings,
+        clock=clock,
     )
 
 

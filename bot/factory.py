@@ -5,6 +5,7 @@ with no /metrics, passes nothing)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from bot.backends.github_api import AppInstallationToken, GithubApi
 from bot.backends.http import Counted, uncounted
@@ -29,6 +30,35 @@ from bot.config import (
 )
 from bot.config.memory import DEFAULT_CACHES, Cache
 from bot.domain.scaling import ScaleTarget
+
+
+@dataclass(frozen=True)
+class Backends:
+    """Every backend the settings pick; None where none is configured."""
+
+    metrics: QueueMetrics
+    jobs: QueuedJobs | None  # the jobs behind the queue
+    issues: GithubIssues | None
+    silencer: Silencer | None
+    scaler: Scaler | None
+    targets: dict[str, ScaleTarget]  # what the scaler may scale, and how far
+
+
+def build_backends(
+    settings: Settings, environ: Mapping[str, str], counted: Counted, caches: Mapping[Cache, int]
+) -> Backends:
+    # One token source for both GitHub readers: an App's installation token is minted once.
+    github = github_auth(settings, counted=counted)
+    issues = build_issues(settings, github, counted=counted, caches=caches)
+    metrics = build_metrics(settings, github, counted=counted, caches=caches)
+    return Backends(
+        metrics=metrics,
+        jobs=build_jobs_source(settings, metrics, github, counted=counted, caches=caches),
+        issues=issues,
+        silencer=build_silencer(settings, counted=counted),
+        scaler=build_scaler(settings, environ, counted=counted),
+        targets=scale_targets(settings),
+    )
 
 
 def build_silencer(settings: Settings, *, counted: Counted = uncounted) -> Silencer | None:
