@@ -1,35 +1,26 @@
-"""The fleet at one moment, by runner type, judged once (`judge`), what the history keeps of a
-past reading, and the runner pods it saw OOM-killed. Every number is optional: each backend knows
-different things, and consumers say what they could not know instead of guessing."""
+"""The fleet at one moment, by runner type (judged once: `bot.domain.judging`), what the
+history keeps of a past reading, and the runner pods it saw OOM-killed. Every number is optional:
+each backend knows different things, and consumers say what they could not know instead of
+guessing."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
-from bot.domain.causes import pod_causes
 from bot.domain.jobs import JobsView
 from bot.domain.judgement import (
-    DRAIN_TARGET_MINS,
-    RECENT_READINGS,
-    Advised,
     Judgement,
-    advise,
-    direction_of,
-    running_of,
-    sure_growth,
 )
 from bot.domain.runner_names import type_named
 from bot.domain.runner_pods import NEEDS, RunnerPods
-from bot.domain.value_string import finite
 
 
 class RunnerTypeMetrics(BaseModel):
@@ -208,115 +199,6 @@ def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[st
                 values |= {key: getattr(j, field) for key, field in ADVISED.items()}
             kept[name] = {g: float(v) for g, v in values.items() if v is not None}
     return kept
-
-
-def judged(
-    fleet: FleetSnapshot,
-    recent: Sequence[HistoryPoint],
-    *,
-    interval: timedelta,
-    within_mins: float = DRAIN_TARGET_MINS,
-    window: timedelta = timedelta(0),
-) -> FleetSnapshot:
-    """`fleet` judged against the `recent` readings (any order), the advice held over `window`;
-    a type a past reading kept no gauges of had nothing queued and was advised nothing then."""
-    since = fleet.at - interval * (RECENT_READINGS + 0.5)
-    ordered = sorted((p for p in recent if p.at < fleet.at), key=lambda p: p.at)
-    before = [p for p in ordered if since <= p.at]
-    held = [p for p in ordered if fleet.at - window < p.at]
-    types = {}
-    for name, m in fleet.runner_types.items():
-        observed = [(p.at.timestamp(), p.gauges_of(name).get("queued", 0.0)) for p in before]
-        earlier = [_advised(p.gauges_of(name)) for p in held]
-        types[name] = judged_as(
-            m, observed, fleet.at, within_mins, fleet.source, earlier, window / timedelta(minutes=1)
-        )
-    return fleet.model_copy(update={"runner_types": types})
-
-
-def _advised(gauges: Mapping[str, float]) -> Advised:
-    return Advised(int(gauges.get("own", 0)), gauges.get("sup", 0.0), int(gauges.get("adv", 0)))
-
-
-# Why a source may give no wait for a type that queues.
-WAIT_UNKNOWN = {
-    "alert": "the alert does not say",
-    "prometheus": "ARC times jobs only as they start, and none started in the last hour",
-}
-
-
-def judged_as(
-    m: RunnerTypeMetrics,
-    observed: Sequence[tuple[float, float]],
-    at: datetime,
-    within: float,
-    source: str,
-    earlier: Sequence[Advised] = (),
-    window_mins: float = 0.0,
-) -> RunnerTypeMetrics:
-    """`m` judged as `source` read it at `at`."""
-    why = WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")
-    verdict = judge(
-        m,
-        observed,
-        at=at,
-        within_mins=within,
-        wait_unknown=why,
-        earlier=earlier,
-        window_mins=window_mins,
-    )
-    return m.model_copy(update={"judged": verdict})
-
-
-def judge(
-    metrics: RunnerTypeMetrics,
-    observed: Sequence[tuple[float, float]],
-    *,
-    at: datetime,
-    within_mins: float = DRAIN_TARGET_MINS,
-    wait_unknown: str = "",
-    earlier: Sequence[Advised] = (),
-    window_mins: float = 0.0,
-) -> Judgement:
-    """What `metrics` mean. `observed`: (epoch seconds, queued) at the readings before, and
-    `earlier`: the advice within the last `window_mins`, both oldest first."""
-    queued = finite(metrics.queued)
-    points = [(t, value) for t, value in observed if math.isfinite(value)]
-    if queued is not None:
-        points.append((at.timestamp(), queued))
-    direction, rate = direction_of(points)
-    running = running_of(metrics.registered, metrics.busy)
-    desired = finite(metrics.desired)
-    wait = finite(metrics.longest_wait_mins)
-    duration = finite(metrics.job_duration_mins)
-    pods = metrics.pods
-    stuck = pods.cannot_start if pods else 0
-    judgement = Judgement(
-        at=at,
-        queued=queued,
-        wait_mins=wait,
-        wait_over=bool(metrics.wait_over) and wait is not None,
-        wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
-        wait_unknown="" if wait is not None or not queued else wait_unknown,
-        direction=direction,
-        change_per_min=rate,
-        busy=finite(metrics.busy),
-        registered=finite(metrics.registered),
-        # Pods that cannot start are wanted but not booting: they drain nothing.
-        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
-        maximum=finite(metrics.maximum),
-        within_mins=within_mins,
-        causes=pod_causes(metrics),
-        cannot_start=pods.withholding if pods else 0,
-        held=stuck,
-        unplaced=round(pods.unschedulable or 0) if pods else 0,
-        window_mins=window_mins,
-    )
-    arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
-    net = 0.0 if arrivals is None or completions is None else max(arrivals - completions, 0.0)
-    return advise(
-        judgement, duration=duration, net_arrivals=net, sure=sure_growth(points), earlier=earlier
-    )
 
 
 def of_type(types: Mapping[str, V], runner_type: str) -> V | None:

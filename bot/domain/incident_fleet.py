@@ -16,7 +16,6 @@ from bot.domain.fleet import (
     HistoryPoint,
     Reading,
     RunnerTypeMetrics,
-    judged_as,
     longest_wait,
     of_type,
     worst_first,
@@ -33,6 +32,7 @@ from bot.domain.incidents import (
     with_scale_ups,
 )
 from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement
+from bot.domain.judging import judged_as
 from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration

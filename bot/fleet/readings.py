@@ -30,7 +30,6 @@ from bot.domain.fleet import (
     FleetSnapshot,
     HistoryPoint,
     Reading,
-    judged,
     kills_of,
     troubled_gauges,
     with_job_waits,
@@ -40,6 +39,7 @@ from bot.domain.incident_fleet import incident_fleet
 from bot.domain.incidents import Incident
 from bot.domain.jobs import JobsView, jobs_view
 from bot.domain.judgement import RECENT_READINGS
+from bot.domain.judging import judged
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.fleet import JobArrivals, OomKillRecord, ReadingStore
 from bot.storage.keys import Keys

@@ -23,9 +23,10 @@ from bot.actions.commands import (
 )
 from bot.actions.core import ActionCore, Actor
 from bot.backends.silence import Silencer
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judged
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import record_status
+from bot.domain.judging import judged
 from bot.render.numbers import EMPTY, type_lines
 from bot.render.queue import _trend_of
 from bot.render.root import render_root

@@ -17,8 +17,9 @@ from bot.domain.diagnostics import (
     duration,
     utilization,
 )
-from bot.domain.fleet import FleetSnapshot, judged
+from bot.domain.fleet import FleetSnapshot
 from bot.domain.fleet import RunnerTypeMetrics as M
+from bot.domain.judging import judged
 
 NOW = datetime(2026, 11, 22, 18, 0, tzinfo=UTC)
 

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from bot.domain.causes import Evidence
 from bot.domain.diagnostics import Cause, Verdict, diagnose
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, judged
+from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.fleet import RunnerTypeMetrics as M
+from bot.domain.judging import judged
 
 NOW = datetime(2026, 11, 22, 14, 5, tzinfo=UTC)
 T = "linux.2xlarge"

@@ -24,7 +24,8 @@ from bot.domain.early_warning import (
     scaled_words,
     taken_on,
 )
-from bot.domain.fleet import RunnerTypeMetrics, judge
+from bot.domain.fleet import RunnerTypeMetrics
+from bot.domain.judging import judge
 from bot.domain.runner_pods import RunnerPods
 from tests.support.incidents import make_incident
 

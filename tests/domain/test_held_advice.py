@@ -12,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judged, troubled_gauges
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, troubled_gauges
 from bot.domain.incidents import Event, ScaleDone, with_scale_ups
 from bot.domain.judgement import Judgement
+from bot.domain.judging import judged
 
 START = datetime(2026, 11, 26, 12, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

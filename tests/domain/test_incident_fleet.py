@@ -9,7 +9,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics, judged
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics
 from bot.domain.incident_fleet import (
     DrainRule,
     as_snapshot,
@@ -28,6 +28,7 @@ from bot.domain.incidents import (
     with_action,
     with_scale_ups,
 )
+from bot.domain.judging import judged
 from bot.domain.routes import Routing, parse_routes
 from bot.domain.runner_names import derived_scale_set
 from bot.domain.trend import sparkline

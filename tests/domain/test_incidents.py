@@ -854,8 +854,8 @@ def test_a_reading_diagnostics_showed_between_statuses_counts_in_the_peaks() -> 
 def test_a_cause_of_too_low_a_maximum_leaves_the_root_once_a_reading_disproves_it(
     source: str, maximum: float, queued: float, kept: bool
 ) -> None:
-    from bot.domain.fleet import judged
     from bot.domain.incidents import diagnosed
+    from bot.domain.judging import judged
 
     cause = "Autoscaling configuration (high confidence): linux.2xlarge: 17 short"
     incident = diagnosed(make_incident(), cause, short_of=("linux.2xlarge", 20.0))
@@ -882,8 +882,8 @@ def test_a_cause_of_too_low_a_maximum_leaves_the_root_once_a_reading_disproves_i
 def test_a_cause_of_pods_that_cannot_start_leaves_the_root_once_they_can(
     source: str, pods: RunnerPods | None, kept: bool
 ) -> None:
-    from bot.domain.fleet import judged
     from bot.domain.incidents import diagnosed
+    from bot.domain.judging import judged
 
     cause = "Runner pods cannot be scheduled (high confidence): linux.2xlarge: 12 runner pods"
     incident = diagnosed(make_incident(), cause, pods_of="linux.2xlarge")

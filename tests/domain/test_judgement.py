@@ -9,8 +9,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judge, judged
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics
 from bot.domain.judgement import Direction, added, direction_of
+from bot.domain.judging import judge, judged
 
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)
 MINUTE = 60.0

@@ -11,9 +11,10 @@ import pytest
 from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.domain.causes import Cause, pod_causes
 from bot.domain.diagnostics import diagnose
-from bot.domain.fleet import OOM_NAMING, FleetSnapshot, judge, with_workflows
+from bot.domain.fleet import OOM_NAMING, FleetSnapshot, with_workflows
 from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.judgement import added
+from bot.domain.judging import judge
 from bot.domain.runner_pods import (
     CADVISOR,
     DISK,

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from bot.domain.alert_issue import Moment, moment_key
 from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.capacity import capacity_report
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, judged
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -26,6 +26,7 @@ from bot.domain.incidents import (
     with_live,
 )
 from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue, workflows_seen
+from bot.domain.judging import judged
 from bot.render.alert_issue import comment, unlinked
 from bot.render.capacity import render_report
 from bot.render.numbers import peak_rows, type_lines

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.diagnostics import diagnose
 from bot.domain.early_warning import Forecast, Point, Thresholds, WarningState, forecast
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, judged
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incident_fleet import alert_fleet, as_snapshot, judgement_of
 from bot.domain.incidents import (
     Incident,
@@ -32,6 +32,7 @@ from bot.domain.incidents import (
     sums_types,
     with_live,
 )
+from bot.domain.judging import judged
 from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, scale_default
 from bot.domain.units import minutes, number, wait_said
 from bot.render.diagnostics import render_diagnostics
