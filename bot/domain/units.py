@@ -30,13 +30,6 @@ def minutes(value: float) -> str:
     return f"{number(shown)} min"
 
 
-def wait_said(
-    mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
-) -> str:
-    parts = wait_parts(mins, over=over, of_starts=of_starts)
-    return " ".join(parts) if parts else ""
-
-
 def wait_parts(
     mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
 ) -> tuple[str, str] | None:
@@ -45,6 +38,11 @@ def wait_parts(
         return None
     label = "slowest recent start" if of_starts else "longest wait"
     return label, f"{'over ' if over else ''}{minutes(mins)}"
+
+
+def wait_unknown(why: str = "") -> str:
+    """ "longest wait not known: the alert does not say", while jobs queue and none was read."""
+    return f"longest wait not known: {why}" if why else "longest wait not known"
 
 
 def duration(span: timedelta) -> str:
