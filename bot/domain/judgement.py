@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
 from bot.domain.runner_pods import PodCause
-from bot.domain.units import minutes, number, wait_unknown
+from bot.domain.units import minutes, number
 from bot.domain.value_string import finite
 
 DRAIN_TARGET_MINS = 30.0
@@ -84,12 +84,6 @@ class Judgement(BaseModel):
     # read a thread over minutes, not per reading.
     own: int = 0
     window_mins: float = 0.0
-
-    @property
-    def not_known(self) -> str:
-        if self.wait_mins is not None or not self.queued:
-            return ""
-        return wait_unknown(self.wait_unknown or "the source gives none")
 
     @property
     def heading(self) -> str:

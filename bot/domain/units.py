@@ -30,21 +30,6 @@ def minutes(value: float) -> str:
     return f"{number(shown)} min"
 
 
-def wait_parts(
-    mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
-) -> tuple[str, str] | None:
-    """("longest wait", "114 min"), ("slowest recent start", "over 60 min"): as measured."""
-    if mins is None:
-        return None
-    label = "slowest recent start" if of_starts else "longest wait"
-    return label, f"{'over ' if over else ''}{minutes(mins)}"
-
-
-def wait_unknown(why: str = "") -> str:
-    """ "longest wait not known: the alert does not say", while jobs queue and none was read."""
-    return f"longest wait not known: {why}" if why else "longest wait not known"
-
-
 def duration(span: timedelta) -> str:
     """ "45 s", "18 min", "1 h 18 min", "2 d 3 h"; negative spans count as 0."""
     total = max(int(span.total_seconds()), 0)

@@ -8,15 +8,27 @@ keeps that reading (`Incident.live`), its compact form in statuses and the trend
 and the worst it showed (its peaks). Nothing here decides or recomputes; it only phrases:
 
 - a runner type's line: `type_parts` (its judgement's numbers, then its advice), listed worst
-  first by `type_lines` in the root, a status, `/queue`, diagnostics and the App Home;
+  first by `type_lines` in the root (live or the alert's), a status, `/queue`, diagnostics and
+  the App Home;
 - the wait: `wait_part` for a judgement, `wait_of` for a queue (label and value as it was
-  measured: "longest wait 12 min", "slowest recent start over 60 min");
+  measured: "longest wait 12 min", "slowest recent start over 60 min"), both in `_wait_words`'
+  one spelling (the domain's own text names no wait);
 - the advice: `advice_parts`, the judgement's direction and advice in its own words;
 - the headline: `root_figures` (the root's, against the alert's thresholds), `head_figures` (one
   line: the storm digest, `/queue`, a notification), `status_figures` (a status, each number's
-  change since the last: only between two readings of the same measure);
+  change since the last: only between two readings of the same measure), `still_live_said` (a
+  Resolve's question and the timeline);
 - the past: `peak_figures` (each peak with its own moment, never another's: the summary, the
-  postmortem, a resolved root) and `peak_rows`.
+  postmortem, a resolved root), `peak_rows`, `drained_in`, and the tables' cells.
+
+Per surface, the calls from a reading to its text:
+- the root: `status/tick._roots_to_reading -> outbound/desk.edit_root -> render/root.render_root
+  -> root_figures, type_lines` (its notification text `head_figures`);
+- a status: `tick._decide -> outbound/messages.read_reply -> render/replies.render_shown ->
+  render_status -> status_figures, type_lines and gone_lines | type_changes`;
+- the summary: `replies.summaries -> render_summary -> peak_said(peak_figures), drained_in,
+  peak_rows`, from `tick._decide` (the queue drained), `intake/consumer._update` (the alert
+  resolved) and `actions/core.resolve` (resolved by hand).
 
 So the root's "• linux.2xlarge: *43* queued · longest wait *10 min*", a status's "Queued jobs:
 *43* (▲ +6)" and the summary's "Peak queued jobs: *43* at 14:05" are one reading in one set of
@@ -35,13 +47,14 @@ from bot.domain.headline import Headline, StillLive
 from bot.domain.incidents import Incident, Resolution, Snapshot, sums_types, thresholds
 from bot.domain.judgement import Judgement
 from bot.domain.trend import SPARK_POINTS, Trend, sparkline
-from bot.domain.units import change, duration, minutes, number, wait_parts, wait_unknown
+from bot.domain.units import change, duration, minutes, number
 from bot.render import mrkdwn as md
 
 TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
 MAX_RUNNER_ROWS = 15
 MAX_PEAK_ROWS = 5
 EMPTY = Trend()
+NOT_KNOWN = "longest wait not known"
 # How a moment is written: a Slack date in a message, UTC in a file.
 Clock = Callable[[datetime], str]
 
@@ -81,16 +94,26 @@ def judged_parts(j: Judgement) -> list[str]:
 def wait_part(j: Judgement, *, bold: bool = True) -> str:
     """ "longest wait *12 min*", with "as the alert said at 14:02" where the alert's stands in
     for the reading's, or a plain "longest wait not known: …" while jobs queue; "" otherwise."""
-    said = wait_parts(j.wait_mins, over=j.wait_over, of_starts=j.wait_of_starts)
+    said = _wait_words(j.wait_mins, j.wait_over, j.wait_of_starts)
     if said is None:
-        return md.escape(j.not_known)
+        why = j.wait_unknown or "the source gives none"
+        return md.escape(f"{NOT_KNOWN}: {why}") if j.queued else ""
     when = f" as the alert said at {md.time_of(j.wait_alert_at)}" if j.wait_alert_at else ""
     return _labelled(said, bold) + when
 
 
 def wait_words(queue: RunnerQueue | RunnerTypeMetrics) -> tuple[str, str] | None:
     """("longest wait", "114 min"), ("slowest recent start", "over 60 min"): as measured."""
-    return wait_parts(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
+    return _wait_words(queue.longest_wait_mins, queue.wait_over, queue.wait_of_starts)
+
+
+def _wait_words(
+    mins: float | None, over: bool | None = None, of_starts: bool | None = None
+) -> tuple[str, str] | None:
+    if mins is None:
+        return None
+    label = "slowest recent start" if of_starts else "longest wait"
+    return label, f"{'over ' if over else ''}{minutes(mins)}"
 
 
 def wait_of(queue: RunnerQueue | RunnerTypeMetrics, *, bold: bool = False) -> str:
@@ -108,7 +131,7 @@ def wait_known(queue: RunnerQueue | RunnerTypeMetrics) -> str:
     judged = queue.judged if isinstance(queue, RunnerTypeMetrics) else None
     if judged is not None:
         return wait_part(judged, bold=False)
-    return wait_of(queue) or (wait_unknown() if queue.queued else "")
+    return wait_of(queue) or (NOT_KNOWN if queue.queued else "")
 
 
 def advice_parts(j: Judgement) -> list[str]:
@@ -392,7 +415,7 @@ def queued_cell(queued: float | None) -> str:
 def point_cell(point: tuple[float | None, float | None] | None) -> str:
     """A moment of the trend (queued, wait) in a table, "43 · 12 min", under a note that names
     the measures (the trend keeps the minutes alone); "" where the type was not read then."""
-    said = wait_parts(point[1]) if point else None
+    said = _wait_words(point[1]) if point else None
     return "" if point is None else queued_cell(point[0]) + (f" · {said[1]}" if said else "")
 
 
