@@ -29,6 +29,7 @@ from bot.domain.jobs import workflows_seen
 from bot.domain.judgement import Judgement
 from bot.domain.scaling import ScaleOwner, ScalePreview
 from bot.render.mrkdwn import escape
+from bot.render.numbers import still_live_said
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_event, summaries
 from bot.render.root import render_still_live
@@ -143,7 +144,8 @@ class ActionCore:
                     # Typed without `anyway`: asked once, with what is still live.
                     asked = render_still_live(incident, live)
                     return None, Outcome(False, asked.text, "refused", tuple(asked.blocks))
-                text = f"Resolved manually with {live.text}" if live else "Resolved manually"
+                left = f" with {still_live_said(live, thresholds=False)}" if live else ""
+                text = f"Resolved manually{left}"
                 by = actor.user_id
                 event = Event(at=now, kind="resolved", text=text, actor=by, actor_name=name)
                 resolved = resolve_manually(incident, by=by, name=name, now=now)
@@ -151,8 +153,7 @@ class ActionCore:
                 summary = summaries(updated, [*timeline, event], now=now)
                 replies = summary_replies(BAND_ACTION, summary, updated)
                 commit = Commit(updated, events=(event,), replies=replies, stop_status=True)
-                left = f" with {escape(live.text)}" if live else ""
-                return commit, Outcome(True, f"You resolved incident {incident.id}{left}.")
+                return commit, Outcome(True, f"You resolved incident {incident.id}{escape(left)}.")
 
             return await self.acting.commit(ref, decide, with_timeline=True)
 

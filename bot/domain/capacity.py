@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
+from bot.domain.alerts import RunnerQueue
 from bot.domain.early_warning import Thresholds, stated_thresholds
-from bot.domain.fleet import OomKill, RunnerTypeMetrics, ranked_workflows
+from bot.domain.fleet import OomKill, RunnerTypeMetrics, longest_wait, ranked_workflows
 from bot.domain.incidents import Event, Incident, RunnersSeen, most_runners
 from bot.domain.judgement import to_drain
 from bot.domain.runner_names import runner_key
@@ -89,7 +90,7 @@ class TypeReport:
     incidents: int = 0
     firing: timedelta = timedelta()
     peak_queued: float | None = None
-    peak_wait_mins: float | None = None
+    peak_wait: RunnerQueue | None = None  # the longest, as it was measured
     scale_ups: Mapping[str, int] = field(default_factory=dict)  # who -> how many
     minimum: float | None = None
     maximum: float | None = None
@@ -215,7 +216,6 @@ def _report(
     queued = [p.queued for p in peaks if p.queued is not None]
     if history is not None and history.peak_queued is not None:
         queued.append(history.peak_queued)
-    waits = [p.longest_wait_mins for p in peaks if p.longest_wait_mins is not None]
     minimum, maximum = (live.minimum, live.maximum) if live else (None, None)
     if maximum is None and history is not None and history.maximum:
         maximum = history.maximum[max(history.maximum)]  # the latest the history knows
@@ -240,7 +240,7 @@ def _report(
         incidents=len(incidents),
         firing=max(firing, timedelta()),
         peak_queued=max(queued, default=None),
-        peak_wait_mins=max(waits, default=None),
+        peak_wait=longest_wait(peaks),
         scale_ups=dict(scalers.most_common()),
         minimum=minimum,
         maximum=maximum,

@@ -136,6 +136,14 @@ def longest_wait(queues: Iterable[Q]) -> Q | None:
     return max(waited, key=lambda q: (q.longest_wait_mins or 0, bool(q.wait_over)), default=None)
 
 
+def measured(mins: float | None, types: Iterable[RunnerQueue]) -> RunnerQueue:
+    """The wait `mins` with how it was measured: the type's that read it, else a plain wait."""
+    worst = longest_wait(types)
+    if worst is not None and worst.longest_wait_mins == mins:
+        return worst
+    return RunnerQueue(longest_wait_mins=mins)
+
+
 def worst_first(types: Mapping[str, Q]) -> list[tuple[str, Q]]:
     """Longest wait first, then most queued; unknown numbers sort last, names break ties."""
 

@@ -6,25 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, longest_wait
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, measured
 from bot.domain.incidents import Incident, queued_total, thresholds
-from bot.domain.units import number, wait_said
 
 
 @dataclass(frozen=True)
 class Headline:
-    """Queued across the incident's types, the longest wait, and the live reading (or None)."""
+    """Queued across the incident's types, the longest wait as it was measured (its minutes None:
+    not read), and the live reading (or None)."""
 
     queued: float | None
-    wait_mins: float | None
-    wait_over: bool | None = None
-    wait_of_starts: bool | None = None
+    wait: RunnerQueue | RunnerTypeMetrics
     live: FleetSnapshot | None = None
     worst: bool = False  # a resolved incident's: the worst seen (its peaks), as its summary says
-
-    @property
-    def wait(self) -> str:
-        return wait_said(self.wait_mins, over=self.wait_over, of_starts=self.wait_of_starts)
 
 
 def shown_live(incident: Incident) -> FleetSnapshot | None:
@@ -42,14 +36,14 @@ def headline(incident: Incident) -> Headline:
         queued = [m.queued for m in types if m.queued is not None]
         if worst is not None or queued:
             total = sum(queued) if queued else None
-            w = worst or RunnerQueue()
-            return Headline(total, w.longest_wait_mins, w.wait_over, w.wait_of_starts, live)
+            return Headline(total, worst or RunnerQueue(), live)
     alert = incident.numbers
     total = queued_total(alert, incident.runner_types)
     if incident.is_open and (total is not None or alert.max_queue_time_mins is not None):
-        return Headline(total, alert.max_queue_time_mins)
-    peak = incident.peak
-    return Headline(peak.max_queue_size, peak.max_queue_time_mins, worst=True)
+        return Headline(total, RunnerQueue(longest_wait_mins=alert.max_queue_time_mins))
+    peak = incident.peak  # the peak types keep each wait with how it was measured
+    wait = measured(peak.max_queue_time_mins, incident.peak_types.values())
+    return Headline(peak.max_queue_size, wait, worst=True)
 
 
 @dataclass(frozen=True)
@@ -60,18 +54,8 @@ class StillLive:
     queued: float | None = None
     queued_threshold: float | None = None
     per_type: bool = False
-    wait: str = ""  # as the root says it: "the longest wait 114 min"
+    wait: RunnerQueue | RunnerTypeMetrics | None = None  # as the root measured it
     wait_threshold: float | None = None
-
-    @property
-    def jobs(self) -> str:
-        if self.queued is None:
-            return ""
-        return f"{number(self.queued)} job{'' if self.queued == 1 else 's'} still queued"
-
-    @property
-    def text(self) -> str:
-        return ", ".join(part for part in (self.jobs, self.wait) if part)
 
 
 def still_live(incident: Incident) -> StillLive | None:
@@ -88,14 +72,14 @@ def still_live(incident: Incident) -> StillLive | None:
     queues = [q.queued for q in types if q.queued is not None]
     largest = max(queues, default=head.queued)
     queued_over = _over(largest, size_limit, numbers.queue_size_over)
-    wait_over = _over(head.wait_mins, time_limit, numbers.queue_time_over)
+    wait_over = _over(head.wait.longest_wait_mins, time_limit, numbers.queue_time_over)
     if not queued_over and not wait_over:
         return None
     return StillLive(
         queued=head.queued if queued_over else None,
         queued_threshold=size_limit,
         per_type=len(queues) > 1,
-        wait=f"the {head.wait}" if wait_over else "",
+        wait=head.wait if wait_over else None,
         wait_threshold=time_limit,
     )
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
 from bot.domain.runner_pods import PodCause
-from bot.domain.units import minutes, number, wait_parts
+from bot.domain.units import minutes, number
 from bot.domain.value_string import finite
 
 DRAIN_TARGET_MINS = 30.0
@@ -84,22 +84,6 @@ class Judgement(BaseModel):
     # read a thread over minutes, not per reading.
     own: int = 0
     window_mins: float = 0.0
-
-    @property
-    def wait(self) -> str:
-        """ "12 min", "over 60 min"; "" when not known or nothing queues."""
-        said = wait_parts(self.wait_mins, over=self.wait_over)
-        return said[1] if said is not None else ""
-
-    @property
-    def not_known(self) -> str:
-        if self.wait_mins is not None or not self.queued:
-            return ""
-        return f"longest wait not known: {self.wait_unknown or 'the source gives none'}"
-
-    @property
-    def wait_label(self) -> str:
-        return "slowest recent start" if self.wait_of_starts else "longest wait"
 
     @property
     def heading(self) -> str:

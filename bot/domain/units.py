@@ -30,23 +30,6 @@ def minutes(value: float) -> str:
     return f"{number(shown)} min"
 
 
-def wait_said(
-    mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
-) -> str:
-    parts = wait_parts(mins, over=over, of_starts=of_starts)
-    return " ".join(parts) if parts else ""
-
-
-def wait_parts(
-    mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
-) -> tuple[str, str] | None:
-    """("longest wait", "114 min"), ("slowest recent start", "over 60 min"): as measured."""
-    if mins is None:
-        return None
-    label = "slowest recent start" if of_starts else "longest wait"
-    return label, f"{'over ' if over else ''}{minutes(mins)}"
-
-
 def duration(span: timedelta) -> str:
     """ "45 s", "18 min", "1 h 18 min", "2 d 3 h"; negative spans count as 0."""
     total = max(int(span.total_seconds()), 0)

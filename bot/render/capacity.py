@@ -10,10 +10,10 @@ from typing import Any
 from bot.domain.capacity import NO_TYPE, TypeReport
 from bot.domain.fleet import OOM_KEEP_DAYS
 from bot.domain.message import Rendered
-from bot.domain.units import duration, minutes, number
+from bot.domain.units import duration, number
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_CATEGORIES, chart, series_labels
-from bot.render.numbers import busy_said, queued_said
+from bot.render.numbers import busy_said, queued_said, wait_of
 
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
@@ -105,8 +105,8 @@ def _type_line(report: TypeReport) -> str:
         parts.append(f"{kills} ({named})" if named else kills)
     if report.peak_queued is not None:
         parts.append(f"peak {queued_said(report.peak_queued)}")
-    if report.peak_wait_mins is not None:
-        parts.append(f"longest wait {minutes(report.peak_wait_mins)}")
+    if report.peak_wait is not None:
+        parts.append(wait_of(report.peak_wait))
     if report.maximum is not None:
         low = number(report.minimum) if report.minimum is not None else "?"
         runners = f"runners {low}–{number(report.maximum)}"

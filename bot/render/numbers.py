@@ -8,15 +8,27 @@ keeps that reading (`Incident.live`), its compact form in statuses and the trend
 and the worst it showed (its peaks). Nothing here decides or recomputes; it only phrases:
 
 - a runner type's line: `type_parts` (its judgement's numbers, then its advice), listed worst
-  first by `type_lines` in the root, a status, `/queue`, diagnostics and the App Home;
+  first by `type_lines` in the root (live or the alert's), a status, `/queue`, diagnostics and
+  the App Home;
 - the wait: `wait_part` for a judgement, `wait_of` for a queue (label and value as it was
-  measured: "longest wait 12 min", "slowest recent start over 60 min");
+  measured: "longest wait 12 min", "slowest recent start over 60 min"), both in `_wait_words`'
+  one spelling (the domain's own text names no wait);
 - the advice: `advice_parts`, the judgement's direction and advice in its own words;
 - the headline: `root_figures` (the root's, against the alert's thresholds), `head_figures` (one
   line: the storm digest, `/queue`, a notification), `status_figures` (a status, each number's
-  change since the last: only between two readings of the same measure);
+  change since the last: only between two readings of the same measure), `still_live_said` (a
+  Resolve's question and the timeline);
 - the past: `peak_figures` (each peak with its own moment, never another's: the summary, the
-  postmortem, a resolved root) and `peak_rows`.
+  postmortem, a resolved root), `peak_rows`, `drained_in`, and the tables' cells.
+
+Per surface, the calls from a reading to its text:
+- the root: `status/tick._roots_to_reading -> outbound/desk.edit_root -> render/root.render_root
+  -> root_figures, type_lines` (its notification text `head_figures`);
+- a status: `tick._decide -> outbound/messages.read_reply -> render/replies.render_shown ->
+  render_status -> status_figures, type_lines and gone_lines | type_changes`;
+- the summary: `replies.summaries -> render_summary -> peak_said(peak_figures), drained_in,
+  peak_rows`, from `tick._decide` (the queue drained), `intake/consumer._update` (the alert
+  resolved) and `actions/core.resolve` (resolved by hand).
 
 So the root's "• linux.2xlarge: *43* queued · longest wait *10 min*", a status's "Queued jobs:
 *43* (▲ +6)" and the summary's "Peak queued jobs: *43* at 14:05" are one reading in one set of
@@ -25,29 +37,24 @@ words: a label names one measure, and a number beside a peak or a change is of t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import (
-    FleetSnapshot,
-    RunnerTypeMetrics,
-    longest_wait,
-    source_name,
-    worst_first,
-)
-from bot.domain.headline import Headline
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, measured, source_name, worst_first
+from bot.domain.headline import Headline, StillLive
 from bot.domain.incidents import Incident, Resolution, Snapshot, sums_types, thresholds
 from bot.domain.judgement import Judgement
 from bot.domain.trend import SPARK_POINTS, Trend, sparkline
-from bot.domain.units import change, minutes, number, wait_parts
+from bot.domain.units import change, duration, minutes, number
 from bot.render import mrkdwn as md
 
 TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
 MAX_RUNNER_ROWS = 15
 MAX_PEAK_ROWS = 5
 EMPTY = Trend()
+NOT_KNOWN = "longest wait not known"
 # How a moment is written: a Slack date in a message, UTC in a file.
 Clock = Callable[[datetime], str]
 
@@ -87,22 +94,44 @@ def judged_parts(j: Judgement) -> list[str]:
 def wait_part(j: Judgement, *, bold: bool = True) -> str:
     """ "longest wait *12 min*", with "as the alert said at 14:02" where the alert's stands in
     for the reading's, or a plain "longest wait not known: …" while jobs queue; "" otherwise."""
-    if not j.wait:
-        return md.escape(j.not_known)
+    said = _wait_words(j.wait_mins, j.wait_over, j.wait_of_starts)
+    if said is None:
+        why = j.wait_unknown or "the source gives none"
+        return md.escape(f"{NOT_KNOWN}: {why}") if j.queued else ""
     when = f" as the alert said at {md.time_of(j.wait_alert_at)}" if j.wait_alert_at else ""
-    return f"{j.wait_label} {f'*{j.wait}*' if bold else j.wait}{when}"
+    return _labelled(said, bold) + when
 
 
 def wait_words(queue: RunnerQueue | RunnerTypeMetrics) -> tuple[str, str] | None:
     """("longest wait", "114 min"), ("slowest recent start", "over 60 min"): as measured."""
-    return wait_parts(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
+    return _wait_words(queue.longest_wait_mins, queue.wait_over, queue.wait_of_starts)
+
+
+def _wait_words(
+    mins: float | None, over: bool | None = None, of_starts: bool | None = None
+) -> tuple[str, str] | None:
+    if mins is None:
+        return None
+    label = "slowest recent start" if of_starts else "longest wait"
+    return label, f"{'over ' if over else ''}{minutes(mins)}"
 
 
 def wait_of(queue: RunnerQueue | RunnerTypeMetrics, *, bold: bool = False) -> str:
     """A queue's wait as it was measured: "longest wait 114 min", "" when not read."""
-    if (said := wait_words(queue)) is None:
-        return ""
-    return f"{said[0]} {f'*{said[1]}*' if bold else said[1]}"
+    return _labelled(wait_words(queue), bold)
+
+
+def _labelled(said: tuple[str, str] | None, bold: bool) -> str:
+    return "" if said is None else f"{said[0]} {f'*{said[1]}*' if bold else said[1]}"
+
+
+def wait_known(queue: RunnerQueue | RunnerTypeMetrics) -> str:
+    """A queue's wait as measured (its judgement's where judged), or while jobs queue that it is
+    not known."""
+    judged = queue.judged if isinstance(queue, RunnerTypeMetrics) else None
+    if judged is not None:
+        return wait_part(judged, bold=False)
+    return wait_of(queue) or (NOT_KNOWN if queue.queued else "")
 
 
 def advice_parts(j: Judgement) -> list[str]:
@@ -130,7 +159,7 @@ def queue_numbers(queue: RunnerQueue | RunnerTypeMetrics) -> str:
 
 def head_figures(head: Headline) -> list[str]:
     """The headline's longest wait and queued jobs, as every one-line surface says them."""
-    return [figure for figure in (head.wait, queued_said(head.queued)) if figure]
+    return [figure for figure in (wait_of(head.wait), queued_said(head.queued)) if figure]
 
 
 def type_lines(
@@ -152,7 +181,8 @@ def type_lines(
             parts += [] if here else _maximum(metrics)
         lines.append(f"• {label}: {' · '.join(parts + advice) or 'no numbers'}")
     if more := max(len(ranked) - top, 0) + view.hidden:
-        lines.append(f"+{more} more runner types (`/queue` lists them)")
+        also = " (`/queue` lists them)" if view.is_live else ""  # a live reading's, not an alert's
+        lines.append(f"+{more} more runner types{also}")
     return lines
 
 
@@ -191,14 +221,6 @@ def read_at(fleet: FleetSnapshot) -> str:
     return when
 
 
-def _measured(mins: float | None, types: Iterable[RunnerQueue]) -> RunnerQueue:
-    """The wait `mins` with how it was measured: the type's that read it, else a plain wait."""
-    worst = longest_wait(types)
-    if worst is not None and worst.longest_wait_mins == mins:
-        return worst
-    return RunnerQueue(longest_wait_mins=mins)
-
-
 def _comparable(now: RunnerQueue, was: RunnerQueue | None) -> float | None:
     """The earlier wait where it is the same measure as now's; a wait "over" a bound has no
     change to tell: its number is the bound."""
@@ -207,17 +229,16 @@ def _comparable(now: RunnerQueue, was: RunnerQueue | None) -> float | None:
     return was.longest_wait_mins if bool(now.wait_of_starts) == bool(was.wait_of_starts) else None
 
 
-def status_figures(
-    current: Snapshot, previous: Snapshot | None
-) -> list[tuple[str, str, str | None]]:
-    """(label, value, change) of a status's headline: a change only from the same measure (a
-    sum of the types' queues is no change from the alert's own figure)."""
+def status_figures(current: Snapshot, previous: Snapshot | None) -> tuple[list[str], str]:
+    """A status's headline as its fields ("Queued jobs: *43* (▲ +6)") and as its notification's
+    line ("queued jobs 43 (▲ +6)"): a change only from the same measure (a sum of the types'
+    queues is no change from the alert's own figure)."""
     now_n, before = current.numbers, previous.numbers if previous else None
     items = []
     if now_n.max_queue_time_mins is not None:
-        wait = _measured(now_n.max_queue_time_mins, current.runner_types.values())
+        wait = measured(now_n.max_queue_time_mins, current.runner_types.values())
         label, value = wait_words(wait) or ("", "")
-        was = previous and _measured(before.max_queue_time_mins, previous.runner_types.values())
+        was = previous and measured(before.max_queue_time_mins, previous.runner_types.values())
         delta = change(now_n.max_queue_time_mins, _comparable(wait, was or None), "min")
         items.append((label.capitalize(), value, delta))
     if now_n.max_queue_size is not None:
@@ -227,7 +248,8 @@ def status_figures(
         was = before.max_queue_size if before and alike else None
         queued = now_n.max_queue_size
         items.append(("Queued jobs", number(queued), change(queued, was)))
-    return items
+    line = ", ".join(f"{label.lower()} {value}{paren(d)}" for label, value, d in items)
+    return [figure(label, value, paren(d)) for label, value, d in items], line
 
 
 def type_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
@@ -244,8 +266,13 @@ def type_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
             delta = change(queue.longest_wait_mins, _comparable(queue, was), "min")
             parts.append(f"{wait}{paren(delta)}")
         rows.append(f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}")
-    gone = sorted(set(before) - set(current.runner_types))
-    return capped_rows(rows + [f"• {md.runner_name(name)}: no longer queueing" for name in gone])
+    return capped_rows(rows + gone_lines(previous, current.runner_types))
+
+
+def gone_lines(previous: Snapshot | None, now: Mapping[str, object]) -> list[str]:
+    """The runner types the previous status showed that no longer queue."""
+    gone = sorted(set(previous.runner_types if previous else {}) - set(now))
+    return [f"• {md.runner_name(name)}: no longer queueing" for name in gone]
 
 
 class Peak(NamedTuple):
@@ -268,7 +295,7 @@ def peak_queued_label(incident: Incident) -> str:
 def peak_figures(incident: Incident) -> tuple[Peak | None, Peak | None]:
     """The peak wait and the peak queue, each at its own moment."""
     peak = incident.peak  # the peak types keep each wait with how it was measured
-    said = wait_words(_measured(peak.max_queue_time_mins, incident.peak_types.values()))
+    said = wait_words(measured(peak.max_queue_time_mins, incident.peak_types.values()))
     waited = Peak(f"Peak {said[0]}", said[1], incident.peak_wait_at) if said else None
     if peak.max_queue_size is None:
         return waited, None
@@ -279,19 +306,25 @@ def peak_figures(incident: Incident) -> tuple[Peak | None, Peak | None]:
 
 def peak_said(item: Peak, clock: Clock, bold: str = "*") -> str:
     """ "Peak queued jobs: *43* at 14:05"."""
-    return f"{item.label}: {bold}{item.value}{bold}{at_said(item, clock)}"
+    return figure(item.label, item.value, at_said(item, clock), bold)
+
+
+def figure(label: str, value: str, after: str = "", bold: str = "*") -> str:
+    """ "Queued jobs: *43* (▲ +6)": a headline's number and what follows it."""
+    return f"{label}: {bold}{value}{bold}{after}"
 
 
 def at_said(item: Peak, clock: Clock) -> str:
     return f" at {clock(item.at)}" if item.at is not None else ""
 
 
-def time_to_drain(incident: Incident) -> timedelta | None:
-    """From the peak queue to the resolve; None unless the live readings saw the queue drain."""
-    if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
-        return None
+def drained_in(incident: Incident, bold: str = "*") -> str:
+    """ "Drained in: *55 min* from the peak": from the peak queue to the resolve; "" unless the
+    live readings saw the queue drain."""
     peak = incident.peak_snapshot
-    return None if peak is None else incident.resolved_at - peak.at
+    if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED or not peak:
+        return ""
+    return figure("Drained in", duration(incident.resolved_at - peak.at), " from the peak", bold)
 
 
 def peak_rows(incident: Incident) -> list[str]:
@@ -311,7 +344,7 @@ def root_figures(incident: Incident, head: Headline) -> list[str]:
     current, live = incident.numbers, head.live
     wait_peak, queued_peak = peak_figures(incident)
     unread, overs = "", (current.queue_time_over, current.queue_size_over)
-    said = wait_words(RunnerQueue(None, head.wait_mins, head.wait_over, head.wait_of_starts))
+    said = wait_words(head.wait)
     waited = None if head.worst or said is None else said[1]
     queued = None if head.worst or head.queued is None else number(head.queued)
     if live is not None:
@@ -344,7 +377,7 @@ def root_figures(incident: Incident, head: Headline) -> list[str]:
         elif value is not None:
             if top is not None and top.value != value:
                 notes.append(f"peak {top.value}{at_said(top, md.time_of)}")
-            items.append(f"{label.capitalize()}: *{value}*" + paren(", ".join(filter(None, notes))))
+            items.append(figure(label.capitalize(), value, paren(", ".join(filter(None, notes)))))
     return items or [
         f"{md.escaped(name, 100)} = *{number(value)}*"
         for name, value in incident.other_values.items()
@@ -373,3 +406,35 @@ def paren(text: str | None) -> str:
 def wait_cell(queue: RunnerQueue | RunnerTypeMetrics) -> str:
     """A table's wait: as measured; "–" where no job waited, "?" where it was not read."""
     return wait_of(queue) or ("–" if queue.queued == 0 else "?")
+
+
+def queued_cell(queued: float | None) -> str:
+    return number(queued) if queued is not None else "?"
+
+
+def point_cell(point: tuple[float | None, float | None] | None) -> str:
+    """A moment of the trend (queued, wait) in a table, "43 · 12 min", under a note that names
+    the measures (the trend keeps the minutes alone); "" where the type was not read then."""
+    said = _wait_words(point[1]) if point else None
+    return "" if point is None else queued_cell(point[0]) + (f" · {said[1]}" if said else "")
+
+
+def still_live_said(live: StillLive, *, thresholds: bool = True) -> str:
+    """What is still over when a Resolve asks ("11 jobs still queued (the alert's threshold is
+    0)"); without `thresholds`, as the timeline keeps it."""
+    queued, each = live.queued, " for a runner type" if live.per_type else ""
+    jobs = queued is not None and f"{number(queued)} job{'' if queued == 1 else 's'} still queued"
+    parts = []
+    for said, threshold, shown, of in (
+        (jobs, live.queued_threshold, number, each),
+        (live.wait and f"the {wait_of(live.wait)}", live.wait_threshold, minutes, ""),
+    ):
+        if not said:
+            continue
+        if not thresholds:
+            parts.append(said)
+        elif threshold is None:  # from a rule that says only whether it was crossed
+            parts.append(f"{said} (the alert last said it was over its threshold)")
+        else:
+            parts.append(f"{said} (the alert's threshold is {shown(threshold)}{of})")
+    return ", ".join(parts)

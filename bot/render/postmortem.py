@@ -12,15 +12,22 @@ import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import RunnerTypeMetrics, worst_first
+from bot.domain.fleet import worst_first
 from bot.domain.incidents import REFUSED, Event, Incident, Resolution, Snapshot, actions_taken
 from bot.domain.jobs import Workflows
-from bot.domain.units import duration, minutes, number
+from bot.domain.units import duration, number
 from bot.render import replies
 from bot.render.chart import incident_chart, sampled
 from bot.render.mrkdwn import is_linkable, truncate
-from bot.render.numbers import busy_said, peak_figures, peak_said, time_to_drain, wait_cell
+from bot.render.numbers import (
+    busy_said,
+    drained_in,
+    peak_figures,
+    peak_said,
+    point_cell,
+    queued_cell,
+    wait_cell,
+)
 
 MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
 MAX_TYPES = 15  # runner types in the impact table
@@ -154,8 +161,8 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
 
 def impact_section(incident: Incident) -> str:
     lines = [f"- {peak_said(peak, utc, '**')}" for peak in peak_figures(incident) if peak]
-    if (drained := time_to_drain(incident)) is not None:
-        lines.append(f"- Drained in: **{duration(drained)}** from the peak")
+    if drained := drained_in(incident, "**"):
+        lines.append(f"- {drained}")
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
     return "\n\n".join(part for part in [*parts, _workflows(incident.workflows)] if part)
@@ -176,10 +183,10 @@ def _at_peak(incident: Incident) -> str:
         header[1:1], align[1:1] = ["Queued at the peak", "Wait at the peak"], ["---:", "---"]
     rows = []
     for name in ranked:
-        at_peak = [_queued(then[name]), wait_cell(then[name])] if name in then else ["–", "–"]
-        rows.append(
-            (_type(name), *(at_peak if then else []), _queued(types[name]), wait_cell(types[name]))
-        )
+        was, worst = then.get(name), types[name]
+        at_peak = [queued_cell(was.queued), wait_cell(was)] if was is not None else ["–", "–"]
+        cells = [*(at_peak if then else []), queued_cell(worst.queued), wait_cell(worst)]
+        rows.append((_type(name), *cells))
     return f"{_peak_head(incident, moment)}:\n\n{_table(header, rows, align=align, most=MAX_TYPES)}"
 
 
@@ -189,7 +196,7 @@ def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
     if moment.runner_types:
         return f"The queue at its peak, {utc(moment.at)}, and each runner type at its own worst"
     queued = moment.numbers.max_queue_size
-    said = number(queued) if queued is not None else "?"
+    said = queued_cell(queued)
     return (
         f"At its peak, {utc(moment.at)}, the alert said {said} queued, naming no runner type; "
         "each runner type at its own worst"
@@ -206,7 +213,7 @@ def _at_last_reading(incident: Incident) -> str:
     for name in order + sorted(set(live.runner_types) - set(order)):
         m = live.runner_types[name]
         runners = busy_said(m.busy, m.registered) if m.registered is not None else ""
-        rows.append((_type(name), _queued(m), wait_cell(m), runners or "not read"))
+        rows.append((_type(name), queued_cell(m.queued), wait_cell(m), runners or "not read"))
     header = ("Runner type", "Queued", "Longest wait", "Runners")
     table = _table(header, rows, align=("---", "---:", "---", "---:"), most=MAX_TYPES)
     return f"The last reading, {utc(live.at)}:\n\n{table}"
@@ -214,10 +221,6 @@ def _at_last_reading(incident: Incident) -> str:
 
 def _type(name: str) -> str:
     return md_escape(name, 80) if name else ALL_TYPES
-
-
-def _queued(queue: RunnerQueue | RunnerTypeMetrics) -> str:
-    return number(queue.queued) if queue.queued is not None else "?"
 
 
 def _workflows(seen: Workflows | None) -> str:
@@ -319,7 +322,10 @@ def _queue_over_time(incident: Incident) -> str:
         )
     cells = {name: {at: (q, w) for at, q, w in points} for name, points in series.items()}
     rows = [
-        (_clock(datetime.fromtimestamp(at, tz=UTC)), *(_point(cells[n].get(at)) for n in series))
+        (
+            _clock(datetime.fromtimestamp(at, tz=UTC)),
+            *(point_cell(cells[n].get(at)) for n in series),
+        )
         for at in sampled(times, MAX_CHART_ROWS, incident.trend.peak_at())
     ]
     header = ("Time (UTC)", *(_type(n) for n in series))
@@ -329,14 +335,6 @@ def _queue_over_time(incident: Incident) -> str:
         "readings the chart draws:"
     )
     return f"## Queue over time\n\n{note}\n\n{_table(header, rows, align=align)}"
-
-
-def _point(cell: tuple[float | None, float | None] | None) -> str:
-    if cell is None:
-        return ""
-    queued, wait = cell
-    shown = number(queued) if queued is not None else "?"
-    return f"{shown} · {minutes(wait)}" if wait is not None else shown
 
 
 def _table(

@@ -4,7 +4,7 @@ reading it comes from, and the open incidents with their roots' numbers.
 
 from __future__ import annotations
 
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot
 from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
 from bot.domain.routes import Routing
@@ -17,8 +17,7 @@ from bot.render.numbers import (
     queued_said,
     read_at,
     type_lines,
-    wait_of,
-    wait_part,
+    wait_known,
 )
 
 LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
@@ -142,10 +141,7 @@ def overview_line(incident: Incident, *, numbers: bool = True) -> str:
     if head.worst:
         types = incident.peak_types or types
     for name, queue in sorted(types.items())[:OVERVIEW_TYPES]:
-        judged = queue.judged if isinstance(queue, RunnerTypeMetrics) else None
-        unknown = "longest wait not known" if queue.queued else ""
-        wait = wait_part(judged, bold=False) if judged else wait_of(queue) or unknown
-        said = [queued_said(queue.queued), wait]
+        said = [queued_said(queue.queued), wait_known(queue)]
         line += f"\n    • `{md.runner_name(name)}`: {', '.join(filter(None, said)) or 'no numbers'}"
     if (more := len(types) - OVERVIEW_TYPES) > 0:
         line += f"\n    • +{more} more runner types"

@@ -29,13 +29,13 @@ from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart
 from bot.render.numbers import (
-    paren,
+    drained_in,
+    gone_lines,
     peak_figures,
     peak_rows,
     peak_said,
     source_note,
     status_figures,
-    time_to_drain,
     type_changes,
     type_lines,
 )
@@ -192,15 +192,14 @@ def render_status(
     at = at or current.at
     age = _age_line(incident, at, now)
     blocks = [md.section(f"*📊 Status update · {md.time_of(at)}*\n{age}")]
-    headline = status_figures(current, previous)
+    headline, said = status_figures(current, previous)
     if headline:
-        blocks.append(md.fields([f"{label}: *{value}*{paren(d)}" for label, value, d in headline]))
+        blocks.append(md.fields(headline))
     elif not current.runner_types and live is None:
         blocks.append(md.section(NO_NUMBERS))
     if live is not None:
         lines = type_lines(live, incident.trend)
-        gone = sorted(set(previous.runner_types if previous else {}) - set(live.runner_types))
-        lines += [f"• {md.runner_name(name)}: no longer queueing" for name in gone[:5]]
+        lines += gone_lines(previous, live.runner_types)[:5]
         blocks.append(md.section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
     elif rows := type_changes(current, previous):
         blocks.append(md.section("*By runner type*\n" + "\n".join(rows)))
@@ -212,7 +211,6 @@ def render_status(
     blocks += _chart(incident) if chart else []
     if notes:
         blocks.append(md.context([md.truncate(n, 2000) for n in notes]))
-    said = ", ".join(f"{label.lower()} {value}{paren(d)}" for label, value, d in headline)
     return md.rendered(f"Status update: {said or 'no queue numbers'}", blocks)
 
 
@@ -319,8 +317,8 @@ def put_back_said(
 def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:
     peaks = [peak_said(peak, md.time_of) for peak in peak_figures(incident) if peak is not None]
     items = [f"Duration: *{took}*", *(peaks or [NO_NUMBERS])]
-    if (drained := time_to_drain(incident)) is not None:
-        items.append(f"Drained in: *{duration(drained)}* from the peak")
+    if drained := drained_in(incident):
+        items.append(drained)
     if incident.acknowledged_by:
         owner = md.person(incident.acknowledged_by, incident.acknowledged_name)
         items.append(f"Acknowledged by {owner}")

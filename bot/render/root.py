@@ -12,23 +12,22 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.alert_issue import issue_number
-from bot.domain.fleet import source_name, worst_first
+from bot.domain.fleet import source_name
 from bot.domain.headline import Headline, StillLive, headline, shown_live, still_live
 from bot.domain.incident_fleet import alert_fleet
 from bot.domain.incidents import Event, Incident
 from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
-from bot.domain.units import duration, minutes, number
+from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render import replies
 from bot.render.numbers import (
-    advice_parts,
-    capped_rows,
+    MAX_RUNNER_ROWS,
     head_figures,
     peak_rows,
-    queue_numbers,
     root_figures,
     source_note,
+    still_live_said,
     type_lines,
 )
 
@@ -174,7 +173,7 @@ def _headline_label(incident: Incident, head: Headline) -> str:
     if head.live is not None:
         source = md.escape(source_name(head.live.source))
         return f"*Now* · live from {source} at {md.time_of(head.live.at)}"
-    if head.worst and (head.queued is not None or head.wait_mins is not None):
+    if head.worst and (head.queued is not None or head.wait.longest_wait_mins is not None):
         # The alert's and the readings' worst, each at its own moment: the summary's peaks.
         return "*Worst seen*"
     said = f"*As the alert says* · {_source(incident)}"
@@ -184,16 +183,14 @@ def _headline_label(incident: Incident, head: Headline) -> str:
 
 
 def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> str:
-    """The alert's runner types, and while it fires the judgement of its numbers (the one the
-    form and diagnostics give for them)."""
-    judged = alert_fleet(incident, now=now, within_mins=within_mins).runner_types
-    rows = []
-    for name, queue in worst_first(incident.runner_types):
-        verdict = judged[name].judged if name in judged and incident.is_open else None
-        advice = advice_parts(verdict) if verdict is not None else []
-        said = [queue_numbers(queue) or "no numbers", *advice]
-        rows.append(f"• {md.runner_name(name)}: {' · '.join(said)}")
-    return "*Runner types* (worst first)\n" + "\n".join(capped_rows(rows))
+    """The alert's runner types, in the live reading's words, and while it fires the judgement of
+    its numbers (the one the form and diagnostics give for them)."""
+    view = alert_fleet(incident, now=now, within_mins=within_mins)
+    if not incident.is_open:  # resolved: nothing to advise
+        unjudged = {n: m.model_copy(update={"judged": None}) for n, m in view.runner_types.items()}
+        view = view.model_copy(update={"runner_types": unjudged})
+    lines = type_lines(view, incident.trend, top=MAX_RUNNER_ROWS)
+    return "*Runner types* (worst first)\n" + "\n".join(lines)
 
 
 def _facts(incident: Incident) -> list[str]:
@@ -293,23 +290,6 @@ def render_still_live(incident: Incident, live: StillLive) -> Rendered:
         "Resolve anyway", "incident_resolve_anyway", replies.incident_ref(incident), "danger"
     )
     return md.rendered(text, [md.section(text), md.actions([resolve])])
-
-
-def still_live_said(live: StillLive) -> str:
-    """What is still over, each number with the threshold it is over."""
-    each = " for a runner type" if live.per_type else ""
-    parts = []
-    for said, threshold, shown, of in (
-        (live.jobs, live.queued_threshold, number, each),
-        (live.wait, live.wait_threshold, minutes, ""),
-    ):
-        if not said:
-            continue
-        if threshold is None:  # from a rule that says only whether it was crossed
-            parts.append(f"{said} (the alert last said it was over its threshold)")
-        else:
-            parts.append(f"{said} (the alert's threshold is {shown(threshold)}{of})")
-    return ", ".join(parts)
 
 
 def _fallback(incident: Incident, head: Headline) -> str:

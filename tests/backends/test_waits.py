@@ -22,8 +22,8 @@ from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incident_fleet import is_drained
 from bot.domain.incidents import DrainRule
-from bot.domain.units import wait_said
 from bot.fleet.readings import FleetReadings, JobsWatch
+from bot.render.numbers import wait_of
 from bot.storage.fleet import JobArrivals
 from bot.storage.keys import Keys
 from sandbox.serve import RunningServer, serve_in_thread
@@ -129,7 +129,7 @@ async def test_a_start_past_arcs_top_bucket_reads_over_60_min_never_60(
 
     gpu = await eventually(scraped, what="the 114-minute starts scraped", timeout=30)
     assert (gpu.longest_wait_mins, gpu.wait_over, gpu.wait_of_starts) == (60, True, True)
-    said = wait_said(gpu.longest_wait_mins, over=gpu.wait_over, of_starts=gpu.wait_of_starts)
+    said = wait_of(gpu)
     assert said == "slowest recent start over 60 min"
     # An operator's own query answers minutes per type: a plain wait, neither start nor "over".
     query = f'label_replace(vector(114), "name", "{GPU_SET}", "", "")'
@@ -169,7 +169,7 @@ async def test_a_queue_with_no_start_in_the_rate_window_reads_the_last_hours_sta
         fleet.stop()
     gpu, cpu = later[GPU_SET], later[CPU_SET]
     assert gpu.queued == 43 and gpu.longest_wait_mins == pytest.approx(5, abs=0.1)
-    said = wait_said(gpu.longest_wait_mins, over=gpu.wait_over, of_starts=gpu.wait_of_starts)
+    said = wait_of(gpu)
     assert said == "slowest recent start 5 min"
     assert cpu.queued == 0 and cpu.longest_wait_mins is None
 
@@ -219,7 +219,7 @@ async def test_jobs_from_github_give_the_prometheus_reading_the_oldest_jobs_age(
         gpu, cpu = fleet.runner_types[GPU_SET], fleet.runner_types[CPU_SET]
         assert gpu.longest_wait_mins == pytest.approx(114)
         assert (gpu.wait_over, gpu.wait_of_starts) == (None, None)
-        assert wait_said(gpu.longest_wait_mins) == "longest wait 114 min"
+        assert wait_of(gpu) == "longest wait 114 min"
         assert cpu.longest_wait_mins is None
         assert gpu.registered == 120  # still ARC's
         # The stored reading, as every replica reads it back, says the same.

@@ -74,7 +74,7 @@ def test_a_type_at_its_maximum_all_week_gets_the_size_that_drains_its_worst_peak
     [big, windows] = capacity_report(incidents, LIVE, since=WEEK, now=NOW)
     assert big.runner_type == BIG and big.incidents == 3
     assert big.firing == timedelta(hours=6)
-    assert (big.peak_queued, big.peak_wait_mins) == (60, 75)
+    assert (big.peak_queued, big.peak_wait.longest_wait_mins) == (60, 75)
     assert big.scale_ups == {"alice": 2, "bob": 1}
     # 60 queued jobs of 6 minutes drain in 30 minutes with 12 more runners.
     assert big.recommendation == (

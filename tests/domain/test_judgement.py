@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics
 from bot.domain.judgement import Direction, added, direction_of
 from bot.domain.judging import judge, judged
+from bot.render.numbers import wait_part
 
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)
 MINUTE = 60.0
@@ -177,11 +178,11 @@ def test_scale_ups_after_a_reading_count_once_however_often_they_are_counted() -
 
 def test_a_wait_is_said_or_why_it_is_not_known() -> None:
     queued = judge(RunnerTypeMetrics(queued=5), [], at=NOW, wait_unknown="the alert does not say")
-    assert (queued.wait, queued.not_known) == ("", "longest wait not known: the alert does not say")
+    assert wait_part(queued, bold=False) == "longest wait not known: the alert does not say"
     over = judge(RunnerTypeMetrics(queued=5, longest_wait_mins=60, wait_over=True), [], at=NOW)
-    assert (over.wait, over.not_known) == ("over 60 min", "")
+    assert wait_part(over, bold=False) == "longest wait over 60 min"
     idle = judge(RunnerTypeMetrics(queued=0), [], at=NOW)
-    assert (idle.wait, idle.not_known) == ("", "")
+    assert wait_part(idle, bold=False) == ""
 
 
 def test_a_turn_shows_within_two_readings() -> None:

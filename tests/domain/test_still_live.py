@@ -11,7 +11,7 @@ from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.headline import StillLive, still_live
 from bot.domain.incidents import Status
-from bot.render.root import still_live_said
+from bot.render.numbers import still_live_said
 from tests.support.incidents import T0, make_incident
 
 ONE_TYPE = {"linux.2xlarge": RunnerQueue(queued=11, longest_wait_mins=40)}
@@ -82,6 +82,10 @@ def test_a_resolve_is_asked_about_while_the_queue_is_over_its_thresholds(
 
 
 def test_the_timeline_says_what_was_left_without_the_thresholds() -> None:
-    assert StillLive(queued=1, queued_threshold=0).text == "1 job still queued"
-    left = StillLive(queued=11, queued_threshold=0, wait="the longest wait 114 min")
-    assert left.text == "11 jobs still queued, the longest wait 114 min"
+    assert still_live_said(StillLive(queued=1, queued_threshold=0), thresholds=False) == (
+        "1 job still queued"
+    )
+    left = StillLive(queued=11, queued_threshold=0, wait=RunnerQueue(longest_wait_mins=114))
+    assert (
+        still_live_said(left, thresholds=False) == "11 jobs still queued, the longest wait 114 min"
+    )

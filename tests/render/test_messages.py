@@ -364,11 +364,13 @@ def test_runner_types_are_listed_worst_first() -> None:
     listing = next(t for t in root_texts(incident) if t.startswith("*Runner types*"))
     assert listing.splitlines() == [
         "*Runner types* (worst first)",
-        # With the alert's numbers alone, one runner per queued job (its judgement's advice).
-        "• arm: 9 queued · longest wait 114 min · +9 runners would drain it in 30 min",
-        "• gpu: 2 queued · longest wait 114 min · +2 runners would drain it in 30 min",
-        "• small: 50 queued · longest wait 5 min · +50 runners would drain it in 30 min",
-        "• only-queued: 100 queued · +100 runners would drain it in 30 min",
+        # With the alert's numbers alone, one runner per queued job (its judgement's advice), in
+        # the words a live reading's line uses.
+        "• arm: *9* queued · longest wait *114 min* · +9 runners would drain it in 30 min",
+        "• gpu: *2* queued · longest wait *114 min* · +2 runners would drain it in 30 min",
+        "• small: *50* queued · longest wait *5 min* · +50 runners would drain it in 30 min",
+        "• only-queued: *100* queued · longest wait not known: the alert does not say · "
+        "+100 runners would drain it in 30 min",
         "• unknown: no numbers",
     ]
 
@@ -379,13 +381,13 @@ def test_many_runner_types_are_capped_with_a_count() -> None:
     rows = listing.splitlines()[1:]
     assert len(rows) == 16
     advice = "+39 runners would drain it in 30 min"
-    assert rows[0] == f"• type-39: 39 queued · longest wait 39 min · {advice}"
+    assert rows[0] == f"• type-39: *39* queued · longest wait *39 min* · {advice}"
     assert rows[-1] == "+25 more runner types"
 
 
 def test_runner_type_names_are_escaped() -> None:
     incident = make_incident(runner_types={"<!channel> & co": RunnerQueue(1, 1)})
-    assert "• &lt;!channel&gt; &amp; co: 1 queued" in "\n".join(root_texts(incident))
+    assert "• &lt;!channel&gt; &amp; co: *1* queued" in "\n".join(root_texts(incident))
 
 
 def test_context_shows_id_start_team_source_and_notifications() -> None:

@@ -34,9 +34,10 @@ from bot.domain.incidents import (
 )
 from bot.domain.judging import judged
 from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, scale_default
-from bot.domain.units import minutes, number, wait_said
+from bot.domain.units import minutes, number
 from bot.render.diagnostics import render_diagnostics
 from bot.render.early_warning import render_warning
+from bot.render.numbers import wait_of
 from bot.render.replies import render_status, render_summary
 from bot.render.root import render_root
 from bot.render.scale_modal import ScaleForm, render_scale_form
@@ -111,7 +112,7 @@ def test_the_root_a_status_and_diagnostics_show_one_set_of_numbers(
     for name in shown_types:
         metrics = live.runner_types[name]
         queued = f"{number(metrics.queued or 0)} queued"
-        wait = wait_said(metrics.longest_wait_mins)
+        wait = wait_of(RunnerQueue(longest_wait_mins=metrics.longest_wait_mins))
         for surface in (root, status, diagnostics):
             line = line_of(surface, name)
             assert queued in line and wait in line, (name, line)

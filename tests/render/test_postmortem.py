@@ -37,7 +37,8 @@ from bot.domain.incidents import (
 )
 from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue, workflows_seen
 from bot.domain.trend import Trend
-from bot.domain.units import minutes, number, wait_said
+from bot.domain.units import minutes, number
+from bot.render.numbers import wait_of
 from bot.render.postmortem import MAX_CHART_ROWS, md_escape, render_postmortem
 from bot.render.replies import render_summary
 from tests.support.incidents import T0, make_incident
@@ -225,7 +226,7 @@ def test_the_postmortem_says_the_summarys_numbers() -> None:
     assert f"Peak queued jobs (all runner types): **{number(peak.max_queue_size)}**" in impact
     for name, queue in incident.peak_types.items():
         assert queue.queued is not None
-        worst = f"{number(queue.queued)} | {wait_said(queue.longest_wait_mins)} |"
+        worst = f"{number(queue.queued)} | {wait_of(queue)} |"
         assert f"| {name} | " in impact and worst in impact
     # A refused request is on the timeline of both, and an action taken in neither.
     assert "Actions taken: *4*, by *alice*" in summary
