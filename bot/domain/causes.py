@@ -368,7 +368,10 @@ def refined(facts: Facts) -> tuple[list[Found], list[str]]:
 
 
 def pod_causes(m: RunnerTypeMetrics) -> tuple[PodCause, ...]:
-    """What the reading's runner pods show, the first fix first; judged with the reading."""
+    """What the reading's runner pods show, the first fix first; judged with the reading. A
+    reading of no pods (an alert's, most backends') shows none."""
+    if m.pods is None:
+        return ()
     found, _ = said(Facts("", m), (rule for rule in RULES if rule.judged))
     return tuple(
         PodCause(trouble=Trouble(f.cause), evidence=f.evidence, advice=f.advice) for f in found
