@@ -104,6 +104,9 @@ class Responder(BaseModel):
 
 
 class Links(BaseModel):
+    # Frozen, so hashable: the default is shared, not deep-copied into each new incident.
+    model_config = ConfigDict(frozen=True)
+
     runbook: str = ""
     alert: str = ""
     silence: str = ""
