@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 
 from bot.config import Settings
 from bot.pacing import Backoff
+from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.leases import Deposed
 from bot.storage.streams import ConsumerGroup, E
 
@@ -49,6 +50,7 @@ class GroupLoop(Generic[E]):
     _take_over_ms: int | None = field(default=None, init=False)
     _parked: int = field(default=0, init=False)  # entries whose lanes wait outside (`parked`)
     _room: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _reading: asyncio.Timeout | None = field(default=None, init=False)  # the read under way
 
     @property
     def _upkeep_s(self) -> float:
@@ -62,18 +64,21 @@ class GroupLoop(Generic[E]):
         self._take_over_ms = take_over_ms
         loop = asyncio.get_running_loop()
         backoff, next_upkeep, next_prune = Backoff(1.0, first=0.05), 0.0, 0.0
+        regroup = True  # at the start, and after Redis failed (it may have lost the group)
+        ended = asyncio.create_task(stop.wait())
+        ended.add_done_callback(lambda _: self._reading and self._reading.reschedule(-1))
         try:
             while not stop.is_set():
                 try:
                     if loop.time() >= next_upkeep:
-                        await self._upkeep()
-                        next_upkeep = loop.time() + self._upkeep_s
+                        await self._upkeep(regroup)
+                        regroup, next_upkeep = False, loop.time() + self._upkeep_s
                     if loop.time() >= next_prune:
                         next_prune = loop.time() + PRUNE_EVERY_S
                         await self.group.prune_consumers(
                             self.consumer, idle_ms=DEAD_CONSUMER_IDLE_MS
                         )
-                    await self._read_more()
+                    await self._read_more(until=next_upkeep)
                     backoff.reset()
                 except RedisError as exc:
                     wait = backoff.next()
@@ -81,8 +86,9 @@ class GroupLoop(Generic[E]):
                         "%s: Redis unavailable (%s); retrying in %.2fs", self.name, exc, wait
                     )
                     await sleep_or_stop(stop, wait)
-                    next_upkeep = 0.0
+                    regroup, next_upkeep = True, 0.0
         finally:
+            ended.cancel()
             await self._finish()
 
     async def bury(self, entry: E, reason: str) -> None:
@@ -148,8 +154,9 @@ class GroupLoop(Generic[E]):
         finally:
             self._parked -= entries
 
-    async def _upkeep(self) -> None:
-        await self.group.ensure_group()
+    async def _upkeep(self, regroup: bool) -> None:
+        if regroup:  # else a read or a reclaim that finds the group gone makes it again
+            await self.group.ensure_group()
         if self._take_over_ms is not None:  # a new term: this consumer's own unfinished first
             for entry in await self.group.read(self.consumer, count=self.max_in_flight, own=True):
                 if entry.id not in self._in_flight:
@@ -167,9 +174,9 @@ class GroupLoop(Generic[E]):
             log.info("%s: took over entry %s (delivery %d)", self.name, entry.id, taken)
             self._start(entry)
 
-    async def _read_more(self) -> None:
-        """Read when there is room, else wait for a lane to end; neither for longer than the
-        upkeep's interval, which keeps the entries under way alive."""
+    async def _read_more(self, *, until: float) -> None:
+        """Read when there is room, else wait for a lane to end; neither past the next upkeep
+        (`until`, the loop's time), which keeps the entries under way alive."""
         budget = self.max_in_flight + min(self._parked, self.max_in_flight)
         free = budget - len(self._in_flight)
         if free <= 0:
@@ -180,8 +187,8 @@ class GroupLoop(Generic[E]):
             )
             room.cancel()
             return
-        block_ms = min(500, int(self._upkeep_s * 1000))
-        entries = await self.group.read(self.consumer, count=free, block_ms=block_ms)
+        wait_s = min(until - asyncio.get_running_loop().time(), LONGEST_BLOCK_S)
+        entries = await self._read(free, block_ms=max(int(wait_s * 1000), 1))
         for entry in entries:
             self._start(entry)
         if entries:
@@ -189,6 +196,18 @@ class GroupLoop(Generic[E]):
             # asked for) the next ones gather a moment to share a batch, so a flood costs fewer
             # commits; a lone entry or a full read is never held up.
             await asyncio.sleep(self.gather_s if 1 < len(entries) < free else 0)
+
+    async def _read(self, count: int, *, block_ms: int) -> list[E]:
+        """New entries, the read woken by the stream; given up at once when the term ends, so a
+        deposed leader's read takes nothing more (what Redis handed it meanwhile stays pending,
+        taken over once idle as anything a dead consumer left)."""
+        try:
+            async with asyncio.timeout(None) as self._reading:
+                return await self.group.read(self.consumer, count=count, block_ms=block_ms)
+        except TimeoutError:
+            return []
+        finally:
+            self._reading = None
 
     def _start(self, entry: E) -> None:
         lane = self.lane(entry)

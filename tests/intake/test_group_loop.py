@@ -51,7 +51,7 @@ def number(entry: Request) -> int:
 
 @asynccontextmanager
 async def term(
-    worker: Worker, name: str = "one", take_over_ms: int | None = None
+    worker: Worker, name: str = "one", take_over_ms: int | None = None, config: Settings = CONFIG
 ) -> AsyncIterator[None]:
     """The loop running as `name` until the block ends, then its term ended (`stop` set)."""
     worker.stop = asyncio.Event()
@@ -59,7 +59,7 @@ async def term(
         worker.stream,
         worker.work,
         lane=lane_of,
-        config=CONFIG,
+        config=config,
         consumer=name,
         name="test",
         max_in_flight=8,
@@ -146,3 +146,23 @@ async def test_an_entry_done_as_the_term_ends_is_not_done_again(redis: Redis) ->
 
     assert await stream.reclaim("two", min_idle_ms=0) == []
     assert await stream.backlog() == 0 and worker.done() == [1]
+
+
+async def test_an_idle_loop_waits_on_the_stream_and_its_term_ends_at_once(redis: Redis) -> None:
+    """Idle, the loop makes the group once and reads about every 2 s, each read woken by the
+    stream: an entry is taken at once, and the end of a term does not wait for the read."""
+    stream = RequestStream(redis, PREFIX)
+    worker = Worker(stream)
+    clock = asyncio.get_running_loop().time
+    await redis.config_resetstat()
+    async with term(worker, config=Settings(intake_reclaim_idle_ms=30_000)):
+        await asyncio.sleep(3)
+        appended = clock()
+        await stream.append("work", {"n": 1})
+        await eventually(lambda: worker.done() == [1], what="the entry done")
+        assert clock() - appended < 0.5
+        stats = await redis.info("commandstats")
+        ending = clock()
+    assert clock() - ending < 0.5
+    assert stats["cmdstat_xreadgroup"]["calls"] <= 4  # polled every 0.5 s: 8
+    assert stats["cmdstat_xgroup|create"]["calls"] == 1
