@@ -59,7 +59,7 @@ from bot.storage.fleet import JobArrivals
 from bot.storage.home import HomeViewers
 from bot.storage.incident_store import IncidentStore, IssueLinks
 from bot.storage.keys import Keys
-from bot.storage.leases import Interactions, Leadership
+from bot.storage.leases import Interactions, Leadership, Leases
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.state_marker import StateMarker
@@ -452,6 +452,7 @@ def _ticks(
             links,
             backends.issues,
             gateway.pacing,
+            Leases(stores.redis),
             config=settings,
             permalink=link,
             clock=clock,

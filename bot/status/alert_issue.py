@@ -1,7 +1,9 @@
 """The alert's GitHub issue, kept in step with its incident (`GITHUB_ISSUES_REPO`).
 
 A commit that gives the issue something to hear marks the incident in `issue_due`. A tick claims
-each due incident and runs one pass over it: link the alert's open `area:alerting`
+each due incident, holds its pass's lease (renewed before each call: a commit marks the incident
+due again at once, and a successor must not start a pass beside a deposed leader still in its own)
+and runs one pass over it: link the alert's open `area:alerting`
 issue (with `GITHUB_ISSUES_OPEN`, open one once `GITHUB_ISSUES_OPEN_AFTER_SECONDS` have passed since
 the alert fired without one from pytorch/alerting-infra), tell it the thread's link and then each
 moment not yet told, one comment each, and close or reopen an issue queuepilot opened. Each write
@@ -56,15 +58,17 @@ from bot.storage.incident_store import (
     Reply,
     ThreadRef,
 )
+from bot.storage.leases import Lease, Leases
 
 log = logging.getLogger(__name__)
 
 SLOT = "github"  # the app-wide pacing slot and hold every call to GitHub takes
 OPENING = "open"  # `IssueLink.trying` while an issue is being opened
 UNPROCESSABLE, FORBIDDEN = 422, 403
+BUSY_S = 5.0  # another pass holds the incident (a deposed leader's): look again this soon
 SEARCH_AGAIN_S = (30.0, 120.0, 300.0, 900.0)  # after no issue was found, per look
 THREAD_WAIT_S = 120.0  # the thread's link is the first comment: how long to wait for the root
-LEASE_S = 120.0  # an incident's claim, for its pass
+LEASE_S = 120.0  # an incident's pass, and its claim
 SLOT_WAIT_S = 10.0  # a call waits this long at most for the app-wide turn
 REFUSED_RETRY_S = 900.0
 RETRY_FIRST_S, RETRY_MAX_S = 10.0, 900.0  # the backoff after a failed call
@@ -89,6 +93,7 @@ class AlertIssues:
     links: IssueLinks
     issues: GithubIssues
     pacing: Pacing
+    leases: Leases
     _: KW_ONLY
     config: Settings
     permalink: Permalink
@@ -111,26 +116,36 @@ class AlertIssues:
     async def sync(self, incident_id: str) -> None:
         claim = await self.store.issue_due.claim(incident_id, self.clock().timestamp(), LEASE_S)
         if claim is None:
-            return  # not due any more
+            return  # not due any more, or claimed by another pass
         loaded = await self.store.load(incident_id)
         if loaded.incident is None:
             await self.store.issue_due.done(claim)
             return
-        link = await self.links.get(incident_id) or IssueLink(repo=self.config.github_issues_repo)
-        step = IssuePass(self, loaded.incident, loaded.thread, link)
-        again: float | None = None
+        lease_ms = int(LEASE_S * 1000)
+        lease = await self.leases.try_acquire(self.store.keys.issue_pass(incident_id), lease_ms)
+        if lease is None:
+            await self.store.issue_due.reschedule(claim, self.clock().timestamp() + BUSY_S)
+            return
         try:
-            await step.run()
-        except Later as later:
-            await step.save()
-            again = later.at
-        except BackendError as exc:
-            again = await self._after(step, exc)
-        # Done is not done if a commit marked it again meanwhile: the next pass tells that.
-        if again is None:
-            await self.store.issue_due.done(claim)
-        else:
-            await self.store.issue_due.reschedule(claim, again)
+            link = await self.links.get(incident_id) or IssueLink(
+                repo=self.config.github_issues_repo
+            )
+            step = IssuePass(self, loaded.incident, loaded.thread, link, lease)
+            again: float | None = None
+            try:
+                await step.run()
+            except Later as later:
+                await step.save()
+                again = later.at
+            except BackendError as exc:
+                again = await self._after(step, exc)
+            # Done is not done if a commit marked it again meanwhile: the next pass tells that.
+            if again is None:
+                await self.store.issue_due.done(claim)
+            else:
+                await self.store.issue_due.reschedule(claim, again)
+        finally:
+            await self.leases.release(lease)
 
     async def _after(self, step: IssuePass, exc: BackendError) -> float | None:
         """When to go on after a call failed: at once when the linked issue was not there (it
@@ -196,6 +211,7 @@ class IssuePass:
     incident: Incident
     thread: ThreadRef | None
     link: IssueLink
+    lease: Lease
     writing: bool = False  # a write is in flight: what GitHub answers is about it
 
     @property
@@ -207,13 +223,17 @@ class IssuePass:
         await self.owner.links.save(self.id, self.link)
 
     async def call(self) -> None:
-        """Take the app-wide turn for one call, or wait later."""
+        """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
+        (another pass may have begun)."""
         owner = self.owner
         away_s = await owner.pacing.wait_for_slot(
             SLOT, owner.config.github_issues_interval_ms, within_s=SLOT_WAIT_S
         )
+        now = owner.clock().timestamp()
         if away_s:
-            raise Later(owner.clock().timestamp() + away_s)
+            raise Later(now + away_s)
+        if not await owner.leases.renew(self.lease, int(LEASE_S * 1000)):
+            raise Later(now + BUSY_S)
 
     async def write(self, trying: str, send: Callable[[], Awaitable[T]]) -> T:
         """A call that makes something: its turn, its name in the link, then the call."""

@@ -96,6 +96,7 @@ class Keys:
     interaction = _kind("interaction:{}")
     action_lock = _kind("action-lock:{}:{}")  # incident, what
     scale_revert = _kind("scale-revert:{}")
+    issue_pass = _kind("lease:issue:{}")
     issue_link = _kind("issue:{}")
     readings_day = _kind("fleet:kept:{}")  # one UTC day (YYYYMMDD), a field per slot
     # Jobs per five-minute slot (epoch seconds / 300): seen, arrived, finished.

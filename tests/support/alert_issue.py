@@ -20,6 +20,7 @@ from bot.domain.incidents import Event, Incident, Status, resolve_manually
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
 from bot.storage.incident_store import Commit, IncidentStore, IssueLinks
+from bot.storage.leases import Leases
 from tests.support.store import KEYS, PREFIX, T0, opened
 
 REPO = "pytorch/alerts"
@@ -116,6 +117,7 @@ async def keeper(
             IssueLinks(redis, KEYS, retention_s=3600),
             issues,
             pacing or Pacing(),
+            Leases(redis),
             config=config,
             permalink=permalink,
             clock=clock,
