@@ -306,6 +306,8 @@ class StateGuard:
             return
         highest = max(self._highest, read.scan.found.highest) + NUMBER_GAP
         await self._recorded(lambda: self._number_above(highest))
+        if self.phase not in (Phase.READING, Phase.FAILED) or self.read is not read:
+            return  # a page numbered the read (and may have said the loss) during the write
         log.warning(
             "state: %s: new incidents go on, numbered above %d (the highest number read so far "
             "and %d more); a number shown only in the channels not read yet may be used again",

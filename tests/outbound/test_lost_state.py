@@ -16,8 +16,8 @@ from bot.config import Settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.intake.consumer import Intake
-from bot.outbound.history_scan import Found
-from bot.outbound.lost_state import StateGuard
+from bot.outbound.history_scan import Found, Scan
+from bot.outbound.lost_state import Phase, Read, StateGuard
 from bot.outbound.messages import METADATA_EVENT
 from bot.storage.incident_store import IncidentStore
 from bot.storage.keys import Keys
@@ -636,3 +636,32 @@ async def test_a_leader_reading_on_after_the_loss_was_said_holds_no_opening_and_
         assert lost(successor) == 0, "said once, by the first leader"
     finally:
         await successor.end_of_term()
+
+
+async def test_a_number_hold_ending_as_a_page_says_the_loss_says_it_once(
+    guard: StateGuard, redis: Redis
+) -> None:
+    """The number hold ends during a slow read and its guess raises the numbering, Redis slow to
+    answer; meanwhile a page numbers the read and says the loss. The guess, answered, neither
+    takes the read back to numbered nor says the loss again: one error, one count."""
+    await guard.check()
+    gate, writing = asyncio.Event(), asyncio.Event()
+    record_loss = guard.marker.record_loss
+
+    async def slow_numbering(now: float | None, **kwargs: Any) -> int:
+        if now is None:  # the guess's raise of the numbering
+            writing.set()
+            await gate.wait()
+        return await record_loss(now, **kwargs)
+
+    guard.marker.record_loss = slow_numbering  # type: ignore[method-assign]
+    read = Read(Scan([CHANNEL], Found("", 0.0), 0.0, 1.0, 8), began=0.0)
+    guard.read, guard.phase, guard.number_hold_s = read, Phase.READING, 0.0
+    guessing = asyncio.create_task(guard._guess(read))
+    await asyncio.wait_for(writing.wait(), 5)
+    guard._enter(Phase.NUMBERED)  # as a page's step does, then says the loss
+    await guard._say_lost(read, datetime.now(UTC).timestamp())
+    gate.set()
+    await asyncio.wait_for(guessing, 5)
+    assert guard.phase is Phase.SAID
+    assert lost(guard) == 1, "said once"
