@@ -11,16 +11,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
+from bot.domain.jobs import Slower, Surge
 from bot.domain.judgement import BOOT_MINS
 from bot.domain.runner_pods import CREATING_MINS, DISK, WINDOW_MINS, PodCause, RunnerPods, Trouble
 from bot.domain.units import minutes, number
 from bot.domain.value_string import finite
-
-if TYPE_CHECKING:
-    from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
-    from bot.domain.jobs import Slower, Surge
 
 STALL_MINS = 15.0  # ARCListenerStall: gha_assigned_jobs > 0 unchanged for 15 minutes
 ARC = "ARC's listener metrics (METRICS_BACKEND=prometheus)"
