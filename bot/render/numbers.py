@@ -2,7 +2,7 @@
 how busy the runners are, what to do about it or what the worst was, says it through here.
 
 How one reading becomes text. The leader reads the fleet (a `FleetSnapshot`) and
-`bot.domain.judgement` decides, once per runner type, what the reading means (a `Judgement`: the
+`bot.domain.judging` decides, once per runner type, what the reading means (a `Judgement`: the
 queue, the wait and how it was measured, the runners, the direction, the advice). The incident
 keeps that reading (`Incident.live`), its compact form in statuses and the trend (`Snapshot`),
 and the worst it showed (its peaks). Nothing here decides or recomputes; it only phrases:
