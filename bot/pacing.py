@@ -97,22 +97,34 @@ class Pacing:
         """As `method`'s 429s told; 0 when none did."""
         return self._spacing.get(method, 0.0)
 
+    def slot_in(self, key: str, interval_s: float, burst: int = 1) -> float:
+        """Seconds until `key` may be called (0: now): its hold waited out, then `burst` calls
+        at once at most and one more each interval (`interval_s`, or a 429's wider spacing)."""
+        now = self._clock()
+        interval_s = max(interval_s, self._spacing.get(key, 0.0))
+        slot_at = self._next_slot.get(key, 0.0) - (burst - 1) * interval_s if interval_s > 0 else 0
+        return max(self._held_until.get(key, 0.0) - now, slot_at - now, 0.0)
+
+    def take(self, key: str, interval_s: float, burst: int = 1) -> None:
+        """Use a slot of `key`; the first after a hold ends spends the burst (one call, then the
+        usual pace, so the end of a hold brings no burst)."""
+        interval_s = max(interval_s, self._spacing.get(key, 0.0))
+        if interval_s <= 0:
+            return
+        now = self._clock()
+        held = self._held_until.get(key)
+        floor = now if held is None else max(now, held + (burst - 1) * interval_s)
+        self._next_slot[key] = max(self._next_slot.get(key, 0.0), floor) + interval_s
+
     async def wait_for_slot(
         self, method: str, interval_ms: int, *, within_s: float | None = None
     ) -> float:
         """Wait out any hold, take the slot and answer 0; with `within_s`, answer how far away
         the slot is rather than wait past it, for a caller with other work."""
-        interval_s = max(interval_ms / 1000, self._spacing.get(method, 0.0))
         deadline = None if within_s is None else self._clock() + within_s
-        while True:
-            now = self._clock()
-            slot_at = self._next_slot.get(method, 0.0) if interval_s > 0 else 0.0
-            wait_s = max(self._held_until.get(method, 0.0) - now, slot_at - now, 0.0)
-            if wait_s <= 0:
-                if interval_s > 0:
-                    self._next_slot[method] = now + interval_s
-                return 0.0
-            if deadline is not None and now + wait_s > deadline:
+        while wait_s := self.slot_in(method, interval_ms / 1000):
+            if deadline is not None and self._clock() + wait_s > deadline:
                 return wait_s
             await asyncio.sleep(wait_s)
-            interval_s = max(interval_ms / 1000, self._spacing.get(method, 0.0))
+        self.take(method, interval_ms / 1000)
+        return 0.0

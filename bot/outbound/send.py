@@ -58,38 +58,6 @@ class Struck(Exception):
     """An attempt failed in a way already logged and counted: try again after a backoff."""
 
 
-class TokenBucket:
-    """Posts per channel: `burst` at once at most, refilled one per `interval_s`."""
-
-    def __init__(self, interval_s: float, burst: int, *, now: float) -> None:
-        self.interval_s = interval_s * JITTER_MARGIN
-        self.burst = burst
-        self.tokens = float(burst)
-        self.at = now
-
-    def _refill(self, now: float) -> None:
-        if self.interval_s <= 0:
-            self.tokens = float(self.burst)
-        elif now > self.at:
-            self.tokens = min(self.burst, self.tokens + (now - self.at) / self.interval_s)
-            self.at = now
-
-    def wait_s(self, now: float) -> float:
-        if now < self.at:
-            return self.at - now  # a Retry-After hold
-        self._refill(now)
-        return max(0.0, 1 - self.tokens) * self.interval_s
-
-    def take(self, now: float) -> None:
-        self._refill(now)
-        self.tokens -= 1
-
-    def hold(self, until: float) -> None:
-        """After a 429: nothing until `until`, then one post (no burst), then the usual pace."""
-        self.at = max(self.at, until)
-        self.tokens = 1.0
-
-
 class Answer(Enum):
     """What Slack's failure of a post means for it."""
 
@@ -112,14 +80,14 @@ class ChannelSender:
         self.channel = channel
         self._out = out
         self._now = now
-        config = out.config
-        self._bucket = TokenBucket(
-            config.slack_post_interval_ms / 1000, config.slack_post_burst, now=now()
-        )
+        # The channel's posts: `burst` at once at most, then one an interval.
+        self._pacing, self._slot = out.slack.pacing, f"posts {channel}"
+        self._interval_s = out.config.slack_post_interval_ms / 1000 * JITTER_MARGIN
+        self._burst = out.config.slack_post_burst
         # A 429 on a post this leader got before this channel's sender started holds it too.
-        held = out.slack.pacing.held_for("chat.postMessage")
+        held = self._pacing.held_for("chat.postMessage")
         if held > 0:
-            self._bucket.hold(now() + held)
+            self._pacing.hold(self._slot, held)
         self._strikes: dict[str, int] = {}
         self._desk = Desk(out, channel)
         self._storm = StormDigest(self._desk)
@@ -150,7 +118,7 @@ class ChannelSender:
                 if exc.retry_after is not None and exc.method in POST_METHODS:
                     # A 429 on a post holds the posts; one on an edit only the edits (the
                     # gateway keeps that hold, and the edit slot waits it out).
-                    self._bucket.hold(self._now() + exc.retry_after)
+                    self._pacing.hold(self._slot, exc.retry_after)
                 wait = exc.retry_after if exc.retry_after is not None else backoff.next()
                 log.warning("sender %s: Slack %s; retrying in %.1f s", self.channel, exc, wait)
                 await asyncio.sleep(wait)
@@ -170,7 +138,7 @@ class ChannelSender:
         """Send the channel's most urgent post; False when none was waiting."""
         out, channel = self._out, self.channel
         logs.tag(incident="")  # this loop's lines name the post's incident once it is known
-        wait = self._bucket.wait_s(self._now())  # 1. the slot
+        wait = self._pacing.slot_in(self._slot, self._interval_s, self._burst)  # 1. the slot
         if wait > 0:
             await asyncio.sleep(wait)
         member, earlier = await out.queue.next_post(channel)  # 2. the most urgent member
@@ -238,7 +206,7 @@ class ChannelSender:
 
     async def _send(self, post: Post, drawn: Rendered | Upload, mark: InFlight) -> None:
         out, channel = self._out, self.channel
-        self._bucket.take(self._now())
+        self._pacing.take(self._slot, self._interval_s, self._burst)
         try:
             if isinstance(drawn, Upload):
                 await out.slack.upload_file(

@@ -16,7 +16,8 @@ import pytest
 from bot.config import Settings
 from bot.domain.alerts import QueueNumbers
 from bot.domain.incidents import Snapshot
-from bot.outbound.send import ChannelSender, TokenBucket
+from bot.outbound.send import JITTER_MARGIN, ChannelSender
+from bot.pacing import Pacing
 from bot.render.mrkdwn import rendered, section
 from bot.render.replies import STATUS_FALLBACK, StatusShown
 from bot.storage.incident_store import BAND_STATUS, Commit, Loaded, Reply
@@ -71,26 +72,42 @@ async def status_reply(running: RunningBot, kind: str, queued: int) -> None:
     assert await running.bot.store.commit(change) > 0
 
 
-# -- the bucket, alone ----------------------------------------------------------------------
+# -- the channel's pace, alone ---------------------------------------------------------------
+
+POSTS = f"posts {CHANNEL}"
+
+
+def paced(interval_s: float = 1.0) -> tuple[Pacing, list[float], float]:
+    """The pacing on a clock the test moves, and a channel's interval with its jitter margin."""
+    now = [0.0]
+    return Pacing(clock=lambda: now[0]), now, interval_s * JITTER_MARGIN
 
 
 def test_the_bucket_allows_a_burst_then_one_post_per_interval() -> None:
-    bucket = TokenBucket(1.0, 3, now=0.0)
+    pacing, now, interval_s = paced()
     for _ in range(3):
-        assert bucket.wait_s(0.0) == 0
-        bucket.take(0.0)
-    assert bucket.wait_s(0.0) == pytest.approx(1.05), "one interval, and a margin for jitter"
-    assert bucket.wait_s(0.5) == pytest.approx(0.55)
-    assert bucket.wait_s(1.05) == 0
+        assert pacing.slot_in(POSTS, interval_s, 3) == 0
+        pacing.take(POSTS, interval_s, 3)
+    assert pacing.slot_in(POSTS, interval_s, 3) == pytest.approx(1.05), (
+        "one interval, and a margin for jitter"
+    )
+    now[0] = 0.5
+    assert pacing.slot_in(POSTS, interval_s, 3) == pytest.approx(0.55)
+    now[0] = 1.05
+    assert pacing.slot_in(POSTS, interval_s, 3) == pytest.approx(0, abs=1e-9)
 
 
 def test_a_hold_is_waited_out_and_ends_in_one_post_not_a_burst() -> None:
-    bucket = TokenBucket(1.0, 3, now=0.0)
-    bucket.hold(until=30.0)
-    assert bucket.wait_s(10.0) == pytest.approx(20.0)
-    assert bucket.wait_s(30.0) == 0
-    bucket.take(30.0)
-    assert bucket.wait_s(30.0) == pytest.approx(1.05), "after a hold, the usual pace"
+    pacing, now, interval_s = paced()
+    pacing.hold(POSTS, 30.0)
+    now[0] = 10.0
+    assert pacing.slot_in(POSTS, interval_s, 3) == pytest.approx(20.0)
+    now[0] = 30.0
+    assert pacing.slot_in(POSTS, interval_s, 3) == 0
+    pacing.take(POSTS, interval_s, 3)
+    assert pacing.slot_in(POSTS, interval_s, 3) == pytest.approx(1.05), (
+        "after a hold, the usual pace"
+    )
 
 
 # -- pace and holds, as Slack sees them ------------------------------------------------------
