@@ -8,7 +8,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 from zoneinfo import ZoneInfo
@@ -34,8 +34,23 @@ V = TypeVar("V")
 Series = Mapping[float, float]  # unix time -> value, one per step of a range query
 
 
+@dataclass(frozen=True, kw_only=True)
+class HistoryFigures:
+    """What a backend's history says of one runner type over the report's window, and the
+    report shows as it is."""
+
+    wait_p50_mins: float | None = None
+    wait_p90_mins: float | None = None
+    # Every job's queue time (ARC's histogram), or the longest wait at queuepilot's readings.
+    quantiles_of: str = "queue time"
+    # Minutes Pending summed over its pods, the longest one waited, hours any was unschedulable.
+    pending_pod_mins: float | None = None
+    pending_longest_mins: float | None = None
+    unschedulable_hours: float | None = None
+
+
 @dataclass(frozen=True)
-class TypeHistory:
+class TypeHistory(HistoryFigures):
     """One runner type over the report's window: series a step apart, and quantiles."""
 
     step_s: float
@@ -43,15 +58,7 @@ class TypeHistory:
     wait_mins: Series = field(default_factory=dict)
     level: Series = field(default_factory=dict)  # runners wanted or registered
     maximum: Series = field(default_factory=dict)
-    wait_p50_mins: float | None = None
-    wait_p90_mins: float | None = None
     job_mins: float | None = None  # the mean minutes a job ran
-    # Every job's queue time (ARC's histogram), or the longest wait at queuepilot's readings.
-    quantiles_of: str = "queue time"
-    # Minutes Pending summed over its pods, the longest one waited, hours any was unschedulable.
-    pending_pod_mins: float | None = None
-    pending_longest_mins: float | None = None
-    unschedulable_hours: float | None = None
     # ARC deletes a killed pod within seconds, so most kills show only on the nodes.
     node_oom_kills: float | None = None
 
@@ -85,7 +92,7 @@ class FleetHistory:
 
 
 @dataclass(frozen=True)
-class TypeReport:
+class TypeReport(HistoryFigures):
     runner_type: str
     incidents: int = 0
     firing: timedelta = timedelta()
@@ -96,14 +103,8 @@ class TypeReport:
     maximum: float | None = None
     busy: float | None = None  # the most its incidents saw busy, of `registered`
     registered: float | None = None
-    wait_p50_mins: float | None = None
-    wait_p90_mins: float | None = None
-    quantiles_of: str = "queue time"
     hours_at_max: float | None = None
     hours_over: float | None = None
-    pending_pod_mins: float | None = None
-    pending_longest_mins: float | None = None
-    unschedulable_hours: float | None = None
     oom_kills: int = 0
     oom_workflows: tuple[tuple[str, int], ...] = ()
     recommendation: str = ""
@@ -187,18 +188,6 @@ def _types_of(incident: Incident) -> list[str]:
     return sorted(incident.shown_types) or [NO_TYPE]
 
 
-# What a report takes from the backend's history, where it keeps one.
-HISTORY_FIELDS = (
-    "wait_p50_mins",
-    "wait_p90_mins",
-    "quantiles_of",
-    "hours_at_max",
-    "pending_pod_mins",
-    "pending_longest_mins",
-    "unschedulable_hours",
-)
-
-
 def _report(
     name: str,
     incidents: Sequence[tuple[Incident, Sequence[Event]]],
@@ -233,8 +222,8 @@ def _report(
     )
     past: dict[str, object] = {}
     if history is not None:
-        past = {field: getattr(history, field) for field in HISTORY_FIELDS}
-        past["hours_over"] = history.hours_over(thresholds)
+        past = {f.name: getattr(history, f.name) for f in fields(HistoryFigures)}
+        past.update(hours_at_max=history.hours_at_max, hours_over=history.hours_over(thresholds))
     report = TypeReport(
         runner_type=name,
         incidents=len(incidents),
