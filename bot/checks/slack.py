@@ -159,7 +159,7 @@ def _scopes(
     if granted is None:
         return [warn(SUBJECT, "Slack sent no x-oauth-scopes header: scopes not checked")]
     private, groups = {is_private for _, is_private, _ in seen}, settings.scale_allowed_groups
-    why = dict(ALWAYS)  # scope -> the feature that needs it
+    why = dict(ALWAYS)
     if False in private:
         why |= PUBLIC_CHANNELS
     if True in private:
