@@ -49,12 +49,11 @@ def build_backends(
 ) -> Backends:
     # One token source for both GitHub readers: an App's installation token is minted once.
     github = github_auth(settings, counted=counted)
-    issues = build_issues(settings, github, counted=counted, caches=caches)
     metrics = build_metrics(settings, github, counted=counted, caches=caches)
     return Backends(
         metrics=metrics,
         jobs=build_jobs_source(settings, metrics, github, counted=counted, caches=caches),
-        issues=issues,
+        issues=build_issues(settings, github, counted=counted, caches=caches),
         silencer=build_silencer(settings, counted=counted),
         scaler=build_scaler(settings, environ, counted=counted),
         targets=scale_targets(settings),
@@ -62,14 +61,10 @@ def build_backends(
 
 
 def build_silencer(settings: Settings, *, counted: Counted = uncounted) -> Silencer | None:
-    timeout = settings.backend_timeout_seconds
-    if settings.silence_backend is SilenceBackend.ALERTMANAGER and settings.alertmanager_url:
+    backend, timeout = settings.silence_backend, settings.backend_timeout_seconds
+    if backend is SilenceBackend.ALERTMANAGER and settings.alertmanager_url:
         return alertmanager_silencer(settings.alertmanager_url, timeout_s=timeout, counted=counted)
-    if (
-        settings.silence_backend is SilenceBackend.GRAFANA
-        and settings.grafana_url
-        and settings.grafana_token
-    ):
+    if backend is SilenceBackend.GRAFANA and settings.grafana_url and settings.grafana_token:
         token = settings.grafana_token.get_secret_value()
         return grafana_silencer(settings.grafana_url, token, timeout_s=timeout, counted=counted)
     return None
@@ -148,12 +143,10 @@ def build_jobs_source(
     backend = settings.jobs_backend
     if backend is JobsBackend.NONE:
         return None
-    if backend is JobsBackend.GITHUB:
-        if isinstance(metrics, GithubMetrics):
-            return metrics
+    if backend is JobsBackend.GITHUB and not isinstance(metrics, GithubMetrics):
         return _github(settings, auth, counted, caches)
-    if backend is JobsBackend.HUD:
-        return metrics if isinstance(metrics, HudMetrics) else HudMetrics(settings, counted=counted)
+    if backend is JobsBackend.HUD and not isinstance(metrics, HudMetrics):
+        return HudMetrics(settings, counted=counted)
     return metrics if isinstance(metrics, QueuedJobs) else None
 
 

@@ -48,12 +48,9 @@ async def probe_github(settings: Settings) -> list[Finding]:
         try:
             body, _ = await api.get("/rate_limit")
         except BackendError as exc:
-            fix = "set GITHUB_API_URL to GitHub's API (https://api.github.com), reachable"
-            if exc.status == 401:
-                fix = (
-                    APP_KEY_FIX if settings.github_app else "set GITHUB_TOKEN to a token it accepts"
-                )
-            return [fail(SUBJECT, f"GET /rate_limit: {exc}", fix)]
+            token = APP_KEY_FIX if settings.github_app else "set GITHUB_TOKEN to a token it accepts"
+            url = "set GITHUB_API_URL to GitHub's API (https://api.github.com), reachable"
+            return [fail(SUBJECT, f"GET /rate_limit: {exc}", token if exc.status == 401 else url)]
         org, repos, runs = settings.github_org, settings.github_repos, "status=queued&per_page=1"
         reads = [_listed(api, f"/repos/{repo}/actions/runs", runs, REPO_RUNS) for repo in repos]
         if settings.metrics_backend is MetricsBackend.GITHUB:
@@ -148,10 +145,8 @@ async def probe_app(settings: Settings) -> list[Finding]:
     try:
         await auth.token()
     except BackendError as exc:
-        fix = APP_KEY_FIX if exc.status == 401 else ""
-        if exc.status == 404:
-            fix = "install the App there (its page: Install App), or set GITHUB_APP_INSTALLATION_ID"
-        return [fail(APP, str(exc), fix)]
+        install = "install the App there (its page: Install App), or set GITHUB_APP_INSTALLATION_ID"
+        return [fail(APP, str(exc), {401: APP_KEY_FIX, 404: install}.get(exc.status, ""))]
     grant = auth.grant
     assert grant is not None
     which = "all its repositories" if grant.repository_selection == "all" else "some repositories"

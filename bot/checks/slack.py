@@ -54,24 +54,8 @@ PRIVATE_CHANNELS = {
 USER_GROUPS = "usergroups:read"
 USER_GROUPS_WHY = "SCALE_ALLOWED_USERS names a user group: its members (usergroups.users.list)"
 OPTIONAL = (*PRIVATE_CHANNELS, USER_GROUPS)
-
-
-def needed(
-    *, public_channels: bool = True, private_channels: bool = False, user_groups: bool = False
-) -> dict[str, str]:
-    """Scope -> the feature that needs it."""
-    scopes = dict(ALWAYS)
-    if public_channels:
-        scopes |= PUBLIC_CHANNELS
-    if private_channels:
-        scopes |= PRIVATE_CHANNELS
-    if user_groups:
-        scopes[USER_GROUPS] = USER_GROUPS_WHY
-    return scopes
-
-
 # What the manifests ask for: the defaults (public channels, no user groups).
-DEFAULT = tuple(needed())
+DEFAULT = (*ALWAYS, *PUBLIC_CHANNELS)
 
 
 @dataclass(frozen=True)
@@ -175,11 +159,13 @@ def _scopes(
     if granted is None:
         return [warn(SUBJECT, "Slack sent no x-oauth-scopes header: scopes not checked")]
     private, groups = {is_private for _, is_private, _ in seen}, settings.scale_allowed_groups
-    why = needed(
-        public_channels=False in private, private_channels=True in private, user_groups=bool(groups)
-    )
+    why = dict(ALWAYS)
+    if False in private:
+        why |= PUBLIC_CHANNELS
+    if True in private:
+        why |= PRIVATE_CHANNELS
     if groups:
-        why[USER_GROUPS] += f"; SCALE_ALLOWED_USERS has {', '.join(groups)}"
+        why[USER_GROUPS] = f"{USER_GROUPS_WHY}; SCALE_ALLOWED_USERS has {', '.join(groups)}"
     reported = {needs for _, _, needs in seen}
     missing = [scope for scope in why if scope not in granted]
     if not missing:

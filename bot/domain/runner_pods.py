@@ -25,39 +25,51 @@ STUCK_SHARE = 0.5
 KSM = "kube-state-metrics"
 CADVISOR = "the kubelet's cAdvisor"
 NODE_EXPORTER = "node-exporter"
-# Each reading's series and their sources, its own first: it is known only when all are scraped.
-# Each is present whenever its source is scraped (the Pending phase stands for the waiting
-# reasons, which exist only while a pod waits); every query keeps the pods `kube_pod_owner` names.
+# Each reading: what it is called where it is not known, then its series and their sources, its
+# own first: it is known only when all are scraped. Each is present whenever its source is scraped
+# (the Pending phase stands for the waiting reasons, which exist only while a pod waits); every
+# query keeps the pods `kube_pod_owner` names.
 OWNER = ("kube_pod_owner", KSM)
 DISK = "DiskBusy"  # a node's condition in `RunnerPods.nodes` when node-exporter finds its disk busy
 PHASE, CREATED = ("kube_pod_status_phase", KSM), ("kube_pod_created", KSM)
-NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "pods_pending": (PHASE, OWNER),
-    "pending_mins": (CREATED, PHASE, OWNER),
-    "unschedulable": (PHASE, CREATED, OWNER),
-    "unschedulable_mins": (CREATED, PHASE, OWNER),
-    "image_pull": (PHASE, CREATED, OWNER),
-    "config_error": (PHASE, CREATED, OWNER),
-    "creating": (PHASE, CREATED, OWNER),
-    "oom_kills": (PHASE, OWNER),
-    "restarts": (("kube_pod_container_status_restarts_total", KSM), OWNER),
-    "cpu_throttled_periods": (("container_cpu_cfs_throttled_periods_total", CADVISOR), OWNER),
-    "cpu_periods": (("container_cpu_cfs_periods_total", CADVISOR), OWNER),
-    "memory_of_limit": (
-        ("container_memory_working_set_bytes", CADVISOR),
-        ("kube_pod_container_resource_limits", KSM),
-        OWNER,
+POD_INFO = ("kube_pod_info", KSM)
+_READINGS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+    "pods_pending": ("pods Pending", (PHASE, OWNER)),
+    "pending_mins": ("how long pods are Pending", (CREATED, PHASE, OWNER)),
+    "unschedulable": ("unschedulable pods", (PHASE, CREATED, OWNER)),
+    "unschedulable_mins": ("how long pods are unschedulable", (CREATED, PHASE, OWNER)),
+    "image_pull": ("image pulls", (PHASE, CREATED, OWNER)),
+    "config_error": ("container config errors", (PHASE, CREATED, OWNER)),
+    "creating": ("pods stuck creating", (PHASE, CREATED, OWNER)),
+    "oom_kills": ("OOM kills", (PHASE, OWNER)),
+    "restarts": ("restarts", (("kube_pod_container_status_restarts_total", KSM), OWNER)),
+    "cpu_throttled_periods": (
+        "CPU throttling",
+        (("container_cpu_cfs_throttled_periods_total", CADVISOR), OWNER),
     ),
-    "nodes": (("kube_node_status_condition", KSM), ("kube_pod_info", KSM), OWNER),
+    "cpu_periods": ("CPU throttling", (("container_cpu_cfs_periods_total", CADVISOR), OWNER)),
+    "memory_of_limit": (
+        "memory against its limit",
+        (
+            ("container_memory_working_set_bytes", CADVISOR),
+            ("kube_pod_container_resource_limits", KSM),
+            OWNER,
+        ),
+    ),
+    "nodes": ("node conditions", (("kube_node_status_condition", KSM), POD_INFO, OWNER)),
     # node-exporter's series name its own pod, not the node: `kube_pod_info` ties them.
     "disk_busy": (
-        ("node_disk_io_time_seconds_total", NODE_EXPORTER),
-        ("kube_pod_info", KSM),
-        OWNER,
+        "disk I/O saturation",
+        (("node_disk_io_time_seconds_total", NODE_EXPORTER), POD_INFO, OWNER),
     ),
     # The kernel's count outlives the pods, which ARC deletes within seconds of a kill.
-    "node_oom_kills": (("node_vmstat_oom_kill", NODE_EXPORTER), ("kube_pod_info", KSM), OWNER),
+    "node_oom_kills": (
+        "OOM kills on the nodes",
+        (("node_vmstat_oom_kill", NODE_EXPORTER), POD_INFO, OWNER),
+    ),
 }
+NEEDS = {reading: series for reading, (_, series) in _READINGS.items()}
+SAID = {reading: said for reading, (said, _) in _READINGS.items()}
 NODE_READINGS = ("nodes", "disk_busy")  # read into `RunnerPods.nodes`, not a number
 
 
@@ -68,25 +80,6 @@ def source_of(reading: str) -> str:
 def not_scraped(reading: str, scraped: set[str]) -> str:
     """The source of the first series `reading` needs not in `scraped`; "" if none."""
     return next((source for series, source in NEEDS[reading] if series not in scraped), "")
-
-
-SAID = {
-    "pods_pending": "pods Pending",
-    "pending_mins": "how long pods are Pending",
-    "unschedulable": "unschedulable pods",
-    "unschedulable_mins": "how long pods are unschedulable",
-    "image_pull": "image pulls",
-    "config_error": "container config errors",
-    "creating": "pods stuck creating",
-    "oom_kills": "OOM kills",
-    "restarts": "restarts",
-    "cpu_throttled_periods": "CPU throttling",
-    "cpu_periods": "CPU throttling",
-    "memory_of_limit": "memory against its limit",
-    "nodes": "node conditions",
-    "disk_busy": "disk I/O saturation",
-    "node_oom_kills": "OOM kills on the nodes",
-}
 
 
 class Trouble(StrEnum):

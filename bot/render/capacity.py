@@ -148,9 +148,7 @@ def report_message(reports: Sequence[TypeReport], *, days: int, **said: Any) -> 
     if firing := firing[:MAX_CATEGORIES]:
         labels = series_labels([r.runner_type for r in firing])
         hours = [round(r.firing.total_seconds() / 3600, 1) for r in firing]
-        points = [{"label": lb, "value": h} for lb, h in zip(labels, hours, strict=True)]
-        series = [{"name": "hours firing", "data": points}]
         axes = {"categories": labels, "y_label": "hours"}
         title = f"Hours firing, last {days} days"
-        blocks.append(chart("capacity_hours", title, "bar", series, axes))
+        blocks.append(chart("capacity_hours", title, "bar", {"hours firing": hours}, axes))
     return md.rendered(text.splitlines()[0].strip("*"), blocks)

@@ -96,25 +96,29 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
     times = sampled(data.times, MAX_CATEGORIES)
     if len(times) < 2:
         return None
-    categories = _labels(times)
     labels = series_labels([name or "all runner types" for name in series])
-    drawn = []
+    drawn: dict[str, list[float]] = {}
     for name, shown in zip(series, labels, strict=True):
         # One value per moment: a type the reading did not show then was not queueing (a view
         # lists the types that queue), so it is 0, not its last value.
         queued = {at: q for at, q, _ in series[name]}
-        values = [queued.get(at) or 0.0 for at in times]
-        points = zip(categories, values, strict=True)
-        drawn.append({"name": shown, "data": [{"label": lb, "value": v} for lb, v in points]})
-    axes = {"categories": categories, "x_label": "UTC", "y_label": "queued jobs"}
-    return chart(
-        "queue_trend", md.truncate(data.title or "Queue trend", MAX_TITLE), "line", drawn, axes
-    )
+        drawn[shown] = [queued.get(at) or 0.0 for at in times]
+    title = md.truncate(data.title or "Queue trend", MAX_TITLE)
+    axes = {"categories": _labels(times), "x_label": "UTC", "y_label": "queued jobs"}
+    return chart("queue_trend", title, "line", drawn, axes)
 
 
 def chart(
-    block_id: str, title: str, kind: str, series: list[dict[str, Any]], axes: dict[str, Any]
+    block_id: str, title: str, kind: str, values: dict[str, list[float]], axes: dict[str, Any]
 ) -> dict[str, Any]:
+    """One series a name in `values`, a value a category of `axes`."""
+    series = [
+        {
+            "name": name,
+            "data": [{"label": c, "value": v} for c, v in zip(axes["categories"], vs, strict=True)],
+        }
+        for name, vs in values.items()
+    ]
     drawn = {"type": kind, "series": series, "axis_config": axes}
     return {"type": BLOCK_TYPE, "block_id": block_id, "title": title, "chart": drawn}
 

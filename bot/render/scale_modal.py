@@ -7,9 +7,11 @@ an input's value across `views.update` when its IDs stay the same (bolt-js#290).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from bot.domain.judgement import Judgement
 from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview
@@ -31,6 +33,10 @@ MAX_OPTION_VALUE = 150
 
 @dataclass(frozen=True)
 class ScaleForm:
+    # A form another release opened keeps the fields this one knows: a field it adds is left
+    # out, so a rollback or upgrade does not lose the forms open meanwhile.
+    __pydantic_config__ = ConfigDict(extra="ignore")
+
     ref: str
     channel: str
     runner_type: str = ""
@@ -47,18 +53,13 @@ class ScaleForm:
 
     @classmethod
     def load(cls, text: str) -> ScaleForm | None:
-        """A form another release opened keeps its fields this one knows: a field it adds is
-        left out, so a rollback or upgrade does not lose the forms open meanwhile."""
         try:
-            data = json.loads(text)
-            if not isinstance(data, dict):
-                return None
-            return cls(**{k: v for k, v in data.items() if k in _FORM_FIELDS})
-        except (ValueError, TypeError):
+            return _FORM.validate_json(text)
+        except ValidationError:
             return None
 
 
-_FORM_FIELDS = frozenset(f.name for f in fields(ScaleForm))
+_FORM = TypeAdapter(ScaleForm)
 
 
 def scale_about(owner: ScaleOwner, runner_type: str) -> str:

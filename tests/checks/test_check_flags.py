@@ -43,6 +43,27 @@ def test_a_scaler_nobody_may_use_and_a_cap_above_the_ceiling_fail_naming_the_set
     ]
 
 
+def test_an_arc_target_whose_scale_set_no_name_gives_fails_as_serve_refuses_it(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    env = check_env(
+        slack,
+        redis_url,
+        SCALER_BACKEND="arc",
+        SCALER_TARGETS='{"...": {"cap": 1}}',
+        SCALE_ALLOWED_USERS="S0ONCALL",
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1, result.stderr
+    assert lines(result, "FAIL") == [
+        'FAIL  settings   SCALER_TARGETS["..."]: no scale set can be derived from this name: give '
+        'its "target" (or a RUNNER_SCALE_SETS entry)'
+    ]
+    assert "Traceback" not in result.stderr
+
+
 def test_someone_allowed_and_a_cap_within_the_ceiling_pass(
     tmp_path: Path, slack: Slack, redis_url: str
 ) -> None:
