@@ -327,8 +327,18 @@ def _readings(
     def leads() -> bool:
         return fence.held is not None
 
+    # Advice is capped where queuepilot scales: past one request's cap nobody can act on it.
+    caps = {t.runner_type: t.cap for t in backends.targets.values()} if backends.scaler else {}
     readings = FleetReadings(
-        redis, keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept, leads=leads
+        redis,
+        keys,
+        metrics,
+        config=settings,
+        clock=clock,
+        jobs=jobs,
+        kept=kept,
+        leads=leads,
+        caps=caps,
     )
     return readings, jobs, metrics if isinstance(metrics, QueueHistory) else kept
 

@@ -175,6 +175,15 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     fit = None
     if len(window) == WINDOW:
         fit = slope_fit(_minutes(window), [p.in_system for p in window])
+    if fit is not None and 0 < fit[0] * _minutes(window)[-1] < MIN_RISE:
+        # Readings seconds apart rise little across five: the line reaches back as far as it
+        # needs to have risen `MIN_RISE`, so a fast cadence warns as early as a slow one.
+        back = MIN_RISE / fit[0] + 1e-9  # minutes
+        last = window[-1].at
+        reach = [p for p in points[-NOISE_READINGS:] if (last - p.at).total_seconds() / 60 <= back]
+        if len(reach) > WINDOW:
+            window = reach
+            fit = slope_fit(_minutes(window), [p.in_system for p in window])
     if fit is None:
         return None
     slope, error = fit
@@ -183,7 +192,9 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     changes = [p for k, p in enumerate(recent) if k == 0 or p.in_system != recent[k - 1].in_system]
     noise = _noise(changes) / _spread(window) ** 0.5
     span = (window[-1].at - window[0].at).total_seconds() / 60
-    evident = slope >= T_MIN * error and slope >= T_NOISE * noise and slope * span >= MIN_RISE
+    evident = (
+        slope >= T_MIN * error and slope >= T_NOISE * noise and slope * span >= MIN_RISE - 1e-9
+    )
     if not sustained and not evident:
         return None
     growth = slope

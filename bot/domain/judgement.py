@@ -25,6 +25,7 @@ SURE_READINGS = 3  # fewer distinct readings cannot tell a climb from a wobble
 TELLING_READINGS = 4  # from this many distinct readings a turn must stand out of their scatter
 # Student's t at one-sided 97.5%, by degrees of freedom.
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}
+RISE_READINGS = 3  # a rise shows once this many readings asked for it, however short the window
 SLOW_DRAIN_TARGETS = 2.0  # a falling queue that clears within this many targets needs no runner
 # A queue's noise: arrivals less completions, each a count of chance events, differ by four jobs
 # with no trend, or a twentieth of a long queue.
@@ -46,7 +47,7 @@ class Judgement(BaseModel):
             "change_per_min=r registered=reg booting=boot maximum=max runners=n needed=need "
             "added_since=add maximum_added=add+ raise_maximum_by=max+ clears_in_mins=clr "
             "within_mins=T causes=pc cannot_start=stuck held=hld unplaced=unp nodes_short=nsh "
-            "own=own window_mins=win"
+            "own=own window_mins=win cap=cap"
         ),
     )
 
@@ -84,6 +85,8 @@ class Judgement(BaseModel):
     # read a thread over minutes, not per reading.
     own: int = 0
     window_mins: float = 0.0
+    # The most one scale request may add to the type: advice past it is a number nobody can act on.
+    cap: int | None = None
 
     @property
     def heading(self) -> str:
@@ -102,6 +105,8 @@ class Judgement(BaseModel):
         if self.runners:
             does = f"would drain it in {within}" if self.queued else "would keep it from queueing"
             text = f"+{_runners(self.runners)} {does}"
+            if self.beyond_cap:
+                text = f"+{_runners(self.runners)} (the cap); more would be needed"
             if (to := self.new_maximum) is not None and self.maximum is not None:
                 was = number(self.maximum)
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
@@ -119,12 +124,17 @@ class Judgement(BaseModel):
         if (mins := self.clears_in_mins) is not None:
             return f"none: it clears {'within a minute' if mins < 1 else f'in ~{eta(mins)}'}"
         if self.booting and self.queued:
-            return f"none: the {_runners(self.booting)} booting should drain it in {within}"
+            return f"+{_runners(self.booting)} on their way should drain it in {within}"
         return ""
 
     @property
     def wanted(self) -> int:
         return 0 if self.cannot_start else max(self.needed - self.booting, 0)
+
+    @property
+    def beyond_cap(self) -> int:
+        """Runners advised past the cap of one request, that `runners` leaves out."""
+        return max(self.needed - self.booting - self.runners, 0) if self.cap else 0
 
     @property
     def supply(self) -> float:
@@ -154,8 +164,10 @@ class Judgement(BaseModel):
 
 @dataclass(frozen=True)
 class Advised:
-    """An earlier reading in the advice window: its `Judgement.own`, `supply` and `wanted`."""
+    """An earlier reading in the advice window: when (epoch seconds), and its `Judgement.own`,
+    `supply` and `wanted`."""
 
+    at: float
     own: int
     supply: float
     shown: int
@@ -166,35 +178,53 @@ def advise(
     *,
     duration: float | None,
     net_arrivals: float,
-    sure: float,
+    sure: tuple[float, float],
     earlier: Sequence[Advised] = (),
+    rise_mins: float = 0.0,
 ) -> Judgement:
-    """`sure`: `sure_growth`; `earlier`: the window's advice, oldest first."""
+    """`sure`: `sure_slopes`; `earlier`: the window's advice, oldest first."""
     duration = duration if duration and duration > 0 else None
-    advised = _advised(j, duration, net_arrivals, sure)
+    advised = _advised(j, duration, net_arrivals, max(sure[0], 0.0))
     advised = advised.model_copy(update={"own": advised.wanted})
+    if advised.clears_in_mins is not None and sure[1] < 0:
+        return advised  # a queue surely clearing in time by itself: a drain is not noise
     noise = to_drain(max(NOISE_JOBS, NOISE_SHARE * (j.queued or 0.0)), duration, j.within_mins)
-    return _held(advised, earlier, noise)
+    return _stabilized(advised, earlier, rise_mins, noise)
 
 
-def _held(j: Judgement, earlier: Sequence[Advised], noise: int) -> Judgement:
-    """Held as HPA's `behavior` holds a scale-down: the most the window advised, less runners
-    gained since; "none" once the whole window advised none. A lower most within the queue's
-    `noise` (runners) of what was shown keeps that: a wobble does not move it."""
+def _stabilized(
+    j: Judgement, earlier: Sequence[Advised], rise_mins: float, noise: int
+) -> Judgement:
+    """Stabilized on both sides as HPA's `behavior` stabilizes a recommendation, each reading's
+    advice less the runners gained since: what was shown rises only to the least any reading of
+    the rise window asked (a spike of a few readings moves nothing), and falls only to the most
+    any reading of the longer window asked (a dip moves nothing). Between two amounts, a move
+    within the queue's `noise` (runners) keeps what was shown: a wobble moves nothing."""
     if j.cannot_start or not earlier or (not j.queued and not j.own):
         return j  # nothing queued and none advised is none at once: no runner to add to idle ones
     supply = j.supply
 
     def now(runners: int, then: float) -> int:
-        return runners - math.floor(max(supply - then, 0.0))
+        return max(runners - math.floor(max(supply - then, 0.0)), 0)
 
-    most = max(j.own, *(now(a.own, a.supply) for a in earlier))
-    shown = now(earlier[-1].shown, earlier[-1].supply)
-    if most > 0 and most < shown <= most + noise:
-        most = shown
-    if most <= j.own:
+    asked = [(a.at, now(a.own, a.supply)) for a in earlier]
+    at = j.at.timestamp()
+    rising = [n for t, n in asked if t > at - rise_mins * 60]
+    if len(rising) < RISE_READINGS - 1:
+        rising = [n for _, n in asked[-(RISE_READINGS - 1) :]]
+    falling = [n for t, n in asked if t > at - j.window_mins * 60]
+    least, most = min([j.own, *rising]), max([j.own, *falling])
+    before = now(earlier[-1].shown, earlier[-1].supply)
+    shown = min(max(before, least), most)
+    if before and shown and abs(shown - before) <= noise:
+        shown = before
+    if shown == j.own:
         return j
-    return _fitted(j, most + j.booting, f"the most advised over the last {minutes(j.window_mins)}")
+    if shown > j.own:
+        why = f"the most advised over the last {minutes(j.window_mins)}"
+    else:
+        why = f"{j.own - shown} more once the rise holds for {minutes(max(rise_mins, 1))}"
+    return _fitted(j, shown + j.booting, why)
 
 
 def _advised(j: Judgement, duration: float | None, net_arrivals: float, sure: float) -> Judgement:
@@ -243,6 +273,8 @@ def to_drain(backlog: float, duration: float | None, within_mins: float) -> int:
 def _fitted(j: Judgement, needed: int, why: str) -> Judgement:
     """`needed` less the runners booting, and how far the maximum must rise for the rest."""
     runners = 0 if j.cannot_start else max(needed - j.booting, 0)
+    if j.cap is not None:
+        runners = min(runners, j.cap)
     raise_by = nodes_short = 0
     running = running_of(j.registered, j.busy)
     if j.cannot_start:
@@ -310,13 +342,15 @@ def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | Non
     return Direction.HOLDING, rate
 
 
-def sure_growth(points: Sequence[tuple[float, float]]) -> float:
-    """The queue's growth per minute beyond its scatter (the slope's 97.5% lower bound), so a
-    wobble sizes no runners and a steady climb sizes them at its full slope."""
+def sure_slopes(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The queue's change per minute beyond its scatter (the slope's 97.5% bounds; 0 from too few
+    distinct readings): growth past the lower, a fall below the upper. A wobble sizes no runners
+    and is no drain; a steady climb sizes them at its full slope."""
     last = _distinct(list(points)[-RECENT_READINGS:])
     if len(last) < SURE_READINGS:
-        return 0.0
-    return max(_slope_bounds(last)[0], 0.0)
+        return 0.0, 0.0
+    low, high = _slope_bounds(last)
+    return low, high if len(last) >= TELLING_READINGS else 0.0  # three cannot tell a drain
 
 
 def _slope_bounds(points: Sequence[tuple[float, float]]) -> tuple[float, float]:

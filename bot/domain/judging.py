@@ -13,12 +13,13 @@ from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, sou
 from bot.domain.judgement import (
     DRAIN_TARGET_MINS,
     RECENT_READINGS,
+    RISE_READINGS,
     Advised,
     Judgement,
     advise,
     direction_of,
     running_of,
-    sure_growth,
+    sure_slopes,
 )
 from bot.domain.value_string import finite
 
@@ -30,25 +31,39 @@ def judged(
     interval: timedelta,
     within_mins: float = DRAIN_TARGET_MINS,
     window: timedelta = timedelta(0),
+    rise: timedelta = timedelta(0),
+    caps: Mapping[str, int] | None = None,
 ) -> FleetSnapshot:
-    """`fleet` judged against the `recent` readings (any order), the advice held over `window`;
+    """`fleet` judged against the `recent` readings (any order), the advice stabilized over
+    `window` (falling) and `rise` (rising), and within the `caps` of one scale request by type;
     a type a past reading kept no gauges of had nothing queued and was advised nothing then."""
     since = fleet.at - interval * (RECENT_READINGS + 0.5)
     ordered = sorted((p for p in recent if p.at < fleet.at), key=lambda p: p.at)
     before = [p for p in ordered if since <= p.at]
-    held = [p for p in ordered if fleet.at - window < p.at]
+    held = [p for p in ordered if fleet.at - max(window, rise) < p.at]
+    if (window or rise) and len(held) < RISE_READINGS - 1:
+        held = ordered[-(RISE_READINGS - 1) :]  # a rise holds over three readings at least
     types = {}
     for name, m in fleet.runner_types.items():
         observed = [(p.at.timestamp(), p.gauges_of(name).get("queued", 0.0)) for p in before]
-        earlier = [_advised(p.gauges_of(name)) for p in held]
+        earlier = [_advised(p.at, p.gauges_of(name)) for p in held]
         types[name] = judged_as(
-            m, observed, fleet.at, within_mins, fleet.source, earlier, window / timedelta(minutes=1)
+            m,
+            observed,
+            fleet.at,
+            within_mins,
+            fleet.source,
+            earlier,
+            window / timedelta(minutes=1),
+            rise_mins=rise / timedelta(minutes=1),
+            cap=(caps or {}).get(name),
         )
     return fleet.model_copy(update={"runner_types": types})
 
 
-def _advised(gauges: Mapping[str, float]) -> Advised:
-    return Advised(int(gauges.get("own", 0)), gauges.get("sup", 0.0), int(gauges.get("adv", 0)))
+def _advised(at: datetime, gauges: Mapping[str, float]) -> Advised:
+    own, supply, shown = int(gauges.get("own", 0)), gauges.get("sup", 0.0), gauges.get("adv", 0)
+    return Advised(at.timestamp(), own, supply, int(shown))
 
 
 # Why a source may give no wait for a type that queues.
@@ -66,6 +81,9 @@ def judged_as(
     source: str,
     earlier: Sequence[Advised] = (),
     window_mins: float = 0.0,
+    *,
+    rise_mins: float = 0.0,
+    cap: int | None = None,
 ) -> RunnerTypeMetrics:
     """`m` judged as `source` read it at `at`."""
     why = WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")
@@ -77,6 +95,8 @@ def judged_as(
         wait_unknown=why,
         earlier=earlier,
         window_mins=window_mins,
+        rise_mins=rise_mins,
+        cap=cap,
     )
     return m.model_copy(update={"judged": verdict})
 
@@ -90,6 +110,8 @@ def judge(
     wait_unknown: str = "",
     earlier: Sequence[Advised] = (),
     window_mins: float = 0.0,
+    rise_mins: float = 0.0,
+    cap: int | None = None,
 ) -> Judgement:
     """What `metrics` mean. `observed`: (epoch seconds, queued) at the readings before, and
     `earlier`: the advice within the last `window_mins`, both oldest first."""
@@ -124,9 +146,16 @@ def judge(
         held=stuck,
         unplaced=round(pods.unschedulable or 0) if pods else 0,
         window_mins=window_mins,
+        cap=cap,
     )
     arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
     net = 0.0 if arrivals is None or completions is None else max(arrivals - completions, 0.0)
+    sure = sure_slopes(points)
     return advise(
-        judgement, duration=duration, net_arrivals=net, sure=sure_growth(points), earlier=earlier
+        judgement,
+        duration=duration,
+        net_arrivals=net,
+        sure=sure,
+        earlier=earlier,
+        rise_mins=rise_mins,
     )

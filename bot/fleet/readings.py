@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -82,6 +82,7 @@ class FleetReadings:
         jobs: JobsWatch | None = None,
         kept: ReadingsHistory | None = None,
         leads: Callable[[], bool] = lambda: True,
+        caps: Mapping[str, int] | None = None,
     ) -> None:
         self._store = ReadingStore(redis, keys)
         self.oom_kills = OomKillRecord(redis, keys)  # the weekly report reads them
@@ -93,6 +94,7 @@ class FleetReadings:
         self._kept = kept
         self._refreshing = asyncio.Lock()
         self._leads = leads
+        self._caps = caps or {}  # the most one scale request may add, by runner type
 
     async def aclose(self) -> None:
         await self.metrics.aclose()
@@ -181,11 +183,20 @@ class FleetReadings:
                 fleet = with_job_waits(fleet, jobs)
             fleet = await self._named_kills(fleet, jobs, now)
             window = timedelta(seconds=self._config.advice_window)
+            rise = timedelta(seconds=self._config.advice_rise_window)
             every = self.every(fleet)
-            held = math.ceil(window / every) + 1 if every else 0
+            held = math.ceil(max(window, rise) / every) + 1 if every else 0
             recent = await self.history(last=max(RECENT_READINGS, held))
             target = self._config.drain_target_minutes
-            fleet = judged(fleet, recent, interval=every, within_mins=target, window=window)
+            fleet = judged(
+                fleet,
+                recent,
+                interval=every,
+                within_mins=target,
+                window=window,
+                rise=rise,
+                caps=self._caps,
+            )
             reading = Reading(fleet, now)
             await self._remember(fleet)
             if self._kept is not None:

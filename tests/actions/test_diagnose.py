@@ -365,4 +365,4 @@ async def test_an_early_warnings_scale_up_taken_on_counts_as_booting_from_when_i
     core = action_core(redis, store, metrics=Growing(), clock=lambda: now)
     assert (await core.diagnosing.diagnose(Actor("U1", "al"), "1:u1")).ok
     text = "".join((await redis.hgetall(store.keys.outbox_items("1"))).values())
-    assert "none: the 10 runners booting should drain it in 30 min" in text, text
+    assert "+10 runners on their way should drain it in 30 min" in text, text

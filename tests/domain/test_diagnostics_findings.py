@@ -94,7 +94,7 @@ def test_a_falling_queue_gets_when_it_clears_instead_of_more_runners(
     ("desired", "advice"),
     [
         # 10 asked for and not up yet, against the 10 needed: none more.
-        (50, "linux.2xlarge: none: the 10 runners booting should drain it in 30 min"),
+        (50, "linux.2xlarge: +10 runners on their way should drain it in 30 min"),
         # 4 of 10: the rest only.
         (44, "linux.2xlarge: +6 runners would drain it in 30 min"),
         # Nothing booting: the whole amount.

@@ -75,7 +75,7 @@ AT_MAX = {"busy": 30.0, "registered": 30.0, "desired": 30.0, "maximum": 30.0}
             },
             Direction.HOLDING,
             0,
-            "none: the 12 runners booting should drain it in 30 min",
+            "+12 runners on their way should drain it in 30 min",
         ),
         # A long queue falling by a twentieth in two readings drains: it clears by itself.
         (
@@ -98,7 +98,7 @@ AT_MAX = {"busy": 30.0, "registered": 30.0, "desired": 30.0, "maximum": 30.0}
             },
             Direction.HOLDING,
             0,
-            "none: the 10 runners booting should drain it in 30 min",
+            "+10 runners on their way should drain it in 30 min",
         ),
         # A maximum just raised: the room under it counts at once.
         (

@@ -413,4 +413,4 @@ def test_runners_added_beside_one_pod_that_finds_no_node_are_booting_not_advised
     assert (j.runners, j.cannot_start, j.unplaced) == (3, 0, 1)
     after = added(j, j.runners)
     assert (after.runners, after.booting) == (0, 3)
-    assert after.advice.startswith("none: the 3 runners booting")
+    assert after.advice.startswith("+3 runners on their way")

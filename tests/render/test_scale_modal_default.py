@@ -234,7 +234,7 @@ def test_a_floor_that_fits_is_raised_and_the_choice_stays_offered() -> None:
         ),
         (
             advised(0, booting=10, why="the 10 booting cover the ~8 needed"),
-            "Recommended: *none: the 10 runners booting should drain it in 30 min* (the 10 "
+            "Recommended: *+10 runners on their way should drain it in 30 min* (the 10 "
             "booting cover the ~8 needed).",
         ),
         (

@@ -31,9 +31,9 @@ DIRECTION_WORDS: tuple[tuple[str, Direction], ...] = (
     ("draining", "falling"),
     ("holding", "holding"),
 )
-RUNNERS = re.compile(r"\+(\d+) runners? would")
+RUNNERS = re.compile(r"\+(\d+) runners? (?:would|\(the cap\))")
 CLEARS = re.compile(r"\bclears? (?:in ~|within)")
-COVERED = re.compile(r"\bnone: the \d+ runners? booting")
+COVERED = re.compile(r"\+\d+ runners? on their way")
 RAISE_BY = re.compile(r"raise the maximum by (\d+)")
 NEXT = ("*Next:*", "Next:")  # how diagnostics' next step starts its line
 # Where a surface names the time of the reading it renders (a Slack date token).
@@ -56,7 +56,7 @@ def direction_of(text: str, runner_type: str) -> Direction | None:
 
 def advice_of(text: str, runner_type: str) -> Advice:
     """The runners the message advises for `runner_type`: N from "+N runners would …",
-    "clears" from "(none: it) clears in ~…", "covered" from "none: the N runners booting …",
+    "clears" from "(none: it) clears in ~…", "covered" from "+N runners on their way …",
     None when it advises nothing."""
     line = advice_line(text, runner_type)
     if found := RUNNERS.search(line):
