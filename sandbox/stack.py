@@ -75,9 +75,10 @@ FLEET_MINUTES = {
 }
 
 
-# The advice is held over five fleet minutes (ADVICE_WINDOW's default), and a status checked
-# every ten (STATUS_INTERVAL_SECONDS'), in the bot's seconds.
-ADVICE_WINDOW_S, STATUS_INTERVAL_S = 300, 600
+# The advice falls over five fleet minutes and rises over one (ADVICE_WINDOW's and
+# ADVICE_RISE_WINDOW's defaults), and a status is checked every ten (STATUS_INTERVAL_SECONDS'),
+# in the bot's seconds.
+ADVICE_WINDOW_S, ADVICE_RISE_WINDOW_S, STATUS_INTERVAL_S = 300, 60, 600
 
 
 class SandboxError(Exception):
@@ -248,8 +249,9 @@ def _settings(
             # The early warning watches for the fleet's own alert rule, before it ever fired.
             early_warning_queued=RuleConfig().fire_queued,
             **{name: fleet_mins / config.speed for name, fleet_mins in FLEET_MINUTES.items()},
-            # Five fleet minutes, as a real fleet's operator keeps the default.
+            # The defaults in fleet minutes, as a real fleet's operator keeps them.
             advice_window=max(round(ADVICE_WINDOW_S / config.speed), 1),
+            advice_rise_window=max(round(ADVICE_RISE_WINDOW_S / config.speed), 1),
             scaler_backend="arc",
             scaler_kubeconfig=str(kubeconfig),
             scaler_targets=json.dumps(targets),
