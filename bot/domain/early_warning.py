@@ -175,7 +175,8 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     fit = None
     if len(window) == WINDOW:
         fit = slope_fit(_minutes(window), [p.in_system for p in window])
-    if fit is not None and 0 < fit[0] * _minutes(window)[-1] < MIN_RISE:
+    span = _minutes(window)[-1] if fit is not None else 0.0
+    if fit is not None and span < WINDOW - 1 and 0 < fit[0] * span < MIN_RISE:
         # Readings seconds apart rise little across five: the line reaches back as far as it
         # needs to have risen `MIN_RISE`, so a fast cadence warns as early as a slow one.
         back = MIN_RISE / fit[0] + 1e-9  # minutes

@@ -112,7 +112,11 @@ class Judgement(BaseModel):
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             if self.nodes_short:
                 text += f"; {self._no_node}"
+            if self.pending:
+                text += f" (+{self.pending} more if the rise holds)"
             return text + self._held_note
+        if self.queued and self.pending and not self.cannot_start:
+            return f"none yet: +{_runners(self.pending)} if the rise holds"
         if self.nodes_short:
             return f"none until nodes fit: {self._no_node}"
         if self.cannot_start and self.needed:
@@ -132,9 +136,15 @@ class Judgement(BaseModel):
         return 0 if self.cannot_start else max(self.needed - self.booting, 0)
 
     @property
+    def pending(self) -> int:
+        """Runners this reading alone asks beyond what is shown: a rise the window has not held."""
+        return max(self.own - self.added_since - self.wanted, 0)
+
+    @property
     def beyond_cap(self) -> int:
         """Runners advised past the cap of one request, that `runners` leaves out."""
-        return max(self.needed - self.booting - self.runners, 0) if self.cap else 0
+        capped = self.cap is not None and self.runners >= self.cap
+        return max(self.wanted - self.runners, 0) if capped else 0
 
     @property
     def supply(self) -> float:
@@ -198,8 +208,8 @@ def _stabilized(
     """Stabilized on both sides as HPA's `behavior` stabilizes a recommendation, each reading's
     advice less the runners gained since: what was shown rises only to the least any reading of
     the rise window asked (a spike of a few readings moves nothing), and falls only to the most
-    any reading of the longer window asked (a dip moves nothing). Between two amounts, a move
-    within the queue's `noise` (runners) keeps what was shown: a wobble moves nothing."""
+    any reading of the longer window asked (a dip moves nothing), and not at all to an amount
+    within the queue's `noise` (runners) below it: a wobble moves nothing."""
     if j.cannot_start or not earlier or (not j.queued and not j.own):
         return j  # nothing queued and none advised is none at once: no runner to add to idle ones
     supply = j.supply
@@ -216,14 +226,14 @@ def _stabilized(
     least, most = min([j.own, *rising]), max([j.own, *falling])
     before = now(earlier[-1].shown, earlier[-1].supply)
     shown = min(max(before, least), most)
-    if before and shown and abs(shown - before) <= noise:
+    if shown and shown < before <= shown + noise:
         shown = before
     if shown == j.own:
         return j
     if shown > j.own:
         why = f"the most advised over the last {minutes(j.window_mins)}"
     else:
-        why = f"{j.own - shown} more once the rise holds for {minutes(max(rise_mins, 1))}"
+        why = f"{j.own - shown} more once the rise holds over its window"
     return _fitted(j, shown + j.booting, why)
 
 
@@ -350,7 +360,7 @@ def sure_slopes(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     if len(last) < SURE_READINGS:
         return 0.0, 0.0
     low, high = _slope_bounds(last)
-    return low, high if len(last) >= TELLING_READINGS else 0.0  # three cannot tell a drain
+    return low, (high if len(last) >= TELLING_READINGS else 0.0)  # three cannot tell a drain
 
 
 def _slope_bounds(points: Sequence[tuple[float, float]]) -> tuple[float, float]:

@@ -9,7 +9,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from bot.domain.causes import pod_causes
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, source_name
+from bot.domain.fleet import (
+    FleetSnapshot,
+    HistoryPoint,
+    RunnerTypeMetrics,
+    of_type,
+    source_name,
+)
 from bot.domain.judgement import (
     DRAIN_TARGET_MINS,
     RECENT_READINGS,
@@ -42,7 +48,7 @@ def judged(
     before = [p for p in ordered if since <= p.at]
     held = [p for p in ordered if fleet.at - max(window, rise) < p.at]
     if (window or rise) and len(held) < RISE_READINGS - 1:
-        held = ordered[-(RISE_READINGS - 1) :]  # a rise holds over three readings at least
+        held = before[-(RISE_READINGS - 1) :]  # a rise holds over three recent readings at least
     types = {}
     for name, m in fleet.runner_types.items():
         observed = [(p.at.timestamp(), p.gauges_of(name).get("queued", 0.0)) for p in before]
@@ -56,7 +62,7 @@ def judged(
             earlier,
             window / timedelta(minutes=1),
             rise_mins=rise / timedelta(minutes=1),
-            cap=(caps or {}).get(name),
+            cap=of_type(caps or {}, name),
         )
     return fleet.model_copy(update={"runner_types": types})
 

@@ -122,19 +122,21 @@ def scale_default(
 def _shapes(
     advice: Judgement, capacity: Capacity | None, can_raise_maximum: bool
 ) -> list[tuple[bool, int]]:
-    """(raise the maximum, by how much) to try, the advice's own shape first."""
-    floor = (False, advice.runners)
+    """(raise the maximum, by how much) to try, the advice's own shape first: all it advises,
+    past one request's cap too (the form offers the cap and says how many more after it)."""
+    floor = (False, advice.runners + advice.beyond_cap)
     if not can_raise_maximum:
         return [floor]
     wanted = advice.new_maximum
     maximum = capacity.maximum if capacity is not None else None
+    more = advice.beyond_cap
     if wanted is not None and maximum is None:
-        return [(True, advice.raise_maximum_by), floor]
+        return [(True, advice.raise_maximum_by + more), floor]
     if wanted is not None and maximum is not None and wanted > maximum:
         # To the advice's maximum from the target's own, which may have moved since.
-        return [(True, wanted - maximum), floor]
+        return [(True, wanted - maximum + more), floor]
     # A floor the target refuses (at or near its maximum): the maximum rises by the runners.
-    return [floor, (True, advice.runners)]
+    return [floor, (True, floor[1])]
 
 
 def _most_accepted(asked: int, raise_maximum: bool, refusal: Refusal) -> int:

@@ -315,6 +315,9 @@ def settings_of(
         "scale_allowed_users": USER,
         "scale_cooldown_seconds": 0,
         "drain_target_minutes": DRAIN_TARGET_MINUTES,
+        # A reading stands for a fleet's minute: a rise holds over its three readings, as the
+        # default minute does where a fleet is read once a minute.
+        "advice_rise_window": READING_S,
     }
     return settings_for(**{**values, **extra})
 

@@ -12,6 +12,7 @@ rest, not the whole, to the next form.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -115,19 +116,23 @@ async def test_a_noisy_plateau_does_not_flap(
 async def test_a_drain_after_a_scale_up(
     settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    """The queue holds at 160 behind a full fleet: +27, more than one request adds. The form's
-    default is the most one may (+20, "+7 more after this one"); once confirmed, the root counts
-    the 20 booting and advises the rest, and after the next reading the form offers the rest,
-    never the whole again, which the scale set takes too. The runners arrive, the queue falls to
-    nothing and the incident resolves on its drain, with a summary."""
+    """The queue holds at 160 behind a full fleet: +27, more than one request adds, so every
+    surface advises the cap and says more would be needed. The form's default is the most one
+    may (+20, "+7 more after this one"); once confirmed, the root counts the 20 booting and
+    advises the rest, and after the next reading the form offers the rest, never the whole
+    again, which the scale set takes too. The runners arrive, the queue falls to nothing and the
+    incident resolves on its drain, with a summary."""
     first = Step(queued=160, busy=MAX, registered=MAX, maximum=MAX)
     name = "a drain after a scale-up"
     async with trajectory(name, settings_for, slack, kube, tmp_path, first) as t:
-        whole = (await t.look(first)).advice("root")  # too few readings for a direction
-        assert isinstance(whole, int) and whole > CAP, f"+{whole} is no more than one request"
+        look = await t.look(first)  # too few readings for a direction
+        assert look.advice("root") == CAP, look.said["root"]
+        assert f"+{CAP} runners (the cap); more would be needed" in look.said["root"]
         capped = await t.scale_by_default()
         assert capped.accepted and capped.amount == CAP, capped
-        assert f"+{whole - CAP} more after this one" in capped.said, capped.said
+        more_after = re.search(r"\+(\d+) more after this one", capped.said)
+        assert more_after, capped.said
+        whole = CAP + int(more_after.group(1))
         root = await t.root_saying(f"{CAP} booting")
         assert advice_of(root, RUNNER_TYPE) == whole - CAP, root
         raised = capped.after["maxRunners"]
