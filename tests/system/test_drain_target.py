@@ -56,6 +56,11 @@ async def test_every_surface_recommends_runners_for_the_configured_drain_target(
         hud_url=server.url,
         hud_token=fake.token,
         metrics_interval_seconds=1,
+        # A reading stands for a fleet's minute: a rise shows over three readings, as by default.
+        advice_rise_window=1,
+        scaler_targets=json.dumps(
+            {"linux.g5.4xlarge.nvidia.gpu": {"target": "gpu-pool", "cap": 20}}
+        ),
         status_interval_seconds=1,
         drain_target_minutes=20,
     )
@@ -110,5 +115,5 @@ async def test_every_surface_recommends_runners_for_the_configured_drain_target(
         for surface, said in shown.items():
             assert ADVICE in said and DEFAULT not in said, (surface, said)
         amount = next(b for b in form["blocks"] if b.get("block_id") == "amount")
-        assert amount["element"]["initial_value"] == "10", "the advice's, up to the cap"
+        assert amount["element"]["initial_value"] == "17", "the advice's, within the cap"
         assert "One request adds at most +10: +7 more after this one" in modal

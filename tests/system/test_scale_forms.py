@@ -47,6 +47,8 @@ def settings(settings_for: Any, arc_fleet: ArcFleet, kube: FakeKubeApi, tmp_path
         prometheus_url=arc_fleet.prometheus.url,
         prometheus_rate_window="30s",
         metrics_interval_seconds=2,
+        # A reading stands for a fleet's minute: a rise shows over three readings, as by default.
+        advice_rise_window=2,
         status_interval_seconds=1,
         status_tick_seconds=0.5,
         scaler_backend="arc",
@@ -109,7 +111,9 @@ def root_saying(slack: Slack, words: str) -> Any:
 
 def advice_of(text: str) -> str:
     found = re.search(
-        r"\+\d+ runners would drain it in 30 min; raise the maximum by \d+ \(20 → \d+\)", text
+        r"\+\d+ runners (?:would drain it in 30 min|\(the cap\); more would be needed); "
+        r"raise the maximum by \d+ \(20 → \d+\)",
+        text,
     )
     assert found is not None, text
     return found.group(0)
@@ -118,19 +122,22 @@ def advice_of(text: str) -> str:
 async def test_the_incidents_form_offers_the_roots_advice_as_arc_accepts_it(
     settings_for: Any, slack: Slack, arc_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    """28 queued on 16 busy runners of a maximum of 20: the root says +28, the maximum to 44.
-    The form raises maxRunners 20 → 40 (one request's cap), +4 more after it."""
+    """28 queued on 16 busy runners of a maximum of 20: +28 is past one request's cap, so the
+    root says +20 (the cap) and that more would be needed. The form raises maxRunners 20 → 40
+    (the cap), +4 more after it."""
     arc_fleet.queueing.set(assigned_jobs=44, **SIXTEEN_OF_TWENTY)
     sixteen_of_twenty(kube)
     async with run_bot(settings(settings_for, arc_fleet, kube, tmp_path)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
         root = await eventually(
-            lambda: root_saying(slack, "+28 runners"),
+            lambda: root_saying(slack, "+20 runners (the cap)"),
             what="the root with the live advice",
             timeout=30,
         )
         said = advice_of(text_of(root))
-        assert said == "+28 runners would drain it in 30 min; raise the maximum by 24 (20 → 44)"
+        assert (
+            said == "+20 runners (the cap); more would be needed; raise the maximum by 16 (20 → 36)"
+        )
 
         opened = len(slack.emulator.views())
         assert (await click(running, root, "incident_scale")).status_code == 200
