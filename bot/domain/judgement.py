@@ -103,10 +103,10 @@ class Judgement(BaseModel):
         """The advice in every surface's words; "" when nothing queues or grows."""
         within = minutes(self.within_mins)
         if self.runners:
-            does = f"would drain it in {within}" if self.queued else "would keep it from queueing"
-            text = f"+{_runners(self.runners)} {does}"
+            does = f"drain it in {within}" if self.queued else "keep it from queueing"
+            text = f"+{_runners(self.runners)} would {does}"
             if self.beyond_cap:
-                text = f"+{_runners(self.runners)} (the cap); more would be needed"
+                text = f"+{_runners(self.runners)} (the cap); more would be needed to {does}"
             if (to := self.new_maximum) is not None and self.maximum is not None:
                 was = number(self.maximum)
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"

@@ -21,8 +21,9 @@ from tests.support.scale import webhook_settings
 from tests.support.slack import CHANNEL, Slack, click, ephemeral_texts, post_event, slash
 
 AGGREGATE = "queued_jobs_aggregate"
-# The HUD's answer queues 17 jobs of the GPU type, of no known duration: one runner per job.
-ADVICE = "+17 runners would drain it in 20 min"
+# The HUD's answer queues 17 jobs of the GPU type, of no known duration: one runner per job,
+# past one request's cap of 10.
+ADVICE = "+10 runners (the cap); more would be needed to drain it in 20 min"
 DEFAULT = "drain it in 30 min"
 
 
@@ -58,9 +59,6 @@ async def test_every_surface_recommends_runners_for_the_configured_drain_target(
         metrics_interval_seconds=1,
         # A reading stands for a fleet's minute: a rise shows over three readings, as by default.
         advice_rise_window=1,
-        scaler_targets=json.dumps(
-            {"linux.g5.4xlarge.nvidia.gpu": {"target": "gpu-pool", "cap": 20}}
-        ),
         status_interval_seconds=1,
         drain_target_minutes=20,
     )
@@ -115,5 +113,5 @@ async def test_every_surface_recommends_runners_for_the_configured_drain_target(
         for surface, said in shown.items():
             assert ADVICE in said and DEFAULT not in said, (surface, said)
         amount = next(b for b in form["blocks"] if b.get("block_id") == "amount")
-        assert amount["element"]["initial_value"] == "17", "the advice's, within the cap"
+        assert amount["element"]["initial_value"] == "10", "the advice's, up to the cap"
         assert "One request adds at most +10: +7 more after this one" in modal

@@ -111,7 +111,7 @@ def root_saying(slack: Slack, words: str) -> Any:
 
 def advice_of(text: str) -> str:
     found = re.search(
-        r"\+\d+ runners (?:would drain it in 30 min|\(the cap\); more would be needed); "
+        r"\+\d+ runners (?:would|\(the cap\); more would be needed to) drain it in 30 min; "
         r"raise the maximum by \d+ \(20 → \d+\)",
         text,
     )
@@ -135,8 +135,9 @@ async def test_the_incidents_form_offers_the_roots_advice_as_arc_accepts_it(
             timeout=30,
         )
         said = advice_of(text_of(root))
-        assert (
-            said == "+20 runners (the cap); more would be needed; raise the maximum by 16 (20 → 36)"
+        assert said == (
+            "+20 runners (the cap); more would be needed to drain it in 30 min; "
+            "raise the maximum by 16 (20 → 36)"
         )
 
         opened = len(slack.emulator.views())
