@@ -25,7 +25,6 @@ from bot.config import (
     MetricsBackend,
     ScalerBackend,
     Settings,
-    SettingsError,
     SilenceBackend,
 )
 from bot.config.memory import DEFAULT_CACHES, Cache
@@ -77,13 +76,8 @@ def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
     for runner_type, entry in settings.scaler_targets.items():
         target = entry.target or ""
         if not target and settings.scaler_backend is ScalerBackend.ARC:
-            scale_set = names.scale_set(runner_type)
-            if not scale_set:
-                raise SettingsError(
-                    f'SCALER_TARGETS["{runner_type}"]: no scale set can be derived from this '
-                    'name: give its "target" (or a RUNNER_SCALE_SETS entry)'
-                )
-            target = f"{settings.scaler_arc_namespace}/{scale_set}"
+            # Settings that name no scale set for it are refused before (`serve_problems`).
+            target = f"{settings.scaler_arc_namespace}/{names.scale_set(runner_type)}"
         cap = entry.cap or settings.scale_default_cap
         targets[runner_type] = ScaleTarget(runner_type, target, cap, entry.ceiling)
     return targets

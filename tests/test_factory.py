@@ -125,7 +125,7 @@ def test_a_scale_set_that_cannot_be_named_refuses_to_start(
     values: dict[str, str], says: str
 ) -> None:
     with pytest.raises(SettingsError, match=says):
-        scale_targets(load_settings(_env_file=None, **values))
+        check_serve(load_settings(_env_file=None, **values))
 
 
 async def test_prometheus_names_its_series_for_the_runner_types_the_bot_knows() -> None:

@@ -19,7 +19,6 @@ from bot.checks import Finding, Verdict, fail, github, ok, prometheus, scaler, s
 from bot.checks import redis as redis_check
 from bot.config import JobsBackend, MetricsBackend, ScalerBackend, Settings, read_startup
 from bot.config.loading import secret_settings
-from bot.config.settings import SettingsError
 from bot.factory import scale_targets
 from bot.storage.connection import build_redis
 
@@ -36,15 +35,12 @@ def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
     """The settings (None when `serve` would refuse them) and what was found about them. A near
     miss (METRIC_BACKEND) fails here, where `serve` only warns: the meant one is left default."""
     startup = read_startup(environ)
-    settings, problems, found = startup.settings, startup.problems, []
-    try:
-        if settings is not None:
-            found = [ok("settings", summary(settings)), *runner_types(settings)]
-            found += scaler.scaling(settings)
-    except SettingsError as exc:  # an ARC scale set no name gives: `serve` refuses it as it builds
-        settings, problems = None, exc.problems
+    settings, found = startup.settings, []
+    if settings is not None:
+        found = [ok("settings", summary(settings)), *runner_types(settings)]
+        found += scaler.scaling(settings)
     return settings, [
-        *(fail("settings", problem) for problem in [*startup.near_misses, *problems]),
+        *(fail("settings", problem) for problem in [*startup.near_misses, *startup.problems]),
         *found,
         *(warn("settings", warning) for warning in startup.warnings),
     ]

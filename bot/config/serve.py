@@ -146,6 +146,14 @@ def _scaler(s: Settings) -> list[str]:
             for name, entry in s.scaler_targets.items()
             if not entry.target
         ]
+    if backend is ScalerBackend.ARC:
+        names = s.runner_names
+        problems += [
+            f'SCALER_TARGETS["{name}"]: no scale set can be derived from this name: give its '
+            '"target" (or a RUNNER_SCALE_SETS entry)'
+            for name, entry in s.scaler_targets.items()
+            if not entry.target and not names.scale_set(name)
+        ]
     return problems
 
 
