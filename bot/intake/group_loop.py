@@ -201,6 +201,8 @@ class GroupLoop(Generic[E]):
         """New entries, the read woken by the stream; given up at once when the term ends, so a
         deposed leader's read takes nothing more (what Redis handed it meanwhile stays pending,
         taken over once idle as anything a dead consumer left)."""
+        if self.stop.is_set():  # ended before it: the term's callback cuts only a read under way
+            return []
         try:
             async with asyncio.timeout(None) as self._reading:
                 return await self.group.read(self.consumer, count=count, block_ms=block_ms)

@@ -166,3 +166,25 @@ async def test_an_idle_loop_waits_on_the_stream_and_its_term_ends_at_once(redis:
     assert clock() - ending < 0.5
     assert stats["cmdstat_xreadgroup"]["calls"] <= 4  # polled every 0.5 s: 8
     assert stats["cmdstat_xgroup|create"]["calls"] == 1
+
+
+async def test_a_term_that_ends_between_reads_reads_nothing_more(redis: Redis) -> None:
+    """The term ends while the loop tends the group, before its next read: that read is never
+    made, so an entry appended meanwhile is left for the next leader at once, not handed to the
+    deposed consumer to sit pending until taken over."""
+    stream = RequestStream(redis, PREFIX)
+    worker = Worker(stream)
+    pruned = stream.prune_consumers
+
+    async def prune_then_end(*args: object, **kwargs: object) -> object:
+        result = await pruned(*args, **kwargs)  # type: ignore[arg-type]
+        await stream.append("work", {"n": 1})
+        worker.stop.set()
+        return result
+
+    stream.prune_consumers = prune_then_end  # type: ignore[method-assign]
+    async with term(worker):
+        await worker.stop.wait()
+    assert worker.done() == []
+    assert await pending_on(redis, stream, 0), "nothing handed to the deposed consumer"
+    assert await redis.xlen(stream.key) == 1
