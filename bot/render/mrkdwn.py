@@ -28,7 +28,7 @@ _TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
 # What a cut must not end on, before its "…" (an escape's ";" stays).
 _DANGLING = re.compile(r"(?<!&amp)(?<!&lt)(?<!&gt)[\s,;:·\-–—(\"']+$")
 # Where a clause ends: a cut there reads as a whole thought.
-_CLAUSE_END = re.compile(r"[.,;:)·—–]$")
+CLAUSE_ENDS = frozenset(".,;:)·—–")
 CLAUSE_SHARE = 0.75  # a clause's end is preferred to a later word's while it keeps this much
 WORD_SHARE = 0.5  # past the last word end that keeps this much, a long word is cut within
 
@@ -125,7 +125,11 @@ def truncate(text: str, limit: int) -> str:
     # One more character: whether the cut falls on a space; tokens' own spaces are no place.
     seen = _TOKEN.sub(lambda token: "x" * len(token[0]), text[: room + 1])
     spaces = [m.start() for m in re.finditer(r"\s", seen)]
-    clauses = [at for at in spaces if _CLAUSE_END.search(seen[:at])]
+    # A clause ends just before the space, or before the line break just before it.
+    before = [
+        seen[at - 2 : at - 1] if seen[at - 1 : at] == "\n" else seen[at - 1 : at] for at in spaces
+    ]
+    clauses = [at for at, end in zip(spaces, before, strict=True) if end in CLAUSE_ENDS]
     ends = [at for at in clauses if at >= CLAUSE_SHARE * room]
     ends = ends or [at for at in spaces if at >= WORD_SHARE * room][-1:] or [room]
     return _DANGLING.sub("", text[: ends[-1]]) + ELLIPSIS
