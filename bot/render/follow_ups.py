@@ -10,7 +10,7 @@ from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
 from bot.domain.incidents import Event, Incident, ScaleDone
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.message import Rendered
-from bot.domain.units import number
+from bot.domain.units import minutes, number
 from bot.render import mrkdwn as md
 from bot.render.replies import render_event
 
@@ -32,8 +32,8 @@ def outcome_said(
         return f"{on}: not known: {escaped(outcome.why)}"
     came = number(max(judged.registered - outcome.baseline, 0))
     if not outcome.came:
-        took = round((outcome.read_at - asked) / timedelta(minutes=1))
-        why = f"{came} registered after {took} min; {escaped(outcome.why)}"
+        took = minutes((outcome.read_at - asked) / timedelta(minutes=1))
+        why = f"{came} registered after {took}; {escaped(outcome.why)}"
         return f"+{done.added} asked at {at(asked)}: {why}"
     said = f"{on}: {came} registered by "
     return said + f"{at(outcome.read_at)}{_busy_said(judged)}{_queue_said(judged)}"
