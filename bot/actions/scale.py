@@ -23,9 +23,9 @@ from bot.domain.incidents import Event, Incident, PutBack, ScaleDone, with_actio
 from bot.domain.judgement import Judgement
 from bot.domain.runner_names import type_named
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, scale_default
-from bot.render.follow_ups import outcome_event, render_outcome
+from bot.render.follow_ups import outcome_event
 from bot.render.mrkdwn import escape
-from bot.render.replies import render_event
+from bot.render.replies import render_event, render_outcome
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, reply_ts
 from bot.storage.leases import Held
 

@@ -1,5 +1,5 @@
 """A scale-up's outcome in words: its timeline event's (plain times) and its thread's (each
-reader's own time zone), either an edit of the scale-up's own reply or a reply of its own."""
+reader's own time zone; `replies.render_outcome` puts it in the thread)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
-from bot.domain.incidents import Event, Incident, ScaleDone
+from bot.domain.incidents import Event, ScaleDone
 from bot.domain.judgement import Direction, Judgement
-from bot.domain.message import Rendered
 from bot.domain.units import minutes, number
-from bot.render import mrkdwn as md
-from bot.render.replies import render_event
 
-ICONS = {True: "✅", False: "⚠️", None: "❔"}
+OUTCOME_ICONS = {True: "✅", False: "⚠️", None: "❔"}
 
 
 def outcome_said(
@@ -37,21 +34,6 @@ def outcome_said(
         return f"+{done.added} asked at {at(asked)}: {why}"
     said = f"{on}: {came} registered by "
     return said + f"{at(outcome.read_at)}{_busy_said(judged)}{_queue_said(judged)}"
-
-
-def render_outcome(
-    incident: Incident, scaled: Event, detail: str, outcome: Outcome, *, edit: bool
-) -> Rendered:
-    """The outcome under the scale-up's own reply as it was (`detail`: what followed its event),
-    to edit it in place; else a reply of its own."""
-    assert scaled.scale is not None, "a scale-up's event"
-    said = outcome_said(scaled.scale, outcome, md.escape, md.time_of)
-    line = f"{ICONS[outcome.came]} {said}"
-    if not edit:
-        plain = md.escape(outcome_said(scaled.scale, outcome))
-        return md.rendered(f"Incident {md.escape(incident.id)}: {plain}", [md.section(line)])
-    before = render_event(incident, scaled, detail=detail)
-    return md.rendered(before.text, [*before.blocks, md.section(line)])
 
 
 def _busy_said(judged: Judgement) -> str:

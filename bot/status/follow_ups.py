@@ -9,7 +9,8 @@ from datetime import datetime
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.follow_ups import outcome_of, scale_of
 from bot.domain.incidents import Event, Incident
-from bot.render.follow_ups import outcome_event, render_outcome
+from bot.render.follow_ups import outcome_event
+from bot.render.replies import render_outcome
 from bot.storage.incident_store import BAND_ACTION, Reply, reply_ts
 
 

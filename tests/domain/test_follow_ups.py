@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.follow_ups import following, outcome_of
-from bot.domain.incidents import Event, Incident, ScaleDone, with_action
+from bot.domain.incidents import Event, Incident, ScaleDone, resolve_manually, with_action
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.runner_pods import PodCause, Trouble
-from bot.render.follow_ups import outcome_said, render_outcome
+from bot.render.follow_ups import outcome_said
+from bot.render.replies import render_outcome, render_summary
 from bot.status.follow_ups import settled
 
 ASKED = datetime(2026, 11, 23, 14, 2, tzinfo=UTC)
@@ -137,3 +138,18 @@ def test_without_readings_it_is_not_known_at_once_in_the_scale_ups_own_reply() -
     rendered = render_outcome(incident, event, "· goes back later", outcome, edit=True)
     shown = str(rendered.blocks)
     assert "Scaled" in shown and "goes back later" in shown and "not known" in shown
+
+
+def test_a_scale_up_still_followed_when_the_incident_resolves_is_summarized_as_not_known() -> None:
+    """Resolved by hand a minute after the scale-up, before any reading showed its runners: the
+    summary says so, never that it was done; one decided before says nothing more there."""
+    incident, _ = scaled_incident(BEFORE)
+    now = ASKED + timedelta(minutes=1)
+    resolved = resolve_manually(incident, by="U1", name="alice", now=now)
+    text = str(render_summary(resolved, [], now=now).blocks)
+    assert (
+        f"+7 on {TYPE} at <!date^" in text
+        and "not known: its runners were not seen registered before the incident resolved" in text
+    ), text
+    settled_first = resolved.model_copy(update={"follow_ups": ()})
+    assert "not seen registered" not in str(render_summary(settled_first, [], now=now).blocks)
