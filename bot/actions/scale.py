@@ -16,15 +16,17 @@ from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused
 from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
-from bot.config import Settings
+from bot.config import MetricsBackend, Settings
 from bot.domain.fleet import worst_first
+from bot.domain.follow_ups import following, outcome_of
 from bot.domain.incidents import Event, Incident, PutBack, ScaleDone, with_action, with_put_back
 from bot.domain.judgement import Judgement
 from bot.domain.runner_names import type_named
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, scale_default
+from bot.render.follow_ups import outcome_event
 from bot.render.mrkdwn import escape
-from bot.render.replies import render_event
-from bot.storage.incident_store import BAND_ACTION, Commit, Reply
+from bot.render.replies import render_event, render_outcome
+from bot.storage.incident_store import BAND_ACTION, Commit, Reply, reply_ts
 from bot.storage.leases import Held
 
 log = logging.getLogger(__name__)
@@ -217,14 +219,38 @@ class Scaling:
             # When it goes back is said once, in the thread: not in the root's latest actions nor
             # the summary's timeline, nor the answer (the modal said it); that it stays is news.
             detail = f"· {escape(undo)}" if undo else ""
-            reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=detail))
+            updated, events, reply = self._followed(incident, updated, event, detail)
             answer = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
             answer += f" {escape(undo)}" if undo and put_back is None else ""
             if not incident.is_open:
                 answer += " The incident had resolved meanwhile."
-            return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
+            return Commit(updated, events=events, replies=(reply,)), Outcome(True, answer)
 
         return await self.acting.commit(ref, decide)
+
+    def _followed(
+        self, before: Incident, updated: Incident, event: Event, detail: str
+    ) -> tuple[Incident, tuple[Event, ...], Reply]:
+        """The scale-up's reply and its follow-up to its effect; without readings, its outcome at
+        once: nobody can tell."""
+        done, now = event.scale, event.at
+        assert done is not None, "a scale-up's event"
+        verify_s = self.config.scale_verify_s
+        follow = following(before, done, at=now, verify_s=verify_s, detail=detail)
+        if self.config.metrics_backend is MetricsBackend.ALERT:
+            outcome = outcome_of(follow, done, None, now)
+            assert outcome is not None, "without readings, decided at once"
+            rendered = render_outcome(updated, event, detail, outcome, edit=True)
+            events = (event, outcome_event(done, outcome, now))
+            return updated, events, Reply("action", BAND_ACTION, rendered)
+        followed = updated.model_copy(update={"follow_ups": (*updated.follow_ups, follow)})
+        reply = Reply(
+            "action",
+            BAND_ACTION,
+            render_event(updated, event, detail=detail),
+            ts_as=reply_ts(follow.reply),
+        )
+        return followed, (event,), reply
 
     async def scale_up(
         self,

@@ -253,6 +253,10 @@ class Scaling(Group, title="Scaling"):
     scale_revert_settle: values.Span = Field(1800, ge=0, le=30 * 86_400)
     """A scale-up goes back once the queue has stayed drained this long after its incident resolved
     (without live numbers, this long after). 0: at the resolve."""
+    scale_verify_seconds: values.Seconds | None = Field(None, gt=0, le=3600)
+    """How long a scale-up from Slack is followed to its effect: its runners registered by then,
+    or its reply says they did not come, and why. Unset: twice RUNNER_BOOT_MINUTES, at most 15
+    min (a runner's usual start-up, with room for a new node)."""
     scaler_webhook_url: values.OptionalHttpUrl = None
     """webhook: where the signed scale request is POSTed."""
     scaler_webhook_secret: SecretStr | None = None
@@ -470,6 +474,12 @@ class Settings(*reversed(GROUPS), title="Settings"):  # type: ignore[misc]
         if self.scaler_backend is ScalerBackend.NONE:
             return frozenset()
         return frozenset(self.scaler_targets)
+
+    @property
+    def scale_verify_s(self) -> float:
+        if self.scale_verify_seconds is not None:
+            return self.scale_verify_seconds
+        return min(2 * self.runner_boot_minutes * 60, 15 * 60)
 
     @property
     def drain_rule(self) -> DrainRule:

@@ -138,6 +138,21 @@ class PutBack(BaseModel):
     latest: datetime | None = None  # `SCALE_REVERT_AFTER` after the scale-up, whatever happens
 
 
+class FollowUp(BaseModel):
+    """A scale-up (the "scaled" event at `at`) followed until its runners register or `due`
+    passes. `baseline`: its type's registered runners as the latest reading showed them (None: not
+    read); `reply`: its reply's number in the thread (`Incident.replies`), edited to say the
+    outcome while no reply followed it; `detail`: what that reply said after the event."""
+
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime
+    due: datetime
+    baseline: float | None = None
+    reply: int = 0
+    detail: str = ""
+
+
 @dataclass(frozen=True)
 class DrainRule:
     """DRAIN_MAX_QUEUED, DRAIN_MAX_WAIT_MINUTES: drained when every type shown is within both."""
@@ -252,6 +267,8 @@ class Incident(BaseModel):
     charted_at: float = 0.0
     pictured_at: float = 0.0
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
+    follow_ups: tuple[FollowUp, ...] = ()  # scale-ups whose effect is not known yet
+    replies: int = 0  # replies committed to the thread (`IncidentStore` counts them)
     follow: Follow | None = None
     workflows: Workflows | None = None  # as its latest postmortem read them
 

@@ -25,7 +25,7 @@ from bot.render.chart import blames_charts, has_charts, incident_chart, render_c
 from bot.render.early_warning import render_warning
 from bot.render.replies import StatusShown, render_shown
 from bot.storage.early_warning import REFUSED
-from bot.storage.incident_store import CHART, POSTMORTEM, RESTATUS
+from bot.storage.incident_store import CHART, POSTMORTEM
 from bot.storage.send_queue import HeadReply, InFlight
 
 log = logging.getLogger(__name__)
@@ -121,10 +121,9 @@ async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> 
         head = replace(head, rendered=shown)
     if has_charts(head.rendered) and await out.charts.as_images():
         head = replace(head, rendered=without_charts(head.rendered))
-    # A quiet status posted as a reply of its own that may have landed is looked up, not edited.
-    quiet = head.kind == RESTATUS and head.status_ts
+    # An edit posted as a reply of its own that may have landed is looked up, not edited.
     posted_maybe = earlier is not None and earlier.item == head.item
-    if quiet and not posted_maybe and await _edited_status(desk, incident_id, head):
+    if head.edit_ts and not posted_maybe and await _edited(desk, incident_id, head):
         return None
     return _reply(desk, incident_id, head, ready(head.rendered))
 
@@ -165,21 +164,22 @@ def _reply(
     assert head.thread is not None, "a reply has its thread"
 
     async def record(ts: str, drawn: Rendered | Upload | None) -> None:
-        # A status reply is the one a quiet status later edits.
-        status_ts = ts if head.is_status else ""
-        await out.queue.record_reply(channel, incident_id, head.item, status_ts=status_ts)
+        # A status reply is the one a quiet status later edits; a scale-up's, its outcome.
+        posted = ts if head.ts_as else ""
+        await out.queue.record_reply(channel, incident_id, head.item, ts=posted, ts_as=head.ts_as)
 
     member, thread_ts = f"replies:{incident_id}", head.thread.ts
     refuse = partial(drop, desk, member, head.item)
     return Post(member, head.item, incident_id, head.uid, thread_ts, draw, record, refuse, filename)
 
 
-async def _edited_status(desk: Desk, incident_id: str, head: HeadReply) -> bool:
-    """A quiet status edits the previous status reply. It is posted as a new reply (False) when
-    that reply can never be edited, and while Slack holds edits: the posts must not wait."""
+async def _edited(desk: Desk, incident_id: str, head: HeadReply) -> bool:
+    """A quiet status edits the previous status reply, an outcome its scale-up's reply. It is
+    posted as a new reply (False) when that reply can never be edited, and while Slack holds
+    edits: the posts must not wait."""
     patience_s = 2 * desk.out.config.slack_update_interval_ms / 1000
     try:
-        _, refused = await desk.update(head.status_ts, ready(head.rendered), within_s=patience_s)
+        _, refused = await desk.update(head.edit_ts, ready(head.rendered), within_s=patience_s)
     except SlackError as exc:
         if exc.retry_after is None:
             raise
@@ -187,9 +187,9 @@ async def _edited_status(desk: Desk, incident_id: str, head: HeadReply) -> bool:
     if refused is not None and chart_refused(refused, head.rendered):
         await desk.out.charts.refused(refused.error)
         plain = replace(head, rendered=without_charts(head.rendered))
-        return await _edited_status(desk, incident_id, plain)
+        return await _edited(desk, incident_id, plain)
     if refused is not None:
-        log.info("incident %s: status reply not editable (%s); posting", incident_id, refused.error)
+        log.info("incident %s: reply not editable (%s); posting", incident_id, refused.error)
         return False
     await desk.out.queue.record_reply(desk.channel, incident_id, head.item)
     return True

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.fleet import FleetSnapshot
+from bot.domain.follow_ups import Outcome, scale_of
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     CAPPED,
@@ -28,6 +29,7 @@ from bot.domain.message import Rendered
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart
+from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
 from bot.render.numbers import (
     drained_in,
     gone_lines,
@@ -267,6 +269,8 @@ def render_summary(
     if incident.put_backs:
         lines = [f"↩️ {put_back_said(p, md.runner_name, md.time_of)}" for p in incident.put_backs]
         blocks.append(md.section("\n".join(lines)))
+    if not incident.is_open and (unseen := _unseen(incident, now)):
+        blocks.append(md.section("\n".join(unseen)))
     if chart or not chart_drawn(incident, incident.charted_at):  # the last status shows it
         blocks += _chart(incident)
     if shown := events[-MAX_TIMELINE:]:
@@ -347,3 +351,30 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
 
 def _join(*parts: str) -> str:
     return " ".join(part for part in parts if part)
+
+
+def render_outcome(
+    incident: Incident, scaled: Event, detail: str, outcome: Outcome, *, edit: bool
+) -> Rendered:
+    """The outcome under the scale-up's own reply as it was (`detail`: what followed its event),
+    to edit it in place; else a reply of its own."""
+    assert scaled.scale is not None, "a scale-up's event"
+    said = outcome_said(scaled.scale, outcome, md.escape, md.time_of)
+    line = f"{OUTCOME_ICONS[outcome.came]} {said}"
+    if not edit:
+        plain = md.escape(outcome_said(scaled.scale, outcome))
+        return md.rendered(f"Incident {md.escape(incident.id)}: {plain}", [md.section(line)])
+    before = render_event(incident, scaled, detail=detail)
+    return md.rendered(before.text, [*before.blocks, md.section(line)])
+
+
+def _unseen(incident: Incident, now: datetime) -> list[str]:
+    """Scale-ups still followed when the incident resolved: said as not known, never as done."""
+    why = "its runners were not seen registered before the incident resolved"
+    lines = []
+    for follow in incident.follow_ups:
+        scaled = scale_of(incident, follow)
+        if scaled is not None and scaled.scale is not None:
+            said = outcome_said(scaled.scale, Outcome(None, now, why=why), md.escape, md.time_of)
+            lines.append(f"{OUTCOME_ICONS[None]} {said}")
+    return lines

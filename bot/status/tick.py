@@ -40,6 +40,7 @@ from bot.domain.message import Rendered
 from bot.fleet.readings import FleetReadings
 from bot.render.numbers import source_note, type_lines
 from bot.render.replies import STATUS_FALLBACK, StatusShown, drained_said, summaries
+from bot.status.follow_ups import settled
 from bot.storage.due_set import Claim
 from bot.storage.incident_store import (
     BAND_EVENT,
@@ -147,16 +148,27 @@ class StatusReporter:
                 if incident is None or not incident.is_open:
                     continue
                 view = self.readings.incident_view(incident, reading, history, now)
+                if not view.is_live:
+                    continue
+                # Scale-ups are followed to their effect at each new reading.
+                followed, events, replies = settled(incident, view, now)
                 shown = incident.live
-                if not view.is_live or (shown is not None and reads_alike(incident, shown, view)):
+                if not events and shown is not None and reads_alike(incident, shown, view):
                     continue
                 current = as_snapshot(incident, view, view.at)
                 before = as_snapshot(incident, shown, shown.at) if shown is not None else None
                 news = is_material(before, current, self.config.drain_rule)
-                seen = with_live(incident, view, current)
+                seen = with_live(followed, view, current)
                 root = news or self._open <= ROOTS_FOLLOWING_EVERY_READING
                 commits.append(
-                    Commit(seen, root=root, version=loaded.version, thread=loaded.thread)
+                    Commit(
+                        seen,
+                        events=events,
+                        replies=replies,
+                        root=root,
+                        version=loaded.version,
+                        thread=loaded.thread,
+                    )
                 )
         await self.store.commit_many(commits, now=now.timestamp())
 

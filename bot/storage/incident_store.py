@@ -45,6 +45,7 @@ class ThreadRef:
 # reply; a chart is an image uploaded into the thread; a postmortem a Markdown file shared there.
 STATUS, RESTATUS, CHART, POSTMORTEM = "status", "restatus", "chart", "postmortem"
 STATUS_KINDS = (STATUS, RESTATUS)
+STATUS_TS = "status_ts"  # the latest status reply's, which a quiet status edits
 THREAD_STATUS = (*STATUS_KINDS, CHART)  # a status and its picture
 
 
@@ -57,6 +58,10 @@ class Reply:
     replaces: tuple[str, ...] = ()
     extra: dict[str, Any] | None = None  # what the sender needs beyond the message
     instead: Rendered | None = None  # what it says when it replaced a waiting reply
+    # Where the sender records the posted reply's ts (an incident field), so a later reply that
+    # names it in `edits` edits it in place instead of posting (a status's: `STATUS_TS`).
+    ts_as: str = ""
+    edits: str = ""
 
 
 def chart_reply() -> Reply:
@@ -294,6 +299,10 @@ class IncidentStore:
         if incident is not None and any(r.kind not in THREAD_STATUS for r in change.replies):
             # Posted below the latest status reply, which is then edited no more.
             incident = incident.model_copy(update={"replied_since_status": True})
+        if incident is not None and change.replies:
+            incident = incident.model_copy(
+                update={"replies": incident.replies + len(change.replies)}
+            )
         if incident is not None:
             ttl_s = min(TEST_RETENTION_S, ttl_s) if incident.is_test else ttl_s
             spec.update(
@@ -344,10 +353,19 @@ class IssueLinks:
         await self._redis.set(key, value, ex=self._retention_s)
 
 
+def reply_ts(number: int) -> str:
+    """The incident field the thread's reply `number` (`Incident.replies`) has its ts in."""
+    return f"reply_ts:{number}"
+
+
 def _reply_spec(reply: Reply) -> dict[str, Any]:
     body: dict[str, Any] = {"text": reply.rendered.text, "blocks": reply.rendered.blocks}
     if reply.extra is not None:
         body["extra"] = reply.extra
+    if reply.edits:
+        body["edits"] = reply.edits
+    if reply.ts_as:
+        body["ts_as"] = reply.ts_as
     replaces = list(reply.replaces) or None  # cjson turns [] into {}
     spec = {
         "kind": reply.kind,

@@ -51,8 +51,9 @@ class HeadReply:
     rendered: Rendered
     thread: ThreadRef | None
     uid: str
-    status_ts: str = ""  # the thread's latest status reply, which a quiet status edits
+    edit_ts: str = ""  # the reply it edits in place (a quiet status: the latest status reply)
     extra: dict[str, Any] | None = None
+    named_ts: str = ""  # where its ts is recorded once posted, for a later reply to edit
 
     @property
     def kind(self) -> str:
@@ -61,6 +62,10 @@ class HeadReply:
     @property
     def is_status(self) -> bool:
         return self.kind in incident_store.STATUS_KINDS
+
+    @property
+    def ts_as(self) -> str:
+        return self.named_ts or (incident_store.STATUS_TS if self.is_status else "")
 
 
 class SendQueue:
@@ -109,7 +114,7 @@ class SendQueue:
         """The thread's next reply; a status waits behind the replies queued after it, but not
         the one `in_flight` (it may have been posted)."""
         k = self.keys
-        item, payload, thread, uid, status_ts = await self._head_reply(
+        item, payload, thread, uid, edit_ts = await self._head_reply(
             keys=[k.outbox(incident_id), k.outbox_items(incident_id), k.incident(incident_id)],
             args=[in_flight],
         )
@@ -118,7 +123,8 @@ class SendQueue:
         data = json.loads(payload) if payload else {"text": "", "blocks": []}
         ref = ThreadRef(**json.loads(thread)) if thread else None
         rendered = Rendered(data["text"], data["blocks"])
-        return HeadReply(item, rendered, ref, uid or "", status_ts or "", data.get("extra"))
+        extra, named = data.get("extra"), data.get("ts_as", "")
+        return HeadReply(item, rendered, ref, uid or "", edit_ts or "", extra, named)
 
     async def ensure_root_queued(self, channel: str, incident_id: str) -> None:
         """Queue the root of a thread with replies waiting, ahead of them."""
@@ -157,12 +163,19 @@ class SendQueue:
         await self._record_root(keys=keys, args=args)
 
     async def record_reply(
-        self, channel: str, incident_id: str, item: str, *, status_ts: str = ""
+        self,
+        channel: str,
+        incident_id: str,
+        item: str,
+        *,
+        ts: str = "",
+        ts_as: str = incident_store.STATUS_TS,
     ) -> None:
+        """`item` posted (or never to be); `ts`: where, recorded as `ts_as` for a later edit."""
         k = self.keys
         keys = [k.outbox(incident_id), k.outbox_items(incident_id), k.posts(channel)]
         keys += [k.in_flight(channel), k.incident(incident_id)]
-        await self._record_reply(keys=keys, args=[incident_id, item, status_ts])
+        await self._record_reply(keys=keys, args=[incident_id, item, ts, ts_as])
 
     async def forget(self, channel: str, *members: str, delete: tuple[str, ...] = ()) -> None:
         """Take members off the queue and their marks (and delete the keys `delete`)."""

@@ -88,13 +88,13 @@ class Outbox:
                 shown = StatusShown.from_extra(head.extra)
                 blocks = render_shown(incident, shown, now=self.now[0]).blocks
                 text = str(blocks[0]["text"]["text"])
-            if head.kind == "restatus" and head.status_ts:
+            if head.kind == "restatus" and head.edit_ts:
                 self.edits.append(text)
                 await self.queue.record_reply("C1", "1", head.item)
                 continue
             self.messages.append((head.kind, text, json.dumps(blocks, ensure_ascii=False)))
             ts = f"2.{len(self.messages):06d}" if head.is_status else ""
-            await self.queue.record_reply("C1", "1", head.item, status_ts=ts)
+            await self.queue.record_reply("C1", "1", head.item, ts=ts)
 
 
 async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messages(

@@ -5,7 +5,8 @@
 -- the one in flight: it may be in the thread already.
 -- KEYS 1 outbox  2 outbox items  3 incident
 -- ARGV 1 the item in flight, or ''
--- Returns {item name, payload, thread, uid, status ts} (false fields when missing).
+-- Returns {item name, payload, thread, uid, the ts of the reply it edits} (false fields when
+-- missing): a quiet status edits the latest status reply, a reply naming one in `edits` that.
 local STATUS_LIKE = {status = true, restatus = true, chart = true}
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
 local last = 0 -- the last reply that is no status
@@ -38,5 +39,11 @@ end
 local item = order[1]
 if not item then return {false, false, false, false, false} end
 local payload = redis.call('HGET', KEYS[2], item)
-local incident = redis.call('HMGET', KEYS[3], 'thread', 'uid', 'status_ts')
+local _, _, kind = string.find(item, '^([^:]+):')
+local edits = kind == 'restatus' and 'status_ts' or nil
+if payload and string.find(payload, '"edits"', 1, true) then
+  edits = cjson.decode(payload).edits or edits
+end
+local incident = redis.call('HMGET', KEYS[3], 'thread', 'uid', edits or 'status_ts')
+if not edits then incident[3] = false end
 return {item, payload, incident[1], incident[2], incident[3]}

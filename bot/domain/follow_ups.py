@@ -1,0 +1,86 @@
+"""A scale-up from Slack followed to its effect: pending (`FollowUp`) until a reading shows its
+runners registered or its deadline passes, then decided once from that reading's stored judgement
+(never recomputed) and kept as a `scale_outcome` event of the timeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.domain.fleet import FleetSnapshot, of_type, source_name
+from bot.domain.incidents import Event, FollowUp, Incident, ScaleDone
+from bot.domain.judgement import Judgement
+
+SCALE_OUTCOME = "scale_outcome"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What came of a scale-up: `came` (None: not known, `why` says why), as the reading at
+    `read_at` judged it; `why`, when they did not come, is what that reading knows of the cause."""
+
+    came: bool | None
+    read_at: datetime
+    judged: Judgement | None = None
+    baseline: float = 0.0
+    why: str = ""
+
+
+def following(
+    incident: Incident, done: ScaleDone, *, at: datetime, verify_s: float, detail: str
+) -> FollowUp:
+    """The follow-up of the scale-up `done` (its event at `at`), its reply the next in the thread;
+    its baseline the type's registered runners as the latest reading showed them."""
+    live = incident.live
+    metrics = of_type(live.runner_types, done.runner_type) if live and live.is_live else None
+    judged = metrics.judged if metrics is not None else None
+    return FollowUp(
+        at=at,
+        due=at + timedelta(seconds=verify_s),
+        baseline=judged.registered if judged is not None else None,
+        reply=incident.replies + 1,
+        detail=detail,
+    )
+
+
+def scale_of(incident: Incident, follow: FollowUp) -> Event | None:
+    """The "scaled" event `follow` follows (None: gone from the record)."""
+    return next((e for e in incident.actions if e.scale is not None and e.at == follow.at), None)
+
+
+def outcome_of(
+    follow: FollowUp, done: ScaleDone, view: FleetSnapshot | None, now: datetime
+) -> Outcome | None:
+    """Came: a reading after the scale-up shows the type's registered runners at the baseline
+    plus those added (or its maximum); not by the deadline: did not come; a reading that counts
+    no registered runners (`view` None: none will come) knows neither. None: not yet."""
+    metrics = of_type(view.runner_types, done.runner_type) if view is not None else None
+    judged = metrics.judged if metrics is not None else None
+    registered = judged.registered if judged is not None else None
+    read_at = view.at if view is not None else now
+    if judged is not None and registered is not None and follow.baseline is not None:
+        wanted = follow.baseline + done.added
+        if judged.maximum is not None:
+            wanted = min(wanted, judged.maximum)
+        if read_at > follow.at and registered >= wanted:
+            return Outcome(True, read_at, judged, follow.baseline)
+    if view is not None and now < follow.due:
+        return None
+    if judged is None or registered is None:
+        source = source_name(view.source) if view is not None else source_name("alert")
+        return Outcome(None, read_at, why=f"{source} does not count registered runners")
+    if follow.baseline is None:
+        why = f"no reading before it counted the registered {done.runner_type} runners"
+        return Outcome(None, read_at, why=why)
+    return Outcome(False, read_at, judged, follow.baseline, why=cause_of(judged))
+
+
+def cause_of(judged: Judgement) -> str:
+    """Why runners did not come, as the judgement's pod causes say it; else what it knows."""
+    if judged.causes:
+        return judged.causes[0].evidence
+    if judged.cannot_start:
+        return f"{judged.cannot_start} new runner pods cannot start"
+    if booting := judged.booting - judged.added_since:
+        return f"{booting} still booting; no cause known"
+    return "no cause known (no runner pods read as Pending or failing)"

@@ -1,0 +1,57 @@
+"""A scale-up's outcome in words: its timeline event's (plain times) and its thread's (each
+reader's own time zone; `replies.render_outcome` puts it in the thread)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
+from bot.domain.incidents import Event, ScaleDone
+from bot.domain.judgement import Direction, Judgement
+from bot.domain.units import minutes, number
+
+OUTCOME_ICONS = {True: "✅", False: "⚠️", None: "❔"}
+
+
+def outcome_said(
+    done: ScaleDone,
+    outcome: Outcome,
+    escaped: Callable[[str], str] = str,
+    at: Callable[[datetime], str] = lambda moment: f"{moment:%H:%M} UTC",
+) -> str:
+    """ "+7 on linux.2xlarge at 14:02: 7 registered by 14:04, all busy; the queue falls 5
+    jobs/min", "+7 asked at 14:02: 2 registered after 10 min; <why>", or "+7 on linux.2xlarge at
+    14:02: not known: <why>"; `at` says a time (plain by default, as the timeline keeps it)."""
+    asked, judged = done.at or outcome.read_at, outcome.judged
+    on = f"+{done.added} on {escaped(done.runner_type)} at {at(asked)}"
+    if outcome.came is None or judged is None or judged.registered is None:
+        return f"{on}: not known: {escaped(outcome.why)}"
+    came = number(max(judged.registered - outcome.baseline, 0))
+    if not outcome.came:
+        took = minutes((outcome.read_at - asked) / timedelta(minutes=1))
+        why = f"{came} registered after {took}; {escaped(outcome.why)}"
+        return f"+{done.added} asked at {at(asked)}: {why}"
+    said = f"{on}: {came} registered by "
+    return said + f"{at(outcome.read_at)}{_busy_said(judged)}{_queue_said(judged)}"
+
+
+def _busy_said(judged: Judgement) -> str:
+    if judged.busy is None or judged.registered is None:
+        return ""
+    return ", all busy" if judged.busy >= judged.registered else f", {number(judged.busy)} busy"
+
+
+def _queue_said(judged: Judgement) -> str:
+    rate = abs(judged.change_per_min or 0.0)
+    per_min = f" {number(rate)} jobs/min" if rate else ""
+    if judged.direction is Direction.FALLING:
+        return f"; the queue falls{per_min}"
+    if judged.direction is Direction.RISING:
+        return f"; the queue still rises{per_min}"
+    return "; the queue holds" if judged.direction is Direction.HOLDING else ""
+
+
+def outcome_event(done: ScaleDone, outcome: Outcome, now: datetime) -> Event:
+    """The timeline's record of it: said by nobody, the reading decided it."""
+    return Event(at=now, kind=SCALE_OUTCOME, text=outcome_said(done, outcome))

@@ -1,0 +1,155 @@
+"""A scale-up followed to its effect, decided once from a reading's stored judgement: its runners
+came, did not by the deadline (with the pods' cause), or nobody can tell. What the thread says."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.follow_ups import following, outcome_of
+from bot.domain.incidents import Event, Incident, ScaleDone, resolve_manually, with_action
+from bot.domain.judgement import Direction, Judgement
+from bot.domain.runner_pods import PodCause, Trouble
+from bot.render.follow_ups import outcome_said
+from bot.render.replies import render_outcome, render_summary
+from bot.status.follow_ups import settled
+
+ASKED = datetime(2026, 11, 23, 14, 2, tzinfo=UTC)
+TYPE = "linux.2xlarge"
+VERIFY_S = 600.0
+PENDING = PodCause(
+    trouble=Trouble.UNSCHEDULABLE,
+    evidence="5 runner pods Pending for 8 min: no node fits (unschedulable)",
+    advice="look at the cluster autoscaler",
+)
+
+
+def reading(at: datetime, source: str = "prometheus", **judged: object) -> FleetSnapshot:
+    judgement = Judgement(at=at, **judged)  # type: ignore[arg-type]
+    metrics = RunnerTypeMetrics(judged=judgement)
+    return FleetSnapshot(at=at, source=source, runner_types={TYPE: metrics})
+
+
+def scaled_incident(before: FleetSnapshot | None) -> tuple[Incident, Event]:
+    """Scaled +7 at 14:02 from a reading showing 20 registered (`before`), and followed."""
+    incident = Incident(
+        id="7",
+        group_key="g",
+        group_hash="h",
+        source="grafana",
+        title="Jobs queueing",
+        started_at=ASKED,
+        opened_at=ASKED,
+        updated_at=ASKED,
+        live=before,
+        replies=1,
+    )
+    done = ScaleDone(runner_type=TYPE, added=7, by="alice", at=ASKED)
+    event = Event(at=ASKED, kind="scaled", text=f"Scaled {TYPE} by +7", actor="U1", scale=done)
+    follow = following(incident, done, at=ASKED, verify_s=VERIFY_S, detail="")
+    acted = with_action(incident, event)
+    return acted.model_copy(update={"follow_ups": (follow,), "replies": 2}), event
+
+
+BEFORE = reading(ASKED - timedelta(seconds=30), registered=20, busy=20, maximum=20)
+
+
+def test_runners_registered_say_they_came_with_the_queue_as_judged_and_edit_the_reply() -> None:
+    incident, _ = scaled_incident(BEFORE)
+    assert incident.follow_ups[0].baseline == 20
+    early = reading(ASKED + timedelta(minutes=1), registered=24, busy=24, maximum=27)
+    assert settled(incident, early, ASKED + timedelta(minutes=1))[1] == (), "not yet"
+    at = ASKED + timedelta(minutes=2)
+    came = reading(
+        at, registered=27, busy=27, maximum=27, direction=Direction.FALLING, change_per_min=-5
+    )
+    followed, events, replies = settled(incident, came, at)
+    assert followed.follow_ups == ()
+    assert [e.kind for e in events] == ["scale_outcome"] and events[0].actor is None
+    assert events[0].text == (
+        f"+7 on {TYPE} at 14:02 UTC: 7 registered by 14:04 UTC, all busy; "
+        "the queue falls 5 jobs/min"
+    )
+    (reply,) = replies
+    assert reply.edits == "reply_ts:2", "its own reply, nothing posted below it"
+    blocks = str(reply.rendered.blocks)
+    assert f"Scaled {TYPE} by +7" in blocks and "<!date^" in blocks
+    assert settled(followed, came, at)[1] == (), "said once"
+
+
+def test_a_reply_posted_below_makes_the_outcome_a_reply_of_its_own() -> None:
+    incident, _ = scaled_incident(BEFORE)
+    below = incident.model_copy(update={"replies": incident.replies + 1})
+    at = ASKED + timedelta(minutes=3)
+    came = reading(at, registered=27, busy=25, maximum=27, direction=Direction.HOLDING)
+    (reply,) = settled(below, came, at)[2]
+    assert reply.edits == ""
+    assert "Scaled" not in str(reply.rendered.blocks)
+    assert "7 registered by" in str(reply.rendered.blocks) and "25 busy; the queue holds" in (
+        str(reply.rendered.blocks)
+    )
+
+
+def test_not_by_the_deadline_says_how_many_came_and_the_pods_cause() -> None:
+    incident, _ = scaled_incident(BEFORE)
+    stuck = {"registered": 22, "busy": 22, "maximum": 27, "cannot_start": 5, "causes": (PENDING,)}
+    before_due = ASKED + timedelta(minutes=9)
+    assert settled(incident, reading(before_due, **stuck), before_due)[1] == ()
+    due = ASKED + timedelta(seconds=VERIFY_S)
+    (event,) = settled(incident, reading(due, **stuck), due)[1]
+    assert event.text == (
+        "+7 asked at 14:02 UTC: 2 registered after 10 min; "
+        "5 runner pods Pending for 8 min: no node fits (unschedulable)"
+    )
+
+
+def test_without_a_known_cause_it_says_what_is_known() -> None:
+    incident, _ = scaled_incident(BEFORE)
+    due = ASKED + timedelta(seconds=VERIFY_S)
+    (event,) = settled(incident, reading(due, registered=20, busy=20, maximum=27), due)[1]
+    assert event.text.endswith(
+        "0 registered after 10 min; no cause known (no runner pods read as Pending or failing)"
+    )
+
+
+def test_a_reading_that_counts_no_runners_says_not_known_never_done() -> None:
+    hud = reading(ASKED - timedelta(seconds=30), source="hud", queued=30)
+    incident, _ = scaled_incident(hud)
+    assert incident.follow_ups[0].baseline is None
+    later = ASKED + timedelta(minutes=5)
+    assert settled(incident, reading(later, source="hud", queued=10), later)[1] == ()
+    due = ASKED + timedelta(seconds=VERIFY_S)
+    (event,) = settled(incident, reading(due, source="hud", queued=0), due)[1]
+    assert (
+        event.text
+        == f"+7 on {TYPE} at 14:02 UTC: not known: the HUD does not count registered runners"
+    )
+
+
+def test_without_readings_it_is_not_known_at_once_in_the_scale_ups_own_reply() -> None:
+    incident, event = scaled_incident(None)
+    assert event.scale is not None
+    outcome = outcome_of(incident.follow_ups[0], event.scale, None, ASKED)
+    assert outcome is not None and outcome.came is None
+    said = outcome_said(event.scale, outcome)
+    assert (
+        said == f"+7 on {TYPE} at 14:02 UTC: not known: the alert does not count registered runners"
+    )
+    rendered = render_outcome(incident, event, "· goes back later", outcome, edit=True)
+    shown = str(rendered.blocks)
+    assert "Scaled" in shown and "goes back later" in shown and "not known" in shown
+
+
+def test_a_scale_up_still_followed_when_the_incident_resolves_is_summarized_as_not_known() -> None:
+    """Resolved by hand a minute after the scale-up, before any reading showed its runners: the
+    summary says so, never that it was done; one decided before says nothing more there."""
+    incident, _ = scaled_incident(BEFORE)
+    now = ASKED + timedelta(minutes=1)
+    resolved = resolve_manually(incident, by="U1", name="alice", now=now)
+    text = str(render_summary(resolved, [], now=now).blocks)
+    assert (
+        f"+7 on {TYPE} at <!date^" in text
+        and "not known: its runners were not seen registered before the incident resolved" in text
+    ), text
+    settled_first = resolved.model_copy(update={"follow_ups": ()})
+    assert "not seen registered" not in str(render_summary(settled_first, [], now=now).blocks)
