@@ -112,11 +112,7 @@ class Judgement(BaseModel):
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             if self.nodes_short:
                 text += f"; {self._no_node}"
-            if self.pending:
-                text += f" (+{self.pending} more if the rise holds)"
-            return text + self._held_note
-        if self.queued and self.pending and not self.cannot_start:
-            return f"none yet: +{_runners(self.pending)} if the rise holds"
+            return text + self._pending_note + self._held_note
         if self.nodes_short:
             return f"none until nodes fit: {self._no_node}"
         if self.cannot_start and self.needed:
@@ -128,8 +124,16 @@ class Judgement(BaseModel):
         if (mins := self.clears_in_mins) is not None:
             return f"none: it clears {'within a minute' if mins < 1 else f'in ~{eta(mins)}'}"
         if self.booting and self.queued:
-            return f"+{_runners(self.booting)} on their way should drain it in {within}"
+            said = f"+{_runners(self.booting)} on their way should drain it in {within}"
+            return said + self._pending_note
+        if self.queued and self.pending:
+            return f"none yet: +{_runners(self.pending)} if the rise holds"
         return ""
+
+    @property
+    def _pending_note(self) -> str:
+        """Said where this reading alone asks more than the window has held yet."""
+        return f" (+{self.pending} more if the rise holds)" if self.pending else ""
 
     @property
     def wanted(self) -> int:

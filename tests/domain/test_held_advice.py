@@ -180,3 +180,15 @@ def test_the_advice_moves_only_within_what_its_windows_asked(queue: list[int]) -
         assert j.wanted <= max(window) + noise, (k, queue, [w.wanted for w in shown])
         if k >= 2 and shown[k - 1].wanted:
             assert j.wanted >= min(rising) - noise, (k, queue, [w.wanted for w in shown])
+
+
+def test_runners_on_their_way_are_said_beside_a_rise_not_yet_held() -> None:
+    """Seven booting since a scale-up while the latest reading alone asks eight more: the thread
+    says both, never a bare "none" that hides the seven."""
+    j = Judgement(at=START, queued=35.0, booting=7, needed=7, own=8, window_mins=5.0)
+    assert j.runners == 0 and j.pending == 8
+    assert (
+        j.advice == "+7 runners on their way should drain it in 30 min (+8 more if the rise holds)"
+    )
+    alone = Judgement(at=START, queued=35.0, own=3, window_mins=5.0)
+    assert alone.advice == "none yet: +3 runners if the rise holds"
