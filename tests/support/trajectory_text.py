@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 Direction = Literal["rising", "holding", "falling"]
-Advice = int | Literal["clears", "covered"] | None
+Advice = int | Literal["clears", "covered", "pending"] | None
 
 # The words of a direction, the new ones first.
 DIRECTION_WORDS: tuple[tuple[str, Direction], ...] = (
@@ -34,6 +34,7 @@ DIRECTION_WORDS: tuple[tuple[str, Direction], ...] = (
 RUNNERS = re.compile(r"\+(\d+) runners? (?:would|\(the cap\))")
 CLEARS = re.compile(r"\bclears? (?:in ~|within)")
 COVERED = re.compile(r"\+\d+ runners? on their way")
+PENDING = re.compile(r"\bnone yet: \+\d+ runners? if the rise holds")
 RAISE_BY = re.compile(r"raise the maximum by (\d+)")
 NEXT = ("*Next:*", "Next:")  # how diagnostics' next step starts its line
 # Where a surface names the time of the reading it renders (a Slack date token).
@@ -57,13 +58,15 @@ def direction_of(text: str, runner_type: str) -> Direction | None:
 def advice_of(text: str, runner_type: str) -> Advice:
     """The runners the message advises for `runner_type`: N from "+N runners would …",
     "clears" from "(none: it) clears in ~…", "covered" from "+N runners on their way …",
-    None when it advises nothing."""
+    "pending" from "none yet: +N runners if the rise holds", None when it advises nothing."""
     line = advice_line(text, runner_type)
     if found := RUNNERS.search(line):
         return int(found.group(1))
     if CLEARS.search(line):
         return "clears"
-    return "covered" if COVERED.search(line) else None
+    if COVERED.search(line):
+        return "covered"
+    return "pending" if PENDING.search(line) else None
 
 
 def raise_of(text: str, runner_type: str) -> int | None:
