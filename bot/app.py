@@ -32,6 +32,7 @@ from bot.actions.core import ActionCore
 from bot.actions.diagnose import Diagnosing, Jobs
 from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting, Authorizer
+from bot.actions.pilot import Piloting
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import ScaleReverts
@@ -60,6 +61,7 @@ from bot.storage.home import HomeViewers
 from bot.storage.incident_store import IncidentStore, IssueLinks
 from bot.storage.keys import Keys
 from bot.storage.leases import Interactions, Leadership, Leases
+from bot.storage.pilot import PilotStore
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.state_marker import StateMarker
@@ -374,6 +376,7 @@ def _core(
             readings=readings,
         )
     scaling = Scaling(acting, backends.scaler, backends.targets, config=settings, reverts=reverts)
+    pilots = PilotStore(redis, stores.keys) if reverts is not None else None
     return ActionCore(
         acting,
         Silencing(acting, backends.silencer, config=settings, permalink=gateway.link),
@@ -382,6 +385,7 @@ def _core(
         Jobs(acting, jobs, settings.routing),
         Warnings(acting, warnings, scaling),
         Report(acting, readings, config=settings, notices=stores.notices, history=history),
+        Piloting(acting, scaling, pilots, config=settings),
         config=settings,
     )
 
@@ -450,6 +454,8 @@ def _ticks(
         ticks["silence-watch"] = watch.tick
     if core.scaling.reverts is not None:
         ticks["scale-reverts"] = core.scaling.reverts.tick
+    if core.piloting.policies:
+        ticks["pilot"] = core.piloting.tick
     if early_warning:
         warnings = stores.warnings
         ticks["early-warning"] = EarlyWarnings(

@@ -28,7 +28,7 @@ from bot.config import (
     SilenceBackend,
 )
 from bot.config.memory import DEFAULT_CACHES, Cache
-from bot.domain.scaling import ScaleTarget
+from bot.domain.scaling import Policy, ScaleTarget
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,13 @@ def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
             # Settings that name no scale set for it are refused before (`serve_problems`).
             target = f"{settings.scaler_arc_namespace}/{names.scale_set(runner_type)}"
         cap = entry.cap or settings.scale_default_cap
-        targets[runner_type] = ScaleTarget(runner_type, target, cap, entry.ceiling)
+        pilot = entry.pilot
+        policy = (
+            Policy(pilot.up_to, pilot.step, pilot.hold_seconds, pilot.cooldown_seconds)
+            if pilot is not None
+            else None
+        )
+        targets[runner_type] = ScaleTarget(runner_type, target, cap, entry.ceiling, policy)
     return targets
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from bot.actions.diagnose import Diagnosing, Jobs, read_jobs
 from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
+from bot.actions.pilot import Piloting
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
@@ -52,6 +53,7 @@ class ActionCore:
     jobs: Jobs
     warnings: Warnings
     report: Report
+    piloting: Piloting
     _: KW_ONLY
     config: Settings
 

@@ -69,14 +69,14 @@ class Scaling:
         live = incident.live
         ranked = [n for n, _ in worst_first(live.runner_types)] if live and live.is_live else []
         ranked += [name for name, _ in worst_first(incident.runner_types)]
-        own = list(dict.fromkeys(t for t in map(self._configured, ranked) if t is not None))
+        own = list(dict.fromkeys(t for t in map(self.configured, ranked) if t is not None))
         return incident, own + sorted(set(self.targets) - set(own))
 
     @property
     def backend_name(self) -> str:
         return self.scaler.name if self.scaler is not None else "no scaler"
 
-    def _configured(self, name: str) -> str | None:
+    def configured(self, name: str) -> str | None:
         """The scale target's runner type `name` is: an incident names a type as its alert or
         reading does, which may differ from SCALER_TARGETS in case and punctuation."""
         if name in self.targets:
@@ -130,7 +130,7 @@ class Scaling:
         """The autoscaler's own recent failures for each of `runner_types` with a target (None:
         unreadable, which is not the same as none)."""
         scaler = self.scaler
-        configured = {t: c for t in runner_types if (c := self._configured(t)) is not None}
+        configured = {t: c for t in runner_types if (c := self.configured(t)) is not None}
         if scaler is None or not configured:
             return {}
 
@@ -197,6 +197,21 @@ class Scaling:
         scaled = await self.scale_up(name, runner_type, delta, raise_maximum, keep, incident.id)
         if isinstance(scaled, Outcome):
             return scaled
+        return await self.record(ref, actor.user_id, name, runner_type, delta, scaled)
+
+    async def record(
+        self,
+        ref: str,
+        user_id: str,
+        name: str,
+        runner_type: str,
+        delta: int,
+        scaled: tuple[ScaleResult, str, PutBack | None],
+        *,
+        pilot: str = "",
+    ) -> Outcome:
+        """A scale-up made, on its incident: its event, its put-back, its reply and its
+        follow-up. `pilot`: the pilot made it, and why (no person: `user_id` is "")."""
         result, undo, put_back = scaled
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
@@ -207,11 +222,15 @@ class Scaling:
                 by=name,
                 at=now,
                 field=changed.field if changed is not None else "",
+                before=changed.before if changed is not None else None,
                 after=changed.after if changed is not None else None,
+                pilot=bool(pilot),
             )
             text = f"Scaled {runner_type} by +{delta}: {result.detail} ({self.backend_name})"
+            if pilot:
+                text = f"{name} scaled {runner_type} by +{delta}: {pilot}; {result.detail}"
             event = Event(
-                at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name, scale=done
+                at=now, kind="scaled", text=text, actor=user_id or None, actor_name=name, scale=done
             )
             updated = with_action(incident, event)
             if put_back is not None:

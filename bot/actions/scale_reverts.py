@@ -408,6 +408,28 @@ class ScaleReverts:
         elif fresh.busy:
             log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
 
+    async def undo_now(self, target: ScaleTarget, undo: Undo) -> Reverted:
+        """One scale-up put back at once (the pilot's Undo): `undo.field` to `undo.before`, only
+        while it is `undo.after`; its record then puts back only what came before it, or goes.
+        Raises `BackendError`."""
+        result = await within(
+            self.scaler.revert(target, undo),
+            self.config.backend_timeout_seconds,
+            self.scaler.name,
+        )
+        rid = record_id(target.runner_type, undo.field)
+        record = RevertRecord.load(await self._due.data(rid))
+        if not result.done or record is None or record.undo.after != undo.after:
+            return result
+        if record.undo.before == undo.before:
+            await self._due.remove(rid)
+            await self.redis.delete(self.keys.scale_revert(rid))
+        else:
+            earlier = replace(record, undo=replace(record.undo, after=undo.before or 0))
+            due = await self._due.due_at(rid)
+            await self._due.schedule(rid, due or self.clock().timestamp(), earlier.dump())
+        return result
+
 
 def _joined(texts: list[str]) -> str:
     """Several put-backs in one reply, each type and reason said once."""

@@ -146,6 +146,14 @@ def _scaler(s: Settings) -> list[str]:
             for name, entry in s.scaler_targets.items()
             if not entry.target
         ]
+    if backend in (ScalerBackend.WEBHOOK, ScalerBackend.SQS):
+        problems += [
+            f'SCALER_TARGETS["{name}"].pilot: SCALER_BACKEND={backend.value} cannot put a '
+            "scale-up back, so the pilot's acts could have no Undo: remove the pilot, or scale "
+            "with arc or aws-asg"
+            for name, entry in s.scaler_targets.items()
+            if entry.pilot is not None
+        ]
     if backend is ScalerBackend.ARC:
         names = s.runner_names
         problems += [

@@ -65,6 +65,34 @@ class JobsBackend(StrEnum):
     NONE = "none"
 
 
+class PilotSetting(BaseModel):
+    """A runner type's pilot: names as HPA's `behavior` would have them in comments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    up_to: int = Field(ge=1, le=10_000)  # maxReplicas, counted as runners the pilot added
+    step: int = Field(ge=1, le=10_000)  # a scaleUp policy's value per act
+    hold_seconds: int = Field(180, ge=0, le=3600)  # scaleUp.stabilizationWindowSeconds
+    cooldown_seconds: int = Field(600, ge=0, le=86_400)  # a policy's periodSeconds
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, value: object) -> object:
+        if isinstance(value, dict) and (unknown := sorted(set(value) - set(cls.model_fields))):
+            known = ", ".join(cls.model_fields)
+            raise ValueError(f"unknown key {', '.join(map(repr, unknown))}: its keys are {known}")
+        return value
+
+    @model_validator(mode="after")
+    def _step_within(self) -> PilotSetting:
+        if self.step > self.up_to:
+            raise ValueError(
+                f"step {self.step} is more than up_to {self.up_to}: no act could take a whole "
+                "step; lower step or raise up_to"
+            )
+        return self
+
+
 class ScaleTargetSetting(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -72,6 +100,7 @@ class ScaleTargetSetting(BaseModel):
     target: str | None = Field(default=None, min_length=1, max_length=300)
     cap: int | None = Field(default=None, ge=1, le=10_000)
     ceiling: int | None = Field(default=None, ge=1, le=1_000_000)
+    pilot: PilotSetting | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -231,9 +260,10 @@ class Scaling(Group, title="Scaling"):
     scaler_targets: ScaleTargets = Field(
         {}, examples=['{"linux.2xlarge": {"cap": 10, "ceiling": 200}}']
     )
-    """The runner types that may be scaled, as JSON: runner type → {target, cap, ceiling} or target
-    (arc derives it: SCALER_ARC_NAMESPACE/<scale set>). cap: the most one request may add; ceiling:
-    the largest capacity queuepilot may set."""
+    """The runner types that may be scaled, as JSON: runner type → {target, cap, ceiling, pilot} or
+    target (arc derives it: SCALER_ARC_NAMESPACE/<scale set>). cap: the most one request may add;
+    ceiling: the largest capacity queuepilot may set; pilot: the opt-in pilot's policy,
+    {"up_to": 60, "step": 20, "hold_seconds": 180, "cooldown_seconds": 600} (docs/pilot.md)."""
     runner_scale_sets: ScaleSets = Field(
         {}, examples=['{"linux.g5.4xlarge.nvidia.gpu": "gpu-a10g"}']
     )
@@ -253,6 +283,9 @@ class Scaling(Group, title="Scaling"):
     scale_revert_settle: values.Span = Field(1800, ge=0, le=30 * 86_400)
     """A scale-up goes back once the queue has stayed drained this long after its incident resolved
     (without live numbers, this long after). 0: at the resolve."""
+    pilot_enabled: bool = True
+    """false stops every pilot SCALER_TARGETS declares, whatever `/queue pilot on` said. Types
+    without a `pilot` policy are never scaled by queuepilot on its own."""
     scale_verify_seconds: values.Seconds | None = Field(None, gt=0, le=3600)
     """How long a scale-up from Slack is followed to its effect: its runners registered by then,
     or its reply says they did not come, and why. Unset: twice RUNNER_BOOT_MINUTES, at most 15

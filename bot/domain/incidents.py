@@ -73,7 +73,10 @@ class ScaleDone(BaseModel):
     by: str
     at: datetime | None = None
     field: str = ""
+    before: int | None = None
     after: int | None = None
+    pilot: bool = False  # the pilot's act, not a person's
+    came: bool | None = None  # what its follow-up found: None while not known
 
 
 class Event(BaseModel):

@@ -13,11 +13,23 @@ from bot.domain.judgement import Judgement
 
 
 @dataclass(frozen=True)
+class Policy:
+    """A runner type's pilot (SCALER_TARGETS' `pilot`): the most runners it adds in one incident,
+    in one act, how long the advice must have asked, and the quiet after any scale-up."""
+
+    up_to: int
+    step: int
+    hold_s: int
+    cooldown_s: int
+
+
+@dataclass(frozen=True)
 class ScaleTarget:
     runner_type: str
     target: str  # arc: "namespace/name"; aws-asg: the group's name; sqs: the runner label
     cap: int
     ceiling: int | None = None
+    pilot: Policy | None = None
 
 
 @dataclass(frozen=True)

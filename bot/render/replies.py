@@ -74,6 +74,9 @@ RESOLVED_BY = {
 }
 
 
+PILOT_UNDO, PILOT_PAUSE = "pilot_undo", "pilot_pause"
+
+
 def incident_ref(incident: Incident) -> str:
     """What buttons carry: the short ID people see and the UID that survives a data loss."""
     return f"{incident.id}:{incident.uid}"
@@ -346,7 +349,34 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
         who = md.mention(event.actor) if mentioned else md.person(event.actor, event.actor_name)
         line = f"{line} · by {who}"
     text = f"Incident {md.escape(incident.id)}: {md.escape(event.text)}"
-    return md.rendered(text, [md.section(line)])
+    blocks = [md.section(line)]
+    if event.kind == "scaled" and event.scale is not None and event.scale.pilot:
+        blocks.append(pilot_buttons(incident, event))
+    return md.rendered(text, blocks)
+
+
+def pilot_buttons(incident: Incident, event: Event) -> dict[str, Any]:
+    """Undo (puts the act back at once and pauses the pilot) and Pause pilot, under its act.
+    Their value names the act: the incident, the act's time, its runner type (last: any text)."""
+    assert event.scale is not None, "a scale-up's event"
+    value = f"{incident_ref(incident)}|{event.at.isoformat()}|{event.scale.runner_type}"
+    undo = md.button("Undo", PILOT_UNDO, value) | {"confirm": _undo_confirm(event)}
+    return md.actions([undo, md.button("Pause pilot", PILOT_PAUSE, value)])
+
+
+def _undo_confirm(event: Event) -> dict[str, Any]:
+    assert event.scale is not None, "a scale-up's event"
+    done = event.scale
+    back = f"{done.field} back to {done.before}" if done.field and done.before is not None else ""
+    body = (
+        f"Put the pilot's +{done.added} on {done.runner_type} back now{': ' + back if back else ''}"
+    )
+    return {
+        "title": md.plain("Undo the pilot's act?", 100),
+        "text": md.plain(f"{body}, and pause its pilot until someone resumes it.", 300),
+        "confirm": md.plain("Undo", 30),
+        "deny": md.plain("Keep it", 30),
+    }
 
 
 def _join(*parts: str) -> str:

@@ -19,7 +19,7 @@ def settled(
 ) -> tuple[Incident, tuple[Event, ...], tuple[Reply, ...]]:
     """The incident without the follow-ups `view` decides, and their outcomes' events and
     replies: an edit of the scale-up's own reply while no reply followed it, else a new one."""
-    pending, events, replies = [], [], []
+    pending, events, replies, came = [], [], [], {}
     for follow in incident.follow_ups:
         scaled = scale_of(incident, follow)
         if scaled is None or scaled.scale is None:
@@ -28,6 +28,7 @@ def settled(
         if outcome is None:
             pending.append(follow)
             continue
+        came[scaled.at] = outcome.came
         events.append(outcome_event(scaled.scale, outcome, now))
         edit = incident.replies == follow.reply and not replies
         rendered = render_outcome(incident, scaled, follow.detail, outcome, edit=edit)
@@ -35,4 +36,12 @@ def settled(
         replies.append(Reply("action", BAND_ACTION, rendered, edits=edits))
     if not events:
         return incident, (), ()
-    return incident.model_copy(update={"follow_ups": tuple(pending)}), (*events,), (*replies,)
+    # What came is kept on the scale-up itself: the pilot declines after one that did not.
+    actions = tuple(
+        e.model_copy(update={"scale": e.scale.model_copy(update={"came": came[e.at]})})
+        if e.scale is not None and e.at in came
+        else e
+        for e in incident.actions
+    )
+    decided = {"follow_ups": tuple(pending), "actions": actions}
+    return incident.model_copy(update=decided), (*events,), (*replies,)

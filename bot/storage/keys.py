@@ -106,6 +106,9 @@ class Keys:
     home_claim = _kind("home:claim:{}:{}")  # user, digest
     permalink = _kind("permalink:{}:{}")  # channel, ts
     slack_event = _kind("slack-event:{}")
+    pilot = _kind("pilot:{}")  # per runner type: its hold and what it last decided (the leader's)
+    pilot_paused = _kind("pilot:paused:{}")  # per runner type: who paused it, and why
+    pilot_act = _kind("pilot:act:{}:{}:{}")  # incident, runner type, the act's number in it
 
 
 @cache

@@ -12,6 +12,7 @@ from bot.actions.core import ActionCore
 from bot.actions.diagnose import Diagnosing, Jobs
 from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting, Authorizer
+from bot.actions.pilot import Piloting
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import ScaleReverts
@@ -27,6 +28,7 @@ from bot.storage.early_warning import WarningStore
 from bot.storage.fleet import JobArrivals
 from bot.storage.incident_store import IncidentStore
 from bot.storage.leases import Interactions
+from bot.storage.pilot import PilotStore
 from bot.telemetry import Telemetry
 from sandbox.silence_api import FakeSilenceApi
 
@@ -93,6 +95,9 @@ def action_core(
         Jobs(acting, watch, routing),
         warnings,
         report,
+        Piloting(
+            acting, scaling, PilotStore(redis, store.keys) if reverts else None, config=config
+        ),
         config=config,
     )
 

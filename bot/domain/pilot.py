@@ -1,0 +1,143 @@
+"""The pilot's judgement for one runner type at one reading: act (by how many runners, and why)
+or decline (why not), within the type's policy, as Kubernetes' HPA bounds a scale-up with its
+`behavior`: the advice must have asked through the whole hold (`stabilizationWindowSeconds`),
+and the least it asked is taken; one act adds at most `step` (a policy's `value`), none comes
+within `cooldown_seconds` of the type's last scale-up (its `periodSeconds`), and the pilot's own
+additions in one incident stay within `up_to` (`maxReplicas`, counted as runners added)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.domain.fleet import of_type
+from bot.domain.incidents import Event, Incident
+from bot.domain.judgement import Direction, Judgement
+from bot.domain.scaling import Policy
+from bot.domain.units import duration
+
+PILOT = "queuepilot (policy)"  # who the timeline says acted: no person's permission is borrowed
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The advice has asked for runners at every reading since `since`. `asks` are the readings
+    of the last hold that a later one did not undercut, oldest first (a sliding window's
+    minimum): the first is the least asked over the window, the last the latest reading."""
+
+    since: datetime
+    asks: tuple[tuple[datetime, int], ...]
+
+    @property
+    def least(self) -> int:
+        return self.asks[0][1]
+
+    @property
+    def at(self) -> datetime:
+        return self.asks[-1][0]
+
+    def dump(self) -> dict[str, object]:
+        asks = [[at.isoformat(), asked] for at, asked in self.asks]
+        return {"since": self.since.isoformat(), "asks": asks}
+
+    @classmethod
+    def load(cls, data: object) -> Hold | None:
+        """From `dump()`'s shape; None when it is not that shape."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            since = datetime.fromisoformat(data["since"])
+            asks = tuple((datetime.fromisoformat(at), int(n)) for at, n in data["asks"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        aware = since.tzinfo is not None and all(at.tzinfo for at, _ in asks)
+        return cls(since, asks) if aware and asks and all(n > 0 for _, n in asks) else None
+
+
+def held(hold: Hold | None, judged: Judgement | None, hold_s: float) -> Hold | None:
+    """The hold after the reading `judged`: a reading that asks for no runners ends it; the
+    same reading twice counts once."""
+    asked = judged.runners if judged is not None else 0
+    if judged is None or asked <= 0:
+        return None
+    if hold is None:
+        return Hold(judged.at, ((judged.at, asked),))
+    if judged.at <= hold.at:
+        return hold
+    start = judged.at - timedelta(seconds=hold_s)
+    kept = [(at, n) for at, n in hold.asks if n < asked and at >= start]
+    return Hold(hold.since, (*kept, (judged.at, asked)))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`runners` to add now, and why; 0: it declines, and `why` says why not."""
+
+    runners: int
+    why: str
+    raise_maximum: bool = False
+
+
+def pilot_acts(incident: Incident, runner_type: str) -> list[Event]:
+    """The pilot's scale-ups of `runner_type` in `incident`, oldest first."""
+    return [
+        e
+        for e in incident.actions
+        if e.scale is not None and e.scale.pilot and _same(e.scale.runner_type, runner_type)
+    ]
+
+
+def _same(name: str, runner_type: str) -> bool:
+    return of_type({name: True}, runner_type) is not None
+
+
+def verdict(
+    policy: Policy, hold: Hold | None, incident: Incident, runner_type: str, now: datetime
+) -> Verdict:
+    """Whether the pilot adds runners to `runner_type` for `incident` now, from the type's
+    stored judgement (never recomputed) and what the incident records of its scale-ups."""
+    live = incident.live
+    metrics = of_type(live.runner_types, runner_type) if live is not None else None
+    judged = metrics.judged if metrics is not None else None
+    if judged is None:
+        return Verdict(0, "no live reading of it")
+    if judged.runners <= 0 or hold is None:
+        return Verdict(0, f"the advice asks for no runners ({judged.advice or 'none'})")
+    asked_s = (hold.at - hold.since).total_seconds()
+    if asked_s < policy.hold_s:
+        return Verdict(
+            0,
+            f"the advice has asked for {_mins(asked_s)} of the {_mins(policy.hold_s)} it must hold",
+        )
+    if judged.direction is Direction.FALLING:
+        return Verdict(0, "the queue is falling")
+    if judged.causes or judged.cannot_start or judged.nodes_short:
+        cause = judged.causes[0].evidence if judged.causes else f"{judged.cannot_start} pods"
+        return Verdict(0, f"runners cannot start: {cause}")
+    scale_ups = [e for e in incident.actions if e.scale and _same(e.scale.runner_type, runner_type)]
+    pending = {f.at for f in incident.follow_ups}
+    for event in reversed(scale_ups):
+        done = event.scale
+        assert done is not None
+        said = f"the +{done.added} at {event.at:%H:%M} UTC"
+        if event.at in pending:
+            return Verdict(0, f"{said} is not verified yet")
+        if done.came is False:
+            return Verdict(0, f"{said} did not come up")
+    if scale_ups and (quiet := now - scale_ups[-1].at) < timedelta(seconds=policy.cooldown_s):
+        left = policy.cooldown_s - quiet.total_seconds()
+        return Verdict(0, f"cooling down: {_mins(left)} left since the last scale-up")
+    added = sum(e.scale.added for e in pilot_acts(incident, runner_type) if e.scale)
+    room = policy.up_to - added
+    if room <= 0:
+        return Verdict(0, f"it added its up_to of {policy.up_to} in this incident")
+    runners = min(hold.least, policy.step, room, judged.cap or hold.least)
+    why = f"+{hold.least} asked for {_mins(asked_s)}"
+    bound = "its step" if runners == policy.step else f"up_to {policy.up_to}" * (runners == room)
+    if runners < hold.least and bound:
+        return Verdict(runners, f"{why}, +{runners} by {bound}")
+    return Verdict(runners, f"{why}, within up_to {policy.up_to}")
+
+
+def _mins(seconds: float) -> str:
+    return duration(timedelta(seconds=seconds))

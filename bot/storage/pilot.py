@@ -1,0 +1,107 @@
+"""The pilot's state in Redis, per runner type: what the leader last decided (its hold, why it
+acts or not, its last act), who paused it, and a claim per act, so one act is made once whatever
+fails over mid-act. The leader writes the first, people the second: one writer each."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from redis.asyncio import Redis
+
+from bot.domain.pilot import Hold
+from bot.storage.keys import Keys
+from bot.storage.leases import Leases
+
+STATE_S = 86_400  # the leader rewrites it at every reading while the type has an incident
+PAUSE_S = 30 * 86_400  # a pause lasts until someone resumes it, or this long
+ACT_CLAIM_S = 7 * 86_400  # longer than any incident the act belongs to stays open
+
+
+@dataclass(frozen=True)
+class Paused:
+    by: str  # a person's name, or the pilot's when its own act failed
+    why: str
+    at: datetime
+
+    def dump(self) -> str:
+        return json.dumps({"by": self.by, "why": self.why, "at": self.at.isoformat()})
+
+    @classmethod
+    def load(cls, raw: object) -> Paused | None:
+        try:
+            data = json.loads(raw)  # type: ignore[arg-type]
+            return cls(str(data["by"]), str(data["why"]), datetime.fromisoformat(data["at"]))
+        except (TypeError, ValueError, KeyError):
+            return None
+
+
+@dataclass(frozen=True)
+class Piloted:
+    """What the leader last made of a type: `why` it acts or not, as `/queue pilot` says it;
+    its last act ("+7 at 14:02 in incident 12") and what came of it."""
+
+    why: str = ""
+    at: datetime | None = None
+    hold: Hold | None = None
+    last: str = ""
+    outcome: str = ""
+    failed: str = ""  # the last act whose runners did not come, as its time: paused for once
+
+    def dump(self) -> str:
+        data = asdict(self) | {
+            "at": self.at.isoformat() if self.at else None,
+            "hold": self.hold.dump() if self.hold else None,
+        }
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def load(cls, raw: object) -> Piloted:
+        """An unreadable record reads as none: the hold starts again, which only delays an act."""
+        try:
+            data = json.loads(raw)  # type: ignore[arg-type]
+            at = datetime.fromisoformat(data["at"]) if data.get("at") else None
+            texts = {k: str(data.get(k) or "") for k in ("why", "last", "outcome", "failed")}
+            return cls(at=at, hold=Hold.load(data.get("hold")), **texts)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            return cls()
+
+
+class PilotStore:
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._leases = Leases(redis)
+
+    async def states(self, types: list[str]) -> dict[str, tuple[Piloted, Paused | None]]:
+        if not types:
+            return {}
+        k = self._keys
+        raws = await self._redis.mget(
+            [key for t in types for key in (k.pilot(t), k.pilot_paused(t))]
+        )
+        return {
+            t: (Piloted.load(state), Paused.load(paused) if paused else None)
+            for t, state, paused in zip(types, raws[0::2], raws[1::2], strict=True)
+        }
+
+    async def save(self, runner_type: str, state: Piloted) -> None:
+        await self._redis.set(self._keys.pilot(runner_type), state.dump(), ex=STATE_S)
+
+    async def pause(self, runner_type: str, paused: Paused) -> None:
+        await self._redis.set(self._keys.pilot_paused(runner_type), paused.dump(), ex=PAUSE_S)
+
+    async def resume(self, runner_type: str) -> bool:
+        """Whether it was paused."""
+        return bool(await self._redis.delete(self._keys.pilot_paused(runner_type)))
+
+    async def claim_act(self, incident_id: str, runner_type: str, act: str) -> bool:
+        """Whether this is the first claim of the incident's act `act` on the type (its number
+        and the hold it ends)."""
+        key = self._keys.pilot_act(incident_id, runner_type, act)
+        return await self._leases.claim_once(key, ACT_CLAIM_S * 1000)
+
+    async def release_act(self, incident_id: str, runner_type: str, act: str) -> None:
+        """An act that changed nothing may be made again."""
+        await self._redis.delete(self._keys.pilot_act(incident_id, runner_type, act))
