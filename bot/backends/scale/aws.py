@@ -107,6 +107,32 @@ async def call(service: str, counted: Counted, fn: Callable[..., T], **kwargs: A
     return answer
 
 
+async def pages(
+    service: str,
+    counted: Counted,
+    fn: Callable[..., Any],
+    done: Callable[[list[Any]], bool],
+    key: str,
+    **kwargs: Any,
+) -> list[Any]:
+    """The `key` lists of up to `ASG_MAX_PAGES` answers of `fn`, following `NextToken` until a
+    page is `done` (it reaches back far enough)."""
+    found: list[Any] = []
+    token: str | None = None
+    for _ in range(ASG_MAX_PAGES):
+        answer = await call(
+            service, counted, fn, **kwargs, **({"NextToken": token} if token else {})
+        )
+        answer = answer if isinstance(answer, dict) else {}
+        page = answer.get(key)
+        page = page if isinstance(page, list) else []
+        found += page
+        token = answer.get("NextToken")
+        if not token or not page or done(page):
+            break
+    return found
+
+
 class SqsScaler(Scaler):
     name = "the scale-up queue"
     cannot_undo = (
@@ -167,24 +193,20 @@ class SqsScaler(Scaler):
         if queue.endswith(QUEUE_SUFFIX):
             prefix = queue.removesuffix(QUEUE_SUFFIX)
             tagged.append({"ghr:Application": RUNNER_APPLICATION, "ghr:environment": prefix})
-        found: dict[str, str] = {}
         since = at.replace(microsecond=0)  # EC2's launch times are whole seconds
+        found: dict[str, str] = {}
         for tags in tagged:
             filters = [{"Name": f"tag:{key}", "Values": [value]} for key, value in tags.items()]
-            token: str | None = None
-            for _ in range(ASG_MAX_PAGES):
-                answer = await call(
-                    "EC2", self._counted, ec2.describe_instances, Filters=filters,
-                    MaxResults=EC2_PAGE, **({"NextToken": token} if token else {}),
-                )  # fmt: skip
-                for reservation in answer.get("Reservations") or []:
-                    for instance in reservation.get("Instances") or []:
-                        launched = time_of(instance.get("LaunchTime"))
-                        if launched is not None and launched >= since:
-                            state = (instance.get("State") or {}).get("Name") or "state unknown"
-                            found[str(instance.get("InstanceId"))] = state
-                if not (token := answer.get("NextToken")):
-                    break
+            describe = ec2.describe_instances
+            for reservation in await pages(
+                "EC2", self._counted, describe, lambda _: False, "Reservations",
+                Filters=filters, MaxResults=EC2_PAGE,
+            ):  # fmt: skip
+                for instance in reservation.get("Instances") or []:
+                    launched = time_of(instance.get("LaunchTime"))
+                    if launched is not None and launched >= since:
+                        state = (instance.get("State") or {}).get("Name") or "state unknown"
+                        found[str(instance.get("InstanceId"))] = state
         return found
 
     def _body(self, label: str) -> str:
@@ -283,25 +305,17 @@ class AsgScaler(Scaler):
 
     async def _activities(self, target: ScaleTarget) -> list[Any]:
         """The group's scaling activities, newest first, paged back to an hour ago at most."""
-        now = datetime.now(UTC)
-        activities: list[Any] = []
-        token: str | None = None
-        for _ in range(ASG_MAX_PAGES):
-            answer = await call(
-                ASG_SERVICE, self._counted, self._client.describe_scaling_activities,
-                AutoScalingGroupName=target.target, MaxRecords=ASG_PAGE,
-                **({"NextToken": token} if token else {}),
-            )  # fmt: skip
-            answer = answer if isinstance(answer, dict) else {}
-            page = answer.get("Activities")
-            page = page if isinstance(page, list) else []
-            activities += page
-            token = answer.get("NextToken")
-            last = page[-1] if page and isinstance(page[-1], dict) else {}
-            oldest = time_of(last.get("StartTime"))
-            if not token or not page or (oldest is not None and oldest < now - ASG_RECENT):
-                break
-        return activities
+        hour_ago = datetime.now(UTC) - ASG_RECENT
+
+        def done(page: list[Any]) -> bool:
+            oldest = time_of(page[-1].get("StartTime")) if isinstance(page[-1], dict) else None
+            return oldest is not None and oldest < hour_ago
+
+        describe = self._client.describe_scaling_activities
+        return await pages(
+            ASG_SERVICE, self._counted, describe, done, "Activities",
+            AutoScalingGroupName=target.target, MaxRecords=ASG_PAGE,
+        )  # fmt: skip
 
     async def _set(self, target: ScaleTarget, value: int) -> None:
         await call(
