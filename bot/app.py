@@ -447,7 +447,10 @@ def _ticks(
 ) -> dict[str, leader.Tick]:
     """The leader's periodic work, by the name its scheduler runs it under."""
     store, link, early_warning = stores.store, gateway.link, _early_warnings(settings, backends)
-    reporter = StatusReporter(store, readings, gateway.telemetry, config=settings, clock=clock)
+    says = core.scaling.since if core.scaling.scaler is not None else None
+    reporter = StatusReporter(
+        store, readings, gateway.telemetry, config=settings, clock=clock, scaler_says=says
+    )
     ticks: dict[str, leader.Tick] = {"status-tick": reporter.tick}
     if backends.silencer is not None:
         watch = SilenceWatch(store, backends.silencer, config=settings, clock=clock)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from redis.exceptions import RedisError
 
@@ -29,6 +31,7 @@ from bot.render.replies import render_event, render_outcome
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, reply_ts
 from bot.storage.leases import Held
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 NOT_CONFIGURED = (
@@ -129,19 +132,39 @@ class Scaling:
     async def failures(self, runner_types: list[str]) -> dict[str, list[str] | None]:
         """The autoscaler's own recent failures for each of `runner_types` with a target (None:
         unreadable, which is not the same as none)."""
+        return await self._read_each(
+            runner_types, lambda scaler, target, _: scaler.failures(target)
+        )
+
+    async def since(self, asked: Mapping[str, datetime]) -> dict[str, str]:
+        """What the autoscaler shows of the scale-ups `asked` (runner type → when) whose runners
+        did not come: "" where it cannot tell, "not known" where it could not be read."""
+        found = await self._read_each(
+            list(asked), lambda scaler, target, name: scaler.since(target, asked[name])
+        )
+        unread = f"what {self.scaler.name if self.scaler else 'it'} did is not known: unread"
+        return {name: unread if said is None else said for name, said in found.items()}
+
+    async def _read_each(
+        self,
+        runner_types: list[str],
+        read: Callable[[Scaler, ScaleTarget, str], Awaitable[T]],
+    ) -> dict[str, T | None]:
+        """`read` of each of `runner_types` with a target, at once, each within the backend's
+        timeout (None: it failed)."""
         scaler = self.scaler
         configured = {t: c for t in runner_types if (c := self.configured(t)) is not None}
         if scaler is None or not configured:
             return {}
 
-        async def read(target: ScaleTarget) -> list[str] | None:
+        async def each(name: str, target: ScaleTarget) -> T | None:
             try:
                 timeout_s = self.config.backend_timeout_seconds
-                return await within(scaler.failures(target), timeout_s, scaler.name)
+                return await within(read(scaler, target, name), timeout_s, scaler.name)
             except BackendError:
                 return None
 
-        found = await asyncio.gather(*(read(self.targets[c]) for c in configured.values()))
+        found = await asyncio.gather(*(each(t, self.targets[c]) for t, c in configured.items()))
         return dict(zip(configured, found, strict=True))
 
     def check(self, runner_type: str, delta: int) -> str:

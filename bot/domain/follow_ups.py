@@ -49,11 +49,12 @@ def scale_of(incident: Incident, follow: FollowUp) -> Event | None:
 
 
 def outcome_of(
-    follow: FollowUp, done: ScaleDone, view: FleetSnapshot | None, now: datetime
+    follow: FollowUp, done: ScaleDone, view: FleetSnapshot | None, now: datetime, said: str = ""
 ) -> Outcome | None:
     """Came: a reading after the scale-up shows the type's registered runners at the baseline
-    plus those added (or its maximum); not by the deadline: did not come; a reading that counts
-    no registered runners (`view` None: none will come) knows neither. None: not yet."""
+    plus those added (or its maximum); not by the deadline: did not come, why as the reading's
+    pods say it, else as the scaler `said`; a reading that counts no registered runners (`view`
+    None: none will come) knows neither. None: not yet."""
     metrics = of_type(view.runner_types, done.runner_type) if view is not None else None
     judged = metrics.judged if metrics is not None else None
     registered = judged.registered if judged is not None else None
@@ -72,15 +73,18 @@ def outcome_of(
     if follow.baseline is None:
         why = f"no reading before it counted the registered {done.runner_type} runners"
         return Outcome(None, read_at, why=why)
-    return Outcome(False, read_at, judged, follow.baseline, why=cause_of(judged))
+    return Outcome(False, read_at, judged, follow.baseline, why=cause_of(judged, said))
 
 
-def cause_of(judged: Judgement) -> str:
-    """Why runners did not come, as the judgement's pod causes say it; else what it knows."""
+def cause_of(judged: Judgement, said: str = "") -> str:
+    """Why runners did not come, as the judgement's pod causes say it; else as the scaler
+    `said` (an ASG's failed activity, the SQS Lambda's instances); else what it knows."""
     if judged.causes:
         return judged.causes[0].evidence
     if judged.cannot_start:
         return f"{judged.cannot_start} new runner pods cannot start"
+    if said:
+        return said
     if booting := judged.booting - judged.added_since:
         return f"{booting} still booting; no cause known"
     return "no cause known (no runner pods read as Pending or failing)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -40,7 +40,7 @@ from bot.domain.message import Rendered
 from bot.fleet.readings import FleetReadings
 from bot.render.numbers import source_note, type_lines
 from bot.render.replies import STATUS_FALLBACK, StatusShown, drained_said, summaries
-from bot.status.follow_ups import settled
+from bot.status.follow_ups import not_come, settled
 from bot.storage.due_set import Claim
 from bot.storage.incident_store import (
     BAND_EVENT,
@@ -76,6 +76,8 @@ class StatusReporter:
     _: KW_ONLY
     config: Settings
     clock: Callable[[], datetime]
+    # What the scaler shows of scale-ups that did not come, by runner type (`Scaling.since`).
+    scaler_says: Callable[[Mapping[str, datetime]], Awaitable[Mapping[str, str]]] | None = None
     _shown_at: datetime = NEVER  # the reading the roots are brought to
     _to_show: list[str] = field(default_factory=list)  # the open incidents not brought to it yet
     _open: int = 0  # how many incidents were open at that reading
@@ -150,8 +152,11 @@ class StatusReporter:
                 view = self.readings.incident_view(incident, reading, history, now)
                 if not view.is_live:
                     continue
-                # Scale-ups are followed to their effect at each new reading.
-                followed, events, replies = settled(incident, view, now)
+                # Scale-ups are followed to their effect at each new reading; the scaler is
+                # read only for those that did not come.
+                asked = not_come(incident, view, now) if self.scaler_says else {}
+                said = await self.scaler_says(asked) if asked and self.scaler_says else {}
+                followed, events, replies = settled(incident, view, now, said)
                 shown = incident.live
                 if not events and shown is not None and reads_alike(incident, shown, view):
                     continue

@@ -17,7 +17,7 @@ from hypothesis import given
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.backends.scale import Reverted, ScaleRequest, Undo
-from bot.backends.scale.aws import AsgScaler, failed_activities
+from bot.backends.scale.aws import AsgScaler, SqsScaler, activity_since, failed_activities
 from bot.config import Settings
 from bot.domain.scaling import ScaleTarget
 from tests.support.mutations import json_values
@@ -359,3 +359,83 @@ async def test_aws_asg_pages_activities_until_the_hour_is_covered(
     assert found is not None and found[0].endswith("failure 0")
     assert len(api.calls) == pages, "stops once a page reaches past the hour"
     assert all(call["MaxRecords"] == 100 for call in api.calls)
+
+
+@pytest.mark.parametrize(
+    ("activities", "expected"),
+    [
+        ([], "the group shows no scaling activity since"),
+        (
+            [activity(StartTime=NOW - timedelta(minutes=30))],
+            "the group shows no scaling activity since",
+        ),
+        (
+            [activity(StatusCode="Successful", StartTime="2026-07-14T14:41:00Z"), activity()],
+            "the group's last activity (Successful): Launching a new EC2 instance. Status Reason: "
+            "We currently do not have sufficient g5.4xlarge capacity in the Availability Zone "
+            "you requested (us-east-1a).",
+        ),
+        (
+            [activity(StatusCode="Successful", StartTime="2026-07-14T14:39:00Z"), activity()],
+            "the group's last activity failed: We currently do not have sufficient g5.4xlarge "
+            "capacity in the Availability Zone you requested (us-east-1a).",
+        ),
+        (
+            [activity(StatusCode="Cancelled", StatusMessage=None, Description=" ")],
+            "the group's last activity was cancelled: no reason given",
+        ),
+    ],
+)
+def test_a_groups_activity_since_a_scale_up_is_its_cause(
+    activities: list[dict[str, Any]], expected: str
+) -> None:
+    """What a scale-up whose runners did not come is told of its group, from the documented
+    shape of DescribeScalingActivities (moto records no activities)."""
+    assert activity_since(activities, NOW - timedelta(minutes=21)) == expected
+
+
+@given(json_values)
+def test_activity_since_takes_any_answer(answer: object) -> None:
+    assert isinstance(activity_since(answer, NOW), str)
+
+
+async def test_sqs_says_which_of_the_lambdas_instances_started_since_the_scale_up(
+    aws: str,
+) -> None:
+    """EC2 as both scale-up Lambdas tag their instances: pytorch's test-infra by runner type,
+    terraform-aws-github-runner by its deployment's prefix (its queue's name)."""
+    sqs, ec2 = client("sqs", aws), client("ec2", aws)
+    prefix = f"ghr-{free_port()}"
+    queue_url = sqs.create_queue(QueueName=f"{prefix}-queued-builds")["QueueUrl"]
+    settings = Settings(scaler_sqs_queue_url=queue_url, aws_endpoint_url=aws, aws_region=REGION)
+    scaler, target = SqsScaler(settings), ScaleTarget(RUNNER, f"lf.{prefix}.gpu", cap=4)
+    ami = ec2.describe_images()["Images"][0]["ImageId"]
+
+    def launch(**tags: str) -> None:
+        spec = [
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ]
+        ec2.run_instances(ImageId=ami, MinCount=1, MaxCount=1, TagSpecifications=spec)
+
+    asked = datetime.now(UTC)
+    assert await scaler.since(target, asked) == (
+        "the scale-up queue accepted the request, and no instance was started for it since"
+    )
+    launch(**{"ghr:Application": "github-action-runner", "ghr:environment": prefix})
+    launch(Application="github-action-runner", RunnerType=target.target)
+    launch(Application="github-action-runner", RunnerType="lf.another.type")
+    assert await scaler.since(target, asked) == "2 instances started since (2 running)"
+    assert await scaler.since(target, asked + timedelta(hours=1)) == (
+        "the scale-up queue accepted the request, and no instance was started for it since"
+    )
+
+
+async def test_sqs_says_not_known_when_ec2_cannot_be_read() -> None:
+    settings = Settings(
+        scaler_sqs_queue_url="https://sqs.us-east-1.amazonaws.com/1/x-queued-builds",
+        aws_endpoint_url=f"http://127.0.0.1:{free_port()}",
+        aws_region=REGION,
+    )
+    said = await SqsScaler(settings).since(ScaleTarget(RUNNER, "lf.x", cap=1), datetime.now(UTC))
+    unreachable = "what it started is not known: EC2 is unreachable"
+    assert said == f"the scale-up queue accepted the request; {unreachable}"

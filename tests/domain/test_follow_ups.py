@@ -12,7 +12,7 @@ from bot.domain.judgement import Direction, Judgement
 from bot.domain.runner_pods import PodCause, Trouble
 from bot.render.follow_ups import outcome_said
 from bot.render.replies import render_outcome, render_summary
-from bot.status.follow_ups import settled
+from bot.status.follow_ups import not_come, settled
 
 ASKED = datetime(2026, 11, 23, 14, 2, tzinfo=UTC)
 TYPE = "linux.2xlarge"
@@ -110,6 +110,24 @@ def test_without_a_known_cause_it_says_what_is_known() -> None:
     assert event.text.endswith(
         "0 registered after 10 min; no cause known (no runner pods read as Pending or failing)"
     )
+
+
+def test_without_a_pod_cause_the_scalers_own_view_is_the_cause() -> None:
+    """The SQS and ASG backends have no runner pods: what their scaler shows is read once the
+    deadline passed (`not_come`), and said; a pod cause, where the reading has one, first."""
+    incident, _ = scaled_incident(BEFORE)
+    before_due, due = ASKED + timedelta(minutes=9), ASKED + timedelta(seconds=VERIFY_S)
+    idle = {"registered": 20, "busy": 20, "maximum": 27}
+    assert not_come(incident, reading(before_due, **idle), before_due) == {}
+    assert not_come(incident, reading(due, **idle), due) == {TYPE: ASKED}
+    came = reading(due, registered=27, busy=27, maximum=27)
+    assert not_come(incident, came, due) == {}, "nothing to read when they came"
+    failed = "the group's last activity failed: We currently do not have sufficient capacity"
+    (event,) = settled(incident, reading(due, **idle), due, {TYPE: failed})[1]
+    assert event.text == f"+7 asked at 14:02 UTC: 0 registered after 10 min; {failed}"
+    stuck = idle | {"cannot_start": 5, "causes": (PENDING,)}
+    (event,) = settled(incident, reading(due, **stuck), due, {TYPE: failed})[1]
+    assert event.text.endswith(PENDING.evidence)
 
 
 def test_a_reading_that_counts_no_runners_says_not_known_never_done() -> None:

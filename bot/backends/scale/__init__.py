@@ -5,6 +5,7 @@ back only while the value is the one set."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from bot.backends.http import BackendError
@@ -93,6 +94,11 @@ class Scaler(Protocol):
     async def failures(self, target: ScaleTarget) -> list[str] | None:
         """The autoscaler's recent failures, newest first, at most `MAX_FAILURES`; None: unknown."""
         return None
+
+    async def since(self, target: ScaleTarget, at: datetime) -> str:
+        """What the autoscaler shows of a scale-up asked at `at` whose runners did not come, in
+        words for the thread ("" when it cannot tell: the readings' own cause is said)."""
+        return ""
 
 
 def refused(check: Any, *args: Any) -> str:

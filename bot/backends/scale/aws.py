@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -37,6 +38,9 @@ THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", 
 BATCH = 10  # SendMessageBatch takes at most ten entries
 MAX_BODY = 2048  # the queue's maximum message size in terraform-aws-github-runner
 CALLBACK = "MANUAL SCALE EVENT"  # what the manual helper sends; scale-up never reads it
+RUNNER_APPLICATION = "github-action-runner"  # the scale-up Lambdas' Application tag
+QUEUE_SUFFIX = "-queued-builds"
+EC2_PAGE = 1000  # DescribeInstances' largest
 
 ASG_SERVICE = "AWS Auto Scaling"
 ASG_DESIRED = "desired capacity"
@@ -103,6 +107,32 @@ async def call(service: str, counted: Counted, fn: Callable[..., T], **kwargs: A
     return answer
 
 
+async def pages(
+    service: str,
+    counted: Counted,
+    fn: Callable[..., Any],
+    done: Callable[[list[Any]], bool],
+    key: str,
+    **kwargs: Any,
+) -> list[Any]:
+    """The `key` lists of up to `ASG_MAX_PAGES` answers of `fn`, following `NextToken` until a
+    page is `done` (it reaches back far enough)."""
+    found: list[Any] = []
+    token: str | None = None
+    for _ in range(ASG_MAX_PAGES):
+        answer = await call(
+            service, counted, fn, **kwargs, **({"NextToken": token} if token else {})
+        )
+        answer = answer if isinstance(answer, dict) else {}
+        page = answer.get(key)
+        page = page if isinstance(page, list) else []
+        found += page
+        token = answer.get("NextToken")
+        if not token or not page or done(page):
+            break
+    return found
+
+
 class SqsScaler(Scaler):
     name = "the scale-up queue"
     cannot_undo = (
@@ -117,6 +147,7 @@ class SqsScaler(Scaler):
         self._url = config.scaler_sqs_queue_url or ""
         self._config = config
         self._sqs = sqs
+        self._ec2: Any | None = None
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         sqs = self._sqs = self._sqs or client("sqs", self._config, region=queue_region(self._url))
@@ -137,6 +168,46 @@ class SqsScaler(Scaler):
         if refused:
             detail += f"; {len(refused)} refused ({refused[0]})"
         return ScaleResult(detail)
+
+    async def since(self, target: ScaleTarget, at: datetime) -> str:
+        """The Lambda accepts a message and may start nothing ("job is not queued", its type's
+        maximum): what matters is the instances it started since, as EC2 shows them."""
+        accepted = "the scale-up queue accepted the request"
+        try:
+            started = await self._started(target, at)
+        except BackendError as exc:
+            return f"{accepted}; what it started is not known: {exc}"
+        if not started:
+            return f"{accepted}, and no instance was started for it since"
+        states = ", ".join(f"{n} {state}" for state, n in Counter(started.values()).most_common())
+        return f"{len(started)} instance{'s' if len(started) != 1 else ''} started since ({states})"
+
+    async def _started(self, target: ScaleTarget, at: datetime) -> dict[str, str]:
+        """The scale-up Lambda's instances launched at `at` or later, and their state. pytorch's
+        test-infra tags each with its runner type; terraform-aws-github-runner with its
+        deployment's prefix, which names its queue (`<prefix>-queued-builds`)."""
+        region = queue_region(self._url)
+        ec2 = self._ec2 = self._ec2 or client("ec2", self._config, region=region)
+        queue = self._url.rstrip("/").rpartition("/")[2].removesuffix(".fifo")
+        tagged = [{"Application": RUNNER_APPLICATION, "RunnerType": target.target}]
+        if queue.endswith(QUEUE_SUFFIX):
+            prefix = queue.removesuffix(QUEUE_SUFFIX)
+            tagged.append({"ghr:Application": RUNNER_APPLICATION, "ghr:environment": prefix})
+        since = at.replace(microsecond=0)  # EC2's launch times are whole seconds
+        found: dict[str, str] = {}
+        for tags in tagged:
+            filters = [{"Name": f"tag:{key}", "Values": [value]} for key, value in tags.items()]
+            describe = ec2.describe_instances
+            for reservation in await pages(
+                "EC2", self._counted, describe, lambda _: False, "Reservations",
+                Filters=filters, MaxResults=EC2_PAGE,
+            ):  # fmt: skip
+                for instance in reservation.get("Instances") or []:
+                    launched = time_of(instance.get("LaunchTime"))
+                    if launched is not None and launched >= since:
+                        state = (instance.get("State") or {}).get("Name") or "state unknown"
+                        found[str(instance.get("InstanceId"))] = state
+        return found
 
     def _body(self, label: str) -> str:
         owner, _, repository = self._config.scaler_sqs_repository.partition("/")
@@ -227,25 +298,24 @@ class AsgScaler(Scaler):
         )
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
-        now = datetime.now(UTC)
-        activities: list[Any] = []
-        token: str | None = None
-        for _ in range(ASG_MAX_PAGES):
-            answer = await call(
-                ASG_SERVICE, self._counted, self._client.describe_scaling_activities,
-                AutoScalingGroupName=target.target, MaxRecords=ASG_PAGE,
-                **({"NextToken": token} if token else {}),
-            )  # fmt: skip
-            answer = answer if isinstance(answer, dict) else {}
-            page = answer.get("Activities")
-            page = page if isinstance(page, list) else []
-            activities += page
-            token = answer.get("NextToken")
-            last = page[-1] if page and isinstance(page[-1], dict) else {}
-            oldest = time_of(last.get("StartTime"))
-            if not token or not page or (oldest is not None and oldest < now - ASG_RECENT):
-                break
-        return failed_activities({"Activities": activities}, now)
+        return failed_activities({"Activities": await self._activities(target)}, datetime.now(UTC))
+
+    async def since(self, target: ScaleTarget, at: datetime) -> str:
+        return activity_since(await self._activities(target), at)
+
+    async def _activities(self, target: ScaleTarget) -> list[Any]:
+        """The group's scaling activities, newest first, paged back to an hour ago at most."""
+        hour_ago = datetime.now(UTC) - ASG_RECENT
+
+        def done(page: list[Any]) -> bool:
+            oldest = time_of(page[-1].get("StartTime")) if isinstance(page[-1], dict) else None
+            return oldest is not None and oldest < hour_ago
+
+        describe = self._client.describe_scaling_activities
+        return await pages(
+            ASG_SERVICE, self._counted, describe, done, "Activities",
+            AutoScalingGroupName=target.target, MaxRecords=ASG_PAGE,
+        )  # fmt: skip
 
     async def _set(self, target: ScaleTarget, value: int) -> None:
         await call(
@@ -271,20 +341,49 @@ def failed_activities(answer: object, now: datetime) -> list[str]:
     StatusMessage ("We currently do not have sufficient … capacity"), else Description."""
     activities = answer.get("Activities") if isinstance(answer, dict) else None
     found: list[tuple[datetime, str]] = []
-    for activity in activities if isinstance(activities, list) else []:
-        if not isinstance(activity, dict) or activity.get("StatusCode") not in ASG_FAILED:
-            continue
-        started = time_of(activity.get("StartTime"))  # boto3 gives datetimes, JSON text
-        if started is None or not now - ASG_RECENT <= started <= now + ASG_RECENT:
-            continue
-        said = activity.get("StatusMessage") or activity.get("Description")
-        text = " ".join(said.split()) if isinstance(said, str) and said.strip() else ""
-        what = "cancelled" if activity["StatusCode"] == "Cancelled" else "failed"
-        found.append(
-            (started, f"scaling {what} at {started:%H:%M} UTC: {text or 'no reason given'}")
-        )
+    for started, activity in _started(activities, now - ASG_RECENT):
+        if started <= now + ASG_RECENT and activity.get("StatusCode") in ASG_FAILED:
+            said = f"scaling {_what(activity)} at {started:%H:%M} UTC: {_said(activity)}"
+            found.append((started, said))
     found.sort(key=lambda pair: pair[0], reverse=True)
     return [text[:400] for _, text in found[:MAX_FAILURES]]
+
+
+def activity_since(activities: object, at: datetime) -> str:
+    """The group's newest activity since `at`, as a scale-up that did not come is explained:
+    "the group's last activity failed: We currently do not have sufficient …", what it did
+    else, or that it did nothing."""
+    found = _started(activities, at)
+    if not found:
+        return "the group shows no scaling activity since"
+    activity = max(found, key=lambda pair: pair[0])[1]
+    if activity.get("StatusCode") in ASG_FAILED:
+        what = "was cancelled" if _what(activity) == "cancelled" else "failed"
+        return f"the group's last activity {what}: {_said(activity)}"[:400]
+    status = activity.get("StatusCode") or "status unknown"
+    return f"the group's last activity ({status}): {_said(activity, 'Description')}"[:400]
+
+
+def _started(activities: object, after: datetime) -> list[tuple[datetime, dict[str, Any]]]:
+    """The activities started at `after` or later, with when (boto3 gives datetimes, JSON text)."""
+    found = []
+    for activity in activities if isinstance(activities, list) else []:
+        started = time_of(activity.get("StartTime")) if isinstance(activity, dict) else None
+        if started is not None and started >= after:
+            found.append((started, activity))
+    return found
+
+
+def _what(activity: dict[str, Any]) -> str:
+    return "cancelled" if activity.get("StatusCode") == "Cancelled" else "failed"
+
+
+def _said(activity: dict[str, Any], *keys: str) -> str:
+    for key in keys or ("StatusMessage", "Description"):
+        said = activity.get(key)
+        if isinstance(said, str) and said.strip():
+            return " ".join(said.split())
+    return "no reason given"
 
 
 def _desired(target: ScaleTarget, delta: int, desired: int, minimum: int, maximum: int) -> int:
