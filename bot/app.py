@@ -385,7 +385,7 @@ def _core(
         Jobs(acting, jobs, settings.routing),
         Warnings(acting, warnings, scaling),
         Report(acting, readings, config=settings, notices=stores.notices, history=history),
-        Piloting(acting, scaling, pilots, config=settings),
+        Piloting(acting, scaling, pilots, readings, config=settings),
         config=settings,
     )
 

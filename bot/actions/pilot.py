@@ -20,11 +20,12 @@ from bot.actions.scale_reverts import record_id
 from bot.backends.http import BackendError
 from bot.backends.scale import Undo
 from bot.config import Settings
-from bot.domain.fleet import of_type
+from bot.domain.fleet import FleetSnapshot, of_type
 from bot.domain.incidents import Event, Incident
 from bot.domain.judgement import Judgement
 from bot.domain.pilot import PILOT, Verdict, held, pilot_acts, verdict
 from bot.domain.scaling import Policy
+from bot.fleet.readings import FleetReadings
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
@@ -52,6 +53,7 @@ class Piloting:
     acting: Acting
     scaling: Scaling
     store: PilotStore | None
+    readings: FleetReadings
     _: KW_ONLY
     config: Settings
 
@@ -83,14 +85,18 @@ class Piloting:
         store, policies = self.store, self.policies
         if store is None or not policies:
             return
+        reading, history = await self.readings.current()
         open_ids = await self.acting.store.open_ids()
         incidents = [i for i in await self.acting.store.get_many(open_ids[:100]) if i.is_open]
+        now = self.acting.clock()
+        # Each incident's types as its root would show this reading: the judgement acted on.
+        views = [(i, self.readings.incident_view(i, reading, history, now)) for i in incidents]
         states = await store.states(sorted(policies))
         for runner_type, (piloted, paused) in states.items():
             policy, now = policies[runner_type], self.acting.clock()
-            incident = _incident_for(incidents, runner_type)
+            found = _incident_for(views, runner_type)
             try:
-                state = await self._look(runner_type, policy, piloted, paused, incident, now)
+                state = await self._look(runner_type, policy, piloted, paused, found, now)
             except Exception:
                 log.exception("pilot: %s failed", runner_type)
                 continue
@@ -102,16 +108,16 @@ class Piloting:
         policy: Policy,
         piloted: Piloted,
         paused: Paused | None,
-        incident: Incident | None,
+        found: tuple[Incident, Judgement] | None,
         now: datetime,
     ) -> Piloted:
         """What the pilot makes of `runner_type` now, acting if it should: its new state."""
         assert self.store is not None
         if not self.config.pilot_enabled:
             return Piloted(OFF, now, last=piloted.last, outcome=piloted.outcome)
-        if incident is None:
+        if found is None:
             return Piloted(NO_INCIDENT, now, last=piloted.last, outcome=piloted.outcome)
-        judged = _judged(incident, runner_type)
+        incident, judged = found
         last, outcome, failed_at, failed = _last_act(incident, runner_type, piloted)
         if failed:  # once per act: a person who resumes it is not overruled
             paused = Paused(PILOT, failed, now)
@@ -121,8 +127,8 @@ class Piloting:
             # A pause starts the hold again: what was asked before it is not acted on after.
             return Piloted(f"paused by {paused.by}: {paused.why}", now, **said)
         hold = held(piloted.hold, judged, policy.hold_s)
-        decided = verdict(policy, hold, incident, runner_type, now)
-        if not decided.runners or hold is None or judged is None:
+        decided = verdict(policy, hold, judged, incident, runner_type, now)
+        if not decided.runners or hold is None:
             return Piloted(decided.why, now, hold, **said)
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
         await self.store.save(runner_type, Piloted(f"acting: {decided.why}", now, hold, **said))
@@ -304,16 +310,17 @@ def _act_of(value: str) -> tuple[str, str, str]:
     return ref, at, runner_type
 
 
-def _incident_for(incidents: list[Incident], runner_type: str) -> Incident | None:
-    """The oldest open incident whose live reading shows `runner_type`: its thread is told."""
-    named = [i for i in incidents if _judged(i, runner_type) is not None]
-    return min(named, key=lambda i: i.opened_at) if named else None
-
-
-def _judged(incident: Incident, runner_type: str) -> Judgement | None:
-    live = incident.live
-    metrics = of_type(live.runner_types, runner_type) if live is not None and live.is_live else None
-    return metrics.judged if metrics is not None else None
+def _incident_for(
+    views: list[tuple[Incident, FleetSnapshot]], runner_type: str
+) -> tuple[Incident, Judgement] | None:
+    """The oldest open incident whose live view shows `runner_type` (its thread is told), and
+    the type's judgement there."""
+    found = []
+    for incident, view in views:
+        metrics = of_type(view.runner_types, runner_type) if view.is_live else None
+        if metrics is not None and metrics.judged is not None:
+            found.append((incident, metrics.judged))
+    return min(found, key=lambda f: f[0].opened_at) if found else None
 
 
 def _last_act(incident: Incident, runner_type: str, piloted: Piloted) -> tuple[str, str, str, str]:

@@ -92,13 +92,16 @@ def _same(name: str, runner_type: str) -> bool:
 
 
 def verdict(
-    policy: Policy, hold: Hold | None, incident: Incident, runner_type: str, now: datetime
+    policy: Policy,
+    hold: Hold | None,
+    judged: Judgement | None,
+    incident: Incident,
+    runner_type: str,
+    now: datetime,
 ) -> Verdict:
     """Whether the pilot adds runners to `runner_type` for `incident` now, from the type's
-    stored judgement (never recomputed) and what the incident records of its scale-ups."""
-    live = incident.live
-    metrics = of_type(live.runner_types, runner_type) if live is not None else None
-    judged = metrics.judged if metrics is not None else None
+    judgement of the latest reading, as the incident's surfaces show it, and what the incident
+    records of its scale-ups."""
     if judged is None:
         return Verdict(0, "no live reading of it")
     if judged.runners <= 0 or hold is None:

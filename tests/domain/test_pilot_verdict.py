@@ -58,18 +58,18 @@ def replay(asks: list[int], every_s: float = 15.0) -> tuple[Hold | None, Judgeme
 
 def test_it_waits_for_the_whole_hold_then_takes_the_least_asked_in_it() -> None:
     hold, last = replay([9, 12, 7, 10, 11, 14])  # 75 s of asking
-    said = verdict(POLICY, hold, incident_at(last), TYPE, last.at)
+    said = verdict(POLICY, hold, last, incident_at(last), TYPE, last.at)
     assert (
         said.runners == 0 and said.why == "the advice has asked for 1 min of the 3 min it must hold"
     )
     hold, last = replay([9, 12, 7, 10, 11, 14, 12, 13, 12, 11, 12, 12, 13])  # 180 s
-    said = verdict(POLICY, hold, incident_at(last), TYPE, last.at)
+    said = verdict(POLICY, hold, last, incident_at(last), TYPE, last.at)
     assert said.runners == 7 and said.why == "+7 asked for 3 min, within up_to 60"
 
 
 def test_the_least_is_the_hold_window_s_not_the_first_ask_of_a_long_ramp() -> None:
     hold, last = replay(list(range(1, 40)))  # a ramp asking 1, 2, ... 39 over 9.5 min
-    said = verdict(POLICY, hold, incident_at(last), TYPE, last.at)
+    said = verdict(POLICY, hold, last, incident_at(last), TYPE, last.at)
     assert said.runners == 20 and said.why == "+27 asked for 9 min, +20 by its step"
 
 
@@ -81,14 +81,17 @@ def test_a_reading_that_asks_for_nothing_ends_the_hold() -> None:
 def test_it_declines_while_the_queue_falls_or_pods_cannot_start() -> None:
     hold, last = replay([9] * 13)
     falling = last.model_copy(update={"direction": Direction.FALLING})
-    assert verdict(POLICY, hold, incident_at(falling), TYPE, last.at).why == "the queue is falling"
+    assert (
+        verdict(POLICY, hold, falling, incident_at(falling), TYPE, last.at).why
+        == "the queue is falling"
+    )
     cause = PodCause(
         trouble=Trouble.UNSCHEDULABLE,
         evidence="4 runner pods Pending: 0/12 nodes fit",
         advice="look",
     )
     stuck = last.model_copy(update={"causes": (cause,), "cannot_start": 4})
-    said = verdict(POLICY, hold, incident_at(stuck), TYPE, last.at)
+    said = verdict(POLICY, hold, stuck, incident_at(stuck), TYPE, last.at)
     assert said == said.__class__(0, "runners cannot start: 4 runner pods Pending: 0/12 nodes fit")
 
 
@@ -100,13 +103,15 @@ def scaled(at: datetime, added: int, *, pilot: bool, came: bool | None = None) -
 def test_a_person_s_scale_up_counts_for_the_cooldown_and_an_unverified_one_holds_it() -> None:
     hold, last = replay([9] * 13)
     person = scaled(last.at - timedelta(minutes=4), 5, pilot=False, came=True)
-    said = verdict(POLICY, hold, incident_at(last, (person,)), TYPE, last.at)
+    said = verdict(POLICY, hold, last, incident_at(last, (person,)), TYPE, last.at)
     assert said.runners == 0 and said.why == "cooling down: 6 min left since the last scale-up"
     follow = FollowUp(at=person.at, due=person.at + timedelta(minutes=10))
     unverified = incident_at(last, (person,)).model_copy(update={"follow_ups": (follow,)})
-    assert verdict(POLICY, hold, unverified, TYPE, last.at).why.endswith("is not verified yet")
+    assert verdict(POLICY, hold, last, unverified, TYPE, last.at).why.endswith(
+        "is not verified yet"
+    )
     failed = scaled(last.at - timedelta(minutes=20), 5, pilot=False, came=False)
-    said = verdict(POLICY, hold, incident_at(last, (failed,)), TYPE, last.at)
+    said = verdict(POLICY, hold, last, incident_at(last, (failed,)), TYPE, last.at)
     assert said.why == "the +5 at 13:43 UTC did not come up"
 
 
@@ -115,10 +120,10 @@ def test_its_own_acts_in_the_incident_stay_within_up_to() -> None:
     acts = tuple(
         scaled(last.at - timedelta(minutes=m), 20, pilot=True, came=True) for m in (40, 20)
     )
-    said = verdict(POLICY, hold, incident_at(last, acts), TYPE, last.at)
+    said = verdict(POLICY, hold, last, incident_at(last, acts), TYPE, last.at)
     assert said.runners == 20 and said.why == "+30 asked for 3 min, +20 by its step"
     more = (*acts, scaled(last.at - timedelta(minutes=11), 20, pilot=True, came=True))
-    said = verdict(POLICY, hold, incident_at(last, more), TYPE, last.at)
+    said = verdict(POLICY, hold, last, incident_at(last, more), TYPE, last.at)
     assert said == said.__class__(0, "it added its up_to of 60 in this incident")
 
 
@@ -131,7 +136,7 @@ def test_an_act_never_exceeds_any_bound_nor_any_ask_of_the_hold(
     for n, asked in enumerate(asks):
         last = judged(T0 + timedelta(seconds=n * 10), asked)
         hold = held(hold, last, hold_s)
-    said = verdict(policy, hold, incident_at(last), TYPE, last.at)
+    said = verdict(policy, hold, last, incident_at(last), TYPE, last.at)
     window = [a for n, a in enumerate(asks) if n * 10 >= (len(asks) - 1) * 10 - hold_s]
     if said.runners:
         assert said.runners <= min(policy.step, policy.up_to, 200)

@@ -96,7 +96,11 @@ def action_core(
         warnings,
         report,
         Piloting(
-            acting, scaling, PilotStore(redis, store.keys) if reverts else None, config=config
+            acting,
+            scaling,
+            PilotStore(redis, store.keys) if reverts else None,
+            readings,
+            config=config,
         ),
         config=config,
     )
