@@ -235,6 +235,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         config=settings,
         clock=clock,
         marker=stores.marker,
+        pilots=core.piloting.states,
     )
     # What `queuepilot check` finds, said by serve too (`bot.checks.watch`).
     probes = ProbeWatch(settings, stores.redis, telemetry)

@@ -1,5 +1,6 @@
-"""Root-message buttons and an early warning's Dismiss: acked, then performed by the leader, which
-finds the incident, carries out the `/queue` command the button stands for and tells the person."""
+"""Root-message buttons, an early warning's Dismiss and the pilot's Undo and Pause: acked, then
+performed by the leader, which finds the incident, carries out the `/queue` command the button
+stands for and tells the person."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from bot.actions.commands import Command, perform
 from bot.actions.core import Outcome
 from bot.domain.units import MAX_SILENCE_S, ascii_whole, is_silence_length
+from bot.render.replies import PILOT_PAUSE, PILOT_UNDO
 from handlers.context import (
     NO_INCIDENT,
     ack_only,
@@ -56,6 +58,14 @@ async def act_on_incident(body: dict[str, Any], context: AsyncBoltContext) -> No
     await tell(slack_of(context), body, outcome)
 
 
+async def act_for_pilot(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    """Undo and Pause pilot, under one of its acts: its value is `<ref>|<act's time>|<type>`."""
+    action, piloting = first_action(body), core_of(context).piloting
+    act = piloting.undo if text_at(action, "action_id") == PILOT_UNDO else piloting.pause
+    outcome = await act(actor_of(body), text_at(action, "value"), interaction_of(body))
+    await tell(slack_of(context), body, outcome)
+
+
 async def dismiss_warning(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """An early warning's Dismiss: its value is `<warning uid>:<runner type>`."""
     uid, _, runner_type = text_at(first_action(body), "value").partition(":")
@@ -70,3 +80,5 @@ def register(app: AsyncApp) -> None:
     for action_id in COMMANDS:
         app.action(action_id)(ack=ack_only, lazy=[act_on_incident])
     app.action("warning_dismiss")(ack=ack_only, lazy=[dismiss_warning])
+    for action_id in (PILOT_UNDO, PILOT_PAUSE):
+        app.action(action_id)(ack=ack_only, lazy=[act_for_pilot])

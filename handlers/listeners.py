@@ -20,6 +20,7 @@ from handlers.lazy import Work
 WORK: dict[str, Work] = {
     "incident-button": Work(actions.act_on_incident),
     "warning-dismiss": Work(actions.dismiss_warning),
+    "pilot-button": Work(actions.act_for_pilot),
     "queue-command": Work(commands.run_queue_command, commands.is_command),
     "scale-confirmed": Work(views.scale_as_confirmed),
     "scale-refused": Work(views.keep_scale_refusal, views.refused_scaling),

@@ -11,6 +11,7 @@ from bot.actions.core import ActionCore, Actor, Outcome
 from bot.domain.incidents import Incident, with_scale_ups
 from bot.domain.units import ascii_whole, is_silence_length, span_seconds
 from bot.render.mrkdwn import escape, truncate
+from bot.render.pilot import render_pilot
 from bot.render.queue import (
     MAX_ANSWER,
     MAX_LINES,
@@ -37,6 +38,8 @@ maxRunners; `keep`: not put back when the incident resolves)
 unless one is named), from where, what changed
 *`/queue report [7d|30d] [runner-type]`* — capacity: incidents, firing time, peaks, scale-ups, \
 and the size that would have prevented them
+*`/queue pilot [off|on] [runner-type]`* — each piloted runner type's policy, whether its pilot \
+is on, paused or off, and its last act; `off`/`on` switch it (scale permission)
 *`/queue postmortem [ID]`* — a Markdown write-up of the incident, shared in its thread as a \
 file: summary, impact, timeline, diagnosis, the queue over time, questions for the team
 Without an ID, a command acts on the one open incident; when several are open it asks which. \
@@ -68,6 +71,7 @@ class Command:
     raise_maximum: bool = False  # `max`: raise an ARC scale set's maxRunners
     keep: bool = False  # `keep`: the scale-up is not put back when the incident resolves
     anyway: bool = False  # `anyway`: resolve while the queue is still live
+    on: bool | None = None  # `pilot on|off`: switch it; None: show it
 
 
 def parse_duration(text: str) -> int:
@@ -109,6 +113,14 @@ def parse_command(text: str) -> Command:
         return _parse_scale(args)
     if verb == "report":
         return _parse_report(args)
+    if verb == "pilot":
+        switch = args[0].lower() if args else None
+        if len(args) > 2 or switch not in (None, "on", "off"):
+            raise CommandError(
+                "usage: `/queue pilot [off|on] [runner-type]`, e.g. `/queue pilot off`"
+            )
+        on = None if switch is None else switch == "on"
+        return Command(verb, runner_type=args[1] if len(args) == 2 else None, on=on)
     if verb == "jobs":
         if len(args) > 1:
             raise CommandError(
@@ -214,6 +226,11 @@ async def perform(
         return await core.report.report(
             actor, command.count or 7, command.runner_type, interaction=interaction
         )
+    if command.verb == "pilot":
+        if command.on is None:
+            states = await core.piloting.states()
+            return Outcome(True, render_pilot(states, core.config.slash_command))
+        return await core.piloting.switch(actor, command.on, command.runner_type or "")
     if command.verb == "jobs":
         return await core.jobs.jobs(
             actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction

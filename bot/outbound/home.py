@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 
@@ -32,6 +32,7 @@ from bot.render.home import (
     render_home,
     standing_warnings,
 )
+from bot.render.pilot import PilotShown
 from bot.storage.early_warning import REFUSED, WarningStore
 from bot.storage.home import HomeViewers, Shown
 from bot.storage.incident_store import IncidentStore
@@ -61,6 +62,7 @@ class Home:
     config: Settings
     clock: Callable[[], datetime]
     marker: StateMarker | None = None  # says when Redis lost the state, for the line about it
+    pilots: Callable[[], Awaitable[Sequence[PilotShown]]] | None = None  # the pilots' states
     # Rounds ended: what a test of "nothing more" waits on.
     rounds: int = field(default=0, init=False)
 
@@ -171,6 +173,7 @@ class Home:
             backend=self.readings.metrics.name if fleet is not None else "",
             command=self.config.slash_command,
             lost=await self._lost(),
+            pilots=tuple(await self.pilots()) if self.pilots is not None else (),
         )
 
     async def _lost(self) -> StateLost | None:

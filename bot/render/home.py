@@ -1,7 +1,8 @@
-"""The App Home as one view: every open incident, the early warnings standing, the fleet now, and
-how to use the bot. Nothing on it is personal, so it is rendered once a round for everyone; its
-lists are capped (Slack allows 100 blocks). `digests` tell a change of state, published at once,
-from a change of numbers (every reading), published at a slower cadence.
+"""The App Home as one view: every open incident, the early warnings standing, the pilots (where a
+type has one), the fleet now, and how to use the bot. Nothing on it is personal, so it is rendered
+once a round for everyone; its lists are capped (Slack allows 100 blocks). `digests` tell a change
+of state, published at once, from a change of numbers (every reading), published at a slower
+cadence.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from bot.domain.incidents import Incident
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.numbers import head_figures, read_at, type_lines, type_parts
+from bot.render.pilot import PilotShown, render_pilot
 
 CALLBACK_ID = "queuepilot_home"
 MAX_HOME_BLOCKS = 100  # Slack's limit for a Home tab's view
@@ -67,6 +69,7 @@ class HomeState:
     backend: str = ""
     command: str = "/queue"
     lost: StateLost | None = None  # Redis lost the state lately: said at the top
+    pilots: tuple[PilotShown, ...] = ()  # the types SCALER_TARGETS gives a pilot
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ def render_home(home: HomeState, now: datetime) -> dict[str, Any]:
         DIVIDER,
         *_warnings(home),
         DIVIDER,
+        *([md.section(render_pilot(home.pilots, home.command)), DIVIDER] if home.pilots else []),
         *_fleet(home),
         DIVIDER,
         md.section(_how_to(md.escape(home.command))),
@@ -112,12 +116,17 @@ def digests(home: HomeState) -> Digests:
         "fleet": [home.fleet is not None, home.fleet_note, home.backend],
         "command": home.command,
         "lost": home.lost.at.timestamp() if home.lost is not None else None,
+        "pilots": [
+            [p.runner_type, p.enabled, repr(p.paused), p.piloted.last, p.piloted.outcome]
+            for p in home.pilots
+        ],
     }
     numbers = {
         "incidents": [_worst_line(listed.incident, home.fleet) for listed in home.incidents],
         "fleet": type_lines(home.fleet, top=MAX_FLEET_TYPES, home=True)
         if home.fleet is not None
         else [],
+        "pilots": [p.piloted.why for p in home.pilots],  # what it is doing moves every reading
     }
     return Digests(_hashed(state), _hashed(numbers))
 

@@ -94,6 +94,9 @@ from tests.support.root_headline import headline_cases, root_headline
         ("  ack   12  ", Command("ack", incident_ref="12")),
         ("jobs", Command("jobs")),
         ("Jobs Linux.ARM64", Command("jobs", runner_type="Linux.ARM64")),
+        ("pilot", Command("pilot")),
+        ("pilot off", Command("pilot", on=False)),
+        ("Pilot ON Linux.ARM64", Command("pilot", runner_type="Linux.ARM64", on=True)),
     ],
 )
 def test_parse_command_understands_every_documented_form(text: str, command: Command) -> None:
@@ -139,6 +142,8 @@ def test_the_runner_type_keeps_its_case() -> None:
         ("diagnose 3 4", "/queue diagnose [ID]"),
         ("unsilence 3 please", "/queue unsilence [ID]"),
         ("postmortem #3 #4", "/queue postmortem [ID]"),
+        ("pilot linux.2xlarge", "/queue pilot [off|on] [runner-type]"),
+        ("pilot off linux.2xlarge now", "/queue pilot [off|on] [runner-type]"),
     ],
 )
 def test_errors_say_how_to_write_the_command(text: str, hint: str) -> None:

@@ -1,0 +1,81 @@
+"""The pilot of each runner type, as `/queue pilot` and the App Home show it, in the same words:
+its policy; on (and what it is doing), paused (by whom, why, how long ago) or off; its last act
+and what came of it. All of it is what the leader and people stored, never recomputed here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from bot.domain.scaling import Policy
+from bot.domain.units import duration
+from bot.render import mrkdwn as md
+from bot.render.queue import MAX_ANSWER
+
+MAX_TYPE = 700  # one type's lines, so that several fit one answer
+DECLARE = (
+    "No runner type has a pilot. To let queuepilot scale a type up on its own, within a policy, "
+    'give its SCALER_TARGETS entry one: `"pilot": {"up_to": 60, "step": 20, "hold_seconds": 180, '
+    '"cooldown_seconds": 600}` (docs/pilot.md: start with a small step and a low up_to).'
+)
+
+
+class Paused(Protocol):
+    by: str
+    why: str
+    at: datetime
+
+
+class Piloted(Protocol):
+    why: str
+    last: str
+    outcome: str
+
+
+class PilotShown(Protocol):
+    """A type's pilot as `bot.actions.pilot.PilotState` holds it (render imports no action)."""
+
+    runner_type: str
+    policy: Policy
+    piloted: Piloted
+    paused: Paused | None
+    enabled: bool
+
+
+def render_pilot(states: Sequence[PilotShown], command: str) -> str:
+    """Every piloted type within one answer (or one Home section), else how to declare one."""
+    if not states:
+        return DECLARE
+    cmd = md.escape(command)
+    head = f"*Pilot* · `{cmd} pilot off|on [runner-type]` switches it (scale permission)"
+    texts = [pilot_text(state) for state in states]
+    # Each type is a paragraph: one newline more than fit_lines counts.
+    kept = md.fit_lines(texts, MAX_ANSWER - len(head) - len(texts) - 60)
+    if left := len(texts) - len(kept):
+        kept.append(f"… and {md.plural(left, 'more piloted type')}.")
+    return "\n\n".join([head, *kept])
+
+
+def pilot_text(state: PilotShown) -> str:
+    p = state.policy
+    hold, cooldown = (duration(timedelta(seconds=s)) for s in (p.hold_s, p.cooldown_s))
+    policy = f"up_to {p.up_to}, step {p.step}, hold {hold}, cooldown {cooldown}"
+    lines = [f"*`{md.runner_name(state.runner_type)}`* · {policy}", _state(state)]
+    if last := state.piloted.last:
+        came = f": {md.escaped(state.piloted.outcome, 200)}" if state.piloted.outcome else ""
+        lines.append(f"Last act: {md.escaped(last, 200)}{came}")
+    return md.truncate("\n".join(lines), MAX_TYPE)
+
+
+def _state(state: PilotShown) -> str:
+    if not state.enabled:
+        return "⏹️ *off*: PILOT_ENABLED=false stops every pilot"
+    if (paused := state.paused) is not None:
+        by, why = md.person(None, paused.by), md.escaped(paused.why, 300)
+        return f"⏸️ *paused* by {by} {md.slack_date(paused.at, '{ago}')}: {why}"
+    why = state.piloted.why
+    # What the leader made of it while it was paused or off is not what it does now.
+    if not why or why.startswith(("paused", "off:")):
+        return "▶️ *on*: it looks at the next reading"
+    return f"▶️ *on*: {md.escaped(why, 400)}"

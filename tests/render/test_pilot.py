@@ -1,0 +1,103 @@
+"""What `/queue pilot` and the App Home say of each piloted runner type: its policy, on (and
+what it is doing), paused (by whom, why, when) or off, its last act and what came of it; within
+one answer and one Home section however many types, and inert whatever a runner type is named."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bot.actions.pilot import PilotState
+from bot.domain.scaling import Policy
+from bot.render.home import HomeState, digests, render_home
+from bot.render.mrkdwn import MAX_SECTION
+from bot.render.pilot import DECLARE, render_pilot
+from bot.render.queue import MAX_ANSWER
+from bot.storage.pilot import Paused, Piloted
+from sandbox.transcript import mrkdwn_to_text
+from tests.render.test_home import NOW, assert_valid_view, view_text
+from tests.render.test_messages import EVIL
+
+POLICY = Policy(up_to=60, step=20, hold_s=180, cooldown_s=600)
+WAITING = "waiting: the advice has asked for 1 min of the 3 min it must hold"
+
+
+def state(
+    runner_type: str = "linux.2xlarge",
+    *,
+    why: str = WAITING,
+    paused: Paused | None = None,
+    enabled: bool = True,
+    last: str = "",
+    outcome: str = "",
+) -> PilotState:
+    piloted = Piloted(why, NOW, last=last, outcome=outcome)
+    return PilotState(runner_type, POLICY, piloted, paused, enabled)
+
+
+def said(*states: PilotState) -> str:
+    return mrkdwn_to_text(render_pilot(states, "/queue"))
+
+
+def test_an_active_pilot_says_its_policy_and_what_it_is_doing() -> None:
+    text = said(state(last="+7 at 14:02 UTC in incident 12", outcome="its runners came"))
+    assert "`linux.2xlarge` · up_to 60, step 20, hold 3 min, cooldown 10 min" in text
+    assert f"on: {WAITING}" in text
+    assert "Last act: +7 at 14:02 UTC in incident 12: its runners came" in text
+    assert "/queue pilot off|on [runner-type]" in text
+
+
+def test_a_paused_pilot_says_by_whom_why_and_when_and_off_says_the_setting() -> None:
+    paused = Paused("alice", "paused from Slack", NOW - timedelta(minutes=5))
+    text = render_pilot([state(paused=paused), state("linux.4xlarge", enabled=False)], "/queue")
+    assert f"paused* by *alice* <!date^{int(paused.at.timestamp())}^{{ago}}|" in text
+    assert "paused from Slack" in text
+    assert "off*: PILOT_ENABLED=false stops every pilot" in text
+    assert WAITING not in text, "what a paused or stopped pilot would do is not said"
+
+
+def test_what_the_leader_made_of_it_while_paused_is_not_said_once_resumed() -> None:
+    text = said(state(why="paused by alice: paused from Slack"))
+    assert "on: it looks at the next reading" in text and "alice" not in text
+
+
+def test_no_pilot_declared_says_how_to_declare_one() -> None:
+    assert render_pilot([], "/queue") == DECLARE
+    assert "SCALER_TARGETS" in DECLARE and "docs/pilot.md" in DECLARE
+    assert '"pilot": {"up_to": 60, "step": 20, "hold_seconds": 180' in DECLARE
+
+
+def test_a_hostile_runner_type_and_texts_are_inert() -> None:
+    paused = Paused(EVIL, EVIL, NOW)
+    text = render_pilot([state(EVIL, why=EVIL, last=EVIL, outcome=EVIL, paused=paused)], "/q<!x>")
+    assert "<!channel>" not in text and "<@U0EVIL>" not in text and "<https://" not in text
+    assert "&lt;!channel&gt;" in text
+    home = render_home(HomeState(pilots=(state(EVIL, why=EVIL, last=EVIL, outcome=EVIL),)), NOW)
+    assert_valid_view(home)
+
+
+def test_many_types_fit_one_answer_and_one_home_section_saying_how_many_more() -> None:
+    long = "x" * 600
+    states = [state(f"type-{n}." + "y" * 90, why=long, last=long, outcome=long) for n in range(40)]
+    text = render_pilot(states, "/queue")
+    assert len(text) <= MAX_ANSWER <= MAX_SECTION
+    assert text.endswith("more piloted types.")
+    assert "type-0." in text
+    assert_valid_view(render_home(HomeState(pilots=tuple(states)), NOW))
+
+
+def test_the_home_shows_the_pilot_only_where_a_type_has_one() -> None:
+    assert "Pilot" not in view_text(render_home(HomeState(), NOW))
+    view = render_home(HomeState(pilots=(state(),)), NOW)
+    assert_valid_view(view)
+    shown = view_text(view)
+    assert "*Pilot*" in shown and WAITING in shown
+    assert render_pilot([state()], "/queue") in shown, "what /queue pilot says"
+
+
+def test_a_pause_is_a_change_of_state_and_what_it_is_doing_a_change_of_numbers() -> None:
+    home = HomeState(pilots=(state(),))
+    paused = HomeState(pilots=(state(paused=Paused("alice", "paused from Slack", NOW)),))
+    moved = HomeState(pilots=(state(why="waiting: the advice asks for no runners"),))
+    assert digests(paused).state != digests(home).state
+    assert digests(moved).state == digests(home).state
+    assert digests(moved).numbers != digests(home).numbers
