@@ -230,7 +230,8 @@ async def perform(
         if command.on is None:
             states = await core.piloting.states()
             return Outcome(True, render_pilot(states, core.config.slash_command))
-        return await core.piloting.switch(actor, command.on, command.runner_type or "")
+        on, runner_type = command.on, command.runner_type or ""
+        return await core.piloting.switch(actor, on, runner_type, interaction=interaction)
     if command.verb == "jobs":
         return await core.jobs.jobs(
             actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction

@@ -23,29 +23,17 @@ from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, of_type
 from bot.domain.incidents import Event, Incident
 from bot.domain.judgement import Judgement
-from bot.domain.pilot import PILOT, Verdict, held, pilot_acts, verdict
+from bot.domain.pilot import PILOT, Paused, Piloted, PilotState, Verdict, held, pilot_acts, verdict
 from bot.domain.scaling import Policy
 from bot.fleet.readings import FleetReadings
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
-from bot.storage.pilot import Paused, Piloted, PilotStore
+from bot.storage.pilot import PilotStore
 
 log = logging.getLogger(__name__)
 
-OFF = "off: PILOT_ENABLED=false stops every pilot"
 NO_INCIDENT = "waiting: no incident is open for it"
-
-
-@dataclass(frozen=True)
-class PilotState:
-    """One type's pilot as `/queue pilot` and the Home show it."""
-
-    runner_type: str
-    policy: Policy
-    piloted: Piloted
-    paused: Paused | None
-    enabled: bool
 
 
 @dataclass
@@ -114,7 +102,7 @@ class Piloting:
         """What the pilot makes of `runner_type` now, acting if it should: its new state."""
         assert self.store is not None
         if not self.config.pilot_enabled:
-            return Piloted(OFF, now, last=piloted.last, outcome=piloted.outcome)
+            return Piloted("", now, last=piloted.last, outcome=piloted.outcome)
         if found is None:
             return Piloted(NO_INCIDENT, now, last=piloted.last, outcome=piloted.outcome)
         incident, judged = found
@@ -125,7 +113,7 @@ class Piloting:
         said = {"last": last, "outcome": outcome, "failed": failed_at}
         if paused is not None:
             # A pause starts the hold again: what was asked before it is not acted on after.
-            return Piloted(f"paused by {paused.by}: {paused.why}", now, **said)
+            return Piloted("", now, **said)
         hold = held(piloted.hold, judged, policy.hold_s)
         decided = verdict(policy, hold, judged, incident, runner_type, now)
         if not decided.runners or hold is None:
@@ -146,7 +134,7 @@ class Piloting:
         since: datetime,
     ) -> str | None:
         """The act, claimed first (the incident's next act on the type, for this hold): None when
-        it was made; else why not, having paused the pilot where a person must look."""
+        it was made; else why not ("": it paused the pilot, and the pause says why)."""
         assert self.store is not None
         number = len(pilot_acts(incident, runner_type)) + 1
         claim = f"{number}@{since.timestamp():.0f}"
@@ -156,7 +144,7 @@ class Piloting:
                 f"); look at its scale set or group before resuming"
             )
             await self._pause(runner_type, why)
-            return f"paused: {why}"
+            return ""
         preview = await self.scaling.preview(
             runner_type, judged, timeout_s=self.config.backend_timeout_seconds
         )
@@ -173,7 +161,7 @@ class Piloting:
                 await self.store.release_act(incident.id, runner_type, claim)
                 return f"waiting: {_plain(scaled.message)}"
             await self._pause(runner_type, f"its +{runners} failed: {_plain(scaled.message)}")
-            return f"paused: its +{runners} failed"
+            return ""
         why = decided.why if runners == decided.runners else f"{decided.why}, +{runners} taken"
         ref = f"{incident.id}:{incident.uid}"
         recorded = await self.scaling.record(
@@ -181,18 +169,26 @@ class Piloting:
         )
         if not recorded.ok:  # made, and put back in time, but the thread cannot say so
             await self._pause(runner_type, f"its +{runners} was made but not recorded")
-            return f"paused: its +{runners} was made but not recorded"
+            return ""
         return None
 
     async def _pause(self, runner_type: str, why: str) -> None:
         assert self.store is not None
         await self.store.pause(runner_type, Paused(PILOT, why, self.acting.clock()))
 
-    async def switch(self, actor: Actor, on: bool, runner_type: str = "") -> Outcome:
+    async def switch(
+        self, actor: Actor, on: bool, runner_type: str = "", *, interaction: str | None = None
+    ) -> Outcome:
         """`/queue pilot on|off [type]`: every piloted type, or one; scale permission."""
-        refusal = await self.scaling.refusal(actor)
-        if refusal is not None:
-            return refusal
+
+        async def run() -> Outcome:
+            return await self._switch(actor, on, runner_type)
+
+        return await self.acting.guarded("scale", actor, interaction, run)
+
+    async def _switch(self, actor: Actor, on: bool, runner_type: str) -> Outcome:
+        if (unset := self.scaling.unset()) is not None:
+            return unset
         policies = self.policies
         if not policies or self.store is None:
             return refused("No runner type has a pilot: SCALER_TARGETS declares none.")
@@ -219,10 +215,7 @@ class Piloting:
         """The act's Pause pilot button: its type's pilot, until someone resumes it."""
         _, _, runner_type = _act_of(value)
 
-        async def run() -> Outcome:
-            return await self.switch(actor, False, runner_type)
-
-        return await self.acting.guarded("scale", actor, interaction, run)
+        return await self.switch(actor, False, runner_type, interaction=interaction)
 
     async def undo(self, actor: Actor, value: str, interaction: str | None) -> Outcome:
         """The act's Undo: put back at once, pause the type's pilot, say so in the thread."""

@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import with_scale_ups
+from bot.domain.pilot import PilotState
 from bot.fleet.readings import FleetReadings
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.home import (
@@ -32,7 +33,6 @@ from bot.render.home import (
     render_home,
     standing_warnings,
 )
-from bot.render.pilot import PilotShown
 from bot.storage.early_warning import REFUSED, WarningStore
 from bot.storage.home import HomeViewers, Shown
 from bot.storage.incident_store import IncidentStore
@@ -62,7 +62,7 @@ class Home:
     config: Settings
     clock: Callable[[], datetime]
     marker: StateMarker | None = None  # says when Redis lost the state, for the line about it
-    pilots: Callable[[], Awaitable[Sequence[PilotShown]]] | None = None  # the pilots' states
+    pilots: Callable[[], Awaitable[Sequence[PilotState]]] | None = None  # the pilots' states
     # Rounds ended: what a test of "nothing more" waits on.
     rounds: int = field(default=0, init=False)
 

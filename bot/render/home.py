@@ -18,10 +18,11 @@ from bot.domain.early_warning import Phase, WarningState
 from bot.domain.fleet import FleetSnapshot, of_type, source_name, worst_first
 from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
+from bot.domain.pilot import PilotState
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.numbers import head_figures, read_at, type_lines, type_parts
-from bot.render.pilot import PilotShown, render_pilot
+from bot.render.pilot import render_pilot
 
 CALLBACK_ID = "queuepilot_home"
 MAX_HOME_BLOCKS = 100  # Slack's limit for a Home tab's view
@@ -69,7 +70,7 @@ class HomeState:
     backend: str = ""
     command: str = "/queue"
     lost: StateLost | None = None  # Redis lost the state lately: said at the top
-    pilots: tuple[PilotShown, ...] = ()  # the types SCALER_TARGETS gives a pilot
+    pilots: tuple[PilotState, ...] = ()  # the types SCALER_TARGETS gives a pilot
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,9 @@ and what came of it. All of it is what the leader and people stored, never recom
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
-from typing import Protocol
+from datetime import timedelta
 
-from bot.domain.scaling import Policy
+from bot.domain.pilot import PilotState
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.queue import MAX_ANSWER
@@ -21,29 +20,7 @@ DECLARE = (
 )
 
 
-class Paused(Protocol):
-    by: str
-    why: str
-    at: datetime
-
-
-class Piloted(Protocol):
-    why: str
-    last: str
-    outcome: str
-
-
-class PilotShown(Protocol):
-    """A type's pilot as `bot.actions.pilot.PilotState` holds it (render imports no action)."""
-
-    runner_type: str
-    policy: Policy
-    piloted: Piloted
-    paused: Paused | None
-    enabled: bool
-
-
-def render_pilot(states: Sequence[PilotShown], command: str) -> str:
+def render_pilot(states: Sequence[PilotState], command: str) -> str:
     """Every piloted type within one answer (or one Home section), else how to declare one."""
     if not states:
         return DECLARE
@@ -57,7 +34,7 @@ def render_pilot(states: Sequence[PilotShown], command: str) -> str:
     return "\n\n".join([head, *kept])
 
 
-def pilot_text(state: PilotShown) -> str:
+def pilot_text(state: PilotState) -> str:
     p = state.policy
     hold, cooldown = (duration(timedelta(seconds=s)) for s in (p.hold_s, p.cooldown_s))
     policy = f"up_to {p.up_to}, step {p.step}, hold {hold}, cooldown {cooldown}"
@@ -68,14 +45,13 @@ def pilot_text(state: PilotShown) -> str:
     return md.truncate("\n".join(lines), MAX_TYPE)
 
 
-def _state(state: PilotShown) -> str:
+def _state(state: PilotState) -> str:
     if not state.enabled:
         return "⏹️ *off*: PILOT_ENABLED=false stops every pilot"
     if (paused := state.paused) is not None:
         by, why = md.person(None, paused.by), md.escaped(paused.why, 300)
         return f"⏸️ *paused* by {by} {md.slack_date(paused.at, '{ago}')}: {why}"
     why = state.piloted.why
-    # What the leader made of it while it was paused or off is not what it does now.
-    if not why or why.startswith(("paused", "off:")):
+    if not why:  # nothing said yet, or said while it was paused or off
         return "▶️ *on*: it looks at the next reading"
     return f"▶️ *on*: {md.escaped(why, 400)}"

@@ -4,68 +4,15 @@ fails over mid-act. The leader writes the first, people the second: one writer e
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
-from datetime import datetime
-
 from redis.asyncio import Redis
 
-from bot.domain.pilot import Hold
+from bot.domain.pilot import Paused, Piloted
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 
 STATE_S = 86_400  # the leader rewrites it at every reading while the type has an incident
 PAUSE_S = 30 * 86_400  # a pause lasts until someone resumes it, or this long
 ACT_CLAIM_S = 7 * 86_400  # longer than any incident the act belongs to stays open
-
-
-@dataclass(frozen=True)
-class Paused:
-    by: str  # a person's name, or the pilot's when its own act failed
-    why: str
-    at: datetime
-
-    def dump(self) -> str:
-        return json.dumps({"by": self.by, "why": self.why, "at": self.at.isoformat()})
-
-    @classmethod
-    def load(cls, raw: object) -> Paused | None:
-        try:
-            data = json.loads(raw)  # type: ignore[arg-type]
-            return cls(str(data["by"]), str(data["why"]), datetime.fromisoformat(data["at"]))
-        except (TypeError, ValueError, KeyError):
-            return None
-
-
-@dataclass(frozen=True)
-class Piloted:
-    """What the leader last made of a type: `why` it acts or not, as `/queue pilot` says it;
-    its last act ("+7 at 14:02 in incident 12") and what came of it."""
-
-    why: str = ""
-    at: datetime | None = None
-    hold: Hold | None = None
-    last: str = ""
-    outcome: str = ""
-    failed: str = ""  # the last act whose runners did not come, as its time: paused for once
-
-    def dump(self) -> str:
-        data = asdict(self) | {
-            "at": self.at.isoformat() if self.at else None,
-            "hold": self.hold.dump() if self.hold else None,
-        }
-        return json.dumps(data, separators=(",", ":"))
-
-    @classmethod
-    def load(cls, raw: object) -> Piloted:
-        """An unreadable record reads as none: the hold starts again, which only delays an act."""
-        try:
-            data = json.loads(raw)  # type: ignore[arg-type]
-            at = datetime.fromisoformat(data["at"]) if data.get("at") else None
-            texts = {k: str(data.get(k) or "") for k in ("why", "last", "outcome", "failed")}
-            return cls(at=at, hold=Hold.load(data.get("hold")), **texts)
-        except (TypeError, ValueError, KeyError, AttributeError):
-            return cls()
 
 
 class PilotStore:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.actions.pilot import PilotState
+from bot.domain.pilot import Paused, Piloted, PilotState
 from bot.domain.scaling import Policy
 from bot.render.home import HomeState, digests, render_home
 from bot.render.mrkdwn import MAX_SECTION
 from bot.render.pilot import DECLARE, render_pilot
 from bot.render.queue import MAX_ANSWER
-from bot.storage.pilot import Paused, Piloted
 from sandbox.transcript import mrkdwn_to_text
 from tests.render.test_home import NOW, assert_valid_view, view_text
 from tests.render.test_messages import EVIL
@@ -55,9 +54,10 @@ def test_a_paused_pilot_says_by_whom_why_and_when_and_off_says_the_setting() -> 
     assert WAITING not in text, "what a paused or stopped pilot would do is not said"
 
 
-def test_what_the_leader_made_of_it_while_paused_is_not_said_once_resumed() -> None:
-    text = said(state(why="paused by alice: paused from Slack"))
-    assert "on: it looks at the next reading" in text and "alice" not in text
+def test_resumed_before_the_leader_s_next_look_it_says_it_looks_at_the_next_reading() -> None:
+    # While paused or off the leader keeps no reason of its own: the pause is the reason.
+    text = said(state(why=""))
+    assert "on: it looks at the next reading" in text
 
 
 def test_no_pilot_declared_says_how_to_declare_one() -> None:

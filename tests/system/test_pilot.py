@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bot.storage.pilot import Paused, Piloted
+from bot.domain.pilot import Paused, Piloted
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import fixture_json
