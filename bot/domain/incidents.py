@@ -77,6 +77,7 @@ class ScaleDone(BaseModel):
     after: int | None = None
     pilot: bool = False  # the pilot's act, not a person's
     came: bool | None = None  # what its follow-up found: None while not known
+    seen_at: datetime | None = None  # the reading that decided it
 
 
 class Event(BaseModel):

@@ -44,7 +44,7 @@ def settled(
         if outcome is None:
             pending.append(follow)
             continue
-        came[scaled.at] = outcome.came
+        came[scaled.at] = {"came": outcome.came, "seen_at": outcome.read_at}
         events.append(outcome_event(scaled.scale, outcome, now))
         edit = incident.replies == follow.reply and not replies
         rendered = render_outcome(incident, scaled, follow.detail, outcome, edit=edit)
@@ -54,7 +54,7 @@ def settled(
         return incident, (), ()
     # What came is kept on the scale-up itself: the pilot declines after one that did not.
     actions = tuple(
-        e.model_copy(update={"scale": e.scale.model_copy(update={"came": came[e.at]})})
+        e.model_copy(update={"scale": e.scale.model_copy(update=came[e.at])})
         if e.scale is not None and e.at in came
         else e
         for e in incident.actions
