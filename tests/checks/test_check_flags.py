@@ -101,3 +101,55 @@ def test_format_json_is_one_document_with_every_check_and_the_same_exit_code(
     assert (warned["name"], warned["fix"][:31]) == ("redis", "turn on AOF (appendonly yes) or")
     assert "a-webhook-secret" not in result.stdout
     assert any(check["name"] == "slack" and check["status"] == "ok" for check in checks)
+
+
+def test_a_pilot_s_policy_that_cannot_work_is_named_with_its_fix(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    pilots = {
+        "linux.a": {"pilot": {"up_to": 5, "step": 10}},
+        "linux.b": {"pilot": {"up_to": 5, "step": 1, "hold_seconds": -1}},
+        "linux.c": {"pilot": {"up_to": 5, "step": 1, "hold": 60}},
+    }
+    env = check_env(
+        slack,
+        redis_url,
+        SCALER_BACKEND="arc",
+        SCALER_TARGETS=json.dumps(pilots),
+        SCALE_ALLOWED_USERS="S0ONCALL",
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1, result.stdout
+    assert lines(result, "FAIL") == [
+        'FAIL  settings   SCALER_TARGETS["linux.a"].pilot: step 10 is more than up_to 5: no act '
+        "could take a whole step; lower step or raise up_to",
+        'FAIL  settings   SCALER_TARGETS["linux.b"].pilot.hold_seconds: Input should be greater '
+        "than or equal to 0",
+        "FAIL  settings   SCALER_TARGETS[\"linux.c\"].pilot: unknown key 'hold': its keys are "
+        "up_to, step, hold_seconds, cooldown_seconds",
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def test_a_pilot_on_a_scaler_that_cannot_put_back_is_refused(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    targets = {"linux.big": {"target": "big", "pilot": {"up_to": 10, "step": 5}}}
+    env = check_env(
+        slack,
+        redis_url,
+        **WEBHOOK,
+        SCALER_TARGETS=json.dumps(targets),
+        SCALE_ALLOWED_USERS="S0ONCALL",
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1
+    assert lines(result, "FAIL") == [
+        'FAIL  settings   SCALER_TARGETS["linux.big"].pilot: SCALER_BACKEND=webhook cannot put '
+        "a scale-up back, so the pilot's acts could have no Undo: remove the pilot, or scale "
+        "with arc or aws-asg"
+    ]

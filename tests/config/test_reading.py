@@ -291,3 +291,25 @@ def test_a_variable_of_ours_in_quotes_is_found_and_others_are_not() -> None:
         "SLACK_BOT_TOKEN_FILE",
         "slack_channel",
     ]
+
+
+def test_serve_refuses_a_pilot_whose_step_is_more_than_its_up_to() -> None:
+    base = {
+        "slack_bot_token": "xoxb-1",
+        "slack_signing_secret": "s",
+        "slack_channel": "C0QUEUE",
+        "alert_webhook_token": "t",
+        "scaler_backend": "arc",
+    }
+    pilot = '{"linux.2xlarge": {"pilot": {"up_to": 60, "step": 20}}}'
+    read_settings(_env_file=None, scaler_targets=pilot, **base)
+    with pytest.raises(SettingsError) as refused:
+        read_settings(
+            _env_file=None,
+            scaler_targets='{"linux.2xlarge": {"pilot": {"up_to": 6, "step": 20}}}',
+            **base,
+        )
+    assert refused.value.problems == [
+        'SCALER_TARGETS["linux.2xlarge"].pilot: step 20 is more than up_to 6: no act could take '
+        "a whole step; lower step or raise up_to"
+    ]
