@@ -26,10 +26,11 @@ from bot.domain.incidents import (
     chart_drawn,
 )
 from bot.domain.message import Rendered
+from bot.domain.silence_seen import Seen
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart
-from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
+from bot.render.follow_ups import OUTCOME_ICONS, outcome_said, seen_said
 from bot.render.numbers import (
     drained_in,
     gone_lines,
@@ -364,7 +365,16 @@ def render_outcome(
     if not edit:
         plain = md.escape(outcome_said(scaled.scale, outcome))
         return md.rendered(f"Incident {md.escape(incident.id)}: {plain}", [md.section(line)])
-    before = render_event(incident, scaled, detail=detail)
+    return _followed(render_event(incident, scaled, detail=detail), line)
+
+
+def render_seen(incident: Incident, silenced: Event, detail: str, seen: Seen) -> Rendered:
+    """The silence's reply, what its backend showed just after it was made on a line below."""
+    line = f"{OUTCOME_ICONS[seen.holds]} {seen_said(seen, md.escape, md.time_of)}"
+    return _followed(render_event(incident, silenced, detail=detail), line)
+
+
+def _followed(before: Rendered, line: str) -> Rendered:
     return md.rendered(before.text, [*before.blocks, md.section(line)])
 
 
