@@ -1,4 +1,5 @@
-"""What came of an action in words: a scale-up's outcome and a silence's read-back, each its
+"""What came of an action in words: a scale-up's outcome, a silence's read-back and a put-back's
+runners, each its
 timeline event's (plain times) and its thread's (each reader's own time zone; `replies` puts it
 in the action's own reply)."""
 
@@ -11,11 +12,13 @@ from datetime import datetime, timedelta
 from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
 from bot.domain.incidents import Event, ScaleDone
 from bot.domain.judgement import Direction, Judgement
+from bot.domain.put_back_seen import Back, Landed
 from bot.domain.silence_seen import Seen
 from bot.domain.units import minutes, number
 
 OUTCOME_ICONS = {True: "✅", False: "⚠️", None: "❔"}
 SILENCE_SEEN = "silence_seen"
+PUT_BACK_SEEN = "put_back_seen"
 
 
 def outcome_said(
@@ -90,3 +93,31 @@ def seen_said(
 def seen_event(seen: Seen, now: datetime) -> Event:
     """The timeline's record of it: said by nobody, the backend showed it."""
     return Event(at=now, kind=SILENCE_SEEN, text=seen_said(seen))
+
+
+def back_said(
+    back: Back,
+    landed: Landed,
+    said_at: datetime,
+    spares: str = "",
+    escaped: Callable[[str], str] = str,
+    at: Callable[[datetime], str] = lambda moment: f"{moment:%H:%M} UTC",
+) -> str:
+    """ "maxRunners of linux.2xlarge back to 20 at 15:10: 20 runners by 15:14; <spares>", "…:
+    still 26 runners after 10 min" or "…: not known: <why>"."""
+    field = f"{escaped(back.field)} of {escaped(back.target.runner_type)}"
+    to = "unset again" if back.bound is None else f"back to {back.bound}"
+    head = f"{field} {to} at {at(said_at)}"
+    if landed.back is None or landed.runners is None:
+        return f"{head}: not known: {escaped(landed.why)}"
+    if not landed.back:
+        took = minutes((landed.read_at - said_at) / timedelta(minutes=1))
+        return f"{head}: still {landed.runners} runners after {took}"
+    return f"{head}: {landed.runners} runners by {at(landed.read_at)}" + (
+        f"; {escaped(spares)}" if spares else ""
+    )
+
+
+def back_event(said: str, now: datetime) -> Event:
+    """The timeline's record of it: said by nobody, the scaler showed it."""
+    return Event(at=now, kind=PUT_BACK_SEEN, text=said)
