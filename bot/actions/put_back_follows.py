@@ -6,10 +6,9 @@ between says it never, never twice."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
-from dataclasses import KW_ONLY, asdict, dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime, timedelta
 
 from pydantic import TypeAdapter, ValidationError
@@ -42,20 +41,6 @@ class Followed:
     text: str
     backs: tuple[Back, ...]
 
-    @property
-    def id(self) -> str:
-        return f"{self.incident_id}|{self.reply}"
-
-    def dump(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def load(cls, text: str | None) -> Followed | None:
-        try:
-            return _STORED.validate_json(text or "")
-        except ValidationError:
-            return None
-
 
 _STORED = TypeAdapter(Followed)
 
@@ -77,7 +62,8 @@ class PutBackFollows:
     async def follow(self, incident_id: str, reply: int, said_at: datetime, text: str,
                      backs: list[Back]) -> None:  # fmt: skip
         followed = Followed(incident_id, reply, said_at.timestamp(), text, tuple(backs))
-        await self._due.schedule(followed.id, followed.said_at + self._check_s, followed.dump())
+        stored = _STORED.dump_json(followed).decode()
+        await self._due.schedule(f"{incident_id}|{reply}", followed.said_at + self._check_s, stored)
 
     async def tick(self) -> None:
         """Look at every put-back due a reading; never raises."""
@@ -99,19 +85,19 @@ class PutBackFollows:
         claim = await self._due.claim(member, self.clock().timestamp(), lease_s)
         if claim is None:
             return  # not due any more
-        followed = Followed.load(await self._due.data(member))
-        if followed is None:
+        try:
+            followed = _STORED.validate_json(await self._due.data(member) or "")
+        except ValidationError:
             log.warning("put-back follow-ups: %s: unreadable or gone; dropped", member)
             await self._due.done(claim)
             return
-        now = self.clock()
-        due = datetime.fromtimestamp(followed.said_at, UTC) + timedelta(
-            seconds=self.config.scale_verify_s
-        )
+        now, verify_s = self.clock(), self.config.scale_verify_s
+        due = datetime.fromtimestamp(followed.said_at, UTC) + timedelta(seconds=verify_s)
         seen: list[tuple[Back, Landed]] = []
         for back in followed.backs:
-            read = await self._read(back)
-            decided = landed(back, read, scaler=self.scaler.name, now=now, due=due)
+            decided = landed(
+                back, await self._read(back), scaler=self.scaler.name, now=now, due=due
+            )
             if decided is None:
                 await self._due.reschedule(claim, now.timestamp() + self._check_s)
                 return
