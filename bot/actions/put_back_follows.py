@@ -21,7 +21,7 @@ from bot.config import Settings
 from bot.domain.incidents import Event, Incident
 from bot.domain.put_back_seen import Back, Landed, landed
 from bot.domain.scaling import Capacity
-from bot.render.follow_ups import back_event, back_said
+from bot.render.follow_ups import PUT_BACK_SEEN, back_said
 from bot.render.replies import render_back_seen
 from bot.storage.due_set import put_back_follows
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply, reply_ts
@@ -122,7 +122,8 @@ class PutBackFollows:
             rendered = render_back_seen(incident, put_back, seen, spares, edit=edit)
             edits = reply_ts(followed.reply) if edit else ""
             reply = Reply("event", BAND_EVENT, rendered, edits=edits)
-            events = tuple(back_event(back_said(b, at, said_at, spares), now) for b, at in seen)
+            said = (back_said(back, at, said_at, spares) for back, at in seen)
+            events = tuple(Event(at=now, kind=PUT_BACK_SEEN, text=text) for text in said)
             updated = incident.model_copy(update={"updated_at": now})
             return Commit(updated, events=events, replies=(reply,), root=False), None
 

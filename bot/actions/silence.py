@@ -23,7 +23,7 @@ from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
 from bot.domain.silence_seen import SilenceState, seen_of
 from bot.domain.units import duration, is_silence_length
-from bot.render.follow_ups import seen_event
+from bot.render.follow_ups import SILENCE_SEEN, seen_said
 from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event, render_seen
 from bot.storage.due_set import Claim
@@ -218,7 +218,7 @@ def _silenced(made: ActiveSilence, seconds: int, read: SilenceState | str | None
         # The thread records it as it records the silence's end: the root shows only the
         # silence in force, and the App Home tells people the thread records what was done.
         reply = Reply("action", BAND_ACTION, render_seen(updated, event, f"until {until}", seen))
-        events = (event, seen_event(seen, now))
+        events = (event, Event(at=now, kind=SILENCE_SEEN, text=seen_said(seen)))
         return Commit(updated, events=events, replies=(reply,)), Outcome(True, answer)
 
     return decide

@@ -17,8 +17,8 @@ from bot.domain.silence_seen import Seen
 from bot.domain.units import minutes, number
 
 OUTCOME_ICONS = {True: "✅", False: "⚠️", None: "❔"}
-SILENCE_SEEN = "silence_seen"
-PUT_BACK_SEEN = "put_back_seen"
+# Timeline events of what a backend showed after an action, said by nobody.
+SILENCE_SEEN, PUT_BACK_SEEN = "silence_seen", "put_back_seen"
 
 
 def outcome_said(
@@ -90,11 +90,6 @@ def seen_said(
     return f"{said}, matching the alert"
 
 
-def seen_event(seen: Seen, now: datetime) -> Event:
-    """The timeline's record of it: said by nobody, the backend showed it."""
-    return Event(at=now, kind=SILENCE_SEEN, text=seen_said(seen))
-
-
 def back_said(
     back: Back,
     landed: Landed,
@@ -116,8 +111,3 @@ def back_said(
     return f"{head}: {landed.runners} runners by {at(landed.read_at)}" + (
         f"; {escaped(spares)}" if spares else ""
     )
-
-
-def back_event(said: str, now: datetime) -> Event:
-    """The timeline's record of it: said by nobody, the scaler showed it."""
-    return Event(at=now, kind=PUT_BACK_SEEN, text=said)
