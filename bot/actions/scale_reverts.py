@@ -198,7 +198,8 @@ class ScaleReverts:
             text = _joined([text for _, text, _ in done])
             backs = bounding([b for _, _, b in done if b is not None], self.scaler.revert_order)
             try:
-                at = await self._say(incident_id, text, gone={r for r, _, _ in done}, follow=True)
+                gone = {r for r, _, _ in done}
+                at = await self._say(incident_id, text, gone=gone, follow=bool(backs))
                 if at is not None and backs:
                     await self.follows.follow(incident_id, *at, text, backs)
             except RedisError as exc:
