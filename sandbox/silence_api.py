@@ -9,7 +9,9 @@ Grafana does. The routes' permissions are Grafana 11's (its ngalert `api/authori
 reading needs alert.instances:read or alert.silences:read; creating that and one of
 alert.instances:create/write or alert.silences:create/write; expiring that and one of
 alert.instances:write or alert.silences:write. The token holds `permissions` (an Editor's by
-default). Tests can make the next calls fail with a status, or hang until released.
+default). A silence reads back as Grafana's gettableSilence (`id`, `status.state`, `updatedAt`, the
+posted fields); one it does not know is a 404 `{"message": "silence not found"}`. Tests can make
+the next calls (of one method, or any) fail with a status, or hang until released.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class FakeSilenceApi:
     created_status: int = 202
     silences: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
-    failures: list[tuple[int, str]] = field(default_factory=list)
+    failures: list[tuple[int, str, str]] = field(default_factory=list)  # status, message, method
     hanging: threading.Event | None = None
     in_flight: int = 0
     # What the token's service account may do (Grafana's RBAC actions).
@@ -62,8 +64,10 @@ class FakeSilenceApi:
             ]
         )
 
-    def fail_next(self, status: int, message: str = "refused", *, times: int = 1) -> None:
-        self.failures += [(status, message)] * times
+    def fail_next(
+        self, status: int, message: str = "refused", *, times: int = 1, method: str = ""
+    ) -> None:
+        self.failures += [(status, message, method)] * times
 
     def hang(self) -> threading.Event:
         """Calls wait until the returned event is set."""
@@ -93,9 +97,10 @@ class FakeSilenceApi:
                 await asyncio.to_thread(self.hanging.wait, 30)
             finally:
                 self.in_flight -= 1
-        if self.failures:
-            status, message = self.failures.pop(0)
-            return JSONResponse({"message": message}, status_code=status)
+        failure = next((f for f in self.failures if f[2] in ("", request.method)), None)
+        if failure is not None:
+            self.failures.remove(failure)
+            return JSONResponse({"message": failure[1]}, status_code=failure[0])
         return None
 
     async def _create(self, request: Request) -> Response:
@@ -111,7 +116,8 @@ class FakeSilenceApi:
             message = f"silence failed validation: {problem}"
             return JSONResponse({"message": message}, status_code=400)
         silence_id = str(uuid.uuid4())
-        self.silences[silence_id] = {**data, "id": silence_id, "status": {"state": "active"}}
+        stored = {"id": silence_id, "status": {"state": "active"}, "updatedAt": _now()}
+        self.silences[silence_id] = {**data, **stored}
         return JSONResponse({"silenceID": silence_id}, status_code=self.created_status)
 
     async def _list(self, request: Request) -> Response:

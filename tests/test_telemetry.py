@@ -120,11 +120,14 @@ async def test_two_apps_in_one_process_count_only_their_own_backend_calls(
         await one.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
         await recorded_root(one, slack)
         assert (await post_event(one.http, slash("silence 2h"))).status_code == 200
-        await eventually(lambda: grafana.silences, what="the silence made")
+        await eventually(
+            lambda: [method for method, _, _ in grafana.requests] == ["POST", "GET"],
+            what="the silence made and read back",
+        )
         mine, theirs = await scrape(one), await scrape(other)
 
     calls = "queuepilot_backend_calls_total"
-    assert value(mine, calls, backend="grafana", outcome="ok") == 1
+    assert value(mine, calls, backend="grafana", outcome="ok") == 2
     assert not [name for name, _ in samples(theirs) if name == calls]
 
 

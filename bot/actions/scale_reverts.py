@@ -1,7 +1,7 @@
 """Scale-ups from Slack that put themselves back: once their incident resolved and the type's queue
 stayed drained `SCALE_REVERT_SETTLE` (a real fleet queues again the instant capacity goes), or after
 `SCALE_REVERT_AFTER`. One record per runner type and field: a second scale-up extends the first,
-and the oldest value goes back."""
+and the oldest value goes back. What went back is followed to the fleet (`put_back_follows`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pydantic import Field, PlainValidator, TypeAdapter, ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from bot.actions.put_back_follows import PutBackFollows
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.config import Settings
@@ -30,6 +31,7 @@ from bot.domain.incidents import (
     with_put_back,
     without_put_backs,
 )
+from bot.domain.put_back_seen import Back, bounding
 from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
@@ -37,7 +39,7 @@ from bot.pacing import wait_after
 from bot.render.replies import render_event
 from bot.storage.due_set import Claim, scale_revert_records
 from bot.storage.early_warning import WarningStore
-from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
+from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply, reply_ts
 from bot.storage.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -112,6 +114,9 @@ class ScaleReverts:
         # Resolution is noticed within a few ticks; the record costs one Redis read a look.
         self._check_s = self.config.status_tick_seconds * 3
         self._due = scale_revert_records(self.redis, self.keys)
+        self.follows = PutBackFollows(
+            self.redis, self.keys, self.store, self.scaler, config=self.config, clock=self.clock
+        )
 
     async def remember(
         self, incident_id: str, target: ScaleTarget, undo: Undo, *, by: str, warning: str = ""
@@ -178,7 +183,7 @@ class ScaleReverts:
         except RedisError as exc:
             log.warning("scale reverts: Redis unavailable: %s", exc)
             return
-        told: dict[str, list[tuple[str, str]]] = {}
+        told: dict[str, list[tuple[str, str, Back | None]]] = {}
         for rid in sorted(due, key=self._order):  # a floor before its ceiling: both go now
             try:
                 said = await self._look(rid)
@@ -188,22 +193,27 @@ class ScaleReverts:
                 log.exception("scale reverts: %s failed", rid)
             else:
                 if said is not None:
-                    told.setdefault(said[0], []).append((rid, said[1]))
+                    told.setdefault(said[0], []).append((rid, *said[1:]))
         for incident_id, done in told.items():
-            texts = [text for _, text in done]
+            text = _joined([text for _, text, _ in done])
+            backs = bounding([b for _, _, b in done if b is not None], self.scaler.revert_order)
             try:
-                await self._say(incident_id, _joined(texts), gone={r for r, _ in done})
+                gone = {r for r, _, _ in done}
+                at = await self._say(incident_id, text, gone=gone, follow=bool(backs))
+                if at is not None and backs:
+                    await self.follows.follow(incident_id, *at, text, backs)
             except RedisError as exc:
-                log.warning("scale reverts: %s: Redis: %s; not told: %s", incident_id, exc, texts)
+                log.warning("scale reverts: %s: Redis: %s; not told: %s", incident_id, exc, text)
+        await self.follows.tick()
 
     def _order(self, rid: str) -> int:
         order = self.scaler.revert_order
         changed = rid.rpartition("|")[2]
         return order.index(changed) if changed in order else len(order)
 
-    async def _look(self, rid: str) -> tuple[str, str] | None:
-        """(incident id, text) when its thread is to be told that the record went back or could
-        not; a warning's own message is told at once."""
+    async def _look(self, rid: str) -> tuple[str, str, Back | None] | None:
+        """(incident id, text, the bound put back to follow) when its thread is to be told that
+        the record went back or could not; a warning's own message is told at once."""
         lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
         claim = await self._due.claim(rid, self.clock().timestamp(), lease_s)
         if claim is None:
@@ -245,15 +255,18 @@ class ScaleReverts:
                 f"Could not put {record.target.runner_type} back ({why}): {exc}. "
                 f"{record.undo.field} stays {record.undo.after}"
             )
+            back = None
         else:
             # Outside the try: a put-back done is never told as one that failed.
             text = _said(record, why, result)
+            whole = result.done and not result.left
+            back = Back(record.target, record.undo.field, record.undo.before) if whole else None
         if not await self._due.done(claim):
             return None
         if record.warning:
             await self._say_on_warning(record, text)
             return None
-        return record.incident_id, text
+        return record.incident_id, text, back
 
     def _unforeseen(self, record: RevertRecord) -> BackendError:
         """A failure no backend classified (a bug, an answer of a shape not foreseen), tried
@@ -384,21 +397,25 @@ class ScaleReverts:
         put_back: PutBack | None = None,
         gone: set[str] | None = None,
         scale: ScaleDone | None = None,
-    ) -> None:
+        follow: bool = False,
+    ) -> tuple[int, datetime] | None:
         """The event and its thread reply (`on_root`: also on the root); the incident keeps
-        `put_back` and drops the records `gone`."""
+        `put_back` and drops the records `gone`. `follow`: the reply's ts is kept for an edit,
+        and its number and time returned."""
 
         def told(
             incident: Incident, now: datetime, timeline: list[Event]
-        ) -> tuple[Commit | None, None]:
+        ) -> tuple[Commit | None, tuple[int, datetime] | None]:
             if scale is not None and any(e.scale == scale for e in timeline):
                 return None, None  # said by a look that failed after it
             event = Event(at=now, kind=kind, text=text, scale=scale)
-            reply = Reply("event", BAND_EVENT, render_event(incident, event, detail=detail))
+            number = incident.replies + 1
+            rendered = render_event(incident, event, detail=detail)
+            reply = Reply("event", BAND_EVENT, rendered, ts_as=reply_ts(number) if follow else "")
             said = without_put_backs(incident, gone or set()).model_copy(update={"updated_at": now})
             said = with_put_back(said, put_back) if put_back is not None else said
             said = with_action(said, event) if on_root else said
-            return Commit(said, events=(event,), replies=(reply,), root=on_root), None
+            return Commit(said, events=(event,), replies=(reply,), root=on_root), (number, now)
 
         fresh = await self.store.commit_fresh(
             incident_id, told, clock=self.clock, with_timeline=scale is not None
@@ -407,6 +424,7 @@ class ScaleReverts:
             log.info("scale reverts: incident %s gone: %s", incident_id, text)
         elif fresh.busy:
             log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
+        return fresh.answer if fresh.committed is not None else None
 
     async def undo_now(self, target: ScaleTarget, undo: Undo) -> Reverted:
         """One scale-up put back at once (the pilot's Undo): `undo.field` to `undo.before`, only

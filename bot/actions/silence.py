@@ -1,8 +1,10 @@
 """Silence and unsilence: a real silence in Alertmanager or Grafana, recorded on the incident. Two
 people silencing at once make one silence (the incident's silence lock); one the backend made is
 recorded even if the alert resolved meanwhile: it exists, so the incident must show it; one
-that cannot be recorded is expired again, so a click done again never leaves two. The watch
-notices a silence that ended without us: it ran out, or someone removed it in the backend."""
+that cannot be recorded is expired again, so a click done again never leaves two. One made is
+read back before it is said: its reply says whether the backend shows it in force and selecting
+the alert, or that this is not known. The watch notices a silence that ended without us: it ran
+out, or someone removed it in the backend."""
 
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
+from bot.domain.silence_seen import SilenceState, seen_of
 from bot.domain.units import duration, is_silence_length
+from bot.render.follow_ups import SILENCE_SEEN, seen_said
 from bot.render.mrkdwn import escape, person, slack_date
-from bot.render.replies import render_event
+from bot.render.replies import render_event, render_seen
 from bot.storage.due_set import Claim
 from bot.storage.incident_store import BAND_ACTION, BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.leases import Held, Lock
@@ -96,6 +100,7 @@ class Silencing:
                 return failed(
                     f"Could not silence incident {incident.id}: {reason}. Nothing changed."
                 )
+            read = await self._read_back(silencer, silence_id)
             made = ActiveSilence(
                 silence_id=silence_id,
                 backend=silencer.name,
@@ -105,7 +110,7 @@ class Silencing:
                 at=now,
             )
             try:
-                outcome = await self.acting.commit(ref, _silenced(made, seconds))
+                outcome = await self.acting.commit(ref, _silenced(made, seconds, read))
             except RedisError:  # Deposed too: the next leader does the click again
                 await self._unmade(silencer, made)
                 raise
@@ -114,6 +119,14 @@ class Silencing:
             return outcome
         finally:
             await lock.release()
+
+    async def _read_back(self, silencer: Silencer, silence_id: str) -> SilenceState | str | None:
+        """The silence as the backend shows it now, or why it could not be read: its answer
+        to the create proves only that it took the request."""
+        try:
+            return await within(silencer.state(silence_id), self._timeout_s, silencer.name)
+        except BackendError as exc:
+            return str(exc)
 
     async def _unmade(self, silencer: Silencer, made: ActiveSilence) -> None:
         """A silence made but not recorded mutes the alert where nobody sees it, and the click
@@ -159,8 +172,9 @@ class Silencing:
         return self.config.backend_timeout_seconds
 
     async def _lock(self, incident: Incident, doing: str) -> Lock | Held:
-        # Held past the call's deadline: the commit that records the result follows it.
-        ttl_s = deadline_of(self._timeout_s) + 5
+        # Held past two calls' deadlines (a silence made and read back, or an expire and its
+        # read-back): the commit that records the result follows them.
+        ttl_s = 2 * deadline_of(self._timeout_s) + 5
         return await self.acting.interactions.lock(incident.id, "silence", doing=doing, ttl_s=ttl_s)
 
 
@@ -186,13 +200,14 @@ def _silence_refusal(incident: Incident | None, silencer: Silencer | None) -> st
     return ""
 
 
-def _silenced(made: ActiveSilence, seconds: int) -> Decide:
+def _silenced(made: ActiveSilence, seconds: int, read: SilenceState | str | None) -> Decide:
     def decide(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, Outcome]:
         text = f"Silenced for {_span(seconds)} in {made.backend}"
         event = Event(
             at=made.at, kind="silenced", text=text, actor=made.by, actor_name=made.by_name
         )
         updated = with_action(silenced(incident, made), event)
+        seen = seen_of(made.backend, read, incident.silence_matchers)
         until = slack_date(made.until)
         answer = (
             f"You silenced incident {incident.id} until {until} "
@@ -202,8 +217,9 @@ def _silenced(made: ActiveSilence, seconds: int) -> Decide:
             answer += " The incident had resolved meanwhile; the silence stays until it ends."
         # The thread records it as it records the silence's end: the root shows only the
         # silence in force, and the App Home tells people the thread records what was done.
-        reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=f"until {until}"))
-        return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
+        reply = Reply("action", BAND_ACTION, render_seen(updated, event, f"until {until}", seen))
+        events = (event, Event(at=now, kind=SILENCE_SEEN, text=seen_said(seen)))
+        return Commit(updated, events=events, replies=(reply,)), Outcome(True, answer)
 
     return decide
 

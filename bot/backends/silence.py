@@ -22,6 +22,7 @@ from bot.backends.http import (
     uncounted,
 )
 from bot.domain.alerts import Matcher
+from bot.domain.silence_seen import SilenceState
 
 
 @dataclass(frozen=True)
@@ -31,17 +32,6 @@ class SilenceRequest:
     ends_at: datetime
     created_by: str
     comment: str
-
-
-@dataclass(frozen=True)
-class SilenceState:
-    silence_id: str
-    state: str  # active, pending or expired
-    ends_at: datetime | None = None
-
-    @property
-    def in_force(self) -> bool:
-        return self.state in ("active", "pending")
 
 
 GRAFANA_PREFIX = "/api/alertmanager/grafana/api/v2"
@@ -128,9 +118,18 @@ def grafana_silencer(url: str, token: str, **options: Any) -> Silencer:
 
 
 def silence_state(silence_id: str, data: dict[str, Any], service: str) -> SilenceState:
-    """A gettableSilence (`status.state`, `endsAt`) as the watch needs it."""
+    """A gettableSilence (`status.state`, its times and matchers) as the watch and the read-back
+    after a silence is made need it; a matcher of another shape is left out."""
     status = data.get("status")
     state = status.get("state") if isinstance(status, dict) else None
     if not isinstance(state, str):
         raise BackendError(f"{service} sent a silence without a state", retryable=True)
-    return SilenceState(silence_id, state, time_of(data.get("endsAt")))
+    listed = data.get("matchers")
+    matchers = tuple(
+        Matcher(m["name"], m["value"], m.get("isEqual") is not False, m["isRegex"] is True)
+        for m in (listed if isinstance(listed, list) else ())
+        if isinstance(m, dict) and isinstance(m.get("isRegex"), bool)
+        and isinstance(m.get("name"), str) and isinstance(m.get("value"), str)
+    )  # fmt: skip
+    ends, starts = time_of(data.get("endsAt")), time_of(data.get("startsAt"))
+    return SilenceState(silence_id, state, ends, starts, matchers)

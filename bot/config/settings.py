@@ -288,8 +288,9 @@ class Scaling(Group, title="Scaling"):
     without a `pilot` policy are never scaled by queuepilot on its own."""
     scale_verify_seconds: values.Seconds | None = Field(None, gt=0, le=3600)
     """How long a scale-up from Slack is followed to its effect: its runners registered by then,
-    or its reply says they did not come, and why. Unset: twice RUNNER_BOOT_MINUTES, at most 15
-    min (a runner's usual start-up, with room for a new node)."""
+    or its reply says they did not come, and why; and its put-back, until the runners are back
+    within the bound. Unset: twice RUNNER_BOOT_MINUTES, at most 15 min (a runner's usual
+    start-up, with room for a new node)."""
     scaler_webhook_url: values.OptionalHttpUrl = None
     """webhook: where the signed scale request is POSTed."""
     scaler_webhook_secret: SecretStr | None = None

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from bot.domain.label_regex import label_regex
 from bot.domain.value_string import Series, finite, parse_value_string
 
 Source = Literal["grafana", "alertmanager"]
@@ -336,6 +337,18 @@ class Matcher:
     @property
     def operator(self) -> str:
         return next(op for op, kind in OPERATORS.items() if kind == (self.is_equal, self.is_regex))
+
+    def holds(self, value: str) -> bool:
+        """Whether it selects a label of `value` ("" for a label absent), as Alertmanager's
+        `pkg/labels.Matcher.Matches` decides: a regex anchored, a negation its opposite."""
+        if self.is_regex:
+            try:
+                found = label_regex(self.value).search(value) is not None
+            except (ValueError, UnicodeEncodeError):  # a lone surrogate: not a UTF-8 label
+                found = False
+        else:
+            found = value == self.value
+        return found if self.is_equal else not found
 
 
 # A matcher's operator as (is_equal, is_regex).

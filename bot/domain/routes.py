@@ -198,18 +198,7 @@ def _matcher(piece: str) -> Matcher:
 
 def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str, ...]) -> bool:
     if matcher.name == RUNNER_TYPE and RUNNER_TYPE not in labels and runner_types:
-        hits = [_equal(matcher, name) for name in runner_types]
+        hits = [matcher.holds(name) for name in runner_types]
         # `=`/`=~`: some runner type matches; `!=`/`!~`: none does.
         return any(hits) if matcher.is_equal else all(hits)
-    return _equal(matcher, labels.get(matcher.name, ""))
-
-
-def _equal(matcher: Matcher, value: str) -> bool:
-    if matcher.is_regex:
-        try:
-            found = label_regex(matcher.value).search(value) is not None
-        except UnicodeEncodeError:  # a lone surrogate (JSON allows one): not a UTF-8 label
-            found = False
-    else:
-        found = value == matcher.value
-    return found if matcher.is_equal else not found
+    return matcher.holds(labels.get(matcher.name, ""))

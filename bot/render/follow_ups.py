@@ -1,17 +1,24 @@
-"""A scale-up's outcome in words: its timeline event's (plain times) and its thread's (each
-reader's own time zone; `replies.render_outcome` puts it in the thread)."""
+"""What came of an action in words: a scale-up's outcome, a silence's read-back and a put-back's
+runners, each its
+timeline event's (plain times) and its thread's (each reader's own time zone; `replies` puts it
+in the action's own reply)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
 from bot.domain.incidents import Event, ScaleDone
 from bot.domain.judgement import Direction, Judgement
+from bot.domain.put_back_seen import Back, Landed
+from bot.domain.silence_seen import Seen
 from bot.domain.units import minutes, number
 
 OUTCOME_ICONS = {True: "✅", False: "⚠️", None: "❔"}
+# Timeline events of what a backend showed after an action, said by nobody.
+SILENCE_SEEN, PUT_BACK_SEEN = "silence_seen", "put_back_seen"
 
 
 def outcome_said(
@@ -55,3 +62,52 @@ def _queue_said(judged: Judgement) -> str:
 def outcome_event(done: ScaleDone, outcome: Outcome, now: datetime) -> Event:
     """The timeline's record of it: said by nobody, the reading decided it."""
     return Event(at=now, kind=SCALE_OUTCOME, text=outcome_said(done, outcome))
+
+
+def seen_said(
+    seen: Seen,
+    escaped: Callable[[str], str] = str,
+    at: Callable[[datetime], str] = lambda moment: f"{moment:%H:%M} UTC",
+) -> str:
+    """ "active in Alertmanager until 15:02 UTC, matching the alert", "pending in Grafana until
+    its start at 15:02 UTC, …", "Alertmanager shows it expired", "its matchers do not match the
+    alert: …" or "not known: <why>"."""
+    backend, state = escaped(seen.backend), seen.state
+    if seen.unread:
+        return f"not known: {escaped(seen.unread)}"
+    if state is None:
+        return f"{backend} does not know it"
+    if not state.in_force:
+        return f"{backend} shows it {escaped(state.state)}"
+    if seen.misses:
+        shown = ", ".join(f"{m.name}{m.operator}{json.dumps(m.value)}" for m in seen.misses)
+        return f"its matchers do not match the alert: {escaped(shown)}"
+    if state.state == "pending" and state.starts_at is not None:
+        said = f"pending in {backend} until its start at {at(state.starts_at)}"
+    else:
+        ends = f" until {at(state.ends_at)}" if state.ends_at is not None else ""
+        said = f"{escaped(state.state)} in {backend}{ends}"
+    return f"{said}, matching the alert"
+
+
+def back_said(
+    back: Back,
+    landed: Landed,
+    said_at: datetime,
+    spares: str = "",
+    escaped: Callable[[str], str] = str,
+    at: Callable[[datetime], str] = lambda moment: f"{moment:%H:%M} UTC",
+) -> str:
+    """ "maxRunners of linux.2xlarge back to 20 at 15:10: 20 runners by 15:14; <spares>", "…:
+    still 26 runners after 10 min" or "…: not known: <why>"."""
+    field = f"{escaped(back.field)} of {escaped(back.target.runner_type)}"
+    to = "unset again" if back.bound is None else f"back to {back.bound}"
+    head = f"{field} {to} at {at(said_at)}"
+    if landed.back is None or landed.runners is None:
+        return f"{head}: not known: {escaped(landed.why)}"
+    if not landed.back:
+        took = minutes((landed.read_at - said_at) / timedelta(minutes=1))
+        return f"{head}: still {landed.runners} runners after {took}"
+    return f"{head}: {landed.runners} runners by {at(landed.read_at)}" + (
+        f"; {escaped(spares)}" if spares else ""
+    )

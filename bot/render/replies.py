@@ -26,10 +26,12 @@ from bot.domain.incidents import (
     chart_drawn,
 )
 from bot.domain.message import Rendered
+from bot.domain.put_back_seen import Back, Landed
+from bot.domain.silence_seen import Seen
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart
-from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
+from bot.render.follow_ups import OUTCOME_ICONS, back_said, outcome_said, seen_said
 from bot.render.numbers import (
     drained_in,
     gone_lines,
@@ -394,8 +396,34 @@ def render_outcome(
     if not edit:
         plain = md.escape(outcome_said(scaled.scale, outcome))
         return md.rendered(f"Incident {md.escape(incident.id)}: {plain}", [md.section(line)])
-    before = render_event(incident, scaled, detail=detail)
-    return md.rendered(before.text, [*before.blocks, md.section(line)])
+    return _followed(render_event(incident, scaled, detail=detail), line)
+
+
+def render_seen(incident: Incident, silenced: Event, detail: str, seen: Seen) -> Rendered:
+    """The silence's reply, what its backend showed just after it was made on a line below."""
+    line = f"{OUTCOME_ICONS[seen.holds]} {seen_said(seen, md.escape, md.time_of)}"
+    return _followed(render_event(incident, silenced, detail=detail), line)
+
+
+def render_back_seen(
+    incident: Incident, put_back: Event, seen: list[tuple[Back, Landed]], spares: str, *, edit: bool
+) -> Rendered:
+    """Where the runners of a put-back went, under its own reply as it was, to edit it in place;
+    else a reply of its own."""
+    lines = [
+        f"{OUTCOME_ICONS[landed.back]} "
+        + back_said(back, landed, put_back.at, spares, md.escape, md.time_of)
+        for back, landed in seen
+    ]
+    if edit:
+        return _followed(render_event(incident, put_back), *lines)
+    plain = "; ".join(back_said(back, landed, put_back.at, spares) for back, landed in seen)
+    text = f"Incident {md.escape(incident.id)}: {md.escape(plain)}"
+    return md.rendered(text, [md.section(line) for line in lines])
+
+
+def _followed(before: Rendered, *lines: str) -> Rendered:
+    return md.rendered(before.text, [*before.blocks, *(md.section(line) for line in lines)])
 
 
 def _unseen(incident: Incident, now: datetime) -> list[str]:

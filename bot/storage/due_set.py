@@ -115,3 +115,10 @@ def scale_revert_records(redis: Redis, keys: Keys) -> DueSet:
     return DueSet(
         redis, keys.scale_reverts, data_key=keys.scale_revert, data_ttl_s=SCALE_REVERT_TTL_S
     )
+
+
+def put_back_follows(redis: Redis, keys: Keys) -> DueSet:
+    """Put-backs whose runners are read again (`bot.actions.put_back_follows`), each its data."""
+    return DueSet(
+        redis, keys.put_back_follows, data_key=keys.put_back_follow, data_ttl_s=SCALE_REVERT_TTL_S
+    )

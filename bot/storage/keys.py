@@ -53,6 +53,7 @@ class Keys:
         self.chart_blocks_refused = f"{v2}:slack:chart-blocks-refused"
         self.silence_watch = f"{v2}:silence-watch"
         self.scale_reverts = f"{v2}:scale-reverts"  # record id -> when to look again
+        self.put_back_follows = f"{v2}:put-back-follows"  # put-back reply -> when to read again
         self.issue_due = f"{v2}:issue-due"  # incidents whose GitHub issue has news
         self.fleet_reading = f"{v2}:fleet:reading"
         self.fleet_history = f"{v2}:fleet:history"
@@ -96,6 +97,7 @@ class Keys:
     interaction = _kind("interaction:{}")
     action_lock = _kind("action-lock:{}:{}")  # incident, what
     scale_revert = _kind("scale-revert:{}")
+    put_back_follow = _kind("put-back-follow:{}")
     issue_pass = _kind("lease:issue:{}")
     issue_link = _kind("issue:{}")
     readings_day = _kind("fleet:kept:{}")  # one UTC day (YYYYMMDD), a field per slot

@@ -722,7 +722,13 @@ async def test_a_scale_up_asked_from_a_warning_whose_alert_fired_goes_on_to_the_
     [scaled] = [e for e in await store.events("1") if e.kind == "scaled"]
     assert scaled.text.startswith("Scaled linux by +5")
     assert scaled.scale == ScaleDone(
-        runner_type="linux", added=5, by="alice", at=scaled.at, field="minRunners", after=5
+        runner_type="linux",
+        added=5,
+        by="alice",
+        at=scaled.at,
+        field="minRunners",
+        before=0,
+        after=5,
     )
 
 

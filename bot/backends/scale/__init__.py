@@ -75,6 +75,9 @@ class Scaler(Protocol):
     # One target's put-backs due at once, in order (ARC: the floor before the ceiling, so a
     # lowered maxRunners never meets a raised minRunners).
     revert_order: tuple[str, ...] = ()
+    # Why a put-back cut no running job ("" when no source shows it): said once its runners are
+    # back within the bound.
+    spares_jobs: str = ""
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         return None

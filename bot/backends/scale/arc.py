@@ -45,6 +45,11 @@ class ArcScaler(Scaler):
     name = "ARC"
     can_raise_maximum = True
     revert_order = ("minRunners", "maxRunners")
+    # ARC scales a set down by deleting runners that have no job: its EphemeralRunnerSet controller
+    # skips those the listener marked with a job request, and the Actions service refuses to
+    # remove a runner whose job still runs (`JobStillRunningException`); actions-runner-controller
+    # adrs/2022-12-27-pick-the-right-runner-to-scale-down.md.
+    spares_jobs = "ARC removes only runners without a job, so no running job was cut"
 
     def __init__(
         self,
