@@ -225,3 +225,33 @@ async def test_undo_puts_the_act_back_at_once_and_pauses_the_pilot(
             await eventually(lambda m=moment: read_after(running, m), what="a reading")
         assert maximum(kube) == 20
         assert len([r for r in said(slack) if "queuepilot (policy) scaled" in r]) == 1
+
+
+async def test_an_act_whose_runners_do_not_come_pauses_the_pilot_and_says_why(
+    settings_for: Any, slack: Slack, pods_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    pods_fleet.queueing.set(**AT_MAXIMUM)
+    kube.add_from_fixture(minRunners=0, maxRunners=20)
+    config = settings(settings_for, pods_fleet, kube, tmp_path, cooldown_seconds=0)
+    async with run_bot(config) as running:
+        await alert_at_maximum(running, slack)
+        await eventually(lambda: maximum(kube) == 26, what="the pilot's act", timeout=40)
+        # ARC makes the pods, and no node takes them.
+        pods_fleet.pods.set(
+            pods_fleet.queueing.name, running=20, unschedulable=6, pending_since=time.time() - 600
+        )
+        pods_fleet.queueing.set(**AT_MAXIMUM | {"max_runners": 26, "desired_runners": 26})
+        outcome = await eventually(
+            lambda: next((r for r in said(slack) if "+6 asked at" in r), None),
+            what="the act said not to come",
+            timeout=40,
+        )
+        assert "0 registered after" in outcome and "queuepilot (policy) scaled" in outcome
+
+        async def paused() -> str:
+            _, pause = await pilot_state(running)
+            return pause.why if pause is not None else ""
+
+        why = await eventually(paused, what="the pilot paused")
+        assert why.startswith("its +6 at ") and why.endswith("did not come up")
+        assert maximum(kube) == 26, "no second act"
