@@ -327,11 +327,15 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     return _fitted(base, j.needed, f"+{runners} added since this reading")
 
 
-def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | None, float | None]:
+def direction_of(
+    points: Sequence[tuple[float, float]], span_s: float = 0.0
+) -> tuple[Direction | None, float | None]:
     """The observed queue's (epoch seconds, queued; oldest first) direction and change per minute
     over its last distinct values: a net change beyond the noise, the latest step not against
     it, and a slope beyond their scatter once four can tell (a wobble turns nothing). A
-    repeated reading (a backend not refreshed) is passed over."""
+    repeated reading (a backend not refreshed) is passed over. Where readings come faster than
+    `span_s` (the rise window) allows for, the slope and its rate are those of the whole span:
+    a jump of three readings a second apart is no climb of jobs per minute."""
     recent = list(points)[-RECENT_READINGS:]
     if len(recent) < DIRECTION_READINGS:
         return None, None
@@ -348,7 +352,13 @@ def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | Non
     # A value held over several readings is read where it last stood: a plateau that then
     # turns is a turn, not a curve.
     telling = _distinct(recent[::-1])[::-1][-TELLING_READINGS:]
-    low, high = _slope_bounds(telling) if len(telling) == TELLING_READINGS else (rate, rate)
+    spanned = [p for p in points if p[0] >= points[-1][0] - span_s] if span_s else []
+    if len(_distinct(spanned)) > TELLING_READINGS:
+        telling = _distinct(spanned[::-1])[::-1]
+        fit = slope_fit([(t - telling[0][0]) / 60 for t, _ in telling], [v for _, v in telling])
+        if fit is not None:  # the change over the whole span, as the slope has it
+            rate, net = fit[0], fit[0] * (telling[-1][0] - telling[0][0]) / 60
+    low, high = _slope_bounds(telling) if len(telling) >= TELLING_READINGS else (rate, rate)
     if net > allowed and step >= 0 and low > 0:
         return Direction.RISING, rate
     if net < -allowed and step <= 0 and high < 0:
@@ -374,8 +384,17 @@ def _slope_bounds(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     if fit is None:
         return 0.0, 0.0
     slope, error = fit
-    error *= T_975[len(xs) - 2]
+    error *= _t_975(len(xs) - 2)
     return slope - error, slope + error
+
+
+def _t_975(df: int) -> float:
+    """Student's t at 97.5% for `df` degrees of freedom: the table where few readings make it
+    large, else the Cornish-Fisher expansion (within 1% from 5 on)."""
+    if df in T_975:
+        return T_975[df]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def slope_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:

@@ -43,7 +43,8 @@ def judged(
     """`fleet` judged against the `recent` readings (any order), the advice stabilized over
     `window` (falling) and `rise` (rising), and within the `caps` of one scale request by type;
     a type a past reading kept no gauges of had nothing queued and was advised nothing then."""
-    since = fleet.at - interval * (RECENT_READINGS + 0.5)
+    # The direction's readings, and at a fast cadence all of the rise window's.
+    since = fleet.at - max(interval * (RECENT_READINGS + 0.5), rise)
     ordered = sorted((p for p in recent if p.at < fleet.at), key=lambda p: p.at)
     before = [p for p in ordered if since <= p.at]
     held = [p for p in ordered if fleet.at - max(window, rise) < p.at]
@@ -125,7 +126,7 @@ def judge(
     points = [(t, value) for t, value in observed if math.isfinite(value)]
     if queued is not None:
         points.append((at.timestamp(), queued))
-    direction, rate = direction_of(points)
+    direction, rate = direction_of(points, rise_mins * 60)
     running = running_of(metrics.registered, metrics.busy)
     desired = finite(metrics.desired)
     wait = finite(metrics.longest_wait_mins)

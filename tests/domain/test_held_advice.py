@@ -192,3 +192,21 @@ def test_runners_on_their_way_are_said_beside_a_rise_not_yet_held() -> None:
     )
     alone = Judgement(at=START, queued=35.0, own=3, window_mins=5.0)
     assert alone.advice == "none yet: +3 runners if the rise holds"
+
+
+def test_a_short_jump_at_a_fast_cadence_is_no_climb_and_a_steady_ramp_is_one() -> None:
+    """The walk's case: readings a second apart, a three-reading jump read "▲ rising +48.1
+    jobs/min". The direction and its rate come from the slope over the rise window: the jump
+    is said as holding, at a rate near the flat queue's; a ramp of 6 jobs a minute is rising at
+    about that rate, whichever three readings it ends on."""
+    rng = random.Random(11)
+    flat = [reading(24 + rng.randint(-1, 1)) for _ in range(70)]
+    jump = [reading(q) for q in (27, 30, 31)]
+    shown = played([*flat, *jump], every=SECOND)
+    last = shown[-1]
+    assert last.heading.startswith("holding"), last.heading
+    assert abs(last.change_per_min or 0) < 10, last.change_per_min
+    ramp = [reading(10 + k / 10) for k in range(120)]  # +6 jobs/min, read each second
+    climbing = played(ramp, every=SECOND)[-1]
+    assert climbing.heading.startswith("▲ rising"), climbing.heading
+    assert 5 < (climbing.change_per_min or 0) < 7, climbing.change_per_min
