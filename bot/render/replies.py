@@ -423,7 +423,10 @@ def render_back_seen(
 
 
 def _followed(before: Rendered, *lines: str) -> Rendered:
-    return md.rendered(before.text, [*before.blocks, *(md.section(line) for line in lines)])
+    """`lines` under the reply's own, above its buttons (the pilot's Undo stays last)."""
+    said = [b for b in before.blocks if b.get("type") != "actions"]
+    buttons = [b for b in before.blocks if b.get("type") == "actions"]
+    return md.rendered(before.text, [*said, *(md.section(line) for line in lines), *buttons])
 
 
 def _unseen(incident: Incident, now: datetime) -> list[str]:
