@@ -1,5 +1,6 @@
 """A scale-up's outcome in words: its timeline event's (plain times) and its thread's (each
-reader's own time zone; `replies.render_outcome` puts it in the thread)."""
+reader's own time zone; `replies.render_outcome` puts it in the thread); the summary's lines of
+the scale record."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
-from bot.domain.incidents import Event, ScaleDone
+from bot.domain.incidents import Event, Incident, ScaleDone
 from bot.domain.judgement import Direction, Judgement
+from bot.domain.scale_record import scale_record, scale_ups_made
 from bot.domain.units import minutes, number
 
 OUTCOME_ICONS = {True: "✅", False: "⚠️", None: "❔"}
+UNSEEN = "its runners were not seen registered before the incident resolved"
 
 
 def outcome_said(
@@ -55,3 +58,39 @@ def _queue_said(judged: Judgement) -> str:
 def outcome_event(done: ScaleDone, outcome: Outcome, now: datetime) -> Event:
     """The timeline's record of it: said by nobody, the reading decided it."""
     return Event(at=now, kind=SCALE_OUTCOME, text=outcome_said(done, outcome))
+
+
+MAX_ACTS = 6  # the summary's latest scale-ups; the timeline keeps them all
+
+
+def record_said(
+    incident: Incident, escaped: Callable[[str], str], at: Callable[[datetime], str]
+) -> list[str]:
+    """The summary's lines of the scale record: each scale-up, who made it and what came of it
+    ("the pilot added +7 on linux.2xlarge at 14:02: they came up by 14:04"), then each type's
+    minutes from the alert to added capacity; nothing when nothing was scaled up."""
+    made = scale_ups_made(incident)
+    followed = {follow.at for follow in incident.follow_ups}
+    more = len(made) - MAX_ACTS
+    lines = [f"_{more} earlier scale-ups not shown_"] if more > 0 else []
+    for event, done in made[-MAX_ACTS:]:
+        who = "The pilot" if done.pilot else escaped(done.by or "someone")
+        on = f"+{done.added} on {escaped(done.runner_type)} at {at(done.at or event.at)}"
+        said = f"{who} added {on}"
+        if done.came is not None:
+            seen = f" by {at(done.seen_at)}" if done.seen_at is not None else ""
+            said += f": they came up{seen}" if done.came else f": they did not come up{seen}"
+        elif event.at not in followed:
+            said += ": whether they came up is not known"
+        elif incident.is_open:
+            said += ": still followed"
+        else:
+            said += f": not known: {UNSEEN}"
+        lines.append(f"{OUTCOME_ICONS[done.came]} {said}")
+    record = scale_record(incident)
+    for scaled in record:
+        if scaled.capacity_mins:
+            after = f"added {minutes(scaled.capacity_mins[0])} after the alert"
+            of = f"{escaped(scaled.runner_type)}: capacity" if len(record) > 1 else "Capacity"
+            lines.append(f"⏱️ {of} {after}")
+    return lines

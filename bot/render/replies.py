@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.follow_ups import Outcome, scale_of
+from bot.domain.follow_ups import Outcome
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     CAPPED,
@@ -29,7 +29,7 @@ from bot.domain.message import Rendered
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart
-from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
+from bot.render.follow_ups import OUTCOME_ICONS, outcome_said, record_said
 from bot.render.numbers import (
     drained_in,
     gone_lines,
@@ -272,8 +272,8 @@ def render_summary(
     if incident.put_backs:
         lines = [f"↩️ {put_back_said(p, md.runner_name, md.time_of)}" for p in incident.put_backs]
         blocks.append(md.section("\n".join(lines)))
-    if not incident.is_open and (unseen := _unseen(incident, now)):
-        blocks.append(md.section("\n".join(unseen)))
+    if scaled := record_said(incident, md.escape, md.time_of):
+        blocks.append(md.section("\n".join(scaled)))
     if chart or not chart_drawn(incident, incident.charted_at):  # the last status shows it
         blocks += _chart(incident)
     if shown := events[-MAX_TIMELINE:]:
@@ -396,15 +396,3 @@ def render_outcome(
         return md.rendered(f"Incident {md.escape(incident.id)}: {plain}", [md.section(line)])
     before = render_event(incident, scaled, detail=detail)
     return md.rendered(before.text, [*before.blocks, md.section(line)])
-
-
-def _unseen(incident: Incident, now: datetime) -> list[str]:
-    """Scale-ups still followed when the incident resolved: said as not known, never as done."""
-    why = "its runners were not seen registered before the incident resolved"
-    lines = []
-    for follow in incident.follow_ups:
-        scaled = scale_of(incident, follow)
-        if scaled is not None and scaled.scale is not None:
-            said = outcome_said(scaled.scale, Outcome(None, now, why=why), md.escape, md.time_of)
-            lines.append(f"{OUTCOME_ICONS[None]} {said}")
-    return lines
