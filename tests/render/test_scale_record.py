@@ -4,7 +4,10 @@ the alert to added capacity."""
 
 from __future__ import annotations
 
-from bot.domain.incidents import FollowUp, Incident, Resolution, Status
+from bot.domain.alert_issue import Moment, moment_key, moments
+from bot.domain.incidents import Event, FollowUp, Incident, Resolution, Status
+from bot.render.alert_issue import comment
+from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_summary
 from tests.domain.test_scale_record import BIG, GPU, PILOT, act, at, incident
 
@@ -53,3 +56,37 @@ def test_the_summary_shows_the_latest_acts_and_counts_the_rest() -> None:
     text = summary_text(resolved(*many))
     assert "_3 earlier scale-ups not shown_" in text
     assert text.count("alice added +1") == 6
+
+
+def test_the_postmortem_has_a_scale_ups_table_per_type_and_by_whom() -> None:
+    done = resolved(
+        act(6, 7, by=PILOT, came=True, seen=8),
+        act(9, 5, came=False, seen=19),
+        act(10, 3, came=True, seen=14),
+        act(12, 2, GPU, by="bob"),
+    )
+    doc = render_postmortem(done, [], now=at(41))
+    section = doc.split("## Scale-ups\n\n")[1].split("\n\n## ")[0]
+    assert "From when the alert fired, 2026-11-23 13:56 UTC:" in section
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert rows == [
+        "| Runner type | By | Runners asked | Came up | Alert to added capacity |",
+        "| linux.2xlarge | people | +8 | 1 of 2, 1 did not | 14 min |",
+        "| linux.2xlarge | the pilot | +7 | 1 of 1 | 8 min |",
+        "| linux.g5.4xlarge.nvidia.gpu | people | +2 | 0 of 1, 1 not known | – |",
+    ]
+    assert "## Scale-ups" not in render_postmortem(resolved(), [], now=at(41))
+
+
+def test_the_alert_issue_tells_each_outcome_and_its_resolve_comment_has_the_table() -> None:
+    done = resolved(act(6, 7, by=PILOT, came=True, seen=8))
+    outcome = Event(at=at(8), kind="scale_outcome", text="+7 on x at 14:02 UTC: 7 registered")
+    ended = Event(at=at(40), kind="resolved", text="Resolved")
+    told = [m.event for m in moments([outcome, ended])]
+    assert told == [None, outcome, ended]
+    said = comment(done, Moment(moment_key(outcome), outcome), now=at(41))
+    assert said.startswith("**Scale-up followed** at 2026-11-23 14:04 UTC: \\+7 on x at 14:02 UTC")
+    closing = comment(done, Moment(moment_key(ended), ended), timeline=[ended], now=at(41))
+    assert "### Scale-ups" in closing and "| linux.2xlarge | the pilot | +7 | 1 of 1 | 8 min |" in (
+        closing
+    )
