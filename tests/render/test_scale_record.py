@@ -4,9 +4,14 @@ the alert to added capacity."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot.domain.alert_issue import Moment, moment_key, moments
+from bot.domain.capacity import TypeReport
 from bot.domain.incidents import Event, FollowUp, Incident, Resolution, Status
+from bot.domain.scale_record import scale_record
 from bot.render.alert_issue import comment
+from bot.render.capacity import render_report
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_summary
 from tests.domain.test_scale_record import BIG, GPU, PILOT, act, at, incident
@@ -90,3 +95,14 @@ def test_the_alert_issue_tells_each_outcome_and_its_resolve_comment_has_the_tabl
     assert "### Scale-ups" in closing and "| linux.2xlarge | the pilot | +7 | 1 of 1 | 8 min |" in (
         closing
     )
+
+
+def test_the_report_line_says_what_came_of_a_types_scale_ups() -> None:
+    (scaled,) = scale_record(resolved(act(6, 7, by=PILOT, came=True, seen=8), act(9, 5)))
+    report = TypeReport(runner_type=BIG, incidents=1, scale_ups={PILOT: 1, "alice": 1})
+    text = render_report([replace(report, scaled=scaled)], days=7, kept_days=30)
+    assert (
+        "2 scale-ups (queuepilot (policy) 1, alice 1) · 1 of 2 came up (the pilot's 1 of 1), "
+        "1 not known · capacity added 8 min after the alert" in text
+    )
+    assert "came up" not in render_report([report], days=7, kept_days=30)
