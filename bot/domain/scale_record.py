@@ -5,10 +5,10 @@ postmortem, the alert's issue and `/queue report` render. Derived from the scale
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from datetime import datetime, timedelta
 
-from bot.domain.incidents import Event, Incident, ScaleDone
+from bot.domain.incidents import Incident, ScaleDone
 
 
 @dataclass(frozen=True)
@@ -28,13 +28,7 @@ class Acts:
         return self.count - self.came - self.not_came
 
     def plus(self, other: Acts) -> Acts:
-        return Acts(
-            self.count + other.count,
-            self.runners + other.runners,
-            self.came + other.came,
-            self.not_came + other.not_came,
-            (*self.capacity_mins, *other.capacity_mins),
-        )
+        return Acts(*(mine + its for mine, its in zip(astuple(self), astuple(other), strict=True)))
 
 
 @dataclass(frozen=True)
@@ -58,9 +52,8 @@ class ScaleUps:
     def plus(self, other: ScaleUps) -> ScaleUps:
         """Over several incidents (the report's window)."""
         mins = (*self.capacity_mins, *other.capacity_mins)
-        return ScaleUps(
-            self.runner_type, self.people.plus(other.people), self.pilot.plus(other.pilot), mins
-        )
+        people, pilot = self.people.plus(other.people), self.pilot.plus(other.pilot)
+        return ScaleUps(self.runner_type, people, pilot, mins)
 
 
 def alert_fired(incident: Incident) -> datetime:
@@ -69,40 +62,27 @@ def alert_fired(incident: Incident) -> datetime:
     return incident.started_at
 
 
-def scale_ups_made(incident: Incident) -> list[tuple[Event, ScaleDone]]:
-    """Each scale-up (a person's, the pilot's, or one taken on from an early warning), oldest
-    first, its `at` the moment it was made."""
-    made = [(e, d) for e in incident.actions if (d := e.scale) is not None]
-    return [(e, d if d.at else d.model_copy(update={"at": e.at})) for e, d in made]
-
-
 def scale_record(incident: Incident) -> list[ScaleUps]:
-    """Per runner type, in the order first scaled up."""
-    fired = alert_fired(incident)
-    acts: dict[str, dict[bool, list[ScaleDone]]] = {}
-    for _, done in scale_ups_made(incident):
-        acts.setdefault(done.runner_type, {False: [], True: []})[done.pilot].append(done)
+    """Per runner type, in the order first scaled up (a person's scale-up, the pilot's, or one
+    taken on from an early warning)."""
+    fired, made = alert_fired(incident), [e.scale for e in incident.actions if e.scale]
+    types = dict.fromkeys(done.runner_type for done in made)
     record = []
-    for runner_type, by in acts.items():
-        people, pilot = _acts(by[False], fired), _acts(by[True], fired)
-        record.append(ScaleUps(runner_type, people, pilot, _first(by[False] + by[True], fired)))
+    for runner_type in types:
+        of = [done for done in made if done.runner_type == runner_type]
+        people, pilot = (_acts([d for d in of if d.pilot is by], fired) for by in (False, True))
+        record.append(ScaleUps(runner_type, people, pilot, _first(of, fired)))
     return record
 
 
 def _acts(made: list[ScaleDone], fired: datetime) -> Acts:
-    return Acts(
-        count=len(made),
-        runners=sum(d.added for d in made),
-        came=sum(d.came is True for d in made),
-        not_came=sum(d.came is False for d in made),
-        capacity_mins=_first(made, fired),
-    )
+    came = [d.came for d in made]
+    runners = sum(d.added for d in made)
+    return Acts(len(made), runners, came.count(True), came.count(False), _first(made, fired))
 
 
 def _first(made: list[ScaleDone], fired: datetime) -> tuple[float, ...]:
     """The minutes from the alert to the earliest reading that saw runners of `made` come; none
     before it (a scale-up from the early warning whose runners came first): capacity was there."""
     seen = [d.seen_at for d in made if d.came is True and d.seen_at is not None]
-    if not seen:
-        return ()
-    return (max((min(seen) - fired) / timedelta(minutes=1), 0.0),)
+    return (max((min(seen) - fired) / timedelta(minutes=1), 0.0),) if seen else ()

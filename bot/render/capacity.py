@@ -135,16 +135,18 @@ def _type_line(report: TypeReport) -> str:
 def _came_up(scaled: ScaleUps) -> list[str]:
     """ "2 of 3 came up (the pilot's 1 of 1), 1 not known", "capacity added a median 6 min after
     the alert (4 incidents)": what came of the type's scale-ups, from its incidents' records."""
-    every, pilot = scaled.all, scaled.pilot
+    every, pilot, mins = scaled.all, scaled.pilot, scaled.capacity_mins
     came = f"{every.came} of {every.count} came up"
     came += f" (the pilot's {pilot.came} of {pilot.count})" if pilot.count else ""
     came += f", {every.not_known} not known" if every.not_known else ""
-    mins = scaled.capacity_median
-    if mins is None:
+    if (median := scaled.capacity_median) is None:
         return [came]
-    if (of := len(scaled.capacity_mins)) == 1:
-        return [came, f"capacity added {minutes(mins)} after the alert"]
-    return [came, f"capacity added a median {minutes(mins)} after the alert ({of} incidents)"]
+    if len(mins) == 1:
+        return [came, f"capacity added {minutes(median)} after the alert"]
+    return [
+        came,
+        f"capacity added a median {minutes(median)} after the alert ({len(mins)} incidents)",
+    ]
 
 
 def _pending(report: TypeReport) -> str:

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
 from bot.domain.incidents import Event, Incident, ScaleDone
 from bot.domain.judgement import Direction, Judgement
-from bot.domain.scale_record import scale_record, scale_ups_made
+from bot.domain.scale_record import scale_record
 from bot.domain.units import minutes, number
 
 OUTCOME_ICONS = {True: "✅", False: "⚠️", None: "❔"}
@@ -69,28 +69,24 @@ def record_said(
     """The summary's lines of the scale record: each scale-up, who made it and what came of it
     ("the pilot added +7 on linux.2xlarge at 14:02: they came up by 14:04"), then each type's
     minutes from the alert to added capacity; nothing when nothing was scaled up."""
-    made = scale_ups_made(incident)
-    followed = {follow.at for follow in incident.follow_ups}
-    more = len(made) - MAX_ACTS
+    made = [(e.at, e.scale) for e in incident.actions if e.scale is not None]
+    followed, more = {follow.at for follow in incident.follow_ups}, len(made) - MAX_ACTS
     lines = [f"_{more} earlier scale-ups not shown_"] if more > 0 else []
-    for event, done in made[-MAX_ACTS:]:
+    for event_at, done in made[-MAX_ACTS:]:
         who = "The pilot" if done.pilot else escaped(done.by or "someone")
-        on = f"+{done.added} on {escaped(done.runner_type)} at {at(done.at or event.at)}"
-        said = f"{who} added {on}"
+        said = (
+            f"{who} added +{done.added} on {escaped(done.runner_type)} at {at(done.at or event_at)}"
+        )
+        seen = f" by {at(done.seen_at)}" if done.seen_at is not None else ""
         if done.came is not None:
-            seen = f" by {at(done.seen_at)}" if done.seen_at is not None else ""
             said += f": they came up{seen}" if done.came else f": they did not come up{seen}"
-        elif event.at not in followed:
+        elif event_at not in followed:
             said += ": whether they came up is not known"
-        elif incident.is_open:
-            said += ": still followed"
         else:
-            said += f": not known: {UNSEEN}"
+            said += ": still followed" if incident.is_open else f": not known: {UNSEEN}"
         lines.append(f"{OUTCOME_ICONS[done.came]} {said}")
     record = scale_record(incident)
-    for scaled in record:
-        if scaled.capacity_mins:
-            after = f"added {minutes(scaled.capacity_mins[0])} after the alert"
-            of = f"{escaped(scaled.runner_type)}: capacity" if len(record) > 1 else "Capacity"
-            lines.append(f"⏱️ {of} {after}")
+    for scaled in (r for r in record if r.capacity_mins):
+        of = f"{escaped(scaled.runner_type)}: capacity" if len(record) > 1 else "Capacity"
+        lines.append(f"⏱️ {of} added {minutes(scaled.capacity_mins[0])} after the alert")
     return lines

@@ -89,7 +89,7 @@ def test_nothing_scaled_is_no_record_and_incidents_combine_for_the_report() -> N
     assert both.capacity_mins == (6.0, 10.0) and both.capacity_median == 8.0
 
 
-def test_a_scale_up_recorded_without_its_moment_is_its_events() -> None:
+def test_a_scale_up_recorded_without_its_moment_still_counts() -> None:
     event = act(4, 7)
     assert event.scale is not None
     bare = event.model_copy(update={"scale": event.scale.model_copy(update={"at": None})})
