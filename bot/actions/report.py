@@ -77,7 +77,8 @@ class Report:
         the window and its history."""
         store, now = self.acting.store, self.acting.clock()
         since = now - timedelta(days=days)
-        incidents = await store.get_many(await store.recent_ids(MAX_INCIDENTS))
+        ids = await store.recent_ids(MAX_INCIDENTS)
+        incidents = await store.get_many(ids)
         timelines = [await store.events(incident.id) for incident in incidents]
         reading = await self.readings.latest()
         live = reading.fleet.runner_types if reading and reading.fleet else {}
@@ -104,4 +105,8 @@ class Report:
         )
         kept_days = self.config.incident_retention_days
         said = {"days": days, "kept_days": kept_days, "history": source, "missing": missing}
+        # At the bound, an incident of the window that last changed before those read is unread.
+        oldest = min((incident.updated_at for incident in incidents), default=now)
+        if len(ids) >= MAX_INCIDENTS and oldest > since:
+            said["read_back_to"] = oldest
         return reports, incidents, said

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
+from functools import reduce
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
@@ -20,6 +21,7 @@ from bot.domain.incidents import Event, Incident, RunnersSeen, most_runners
 from bot.domain.judgement import to_drain
 from bot.domain.runner_names import runner_key
 from bot.domain.runner_pods import STUCK_SHARE
+from bot.domain.scale_record import ScaleUps, scale_record
 from bot.domain.units import number
 
 NO_TYPE = ""  # incidents whose alert and readings named no runner type
@@ -99,6 +101,7 @@ class TypeReport(HistoryFigures):
     peak_queued: float | None = None
     peak_wait: RunnerQueue | None = None  # the longest, as it was measured
     scale_ups: Mapping[str, int] = field(default_factory=dict)  # who -> how many
+    scaled: ScaleUps | None = None  # what came of them, over its incidents' scale records
     minimum: float | None = None
     maximum: float | None = None
     busy: float | None = None  # the most its incidents saw busy, of `registered`
@@ -220,6 +223,8 @@ def _report(
     scalers = Counter(
         done.by or "someone" for done in made if done is not None and _same(done.runner_type, name)
     )
+    records = (r for i, _ in incidents for r in scale_record(i) if _same(r.runner_type, name))
+    scaled = reduce(ScaleUps.plus, records, ScaleUps(name))
     past: dict[str, object] = {}
     if history is not None:
         past = {f.name: getattr(history, f.name) for f in fields(HistoryFigures)}
@@ -231,6 +236,7 @@ def _report(
         peak_queued=max(queued, default=None),
         peak_wait=longest_wait(peaks),
         scale_ups=dict(scalers.most_common()),
+        scaled=scaled if scaled.all.count else None,
         minimum=minimum,
         maximum=maximum,
         busy=ran.busy,

@@ -12,12 +12,14 @@ import re
 from datetime import datetime
 
 from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
+from bot.domain.follow_ups import SCALE_OUTCOME
 from bot.domain.incidents import POSTMORTEM, Event, Incident, drafted_from
 from bot.render.postmortem import (
     impact_section,
     md_escape,
     render_postmortem,
     safe_url,
+    scale_ups_section,
     summary_section,
     utc,
     who,
@@ -39,6 +41,8 @@ TITLES = {
     "unsilenced": "Silence ended",
     "scaled": "Scaled up",
     "scale_reverted": "Scale-up put back",
+    SCALE_OUTCOME: "Scale-up followed",
+    "pilot_undone": "The pilot's act undone",
     "diagnosed": "Likely cause",
     "alert_cleared": "Alert cleared",
     "reopened": "Fired again",
@@ -104,7 +108,8 @@ def comment(
             upto = [e for e in timeline or [] if e.at <= event.at]
             summary = summary_section(incident, upto, now).replace("## ", "### ", 1)
             impact = impact_section(incident).replace("## ", "### ", 1)
-            text = f"{text}\n\n{summary}\n\n{impact}"
+            scaled = scale_ups_section(incident).replace("## ", "### ", 1)
+            text = "\n\n".join(part for part in (text, summary, impact, scaled) if part)
     mark = comment_mark(incident, moment.key)
     text = unlinked(text)
     room = MAX_BODY - len(mark) - 40

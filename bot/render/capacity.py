@@ -4,13 +4,14 @@ weekly post with a chart of each type's firing hours."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.capacity import NO_TYPE, TypeReport
 from bot.domain.fleet import OOM_KEEP_DAYS
 from bot.domain.message import Rendered
-from bot.domain.units import duration, number
+from bot.domain.scale_record import ScaleUps
+from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_CATEGORIES, chart, series_labels
 from bot.render.numbers import busy_said, queued_said, wait_of
@@ -26,12 +27,19 @@ def render_report(
     kept_days: int,
     history: str = "",
     missing: str = "",
+    read_back_to: datetime | None = None,
 ) -> str:
     """`history` names where the queue time and hours at the maximum and over the thresholds
-    come from ("" when the backend keeps none); `missing` what of it could not be read, and why."""
+    come from ("" when the backend keeps none); `missing` what of it could not be read, and why;
+    `read_back_to`: the incidents read reach back only so far into the window."""
     head = f"*Capacity report · the last {days} days*"
     kept = f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are gone."
     kept = kept if days > kept_days else ""
+    if read_back_to is not None:
+        kept += (
+            f" Only the most recent incidents are read, back to {md.slack_date(read_back_to)}: "
+            "older ones of the window are not counted."
+        )
     if not any(r.incidents or r.hours_over or r.hours_at_max or r.peak_queued for r in reports):
         quiet = f"{head}\nNo queue incident in these {days} days"
         if history:
@@ -119,7 +127,26 @@ def _type_line(report: TypeReport) -> str:
         if len(named) > MAX_SCALERS:
             who += f", {len(named) - MAX_SCALERS} others"
         parts.append(f"{md.plural(sum(report.scale_ups.values()), 'scale-up')} ({who})")
+    if report.scaled is not None:
+        parts += _came_up(report.scaled)
     return f"• *{name}*: " + " · ".join(parts)
+
+
+def _came_up(scaled: ScaleUps) -> list[str]:
+    """ "2 of 3 came up (the pilot's 1 of 1), 1 not known", "capacity added a median 6 min after
+    the alert (4 incidents)": what came of the type's scale-ups, from its incidents' records."""
+    every, pilot, mins = scaled.all, scaled.pilot, scaled.capacity_mins
+    came = f"{every.came} of {every.count} came up"
+    came += f" (the pilot's {pilot.came} of {pilot.count})" if pilot.count else ""
+    came += f", {every.not_known} not known" if every.not_known else ""
+    if (median := scaled.capacity_median) is None:
+        return [came]
+    if len(mins) == 1:
+        return [came, f"capacity added {minutes(median)} after the alert"]
+    return [
+        came,
+        f"capacity added a median {minutes(median)} after the alert ({len(mins)} incidents)",
+    ]
 
 
 def _pending(report: TypeReport) -> str:

@@ -1,7 +1,6 @@
 """What came of an action in words: a scale-up's outcome, a silence's read-back and a put-back's
-runners, each its
-timeline event's (plain times) and its thread's (each reader's own time zone; `replies` puts it
-in the action's own reply)."""
+runners, each its timeline event's (plain times) and its thread's (each reader's own time zone;
+`replies` puts it in the action's own reply); the summary's lines of the scale record."""
 
 from __future__ import annotations
 
@@ -10,13 +9,15 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
-from bot.domain.incidents import Event, ScaleDone
+from bot.domain.incidents import Event, Incident, ScaleDone
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.put_back_seen import Back, Landed
+from bot.domain.scale_record import scale_record
 from bot.domain.silence_seen import Seen
 from bot.domain.units import minutes, number
 
 OUTCOME_ICONS = {True: "✅", False: "⚠️", None: "❔"}
+UNSEEN = "its runners were not seen registered before the incident resolved"
 # Timeline events of what a backend showed after an action, said by nobody.
 SILENCE_SEEN, PUT_BACK_SEEN = "silence_seen", "put_back_seen"
 
@@ -111,3 +112,35 @@ def back_said(
     return f"{head}: {landed.runners} runners by {at(landed.read_at)}" + (
         f"; {escaped(spares)}" if spares else ""
     )
+
+
+MAX_ACTS = 6  # the summary's latest scale-ups; the timeline keeps them all
+
+
+def record_said(
+    incident: Incident, escaped: Callable[[str], str], at: Callable[[datetime], str]
+) -> list[str]:
+    """The summary's lines of the scale record: each scale-up, who made it and what came of it
+    ("the pilot added +7 on linux.2xlarge at 14:02: they came up by 14:04"), then each type's
+    minutes from the alert to added capacity; nothing when nothing was scaled up."""
+    made = [(e.at, e.scale) for e in incident.actions if e.scale is not None]
+    followed, more = {follow.at for follow in incident.follow_ups}, len(made) - MAX_ACTS
+    lines = [f"_{more} earlier scale-ups not shown_"] if more > 0 else []
+    for event_at, done in made[-MAX_ACTS:]:
+        who = "The pilot" if done.pilot else escaped(done.by or "someone")
+        said = (
+            f"{who} added +{done.added} on {escaped(done.runner_type)} at {at(done.at or event_at)}"
+        )
+        seen = f" by {at(done.seen_at)}" if done.seen_at is not None else ""
+        if done.came is not None:
+            said += f": they came up{seen}" if done.came else f": they did not come up{seen}"
+        elif event_at not in followed:
+            said += ": whether they came up is not known"
+        else:
+            said += ": still followed" if incident.is_open else f": not known: {UNSEEN}"
+        lines.append(f"{OUTCOME_ICONS[done.came]} {said}")
+    record = scale_record(incident)
+    for scaled in (r for r in record if r.capacity_mins):
+        of = f"{escaped(scaled.runner_type)}: capacity" if len(record) > 1 else "Capacity"
+        lines.append(f"⏱️ {of} added {minutes(scaled.capacity_mins[0])} after the alert")
+    return lines

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from bot.domain.fleet import worst_first
 from bot.domain.incidents import REFUSED, Event, Incident, Resolution, Snapshot, actions_taken
 from bot.domain.jobs import Workflows
-from bot.domain.units import duration, number
+from bot.domain.scale_record import alert_fired, scale_record
+from bot.domain.units import duration, minutes, number
 from bot.render import replies
 from bot.render.chart import incident_chart, sampled
 from bot.render.mrkdwn import is_linkable, truncate
@@ -110,12 +111,13 @@ def render_postmortem(incident: Incident, events: Sequence[Event], *, now: datet
         heading,
         summary_section(incident, events, now),
         impact_section(incident),
+        scale_ups_section(incident),
         _timeline(incident, events),
         _diagnosis(incident, events),
         _queue_over_time(incident),
         QUESTIONS,
     ]
-    return "\n\n".join(sections) + "\n"
+    return "\n\n".join(section for section in sections if section) + "\n"
 
 
 def summary_section(incident: Incident, events: Sequence[Event], now: datetime) -> str:
@@ -166,6 +168,26 @@ def impact_section(incident: Incident) -> str:
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
     return "\n\n".join(part for part in [*parts, _workflows(incident.workflows)] if part)
+
+
+def scale_ups_section(incident: Incident) -> str:
+    """Per runner type, the scale-ups by people and by the pilot, how many came up, and the
+    minutes from the alert to the first of them whose runners came ("" when none was made)."""
+    rows = []
+    for scaled in scale_record(incident):
+        for by, acts in (("people", scaled.people), ("the pilot", scaled.pilot)):
+            if not acts.count:
+                continue
+            came = f"{acts.came} of {acts.count}"
+            came += f", {acts.not_came} did not" if acts.not_came else ""
+            came += f", {acts.not_known} not known" if acts.not_known else ""
+            mins = minutes(acts.capacity_mins[0]) if acts.capacity_mins else "–"
+            rows.append((_type(scaled.runner_type), by, f"+{acts.runners}", came, mins))
+    if not rows:
+        return ""
+    header = ("Runner type", "By", "Runners asked", "Came up", "Alert to added capacity")
+    table = _table(header, rows, align=("---", "---", "---:", "---", "---:"))
+    return f"## Scale-ups\n\nFrom when the alert fired, {utc(alert_fired(incident))}:\n\n{table}"
 
 
 def _at_peak(incident: Incident) -> str:

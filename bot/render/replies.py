@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.follow_ups import Outcome, scale_of
+from bot.domain.follow_ups import Outcome
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     CAPPED,
@@ -31,7 +31,7 @@ from bot.domain.silence_seen import Seen
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart
-from bot.render.follow_ups import OUTCOME_ICONS, back_said, outcome_said, seen_said
+from bot.render.follow_ups import OUTCOME_ICONS, back_said, outcome_said, record_said, seen_said
 from bot.render.numbers import (
     drained_in,
     gone_lines,
@@ -274,8 +274,8 @@ def render_summary(
     if incident.put_backs:
         lines = [f"↩️ {put_back_said(p, md.runner_name, md.time_of)}" for p in incident.put_backs]
         blocks.append(md.section("\n".join(lines)))
-    if not incident.is_open and (unseen := _unseen(incident, now)):
-        blocks.append(md.section("\n".join(unseen)))
+    if scaled := record_said(incident, md.escape, md.time_of):
+        blocks.append(md.section("\n".join(scaled)))
     if chart or not chart_drawn(incident, incident.charted_at):  # the last status shows it
         blocks += _chart(incident)
     if shown := events[-MAX_TIMELINE:]:
@@ -427,15 +427,3 @@ def _followed(before: Rendered, *lines: str) -> Rendered:
     said = [b for b in before.blocks if b.get("type") != "actions"]
     buttons = [b for b in before.blocks if b.get("type") == "actions"]
     return md.rendered(before.text, [*said, *(md.section(line) for line in lines), *buttons])
-
-
-def _unseen(incident: Incident, now: datetime) -> list[str]:
-    """Scale-ups still followed when the incident resolved: said as not known, never as done."""
-    why = "its runners were not seen registered before the incident resolved"
-    lines = []
-    for follow in incident.follow_ups:
-        scaled = scale_of(incident, follow)
-        if scaled is not None and scaled.scale is not None:
-            said = outcome_said(scaled.scale, Outcome(None, now, why=why), md.escape, md.time_of)
-            lines.append(f"{OUTCOME_ICONS[None]} {said}")
-    return lines

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from redis.asyncio import Redis
 
+from bot.actions import report
 from bot.actions.commands import MAX_ANSWER, CommandError, parse_command, run_command
 from bot.actions.core import Actor
 from bot.actions.flow import Acting, Authorizer
@@ -28,7 +30,11 @@ NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 AL = Actor("U1", "al")
 
 
-async def keep(store: IncidentStore, n: int, hours_ago: float, peak: float, who: str) -> None:
+async def keep(
+    store: IncidentStore, n: int, hours_ago: float, peak: float, who: str, **came: object
+) -> None:
+    """An incident of `n`'s group scaled up by `who`; `came` (its `came`, `seen_at`, `pilot`):
+    the scale-up kept on the incident as its follow-up decided it."""
     payload = fixture_json("grafana/queue-alert-firing.json")
     payload["groupKey"] = f"group-{n}"  # one alert group per incident
     firing = parse_notification("grafana", payload)
@@ -42,7 +48,9 @@ async def keep(store: IncidentStore, n: int, hours_ago: float, peak: float, who:
             "peak_types": {"linux.2xlarge": RunnerQueue(queued=peak, longest_wait_mins=40)},
         }
     )
-    done = ScaleDone(runner_type="linux.2xlarge", added=4, by=who, at=started, field="minRunners")
+    done = ScaleDone(
+        runner_type="linux.2xlarge", added=4, by=who, at=started, field="minRunners", **came
+    )
     scaled = Event(
         at=started,
         kind="scaled",
@@ -51,6 +59,8 @@ async def keep(store: IncidentStore, n: int, hours_ago: float, peak: float, who:
         actor_name=who,
         scale=done,
     )
+    if came:
+        incident = incident.model_copy(update={"actions": (scaled,)})
     assert await store.commit(
         Commit(
             incident,
@@ -80,6 +90,29 @@ async def test_the_report_names_each_types_incidents_scale_ups_and_a_size(redis:
 
     quiet = await run_command(core, AL, "report 7d linux.4xlarge")
     assert "No queue incident in these 7 days." in quiet.message
+
+
+async def test_the_report_says_what_came_of_the_scale_ups_and_how_far_back_it_read(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = IncidentStore(redis, "qp")
+    await keep(store, 1, 30, 24, "alice", came=True, seen_at=NOW - timedelta(hours=29.9))
+    pilot = {"pilot": True, "came": True, "seen_at": NOW - timedelta(hours=59.8)}
+    await keep(store, 2, 60, 48, "queuepilot (policy)", **pilot)
+    await keep(store, 3, 90, 12, "bob", came=None)
+    core = action_core(redis, store, clock=lambda: NOW)
+
+    text = (await run_command(core, AL, "report")).message
+    assert "3 scale-ups (alice 1, queuepilot (policy) 1, bob 1)" in text
+    assert "2 of 3 came up (the pilot's 1 of 1), 1 not known" in text
+    assert "capacity added a median 9 min after the alert (2 incidents)" in text
+    assert "Only the most recent incidents are read" not in text
+
+    monkeypatch.setattr(report, "MAX_INCIDENTS", 2)
+    text = (await run_command(core, AL, "report")).message
+    assert "Only the most recent incidents are read, back to <!date^" in text
+    assert "older ones of the window are not counted" in text
+    assert "2 of 2 came up (the pilot's 1 of 1) · capacity added a median 9 min" in text
 
 
 def test_the_window_is_a_week_or_a_month() -> None:

@@ -1,8 +1,8 @@
 """A scale-up from Slack followed to its effect through the real paths: ARC's listener metrics and
 runner pods scraped by a real Prometheus, the scale set behind the Kubernetes stand-in, Slack
-emulated, Redis. The runners register: the scale-up's own reply is edited to say they came. The
-new pods stay Pending, unschedulable: after the deadline the thread says they did not come, and
-why."""
+emulated, Redis. The runners register: the scale-up's own reply is edited to say they came, and
+the summary says so with the minutes from the alert to added capacity. The new pods stay
+Pending, unschedulable: after the deadline the thread says they did not come, and why."""
 
 from __future__ import annotations
 
@@ -103,6 +103,16 @@ async def test_runners_that_register_are_said_in_the_scale_ups_own_reply(
         assert f"+5 on {QUEUEING} at <!date^" in said and "all busy" in said
         assert "Scaled" in said and "maxRunners 20 → 25" in said, "edited in its own reply"
         assert len([r for r in replies(slack) if "registered" in r]) == 1, "said once"
+        # Resolved, the summary tells the scale-up, what came of it, and when capacity came.
+        assert (await post_event(running.http, slash("resolve 1"))).status_code == 200
+        summary = await eventually(
+            lambda: next((r for r in replies(slack) if "resolved" in r and "Duration" in r), None),
+            what="the summary",
+            timeout=30,
+        )
+        assert f"added +5 on {QUEUEING} at <!date^" in summary
+        assert "they came up by <!date^" in summary
+        assert "⏱️ Capacity added " in summary and " after the alert" in summary
 
 
 async def test_pods_pending_unschedulable_are_said_when_the_deadline_passes(

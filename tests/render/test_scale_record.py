@@ -1,0 +1,108 @@
+"""The scale record as each surface says it: the summary, the postmortem, the alert's issue and
+`/queue report` tell the same scale-ups, who made them, what came of them, and the minutes from
+the alert to added capacity."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bot.domain.alert_issue import Moment, moment_key, moments
+from bot.domain.capacity import TypeReport
+from bot.domain.incidents import Event, FollowUp, Incident, Resolution, Status
+from bot.domain.scale_record import scale_record
+from bot.render.alert_issue import comment
+from bot.render.capacity import render_report
+from bot.render.postmortem import render_postmortem
+from bot.render.replies import render_summary
+from tests.domain.test_scale_record import BIG, GPU, PILOT, act, at, incident
+
+
+def resolved(*acts: object) -> Incident:
+    done = incident(*acts)  # type: ignore[arg-type]
+    return done.model_copy(
+        update={"status": Status.RESOLVED, "resolved_at": at(40), "resolution": Resolution.ALERT}
+    )
+
+
+def summary_text(done: Incident) -> str:
+    return str(render_summary(done, [], now=at(41)).blocks)
+
+
+def test_the_summary_says_each_act_what_came_of_it_and_when_capacity_came() -> None:
+    text = summary_text(
+        resolved(act(6, 7, by=PILOT, came=True, seen=8), act(9, 5, came=False, seen=19))
+    )
+    assert f"✅ The pilot added +7 on {BIG} at <!date^" in text
+    assert "they came up by <!date^" in text
+    assert f"⚠️ alice added +5 on {BIG} at <!date^" in text and "they did not come up by" in text
+    assert "⏱️ Capacity added 8 min after the alert" in text
+
+
+def test_with_several_types_the_minutes_name_their_type_and_unknowns_say_so() -> None:
+    text = summary_text(resolved(act(3, 2, came=True, seen=5), act(4, 1, GPU, by="bob")))
+    assert f"⏱️ {BIG}: capacity added 5 min after the alert" in text
+    assert GPU + ": capacity" not in text, "none came: no minutes"
+    assert f"❔ bob added +1 on {GPU} at <!date^" in text
+    assert "whether they came up is not known" in text
+
+
+def test_a_scale_up_still_followed_is_said_as_such_and_nothing_scaled_says_nothing() -> None:
+    followed = act(3, 2)
+    still = incident(followed).model_copy(
+        update={"follow_ups": (FollowUp(at=followed.at, due=at(13)),)}
+    )
+    assert "still followed" in summary_text(still)
+    quiet = summary_text(resolved())
+    assert "added +" not in quiet and "Capacity added" not in quiet
+
+
+def test_the_summary_shows_the_latest_acts_and_counts_the_rest() -> None:
+    many = [act(n, 1, came=True, seen=n + 1) for n in range(9)]
+    text = summary_text(resolved(*many))
+    assert "_3 earlier scale-ups not shown_" in text
+    assert text.count("alice added +1") == 6
+
+
+def test_the_postmortem_has_a_scale_ups_table_per_type_and_by_whom() -> None:
+    done = resolved(
+        act(6, 7, by=PILOT, came=True, seen=8),
+        act(9, 5, came=False, seen=19),
+        act(10, 3, came=True, seen=14),
+        act(12, 2, GPU, by="bob"),
+    )
+    doc = render_postmortem(done, [], now=at(41))
+    section = doc.split("## Scale-ups\n\n")[1].split("\n\n## ")[0]
+    assert "From when the alert fired, 2026-11-23 13:56 UTC:" in section
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert rows == [
+        "| Runner type | By | Runners asked | Came up | Alert to added capacity |",
+        "| linux.2xlarge | people | +8 | 1 of 2, 1 did not | 14 min |",
+        "| linux.2xlarge | the pilot | +7 | 1 of 1 | 8 min |",
+        "| linux.g5.4xlarge.nvidia.gpu | people | +2 | 0 of 1, 1 not known | – |",
+    ]
+    assert "## Scale-ups" not in render_postmortem(resolved(), [], now=at(41))
+
+
+def test_the_alert_issue_tells_each_outcome_and_its_resolve_comment_has_the_table() -> None:
+    done = resolved(act(6, 7, by=PILOT, came=True, seen=8))
+    outcome = Event(at=at(8), kind="scale_outcome", text="+7 on x at 14:02 UTC: 7 registered")
+    ended = Event(at=at(40), kind="resolved", text="Resolved")
+    told = [m.event for m in moments([outcome, ended])]
+    assert told == [None, outcome, ended]
+    said = comment(done, Moment(moment_key(outcome), outcome), now=at(41))
+    assert said.startswith("**Scale-up followed** at 2026-11-23 14:04 UTC: \\+7 on x at 14:02 UTC")
+    closing = comment(done, Moment(moment_key(ended), ended), timeline=[ended], now=at(41))
+    assert "### Scale-ups" in closing and "| linux.2xlarge | the pilot | +7 | 1 of 1 | 8 min |" in (
+        closing
+    )
+
+
+def test_the_report_line_says_what_came_of_a_types_scale_ups() -> None:
+    (scaled,) = scale_record(resolved(act(6, 7, by=PILOT, came=True, seen=8), act(9, 5)))
+    report = TypeReport(runner_type=BIG, incidents=1, scale_ups={PILOT: 1, "alice": 1})
+    text = render_report([replace(report, scaled=scaled)], days=7, kept_days=30)
+    assert (
+        "2 scale-ups (queuepilot (policy) 1, alice 1) · 1 of 2 came up (the pilot's 1 of 1), "
+        "1 not known · capacity added 8 min after the alert" in text
+    )
+    assert "came up" not in render_report([report], days=7, kept_days=30)
