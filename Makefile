@@ -69,6 +69,7 @@ else
 	$(BIN)/python -m bench.actions
 	$(BIN)/python -m bench.status_tick
 	$(BIN)/python -m bench.early_warning
+	$(BIN)/python -m bench.pilot
 	$(BIN)/python -m bench.footprint
 	$(BIN)/python -m bench.storms --write
 	$(BIN)/python -m bench.failover --write
