@@ -26,7 +26,7 @@ from bot.domain.judgement import Judgement
 from bot.domain.pilot import PILOT, Paused, Piloted, PilotState, Verdict, held, pilot_acts, verdict
 from bot.domain.scaling import Policy
 from bot.fleet.readings import FleetReadings
-from bot.render.mrkdwn import escape
+from bot.render.mrkdwn import escape, plain_text
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 from bot.storage.pilot import PilotStore
@@ -84,7 +84,9 @@ class Piloting:
             policy, now = policies[runner_type], self.acting.clock()
             found = _incident_for(views, runner_type)
             try:
-                state = await self._look(runner_type, policy, piloted, paused, found, now)
+                state = await self._look(
+                    runner_type, policy, piloted, paused, found, now, incidents
+                )
             except Exception:
                 log.exception("pilot: %s failed", runner_type)
                 continue
@@ -98,6 +100,7 @@ class Piloting:
         paused: Paused | None,
         found: tuple[Incident, Judgement] | None,
         now: datetime,
+        incidents: list[Incident],
     ) -> Piloted:
         """What the pilot makes of `runner_type` now, acting if it should: its new state."""
         assert self.store is not None
@@ -112,10 +115,15 @@ class Piloting:
             await self.store.pause(runner_type, paused)
         said = {"last": last, "outcome": outcome, "failed": failed_at}
         if paused is not None:
+            await self.store.kept_paused(runner_type)
             # A pause starts the hold again: what was asked before it is not acted on after.
             return Piloted("", now, **said)
         hold = held(piloted.hold, judged, policy.hold_s)
-        decided = verdict(policy, hold, judged, incident, runner_type, now)
+        others = [i for i in incidents if i.id != incident.id]
+        resumed = await self.store.resumed(runner_type)
+        decided = verdict(
+            policy, hold, judged, incident, runner_type, now, others=others, resumed=resumed
+        )
         if not decided.runners or hold is None:
             return Piloted(decided.why, now, hold, **said)
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
@@ -145,12 +153,20 @@ class Piloting:
             )
             await self._pause(runner_type, why)
             return ""
-        preview = await self.scaling.preview(
-            runner_type, judged, timeout_s=self.config.backend_timeout_seconds
-        )
+        try:
+            preview = await self.scaling.preview(
+                runner_type, judged, timeout_s=self.config.backend_timeout_seconds
+            )
+            # A pause while the capacity was read (someone's Pause, Undo or `off`) stops it.
+            stopped = await self.store.paused(runner_type)
+        except BaseException:
+            await self.store.release_act(incident.id, runner_type, claim)  # nothing was asked
+            raise
         shape = preview.default
-        if shape.delta is None:
+        if stopped is not None or shape.delta is None:
             await self.store.release_act(incident.id, runner_type, claim)
+            if stopped is not None:
+                return ""
             return f"the target refuses it: {shape.limited or preview.capacity_note or 'no room'}"
         runners = min(decided.runners, shape.delta)
         scaled = await self.scaling.scale_up(
@@ -159,14 +175,17 @@ class Piloting:
         if isinstance(scaled, Outcome):
             if scaled.result == "refused":  # another scale-up holds the type: nothing changed
                 await self.store.release_act(incident.id, runner_type, claim)
-                return f"waiting: {_plain(scaled.message)}"
-            await self._pause(runner_type, f"its +{runners} failed: {_plain(scaled.message)}")
+                return f"waiting: {plain_text(scaled.message)}"
+            await self._pause(runner_type, f"its +{runners} failed: {plain_text(scaled.message)}")
             return ""
         why = decided.why if runners == decided.runners else f"{decided.why}, +{runners} taken"
         ref = f"{incident.id}:{incident.uid}"
-        recorded = await self.scaling.record(
-            ref, "", PILOT, runner_type, runners, scaled, pilot=why
-        )
+        try:
+            recorded = await self.scaling.record(
+                ref, "", PILOT, runner_type, runners, scaled, pilot=why
+            )
+        except RedisError:
+            recorded = Outcome(False, "")
         if not recorded.ok:  # made, and put back in time, but the thread cannot say so
             await self._pause(runner_type, f"its +{runners} was made but not recorded")
             return ""
@@ -202,7 +221,7 @@ class Piloting:
         name = await self.acting.name(actor)
         for t in types:
             if on:
-                await self.store.resume(t)
+                await self.store.resume(t, self.acting.clock())
             else:
                 await self.store.pause(t, Paused(name, "paused from Slack", self.acting.clock()))
         said = ", ".join(f"`{escape(t)}`" for t in types)
@@ -290,10 +309,6 @@ class Piloting:
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(result.done, answer)
 
         return await self.acting.commit(ref, decide)
-
-
-def _plain(message: str) -> str:
-    return message.replace("`", "")
 
 
 def _act_of(value: str) -> tuple[str, str, str]:

@@ -444,8 +444,9 @@ class ScaleReverts:
             await self.redis.delete(self.keys.scale_revert(rid))
         else:
             earlier = replace(record, undo=replace(record.undo, after=undo.before or 0))
-            due = await self._due.due_at(rid)
-            await self._due.schedule(rid, due or self.clock().timestamp(), earlier.dump())
+            # Due at a new time: a look that claimed the record meanwhile loses its claim, and
+            # cannot end the record this one replaces.
+            await self._due.schedule(rid, self.clock().timestamp(), earlier.dump())
         return result
 
 

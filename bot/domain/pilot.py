@@ -8,6 +8,7 @@ additions in one incident stay within `up_to` (`maxReplicas`, counted as runners
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
@@ -76,7 +77,6 @@ class Verdict:
 
     runners: int
     why: str
-    raise_maximum: bool = False
 
 
 def pilot_acts(incident: Incident, runner_type: str) -> list[Event]:
@@ -99,10 +99,15 @@ def verdict(
     incident: Incident,
     runner_type: str,
     now: datetime,
+    *,
+    others: Sequence[Incident] = (),
+    resumed: datetime | None = None,
 ) -> Verdict:
     """Whether the pilot adds runners to `runner_type` for `incident` now, from the type's
-    judgement of the latest reading, as the incident's surfaces show it, and what the incident
-    records of its scale-ups."""
+    judgement of the latest reading, as the incident's surfaces show it, and what the open
+    incidents (`incident` and `others`) record of its scale-ups: a person's anywhere counts for
+    the cooldown. A scale-up that did not come up before someone `resumed` the pilot is theirs
+    to have looked at."""
     if judged is None:
         return Verdict(0, "no live reading of it")
     if judged.runners <= 0 or hold is None:
@@ -115,18 +120,29 @@ def verdict(
         )
     if judged.direction is Direction.FALLING:
         return Verdict(0, "the queue is falling")
-    if judged.causes or judged.cannot_start or judged.nodes_short:
-        cause = judged.causes[0].evidence if judged.causes else f"{judged.cannot_start} pods"
+    if judged.causes or judged.cannot_start:
+        cause = judged.causes[0].evidence if judged.causes else f"{judged.cannot_start} pods wait"
         return Verdict(0, f"runners cannot start: {cause}")
-    scale_ups = [e for e in incident.actions if e.scale and _same(e.scale.runner_type, runner_type)]
-    pending = {f.at for f in incident.follow_ups}
+    if judged.nodes_short:
+        return Verdict(0, f"runners cannot start: {judged.nodes_short} wait for nodes")
+    every = (incident, *others)
+    scale_ups = sorted(
+        (
+            e
+            for i in every
+            for e in i.actions
+            if e.scale and _same(e.scale.runner_type, runner_type)
+        ),
+        key=lambda e: e.at,
+    )
+    pending = {f.at for i in every for f in i.follow_ups}
     for event in reversed(scale_ups):
         done = event.scale
         assert done is not None
         said = f"the +{done.added} at {event.at:%H:%M} UTC"
         if event.at in pending:
             return Verdict(0, f"{said} is not verified yet")
-        if done.came is False:
+        if done.came is False and (resumed is None or event.at > resumed):
             return Verdict(0, f"{said} did not come up")
     if scale_ups and (quiet := now - scale_ups[-1].at) < timedelta(seconds=policy.cooldown_s):
         left = policy.cooldown_s - quiet.total_seconds()
@@ -135,12 +151,14 @@ def verdict(
     room = policy.up_to - added
     if room <= 0:
         return Verdict(0, f"it added its up_to of {policy.up_to} in this incident")
-    runners = min(hold.least, policy.step, room, judged.cap or hold.least)
+    cap = judged.cap or hold.least
+    runners = min(hold.least, policy.step, room, cap)
     why = f"+{hold.least} asked for {_mins(asked_s)}"
-    bound = "its step" if runners == policy.step else f"up_to {policy.up_to}" * (runners == room)
-    if runners < hold.least and bound:
-        return Verdict(runners, f"{why}, +{runners} by {bound}")
-    return Verdict(runners, f"{why}, within up_to {policy.up_to}")
+    if runners == hold.least:
+        return Verdict(runners, f"{why}, within up_to {policy.up_to}")
+    bounds = ((policy.step, "its step"), (room, f"up_to {policy.up_to}"), (cap, "the cap"))
+    bound = next(name for value, name in bounds if value == runners)
+    return Verdict(runners, f"{why}, +{runners} by {bound}")
 
 
 def _mins(seconds: float) -> str:

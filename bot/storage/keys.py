@@ -110,6 +110,7 @@ class Keys:
     slack_event = _kind("slack-event:{}")
     pilot = _kind("pilot:{}")  # per runner type: its hold and what it last decided (the leader's)
     pilot_paused = _kind("pilot:paused:{}")  # per runner type: who paused it, and why
+    pilot_resumed = _kind("pilot:resumed:{}")  # per runner type: when someone last resumed it
     pilot_act = _kind("pilot:act:{}:{}:{}")  # incident, runner type, the act's number in it
 
 

@@ -4,6 +4,8 @@ fails over mid-act. The leader writes the first, people the second: one writer e
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from redis.asyncio import Redis
 
 from bot.domain.pilot import Paused, Piloted
@@ -11,7 +13,9 @@ from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 
 STATE_S = 86_400  # the leader rewrites it at every reading while the type has an incident
-PAUSE_S = 30 * 86_400  # a pause lasts until someone resumes it, or this long
+# A pause lasts until someone resumes it: the leader renews it at every look, so only a bot
+# stopped this long lets it lapse.
+PAUSE_S = 30 * 86_400
 ACT_CLAIM_S = 7 * 86_400  # longer than any incident the act belongs to stays open
 
 
@@ -39,9 +43,27 @@ class PilotStore:
     async def pause(self, runner_type: str, paused: Paused) -> None:
         await self._redis.set(self._keys.pilot_paused(runner_type), paused.dump(), ex=PAUSE_S)
 
-    async def resume(self, runner_type: str) -> bool:
-        """Whether it was paused."""
-        return bool(await self._redis.delete(self._keys.pilot_paused(runner_type)))
+    async def kept_paused(self, runner_type: str) -> None:
+        await self._redis.expire(self._keys.pilot_paused(runner_type), PAUSE_S)
+
+    async def resume(self, runner_type: str, at: datetime) -> bool:
+        """Whether it was paused; when, kept: a failure someone resumed it after is theirs."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self._keys.pilot_paused(runner_type))
+            pipe.set(self._keys.pilot_resumed(runner_type), at.isoformat(), ex=PAUSE_S)
+            deleted, _ = await pipe.execute()
+        return bool(deleted)
+
+    async def resumed(self, runner_type: str) -> datetime | None:
+        raw = await self._redis.get(self._keys.pilot_resumed(runner_type))
+        try:
+            return datetime.fromisoformat(raw) if raw else None
+        except (TypeError, ValueError):
+            return None
+
+    async def paused(self, runner_type: str) -> Paused | None:
+        raw = await self._redis.get(self._keys.pilot_paused(runner_type))
+        return Paused.load(raw) if raw else None
 
     async def claim_act(self, incident_id: str, runner_type: str, act: str) -> bool:
         """Whether this is the first claim of the incident's act `act` on the type (its number

@@ -148,3 +148,30 @@ def test_a_hold_survives_its_stored_shape_and_refuses_another() -> None:
     hold, _ = replay([9, 12, 7, 10])
     assert hold is not None and Hold.load(hold.dump()) == hold
     assert Hold.load({"since": "x", "asks": []}) is None and Hold.load(None) is None
+
+
+def test_the_bound_that_limits_an_act_is_the_one_named() -> None:
+    hold, last = replay([10] * 13)
+    capped = last.model_copy(update={"cap": 4})
+    said = verdict(POLICY, hold, capped, incident_at(capped), TYPE, last.at)
+    assert said == said.__class__(4, "+10 asked for 3 min, +4 by the cap")
+    short = last.model_copy(update={"nodes_short": 3})
+    said = verdict(POLICY, hold, short, incident_at(short), TYPE, last.at)
+    assert said.why == "runners cannot start: 3 wait for nodes"
+
+
+def test_a_scale_up_in_another_open_incident_counts_for_the_cooldown() -> None:
+    hold, last = replay([9] * 13)
+    elsewhere = incident_at(last, (scaled(last.at - timedelta(minutes=2), 20, pilot=False),))
+    said = verdict(POLICY, hold, last, incident_at(last), TYPE, last.at, others=(elsewhere,))
+    assert said.why == "cooling down: 8 min left since the last scale-up"
+
+
+def test_a_failure_someone_resumed_the_pilot_after_no_longer_holds_it() -> None:
+    hold, last = replay([9] * 13)
+    failed = scaled(last.at - timedelta(minutes=20), 5, pilot=True, came=False)
+    incident = incident_at(last, (failed,))
+    assert verdict(POLICY, hold, last, incident, TYPE, last.at).why.endswith("did not come up")
+    resumed = last.at - timedelta(minutes=1)
+    said = verdict(POLICY, hold, last, incident, TYPE, last.at, resumed=resumed)
+    assert said.runners == 9
