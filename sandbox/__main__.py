@@ -37,6 +37,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="linux.2xlarge's ARC listener stops taking jobs: diagnostics should say so",
     )
+    parser.add_argument(
+        "--pilot",
+        action="store_true",
+        help="the pilot on linux.2xlarge and the GPU type: it scales up on its own within a "
+        "policy, once the advice held; the GPU type's it declines (its pods cannot start)",
+    )
     args = parser.parse_args(argv)
     if args.once and args.socket_mode:
         parser.error(
@@ -55,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         until_resolved=args.until_resolved,
         socket_mode=args.socket_mode,
         stall_listener=args.stall_listener,
+        pilot=args.pilot,
     )
 
 

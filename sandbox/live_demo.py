@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
+from dataclasses import replace
 
 from bot.checks.run import render
 from sandbox.demo import (
@@ -31,9 +32,11 @@ from sandbox.stack import (
     GPU_CHANNEL,
     GPU_CHANNEL_NAME,
     ISSUES_REPO,
+    PILOT_TYPES,
     Sandbox,
     SandboxConfig,
     SandboxError,
+    pilot_policy,
     start_sandbox,
 )
 from sandbox.transcript import DEFAULT_NAMES, mrkdwn_to_text
@@ -58,12 +61,13 @@ def run_live_demo(
     until_resolved: bool = False,
     socket_mode: bool = False,
     stall_listener: bool = False,
+    pilot: bool = False,
 ) -> int:
     configure_output()
     stack, code = ExitStack(), 0
     try:
         with signals(interrupt, signal.SIGINT, signal.SIGTERM):
-            sandbox = _start(stack, speed, socket_mode, stall_listener)
+            sandbox = _start(stack, speed, socket_mode, stall_listener, pilot)
             _narrate(sandbox, until_resolved=until_resolved)
     except (DemoError, SandboxError) as exc:
         print(f"queuepilot demo: {exc}", file=sys.stderr, flush=True)
@@ -79,7 +83,9 @@ def run_live_demo(
     return code
 
 
-def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = False) -> Sandbox:
+def _start(
+    stack: ExitStack, speed: float, socket_mode: bool, stall: bool = False, pilot: bool = False
+) -> Sandbox:
     redis_url, prefix, redis_note = demo_redis(stack)
     port_text = os.environ.get("DEMO_PORT", "")
     if port_text and not port_text.isdigit():
@@ -89,13 +95,14 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
         page_port=int(port_text or PREFERRED_PAGE_PORT),
         socket_mode=socket_mode,
         stall_listener=stall,
+        pilot=pilot,
     )
     try:
         sandbox = start_sandbox(stack, redis_url, prefix, config)
     except SandboxError:
         if port_text:  # the port asked for is taken: say so rather than pick another
             raise
-        config = SandboxConfig(speed=speed, socket_mode=socket_mode, stall_listener=stall)
+        config = replace(config, page_port=0)
         sandbox = start_sandbox(stack, redis_url, prefix, config)
     slack_way = "Slack over Socket Mode" if socket_mode else "/slack/events"
     say(
@@ -114,6 +121,7 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
         "In the incident: silence it, run diagnostics, "
         "scale up; or type /queue help (/queue postmortem writes it up). Apps → queuepilot is "
         "the Home tab: every open incident across both channels. "
+        f"{pilot_note(speed) if pilot else ''}"
         f"{pace_note(speed)} Ctrl-C stops everything.\n"
     )
     return sandbox
@@ -174,6 +182,19 @@ def _narrate_issues(sandbox: Sandbox, seen: dict[int, tuple[str, int]]) -> None:
         if before_state and state != before_state:
             say(f"  [github #{number} {'closed' if state == 'closed' else 'reopened'}]")
         seen[number] = (state, len(comments))
+
+
+def pilot_note(speed: float) -> str:
+    """What `--pilot` turns on, in the intro: which types, within what, and what to watch."""
+    policy = pilot_policy(speed)
+    return (
+        f"The pilot is on for {' and '.join(PILOT_TYPES)}: once an incident's advice has asked "
+        f"for runners {policy['hold_seconds']} s, it scales up on its own by at most "
+        f"{policy['step']}, {policy['up_to']} in all, {policy['cooldown_seconds']} s between "
+        "acts; its reply has Undo and Pause pilot, and its runners are followed until they "
+        "register. On the GPU type it declines while new pods cannot start: /queue pilot says "
+        "why. "
+    )
 
 
 def pace_note(speed: float) -> str:

@@ -22,6 +22,7 @@ from sandbox.visitor import (
     see_it_drain,
     see_it_put_back,
     see_the_incident,
+    see_them_come,
     silence_for_four_hours,
 )
 
@@ -47,8 +48,9 @@ def main(argv: list[str]) -> int:
         with chromium_page(sandbox.page_url) as page:
             root = see_the_incident(page, within_ms=STEP_MS)
             silence_for_four_hours(page, root, within_ms=STEP_MS)
-            scale_up(page, root, within_ms=STEP_MS)
+            added, _ = scale_up(page, root, within_ms=STEP_MS)
             run_diagnostics(page, root, within_ms=STEP_MS)
+            see_them_come(page, "linux.2xlarge", added, within_ms=STEP_MS)
             see_it_drain(page, root, within_ms=4 * STEP_MS)
             see_it_put_back(page, within_ms=STEP_MS)
             output.parent.mkdir(parents=True, exist_ok=True)

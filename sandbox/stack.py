@@ -51,6 +51,13 @@ CHANNEL_NAME = "ci-queue-incidents"
 # there.
 GPU_CHANNEL = "C0GPUQUEUE"
 SCALE_CAP = 20  # the most one scale request adds to a demo runner type
+# `--pilot`: the pilot's policy on these types, in the fleet's seconds (its hold and cooldown
+# divided by the speed, as `FLEET_MINUTES`): on 2xlarge it acts once the advice held, and its
+# runners come; on the GPU type it declines, its pods cannot start. A cooldown as long as the
+# demo's incident, as a cautious first policy has: one act per incident, followed to its runners
+# (the advice still asks for a runner or two while the last jobs drain).
+PILOT_TYPES = ("linux.2xlarge", "linux.g5.4xlarge.nvidia.gpu")
+PILOT_POLICY = {"up_to": 20, "step": 10, "hold_seconds": 180, "cooldown_seconds": 1800}
 GPU_CHANNEL_NAME = "gpu-ci-incidents"
 GPU_ROUTE = {"match": ['runner_type=~"linux\\.g5\\..*"'], "channel": GPU_CHANNEL}
 BOT_TOKEN = "xoxb-sandbox"
@@ -112,6 +119,8 @@ class SandboxConfig:
     listener_stall_minutes: float = 1.0
     # When the GPU team's surge begins (fleet minutes): after the 2xlarge story has played out.
     team_burst_at_min: float = DEMO_TEAM_BURSTS[0].starts_min
+    # The pilot on `PILOT_TYPES`, with `PILOT_POLICY` at the fleet's speed.
+    pilot: bool = False
 
 
 @dataclass
@@ -190,6 +199,12 @@ def start_sandbox(
     return Sandbox(page.url + "/", bot.url, emulator, fleet, checked(settings), github)
 
 
+def pilot_policy(speed: float) -> dict[str, int]:
+    """`PILOT_POLICY` for a fleet `speed` times faster: its seconds divided by the speed."""
+    timed = ("hold_seconds", "cooldown_seconds")
+    return {k: round(v / speed) if k in timed else v for k, v in PILOT_POLICY.items()}
+
+
 def _serve(stack: ExitStack, app: object, port: int, what: str) -> RunningServer:
     try:
         server = serve_in_thread(app, port=port)
@@ -217,7 +232,9 @@ def _settings(
     that could reach a real Slack (an inherited SLACK_APP_TOKEN would open Socket Mode there:
     only the emulator's own app token is ever given)."""
     # No target: each is its type's scale set in SCALER_ARC_NAMESPACE, derived or named.
-    targets = {spec.name: {"cap": SCALE_CAP} for spec in DEMO_TYPES}
+    targets: dict[str, dict[str, object]] = {spec.name: {"cap": SCALE_CAP} for spec in DEMO_TYPES}
+    for runner_type in PILOT_TYPES if config.pilot else ():
+        targets[runner_type]["pilot"] = pilot_policy(config.speed)
     try:
         settings = load_settings(
             _env_file=None,

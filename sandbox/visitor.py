@@ -1,9 +1,10 @@
 """A visitor on the local Slack page, played by Playwright in Debian's chromium.
 
 The browser end-to-end test and `make screenshot` both walk the demo this way: read the incident,
-choose Silence 1h, scale up through the modal, run diagnostics, and wait for the drained queue's
-summary. Each step waits for what a person would wait for on the page (Playwright's `expect`
-retries until it holds or the step's time runs out), never for a fixed time.
+choose Silence 1h, scale up through the modal and see its runners register, run diagnostics, and
+wait for the drained queue's summary. Each step waits for what a person would wait for on the
+page (Playwright's `expect` retries until it holds or the step's time runs out), never for a
+fixed time.
 
 Playwright is a development dependency: this module is imported only by the test and the
 screenshot target, never by the bot.
@@ -120,6 +121,14 @@ def scale_up(page: Page, root: Any, *, within_ms: float) -> tuple[int, str]:
         re.compile(rf"Scaled \S+ by \+{runners}: maxRunners \d+ → \d+ \(ARC\)"), timeout=within_ms
     )
     return runners, advice
+
+
+def see_them_come(page: Page, runner_type: str, runners: int, *, within_ms: float) -> None:
+    """The scale-up followed to its effect: the fleet's ARC boots the runners the patch lets
+    it, and the thread says they registered ("+5 on linux.2xlarge at 14:02: 5 registered by
+    14:03, …")."""
+    came = rf"\+{runners} on {re.escape(runner_type)} at .+?: \d+ registered by"
+    expect(page.locator("#thread")).to_contain_text(re.compile(came), timeout=within_ms)
 
 
 @dataclass(frozen=True)

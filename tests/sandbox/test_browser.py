@@ -2,13 +2,13 @@
 
 The whole sandbox runs for real (the production bot, the Slack emulator and its page, the
 simulated fleet); Playwright drives the browser like a person (`sandbox.visitor`): it reads
-the incident, chooses Silence 1h, scales up through the modal, runs diagnostics, and waits for
-the queue to drain and the summary to land; it also asks `/queue` in the composer, and in the
-GPU team's channel runs diagnostics where no node fits the new GPU runner pods. Each step is
-checked on the page, and in the fleet where the bot's call had to arrive. Where the root and a
-reply show one reading (diagnostics' right after they ran, the next status's), the page says the
-same numbers in both (`tests.support.page_numbers`). A screenshot of the end, and the texts
-compared, are saved in `build/test-artifacts/`.
+the incident, chooses Silence 1h, scales up through the modal and sees its runners register,
+runs diagnostics, and waits for the queue to drain and the summary to land; it also asks
+`/queue` in the composer, and in the GPU team's channel runs diagnostics where no node fits the
+new GPU runner pods. Each step is checked on the page, and in the fleet where the bot's call had
+to arrive. Where the root and a reply show one reading (diagnostics' right after they ran, the
+next status's), the page says the same numbers in both (`tests.support.page_numbers`). A
+screenshot of the end, and the texts compared, are saved in `build/test-artifacts/`.
 """
 
 from __future__ import annotations
@@ -196,6 +196,8 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         # The likely cause is that surge, with the advice that fits it.
         playwright_expect(thread).to_contain_text("One workflow's surge", timeout=STEP_MS)
         playwright_expect(thread).to_contain_text("cancel or defer periodic", timeout=STEP_MS)
+        # ARC boots the runners the raised maximum lets it: the thread says they came.
+        visitor.see_them_come(page, RUNNER_TYPE, added, within_ms=STEP_MS)
 
         answer = visitor.ask_the_queue(page, within_ms=STEP_MS)
         playwright_expect(answer).to_contain_text("linux.2xlarge")

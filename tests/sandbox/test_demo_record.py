@@ -5,7 +5,9 @@ never "not known", which only a wait nothing knows may say. The jobs the HUD lis
 its threshold on the wall clock's minutes, as the waits beside them. Once the queue drained,
 `/queue postmortem` is typed in the page's composer. Every number is on the wall clock's
 minutes, as the incident's duration is: no job waited longer than the demo has been running.
-The write-up keeps the early warning the incident took on."""
+The write-up keeps the early warning the incident took on. From the alert to the queue's peak,
+the root advises at most three amounts: advice a person can act on holds still while the queue
+ramps."""
 
 from __future__ import annotations
 
@@ -22,8 +24,11 @@ from sandbox.stack import CHANNEL, FLEET_MINUTES, Sandbox, SandboxConfig, start_
 from sandbox.transcript import mrkdwn_to_text
 from tests.support.running import eventually
 from tests.support.servers import RedisServer
+from tests.support.trajectory_text import advice_of
 
 SPEED = 40
+RUNNER_TYPE = "linux.2xlarge"
+QUEUED = re.compile(rf"{re.escape(RUNNER_TYPE)}: (\d+) queued")
 
 
 @pytest.fixture
@@ -79,6 +84,16 @@ def minutes_said(text: str, label: str) -> float:
     found = re.search(rf"{label}: \*([0-9.]+) (min|s)\*", text)
     assert found is not None, (label, text)
     return float(found[1]) / (60 if found[2] == "s" else 1)
+
+
+def advised_to_the_peak(versions: list[str]) -> list[int]:
+    """The runners each version of the root advised for the type, from the alert to the first
+    version at its queue's peak (a resolved root shows the peak, not the queue then)."""
+    live = [text for text in versions if "Resolved" not in text]
+    queued = [int(found[1]) if (found := QUEUED.search(text)) else 0 for text in live]
+    peak = queued.index(max(queued)) if queued else -1
+    advised = (advice_of(text, RUNNER_TYPE) for text in live[: peak + 1])
+    return [amount for amount in advised if isinstance(amount, int)]
 
 
 async def command(sandbox: Sandbox, text: str) -> None:
@@ -138,3 +153,6 @@ async def test_the_demos_root_says_a_wait_and_its_record_is_in_real_minutes_with
     assert "which said: linux.2xlarge: queue building" in markdown
     # The queue at its peak (the readings' or, higher, the alert's own figure), not as it ended.
     assert re.search(r"\n(The queue at its peak|At its peak), 20", markdown), markdown
+    amounts = advised_to_the_peak(versions)
+    assert amounts, versions
+    assert len(set(amounts)) <= 3, f"advised from the alert to the peak: {amounts}"
