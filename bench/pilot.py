@@ -53,6 +53,7 @@ from sandbox.stack import (
     ADVICE_RISE_WINDOW_S,
     ADVICE_WINDOW_S,
     FLEET_MINUTES,
+    PILOT_POLICY,
     SCALE_CAP,
     STATUS_INTERVAL_S,
     SandboxConfig,
@@ -60,7 +61,13 @@ from sandbox.stack import (
 
 # The demo's `--pilot` policy was not on main when this was written: the brief's, in fleet
 # seconds (the demo divides a policy's seconds by its speed, as it does the advice windows).
-POLICY = Policy(up_to=20, step=10, hold_s=60, cooldown_s=300)
+# The demo's own policy (`make demo DEMO_ARGS=--pilot`), in fleet seconds.
+POLICY = Policy(
+    PILOT_POLICY["up_to"],
+    PILOT_POLICY["step"],
+    PILOT_POLICY["hold_seconds"],
+    PILOT_POLICY["cooldown_seconds"],
+)
 READING_S = round(SandboxConfig().metrics_interval_s * DEMO_SPEED)
 RULE_S = round(EVALUATE_EVERY_SIM_S)
 TICK_S = 6  # divides both cadences
