@@ -59,9 +59,8 @@ from sandbox.stack import (
     SandboxConfig,
 )
 
-# The demo's `--pilot` policy was not on main when this was written: the brief's, in fleet
-# seconds (the demo divides a policy's seconds by its speed, as it does the advice windows).
-# The demo's own policy (`make demo DEMO_ARGS=--pilot`), in fleet seconds.
+# The demo's own policy (`make demo DEMO_ARGS=--pilot`), in fleet seconds: the demo divides a
+# policy's seconds by its speed, as it does the advice windows.
 POLICY = Policy(
     PILOT_POLICY["up_to"],
     PILOT_POLICY["step"],

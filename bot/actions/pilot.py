@@ -82,6 +82,8 @@ class Piloting:
         states = await store.states(sorted(policies))
         for runner_type, (piloted, paused) in states.items():
             policy, now = policies[runner_type], self.acting.clock()
+            if paused is not None:  # until someone resumes it, incident or not
+                await store.kept_paused(runner_type)
             found = _incident_for(views, runner_type)
             try:
                 state = await self._look(
@@ -104,10 +106,11 @@ class Piloting:
     ) -> Piloted:
         """What the pilot makes of `runner_type` now, acting if it should: its new state."""
         assert self.store is not None
+        kept = {"last": piloted.last, "outcome": piloted.outcome, "failed": piloted.failed}
         if not self.config.pilot_enabled:
-            return Piloted("", now, last=piloted.last, outcome=piloted.outcome)
+            return Piloted("", now, **kept)
         if found is None:
-            return Piloted(NO_INCIDENT, now, last=piloted.last, outcome=piloted.outcome)
+            return Piloted(NO_INCIDENT, now, **kept)
         incident, judged = found
         last, outcome, failed_at, failed = _last_act(incident, runner_type, piloted)
         if failed:  # once per act: a person who resumes it is not overruled
@@ -115,7 +118,6 @@ class Piloting:
             await self.store.pause(runner_type, paused)
         said = {"last": last, "outcome": outcome, "failed": failed_at}
         if paused is not None:
-            await self.store.kept_paused(runner_type)
             # A pause starts the hold again: what was asked before it is not acted on after.
             return Piloted("", now, **said)
         hold = held(piloted.hold, judged, policy.hold_s)
@@ -169,9 +171,13 @@ class Piloting:
                 return ""
             return f"the target refuses it: {shape.limited or preview.capacity_note or 'no room'}"
         runners = min(decided.runners, shape.delta)
-        scaled = await self.scaling.scale_up(
-            PILOT, runner_type, runners, shape.raise_maximum, False, incident.id
-        )
+        try:
+            scaled = await self.scaling.scale_up(
+                PILOT, runner_type, runners, shape.raise_maximum, False, incident.id
+            )
+        except RedisError:  # raised only before the scaler is asked (its lock not taken)
+            await self.store.release_act(incident.id, runner_type, claim)
+            raise
         if isinstance(scaled, Outcome):
             if scaled.result == "refused":  # another scale-up holds the type: nothing changed
                 await self.store.release_act(incident.id, runner_type, claim)

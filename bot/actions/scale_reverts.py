@@ -430,12 +430,18 @@ class ScaleReverts:
         """One scale-up put back at once (the pilot's Undo): `undo.field` to `undo.before`, only
         while it is `undo.after`; its record then puts back only what came before it, or goes.
         Raises `BackendError`."""
+        rid = record_id(target.runner_type, undo.field)
+        held = RevertRecord.load(await self._due.data(rid))
+        if held is not None:
+            # Out of the looks' way while it goes back: a look that claimed the record loses its
+            # claim, and none claims it before it is rewritten below.
+            lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
+            await self._due.schedule(rid, self.clock().timestamp() + lease_s, held.dump())
         result = await within(
             self.scaler.revert(target, undo),
             self.config.backend_timeout_seconds,
             self.scaler.name,
         )
-        rid = record_id(target.runner_type, undo.field)
         record = RevertRecord.load(await self._due.data(rid))
         if not result.done or record is None or record.undo.after != undo.after:
             return result

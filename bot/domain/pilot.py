@@ -121,10 +121,11 @@ def verdict(
     if judged.direction is Direction.FALLING:
         return Verdict(0, "the queue is falling")
     if judged.causes or judged.cannot_start:
-        cause = judged.causes[0].evidence if judged.causes else f"{judged.cannot_start} pods wait"
+        pods = "pod" if judged.cannot_start == 1 else "pods"
+        cause = judged.causes[0].evidence if judged.causes else f"{judged.cannot_start} {pods}"
         return Verdict(0, f"runners cannot start: {cause}")
     if judged.nodes_short:
-        return Verdict(0, f"runners cannot start: {judged.nodes_short} wait for nodes")
+        return Verdict(0, f"runners cannot start: {judged.unplaced} new runner pods find no node")
     every = (incident, *others)
     scale_ups = sorted(
         (
@@ -142,7 +143,7 @@ def verdict(
         said = f"the +{done.added} at {event.at:%H:%M} UTC"
         if event.at in pending:
             return Verdict(0, f"{said} is not verified yet")
-        if done.came is False and (resumed is None or event.at > resumed):
+        if done.came is False and (resumed is None or (done.seen_at or event.at) > resumed):
             return Verdict(0, f"{said} did not come up")
     if scale_ups and (quiet := now - scale_ups[-1].at) < timedelta(seconds=policy.cooldown_s):
         left = policy.cooldown_s - quiet.total_seconds()

@@ -155,9 +155,9 @@ def test_the_bound_that_limits_an_act_is_the_one_named() -> None:
     capped = last.model_copy(update={"cap": 4})
     said = verdict(POLICY, hold, capped, incident_at(capped), TYPE, last.at)
     assert said == said.__class__(4, "+10 asked for 3 min, +4 by the cap")
-    short = last.model_copy(update={"nodes_short": 3})
+    short = last.model_copy(update={"nodes_short": 3, "unplaced": 2})
     said = verdict(POLICY, hold, short, incident_at(short), TYPE, last.at)
-    assert said.why == "runners cannot start: 3 wait for nodes"
+    assert said.why == "runners cannot start: 2 new runner pods find no node"
 
 
 def test_a_scale_up_in_another_open_incident_counts_for_the_cooldown() -> None:
@@ -170,7 +170,15 @@ def test_a_scale_up_in_another_open_incident_counts_for_the_cooldown() -> None:
 def test_a_failure_someone_resumed_the_pilot_after_no_longer_holds_it() -> None:
     hold, last = replay([9] * 13)
     failed = scaled(last.at - timedelta(minutes=20), 5, pilot=True, came=False)
+    failed = failed.model_copy(
+        update={
+            "scale": failed.scale.model_copy(update={"seen_at": last.at - timedelta(minutes=9)})
+        }
+    )
     incident = incident_at(last, (failed,))
+    resumed_before_it_failed = last.at - timedelta(minutes=15)
+    said = verdict(POLICY, hold, last, incident, TYPE, last.at, resumed=resumed_before_it_failed)
+    assert said.why.endswith("did not come up"), "a resume before the failure forgives nothing"
     assert verdict(POLICY, hold, last, incident, TYPE, last.at).why.endswith("did not come up")
     resumed = last.at - timedelta(minutes=1)
     said = verdict(POLICY, hold, last, incident, TYPE, last.at, resumed=resumed)
