@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import TypeAdapter, ValidationError
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler
@@ -23,7 +22,7 @@ from bot.domain.put_back_seen import Back, Landed, landed
 from bot.domain.scaling import Capacity
 from bot.render.follow_ups import PUT_BACK_SEEN, back_said
 from bot.render.replies import render_back_seen
-from bot.storage.due_set import put_back_follows
+from bot.storage.due_set import put_back_follows, sweep
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply, reply_ts
 from bot.storage.keys import Keys
 
@@ -67,18 +66,8 @@ class PutBackFollows:
 
     async def tick(self) -> None:
         """Look at every put-back due a reading; never raises."""
-        try:
-            due = await self._due.pending(self.clock().timestamp())
-        except RedisError as exc:
-            log.warning("put-back follow-ups: Redis unavailable: %s", exc)
-            return
-        for member in due:
-            try:
-                await self._look(member)
-            except RedisError as exc:
-                log.warning("put-back follow-ups: %s: Redis: %s; retrying", member, exc)
-            except Exception:
-                log.exception("put-back follow-ups: %s failed", member)
+        now = self.clock().timestamp()
+        await sweep(self._due, now, self._look, log, "put-back follow-ups")
 
     async def _look(self, member: str) -> None:
         lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30

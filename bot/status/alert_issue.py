@@ -29,8 +29,6 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from redis.exceptions import RedisError
-
 from bot.backends.http import BackendError
 from bot.backends.issues import NOT_THERE, GithubIssues, Issue
 from bot.config import Settings
@@ -50,6 +48,7 @@ from bot.domain.incidents import Event, Incident
 from bot.pacing import Pacing, wait_after
 from bot.render.alert_issue import comment, issue_body
 from bot.render.replies import render_event
+from bot.storage.due_set import sweep
 from bot.storage.incident_store import (
     BAND_EVENT,
     Commit,
@@ -100,18 +99,8 @@ class AlertIssues:
     clock: Callable[[], datetime]
 
     async def tick(self) -> None:
-        try:
-            due = await self.store.issue_due.pending(self.clock().timestamp())
-        except RedisError as exc:
-            log.warning("alert issue: Redis unavailable: %s", exc)
-            return
-        for incident_id in due:
-            try:
-                await self.sync(incident_id)
-            except RedisError as exc:
-                log.warning("alert issue: incident %s: Redis: %s; retrying", incident_id, exc)
-            except Exception:
-                log.exception("alert issue: incident %s failed", incident_id)
+        now = self.clock().timestamp()
+        await sweep(self.store.issue_due, now, self.sync, log, "alert issue: incident")
 
     async def sync(self, incident_id: str) -> None:
         claim = await self.store.issue_due.claim(incident_id, self.clock().timestamp(), LEASE_S)

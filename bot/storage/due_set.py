@@ -6,11 +6,13 @@ that stalled in one and lost the lead must not find its successor doing the same
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
+from logging import Logger
 from typing import cast
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from bot.storage.keys import Keys, script
 
@@ -105,6 +107,25 @@ class DueSet:
         if self.data_key is None:
             raise TypeError(f"{self.key}: its members carry no data")
         return self.data_key(member)
+
+
+async def sweep(
+    due: DueSet, now: float, look: Callable[[str], Awaitable[object]], log: Logger, what: str
+) -> None:
+    """`look` at each member due at `now`, in turn. Never raises: a member whose look failed is
+    logged under `what` and looked at again when its claim lapses."""
+    try:
+        members = await due.pending(now)
+    except RedisError as exc:
+        log.warning("%s: Redis unavailable: %s", what, exc)
+        return
+    for member in members:
+        try:
+            await look(member)
+        except RedisError as exc:
+            log.warning("%s: %s: Redis: %s; retrying", what, member, exc)
+        except Exception:
+            log.exception("%s: %s failed", what, member)
 
 
 SCALE_REVERT_TTL_S = 90 * 86_400  # a safety net only: the sweep always ends a record it can read
