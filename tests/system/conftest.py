@@ -28,6 +28,18 @@ def arc_fleet() -> Iterator[ArcFleet]:
 
 
 @pytest.fixture
+def pods20() -> Iterator[ArcFleet]:
+    """The listeners with kube-state-metrics scraped beside them, 20 runner pods running: the
+    runner pods are read."""
+    fleet = ArcFleet(pods=("ksm",))
+    fleet.pods.set(fleet.queueing.name, running=20)
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+@pytest.fixture
 def own_redis() -> Iterator[RedisServer]:
     """A redis-server this test may empty, stop and start (the session's is shared)."""
     server = RedisServer()

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from bot.domain.pilot import Paused, Piloted
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
@@ -35,16 +32,6 @@ AT_MAXIMUM = {
     "max_runners": 20,
     "desired_runners": 20,
 }
-
-
-@pytest.fixture
-def pods_fleet() -> Iterator[ArcFleet]:
-    fleet = ArcFleet(pods=("ksm",))
-    fleet.pods.set(fleet.queueing.name, running=20)
-    try:
-        yield fleet
-    finally:
-        fleet.stop()
 
 
 def settings(
@@ -96,11 +83,11 @@ async def alert_at_maximum(running: RunningBot, slack: Slack) -> None:
 
 
 async def test_it_acts_once_after_the_hold_its_runners_are_followed_and_it_puts_back(
-    settings_for: Any, slack: Slack, pods_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    pods_fleet.queueing.set(**AT_MAXIMUM)
+    pods20.queueing.set(**AT_MAXIMUM)
     kube.add_from_fixture(minRunners=0, maxRunners=20)
-    async with run_bot(settings(settings_for, pods_fleet, kube, tmp_path)) as running:
+    async with run_bot(settings(settings_for, pods20, kube, tmp_path)) as running:
         await alert_at_maximum(running, slack)
         act = await eventually(
             lambda: next((r for r in said(slack) if "queuepilot (policy)" in r), None),
@@ -113,7 +100,7 @@ async def test_it_acts_once_after_the_hold_its_runners_are_followed_and_it_puts_
         assert "pilot_undo" in act and "pilot_pause" in act
         # ARC starts them: the reply that acted says they came.
         grown = {"registered_runners": 26, "busy_runners": 26, "running_jobs": 26}
-        pods_fleet.queueing.set(**AT_MAXIMUM | grown | {"max_runners": 26, "desired_runners": 26})
+        pods20.queueing.set(**AT_MAXIMUM | grown | {"max_runners": 26, "desired_runners": 26})
         outcome = await eventually(
             lambda: next((r for r in said(slack) if "6 registered by" in r), None),
             what="the act's outcome",
@@ -135,14 +122,14 @@ async def test_it_acts_once_after_the_hold_its_runners_are_followed_and_it_puts_
 
 
 async def test_while_pods_cannot_start_it_declines_and_a_person_s_raise_is_said_not_to_come(
-    settings_for: Any, slack: Slack, pods_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    pods_fleet.queueing.set(**AT_MAXIMUM)
-    pods_fleet.pods.set(
-        pods_fleet.queueing.name, running=20, unschedulable=4, pending_since=time.time() - 600
+    pods20.queueing.set(**AT_MAXIMUM)
+    pods20.pods.set(
+        pods20.queueing.name, running=20, unschedulable=4, pending_since=time.time() - 600
     )
     kube.add_from_fixture(minRunners=0, maxRunners=20)
-    async with run_bot(settings(settings_for, pods_fleet, kube, tmp_path)) as running:
+    async with run_bot(settings(settings_for, pods20, kube, tmp_path)) as running:
         await alert_at_maximum(running, slack)
 
         async def declined() -> str:
@@ -168,18 +155,18 @@ async def test_while_pods_cannot_start_it_declines_and_a_person_s_raise_is_said_
 
 
 async def test_a_wobble_at_the_maximum_moves_it_at_most_once(
-    settings_for: Any, slack: Slack, pods_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
     kube.add_from_fixture(minRunners=0, maxRunners=20)
     wobble = [24, 27, 21, 25, 22, 26, 23, 27, 21, 24, 26, 22, 25, 23, 27, 21, 24, 22, 26, 24]
-    pods_fleet.queueing.set(**AT_MAXIMUM | {"assigned_jobs": 24})
-    config = settings(settings_for, pods_fleet, kube, tmp_path, cooldown_seconds=0)
+    pods20.queueing.set(**AT_MAXIMUM | {"assigned_jobs": 24})
+    config = settings(settings_for, pods20, kube, tmp_path, cooldown_seconds=0)
     async with run_bot(config) as running:
         await alert_at_maximum(running, slack)
         for assigned in wobble * 2:
             top = maximum(kube)  # ARC registers what the maximum lets it
             running_jobs = min(assigned, top)
-            pods_fleet.queueing.set(
+            pods20.queueing.set(
                 **AT_MAXIMUM
                 | {
                     "assigned_jobs": assigned,
@@ -198,11 +185,11 @@ async def test_a_wobble_at_the_maximum_moves_it_at_most_once(
 
 
 async def test_undo_puts_the_act_back_at_once_and_pauses_the_pilot(
-    settings_for: Any, slack: Slack, pods_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    pods_fleet.queueing.set(**AT_MAXIMUM)
+    pods20.queueing.set(**AT_MAXIMUM)
     kube.add_from_fixture(minRunners=0, maxRunners=20)
-    async with run_bot(settings(settings_for, pods_fleet, kube, tmp_path)) as running:
+    async with run_bot(settings(settings_for, pods20, kube, tmp_path)) as running:
         await alert_at_maximum(running, slack)
         act = await eventually(
             lambda: next((m for m in replies(slack) if "queuepilot (policy)" in shown(m)), None),
@@ -228,19 +215,22 @@ async def test_undo_puts_the_act_back_at_once_and_pauses_the_pilot(
 
 
 async def test_an_act_whose_runners_do_not_come_pauses_the_pilot_and_says_why(
-    settings_for: Any, slack: Slack, pods_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    pods_fleet.queueing.set(**AT_MAXIMUM)
+    pods20.queueing.set(**AT_MAXIMUM)
     kube.add_from_fixture(minRunners=0, maxRunners=20)
-    config = settings(settings_for, pods_fleet, kube, tmp_path, cooldown_seconds=0)
+    config = settings(settings_for, pods20, kube, tmp_path, cooldown_seconds=0)
     async with run_bot(config) as running:
         await alert_at_maximum(running, slack)
         await eventually(lambda: maximum(kube) == 26, what="the pilot's act", timeout=40)
         # ARC makes the pods, and no node takes them.
-        pods_fleet.pods.set(
-            pods_fleet.queueing.name, running=20, unschedulable=6, pending_since=time.time() - 600
+        pods20.pods.set(
+            pods20.queueing.name,
+            running=20,
+            unschedulable=6,
+            pending_since=time.time() - 600,
         )
-        pods_fleet.queueing.set(**AT_MAXIMUM | {"max_runners": 26, "desired_runners": 26})
+        pods20.queueing.set(**AT_MAXIMUM | {"max_runners": 26, "desired_runners": 26})
         outcome = await eventually(
             lambda: next((r for r in said(slack) if "+6 asked at" in r), None),
             what="the act said not to come",

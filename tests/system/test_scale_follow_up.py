@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
@@ -32,17 +29,6 @@ AT_MAXIMUM = {
     "max_runners": 20,
     "desired_runners": 20,
 }
-
-
-@pytest.fixture
-def pods_fleet() -> Iterator[ArcFleet]:
-    """The listeners with kube-state-metrics scraped beside them: the runner pods are read."""
-    fleet = ArcFleet(pods=("ksm",))
-    fleet.pods.set(fleet.queueing.name, running=20)
-    try:
-        yield fleet
-    finally:
-        fleet.stop()
 
 
 def settings(settings_for: Any, fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path) -> Any:
@@ -83,18 +69,18 @@ async def scaled_by_five(running: Any, slack: Slack, kube: FakeKubeApi) -> None:
 
 
 async def test_runners_that_register_are_said_in_the_scale_ups_own_reply(
-    settings_for: Any, slack: Slack, pods_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    pods_fleet.queueing.set(**AT_MAXIMUM)
+    pods20.queueing.set(**AT_MAXIMUM)
     kube.add_from_fixture(minRunners=0, maxRunners=20)
-    async with run_bot(settings(settings_for, pods_fleet, kube, tmp_path)) as running:
+    async with run_bot(settings(settings_for, pods20, kube, tmp_path)) as running:
         await scaled_by_five(running, slack, kube)
         await eventually(
             lambda: any("Scaled" in r and "maxRunners 20 → 25" in r for r in replies(slack)),
             what="the scale-up's reply",
         )
         grown = {"registered_runners": 25, "busy_runners": 25, "running_jobs": 25}
-        pods_fleet.queueing.set(**AT_MAXIMUM | grown | {"max_runners": 25, "desired_runners": 25})
+        pods20.queueing.set(**AT_MAXIMUM | grown | {"max_runners": 25, "desired_runners": 25})
         said = await eventually(
             lambda: next((r for r in replies(slack) if "5 registered by" in r), None),
             what="the outcome",
@@ -116,16 +102,19 @@ async def test_runners_that_register_are_said_in_the_scale_ups_own_reply(
 
 
 async def test_pods_pending_unschedulable_are_said_when_the_deadline_passes(
-    settings_for: Any, slack: Slack, pods_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    pods_fleet.queueing.set(**AT_MAXIMUM)
+    pods20.queueing.set(**AT_MAXIMUM)
     kube.add_from_fixture(minRunners=0, maxRunners=20)
-    async with run_bot(settings(settings_for, pods_fleet, kube, tmp_path)) as running:
+    async with run_bot(settings(settings_for, pods20, kube, tmp_path)) as running:
         await scaled_by_five(running, slack, kube)
-        pods_fleet.pods.set(
-            pods_fleet.queueing.name, running=20, unschedulable=5, pending_since=time.time() - 600
+        pods20.pods.set(
+            pods20.queueing.name,
+            running=20,
+            unschedulable=5,
+            pending_since=time.time() - 600,
         )
-        pods_fleet.queueing.set(**AT_MAXIMUM | {"max_runners": 25, "desired_runners": 25})
+        pods20.queueing.set(**AT_MAXIMUM | {"max_runners": 25, "desired_runners": 25})
         said = await eventually(
             lambda: next((r for r in replies(slack) if "+5 asked at" in r), None),
             what="the outcome after the deadline",
