@@ -20,23 +20,33 @@ runners added since (`with_scale_ups`), its follow-ups decided by `settled`, as 
   offer within the verdict, as the pilot's act does; an act is unverified until its runners
   registered (its follow-up), and a scale-up cools the type down.
 
-Either act is the `arc` scaler's plan (`maxRunners` raised at the maximum), applied to the fleet
-as ARC's stand-in applies a patch (`Fleet.set_bounds`): the runners boot in the type's boot time.
+Either act goes through the bot's own `arc` scaler (`ArcScaler`: its capacity, its refusal, its
+patch) to the fleet's Kubernetes API (`sandbox.fleet_api`, in process), whose ARC stand-in acts on
+the new bounds at once: the runners boot in the type's boot time.
 Added capacity is the reading at which the first act's follow-up says its runners came (the
 type's registered runners at the baseline plus those added, `outcome_of`). Times are fleet
-minutes from the rule firing; "drained" is the rule resolving (Grafana's recovery threshold).
+minutes from the rule firing; "drained" is the rule resolving (Grafana's recovery threshold: at
+most 2 jobs queued and none older than 2 minutes, which a queue served oldest first reaches only
+once its backlog is gone). The pilot is replayed with the demo's policy and with `FASTER`, whose
+short hold and cooldown let it follow the surge; the demo's burst over `seeds` for each.
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import httpx
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.config.models import Cluster, User
+
 from bench.early_warning import EPOCH, Clock, metrics_of
-from bot.backends.scale import refused
-from bot.backends.scale.arc import _capacity, _planned
+from bot.backends.kube import KubeAccess
+from bot.backends.scale import ScaleRequest
+from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, troubled_gauges
 from bot.domain.follow_ups import following
@@ -44,11 +54,11 @@ from bot.domain.incidents import Event, Incident, ScaleDone, with_action, with_s
 from bot.domain.judgement import RECENT_READINGS, Judgement
 from bot.domain.judging import judged
 from bot.domain.pilot import PILOT, Hold, held, verdict
-from bot.domain.scaling import Capacity, Policy, ScaleTarget, scale_default
+from bot.domain.scaling import Policy, ScaleTarget, scale_default
 from bot.status.follow_ups import settled
-from sandbox.fleet import DEMO_BURSTS, DEMO_SPEED, DEMO_TYPES, Burst, Fleet, TypeReading
+from sandbox.fleet import DEMO_BURSTS, DEMO_SPEED, DEMO_TYPES, Burst, Fleet
 from sandbox.fleet_alerts import QueueRule, RuleConfig
-from sandbox.fleet_api import EVALUATE_EVERY_SIM_S, set_status
+from sandbox.fleet_api import EVALUATE_EVERY_SIM_S, FleetApi, FleetApiConfig
 from sandbox.stack import (
     ADVICE_RISE_WINDOW_S,
     ADVICE_WINDOW_S,
@@ -67,6 +77,8 @@ POLICY = Policy(
     PILOT_POLICY["hold_seconds"],
     PILOT_POLICY["cooldown_seconds"],
 )
+# A pilot that follows the surge: it acts once the advice held a minute, again five minutes on.
+FASTER = Policy(POLICY.up_to, POLICY.step, 60, 300)
 READING_S = round(SandboxConfig().metrics_interval_s * DEMO_SPEED)
 RULE_S = round(EVALUATE_EVERY_SIM_S)
 TICK_S = 6  # divides both cadences
@@ -85,12 +97,12 @@ PERSON_AFTER = timedelta(seconds=STATUS_INTERVAL_S + READING_S)
 class Offer:
     runners: int  # 0: nothing offered
     raise_maximum: bool
-    capacity: Capacity
 
 
 @dataclass
 class Run:
     who: str
+    policy: Policy | None = None  # the pilot's
     fired_min: float | None = None
     acts: list[tuple[float, int]] = field(default_factory=list)  # (fleet minute, runners)
     came: list[float] = field(default_factory=list)  # the minutes each act's runners came
@@ -110,6 +122,13 @@ class Run:
     @property
     def added(self) -> int:
         return sum(runners for _, runners in self.acts)
+
+    @property
+    def label(self) -> str:
+        """Who scaled, and the pilot's policy when it is not the demo's."""
+        if self.policy is None or self.policy == POLICY:
+            return self.who
+        return f"{self.who} (hold {self.policy.hold_s:g} s, cooldown {self.policy.cooldown_s:g} s)"
 
 
 def read(fleet: Fleet, history: list[HistoryPoint], at: datetime) -> FleetSnapshot:
@@ -148,42 +167,48 @@ def opened(at: datetime) -> Incident:
     )
 
 
-def offered(judgement: Judgement, reading: TypeReading, target: ScaleTarget) -> Offer:
-    """What the scale form offers for the type now, as the `arc` scaler reads its scale set."""
-    runner_set = {
-        "spec": {"minRunners": reading.minimum, "maxRunners": reading.maximum},
-        "status": set_status(reading),
-        "metadata": {},
-    }
-    capacity = _capacity(runner_set)
+def scaler(fleet: Fleet) -> tuple[ArcScaler, dict[str, str]]:
+    """The bot's `arc` scaler on the fleet's Kubernetes API, served in process, and the scale
+    set of each runner type."""
+    api = FleetApi(fleet, FleetApiConfig())
+    cluster, user = Cluster(server="http://fleet"), User(token=api.kube.token)
+    access = KubeAccess(KubeConfig.from_one(cluster=cluster, user=user).get())
+    # lightkube copies its transport's fields: a plain function copies as itself, the app not.
+    transport = httpx.ASGITransport(app=lambda *call: api.app(*call))
+    settings = Settings()
+    client = access.client(settings.backend_timeout_seconds, transport)
+    return ArcScaler(settings, access, client), api.scale_sets
+
+
+async def offered(arc: ArcScaler, judgement: Judgement, target: ScaleTarget) -> Offer:
+    """What the scale form offers for the type now, as `Scaling.preview` decides it."""
+    capacity = await arc.capacity(target)
     shape = scale_default(
         judgement,
         target,
         capacity,
-        can_raise_maximum=True,
-        refusal=lambda delta, up: refused(_planned, target, delta, up, capacity),
+        can_raise_maximum=arc.can_raise_maximum,
+        refusal=lambda delta, up: arc.refusal(target, capacity, delta, raise_maximum=up),
     )
-    return Offer(shape.delta or 0, shape.raise_maximum, capacity)
+    return Offer(shape.delta or 0, shape.raise_maximum)
 
 
-def scaled(
-    incident: Incident, fleet: Fleet, target: ScaleTarget, offer: Offer, at: datetime, by: str
+async def scaled(
+    incident: Incident, arc: ArcScaler, target: ScaleTarget, offer: Offer, at: datetime, by: str
 ) -> Incident:
-    """The scale-up made as the `arc` scaler plans it, ARC's stand-in taking the patch, and the
-    incident's record of it with its follow-up, as `Scaling.record` keeps them."""
-    capacity = offer.capacity
-    field_name, value, _ = _planned(target, offer.runners, offer.raise_maximum, capacity)
-    minimum, maximum = capacity.minimum or 0, capacity.maximum
-    raised = field_name == "maxRunners"
-    fleet.set_bounds(target.runner_type, minimum if raised else value, value if raised else maximum)
+    """The scale-up made by the `arc` scaler, and the incident's record of it with its
+    follow-up, as `Scaling.record` keeps them."""
+    request = ScaleRequest(target, offer.runners, incident.id, by, offer.raise_maximum)
+    changed = (await arc.scale(request)).undo
+    assert changed is not None, "ARC's scale-ups can be put back"
     done = ScaleDone(
         runner_type=target.runner_type,
         added=offer.runners,
         by=by,
         at=at,
-        field=field_name,
-        before=maximum if raised else minimum,
-        after=value,
+        field=changed.field,
+        before=changed.before,
+        after=changed.after,
         pilot=by == PILOT,
     )
     text = f"Scaled by +{offer.runners}"
@@ -197,12 +222,17 @@ def replay(
     burst: Burst, who: str, *, seed: int = 7, minutes: int = 60, policy: Policy = POLICY
 ) -> Run:
     """One replay of `burst` with `who` scaling its runner type (`NOBODY`: no one)."""
+    return asyncio.run(_replayed(burst, who, seed=seed, minutes=minutes, policy=policy))
+
+
+async def _replayed(burst: Burst, who: str, *, seed: int, minutes: int, policy: Policy) -> Run:
     clock = Clock()
     fleet = Fleet(DEMO_TYPES, (burst,), speed=1, seed=seed, clock=clock)
+    arc, scale_sets = scaler(fleet)
     rule = QueueRule(RuleConfig())
     name = burst.runner_type
-    target = ScaleTarget(name, f"arc-runners/{name}", SCALE_CAP, pilot=policy)
-    run = Run(who)
+    target = ScaleTarget(name, f"arc-runners/{scale_sets[name]}", SCALE_CAP, pilot=policy)
+    run = Run(who, policy if who == PILOT_RUN else None)
     history: list[HistoryPoint] = []
     incident: Incident | None = None
     hold: Hold | None = None
@@ -218,10 +248,9 @@ def replay(
                 run.drained_min = minute
         if second % READING_S:
             continue
-        reading = fleet.reading()[name]
         fleet_view = read(fleet, history, at)
         history.append(remembered(fleet_view))
-        run.peak = max(run.peak, reading.queued)
+        run.peak = max(run.peak, fleet.reading()[name].queued)
         if incident is None:
             continue
         view = with_scale_ups(fleet_view, incident.actions)
@@ -236,26 +265,31 @@ def replay(
             hold = held(hold, judgement, policy.hold_s)
             decided = verdict(policy, hold, judgement, incident, name, at)
             if decided.runners:
-                offer = offered(judgement, reading, target)
+                offer = await offered(arc, judgement, target)
                 offer = replace(offer, runners=min(decided.runners, offer.runners))
         elif who == PERSON and not run.acts and at >= incident.opened_at + PERSON_AFTER:
-            offer = offered(judgement, reading, target)
+            offer = await offered(arc, judgement, target)
         if offer is not None and offer.runners:
             by = PILOT if who == PILOT_RUN else PERSON_NAME
-            incident = scaled(incident, fleet, target, offer, at, by)
+            incident = await scaled(incident, arc, target, offer, at, by)
             run.acts.append((minute, offer.runners))
             hold = None  # the next act waits for a hold of its own
     return run
 
 
-def measure(*, seeds: range = range(5), minutes: int = 60) -> dict[str, Any]:
-    """Each of the demo's bursts at the demo's seed (7), and the first over `seeds`."""
-    whos = (NOBODY, PERSON, PILOT_RUN)
-    demo = {burst: [replay(burst, who, minutes=minutes) for who in whos] for burst in DEMO_BURSTS}
-    spread = {
-        who: [replay(DEMO_BURSTS[0], who, seed=seed, minutes=minutes) for seed in seeds]
-        for who in (PERSON, PILOT_RUN)
-    }
+def measure(
+    *, seeds: range = range(5), minutes: int = 60, policies: tuple[Policy, ...] = (POLICY, FASTER)
+) -> dict[str, Any]:
+    """Each of the demo's bursts at the demo's seed (7), and the first over `seeds`: nobody, the
+    person, and the pilot with each of `policies`."""
+    whos = ((NOBODY, POLICY), (PERSON, POLICY), *((PILOT_RUN, p) for p in policies))
+
+    def runs(burst: Burst, seed: int = 7) -> list[Run]:
+        return [replay(burst, w, seed=seed, minutes=minutes, policy=p) for w, p in whos]
+
+    demo = {burst: runs(burst) for burst in DEMO_BURSTS}
+    by_seed = [runs(DEMO_BURSTS[0], seed)[1:] for seed in seeds]  # nobody does not scale
+    spread = {each[0].label: list(each) for each in zip(*by_seed, strict=True)}
     return {"demo": demo, "spread": spread, "seeds": seeds}
 
 
@@ -268,11 +302,11 @@ def _mins(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def row(run: Run) -> str:
+def row(run: Run, width: int) -> str:
     acts = ", ".join(f"+{n} at {_mins(run.since_fired(m))}" for m, n in run.acts) or "-"
     came = [run.since_fired(m) for m in run.came]
     return (
-        f"  {run.who:<7} {acts:<32} {_mins(run.since_fired(run.came_min)):>9} "
+        f"  {run.label:<{width}} {acts:<40} {_mins(run.since_fired(run.came_min)):>9} "
         f"{_mins(max(came, default=None)):>8} {run.added:>6} {run.peak:>5} "
         f"{_mins(run.since_fired(run.drained_min)):>8}"
     )
@@ -294,31 +328,36 @@ def report(found: dict[str, Any]) -> None:
         f"  read every {READING_S} s as the demo reads it; the person scales once the first "
         f"status is in ({STATUS_INTERVAL_S // 60} min after the alert); the pilot's policy: "
         f"up_to {POLICY.up_to}, step {POLICY.step}, hold {POLICY.hold_s} s, cooldown "
-        f"{POLICY.cooldown_s} s"
+        f"{POLICY.cooldown_s} s (the demo's), or as its row says"
     )
     for burst, runs in found["demo"].items():
-        nobody, person, pilot = runs
+        nobody, person, *pilots = runs
         print(
             f"  {burst.runner_type}, {burst.arrival_per_min:g} jobs/min from minute "
             f"{burst.starts_min:g} for {burst.lasts_min:g} min: the rule fired at minute "
             f"{_mins(nobody.fired_min)}"
         )
-        heading = f"{'who':<7} {'acts (+runners at)':<32} {'capacity':>9} {'all came':>8}"
+        width = max(len(run.label) for run in runs)
+        heading = f"{'who':<{width}} {'acts (+runners at)':<40} {'capacity':>9} {'all came':>8}"
         print(f"  {heading} {'added':>6} {'peak':>5} {'drained':>8}")
         for run in runs:
-            print(row(run))
-        sooner = compared(person.since_fired(person.came_min), pilot.since_fired(pilot.came_min))
-        drain = compared(
-            person.since_fired(person.drained_min), pilot.since_fired(pilot.drained_min)
-        )
-        print(f"  the pilot's capacity came {sooner}; its queue drained {drain}")
+            print(row(run, width))
+        for pilot in pilots:
+            sooner = compared(
+                person.since_fired(person.came_min), pilot.since_fired(pilot.came_min)
+            )
+            drain = compared(
+                person.since_fired(person.drained_min), pilot.since_fired(pilot.drained_min)
+            )
+            print(f"  {pilot.label}: its capacity came {sooner}; its queue drained {drain}")
     seeds = found["seeds"]
     for who, runs in found["spread"].items():
         capacity = [run.since_fired(run.came_min) for run in runs]
         drained = [run.since_fired(run.drained_min) for run in runs]
         print(
             f"  seeds {seeds.start}-{seeds.stop - 1}, {who}: capacity at {capacity} "
-            f"(median {_median(capacity)}), drained at {drained} (median {_median(drained)})"
+            f"(median {_median(capacity)}), added {[run.added for run in runs]}, drained at "
+            f"{drained} (median {_median(drained)})"
         )
 
 

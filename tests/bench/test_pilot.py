@@ -1,19 +1,23 @@
 """`bench.pilot` on a shortened replay of the demo's burst: what its figures mean. The pilot acts
 only once the incident is open and the advice held through its hold, within its step, up_to and
-cooldown; the person acts once the first status is in; capacity comes after a runner's boot."""
+cooldown; the person acts once the first status is in; capacity comes after a runner's boot; the
+queue drains in the order of the runners added, not of the first to come."""
 
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
 from bench.pilot import (
+    FASTER,
     NOBODY,
     PERSON,
     PILOT_RUN,
     POLICY,
     VERIFY_S,
+    Run,
     measure,
     replay,
     report,
@@ -25,6 +29,7 @@ from sandbox.stack import SCALE_CAP, STATUS_INTERVAL_S
 BURST = DEMO_BURSTS[0]
 BOOT_MINS = next(spec.boot_minutes for spec in DEMO_TYPES if spec.name == BURST.runner_type)
 MINUTES = 30  # past the person's act and its runners' boot
+FASTER_RUN = Run(PILOT_RUN, FASTER).label
 
 
 @pytest.mark.parametrize("policy", [POLICY, Policy(up_to=12, step=4, hold_s=180, cooldown_s=240)])
@@ -60,8 +65,44 @@ def test_it_prints_the_minutes_to_capacity_for_the_person_and_the_pilot(
     found = measure(seeds=range(2), minutes=MINUTES)
     report(found)
     printed = capsys.readouterr().out
-    [[_, person, pilot]] = found["demo"].values()
-    for run in (person, pilot):
-        line = next(line for line in printed.splitlines() if line.strip().startswith(run.who))
+    [[_, person, *pilots]] = found["demo"].values()
+    for run in (person, *pilots):
+        pattern = rf"\s+{re.escape(run.label)}\s+[+-]"  # its row: the acts follow the label
+        line = next(line for line in printed.splitlines() if re.match(pattern, line))
         assert f"{run.since_fired(run.came_min):.1f}" in line
-    assert "the pilot's capacity came" in printed
+    for pilot in pilots:
+        assert f"{pilot.label}: its capacity came" in printed
+
+
+def test_each_policys_seeds_are_replayed_with_that_policy() -> None:
+    spread = measure(seeds=range(2), minutes=MINUTES)["spread"]
+    assert set(spread) == {PERSON, PILOT_RUN, FASTER_RUN}
+    for run in (*spread[PILOT_RUN], *spread[FASTER_RUN]):
+        starts = [minute for minute, _ in run.acts]
+        assert run.policy is not None
+        assert all(b - a >= run.policy.cooldown_s / 60 for a, b in itertools.pairwise(starts))
+    # Within the demo's cooldown the pilot acts once; the faster one follows the surge.
+    assert all(len(run.acts) == 1 for run in spread[PILOT_RUN])
+    assert all(len(run.acts) > 1 for run in spread[FASTER_RUN])
+
+
+def test_the_queue_drains_in_the_order_of_the_runners_added_not_of_the_first_to_come() -> None:
+    """The rule resolves once no job waited over 2 minutes: served oldest first, the backlog
+    must be gone, which takes runners. The demo's pilot adds what the advice asks at the alert
+    and its cooldown holds it there; the person adds more, later; the faster pilot the most."""
+    person, pilot, faster = (
+        replay(BURST, PERSON),
+        replay(BURST, PILOT_RUN),
+        replay(BURST, PILOT_RUN, policy=FASTER),
+    )
+    (person_came, person_drained), (pilot_came, pilot_drained), (faster_came, faster_drained) = (
+        came_and_drained(run) for run in (person, pilot, faster)
+    )
+    assert pilot_came < person_came and faster_came < person_came
+    assert faster.added > person.added > pilot.added
+    assert faster_drained < person_drained < pilot_drained
+
+
+def came_and_drained(run: Run) -> tuple[float, float]:
+    assert run.came_min is not None and run.drained_min is not None
+    return run.came_min, run.drained_min
