@@ -288,7 +288,7 @@ def measure(
         return [replay(burst, w, seed=seed, minutes=minutes, policy=p) for w, p in whos]
 
     demo = {burst: runs(burst) for burst in DEMO_BURSTS}
-    by_seed = [runs(DEMO_BURSTS[0], seed)[1:] for seed in seeds]  # nobody does not scale
+    by_seed = [runs(DEMO_BURSTS[0], seed) for seed in seeds]
     spread = {each[0].label: list(each) for each in zip(*by_seed, strict=True)}
     return {"demo": demo, "spread": spread, "seeds": seeds}
 
@@ -355,10 +355,14 @@ def report(found: dict[str, Any]) -> None:
         capacity = [run.since_fired(run.came_min) for run in runs]
         drained = [run.since_fired(run.drained_min) for run in runs]
         print(
-            f"  seeds {seeds.start}-{seeds.stop - 1}, {who}: capacity at {capacity} "
-            f"(median {_median(capacity)}), added {[run.added for run in runs]}, drained at "
-            f"{drained} (median {_median(drained)})"
+            f"  seeds {seeds.start}-{seeds.stop - 1}, {who}: capacity at {_listed(capacity)} "
+            f"(median {_median(capacity)}), added {', '.join(str(run.added) for run in runs)}, "
+            f"drained at {_listed(drained)} (median {_median(drained)})"
         )
+
+
+def _listed(values: list[float | None]) -> str:
+    return ", ".join(_mins(value) for value in values)
 
 
 def _median(values: list[float | None]) -> str:

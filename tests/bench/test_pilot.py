@@ -76,7 +76,7 @@ def test_it_prints_the_minutes_to_capacity_for_the_person_and_the_pilot(
 
 def test_each_policys_seeds_are_replayed_with_that_policy() -> None:
     spread = measure(seeds=range(2), minutes=MINUTES)["spread"]
-    assert set(spread) == {PERSON, PILOT_RUN, FASTER_RUN}
+    assert set(spread) == {NOBODY, PERSON, PILOT_RUN, FASTER_RUN}
     for run in (*spread[PILOT_RUN], *spread[FASTER_RUN]):
         starts = [minute for minute, _ in run.acts]
         assert run.policy is not None
