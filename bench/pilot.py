@@ -53,7 +53,7 @@ from bot.domain.follow_ups import following
 from bot.domain.incidents import Event, Incident, ScaleDone, with_action, with_scale_ups
 from bot.domain.judgement import RECENT_READINGS, Judgement
 from bot.domain.judging import judged
-from bot.domain.pilot import PILOT, Hold, held, verdict
+from bot.domain.pilot import PILOT, Hold, held, scale_ups, verdict
 from bot.domain.scaling import Policy, ScaleTarget, scale_default
 from bot.status.follow_ups import settled
 from sandbox.fleet import DEMO_BURSTS, DEMO_SPEED, DEMO_TYPES, Burst, Fleet
@@ -263,7 +263,7 @@ async def _replayed(burst: Burst, who: str, *, seed: int, minutes: int, policy: 
         offer = None
         if who == PILOT_RUN:
             hold = held(hold, judgement, policy.hold_s)
-            decided = verdict(policy, hold, judgement, incident, name, at)
+            decided = verdict(policy, hold, judgement, scale_ups(incident, name), at)
             if decided.runners:
                 offer = await offered(arc, judgement, target)
                 offer = replace(offer, runners=min(decided.runners, offer.runners))

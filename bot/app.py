@@ -384,9 +384,16 @@ def _core(
         scaling,
         Diagnosing(acting, readings, config=settings, jobs=jobs, scaling=scaling),
         Jobs(acting, jobs, settings.routing),
-        Warnings(acting, warnings, scaling),
+        Warnings(acting, warnings, scaling, readings if backends.metrics.live else None),
         Report(acting, readings, config=settings, notices=stores.notices, history=history),
-        Piloting(acting, scaling, pilots, readings, config=settings),
+        Piloting(
+            acting,
+            scaling,
+            pilots,
+            readings,
+            config=settings,
+            warnings=warnings if _early_warnings(settings, backends) else None,
+        ),
         config=settings,
     )
 

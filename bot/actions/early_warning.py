@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from datetime import UTC, timedelta
 
 from bot.actions.flow import Acting, Actor, Outcome, refused
-from bot.actions.scale import Scaling
-from bot.domain.early_warning import Phase, ScaledFrom, WarningState
+from bot.actions.scale import Scaling, scale_done
+from bot.domain.early_warning import Phase, WarningState, scaled_from
+from bot.domain.fleet import of_type
+from bot.domain.judgement import Judgement
+from bot.fleet.readings import FleetReadings
 from bot.render.early_warning import DISMISS_FOR_S
 from bot.render.mrkdwn import escape, slack_date, truncate
 from bot.storage.early_warning import WarningStore
@@ -20,6 +23,11 @@ class Warnings:
     acting: Acting
     store: WarningStore
     scaling: Scaling
+    readings: FleetReadings | None = None  # a live backend's: a scale-up is followed from them
+
+    @property
+    def verify_s(self) -> float:
+        return self.scaling.config.scale_verify_s
 
     async def dismiss(
         self, actor: Actor, runner_type: str, uid: str, *, interaction: str | None = None
@@ -99,7 +107,10 @@ class Warnings:
             f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {result.detail} "
             f"({scaling.backend_name})."
         )
-        done = ScaledFrom(put_back.id if put_back else "", line, plan)
+        rid = put_back.id if put_back else ""
+        made = scale_done(runner_type, delta, name, at, result.undo)
+        # Followed from the registered runners the latest reading counts, as an incident's is.
+        done = scaled_from(line, plan, rid, made, await self._judged(runner_type), self.verify_s)
 
         # Said on the warning's message (the upkeep may have saved a newer version meanwhile).
         def noted(state: WarningState | None) -> WarningState | None:
@@ -110,6 +121,12 @@ class Warnings:
         await self.store.save_fresh(runner_type, noted)
         shown = escape(result.detail)
         return Outcome(True, f"You scaled `{_name(runner_type)}` by +{delta}: {shown}.")
+
+    async def _judged(self, runner_type: str) -> Judgement | None:
+        reading = await self.readings.latest() if self.readings is not None else None
+        fleet = reading.fleet if reading is not None and not reading.error else None
+        metrics = of_type(fleet.runner_types, runner_type) if fleet is not None else None
+        return metrics.judged if metrics is not None else None
 
     async def _active(
         self, runner_type: str, uid: str, *, folded: bool = False

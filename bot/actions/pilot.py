@@ -1,39 +1,60 @@
 """The pilot: opt-in per runner type (SCALER_TARGETS' `pilot`), it scales a type up on its own
-while an incident is open for it, within the type's policy (`bot.domain.pilot.verdict`), through
-the same path a person's Scale up takes (the fleet-wide lock, the scaler's checks, the put-back,
-the follow-up), as itself: no person's permission is borrowed. Each act is one reply with Undo
-and Pause pilot; an act that fails, is undone or whose runners do not come pauses the type's
-pilot until a person resumes it. It runs on the leader alone, and each act is claimed before the
-scaler is called, so a fail-over mid-act never makes it twice."""
+while an incident or, before the alert, an early warning is open for it, within the type's
+policy (`bot.domain.pilot.verdict`), through the same path a person's Scale up takes (the
+fleet-wide lock, the scaler's checks, the put-back, the follow-up), as itself: no person's
+permission is borrowed. Each act is said once, with Undo and Pause pilot: a reply in the
+incident's thread, or on the warning's message. An act that fails, is undone or whose runners do
+not come pauses the type's pilot until a person resumes it. It runs on the leader alone, and
+each act is claimed before the scaler is called, so a fail-over mid-act never makes it twice."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime
 
 from redis.exceptions import RedisError
 
 from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
-from bot.actions.scale import Scaling
+from bot.actions.scale import Scaling, scale_done
 from bot.actions.scale_reverts import record_id
 from bot.backends.http import BackendError
-from bot.backends.scale import Undo
+from bot.backends.scale import ScaleResult, Undo
 from bot.config import Settings
+from bot.domain.early_warning import (
+    Phase,
+    ScaledFrom,
+    WarningState,
+    scaled_from,
+    warning_acts,
+)
 from bot.domain.fleet import FleetSnapshot, of_type
-from bot.domain.incidents import Event, Incident
+from bot.domain.incidents import Event, Incident, PutBack
 from bot.domain.judgement import Judgement
-from bot.domain.pilot import PILOT, Paused, Piloted, PilotState, Verdict, held, pilot_acts, verdict
+from bot.domain.pilot import (
+    PILOT,
+    WARNING_REF,
+    Paused,
+    Piloted,
+    PilotState,
+    ScaleUp,
+    Verdict,
+    held,
+    pilot_acts,
+    scale_ups,
+    verdict,
+)
 from bot.domain.scaling import Policy
 from bot.fleet.readings import FleetReadings
 from bot.render.mrkdwn import escape, plain_text
 from bot.render.replies import render_event
+from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 from bot.storage.pilot import PilotStore
 
 log = logging.getLogger(__name__)
 
-NO_INCIDENT = "waiting: no incident is open for it"
+NO_INCIDENT = "waiting: no incident or early warning is open for it"
 
 
 @dataclass
@@ -44,6 +65,7 @@ class Piloting:
     readings: FleetReadings
     _: KW_ONLY
     config: Settings
+    warnings: WarningStore | None = None  # early warnings are on: it acts on one before the alert
 
     @property
     def policies(self) -> dict[str, Policy]:
@@ -76,19 +98,23 @@ class Piloting:
         reading, history = await self.readings.current()
         open_ids = await self.acting.store.open_ids()
         incidents = [i for i in await self.acting.store.get_many(open_ids[:100]) if i.is_open]
+        warnings = await self.warnings.all() if self.warnings is not None else {}
         now = self.acting.clock()
         # Each incident's types as its root would show this reading: the judgement acted on.
         views = [(i, self.readings.incident_view(i, reading, history, now)) for i in incidents]
+        fleet = reading.fleet if reading is not None and not reading.error else None
         states = await store.states(sorted(policies))
         for runner_type, (piloted, paused) in states.items():
             policy, now = policies[runner_type], self.acting.clock()
             if paused is not None:  # until someone resumes it, incident or not
                 await store.kept_paused(runner_type)
-            found = _incident_for(views, runner_type)
+            found = _incident_for(views, runner_type) or _warning_for(warnings, fleet, runner_type)
+            others = [
+                *(s for i in incidents for s in scale_ups(i, runner_type)),
+                *(s for w in warnings.values() for s in _warning_ups(w, runner_type)),
+            ]
             try:
-                state = await self._look(
-                    runner_type, policy, piloted, paused, found, now, incidents
-                )
+                state = await self._look(runner_type, policy, piloted, paused, found, now, others)
             except Exception:
                 log.exception("pilot: %s failed", runner_type)
                 continue
@@ -100,9 +126,9 @@ class Piloting:
         policy: Policy,
         piloted: Piloted,
         paused: Paused | None,
-        found: tuple[Incident, Judgement] | None,
+        found: Within | None,
         now: datetime,
-        incidents: list[Incident],
+        every: list[ScaleUp],
     ) -> Piloted:
         """What the pilot makes of `runner_type` now, acting if it should: its new state."""
         assert self.store is not None
@@ -111,8 +137,7 @@ class Piloting:
             return Piloted("", now, **kept)
         if found is None:
             return Piloted(NO_INCIDENT, now, **kept)
-        incident, judged = found
-        last, outcome, failed_at, failed = _last_act(incident, runner_type, piloted)
+        last, outcome, failed_at, failed = _last_act(found, piloted)
         if failed:  # once per act: a person who resumes it is not overruled
             paused = Paused(PILOT, failed, now)
             await self.store.pause(runner_type, paused)
@@ -120,82 +145,129 @@ class Piloting:
         if paused is not None:
             # A pause starts the hold again: what was asked before it is not acted on after.
             return Piloted("", now, **said)
-        hold = held(piloted.hold, judged, policy.hold_s)
-        others = [i for i in incidents if i.id != incident.id]
+        hold = held(piloted.hold, found.judged, policy.hold_s)
+        others = [s for s in every if s not in found.mine]
         resumed = await self.store.resumed(runner_type)
         decided = verdict(
-            policy, hold, judged, incident, runner_type, now, others=others, resumed=resumed
+            policy,
+            hold,
+            found.judged,
+            found.mine,
+            now,
+            others=others,
+            resumed=resumed,
+            within="incident" if found.incident else "early warning",
         )
         if not decided.runners or hold is None:
             return Piloted(decided.why, now, hold, **said)
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
         await self.store.save(runner_type, Piloted(f"acting: {decided.why}", now, hold, **said))
-        acted = await self._act(incident, runner_type, decided, judged, hold.since)
+        acted = await self._act(found, runner_type, decided, hold.since)
         if acted is None:  # made: the next act waits for a hold of its own
             return Piloted(f"acted: {decided.why}", now, None, **said)
         return Piloted(acted, now, hold, **said)
 
     async def _act(
-        self,
-        incident: Incident,
-        runner_type: str,
-        decided: Verdict,
-        judged: Judgement,
-        since: datetime,
+        self, found: Within, runner_type: str, decided: Verdict, since: datetime
     ) -> str | None:
-        """The act, claimed first (the incident's next act on the type, for this hold): None when
-        it was made; else why not ("": it paused the pilot, and the pause says why)."""
+        """The act, claimed first (the incident's or warning's next act on the type, for this
+        hold): None when it was made; else why not ("": it paused the pilot, and the pause says
+        why)."""
         assert self.store is not None
-        number = len(pilot_acts(incident, runner_type)) + 1
+        number = len([s for s in found.mine if s.done.pilot]) + 1
         claim = f"{number}@{since.timestamp():.0f}"
-        if not await self.store.claim_act(incident.id, runner_type, claim):
+        if not await self.store.claim_act(found.key, runner_type, claim):
             why = (
-                f"an act on it was begun by a replica that stopped mid-act (incident {incident.id}"
+                f"an act on it was begun by a replica that stopped mid-act ({found.where}"
                 f"); look at its scale set or group before resuming"
             )
             await self._pause(runner_type, why)
             return ""
         try:
             preview = await self.scaling.preview(
-                runner_type, judged, timeout_s=self.config.backend_timeout_seconds
+                runner_type, found.judged, timeout_s=self.config.backend_timeout_seconds
             )
             # A pause while the capacity was read (someone's Pause, Undo or `off`) stops it.
             stopped = await self.store.paused(runner_type)
         except BaseException:
-            await self.store.release_act(incident.id, runner_type, claim)  # nothing was asked
+            await self.store.release_act(found.key, runner_type, claim)  # nothing was asked
             raise
         shape = preview.default
         if stopped is not None or shape.delta is None:
-            await self.store.release_act(incident.id, runner_type, claim)
+            await self.store.release_act(found.key, runner_type, claim)
             if stopped is not None:
                 return ""
             return f"the target refuses it: {shape.limited or preview.capacity_note or 'no room'}"
         runners = min(decided.runners, shape.delta)
+        incident, warning = found.incident, found.warning
         try:
             scaled = await self.scaling.scale_up(
-                PILOT, runner_type, runners, shape.raise_maximum, False, incident.id
+                PILOT,
+                runner_type,
+                runners,
+                shape.raise_maximum,
+                False,
+                incident.id if incident else "",
+                warning.uid if warning else "",
             )
         except RedisError:  # raised only before the scaler is asked (its lock not taken)
-            await self.store.release_act(incident.id, runner_type, claim)
+            await self.store.release_act(found.key, runner_type, claim)
             raise
         if isinstance(scaled, Outcome):
             if scaled.result == "refused":  # another scale-up holds the type: nothing changed
-                await self.store.release_act(incident.id, runner_type, claim)
+                await self.store.release_act(found.key, runner_type, claim)
                 return f"waiting: {plain_text(scaled.message)}"
             await self._pause(runner_type, f"its +{runners} failed: {plain_text(scaled.message)}")
             return ""
         why = decided.why if runners == decided.runners else f"{decided.why}, +{runners} taken"
-        ref = f"{incident.id}:{incident.uid}"
         try:
-            recorded = await self.scaling.record(
-                ref, "", PILOT, runner_type, runners, scaled, pilot=why
-            )
+            if incident is not None:
+                ref = f"{incident.id}:{incident.uid}"
+                recorded = await self.scaling.record(
+                    ref, "", PILOT, runner_type, runners, scaled, pilot=why
+                )
+            else:
+                assert warning is not None
+                recorded = await self._on_warning(warning, runner_type, runners, scaled, why, found)
         except RedisError:
             recorded = Outcome(False, "")
         if not recorded.ok:  # made, and put back in time, but the thread cannot say so
             await self._pause(runner_type, f"its +{runners} was made but not recorded")
             return ""
         return None
+
+    async def _on_warning(
+        self,
+        warning: WarningState,
+        runner_type: str,
+        runners: int,
+        scaled: tuple[ScaleResult, str, PutBack | None],
+        why: str,
+        found: Within,
+    ) -> Outcome:
+        """The act on the warning's message, followed as its upkeep follows a person's."""
+        assert self.warnings is not None
+        result, plan, put_back = scaled
+        at = self.acting.clock()
+        line = (
+            f"{PILOT} scaled {runner_type} by +{runners} at {at:%H:%M} UTC: {why}; "
+            f"{result.detail} ({self.scaling.backend_name})."
+        )
+        entry = scaled_from(
+            line,
+            plan,
+            put_back.id if put_back else "",
+            scale_done(runner_type, runners, PILOT, at, result.undo, pilot=True),
+            found.judged,
+            self.config.scale_verify_s,
+        )
+
+        def noted(state: WarningState | None) -> WarningState | None:
+            if state is None or state.uid != warning.uid:
+                return None  # ended meanwhile: the incident that took it on tells it
+            return state.with_scaled((*state.scaled, entry))
+
+        return Outcome(await self.warnings.save_fresh(runner_type, noted), "")
 
     async def _pause(self, runner_type: str, why: str) -> None:
         assert self.store is not None
@@ -249,12 +321,20 @@ class Piloting:
         async def run() -> Outcome:
             return await self._undo(actor, ref, at, runner_type)
 
-        asked = (ref, f"Undo of the pilot's scale-up of {runner_type}")
+        # A refusal is kept on an incident's timeline; a warning has none.
+        asked = (
+            None
+            if ref.startswith(WARNING_REF)
+            else (ref, f"Undo of the pilot's scale-up of {runner_type}")
+        )
         return await self.acting.guarded("scale", actor, interaction, run, asked=asked)
 
     async def _undo(self, actor: Actor, ref: str, at: str, runner_type: str) -> Outcome:
         if (unset := self.scaling.unset()) is not None:
             return unset
+        if ref.startswith(WARNING_REF):
+            uid = ref.removeprefix(WARNING_REF)
+            return await self._undo_on_warning(actor, uid, at, runner_type)
         incident = (await self.acting.load(ref)).incident
         act = (
             next(
@@ -316,6 +396,61 @@ class Piloting:
 
         return await self.acting.commit(ref, decide)
 
+    async def _undo_on_warning(self, actor: Actor, uid: str, at: str, runner_type: str) -> Outcome:
+        """Undo of an act made before the alert: put back at once, paused, told on the
+        warning's message (an act an incident took on is undone from its thread)."""
+        state = await self.warnings.get(runner_type) if self.warnings is not None else None
+        acts = warning_acts(state) if state is not None and state.uid == uid else []
+        entry = next((s for s in acts if _at(s) == at), None)
+        done = entry.done if entry is not None else None
+        reverts, target = self.scaling.reverts, self.scaling.targets.get(runner_type)
+        if entry is None or done is None or done.after is None or not entry.id:
+            gone = "That act is no longer the early warning's to undo: nothing was put back."
+            return refused(gone)
+        if reverts is None or target is None:
+            return refused(f"{self.scaling.backend_name} cannot put a scale-up back.")
+        name = await self.acting.name(actor)
+        assert self.store is not None and self.warnings is not None
+        await self.store.pause(
+            runner_type, Paused(name, f"its +{done.added} was undone", self.acting.clock())
+        )
+        try:
+            result = await reverts.undo_now(target, Undo(done.field, done.before, done.after))
+        except BackendError as exc:
+            return Outcome(
+                False,
+                f"Could not put `{escape(runner_type)}` back: {escape(str(exc))}. The pilot is "
+                "paused for it.",
+                "failed",
+            )
+        now = self.acting.clock()
+        text = (
+            f"Undone by {name} at {now:%H:%M} UTC: {result.detail}"
+            if result.done
+            else f"{name} asked to undo it at {now:%H:%M} UTC: {result.detail}"
+        )
+        text += f" ({result.left})" if result.left else ""
+        undone = replace(entry, id="" if result.done else entry.id, fate=f"{text}.")
+
+        def told(state: WarningState | None) -> WarningState | None:
+            if state is None or state.uid != uid:
+                return None
+            kept = tuple(undone if s == entry else s for s in state.scaled)
+            return state.with_scaled(kept)
+
+        await self.warnings.save_fresh(runner_type, told)
+        back = "unset" if done.before is None else str(done.before)
+        verb = "Undid" if result.done else "Did not undo"
+        answer = f"{verb} the pilot's +{done.added} on {escape(runner_type)}: "
+        answer += escape(result.detail)
+        answer += f". `{back}` is what it was before the act; the pilot is paused for it until "
+        return Outcome(result.done, answer + "someone resumes it.")
+
+
+def _at(entry: ScaledFrom) -> str:
+    at = entry.done.at if entry.done is not None else None
+    return at.isoformat() if at is not None else ""
+
 
 def _act_of(value: str) -> tuple[str, str, str]:
     """A pilot button's value: the incident's ref, the act's time, its runner type."""
@@ -324,29 +459,72 @@ def _act_of(value: str) -> tuple[str, str, str]:
     return ref, at, runner_type
 
 
-def _incident_for(
-    views: list[tuple[Incident, FleetSnapshot]], runner_type: str
-) -> tuple[Incident, Judgement] | None:
-    """The oldest open incident whose live view shows `runner_type` (its thread is told), and
-    the type's judgement there."""
+@dataclass(frozen=True)
+class Within:
+    """What the pilot acts within for a type: the oldest open incident whose thread shows it,
+    else, before any alert, its standing early warning; the type's judgement as that shows it,
+    and the scale-ups of the type there."""
+
+    key: str  # what its acts are claimed under
+    where: str  # in words
+    judged: Judgement
+    mine: list[ScaleUp]
+    incident: Incident | None = None
+    warning: WarningState | None = None
+
+
+def _incident_for(views: list[tuple[Incident, FleetSnapshot]], runner_type: str) -> Within | None:
     found = []
     for incident, view in views:
         metrics = of_type(view.runner_types, runner_type) if view.is_live else None
         if metrics is not None and metrics.judged is not None:
             found.append((incident, metrics.judged))
-    return min(found, key=lambda f: f[0].opened_at) if found else None
+    if not found:
+        return None
+    incident, judged = min(found, key=lambda f: f[0].opened_at)
+    mine = scale_ups(incident, runner_type)
+    where = f"incident {incident.id}"
+    return Within(incident.id, where, judged, mine, incident=incident)
 
 
-def _last_act(incident: Incident, runner_type: str, piloted: Piloted) -> tuple[str, str, str, str]:
-    """The pilot's last act on the type in `incident` in words, what came of it, the last act
+def _warning_for(
+    warnings: dict[str, WarningState], fleet: FleetSnapshot | None, runner_type: str
+) -> Within | None:
+    """The type's standing early warning (none on hold: no fresh reading to act on), judged as
+    the reading it shows judges it."""
+    state = of_type(warnings, runner_type)
+    if state is None or state.phase is not Phase.ACTIVE or state.held_since or fleet is None:
+        return None
+    metrics = of_type(fleet.runner_types, runner_type)
+    if metrics is None or metrics.judged is None:
+        return None
+    mine = _warning_ups(state, runner_type)
+    key = f"{WARNING_REF}{state.uid}"
+    return Within(key, "its early warning", metrics.judged, mine, warning=state)
+
+
+def _warning_ups(state: WarningState, runner_type: str) -> list[ScaleUp]:
+    """A warning's scale-ups of the type that no incident took on yet."""
+    if state.phase is Phase.FOLDED or of_type({state.runner_type: 1}, runner_type) is None:
+        return []
+    return [
+        ScaleUp(s.done.at, s.done, s.follow is not None)
+        for s in state.scaled
+        if s.done is not None and s.done.at is not None
+    ]
+
+
+def _last_act(found: Within, piloted: Piloted) -> tuple[str, str, str, str]:
+    """The pilot's last act on the type where it acts in words, what came of it, the last act
     whose runners did not come (its time), and why it pauses now: once per such act."""
-    acts = pilot_acts(incident, runner_type)
-    if not acts or acts[-1].scale is None:
+    acts = [s for s in found.mine if s.done.pilot]
+    if not acts:
         return piloted.last, piloted.outcome, piloted.failed, ""
-    act, done = acts[-1], acts[-1].scale
-    last = f"+{done.added} at {act.at:%H:%M} UTC in incident {incident.id}"
+    act = acts[-1]
+    done = act.done
+    last = f"+{done.added} at {act.at:%H:%M} UTC in {found.where}"
     outcome = {True: "its runners came", False: "its runners did not come", None: ""}[done.came]
-    if done.came is None and any(f.at == act.at for f in incident.follow_ups):
+    if done.came is None and act.pending:
         outcome = "being followed"
     if done.came is not False or piloted.failed == act.at.isoformat():
         return last, outcome, piloted.failed, ""

@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused
 from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.http import BackendError, deadline_of, within
-from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
+from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.config import MetricsBackend, Settings
 from bot.domain.fleet import worst_first
 from bot.domain.follow_ups import following, outcome_of
@@ -238,17 +238,7 @@ class Scaling:
         result, undo, put_back = scaled
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-            changed = result.undo
-            done = ScaleDone(
-                runner_type=runner_type,
-                added=delta,
-                by=name,
-                at=now,
-                field=changed.field if changed is not None else "",
-                before=changed.before if changed is not None else None,
-                after=changed.after if changed is not None else None,
-                pilot=bool(pilot),
-            )
+            done = scale_done(runner_type, delta, name, now, result.undo, pilot=bool(pilot))
             text = f"Scaled {runner_type} by +{delta}: {result.detail} ({self.backend_name})"
             if pilot:
                 text = f"{name} scaled {runner_type} by +{delta}: {pilot}; {result.detail}"
@@ -378,3 +368,19 @@ class Scaling:
             stays = "It could not be recorded to be put back (database unavailable): it stays."
             return result, stays, None
         return result, reverts.plan(warning=bool(warning)), reverts.put_back(record)
+
+
+def scale_done(
+    runner_type: str, added: int, by: str, at: datetime, undo: Undo | None, *, pilot: bool = False
+) -> ScaleDone:
+    """A scale-up as its record keeps it: what it changed, from what to what."""
+    return ScaleDone(
+        runner_type=runner_type,
+        added=added,
+        by=by,
+        at=at,
+        field=undo.field if undo is not None else "",
+        before=undo.before if undo is not None else None,
+        after=undo.after if undo is not None else None,
+        pilot=pilot,
+    )

@@ -31,6 +31,7 @@ from bot.domain.incidents import (
     with_put_back,
     without_put_backs,
 )
+from bot.domain.pilot import PILOT
 from bot.domain.put_back_seen import Back, bounding
 from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
@@ -292,13 +293,19 @@ class ScaleReverts:
             return record
         undo, runner_type = record.undo, record.target.runner_type
         before = "unset" if undo.before is None else str(undo.before)
+        # What its follow-up found so far goes with it: the pilot weighs it in the incident.
+        found = [f.done for f in state.scaled if f.id == record.id and f.done] if state else []
         done = ScaleDone(
             runner_type=runner_type,
             added=undo.after - (undo.before or 0),
             by=record.by,
             at=datetime.fromtimestamp(record.scaled_at, UTC),
             field=undo.field,
+            before=undo.before,
             after=undo.after,
+            pilot=record.by == PILOT,
+            came=found[-1].came if found else None,
+            seen_at=found[-1].seen_at if found else None,
         )
         await self._say(
             record.incident_id,

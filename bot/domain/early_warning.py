@@ -22,8 +22,8 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.incidents import EARLY_WARNING, Event, Incident
-from bot.domain.judgement import slope_fit
+from bot.domain.incidents import EARLY_WARNING, Event, FollowUp, Incident, ScaleDone
+from bot.domain.judgement import Judgement, slope_fit
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number
 from bot.domain.value_string import finite
@@ -290,16 +290,57 @@ class Phase(StrEnum):
 
 @dataclass(frozen=True)
 class ScaledFrom:
-    """A scale-up made from a warning, as its message says it (`said`), and `fate`: when it goes
-    back, then what became of it. `id`: its revert record's ("": nothing puts it back)."""
+    """A scale-up made from a warning, as its message says it (`said`), what came of its runners
+    (`came`), and `fate`: when it goes back, then what became of it. `id`: its revert record's
+    ("": nothing puts it back). `done`: the scale-up as an incident records one, the pilot's acts
+    and Undo read it; `follow`: its runners followed until they register or it is due (None:
+    decided, or not followed)."""
 
     id: str
     said: str
     fate: str = ""
+    done: ScaleDone | None = None
+    follow: FollowUp | None = None
+    came: str = ""
+
+    def dump(self) -> dict[str, object]:
+        models = {
+            "done": self.done.model_dump(mode="json") if self.done else None,
+            "follow": self.follow.model_dump(mode="json") if self.follow else None,
+        }
+        return {"id": self.id, "said": self.said, "fate": self.fate, "came": self.came} | models
+
+    @classmethod
+    def load(cls, data: dict[str, Any]) -> ScaledFrom:
+        done, follow = data.get("done"), data.get("follow")
+        return cls(
+            str(data["id"]),
+            str(data["said"]),
+            str(data.get("fate") or ""),
+            ScaleDone.model_validate(done) if done else None,
+            FollowUp.model_validate(follow) if follow else None,
+            str(data.get("came") or ""),
+        )
 
 
 def scaled_words(scaled: Sequence[ScaledFrom]) -> str:
-    return " · ".join(" ".join(w for w in (s.said, s.fate) if w) for s in scaled)
+    return " · ".join(" ".join(w for w in (s.said, s.came, s.fate) if w) for s in scaled)
+
+
+def scaled_from(
+    said: str, plan: str, rid: str, done: ScaleDone, judged: Judgement | None, verify_s: float
+) -> ScaledFrom:
+    """A scale-up made from a warning, its runners followed from the registered ones `judged`
+    counts until `verify_s` after it."""
+    assert done.at is not None, "made at a moment"
+    baseline = judged.registered if judged is not None else None
+    follow = FollowUp(at=done.at, due=done.at + timedelta(seconds=verify_s), baseline=baseline)
+    return ScaledFrom(rid, said, plan, done, follow)
+
+
+def warning_acts(state: WarningState) -> list[ScaledFrom]:
+    """The pilot's scale-ups from the warning, oldest first."""
+    return [s for s in state.scaled if s.done is not None and s.done.pilot]
 
 
 def fate_told(scaled: Sequence[ScaledFrom], rid: str, told: str) -> tuple[ScaledFrom, ...]:
@@ -380,7 +421,7 @@ class WarningState:
         """The scale-ups, to keep beside the warning ("": none)."""
         if not self.scaled:
             return ""
-        return json.dumps([asdict(s) for s in self.scaled], separators=(",", ":"))
+        return json.dumps([s.dump() for s in self.scaled], separators=(",", ":"))
 
     @classmethod
     def load(cls, raw: str | None, scaled: str | None = None) -> WarningState | None:
@@ -397,8 +438,8 @@ class WarningState:
 def _scaled(raw: str | None, words: str) -> tuple[ScaledFrom, ...]:
     """The scale-ups kept beside a warning; unreadable, its words alone."""
     try:
-        return tuple(ScaledFrom(**s) for s in json.loads(raw or "[]"))
-    except (ValueError, TypeError):
+        return tuple(ScaledFrom.load(s) for s in json.loads(raw or "[]"))
+    except (ValueError, TypeError, KeyError, AttributeError):
         return (ScaledFrom("", words),) if words else ()
 
 

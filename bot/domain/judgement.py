@@ -141,8 +141,10 @@ class Judgement(BaseModel):
 
     @property
     def pending(self) -> int:
-        """Runners this reading alone asks beyond what is shown: a rise the window has not held."""
-        return max(self.own - self.added_since - self.wanted, 0)
+        """Runners this reading alone asks beyond what is shown: a rise the window has not held;
+        never past the cap, which no request may pass (past it, "more would be needed")."""
+        more = max(self.own - self.added_since - self.wanted, 0)
+        return min(more, max(self.cap - self.runners, 0)) if self.cap is not None else more
 
     @property
     def beyond_cap(self) -> int:

@@ -13,12 +13,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from bot.domain.fleet import of_type
-from bot.domain.incidents import Event, Incident
+from bot.domain.incidents import Event, Incident, ScaleDone
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.scaling import Policy
 from bot.domain.units import duration
 
 PILOT = "queuepilot (policy)"  # who the timeline says acted: no person's permission is borrowed
+WARNING_REF = "warning:"  # an act's buttons name an early warning (its uid after), not an incident
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,32 @@ class Verdict:
     why: str
 
 
+@dataclass(frozen=True)
+class ScaleUp:
+    """A scale-up of the type as the pilot weighs it: when, what it did, and whether its
+    follow-up is still pending."""
+
+    at: datetime
+    done: ScaleDone
+    pending: bool = False
+
+
 def pilot_acts(incident: Incident, runner_type: str) -> list[Event]:
     """The pilot's scale-ups of `runner_type` in `incident`, oldest first."""
     return [
         e
         for e in incident.actions
         if e.scale is not None and e.scale.pilot and _same(e.scale.runner_type, runner_type)
+    ]
+
+
+def scale_ups(incident: Incident, runner_type: str) -> list[ScaleUp]:
+    """The incident's scale-ups of `runner_type`, a person's or the pilot's."""
+    pending = {f.at for f in incident.follow_ups}
+    return [
+        ScaleUp(e.at, e.scale, e.at in pending)
+        for e in incident.actions
+        if e.scale is not None and _same(e.scale.runner_type, runner_type)
     ]
 
 
@@ -96,18 +117,18 @@ def verdict(
     policy: Policy,
     hold: Hold | None,
     judged: Judgement | None,
-    incident: Incident,
-    runner_type: str,
+    mine: Sequence[ScaleUp],
     now: datetime,
     *,
-    others: Sequence[Incident] = (),
+    others: Sequence[ScaleUp] = (),
     resumed: datetime | None = None,
+    within: str = "incident",
 ) -> Verdict:
-    """Whether the pilot adds runners to `runner_type` for `incident` now, from the type's
-    judgement of the latest reading, as the incident's surfaces show it, and what the open
-    incidents (`incident` and `others`) record of its scale-ups: a person's anywhere counts for
-    the cooldown. A scale-up that did not come up before someone `resumed` the pilot is theirs
-    to have looked at."""
+    """Whether the pilot adds runners to a type now, from the type's judgement of the latest
+    reading, as the surfaces of what it acts `within` show it (an incident, or an early warning
+    before one), and the scale-ups of the type there (`mine`) and in every other open incident or
+    warning (`others`): a person's anywhere counts for the cooldown. A scale-up that did not come
+    up before someone `resumed` the pilot is theirs to have looked at."""
     if judged is None:
         return Verdict(0, "no live reading of it")
     if judged.runners <= 0 or hold is None:
@@ -126,32 +147,21 @@ def verdict(
         return Verdict(0, f"runners cannot start: {cause}")
     if judged.nodes_short:
         return Verdict(0, f"runners cannot start: {judged.unplaced} new runner pods find no node")
-    every = (incident, *others)
-    scale_ups = sorted(
-        (
-            e
-            for i in every
-            for e in i.actions
-            if e.scale and _same(e.scale.runner_type, runner_type)
-        ),
-        key=lambda e: e.at,
-    )
-    pending = {f.at for i in every for f in i.follow_ups}
-    for event in reversed(scale_ups):
-        done = event.scale
-        assert done is not None
-        said = f"the +{done.added} at {event.at:%H:%M} UTC"
-        if event.at in pending:
+    every = sorted((*mine, *others), key=lambda s: s.at)
+    for scaled in reversed(every):
+        done = scaled.done
+        said = f"the +{done.added} at {scaled.at:%H:%M} UTC"
+        if scaled.pending:
             return Verdict(0, f"{said} is not verified yet")
-        if done.came is False and (resumed is None or (done.seen_at or event.at) > resumed):
+        if done.came is False and (resumed is None or (done.seen_at or scaled.at) > resumed):
             return Verdict(0, f"{said} did not come up")
-    if scale_ups and (quiet := now - scale_ups[-1].at) < timedelta(seconds=policy.cooldown_s):
+    if every and (quiet := now - every[-1].at) < timedelta(seconds=policy.cooldown_s):
         left = policy.cooldown_s - quiet.total_seconds()
         return Verdict(0, f"cooling down: {_mins(left)} left since the last scale-up")
-    added = sum(e.scale.added for e in pilot_acts(incident, runner_type) if e.scale)
+    added = sum(s.done.added for s in mine if s.done.pilot)
     room = policy.up_to - added
     if room <= 0:
-        return Verdict(0, f"it added its up_to of {policy.up_to} in this incident")
+        return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}")
     cap = judged.cap or hold.least
     runners = min(hold.least, policy.step, room, cap)
     why = f"+{hold.least} asked for {_mins(asked_s)}"

@@ -5,10 +5,13 @@ it stays on it in every phase; once the alert fired, it links the incident's thr
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from bot.domain.early_warning import Phase, WarningState, scaled_words
+from bot.domain.early_warning import Phase, WarningState, scaled_words, warning_acts
 from bot.domain.message import Rendered
+from bot.domain.pilot import WARNING_REF
 from bot.render import mrkdwn as md
+from bot.render.replies import pilot_buttons
 
 DISMISS = "warning_dismiss"
 SCALE = "warning_scale"
@@ -46,6 +49,7 @@ def render_warning(state: WarningState) -> Rendered:
             md.section(head),
             md.context([note, *scaled]),
             md.actions(buttons, "early_warning"),
+            *_pilot_act(state),
         ]
         return md.rendered(f"Early warning: {said}", blocks)
     if state.phase is Phase.FOLDED:
@@ -63,4 +67,14 @@ def render_warning(state: WarningState) -> Rendered:
         )
     else:
         line = f"✅ Early warning · {name}: no longer building (warned at {warned})."
-    return md.rendered(line, [md.context([line, *scaled])])
+    return md.rendered(line, [md.context([line, *scaled]), *_pilot_act(state)])
+
+
+def _pilot_act(state: WarningState) -> list[dict[str, Any]]:
+    """Undo and Pause pilot under the pilot's last act from the warning while it can be put
+    back; once an incident took the warning on, they are on its reply in the thread."""
+    acts = warning_acts(state)
+    last = acts[-1] if acts else None
+    if last is None or last.done is None or last.done.at is None or not last.id:
+        return []
+    return [pilot_buttons(f"{WARNING_REF}{state.uid}", last.done, last.done.at)]

@@ -21,6 +21,7 @@ from bot.domain.incidents import (
     Incident,
     PutBack,
     Resolution,
+    ScaleDone,
     Snapshot,
     actions_taken,
     chart_drawn,
@@ -353,22 +354,20 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
     text = f"Incident {md.escape(incident.id)}: {md.escape(event.text)}"
     blocks = [md.section(line)]
     if event.kind == "scaled" and event.scale is not None and event.scale.pilot:
-        blocks.append(pilot_buttons(incident, event))
+        blocks.append(pilot_buttons(incident_ref(incident), event.scale, event.at))
     return md.rendered(text, blocks)
 
 
-def pilot_buttons(incident: Incident, event: Event) -> dict[str, Any]:
+def pilot_buttons(ref: str, done: ScaleDone, at: datetime) -> dict[str, Any]:
     """Undo (puts the act back at once and pauses the pilot) and Pause pilot, under its act.
-    Their value names the act: the incident, the act's time, its runner type (last: any text)."""
-    assert event.scale is not None, "a scale-up's event"
-    value = f"{incident_ref(incident)}|{event.at.isoformat()}|{event.scale.runner_type}"
-    undo = md.button("Undo", PILOT_UNDO, value) | {"confirm": _undo_confirm(event)}
+    Their value names the act: where it was made (`ref`: an incident's, or `WARNING_REF` and an
+    early warning's uid), its time, its runner type (last: any text)."""
+    value = f"{ref}|{at.isoformat()}|{done.runner_type}"
+    undo = md.button("Undo", PILOT_UNDO, value) | {"confirm": _undo_confirm(done)}
     return md.actions([undo, md.button("Pause pilot", PILOT_PAUSE, value)])
 
 
-def _undo_confirm(event: Event) -> dict[str, Any]:
-    assert event.scale is not None, "a scale-up's event"
-    done = event.scale
+def _undo_confirm(done: ScaleDone) -> dict[str, Any]:
     back = f"{done.field} back to {done.before}" if done.field and done.before is not None else ""
     body = (
         f"Put the pilot's +{done.added} on {done.runner_type} back now{': ' + back if back else ''}"

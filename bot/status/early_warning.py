@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime
 
 from redis.exceptions import RedisError
@@ -23,16 +23,19 @@ from bot.domain.early_warning import (
     Forecast,
     Phase,
     Point,
+    ScaledFrom,
     WarningState,
     forecast,
     gauges_in_system,
     stated_thresholds,
     taken_on,
 )
-from bot.domain.fleet import HistoryPoint
+from bot.domain.fleet import FleetSnapshot, HistoryPoint
+from bot.domain.follow_ups import outcome_of
 from bot.domain.incidents import Event, Incident
 from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
+from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import Commit, IncidentStore
 
@@ -77,6 +80,9 @@ class EarlyWarnings:
         incidents = [incident for incident in recent if incident.is_open]
         states = await self.warnings.all()
         fleet = reading.fleet
+        for name, state in states.items():
+            if any(s.follow for s in state.scaled):
+                await self._follow(name, fleet)
         for name in sorted({*fleet.runner_types, *states}):
             state, metrics = states.get(name), fleet.runner_types.get(name)
             try:
@@ -99,6 +105,20 @@ class EarlyWarnings:
                 raise
             except Exception:  # one type's odd reading must not cost the others their warning
                 log.exception("early warning: %s failed; the other types go on", name)
+
+    async def _follow(self, name: str, fleet: FleetSnapshot) -> None:
+        """Scale-ups from the warning followed to their runners, as an incident's are: each
+        decided is said once, on the warning's message."""
+        now = self.clock()
+
+        def decided(state: WarningState | None) -> WarningState | None:
+            if state is None:
+                return None
+            scaled = tuple(_followed(s, fleet, now) for s in state.scaled)
+            return state.with_scaled(scaled) if scaled != state.scaled else None
+
+        if not await self.warnings.save_fresh(name, decided):
+            log.warning("early warning: %s kept changing; its scale-ups followed next time", name)
 
     async def _hold(self, last_read: datetime) -> None:
         """No fresh reading for `HOLD_AFTER_S`: a standing warning says its forecast is on hold
@@ -170,6 +190,18 @@ class EarlyWarnings:
         if thread is None or not thread.ts:
             return ""
         return await self.permalink(thread.channel, thread.ts) or ""
+
+
+def _followed(scaled: ScaledFrom, fleet: FleetSnapshot, now: datetime) -> ScaledFrom:
+    """`scaled` with what `fleet` decides of its runners, if it does."""
+    if scaled.follow is None or scaled.done is None:
+        return scaled
+    outcome = outcome_of(scaled.follow, scaled.done, fleet, now)
+    if outcome is None:
+        return scaled
+    done = scaled.done.model_copy(update={"came": outcome.came, "seen_at": outcome.read_at})
+    came = f"{OUTCOME_ICONS[outcome.came]} {outcome_said(done, outcome)}."
+    return replace(scaled, done=done, follow=None, came=came)
 
 
 def _current(state: WarningState, now: float) -> bool:

@@ -751,7 +751,7 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
     ], "said once, in the incident's thread (whose reply says when it goes back)"
     # Made when the warning scaled, before the incident took it on.
     assert taken[0].scale == ScaleDone(
-        runner_type="linux", added=5, by="alice", at=made_at, field="minRunners", after=5
+        runner_type="linux", added=5, by="alice", at=made_at, field="minRunners", before=0, after=5
     )
     assert taken[0].at > made_at
     assert await shown_scaled(warnings) == "Incident 1 took it on."

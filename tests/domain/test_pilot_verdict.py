@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import Event, FollowUp, Incident, ScaleDone, with_action
 from bot.domain.judgement import Direction, Judgement
-from bot.domain.pilot import Hold, held, verdict
+from bot.domain.pilot import Hold, held, scale_ups, verdict
 from bot.domain.runner_pods import PodCause, Trouble
 from bot.domain.scaling import Policy
 
@@ -58,18 +58,18 @@ def replay(asks: list[int], every_s: float = 15.0) -> tuple[Hold | None, Judgeme
 
 def test_it_waits_for_the_whole_hold_then_takes_the_least_asked_in_it() -> None:
     hold, last = replay([9, 12, 7, 10, 11, 14])  # 75 s of asking
-    said = verdict(POLICY, hold, last, incident_at(last), TYPE, last.at)
+    said = verdict(POLICY, hold, last, scale_ups(incident_at(last), TYPE), last.at)
     assert (
         said.runners == 0 and said.why == "the advice has asked for 1 min of the 3 min it must hold"
     )
     hold, last = replay([9, 12, 7, 10, 11, 14, 12, 13, 12, 11, 12, 12, 13])  # 180 s
-    said = verdict(POLICY, hold, last, incident_at(last), TYPE, last.at)
+    said = verdict(POLICY, hold, last, scale_ups(incident_at(last), TYPE), last.at)
     assert said.runners == 7 and said.why == "+7 asked for 3 min, within up_to 60"
 
 
 def test_the_least_is_the_hold_window_s_not_the_first_ask_of_a_long_ramp() -> None:
     hold, last = replay(list(range(1, 40)))  # a ramp asking 1, 2, ... 39 over 9.5 min
-    said = verdict(POLICY, hold, last, incident_at(last), TYPE, last.at)
+    said = verdict(POLICY, hold, last, scale_ups(incident_at(last), TYPE), last.at)
     assert said.runners == 20 and said.why == "+27 asked for 9 min, +20 by its step"
 
 
@@ -82,7 +82,7 @@ def test_it_declines_while_the_queue_falls_or_pods_cannot_start() -> None:
     hold, last = replay([9] * 13)
     falling = last.model_copy(update={"direction": Direction.FALLING})
     assert (
-        verdict(POLICY, hold, falling, incident_at(falling), TYPE, last.at).why
+        verdict(POLICY, hold, falling, scale_ups(incident_at(falling), TYPE), last.at).why
         == "the queue is falling"
     )
     cause = PodCause(
@@ -91,7 +91,7 @@ def test_it_declines_while_the_queue_falls_or_pods_cannot_start() -> None:
         advice="look",
     )
     stuck = last.model_copy(update={"causes": (cause,), "cannot_start": 4})
-    said = verdict(POLICY, hold, stuck, incident_at(stuck), TYPE, last.at)
+    said = verdict(POLICY, hold, stuck, scale_ups(incident_at(stuck), TYPE), last.at)
     assert said == said.__class__(0, "runners cannot start: 4 runner pods Pending: 0/12 nodes fit")
 
 
@@ -103,15 +103,15 @@ def scaled(at: datetime, added: int, *, pilot: bool, came: bool | None = None) -
 def test_a_person_s_scale_up_counts_for_the_cooldown_and_an_unverified_one_holds_it() -> None:
     hold, last = replay([9] * 13)
     person = scaled(last.at - timedelta(minutes=4), 5, pilot=False, came=True)
-    said = verdict(POLICY, hold, last, incident_at(last, (person,)), TYPE, last.at)
+    said = verdict(POLICY, hold, last, scale_ups(incident_at(last, (person,)), TYPE), last.at)
     assert said.runners == 0 and said.why == "cooling down: 6 min left since the last scale-up"
     follow = FollowUp(at=person.at, due=person.at + timedelta(minutes=10))
     unverified = incident_at(last, (person,)).model_copy(update={"follow_ups": (follow,)})
-    assert verdict(POLICY, hold, last, unverified, TYPE, last.at).why.endswith(
+    assert verdict(POLICY, hold, last, scale_ups(unverified, TYPE), last.at).why.endswith(
         "is not verified yet"
     )
     failed = scaled(last.at - timedelta(minutes=20), 5, pilot=False, came=False)
-    said = verdict(POLICY, hold, last, incident_at(last, (failed,)), TYPE, last.at)
+    said = verdict(POLICY, hold, last, scale_ups(incident_at(last, (failed,)), TYPE), last.at)
     assert said.why == "the +5 at 13:43 UTC did not come up"
 
 
@@ -120,10 +120,10 @@ def test_its_own_acts_in_the_incident_stay_within_up_to() -> None:
     acts = tuple(
         scaled(last.at - timedelta(minutes=m), 20, pilot=True, came=True) for m in (40, 20)
     )
-    said = verdict(POLICY, hold, last, incident_at(last, acts), TYPE, last.at)
+    said = verdict(POLICY, hold, last, scale_ups(incident_at(last, acts), TYPE), last.at)
     assert said.runners == 20 and said.why == "+30 asked for 3 min, +20 by its step"
     more = (*acts, scaled(last.at - timedelta(minutes=11), 20, pilot=True, came=True))
-    said = verdict(POLICY, hold, last, incident_at(last, more), TYPE, last.at)
+    said = verdict(POLICY, hold, last, scale_ups(incident_at(last, more), TYPE), last.at)
     assert said == said.__class__(0, "it added its up_to of 60 in this incident")
 
 
@@ -136,7 +136,7 @@ def test_an_act_never_exceeds_any_bound_nor_any_ask_of_the_hold(
     for n, asked in enumerate(asks):
         last = judged(T0 + timedelta(seconds=n * 10), asked)
         hold = held(hold, last, hold_s)
-    said = verdict(policy, hold, last, incident_at(last), TYPE, last.at)
+    said = verdict(policy, hold, last, scale_ups(incident_at(last), TYPE), last.at)
     window = [a for n, a in enumerate(asks) if n * 10 >= (len(asks) - 1) * 10 - hold_s]
     if said.runners:
         assert said.runners <= min(policy.step, policy.up_to, 200)
@@ -153,17 +153,24 @@ def test_a_hold_survives_its_stored_shape_and_refuses_another() -> None:
 def test_the_bound_that_limits_an_act_is_the_one_named() -> None:
     hold, last = replay([10] * 13)
     capped = last.model_copy(update={"cap": 4})
-    said = verdict(POLICY, hold, capped, incident_at(capped), TYPE, last.at)
+    said = verdict(POLICY, hold, capped, scale_ups(incident_at(capped), TYPE), last.at)
     assert said == said.__class__(4, "+10 asked for 3 min, +4 by the cap")
     short = last.model_copy(update={"nodes_short": 3, "unplaced": 2})
-    said = verdict(POLICY, hold, short, incident_at(short), TYPE, last.at)
+    said = verdict(POLICY, hold, short, scale_ups(incident_at(short), TYPE), last.at)
     assert said.why == "runners cannot start: 2 new runner pods find no node"
 
 
 def test_a_scale_up_in_another_open_incident_counts_for_the_cooldown() -> None:
     hold, last = replay([9] * 13)
     elsewhere = incident_at(last, (scaled(last.at - timedelta(minutes=2), 20, pilot=False),))
-    said = verdict(POLICY, hold, last, incident_at(last), TYPE, last.at, others=(elsewhere,))
+    said = verdict(
+        POLICY,
+        hold,
+        last,
+        scale_ups(incident_at(last), TYPE),
+        last.at,
+        others=scale_ups(elsewhere, TYPE),
+    )
     assert said.why == "cooling down: 8 min left since the last scale-up"
 
 
@@ -177,9 +184,13 @@ def test_a_failure_someone_resumed_the_pilot_after_no_longer_holds_it() -> None:
     )
     incident = incident_at(last, (failed,))
     resumed_before_it_failed = last.at - timedelta(minutes=15)
-    said = verdict(POLICY, hold, last, incident, TYPE, last.at, resumed=resumed_before_it_failed)
+    said = verdict(
+        POLICY, hold, last, scale_ups(incident, TYPE), last.at, resumed=resumed_before_it_failed
+    )
     assert said.why.endswith("did not come up"), "a resume before the failure forgives nothing"
-    assert verdict(POLICY, hold, last, incident, TYPE, last.at).why.endswith("did not come up")
+    assert verdict(POLICY, hold, last, scale_ups(incident, TYPE), last.at).why.endswith(
+        "did not come up"
+    )
     resumed = last.at - timedelta(minutes=1)
-    said = verdict(POLICY, hold, last, incident, TYPE, last.at, resumed=resumed)
+    said = verdict(POLICY, hold, last, scale_ups(incident, TYPE), last.at, resumed=resumed)
     assert said.runners == 9
