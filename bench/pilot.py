@@ -108,6 +108,8 @@ class Run:
     came: list[float] = field(default_factory=list)  # the minutes each act's runners came
     peak: int = 0  # the burst's type's most jobs queued at a reading
     drained_min: float | None = None
+    # The root's advice and the jobs queued at each reading from the alert to the resolve.
+    advised: list[tuple[int, float]] = field(default_factory=list)
 
     def since_fired(self, minute: float | None) -> float | None:
         if minute is None or self.fired_min is None:
@@ -118,6 +120,14 @@ class Run:
     def came_min(self) -> float | None:
         """Added capacity: the first act's runners registered."""
         return min(self.came, default=None)
+
+    @property
+    def advised_to_peak(self) -> list[int]:
+        """The runners the root advised from the alert to the first reading at the queue's
+        peak: what a responder watching the climb reads."""
+        top = max((queued for _, queued in self.advised), default=0.0)
+        peak = next((k for k, (_, queued) in enumerate(self.advised) if queued == top), -1)
+        return [runners for runners, _ in self.advised[: peak + 1] if runners]
 
     @property
     def added(self) -> int:
@@ -260,6 +270,7 @@ async def _replayed(burst: Burst, who: str, *, seed: int, minutes: int, policy: 
             continue  # resolved: nobody and no pilot scales a closed incident
         judgement = view.runner_types[name].judged
         assert judgement is not None
+        run.advised.append((judgement.runners, judgement.queued or 0.0))
         offer = None
         if who == PILOT_RUN:
             hold = held(hold, judgement, policy.hold_s)
@@ -350,6 +361,11 @@ def report(found: dict[str, Any]) -> None:
                 person.since_fired(person.drained_min), pilot.since_fired(pilot.drained_min)
             )
             print(f"  {pilot.label}: its capacity came {sooner}; its queue drained {drain}")
+        advised = nobody.advised_to_peak
+        print(
+            f"  the root's advice from the alert to the peak: {_steps(advised)} "
+            f"({len(set(advised))} amounts)"
+        )
     seeds = found["seeds"]
     for who, runs in found["spread"].items():
         capacity = [run.since_fired(run.came_min) for run in runs]
@@ -359,6 +375,14 @@ def report(found: dict[str, Any]) -> None:
             f"(median {_median(capacity)}), added {', '.join(str(run.added) for run in runs)}, "
             f"drained at {_listed(drained)} (median {_median(drained)})"
         )
+    amounts = [len(set(run.advised_to_peak)) for run in found["spread"][NOBODY]]
+    said = f"  seeds {seeds.start}-{seeds.stop - 1}: the root's advised amounts to the peak"
+    print(f"{said}: {', '.join(map(str, amounts))}")
+
+
+def _steps(advised: list[int]) -> str:
+    """ "+16 → +18 → +20": each amount the root showed, in order."""
+    return " → ".join(f"+{n}" for n in dict.fromkeys(advised)) or "none"
 
 
 def _listed(values: list[float | None]) -> str:

@@ -30,6 +30,7 @@ SLOW_DRAIN_TARGETS = 2.0  # a falling queue that clears within this many targets
 # A queue's noise: arrivals less completions, each a count of chance events, differ by four jobs
 # with no trend, or a twentieth of a long queue.
 NOISE_JOBS, NOISE_SHARE = 4.0, 0.05
+TOLERANCE = 0.1  # HPA's: a recommendation within a tenth of the current one changes nothing
 
 
 class Direction(StrEnum):
@@ -197,10 +198,12 @@ def advise(
     sure: tuple[float, float],
     earlier: Sequence[Advised] = (),
     rise_mins: float = 0.0,
+    trend: float = 0.0,
 ) -> Judgement:
-    """`sure`: `sure_slopes`; `earlier`: the window's advice, oldest first."""
+    """`sure`: `sure_slopes`; `trend`: `rise_of`; `earlier`: the window's advice, oldest
+    first."""
     duration = duration if duration and duration > 0 else None
-    advised = _advised(j, duration, net_arrivals, max(sure[0], 0.0))
+    advised = _advised(j, duration, net_arrivals, max(sure[0], 0.0), trend)
     advised = advised.model_copy(update={"own": advised.wanted})
     if advised.clears_in_mins is not None and sure[1] < 0:
         return advised  # a queue surely clearing in time by itself: a drain is not noise
@@ -234,6 +237,8 @@ def _stabilized(
     shown = min(max(before, least), most)
     if shown and shown < before <= shown + noise:
         shown = before
+    if before and before < shown <= before + min(TOLERANCE * before, noise):
+        shown = before  # a rise within HPA's tolerance, and the queue's noise, moves nothing
     if shown == j.own:
         return j
     if shown > j.own:
@@ -243,7 +248,9 @@ def _stabilized(
     return _fitted(j, shown + j.booting, why)
 
 
-def _advised(j: Judgement, duration: float | None, net_arrivals: float, sure: float) -> Judgement:
+def _advised(
+    j: Judgement, duration: float | None, net_arrivals: float, sure: float, trend: float
+) -> Judgement:
     queued = j.queued or 0.0
     if queued <= 0:
         # Only before the queue was ever observed do the rates speak: once observed, a surge's
@@ -269,6 +276,7 @@ def _advised(j: Judgement, duration: float | None, net_arrivals: float, sure: fl
         growth = net_arrivals
     else:
         growth = min(max(rate, 0.0), sure)
+    growth = max(growth, trend)
     needed = to_drain(queued + growth * j.within_mins, duration, j.within_mins)
     each = f"of ~{minutes(duration)}" if duration else "at a runner each (no job duration)"
     why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
@@ -365,7 +373,24 @@ def direction_of(
         return Direction.RISING, rate
     if net < -allowed and step <= 0 and high < 0:
         return Direction.FALLING, rate
-    return Direction.HOLDING, rate
+    rise = rise_of(points)
+    return (Direction.RISING, rise) if rise else (Direction.HOLDING, rate)
+
+
+def rise_of(points: Sequence[tuple[float, float]]) -> float:
+    """A climb too slow for the last readings to tell, told by all of them (the advice window's):
+    their slope where it stands beyond their scatter and has moved the queue past its noise; 0
+    where it does not."""
+    every = _distinct(list(points))
+    if len(every) <= TELLING_READINGS:
+        return 0.0
+    xs = [(t - every[0][0]) / 60 for t, _ in every]
+    fit = slope_fit(xs, [value for _, value in every])
+    if fit is None:
+        return 0.0
+    allowed = max(NOISE_JOBS, NOISE_SHARE * max(value for _, value in every))
+    low, _ = _slope_bounds(every)
+    return fit[0] if fit[0] * xs[-1] > allowed and low > 0 else 0.0
 
 
 def sure_slopes(points: Sequence[tuple[float, float]]) -> tuple[float, float]:

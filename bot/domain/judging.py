@@ -24,6 +24,7 @@ from bot.domain.judgement import (
     Judgement,
     advise,
     direction_of,
+    rise_of,
     running_of,
     sure_slopes,
 )
@@ -44,7 +45,7 @@ def judged(
     `window` (falling) and `rise` (rising), and within the `caps` of one scale request by type;
     a type a past reading kept no gauges of had nothing queued and was advised nothing then."""
     # The direction's readings, and at a fast cadence all of the rise window's.
-    since = fleet.at - max(interval * (RECENT_READINGS + 0.5), rise)
+    since = fleet.at - max(interval * (RECENT_READINGS + 0.5), rise, window)
     ordered = sorted((p for p in recent if p.at < fleet.at), key=lambda p: p.at)
     before = [p for p in ordered if since <= p.at]
     held = [p for p in ordered if fleet.at - max(window, rise) < p.at]
@@ -165,4 +166,5 @@ def judge(
         sure=sure,
         earlier=earlier,
         rise_mins=rise_mins,
+        trend=rise_of(points),
     )

@@ -86,10 +86,12 @@ def test_each_policys_seeds_are_replayed_with_that_policy() -> None:
     assert all(len(run.acts) > 1 for run in spread[FASTER_RUN])
 
 
-def test_the_queue_drains_in_the_order_of_the_runners_added_not_of_the_first_to_come() -> None:
+def test_capacity_added_sooner_drains_the_queue_no_later_and_holds_its_peak_lower() -> None:
     """The rule resolves once no job waited over 2 minutes: served oldest first, the backlog
-    must be gone, which takes runners. The demo's pilot adds what the advice asks at the alert
-    and its cooldown holds it there; the person adds more, later; the faster pilot the most."""
+    must be gone, which takes runners. The advice sees the climb at the alert, so the pilot's
+    first act is a real one (its step), minutes before the person's first status; the queue
+    peaks lower and drains no later, and the faster policy, acting on as the surge goes on,
+    drains first."""
     person, pilot, faster = (
         replay(BURST, PERSON),
         replay(BURST, PILOT_RUN),
@@ -98,11 +100,22 @@ def test_the_queue_drains_in_the_order_of_the_runners_added_not_of_the_first_to_
     (person_came, person_drained), (pilot_came, pilot_drained), (faster_came, faster_drained) = (
         came_and_drained(run) for run in (person, pilot, faster)
     )
-    assert pilot_came < person_came and faster_came < person_came
-    assert faster.added > person.added > pilot.added
-    assert faster_drained < person_drained < pilot_drained
+    assert faster_came < pilot_came < person_came
+    assert pilot.policy is not None and pilot.acts[0][1] == pilot.policy.step
+    assert max(pilot.peak, faster.peak) < person.peak
+    assert faster_drained < pilot_drained <= person_drained
 
 
 def came_and_drained(run: Run) -> tuple[float, float]:
     assert run.came_min is not None and run.drained_min is not None
     return run.came_min, run.drained_min
+
+
+def test_the_demos_root_climbs_to_the_peak_in_at_most_three_amounts() -> None:
+    """The demo's incident replayed at the demo's own cadence: the advice sees the climb from
+    the alert on (its growth from the advice window's readings), so it rises in a few steps
+    within HPA's tolerance, not a runner a reading, and never back down."""
+    advised = replay(BURST, NOBODY).advised_to_peak
+    assert advised and advised == sorted(advised), advised
+    assert len(set(advised)) <= 3, advised
+    assert advised[0] >= 10, "the growth counted at the alert, not only the queue then"

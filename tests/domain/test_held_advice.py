@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, troubled_gauges
 from bot.domain.incidents import Event, ScaleDone, with_scale_ups
-from bot.domain.judgement import Judgement
+from bot.domain.judgement import Direction, Judgement
 from bot.domain.judging import judged
 
 START = datetime(2026, 11, 26, 12, tzinfo=UTC)
@@ -210,3 +210,31 @@ def test_a_short_jump_at_a_fast_cadence_is_no_climb_and_a_steady_ramp_is_one() -
     climbing = played(ramp, every=SECOND)[-1]
     assert climbing.heading.startswith("▲ rising"), climbing.heading
     assert 5 < (climbing.change_per_min or 0) < 7, climbing.change_per_min
+
+
+def test_a_climb_too_slow_for_three_readings_is_told_by_the_window_and_sizes_the_advice() -> None:
+    """The demo's climb, read every 18 s: +3 jobs a minute with a job's scatter moves the last
+    three readings less than the queue's noise, yet the advice window's readings tell it. It
+    reads as rising, and its growth is counted at once (3 jobs a minute of 10-minute jobs are
+    10 runners more), not only once each reading alone could tell it."""
+    rng = random.Random(3)
+    climb = [reading(10 + 0.9 * k + rng.randint(-1, 1)) for k in range(30)]  # 0.9 a reading
+    every = timedelta(seconds=18)
+    shown = played(climb, every=every, rise=MINUTE, window=WINDOW)
+    late = shown[20:]
+    assert all(j.direction is Direction.RISING for j in late), [j.heading for j in late]
+    # Queued ~19-26 of 10-minute jobs in 30 min is 7-9 runners; the growth adds ~9 more.
+    assert all(j.runners >= 14 for j in late), [j.runners for j in late]
+    assert changes([j.runners for j in late]) <= 2
+
+
+def test_a_rise_within_a_tenth_of_the_advice_moves_nothing() -> None:
+    """HPA's tolerance: a recommendation within a tenth of the current one changes nothing, so a
+    climb's advice moves in steps a person can act on, not a runner a reading."""
+    steady = [reading(60) for _ in range(8)]
+    nudged = [reading(63) for _ in range(8)]  # 20 runners asked, then 21: within a tenth
+    shown = played([*steady, *nudged])
+    assert {j.runners for j in shown[4:8]} == {20}
+    assert {j.runners for j in shown[8:]} == {20}, [j.runners for j in shown[8:]]
+    stepped = played([*steady, *(reading(75) for _ in range(8))])  # 25: past it
+    assert stepped[-1].runners == 25
