@@ -73,6 +73,11 @@ def outcome_of(
     if follow.baseline is None:
         why = f"no reading before it counted the registered {done.runner_type} runners"
         return Outcome(None, read_at, why=why)
+    if judged.queued == 0 and not (said or judged.causes or judged.cannot_start):
+        # Nothing waits and nothing holds them back: an autoscaler starts runners for jobs, and
+        # none were left for these; they were not needed, which is no failure to pause on.
+        why = "the queue drained before they registered, so no job was left for them"
+        return Outcome(None, read_at, judged, follow.baseline, why=why)
     return Outcome(False, read_at, judged, follow.baseline, why=cause_of(judged, said))
 
 

@@ -171,3 +171,22 @@ def test_a_scale_up_still_followed_when_the_incident_resolves_is_summarized_as_n
     ), text
     settled_first = resolved.model_copy(update={"follow_ups": ()})
     assert "not seen registered" not in str(render_summary(settled_first, [], now=now).blocks)
+
+
+def test_runners_asked_as_the_queue_drained_were_not_needed_which_is_no_failure() -> None:
+    """An autoscaler starts runners for jobs: asked as the queue drained, none come because none
+    were needed. That is not known to have failed (the pilot pauses on a failure), and says why;
+    a scaler's own failure, or pods that cannot start, still say it did not come."""
+    incident, _ = scaled_incident(BEFORE)
+    due = ASKED + timedelta(seconds=VERIFY_S)
+    drained = reading(due, queued=0, registered=20, busy=12, maximum=27)
+    (event,) = settled(incident, drained, due)[1]
+    assert event.text == (
+        "+7 on linux.2xlarge at 14:02 UTC: not known: the queue drained before they registered, "
+        "so no job was left for them"
+    )
+    updated, _, _ = settled(incident, drained, due)
+    assert updated.actions[-1].scale is not None and updated.actions[-1].scale.came is None
+    failed = "the group's last activity failed: We currently do not have sufficient capacity"
+    (event,) = settled(incident, drained, due, {TYPE: failed})[1]
+    assert event.text.endswith(failed) and "0 registered after 10 min" in event.text
