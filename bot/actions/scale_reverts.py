@@ -16,6 +16,7 @@ from pydantic import Field, PlainValidator, TypeAdapter, ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from bot.actions.kept_true import kept_true
 from bot.actions.put_back_follows import PutBackFollows
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
@@ -147,7 +148,9 @@ class ScaleReverts:
                     return None, None
                 return Commit(without_put_backs(incident, {rid}), root=False), None
 
-            await self.store.commit_fresh(earlier.incident_id, handed_on, clock=self.clock)
+            await self.store.commit_fresh(
+                earlier.incident_id, kept_true(handed_on), clock=self.clock, with_timeline=True
+            )
         return record
 
     def plan(self, *, warning: bool = False) -> str:
@@ -425,7 +428,7 @@ class ScaleReverts:
             return Commit(said, events=(event,), replies=(reply,), root=on_root), (number, now)
 
         fresh = await self.store.commit_fresh(
-            incident_id, told, clock=self.clock, with_timeline=scale is not None
+            incident_id, kept_true(told), clock=self.clock, with_timeline=True
         )
         if not fresh.found:
             log.info("scale reverts: incident %s gone: %s", incident_id, text)

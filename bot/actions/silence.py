@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from redis.exceptions import RedisError
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Outcome, failed, refused
+from bot.actions.kept_true import kept_true
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
@@ -333,4 +334,6 @@ class SilenceWatch:
                 return None, None  # someone acted on it meanwhile: their change stands
             return change(incident, now), None
 
-        await self.store.commit_fresh(incident_id, recorded, clock=self.clock)
+        await self.store.commit_fresh(
+            incident_id, kept_true(recorded), clock=self.clock, with_timeline=True
+        )

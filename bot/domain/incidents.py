@@ -36,6 +36,8 @@ MAX_RESOLVED_INSTANCES = 1000  # alert instances seen resolved, per group
 REFUSED = "refused"
 EARLY_WARNING = "early_warning"
 POSTMORTEM = "postmortem"
+# A change after a postmortem was drafted that makes it say something else: said under it.
+AMENDED = "amended"
 
 
 class Status(StrEnum):

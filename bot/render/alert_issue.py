@@ -13,7 +13,7 @@ from datetime import datetime
 
 from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
 from bot.domain.follow_ups import SCALE_OUTCOME
-from bot.domain.incidents import POSTMORTEM, Event, Incident, drafted_from
+from bot.domain.incidents import AMENDED, POSTMORTEM, Event, Incident, drafted_from
 from bot.render.postmortem import (
     impact_section,
     md_escape,
@@ -46,6 +46,7 @@ TITLES = {
     "diagnosed": "Likely cause",
     "alert_cleared": "Alert cleared",
     "reopened": "Fired again",
+    AMENDED: "Postmortem out of date",
 }
 
 

@@ -67,6 +67,7 @@ _EVENT_ICONS = {
     "state_lost": "⚠️",
     "diagnosed": "🩺",
     "status": "📊",
+    "amended": "📝",
 }
 # The one reply that may mention someone: taking ownership tells the owner the thread is theirs.
 MENTIONING_EVENTS = frozenset({"acknowledged", "handed_over"})

@@ -46,6 +46,9 @@ class ThreadRef:
 STATUS, RESTATUS, CHART, POSTMORTEM = "status", "restatus", "chart", "postmortem"
 STATUS_KINDS = (STATUS, RESTATUS)
 STATUS_TS = "status_ts"  # the latest status reply's, which a quiet status edits
+# The latest summary's ts, and the kind of a reply that edits it: what a change after the resolve
+# makes it say (the newest edit waiting makes an older one pointless).
+SUMMARY_TS, SUMMARY_EDIT = "summary_ts", "summary_edit"
 THREAD_STATUS = (*STATUS_KINDS, CHART)  # a status and its picture
 
 
@@ -80,7 +83,9 @@ def summary_replies(
     """A resolved incident's summary, then its chart unless the last picture drew it; a status
     still waiting gives way (it would show the incident open)."""
     summary, with_chart = summaries
-    reply = Reply("summary", band, summary, replaces=STATUS_KINDS, instead=with_chart)
+    reply = Reply(
+        "summary", band, summary, replaces=STATUS_KINDS, instead=with_chart, ts_as=SUMMARY_TS
+    )
     return (reply,) if chart_drawn(incident, incident.pictured_at) else (reply, chart_reply())
 
 
@@ -299,10 +304,10 @@ class IncidentStore:
         if incident is not None and any(r.kind not in THREAD_STATUS for r in change.replies):
             # Posted below the latest status reply, which is then edited no more.
             incident = incident.model_copy(update={"replied_since_status": True})
-        if incident is not None and change.replies:
-            incident = incident.model_copy(
-                update={"replies": incident.replies + len(change.replies)}
-            )
+        posted = [r for r in change.replies if not r.edits]
+        if incident is not None and posted:
+            # An edit adds no reply below: a reply edited while nothing followed it stays so.
+            incident = incident.model_copy(update={"replies": incident.replies + len(posted)})
         if incident is not None:
             ttl_s = min(TEST_RETENTION_S, ttl_s) if incident.is_test else ttl_s
             spec.update(

@@ -1,0 +1,89 @@
+"""A resolved incident's summary and postmortem kept true after the resolve. A change that makes
+the summary say something else (a put-back done, what came of it, a silence ended) edits the
+summary in place; one that makes a postmortem already drafted say something else is said under
+it in the thread, as an `AMENDED` event, which the alert's GitHub issue hears as a comment.
+
+Decided inside the change's own fenced commit, from the incident before and after it: a change
+refused and decided again decides this again, and a change committed once says it once,
+whichever leader commits it. What the summary says is rendered again from the record, never
+patched."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import TypeVar
+
+from bot.domain.incidents import AMENDED, POSTMORTEM, Event, Incident, drafted_from
+from bot.render import mrkdwn as md
+from bot.render.postmortem import render_postmortem
+from bot.render.replies import render_event, summaries
+from bot.storage.incident_store import (
+    BAND_EVENT,
+    SUMMARY_EDIT,
+    SUMMARY_TS,
+    Change,
+    Commit,
+    Reply,
+)
+
+T = TypeVar("T")
+
+
+def kept_true(change: Change[T]) -> Change[T]:
+    """`change`, with what its commit makes the summary and the postmortem say otherwise; it
+    needs the timeline (`commit_fresh(..., with_timeline=True)`)."""
+
+    def changed(
+        incident: Incident, now: datetime, timeline: list[Event]
+    ) -> tuple[Commit | None, T]:
+        commit, answer = change(incident, now, timeline)
+        if commit is None or commit.incident is None:
+            return commit, answer
+        return told_again(incident, timeline, commit, now), answer
+
+    return changed
+
+
+def told_again(before: Incident, timeline: list[Event], commit: Commit, now: datetime) -> Commit:
+    """`commit` with the summary's edit and the postmortem's note it calls for (none while the
+    incident is open, before or after: a reopened incident's summary is of its earlier resolve)."""
+    after = commit.incident
+    if after is None or before.is_open or after.is_open:
+        return commit
+    events, replies = commit.events, commit.replies
+    if (written := _postmortem(timeline)) is not None:
+        drafted = drafted_from(timeline, written)
+        was = render_postmortem(before, drafted, now=written.at)
+        if render_postmortem(after, drafted, now=written.at) != was:
+            note = amended(before, after, events, now)
+            command = f"`/queue postmortem {md.escape(after.id)}`"
+            detail = f"_(drafted {md.time_of(written.at)}; {command} drafts it again)_"
+            reply = Reply("event", BAND_EVENT, render_event(after, note, detail=detail))
+            events, replies = (*events, note), (*replies, reply)
+    # The summary's "What was done" leaves the notes out: they repeat what it lists.
+    done = [e for e in timeline if e.kind != AMENDED]
+    shown = summaries(after, [*done, *commit.events], now=now)[0]
+    if shown != summaries(before, done, now=now)[0]:
+        edit = Reply(SUMMARY_EDIT, BAND_EVENT, shown, replaces=(SUMMARY_EDIT,), edits=SUMMARY_TS)
+        replies = (*replies, edit)
+    return replace(commit, events=events, replies=replies)
+
+
+def amended(before: Incident, after: Incident, changes: Sequence[Event], now: datetime) -> Event:
+    """The event that says what changed since the postmortem was drafted: what happened, else
+    the put-backs a later incident's scale-up took on (they go back with that one)."""
+    said = [e.text.rstrip(".") for e in changes]
+    kept = {p.id for p in after.put_backs}
+    said += [
+        f"{p.runner_type} {p.field} {p.after} goes back with a later incident's scale-up"
+        for p in before.put_backs
+        if p.id not in kept and not changes
+    ]
+    what = "; ".join(said) or "what the incident records changed"
+    return Event(at=now, kind=AMENDED, text=f"Since the postmortem was drafted: {what}")
+
+
+def _postmortem(timeline: Sequence[Event]) -> Event | None:
+    return next((e for e in reversed(timeline) if e.kind == POSTMORTEM), None)
