@@ -17,9 +17,10 @@ and the worst it showed (its peaks). Nothing here decides or recomputes; it only
 - the headline: `root_figures` (the root's, against the alert's thresholds), `head_figures` (one
   line: the storm digest, `/queue`, a notification), `status_figures` (a status, each number's
   change since the last: only between two readings of the same measure), `still_live_said` (a
-  Resolve's question and the timeline);
-- the past: `peak_figures` (each peak with its own moment, never another's: the summary, the
-  postmortem, a resolved root), `peak_rows`, `drained_in`, and the tables' cells.
+  Resolve's question and the timeline); the longest wait (the oldest job's age) and the slowest
+  recent start are two rows, never one label over either;
+- the past: `peak_figures` (each measure's peak with its own moment, never another's: the
+  summary, the postmortem, a resolved root), `peak_rows`, `drained_in`, and the tables' cells.
 
 Per surface, the calls from a reading to its text:
 - the root: `status/tick._roots_to_reading -> outbound/desk.edit_root -> render/root.render_root
