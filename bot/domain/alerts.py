@@ -315,9 +315,11 @@ class RunnerQueue:
 class QueueNumbers:
     __pydantic_config__ = stored_short(
         "max_queue_time_mins=wait max_queue_size=size queue_time_threshold=wait_limit "
-        "queue_size_threshold=size_limit queue_time_over=wait_over queue_size_over=size_over"
+        "queue_size_threshold=size_limit queue_time_over=wait_over queue_size_over=size_over "
+        "slowest_start_mins=start"
     )
 
+    # The oldest queued job's age: what "longest wait" names, an alert's queue time.
     max_queue_time_mins: float | None = None
     max_queue_size: float | None = None
     queue_time_threshold: float | None = None
@@ -325,6 +327,8 @@ class QueueNumbers:
     # Where the rule says whether each is over instead of its threshold.
     queue_time_over: bool | None = None
     queue_size_over: bool | None = None
+    # The slowest recent start (ARC's startup histogram), a reading's: its own measure and row.
+    slowest_start_mins: float | None = None
 
 
 @dataclass(frozen=True)

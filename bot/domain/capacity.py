@@ -16,7 +16,13 @@ from zoneinfo import ZoneInfo
 
 from bot.domain.alerts import RunnerQueue
 from bot.domain.early_warning import Thresholds, stated_thresholds
-from bot.domain.fleet import OomKill, RunnerTypeMetrics, longest_wait, ranked_workflows
+from bot.domain.fleet import (
+    OomKill,
+    RunnerTypeMetrics,
+    longest_wait,
+    of_measure,
+    ranked_workflows,
+)
 from bot.domain.incidents import Event, Incident, RunnersSeen, most_runners
 from bot.domain.judgement import to_drain
 from bot.domain.runner_names import runner_key
@@ -99,7 +105,8 @@ class TypeReport(HistoryFigures):
     incidents: int = 0
     firing: timedelta = timedelta()
     peak_queued: float | None = None
-    peak_wait: RunnerQueue | None = None  # the longest, as it was measured
+    peak_wait: RunnerQueue | None = None  # the longest oldest job's age, as it was measured
+    peak_start: RunnerQueue | None = None  # the slowest recent start: its own measure
     scale_ups: Mapping[str, int] = field(default_factory=dict)  # who -> how many
     scaled: ScaleUps | None = None  # what came of them, over its incidents' scale records
     minimum: float | None = None
@@ -234,7 +241,8 @@ def _report(
         incidents=len(incidents),
         firing=max(firing, timedelta()),
         peak_queued=max(queued, default=None),
-        peak_wait=longest_wait(peaks),
+        peak_wait=longest_wait(of_measure(peaks, starts=False)),
+        peak_start=longest_wait(of_measure(peaks, starts=True)),
         scale_ups=dict(scalers.most_common()),
         scaled=scaled if scaled.all.count else None,
         minimum=minimum,

@@ -136,12 +136,21 @@ def longest_wait(queues: Iterable[Q]) -> Q | None:
     return max(waited, key=lambda q: (q.longest_wait_mins or 0, bool(q.wait_over)), default=None)
 
 
-def measured(mins: float | None, types: Iterable[RunnerQueue]) -> RunnerQueue:
-    """The wait `mins` with how it was measured: the type's that read it, else a plain wait."""
-    worst = longest_wait(types)
+def of_measure(queues: Iterable[Q], *, starts: bool) -> list[Q]:
+    """The queues whose wait is of one measure: the slowest recent start (`starts`), else the
+    oldest queued job's age. The two are never ranked, compared or peaked together."""
+    return [q for q in queues if bool(q.wait_of_starts) == starts]
+
+
+def measured(
+    mins: float | None, types: Iterable[RunnerQueue], *, starts: bool = False
+) -> RunnerQueue:
+    """The wait `mins` of one measure, with how it was read (a wait "over" a bound): the type's
+    that read it, else a plain wait of that measure."""
+    worst = longest_wait(of_measure(types, starts=starts))
     if worst is not None and worst.longest_wait_mins == mins:
         return worst
-    return RunnerQueue(longest_wait_mins=mins)
+    return RunnerQueue(longest_wait_mins=mins, wait_of_starts=starts or None)
 
 
 def worst_first(types: Mapping[str, Q]) -> list[tuple[str, Q]]:

@@ -6,19 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, measured
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, measured, of_measure
 from bot.domain.incidents import Incident, queued_total, thresholds
 
 
 @dataclass(frozen=True)
 class Headline:
     """Queued across the incident's types, the longest wait as it was measured (its minutes None:
-    not read), and the live reading (or None)."""
+    not read; the slowest recent start where no type's oldest job was read), the slowest recent
+    start beside an oldest job's age (its own row), and the live reading (or None)."""
 
     queued: float | None
     wait: RunnerQueue | RunnerTypeMetrics
     live: FleetSnapshot | None = None
     worst: bool = False  # a resolved incident's: the worst seen (its peaks), as its summary says
+    start: RunnerQueue | RunnerTypeMetrics | None = None
 
 
 def shown_live(incident: Incident) -> FleetSnapshot | None:
@@ -32,18 +34,24 @@ def headline(incident: Incident) -> Headline:
     live = shown_live(incident)
     if live is not None:
         types = live.runner_types.values()
-        worst = longest_wait(types)
+        waited, started = (longest_wait(of_measure(types, starts=s)) for s in (False, True))
         queued = [m.queued for m in types if m.queued is not None]
-        if worst is not None or queued:
+        if waited is not None or started is not None or queued:
             total = sum(queued) if queued else None
-            return Headline(total, worst or RunnerQueue(), live)
+            if waited is None:
+                return Headline(total, started or RunnerQueue(), live)
+            return Headline(total, waited, live, start=started)
     alert = incident.numbers
     total = queued_total(alert, incident.runner_types)
     if incident.is_open and (total is not None or alert.max_queue_time_mins is not None):
         return Headline(total, RunnerQueue(longest_wait_mins=alert.max_queue_time_mins))
-    peak = incident.peak  # the peak types keep each wait with how it was measured
-    wait = measured(peak.max_queue_time_mins, incident.peak_types.values())
-    return Headline(peak.max_queue_size, wait, worst=True)
+    peak, types = incident.peak, incident.peak_types.values()
+    wait = measured(peak.max_queue_time_mins, types)
+    start = measured(peak.slowest_start_mins, types, starts=True)
+    if peak.max_queue_time_mins is None:
+        return Headline(peak.max_queue_size, start, worst=True)
+    shown = start if peak.slowest_start_mins is not None else None
+    return Headline(peak.max_queue_size, wait, worst=True, start=shown)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from bot.domain.fleet import (
     Reading,
     RunnerTypeMetrics,
     longest_wait,
+    of_measure,
     of_type,
     worst_first,
 )
@@ -350,10 +351,11 @@ def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snaps
         name: RunnerQueue(m.queued, m.longest_wait_mins, m.wait_over, m.wait_of_starts)
         for name, m in view.runner_types.items()
     }
-    waits = [q.longest_wait_mins for q in types.values() if q.longest_wait_mins is not None]
+    waited, started = (longest_wait(of_measure(types.values(), starts=s)) for s in (False, True))
     queued = [q.queued for q in types.values() if q.queued is not None]
     numbers = QueueNumbers(
-        max_queue_time_mins=max(waits) if waits else None,
+        max_queue_time_mins=waited.longest_wait_mins if waited else None,
+        slowest_start_mins=started.longest_wait_mins if started else None,
         max_queue_size=sum(queued) if queued else None,
         queue_time_threshold=incident.numbers.queue_time_threshold,
         queue_size_threshold=incident.numbers.queue_size_threshold,

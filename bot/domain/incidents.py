@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.domain.alerts import (
     AlertFacts,
@@ -21,7 +21,7 @@ from bot.domain.alerts import (
     max_known,
 )
 from bot.domain.delivery import Delivery
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_type
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_measure, of_type
 from bot.domain.jobs import Workflows
 from bot.domain.judgement import BOOT_MINS, Judgement, added
 from bot.domain.runner_names import runner_key
@@ -195,11 +195,30 @@ class RunnersSeen(BaseModel):
 Advice = tuple[str, int, int, int]
 
 
+def kept_apart(numbers: QueueNumbers, types: Mapping[str, RunnerQueue]) -> QueueNumbers:
+    """`numbers` with the longest wait and the slowest recent start apart. Until 0.28 the wait
+    held whichever was longer: where only a type's start has that number, it was the start."""
+    mins = numbers.max_queue_time_mins
+    if mins is None or numbers.slowest_start_mins is not None:
+        return numbers
+    waits, starts = (
+        {q.longest_wait_mins for q in of_measure(types.values(), starts=s)} for s in (False, True)
+    )
+    if mins in waits or mins not in starts:
+        return numbers
+    return replace(numbers, max_queue_time_mins=None, slowest_start_mins=mins)
+
+
 class Snapshot(BaseModel):
     at: datetime
     numbers: QueueNumbers = QueueNumbers()
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     advice: dict[str, Advice] = Field(default_factory=dict)  # a live view's, per runner type
+
+    @model_validator(mode="after")
+    def _waits_apart(self) -> Snapshot:
+        self.numbers = kept_apart(self.numbers, self.runner_types)
+        return self
 
 
 class Incident(BaseModel):
@@ -224,9 +243,12 @@ class Incident(BaseModel):
     numbers: QueueNumbers = QueueNumbers()
     # The peaks (`peaks_seen`) are kept, not derived: they fold in every reading shown, and the
     # record keeps only the latest (`live`) and the latest statuses (`trend`).
-    peak: QueueNumbers = QueueNumbers()  # the most jobs and longest wait; the latest thresholds
+    # The most jobs, the longest wait and the slowest recent start, each of its own measure;
+    # the latest thresholds.
+    peak: QueueNumbers = QueueNumbers()
     peak_snapshot: Snapshot | None = None  # the first reading with the most jobs, and its types
     peak_wait_at: datetime | None = None  # the first reading with the longest wait
+    peak_start_at: datetime | None = None  # the first reading with the slowest recent start
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     other_values: dict[str, float] = Field(default_factory=dict)
     firing_count: int = 0
@@ -304,6 +326,14 @@ class Incident(BaseModel):
         """Whether the peak queue is the types' queues summed, not the alert's own figure."""
         moment = self.peak_snapshot
         return sums_types(moment.runner_types if moment else self.peak_types)
+
+    @model_validator(mode="after")
+    def _peaks_apart(self) -> Incident:
+        """A record from before 0.28 whose peak wait was a slowest start: kept as one."""
+        peak = kept_apart(self.peak, self.peak_types)
+        if peak != self.peak and self.peak_start_at is None:
+            self.peak, self.peak_start_at, self.peak_wait_at = peak, self.peak_wait_at, None
+        return self
 
     def snapshot(self, at: datetime) -> Snapshot:
         queued = queued_total(self.numbers, self.runner_types)
@@ -662,9 +692,11 @@ def is_material(posted: Snapshot | None, current: Snapshot, drain: DrainRule) ->
     before, now = posted.numbers, current.numbers
     queued = (before.max_queue_size, now.max_queue_size, now.queue_size_threshold)
     waited = (before.max_queue_time_mins, now.max_queue_time_mins, now.queue_time_threshold)
+    started = (before.slowest_start_mins, now.slowest_start_mins, now.queue_time_threshold)
     return (
         _crossed(*queued, QUEUED_STEP, QUEUED_RATIO)
         or _crossed(*waited, WAIT_STEP_MINS, WAIT_RATIO)
+        or _crossed(*started, WAIT_STEP_MINS, WAIT_RATIO)
         or _drain_crossed(posted, current, drain)
     )
 
@@ -750,11 +782,13 @@ def peak_types_of(
     peak: dict[str, RunnerQueue], current: dict[str, RunnerQueue]
 ) -> dict[str, RunnerQueue]:
     """The worst queue seen per runner type; the wait keeps how it was measured with its number
-    (a tie keeps the one seen first)."""
+    (a tie keeps the one seen first), the longest of one measure: the oldest job's age once one
+    was read, before that the slowest recent start (never the larger of the two)."""
     merged = dict(peak)
     for name, queue in current.items():
         before = merged.get(name, queue)
-        wait = longest_wait((before, queue)) or before
+        known = [q for q in (before, queue) if q.longest_wait_mins is not None]
+        wait = longest_wait(of_measure(known, starts=False) or known) or before
         merged[name] = replace(wait, queued=max_known(before.queued, queue.queued))
     return merged
 
@@ -793,13 +827,16 @@ def sums_types(types: Mapping[str, RunnerQueue]) -> bool:
 
 def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
     """The peak queue is the most jobs any snapshot said, `peak_snapshot` the first moment it
-    was said; each type's peak the most it showed; the wait the longest shown, and when first."""
+    was said; each type's peak the most it showed; the longest wait and the slowest recent start
+    each the most of its own measure shown, and when first."""
     queued, waited = queued_total(seen.numbers, seen.runner_types), seen.numbers.max_queue_time_mins
+    started, start = seen.numbers.slowest_start_mins, incident.peak.slowest_start_mins
     before, wait = incident.peak.max_queue_size, incident.peak.max_queue_time_mins
     update: dict[str, object] = {
         "peak": replace(  # thresholds follow the latest alert
             seen.numbers,
             max_queue_time_mins=max_known(wait, waited),
+            slowest_start_mins=max_known(start, started),
             max_queue_size=max_known(before, queued),
         ),
         "peak_types": peak_types_of(incident.peak_types, dict(seen.runner_types)),
@@ -809,4 +846,6 @@ def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
         update["peak_snapshot"] = seen.model_copy(update={"numbers": numbers})
     if waited is not None and (wait is None or waited > wait):
         update["peak_wait_at"] = seen.at
+    if started is not None and (start is None or started > start):
+        update["peak_start_at"] = seen.at
     return update

@@ -113,8 +113,7 @@ def _type_line(report: TypeReport) -> str:
         parts.append(f"{kills} ({named})" if named else kills)
     if report.peak_queued is not None:
         parts.append(f"peak {queued_said(report.peak_queued)}")
-    if report.peak_wait is not None:
-        parts.append(wait_of(report.peak_wait))
+    parts += [wait_of(peak) for peak in (report.peak_wait, report.peak_start) if peak is not None]
     if report.maximum is not None:
         low = number(report.minimum) if report.minimum is not None else "?"
         runners = f"runners {low}–{number(report.maximum)}"

@@ -93,7 +93,7 @@ def _line(entry: DigestEntry) -> str:
         md.truncate(title_text(incident), 120),
     ]
     head = headline(incident)  # the root's numbers: live when it is, summed over the types
-    if figures := head_figures(head)[::-1]:
+    if figures := head_figures(head, queued_first=True):
         parts.append(("worst seen: " if head.worst else "") + ", ".join(figures))
     if types := list(incident.runner_types):
         named = ", ".join(f"`{md.escaped(n, 40)}`" for n in types[:MAX_TYPES_SHOWN])

@@ -17,9 +17,10 @@ and the worst it showed (its peaks). Nothing here decides or recomputes; it only
 - the headline: `root_figures` (the root's, against the alert's thresholds), `head_figures` (one
   line: the storm digest, `/queue`, a notification), `status_figures` (a status, each number's
   change since the last: only between two readings of the same measure), `still_live_said` (a
-  Resolve's question and the timeline);
-- the past: `peak_figures` (each peak with its own moment, never another's: the summary, the
-  postmortem, a resolved root), `peak_rows`, `drained_in`, and the tables' cells.
+  Resolve's question and the timeline); the longest wait (the oldest job's age) and the slowest
+  recent start are two rows, never one label over either;
+- the past: `peak_figures` (each measure's peak with its own moment, never another's: the
+  summary, the postmortem, a resolved root), `peak_rows`, `drained_in`, and the tables' cells.
 
 Per surface, the calls from a reading to its text:
 - the root: `status/tick._roots_to_reading -> outbound/desk.edit_root -> render/root.render_root
@@ -41,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from bot.domain.alerts import RunnerQueue
+from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, measured, source_name, worst_first
 from bot.domain.headline import Headline, StillLive
 from bot.domain.incidents import Incident, Resolution, Snapshot, sums_types, thresholds
@@ -157,9 +158,12 @@ def queue_numbers(queue: RunnerQueue | RunnerTypeMetrics) -> str:
     return " · ".join(type_parts(queue, bold=False)[0])
 
 
-def head_figures(head: Headline) -> list[str]:
-    """The headline's longest wait and queued jobs, as every one-line surface says them."""
-    return [figure for figure in (wait_of(head.wait), queued_said(head.queued)) if figure]
+def head_figures(head: Headline, *, queued_first: bool = False) -> list[str]:
+    """The headline's longest wait (and slowest recent start) and queued jobs, as every one-line
+    surface says them."""
+    waits = [wait_of(head.wait), wait_of(head.start) if head.start is not None else ""]
+    queued = [queued_said(head.queued)]
+    return [figure for figure in (queued + waits if queued_first else waits + queued) if figure]
 
 
 def type_lines(
@@ -229,17 +233,24 @@ def _comparable(now: RunnerQueue, was: RunnerQueue | None) -> float | None:
     return was.longest_wait_mins if bool(now.wait_of_starts) == bool(was.wait_of_starts) else None
 
 
+def _measure_of(numbers: QueueNumbers, starts: bool) -> float | None:
+    return numbers.slowest_start_mins if starts else numbers.max_queue_time_mins
+
+
 def status_figures(current: Snapshot, previous: Snapshot | None) -> tuple[list[str], str]:
     """A status's headline as its fields ("Queued jobs: *43* (▲ +6)") and as its notification's
     line ("queued jobs 43 (▲ +6)"): a change only from the same measure (a sum of the types'
     queues is no change from the alert's own figure)."""
     now_n, before = current.numbers, previous.numbers if previous else None
     items = []
-    if now_n.max_queue_time_mins is not None:
-        wait = measured(now_n.max_queue_time_mins, current.runner_types.values())
+    for starts, mins in ((False, now_n.max_queue_time_mins), (True, now_n.slowest_start_mins)):
+        if mins is None:
+            continue
+        wait = measured(mins, current.runner_types.values(), starts=starts)
         label, value = wait_words(wait) or ("", "")
-        was = previous and measured(before.max_queue_time_mins, previous.runner_types.values())
-        delta = change(now_n.max_queue_time_mins, _comparable(wait, was or None), "min")
+        was = before and _measure_of(before, starts)
+        earlier = previous and measured(was, previous.runner_types.values(), starts=starts)
+        delta = change(mins, _comparable(wait, earlier or None), "min")
         items.append((label.capitalize(), value, delta))
     if now_n.max_queue_size is not None:
         alike = previous is not None and (
@@ -292,16 +303,30 @@ def peak_queued_label(incident: Incident) -> str:
     return "Peak queued jobs (all runner types)" if typed > 1 else "Peak queued jobs"
 
 
-def peak_figures(incident: Incident) -> tuple[Peak | None, Peak | None]:
-    """The peak wait and the peak queue, each at its own moment."""
-    peak = incident.peak  # the peak types keep each wait with how it was measured
-    said = wait_words(measured(peak.max_queue_time_mins, incident.peak_types.values()))
-    waited = Peak(f"Peak {said[0]}", said[1], incident.peak_wait_at) if said else None
+class Peaks(NamedTuple):
+    """The incident's peaks as its record keeps them, each of one measure at its own moment."""
+
+    wait: Peak | None
+    start: Peak | None
+    queued: Peak | None
+
+
+def peak_figures(incident: Incident) -> Peaks:
+    """The peak longest wait, the peak slowest recent start and the peak queue, each the most of
+    its own measure, at the moment it was first reached: the record's, never recomputed."""
+    peak, types = incident.peak, incident.peak_types.values()
+    waits = []
+    for mins, starts, at in (
+        (peak.max_queue_time_mins, False, incident.peak_wait_at),
+        (peak.slowest_start_mins, True, incident.peak_start_at),
+    ):
+        said = wait_words(measured(mins, types, starts=starts))  # "over" as the type read it
+        waits.append(Peak(f"Peak {said[0]}", said[1], at) if said else None)
     if peak.max_queue_size is None:
-        return waited, None
+        return Peaks(*waits, None)
     moment = incident.peak_snapshot
     at = moment.at if moment is not None else None
-    return waited, Peak(peak_queued_label(incident), number(peak.max_queue_size), at)
+    return Peaks(*waits, Peak(peak_queued_label(incident), number(peak.max_queue_size), at))
 
 
 def peak_said(item: Peak, clock: Clock, bold: str = "*") -> str:
@@ -342,14 +367,14 @@ def root_figures(incident: Incident, head: Headline) -> list[str]:
     other values), a peak beside a number only as the same measure, at its own moment. A live
     headline has none beside it, and says how many types were not read."""
     current, live = incident.numbers, head.live
-    wait_peak, queued_peak = peak_figures(incident)
+    peaks = peak_figures(incident)
+    queued_peak = peaks.queued
     unread, overs = "", (current.queue_time_over, current.queue_size_over)
-    said = wait_words(head.wait)
-    waited = None if head.worst or said is None else said[1]
     queued = None if head.worst or head.queued is None else number(head.queued)
     if live is not None:
         types: Iterable[RunnerQueue | RunnerTypeMetrics] = live.runner_types.values()
-        wait_peak = queued_peak = None
+        peaks = Peaks(None, None, None)
+        queued_peak = None
         overs = (None, None)
         if live.missing:  # a sum without them would read as fewer than there are
             unread = f"{len(live.missing)} runner types unread"
@@ -357,19 +382,17 @@ def root_figures(incident: Incident, head: Headline) -> list[str]:
         types = incident.runner_types.values()
         if queued is not None and incident.peak_summed != sums_types(incident.runner_types):
             queued_peak = None  # a sum of the types is no peak of the alert's own figure
-    if said and waited and wait_peak is not None and wait_peak.label != f"Peak {said[0]}":
-        wait_peak = None
     summed = sum(1 for queue in types if queue.queued is not None)
     size_limit, time_limit = thresholds(incident)
-    rows = (
-        (said[0] if said else "", waited, wait_peak, [_against(time_limit, overs[0], minutes)]),
+    rows = [
+        *_wait_rows(head, peaks, _against(time_limit, overs[0], minutes)),
         (
             "queued jobs",
             queued,
             queued_peak,
             [_against(size_limit, overs[1], number, summed=summed), unread],
         ),
-    )
+    ]
     items = []
     for label, value, top, notes in rows:
         if value is None and top is not None:
@@ -382,6 +405,24 @@ def root_figures(incident: Incident, head: Headline) -> list[str]:
         f"{md.escaped(name, 100)} = *{number(value)}*"
         for name, value in incident.other_values.items()
     ]
+
+
+Row = tuple[str, str | None, Peak | None, list[str | None]]
+
+
+def _wait_rows(head: Headline, peaks: Peaks, against: str | None) -> list[Row]:
+    """The headline's wait, then the slowest recent start beside an oldest job's age, each beside
+    the peak of its own measure (a resolved headline: the peaks alone). The threshold is the
+    alert's queue time, said beside the first."""
+    if head.worst:
+        return [("", None, peaks.wait, [against]), ("", None, peaks.start, [])]
+    said, of_starts = wait_words(head.wait), bool(head.wait.wait_of_starts)
+    first = peaks.start if of_starts else peaks.wait
+    rows: list[Row] = [(said[0] if said else "", said[1] if said else None, first, [against])]
+    if not of_starts:
+        label, value = (wait_words(head.start) if head.start is not None else None) or ("", None)
+        rows.append((label, value, peaks.start, []))
+    return rows
 
 
 def _against(

@@ -15,13 +15,13 @@ from tests.support.incidents import make_incident
 _WAIT = re.compile(r"^(Longest wait|Slowest recent start): \*([^*]+)\*")
 _QUEUED = re.compile(r"^Queued jobs: \*([^*]+)\*")
 # A root labelled *Worst seen* (resolved, or the alert's numbers cleared) shows its peaks.
-_PEAK_WAIT = re.compile(r"^Peak (longest wait): \*([^*]+)\*")
+_PEAK_WAIT = re.compile(r"^Peak (longest wait|slowest recent start): \*([^*]+)\*")
 _PEAK_QUEUED = re.compile(r"^Peak queued jobs(?: \([^)]*\))?: \*([^*]+)\*")
 
 
 def root_headline(incident: Incident, now: datetime) -> tuple[str, str]:
-    """("30 queued", "longest wait 40 min") as the root's headline fields show them now; "" for
-    a number the root does not show."""
+    """("30 queued", "longest wait 40 min, slowest recent start 5 min") as the root's headline
+    fields show them now; "" for a number the root does not show."""
     texts = [
         item["text"]
         for block in render_root(incident, now=now).blocks
@@ -30,10 +30,10 @@ def root_headline(incident: Incident, now: datetime) -> tuple[str, str]:
     worst = "*Worst seen*" in str(render_root(incident, now=now).blocks)
     queued_re, wait_re = (_PEAK_QUEUED, _PEAK_WAIT) if worst else (_QUEUED, _WAIT)
     queued = next((m.group(1) for t in texts if (m := queued_re.match(t))), None)
-    wait = next((m for t in texts if (m := wait_re.match(t))), None)
+    waits = [m for t in texts if (m := wait_re.match(t))]  # each measure its own row
     return (
         f"{queued} queued" if queued is not None else "",
-        f"{wait.group(1).lower()} {wait.group(2)}" if wait is not None else "",
+        ", ".join(f"{wait.group(1).lower()} {wait.group(2)}" for wait in waits),
     )
 
 
