@@ -262,12 +262,16 @@ class Piloting:
             self.config.scale_verify_s,
         )
 
+        found = []
+
         def noted(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != warning.uid:
-                return None  # ended meanwhile: the incident that took it on tells it
+                return None  # replaced or gone meanwhile: nothing says the act
+            found.append(state)
             return state.with_scaled((*state.scaled, entry))
 
-        return Outcome(await self.warnings.save_fresh(runner_type, noted), "")
+        kept = await self.warnings.save_fresh(runner_type, noted)
+        return Outcome(kept and bool(found), "")
 
     async def _pause(self, runner_type: str, why: str) -> None:
         assert self.store is not None
@@ -400,6 +404,11 @@ class Piloting:
         """Undo of an act made before the alert: put back at once, paused, told on the
         warning's message (an act an incident took on is undone from its thread)."""
         state = await self.warnings.get(runner_type) if self.warnings is not None else None
+        if state is not None and state.uid == uid and state.phase is Phase.FOLDED:
+            return refused(
+                f"The alert fired meanwhile: incident {escape(state.incident_id)} took this act "
+                "on. Undo it from the incident's thread."
+            )
         acts = warning_acts(state) if state is not None and state.uid == uid else []
         entry = next((s for s in acts if _at(s) == at), None)
         done = entry.done if entry is not None else None
@@ -504,8 +513,9 @@ def _warning_for(
 
 
 def _warning_ups(state: WarningState, runner_type: str) -> list[ScaleUp]:
-    """A warning's scale-ups of the type that no incident took on yet."""
-    if state.phase is Phase.FOLDED or of_type({state.runner_type: 1}, runner_type) is None:
+    """A warning's scale-ups of the type, folded or not: until the incident that took it on
+    has them they count here, and counted twice they hold nothing back twice."""
+    if of_type({state.runner_type: 1}, runner_type) is None:
         return []
     return [
         ScaleUp(s.done.at, s.done, s.follow is not None)

@@ -21,7 +21,7 @@ from bot.actions.put_back_follows import PutBackFollows
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.config import Settings
-from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told
+from bot.domain.early_warning import SCALE_UNTIL, Phase, ScaledFrom, WarningState, fate_told
 from bot.domain.incident_fleet import type_drained
 from bot.domain.incidents import (
     Event,
@@ -32,7 +32,6 @@ from bot.domain.incidents import (
     with_put_back,
     without_put_backs,
 )
-from bot.domain.pilot import PILOT
 from bot.domain.put_back_seen import Back, bounding
 from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
@@ -268,7 +267,7 @@ class ScaleReverts:
         if not await self._due.done(claim):
             return None
         if record.warning:
-            await self._say_on_warning(record, text)
+            await self._say_on_warning(record, text, ended=True)
             return None
         return record.incident_id, text, back
 
@@ -294,35 +293,68 @@ class ScaleReverts:
                 return None
         if not record.taken_from:
             return record
-        undo, runner_type = record.undo, record.target.runner_type
-        before = "unset" if undo.before is None else str(undo.before)
-        # What its follow-up found so far goes with it: the pilot weighs it in the incident.
-        found = [f.done for f in state.scaled if f.id == record.id and f.done] if state else []
-        done = ScaleDone(
-            runner_type=runner_type,
-            added=undo.after - (undo.before or 0),
-            by=record.by,
-            at=datetime.fromtimestamp(record.scaled_at, UTC),
-            field=undo.field,
-            before=undo.before,
-            after=undo.after,
-            pilot=record.by == PILOT,
-            came=found[-1].came if found else None,
-            seen_at=found[-1].seen_at if found else None,
-        )
-        await self._say(
-            record.incident_id,
-            f"Took on the early warning's scale-up of {runner_type} by {record.by} "
-            f"({undo.field} {before} → {undo.after})",
-            kind="scaled",
-            on_root=True,
-            detail=f"· {self.plan()}",
-            put_back=self.put_back(record),
-            scale=done,
-        )
+        await self._take_on(record, state)
         warning = replace(record, warning=record.taken_from)
         await self._say_on_warning(warning, f"Incident {record.incident_id} took it on")
         return replace(record, taken_from="")
+
+    async def _take_on(self, record: RevertRecord, state: WarningState | None) -> None:
+        """Each scale-up the warning made under `record` becomes the incident's, as it was made:
+        by whom (the pilot's stays the pilot's, with its Undo), from what to what, what its
+        follow-up found, and, still followed, followed on in the incident to its deadline.
+        What an older release kept (the record's words alone) is taken on as one."""
+        undo, runner_type = record.undo, record.target.runner_type
+        made = [f for f in state.scaled if f.id == record.id and f.done] if state else []
+        if not made:
+            whole = ScaleDone(
+                runner_type=runner_type,
+                added=undo.after - (undo.before or 0),
+                by=record.by,
+                at=datetime.fromtimestamp(record.scaled_at, UTC),
+                field=undo.field,
+                before=undo.before,
+                after=undo.after,
+            )  # never the pilot's: it acted on no warning before this release
+            made = [ScaledFrom(record.id, "", done=whole)]
+        detail, put_back = f"· {self.plan()}", self.put_back(record)
+
+        def told(
+            incident: Incident, now: datetime, timeline: list[Event]
+        ) -> tuple[Commit | None, None]:
+            if any(e.scale == made[0].done for e in timeline):
+                return None, None  # said by a look that failed after it
+            said = incident.model_copy(update={"updated_at": now})
+            said = with_put_back(said, put_back) if put_back is not None else said
+            events, replies, follows = [], [], []
+            for k, entry in enumerate(made):
+                done = entry.done
+                assert done is not None
+                at = now + timedelta(microseconds=k)  # its own moment: a follow-up names it
+                was = "unset" if done.before is None else str(done.before)
+                text = (
+                    f"Took on the early warning's scale-up of {runner_type} by {done.by} "
+                    f"({done.field} {was} → {done.after})"
+                )
+                event = Event(at=at, kind="scaled", text=text, scale=done)
+                number = said.replies + len(replies) + 1
+                pending = entry.follow
+                ts_as = reply_ts(number) if pending is not None else ""
+                rendered = render_event(said, event, detail=detail)
+                replies.append(Reply("event", BAND_EVENT, rendered, ts_as=ts_as))
+                if pending is not None:
+                    moved = {"at": at, "reply": number, "detail": detail}
+                    follows.append(pending.model_copy(update=moved))
+                said = with_action(said, event)
+                events.append(event)
+            said = said.model_copy(update={"follow_ups": (*said.follow_ups, *follows)})
+            commit = Commit(said, events=tuple(events), replies=tuple(replies), root=True)
+            return commit, None
+
+        fresh = await self.store.commit_fresh(
+            record.incident_id, kept_true(told), clock=self.clock, with_timeline=True
+        )
+        if fresh.busy:
+            log.warning("scale reverts: incident %s kept changing; not told", record.incident_id)
 
     async def _why_now(
         self, record: RevertRecord, state: WarningState | None, now: datetime
@@ -382,13 +414,15 @@ class ScaleReverts:
                 return True
         return False
 
-    async def _say_on_warning(self, record: RevertRecord, text: str) -> None:
+    async def _say_on_warning(
+        self, record: RevertRecord, text: str, *, ended: bool = False
+    ) -> None:
 
         def said(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != record.warning:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
                 return None
-            scaled = fate_told(state.scaled, record.id, f"{text}.")
+            scaled = fate_told(state.scaled, record.id, f"{text}.", ended=ended)
             return state.with_scaled(scaled)
 
         if self.warnings is None:

@@ -343,14 +343,17 @@ def warning_acts(state: WarningState) -> list[ScaledFrom]:
     return [s for s in state.scaled if s.done is not None and s.done.pilot]
 
 
-def fate_told(scaled: Sequence[ScaledFrom], rid: str, told: str) -> tuple[ScaledFrom, ...]:
+def fate_told(
+    scaled: Sequence[ScaledFrom], rid: str, told: str, *, ended: bool = False
+) -> tuple[ScaledFrom, ...]:
     """`told` as the fate of the first scale-up its record put back, the others with it told
-    once; one not listed (scaled elsewhere) is added."""
+    once; one not listed (scaled elsewhere) is added. `ended`: their record is done with them
+    (put back, or left): nothing on the warning puts them back any more, and its Undo goes."""
     mine = [k for k, s in enumerate(scaled) if s.id == rid]
     if not mine:
         return (*scaled, ScaledFrom(rid, "", told))
     return tuple(
-        replace(s, fate=told if k == mine[0] else "") if k in mine else s
+        replace(s, id="" if ended else s.id, fate=told if k == mine[0] else "") if k in mine else s
         for k, s in enumerate(scaled)
     )
 

@@ -276,7 +276,8 @@ def _advised(
         growth = net_arrivals
     else:
         growth = min(max(rate, 0.0), sure)
-    growth = max(growth, trend)
+    if j.direction is Direction.RISING:
+        growth = max(growth, trend)  # a climb the advice window's readings tell
     needed = to_drain(queued + growth * j.within_mins, duration, j.within_mins)
     each = f"of ~{minutes(duration)}" if duration else "at a runner each (no job duration)"
     why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
@@ -373,7 +374,8 @@ def direction_of(
         return Direction.RISING, rate
     if net < -allowed and step <= 0 and high < 0:
         return Direction.FALLING, rate
-    rise = rise_of(points)
+    # Not when the latest step went down: a turn at the top of a climb is no climb.
+    rise = rise_of(points) if step >= 0 else 0.0
     return (Direction.RISING, rise) if rise else (Direction.HOLDING, rate)
 
 
@@ -425,14 +427,19 @@ def _t_975(df: int) -> float:
 
 
 def slope_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
-    """The least-squares slope and its standard error; None without a spread or finite `ys`."""
+    """The least-squares slope and its standard error; None without a spread or finite `ys`, or
+    where they are too large to square (no queue is)."""
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     spread = sum((x - mean_x) ** 2 for x in xs)
     if spread <= 0 or not math.isfinite(mean_y):
         return None
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
-    scatter = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
-    return slope, math.sqrt(scatter / (len(xs) - 2) / spread)
+    try:
+        scatter = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
+    except OverflowError:
+        return None
+    error = math.sqrt(scatter / (len(xs) - 2) / spread)
+    return (slope, error) if math.isfinite(slope) and math.isfinite(error) else None
 
 
 def _distinct(points: list[tuple[float, float]]) -> list[tuple[float, float]]:

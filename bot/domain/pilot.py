@@ -102,8 +102,9 @@ def pilot_acts(incident: Incident, runner_type: str) -> list[Event]:
 def scale_ups(incident: Incident, runner_type: str) -> list[ScaleUp]:
     """The incident's scale-ups of `runner_type`, a person's or the pilot's."""
     pending = {f.at for f in incident.follow_ups}
+    # When it was made (one an incident took on from its early warning was made before).
     return [
-        ScaleUp(e.at, e.scale, e.at in pending)
+        ScaleUp(e.scale.at or e.at, e.scale, e.at in pending)
         for e in incident.actions
         if e.scale is not None and _same(e.scale.runner_type, runner_type)
     ]

@@ -79,6 +79,7 @@ RESOLVED_BY = {
 
 
 PILOT_UNDO, PILOT_PAUSE = "pilot_undo", "pilot_pause"
+MAX_VALUE = 2000  # Slack's limit for a button's value
 
 
 def incident_ref(incident: Incident) -> str:
@@ -363,7 +364,7 @@ def pilot_buttons(ref: str, done: ScaleDone, at: datetime) -> dict[str, Any]:
     """Undo (puts the act back at once and pauses the pilot) and Pause pilot, under its act.
     Their value names the act: where it was made (`ref`: an incident's, or `WARNING_REF` and an
     early warning's uid), its time, its runner type (last: any text)."""
-    value = f"{ref}|{at.isoformat()}|{done.runner_type}"
+    value = f"{ref}|{at.isoformat()}|{done.runner_type}"[:MAX_VALUE]
     undo = md.button("Undo", PILOT_UNDO, value) | {"confirm": _undo_confirm(done)}
     return md.actions([undo, md.button("Pause pilot", PILOT_PAUSE, value)])
 

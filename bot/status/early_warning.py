@@ -37,7 +37,7 @@ from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
 from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
 from bot.storage.early_warning import WarningStore
-from bot.storage.incident_store import Commit, IncidentStore
+from bot.storage.incident_store import ATTEMPTS, Commit, IncidentStore
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,13 @@ class EarlyWarnings:
         recent = await self.store.get_many(await self.store.recent_ids(RECENT))
         recent = [incident for incident in recent if not incident.is_test]
         incidents = [incident for incident in recent if incident.is_open]
-        states = await self.warnings.all()
         fleet = reading.fleet
-        for name, state in states.items():
-            if any(s.follow for s in state.scaled):
-                await self._follow(name, fleet)
+        states = await self.warnings.all()
+        followed = [name for name, state in states.items() if any(s.follow for s in state.scaled)]
+        for name in followed:
+            await self._follow(name, fleet)
+        if followed:  # what is decided below starts from what the follow-ups saved
+            states = await self.warnings.all()
         for name in sorted({*fleet.runner_types, *states}):
             state, metrics = states.get(name), fleet.runner_types.get(name)
             try:
@@ -99,8 +101,12 @@ class EarlyWarnings:
                         horizon_mins=self.config.early_warning_minutes,
                         sustained=state is not None and state.phase is Phase.ACTIVE,
                     )
-                if said is not None or state is not None:
-                    await self._decide(name, said, state, incidents)
+                for _ in range(ATTEMPTS):  # decided again on what was saved meanwhile
+                    if said is None and state is None:
+                        break
+                    if await self._decide(name, said, state, incidents):
+                        break
+                    state = await self.warnings.get(name)
             except RedisError:
                 raise
             except Exception:  # one type's odd reading must not cost the others their warning
@@ -136,10 +142,12 @@ class EarlyWarnings:
         said: Forecast | None,
         state: WarningState | None,
         incidents: Sequence[Incident],
-    ) -> None:
+    ) -> bool:
+        """Whether what it decided is kept: False when a newer version was saved meanwhile (a
+        scale-up told, a dismissal), to decide again on it."""
         now = self.clock().timestamp()
         if state is not None and state.phase is Phase.DISMISSED and now < state.until:
-            return
+            return True
         channel = state.channel if state else self.config.routing.channel_of_type(name)
         incident = _covering(name, channel, incidents)
         if state is not None and (incident is not None or said is None):
@@ -148,22 +156,23 @@ class EarlyWarnings:
                 folded = state.changed(
                     now, phase=Phase.FOLDED, incident_id=incident.id, incident_link=link
                 )
-                if await self.warnings.save(folded):
-                    await self._record_taken_on(incident.id, state)
-            elif incident is None and state.phase is Phase.ACTIVE:
-                await self.warnings.save(state.changed(now, phase=Phase.CLEARED))
-            else:
-                await self._link_folded(state, now)
-            return
+                if not await self.warnings.save(folded):
+                    return False
+                await self._record_taken_on(incident.id, state)
+                return True
+            if incident is None and state.phase is Phase.ACTIVE:
+                return await self.warnings.save(state.changed(now, phase=Phase.CLEARED))
+            return await self._link_folded(state, now)
         if incident is not None or said is None:
-            return
+            return True
         fields = {"text": said.text, "scalable": name in self.config.scalable}
         if state is not None and _current(state, now) and (state.phase is Phase.ACTIVE or state.ts):
             fresh = state.changed(now, phase=Phase.ACTIVE, held_since=0.0, **fields)
-            await self.warnings.save(fresh)
-        else:
-            log.info("early warning: %s", said.text)
-            await self.warnings.save(WarningState.raised(name, channel, now=now, **fields))
+            return await self.warnings.save(fresh)
+        log.info("early warning: %s", said.text)
+        # Refused while an older warning's end is not shown yet: it waits a reading.
+        await self.warnings.save(WarningState.raised(name, channel, now=now, **fields))
+        return True
 
     async def _record_taken_on(self, incident_id: str, state: WarningState) -> None:
         """The incident's timeline keeps the warning it took on, once, after the fold was saved."""
@@ -174,13 +183,12 @@ class EarlyWarnings:
         if not (await self.store.commit_fresh(incident_id, line, clock=self.clock)).committed:
             log.warning("early warning: incident %s: its line not kept", incident_id)
 
-    async def _link_folded(self, state: WarningState, now: float) -> None:
+    async def _link_folded(self, state: WarningState, now: float) -> bool:
         """A folded warning gets its incident's link once the root is posted."""
         if state.phase is not Phase.FOLDED or state.incident_link or not state.incident_id:
-            return
+            return True
         link = await self._thread_link(state.incident_id)
-        if link:
-            await self.warnings.save(state.changed(now, incident_link=link))
+        return not link or await self.warnings.save(state.changed(now, incident_link=link))
 
     async def _thread_link(self, incident_id: str) -> str:
         """The root's permalink; "" while not posted or not known (the message reads without)."""

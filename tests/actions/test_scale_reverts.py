@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.actions.flow import Actor
+from bot.actions.scale import scale_done
 from bot.actions.scale_reverts import (
     MAX_ATTEMPTS,
     MAX_BACKOFF_S,
@@ -38,10 +39,19 @@ from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
 from bot.backends.scale.aws import ASG_DESIRED, AsgScaler
 from bot.config import Settings
-from bot.domain.early_warning import Phase, ScaledFrom, WarningState, fate_told, scaled_words
+from bot.domain.early_warning import (
+    Phase,
+    ScaledFrom,
+    WarningState,
+    fate_told,
+    scaled_from,
+    scaled_words,
+)
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import PutBack, ScaleDone, Status, with_put_back
-from bot.domain.scaling import ScaleTarget
+from bot.domain.judgement import Judgement
+from bot.domain.pilot import PILOT, Hold, pilot_acts, scale_ups, verdict
+from bot.domain.scaling import Policy, ScaleTarget
 from bot.fleet.readings import FleetReadings
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
@@ -1068,3 +1078,81 @@ async def test_a_ceiling_due_before_our_floor_waits_for_it_and_goes_back_whole(
         "Put linux back (4 h after the scale-up): minRunners 125 → 0 (ARC); "
         "maxRunners 130 → 120 (ARC)"
     )
+
+
+# What the incident takes on from its early warning's scale-ups: each as it was made (a
+# person's stays theirs, the pilot's its own, with its Undo), one still followed unverified
+# until its follow-up decides.
+
+
+def judged(at: datetime) -> Judgement:
+    return Judgement(at=at, queued=40.0, runners=10, needed=10, registered=40.0)
+
+
+async def test_a_pilot_act_still_followed_when_the_alert_fires_stays_unverified_in_the_incident(
+    redis: Redis, arc: ArcScaler, clock: Clock
+) -> None:
+    """The pilot scaled from the warning; its runners are followed for 10 min; the alert fires
+    after 2. The incident takes the act on: until its follow-up decides, the pilot must not act
+    again (no earlier act unverified), and a failure must still pause it."""
+    store = IncidentStore(redis, PREFIX)
+    await opened(store)
+    reverts, warnings = warning_sweep(redis, arc, clock)
+    state = WarningState.raised("linux", "C1", "linux: queue building", clock().timestamp())
+    result = await arc.scale(ScaleRequest(TARGET, 5, "", PILOT))
+    assert result.undo is not None
+    record = await reverts.remember("", TARGET, result.undo, by=PILOT, warning=state.uid)
+    done = scale_done("linux", 5, PILOT, clock(), result.undo, pilot=True)
+    entry = scaled_from("queuepilot (policy) scaled linux by +5.", "", record.id, done, None, 600)
+    assert await warnings.save(state.with_scaled((entry,)))
+    clock.pass_(minutes=2)
+    await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")  # the alert fired
+    for _ in range(3):
+        clock.pass_(seconds=16)
+        await reverts.tick()
+    incident = await store.get("1")
+    assert incident is not None
+    [act] = pilot_acts(incident, "linux")
+    assert act.scale is not None and act.scale.came is None
+    mine = scale_ups(incident, "linux")
+    pending = [s.pending for s in mine]
+    # The faster policy (cooldown 5 min): past the cooldown, within the act's 10-minute follow-up.
+    policy = Policy(up_to=60, step=20, hold_s=60, cooldown_s=300)
+    now = clock() + timedelta(seconds=policy.cooldown_s)
+    hold = Hold(now - timedelta(minutes=2), ((now - timedelta(minutes=2), 10), (now, 10)))
+    decided = verdict(policy, hold, judged(now), mine, now)
+    assert decided.runners == 0 and "not verified yet" in decided.why, (decided, pending)
+
+
+async def test_a_persons_scale_up_taken_on_with_the_pilots_is_not_the_pilots_to_undo(
+    redis: Redis, arc: ArcScaler, clock: Clock
+) -> None:
+    """alice added 5 from the warning, the pilot 3 more (the record continues alice's). The
+    incident takes on one scale-up of 8: the pilot's Undo must not put alice's 5 back, nor its
+    up_to count them."""
+    store = IncidentStore(redis, PREFIX)
+    await opened(store)
+    reverts, warnings = warning_sweep(redis, arc, clock)
+    state = WarningState.raised("linux", "C1", "linux: queue building", clock().timestamp())
+    assert await warnings.save(state)
+    for by, delta in (("alice", 5), (PILOT, 3)):
+        result = await arc.scale(ScaleRequest(TARGET, delta, "", by))
+        assert result.undo is not None
+        record = await reverts.remember("", TARGET, result.undo, by=by, warning=state.uid)
+        done = scale_done("linux", delta, by, clock(), result.undo, pilot=by == PILOT)
+        entry = scaled_from(f"{by} scaled linux by +{delta}.", "", record.id, done, None, 600)
+        # As the warning's Scale up and the pilot's act each say it on the message.
+        assert await warnings.save_fresh(
+            "linux", lambda s, e=entry: s.with_scaled((*s.scaled, e)) if s else None
+        )
+        clock.pass_(minutes=1)
+    await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")
+    for _ in range(3):
+        clock.pass_(seconds=16)
+        await reverts.tick()
+    incident = await store.get("1")
+    assert incident is not None
+    acts = pilot_acts(incident, "linux")
+    assert [(a.scale.added, a.scale.before) for a in acts if a.scale] == [(3, 5)], acts
+    taken = [e.scale for e in incident.actions if e.scale and not e.scale.pilot]
+    assert [(d.by, d.added, d.before) for d in taken] == [("alice", 5, 0)], taken

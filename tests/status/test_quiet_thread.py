@@ -69,7 +69,7 @@ class WobblingQueue:
 class Outbox:
     """What incident 1's channel sender makes of its outbox, as `bot/outbound/messages.py` does:
     each new message (its kind, its text, its blocks as JSON; a status rendered as it goes out),
-    and each quiet status an edit of the last status reply."""
+    and each edit (a quiet status, a summary told anew) apart."""
 
     queue: SendQueue
     store: IncidentStore
@@ -88,13 +88,13 @@ class Outbox:
                 shown = StatusShown.from_extra(head.extra)
                 blocks = render_shown(incident, shown, now=self.now[0]).blocks
                 text = str(blocks[0]["text"]["text"])
-            if head.kind == "restatus" and head.edit_ts:
-                self.edits.append(text)
+            if head.edit_ts:  # a quiet status, or a summary a later change made untrue
+                self.edits.append(json.dumps(blocks, ensure_ascii=False))
                 await self.queue.record_reply("C1", "1", head.item)
                 continue
             self.messages.append((head.kind, text, json.dumps(blocks, ensure_ascii=False)))
-            ts = f"2.{len(self.messages):06d}" if head.is_status else ""
-            await self.queue.record_reply("C1", "1", head.item, ts=ts)
+            ts = f"2.{len(self.messages):06d}" if head.ts_as else ""
+            await self.queue.record_reply("C1", "1", head.item, ts=ts, ts_as=head.ts_as)
 
 
 async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messages(
@@ -193,7 +193,7 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
     await out.send()
 
     kinds = out.kinds
-    assert len(out.messages) <= 8, kinds
+    assert len(out.messages) <= 8, "\n".join(f"{k}: {t[:90]}" for k, t, _ in out.messages)
     assert kinds.count("chart") == 1, "the summary's picture would draw the status's again"
     texts = [blocks for _, _, blocks in out.messages]
     said = [blocks for kind, _, blocks in out.messages if kind in ("action", "event")]
@@ -209,6 +209,8 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
     assert f'"type": "{BLOCK_TYPE}"' not in summary, "the last status drew this very chart"
     assert "↩️ linux.2xlarge minRunners 5 goes back to 0" in summary
     assert kinds[-1] == "event" and "Put linux.2xlarge back" in texts[-1]
+    # The put-back made the summary's "goes back" untrue: it is edited in place, not said again.
+    assert "goes back to 0" not in out.edits[-1] and "Put linux.2xlarge back" in out.edits[-1]
     root = json.dumps(render_root(ended, now=now[0]).blocks)
     assert "unless someone changes it meanwhile" not in root, "the latest actions stay short"
     await redis.aclose()

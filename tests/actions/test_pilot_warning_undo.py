@@ -1,0 +1,88 @@
+"""Undo under the pilot's act on an early warning's message: refused once the incident took
+the act on (the Undo in its thread is the one), and gone once the act was put back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+from bot.actions.flow import Actor
+from bot.actions.pilot import Piloting
+from bot.actions.scale import scale_done
+from bot.backends.scale import Undo
+from bot.domain.early_warning import Phase, WarningState, scaled_from
+from bot.domain.pilot import PILOT
+from bot.domain.scaling import ScaleTarget
+
+T = datetime(2026, 11, 24, 9, tzinfo=UTC)
+
+
+class Warnings:
+    def __init__(self, state: WarningState) -> None:
+        self.state = state
+
+    async def get(self, runner_type: str) -> WarningState:
+        return self.state
+
+    async def save_fresh(self, runner_type: str, change: Any) -> bool:
+        changed = change(self.state)
+        self.state = changed or self.state
+        return True
+
+
+async def test_undo_on_a_folded_warnings_message_is_refused_for_the_incidents_thread() -> None:
+    """The alert fired and incident 7 took the pilot's act on (its reply in the thread has Undo;
+    its put-backs list it). A click on the warning's old Undo (a message not yet edited, a
+    client not refreshed) does not put it back behind the incident's record: it says to undo it
+    from the incident's thread."""
+    done = scale_done("linux", 6, PILOT, T, Undo("maxRunners", 20, 26), pilot=True)
+    entry = scaled_from(
+        "queuepilot (policy) scaled linux by +6.", "", "linux|maxRunners", done, None, 600
+    )
+    state = WarningState.raised("linux", "C1", "building", T.timestamp()).with_scaled((entry,))
+    folded = state.changed(T.timestamp() + 60, phase=Phase.FOLDED, incident_id="7")
+    undone: list[Undo] = []
+
+    async def undo_now(target: ScaleTarget, undo: Undo) -> Any:
+        undone.append(undo)
+        return SimpleNamespace(done=True, detail="maxRunners 26 → 20", left="")
+
+    async def name(actor: Actor) -> str:
+        return "al"
+
+    async def pause(runner_type: str, paused: Any) -> None:
+        return None
+
+    piloting = Piloting.__new__(Piloting)
+    piloting.scaling = SimpleNamespace(  # type: ignore[assignment]
+        reverts=SimpleNamespace(undo_now=undo_now),
+        targets={"linux": ScaleTarget("linux", "arc-runners/x", cap=20)},
+        backend_name="ARC",
+    )
+    piloting.acting = SimpleNamespace(name=name, clock=lambda: T)  # type: ignore[assignment]
+    piloting.store = SimpleNamespace(pause=pause)  # type: ignore[assignment]
+    piloting.warnings = Warnings(folded)  # type: ignore[assignment]
+    outcome = await piloting._undo_on_warning(Actor("U1", "al"), folded.uid, T.isoformat(), "linux")
+    assert undone == [], outcome
+
+
+def test_a_put_back_act_offers_no_undo_on_the_warnings_message() -> None:
+    """The queue stopped building and the record put the act back (its fate told on the
+    message): no Undo or Pause pilot stands under an act nothing can put back any more."""
+    import json
+
+    from bot.domain.early_warning import fate_told
+    from bot.render.early_warning import render_warning
+
+    done = scale_done("linux", 6, PILOT, T, Undo("maxRunners", 20, 26), pilot=True)
+    entry = scaled_from(
+        "queuepilot (policy) scaled linux by +6.", "", "linux|maxRunners", done, None, 600
+    )
+    state = WarningState.raised("linux", "C1", "building", T.timestamp()).with_scaled((entry,))
+    cleared = state.changed(T.timestamp() + 60, phase=Phase.CLEARED)
+    told = fate_told(
+        cleared.scaled, "linux|maxRunners", "Put linux back: maxRunners 26 → 20.", ended=True
+    )
+    back = cleared.with_scaled(told)
+    assert "pilot_undo" not in json.dumps(render_warning(back).blocks)
