@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 
 from bot.checks.run import render
+from bot.domain.shortened import shortened
 from sandbox.demo import (
     DemoError,
     check_stopping,
@@ -177,7 +178,7 @@ def _narrate_issues(sandbox: Sandbox, seen: dict[int, tuple[str, int]]) -> None:
         if not before_state:
             say(f"  [github #{number} opened] {issue['title']}  {issue['html_url']}")
         for said in comments[before_count:]:
-            first = str(said["body"]).strip().splitlines()[0][:NARRATED_WIDTH]
+            first = shortened(str(said["body"]).strip().splitlines()[0], NARRATED_WIDTH)
             say(f"  [github #{number} comment] {first}")
         if before_state and state != before_state:
             say(f"  [github #{number} {'closed' if state == 'closed' else 'reopened'}]")
@@ -210,7 +211,7 @@ def narrated(text: str, names: Mapping[str, str] = NAMES) -> str:
     """A message's first line as the terminal says it: Slack's dates, mentions and links as a
     reader sees them (not `<!date^…>`), within one line."""
     lines = mrkdwn_to_text(text, names=names).strip().splitlines()
-    return lines[0][:NARRATED_WIDTH] if lines else "(a file)"
+    return shortened(lines[0], NARRATED_WIDTH) if lines else "(a file)"
 
 
 def _messages(sandbox: Sandbox) -> list[tuple[str, Message]]:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import SecretStr
 
+from bot.domain import shortened as cut
 from bot.domain.alerts import parse_timestamp
 
 T = TypeVar("T")
@@ -190,9 +191,8 @@ def _detail(response: httpx.Response) -> str:
 
 
 def shortened(text: str, limit: int) -> str:
-    """`text` on one line, cut to `limit` characters."""
-    said = " ".join(text.split())
-    return said if len(said) <= limit else said[: limit - 1] + "…"
+    """`text` on one line, cut to `limit` characters (whole clauses dropped)."""
+    return cut.shortened(" ".join(text.split()), limit)
 
 
 def number_of(value: object) -> float | None:

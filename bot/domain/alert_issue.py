@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.domain.follow_ups import SCALE_OUTCOME
 from bot.domain.incidents import AMENDED, Event, Incident
+from bot.domain.shortened import shortened
 
 AREA_LABEL = "area:alerting"
 # Timeline kinds a comment tells; everything else (statuses, notifications) stays in Slack.
@@ -51,7 +52,7 @@ def issue_title(incident: Incident) -> str:
     priority = priority_label(incident.priority)
     title = (incident.rule or incident.title).strip()
     full = f"[{priority}] {title}" if priority else title
-    return full if len(full) <= MAX_TITLE else full[: MAX_TITLE - 1] + "…"
+    return shortened(full, MAX_TITLE)
 
 
 def issue_labels(incident: Incident) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from bot.domain.alerts import (
 )
 from bot.domain.routes import matcher_pieces
 from bot.domain.runner_names import RunnerNames
+from bot.domain.shortened import shortened
 from bot.domain.value_string import finite
 
 
@@ -193,7 +194,7 @@ def _texts(
     for name, value in text.items():
         if len(value) > MAX_TEXT[name]:
             notes.append(f"{name} cut to {MAX_TEXT[name]} of {len(value):,} characters")
-            text[name] = value[: MAX_TEXT[name] - 1] + "…"
+            text[name] = shortened(value, MAX_TEXT[name])
     return {**text, "priority": text["priority"] or None, "team": text["team"] or None}
 
 

@@ -90,26 +90,36 @@ class Forecast:
 
     @property
     def text(self) -> str:
-        """`linux.2xlarge: queue building, 9 jobs queued and +1.4 jobs/min at its maximum of 20
-        runners; at this rate the alert fires in ~11 min; +6 runners would drain it in 30 min`"""
+        """`linux.2xlarge: queue building, 9 jobs queued at its maximum of 20 runners, jobs
+        arriving 1.4/min faster than they finish; at this rate the alert fires in ~11 min; +6
+        runners would drain it in 30 min`: the growth is of the jobs in the system, named so
+        beside a queue that may not have formed yet."""
         queued = number(self.queued)
         jobs = f"{queued} {'job' if self.queued == 1 else 'jobs'} queued"
         jobs = "no jobs queued yet" if queued == "0" else jobs
-        when = "any minute now" if self.in_mins < 1 else f"in ~{math.ceil(self.in_mins)} min"
         where = ""
         if self.maximum is not None and self.runners >= self.maximum:
             where = f" at its maximum of {number(self.maximum)} runners"
         elif self.maximum is not None:
             where = f" on {number(self.runners)} runners of its maximum of {number(self.maximum)}"
         if self.growth_per_min < MIN_GROWTH:  # a standing warning whose queue stopped rising
-            text = f"{self.runner_type}: queue holding, {jobs}{where}; the alert fires {when}"
+            text = f"{self.runner_type}: queue holding, {jobs}{where}; the alert fires {self.when}"
             text += " all the same"
         else:
             text = (
-                f"{self.runner_type}: queue building, {jobs} and +{self.growth_per_min:.1f} "
-                f"jobs/min{where}; at this rate the alert fires {when}"
+                f"{self.runner_type}: queue building, {jobs}{where}, jobs arriving "
+                f"{self.growth_per_min:.1f}/min faster than they finish; at this rate the alert "
+                f"fires {self.when}"
             )
         return f"{text}; {self.advice}" if self.advice else text
+
+    @property
+    def when(self) -> str:
+        """ "in ~11 min"; "any minute now" only once a threshold is crossed, when the rule's own
+        pending period decides."""
+        if self.in_mins <= 0:
+            return "any minute now"
+        return "in under a minute" if self.in_mins < 1 else f"in ~{math.ceil(self.in_mins)} min"
 
 
 def forecast(
@@ -247,13 +257,17 @@ def _crossing(
 ) -> tuple[float, str] | None:
     """(minutes until a threshold is reached, which one). The wait counts at least one runner
     and the oldest job ages a minute a minute; a wait "over" a bound is a floor, and the slowest
-    recent start (ARC) is no queued job's age."""
+    recent start (ARC) is no queued job's age. The alert's wait is the oldest job's age: a queue
+    that forms ahead has no job older than the time since it formed, whatever a job joining it
+    would wait (Little's law alone said a wait crossed at the first job queued)."""
     maximum = finite(now.maximum)
     maximum = maximum if maximum is not None else registered
     duration = finite(now.job_duration_mins)
     if duration is not None and duration <= 0:
         duration = None
-    waited = None if now.wait_of_starts else finite(now.longest_wait_mins)
+    forming = not now.queued
+    waited = 0.0 if forming else None if now.wait_of_starts else finite(now.longest_wait_mins)
+    formed_at: float | None = None if forming else 0.0
     for step in range(int(horizon_mins / STEP_MINS) + 1):
         t = step * STEP_MINS
         capacity = registered if t < boot_mins else max(registered, maximum)
@@ -261,14 +275,15 @@ def _crossing(
         if thresholds.queued is not None and queued >= thresholds.queued:
             return t, "queued"
         if thresholds.wait_mins is not None and queued > 0:
-            aged = max(waited or 0.0, 0.0) + t
+            formed_at = t if formed_at is None else formed_at
+            aged = max(waited or 0.0, 0.0) + t - formed_at
             if duration is None:
                 wait = aged
             else:  # served: max(capacity, 1) / duration jobs a minute
                 wait = queued * duration / max(capacity, 1.0)
-                if waited is not None and now.wait_over:
+                if waited is not None and now.wait_over and not forming:
                     wait = max(wait, aged)
-                elif waited is not None and not now.wait_of_starts:
+                elif waited is not None:
                     wait = min(wait, aged)
             if wait >= thresholds.wait_mins:
                 return t, "wait"

@@ -119,8 +119,8 @@ class Judgement(BaseModel):
         if self.cannot_start and self.needed:
             pods = "pod" if self.cannot_start == 1 else "pods"
             return (
-                f"none until pods start: {self.cannot_start} new runner {pods} cannot, "
-                "and more would wait the same"
+                f"none until pods start: {self.cannot_start} new runner {pods} cannot start, "
+                "and more runners would wait the same way"
             )
         if (mins := self.clears_in_mins) is not None:
             return f"none: it clears {'within a minute' if mins < 1 else f'in ~{eta(mins)}'}"
@@ -128,13 +128,14 @@ class Judgement(BaseModel):
             said = f"+{_runners(self.booting)} on their way should drain it in {within}"
             return said + self._pending_note
         if self.queued and self.pending:
-            return f"none yet: +{_runners(self.pending)} if the rise holds"
+            return f"none yet: +{_runners(self.pending)} if the queue keeps rising"
         return ""
 
     @property
     def _pending_note(self) -> str:
-        """Said where this reading alone asks more than the window has held yet."""
-        return f" (+{self.pending} more if the rise holds)" if self.pending else ""
+        """Said where this reading alone asks more than the window has held yet: what would
+        change the advice, not how it is held."""
+        return f" (+{self.pending} more if the queue keeps rising)" if self.pending else ""
 
     @property
     def wanted(self) -> int:
@@ -159,10 +160,11 @@ class Judgement(BaseModel):
 
     @property
     def _held_note(self) -> str:
-        """Said where only the window advises, so a falling queue beside it contradicts nothing."""
+        """Said where only the window advises, so a falling queue beside it contradicts nothing:
+        a person reads why the runners are still advised, not the bot's bookkeeping."""
         if self.own > self.added_since or not self.wanted or not self.window_mins:
             return ""
-        return " (held: this reading alone advises none)"
+        return f" (asked for within the last {minutes(self.window_mins)}: a dip changes nothing)"
 
     @property
     def _no_node(self) -> str:
@@ -244,7 +246,7 @@ def _stabilized(
     if shown > j.own:
         why = f"the most advised over the last {minutes(j.window_mins)}"
     else:
-        why = f"{j.own - shown} more once the rise holds over its window"
+        why = f"{j.own - shown} more if the queue keeps rising"
     return _fitted(j, shown + j.booting, why)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
 from bot.domain.incidents import Incident
 from bot.domain.judgement import Judgement
+from bot.domain.shortened import shortened
 
 
 @dataclass(frozen=True)
@@ -233,4 +234,4 @@ def _strings(metadata: object) -> dict[str, str]:
 
 
 def _name(text: str) -> str:
-    return text if len(text) <= MAX_NAME else text[: MAX_NAME - 1] + "…"
+    return shortened(text, MAX_NAME)

@@ -14,6 +14,7 @@ from datetime import datetime
 from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
 from bot.domain.follow_ups import SCALE_OUTCOME
 from bot.domain.incidents import AMENDED, POSTMORTEM, Event, Incident, drafted_from
+from bot.domain.shortened import shortened
 from bot.render.postmortem import (
     impact_section,
     md_escape,
@@ -115,7 +116,7 @@ def comment(
     text = unlinked(text)
     room = MAX_BODY - len(mark) - 40
     if len(text) > room:
-        text = text[:room].rstrip() + "\n\n_(cut to GitHub's limit)_"
+        text = shortened(text, room) + "\n\n_(cut to GitHub's limit)_"
     return f"{text}\n\n{mark}\n"
 
 

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.domain.message import Rendered
-
-ELLIPSIS = "…"
+from bot.domain.shortened import shortened
 
 # Slack user IDs start with U (or W on Enterprise Grid); anything else is shown as text.
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
@@ -25,12 +24,6 @@ _MENTION = re.compile(r"<@([UW][A-Z0-9]+)>")
 _BOLD = re.compile(r"\*([^*\n]+)\*")
 # Escape sequences and `<…>` tokens that truncation must keep whole.
 _TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
-# What a cut must not end on, before its "…" (an escape's ";" stays).
-_DANGLING = re.compile(r"(?<!&amp)(?<!&lt)(?<!&gt)[\s,;:·\-–—(\"']+$")
-# Where a clause ends: a cut there reads as a whole thought.
-CLAUSE_ENDS = frozenset(".,;:)·—–")
-CLAUSE_SHARE = 0.75  # a clause's end is preferred to a later word's while it keeps this much
-WORD_SHARE = 0.5  # past the last word end that keeps this much, a long word is cut within
 
 MAX_BLOCKS = 50
 MAX_HEADER = 150
@@ -108,31 +101,10 @@ def plural(count: int, noun: str) -> str:
 
 
 def truncate(text: str, limit: int) -> str:
-    """Text within `limit` characters, "…" where it was cut: after a clause where that keeps most
-    of the room, else between words where that keeps half, else within the long word (an ID, a
-    URL) that fills the rest. Never inside
-    `&amp;` or a `<…>` token, half of which would show garbage or a dangling `<` Slack tries to
-    parse; plain text (a chart's title) is cut the same way."""
-    if len(text) <= limit:
-        return text
-    room = limit - len(ELLIPSIS)
-    for token in _TOKEN.finditer(text):
-        if token.start() >= room:
-            break
-        if token.end() > room:
-            room = token.start()
-            break
-    # One more character: whether the cut falls on a space; tokens' own spaces are no place.
-    seen = _TOKEN.sub(lambda token: "x" * len(token[0]), text[: room + 1])
-    spaces = [m.start() for m in re.finditer(r"\s", seen)]
-    # A clause ends just before the space, or before the line break just before it.
-    before = [
-        seen[at - 2 : at - 1] if seen[at - 1 : at] == "\n" else seen[at - 1 : at] for at in spaces
-    ]
-    clauses = [at for at, end in zip(spaces, before, strict=True) if end in CLAUSE_ENDS]
-    ends = [at for at in clauses if at >= CLAUSE_SHARE * room]
-    ends = ends or [at for at in spaces if at >= WORD_SHARE * room][-1:] or [room]
-    return _DANGLING.sub("", text[: ends[-1]]) + ELLIPSIS
+    """Text within `limit` characters, whole clauses dropped and "…" where they were
+    (`shortened`): never inside `&amp;` or a `<…>` token, half of which would show garbage or a
+    dangling `<` Slack tries to parse; plain text (a chart's title) is cut the same way."""
+    return shortened(text, limit, _TOKEN)
 
 
 def fit_lines(lines: list[str], limit: int) -> list[str]:

@@ -113,9 +113,9 @@ def test_the_warning_says_what_a_ci_engineer_needs() -> None:
     )
     assert found is not None
     assert found.text == (
-        "linux.2xlarge: queue building, 6 jobs queued and +1.3 jobs/min at its maximum of 20 "
-        "runners; at this rate the alert fires in ~4 min; +2 runners would drain it in 30 min; "
-        "raise the maximum by 2 (20 → 22)"
+        "linux.2xlarge: queue building, 6 jobs queued at its maximum of 20 runners, jobs "
+        "arriving 1.3/min faster than they finish; at this rate the alert fires in ~4 min; +2 "
+        "runners would drain it in 30 min; raise the maximum by 2 (20 → 22)"
     )
     # The reading's judgement: its queue's 2.6 jobs over two readings is within the noise of a
     # queue of 6, so it holds, and 6 queued x 6-min jobs / 30 min take 2 more runners.
@@ -136,8 +136,8 @@ def test_a_surge_onto_idle_runners_says_nothing_is_queued_yet_and_how_many_run()
     # Nothing has queued in the readings the judgement observed: it advises no runner (the
     # rates alone never do once the queue is observed); the warning says when it fires.
     assert found.text == (
-        "linux.2xlarge: queue building, no jobs queued yet and +3.0 jobs/min on 12 runners of "
-        "its maximum of 60; at this rate the alert fires in ~4 min"
+        "linux.2xlarge: queue building, no jobs queued yet on 12 runners of its maximum of 60, "
+        "jobs arriving 3.0/min faster than they finish; at this rate the alert fires in ~4 min"
     )
 
 
@@ -426,7 +426,8 @@ def test_no_runners_would_hold_a_queue_whose_new_pods_cannot_start() -> None:
     )
     assert found is not None
     assert found.text.endswith(
-        "; none until pods start: 4 new runner pods cannot, and more would wait the same"
+        "; none until pods start: 4 new runner pods cannot start, and more runners would wait "
+        "the same way"
     )
     assert "raise the maximum" not in found.text and "+2 runners" not in found.text
 

@@ -188,10 +188,11 @@ def test_runners_on_their_way_are_said_beside_a_rise_not_yet_held() -> None:
     j = Judgement(at=START, queued=35.0, booting=7, needed=7, own=8, window_mins=5.0)
     assert j.runners == 0 and j.pending == 8
     assert (
-        j.advice == "+7 runners on their way should drain it in 30 min (+8 more if the rise holds)"
+        j.advice
+        == "+7 runners on their way should drain it in 30 min (+8 more if the queue keeps rising)"
     )
     alone = Judgement(at=START, queued=35.0, own=3, window_mins=5.0)
-    assert alone.advice == "none yet: +3 runners if the rise holds"
+    assert alone.advice == "none yet: +3 runners if the queue keeps rising"
 
 
 def test_a_short_jump_at_a_fast_cadence_is_no_climb_and_a_steady_ramp_is_one() -> None:

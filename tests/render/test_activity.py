@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.domain.incidents import Event, Incident, acknowledge, diagnosed, with_action
-from bot.render.mrkdwn import ELLIPSIS, escape, truncate
+from bot.domain.shortened import ELLIPSIS
+from bot.render.mrkdwn import escape, truncate
 from bot.render.root import render_root
 from tests.render.test_messages import EVIL, assert_valid, texts_of
 from tests.support.incidents import T0, make_incident
@@ -143,10 +144,7 @@ def test_responders_are_named_without_a_ping_even_where_the_owner_is_mentioned()
         ),
         (
             [("", "", HAND_OVER)],
-            [
-                "Took on the early warning's scale-up of linux by alice (minRunners 0 → 5): it "
-                "goes back when the incident resolves or…"
-            ],
+            ["Took on the early warning's scale-up of linux by alice (minRunners 0 → 5)…"],
         ),
         # A word filling most of the room is cut within it.
         (
@@ -240,10 +238,11 @@ def test_latest_lines_never_end_mid_word_and_stay_within_limits(
         ("unless someone changes", 16, "unless someone…"),
         ("a,  b\n\tc", 10, "a, b c"),
         ("goes back (ARC): it stays", 18, "goes back (ARC)…"),
-        ("one, two three", 11, "one, two…"),
+        ("one, two three", 11, "one…"),
         ("one, two three", 8, "one…"),
         ("x" * 50, 20, "x" * 19 + ELLIPSIS),
-        ("it fell, and more words follow", 26, "it fell, and more words…"),
+        ("it fell, and more words follow", 26, "it fell…"),
+        ("at this rate the alert fires any minute now", 32, "at this rate the alert fires…"),
         ("the queue fell 3.0 jobs/min, clears soon", 36, "the queue fell 3.0 jobs/min…"),
     ],
 )

@@ -33,7 +33,9 @@ from sandbox.live_demo import STORY_FLEET_MINUTES, narrated, pace_note
             "📈 Dashboard (https://grafana.example/d/1)",
         ),
         ("", "(a file)"),
-        ("x" * 200, "x" * 110),
+        ("x" * 200, "x" * 109 + "…"),
+        # Cut where a clause ends, never mid-word, and said to be cut.
+        ("Scaled linux by +5, " + "and it goes back " * 8, "Scaled linux by +5…"),
     ],
 )
 def test_the_narration_says_what_a_reader_sees(text: str, line: str) -> None:

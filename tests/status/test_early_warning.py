@@ -110,13 +110,13 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
     await reading(24)  # 4 queued, +2 jobs/min at the maximum: 10 queued in 3 minutes
     state = (await first.warnings.all())[TYPE]
     assert state.phase is Phase.ACTIVE and state.version == 1 and not state.ts
-    assert "4 jobs queued and +2.0 jobs/min at its maximum of 20 runners" in state.text
+    assert "4 jobs queued at its maximum of 20 runners, jobs arriving 2.0/min faster" in state.text
     assert "at this rate the alert fires in ~3 min" in state.text
     # The reading's judgement, stabilized as every surface shows it: 4 queued × 6-minute jobs /
     # 30 min take one more runner, but the reading before two asked none, and a rise shows once
     # three readings asked for it.
     advice = "+1 runner would drain it in 30 min; raise the maximum by 1 (20 → 21)"
-    assert state.text.endswith("fires in ~3 min; none yet: +1 runner if the rise holds")
+    assert state.text.endswith("fires in ~3 min; none yet: +1 runner if the queue keeps rising")
     assert state.scalable, "the message offers Scale up"
     # Queued for the channel's sender, past the roots, once.
     posts = await redis.zrange(first.store.keys.posts(CHANNEL), 0, -1, withscores=True)

@@ -30,7 +30,7 @@ from tests.support.trajectory_text import (
     type_lines,
 )
 
-HELD = "held: this reading alone advises none"  # a +N held over the window, said as such
+HELD = "a dip changes nothing"  # a +N held over the window, said as such
 RUNNER_TYPE = "linux.2xlarge"
 CAP = 20  # the most one scale request may add (the scale target's `cap`)
 SURFACES = ("root", "status", "diagnostics", "/queue")

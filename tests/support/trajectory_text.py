@@ -34,7 +34,7 @@ DIRECTION_WORDS: tuple[tuple[str, Direction], ...] = (
 RUNNERS = re.compile(r"\+(\d+) runners? (?:would|\(the cap\))")
 CLEARS = re.compile(r"\bclears? (?:in ~|within)")
 COVERED = re.compile(r"\+\d+ runners? on their way")
-PENDING = re.compile(r"\bnone yet: \+\d+ runners? if the rise holds")
+PENDING = re.compile(r"\bnone yet: \+\d+ runners? if the queue keeps rising")
 RAISE_BY = re.compile(r"raise the maximum by (\d+)")
 NEXT = ("*Next:*", "Next:")  # how diagnostics' next step starts its line
 # Where a surface names the time of the reading it renders (a Slack date token).
@@ -58,7 +58,8 @@ def direction_of(text: str, runner_type: str) -> Direction | None:
 def advice_of(text: str, runner_type: str) -> Advice:
     """The runners the message advises for `runner_type`: N from "+N runners would …",
     "clears" from "(none: it) clears in ~…", "covered" from "+N runners on their way …",
-    "pending" from "none yet: +N runners if the rise holds", None when it advises nothing."""
+    "pending" from "none yet: +N runners if the queue keeps rising", None when it advises
+    nothing."""
     line = advice_line(text, runner_type)
     if found := RUNNERS.search(line):
         return int(found.group(1))

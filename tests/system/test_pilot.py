@@ -138,8 +138,8 @@ async def test_while_pods_cannot_start_it_declines_and_a_person_s_raise_is_said_
 
         why = await eventually(declined, what="the pilot declining", timeout=40)
         assert why == (
-            "the advice asks for no runners (none until pods start: 4 new runner pods cannot, "
-            "and more would wait the same)"
+            "the advice asks for no runners (none until pods start: 4 new runner pods cannot "
+            "start, and more runners would wait the same way)"
         )
         assert (
             await post_event(running.http, slash(f"scale {QUEUEING} +5 max"))
