@@ -191,8 +191,14 @@ def _detail(response: httpx.Response) -> str:
 
 
 def shortened(text: str, limit: int) -> str:
-    """`text` on one line, cut to `limit` characters (whole clauses dropped)."""
-    return cut.shortened(" ".join(text.split()), limit)
+    """`text` on one line, cut to `limit` characters between words: a backend's reason keeps as
+    much of itself as fits (who was refused is often in its last clause), "…" where it was cut."""
+    said = " ".join(text.split())
+    if len(said) <= limit:
+        return said
+    head = said[: limit - len(cut.ELLIPSIS) + 1]
+    words = head.rsplit(" ", 1)[0] if " " in head else head[:-1]
+    return words.rstrip(",;:") + cut.ELLIPSIS
 
 
 def number_of(value: object) -> float | None:
