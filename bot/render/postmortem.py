@@ -23,6 +23,7 @@ from bot.render.mrkdwn import is_linkable, truncate
 from bot.render.numbers import (
     busy_said,
     drained_in,
+    left_queued,
     peak_figures,
     peak_said,
     point_cell,
@@ -165,6 +166,8 @@ def impact_section(incident: Incident) -> str:
     lines = [f"- {peak_said(peak, utc, '**')}" for peak in peak_figures(incident) if peak]
     if drained := drained_in(incident, "**"):
         lines.append(f"- {drained}")
+    if left := left_queued(incident, "**"):
+        lines.append(f"- {left}")
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
     return "\n\n".join(part for part in [*parts, _workflows(incident.workflows)] if part)
