@@ -412,7 +412,12 @@ def open_incident(
         updated_at=now,
     )
     incident = _with_facts(incident, delivery.facts, now=now)
-    incident = incident.model_copy(update={"posted_status": incident.snapshot(now)})
+    # The trend starts with the alert's reading, so that a chart covers the incident from it.
+    first = incident.snapshot(now)
+    trend = incident.trend.appended(
+        now, first.numbers.max_queue_size, first.runner_types, limit=TREND_POINTS
+    )
+    incident = incident.model_copy(update={"posted_status": first, "trend": trend})
     if incident.is_test:
         # Grafana never resolves a test notification; left open it would post status forever.
         return _resolved(incident, Resolution.TEST, now)
@@ -746,7 +751,8 @@ def chart_moved(incident: Incident) -> bool:
     end left the trend), or the queue moved by a step and a ratio since."""
     times, totals = incident.trend.times(), incident.trend.totals()
     if incident.charted_at not in times:
-        return len(times) > 1
+        # Two readings since the opening one: a line of the incident's own, not the alert's dot.
+        return sum(at > incident.opened_at.timestamp() for at in times) > 1
     return moved(totals[times.index(incident.charted_at)], totals[-1], QUEUED_STEP, QUEUED_RATIO)
 
 

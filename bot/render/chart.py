@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Any
 
 from bot.domain.fleet import worst_first
-from bot.domain.incidents import Incident
+from bot.domain.incidents import Incident, Snapshot
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.domain.units import minutes, number
@@ -39,20 +39,29 @@ Point = tuple[float, float | None, float | None]  # (unix time, queued, longest 
 
 @dataclass(frozen=True)
 class ChartData:
-    """The worst types' columns of the trend, expanded into points once."""
+    """The worst types' columns of the trend, expanded into points once, with the incident's
+    peak reading where the trend did not keep it (the root follows readings between statuses,
+    the trend only the statuses'): the chart holds the peak the text says."""
 
     title: str
     trend: Trend = field(default_factory=Trend)
+    peak: Snapshot | None = None
 
     @cached_property
     def series(self) -> dict[str, list[Point]]:
         """Each runner type's points, oldest first; types with too few to draw are left out."""
-        drawn = {name: self.trend.points(name) for name in self.trend.names()}
+        drawn = {name: points_of(self.trend, name, self.peak) for name in self.trend.names()}
         return {name: points for name, points in drawn.items() if len(points) >= MIN_POINTS}
 
     @property
     def times(self) -> list[float]:
         return sorted({at for points in self.series.values() for at, _, _ in points})
+
+    @property
+    def peak_at(self) -> datetime | None:
+        if self.peak is None:
+            return self.trend.peak_at()
+        return datetime.fromtimestamp(_second(self.peak.at), UTC)
 
     @property
     def alt_text(self) -> str:
@@ -72,10 +81,30 @@ class ChartData:
         return f"{self.title}. " + "; ".join(parts)
 
 
-def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
+def points_of(trend: Trend, name: str, peak: Snapshot | None = None) -> list[Point]:
+    """`name`'s points in the trend, and at the `peak` reading when the trend has no point then
+    (a type that reading did not show was not queueing)."""
+    points = trend.points(name)
+    if peak is None or name not in peak.runner_types:
+        return points
+    at = _second(peak.at)
+    if at in trend.times():
+        return points
+    queue = peak.runner_types[name]
+    return sorted([*points, (at, queue.queued, queue.longest_wait_mins)], key=lambda p: p[0])
+
+
+def _second(moment: datetime) -> float:
+    """A moment as the trend keeps it, to the second."""
+    return float(int(moment.timestamp()))
+
+
+def chart_data(
+    title: str, trend: Trend, *, worst: list[str], peak: Snapshot | None = None
+) -> ChartData:
     """The chart of the `worst` runner types (at most MAX_SERIES) that have a line to draw."""
-    drawable = (name for name in worst if len(trend.points(name)) >= MIN_POINTS)
-    return ChartData(title, trend.keeping(list(islice(drawable, MAX_SERIES))))
+    drawable = (name for name in worst if len(points_of(trend, name, peak)) >= MIN_POINTS)
+    return ChartData(title, trend.keeping(list(islice(drawable, MAX_SERIES))), peak)
 
 
 def incident_chart(incident: Incident) -> ChartData:
@@ -86,14 +115,15 @@ def incident_chart(incident: Incident) -> ChartData:
         name: max((q or 0 for _, q, _ in trend.points(name)), default=0) for name in trend.names()
     }
     names += sorted((n for n in peaks if n not in names), key=lambda n: (-peaks[n], n))
-    return chart_data(f"Queue trend · incident {incident.id}", trend, worst=names)
+    title = f"Queue trend · incident {incident.id}"
+    return chart_data(title, trend, worst=names, peak=incident.peak_snapshot)
 
 
 def chart_block(data: ChartData) -> dict[str, Any] | None:
-    """Queued jobs per runner type at up to 20 moments, evenly spread and ending with the latest;
-    None when there is no line to draw."""
+    """Queued jobs per runner type at up to 20 moments, evenly spread from the first to the
+    latest, the peak's among them; None when there is no line to draw."""
     series = data.series
-    times = sampled(data.times, MAX_CATEGORIES)
+    times = sampled(data.times, MAX_CATEGORIES, data.peak_at)
     if len(times) < 2:
         return None
     labels = series_labels([name or "all runner types" for name in series])
@@ -171,9 +201,11 @@ def _labels(times: list[float]) -> list[str]:
 def series_labels(names: Sequence[str], most: int = MAX_LABEL) -> list[str]:
     """A label of at most `most` characters for each name, all different.
 
-    A runner type says what it is from the left (`linux.g5.48xlarge.nvidia.gpu`), so a long one
-    keeps its leading dot-separated parts (`linux.g5.48xlarge…`); types that still read the same
-    keep their ends instead (`…nightly.a`), and only when those match too does a number part them.
+    A runner type says what it is from the left, so a long one keeps its leading parts whole
+    (parts end at ".", "-" or "_"), then as many of its last parts as still fit, "…" where whole
+    parts were left out: `linux.g5.4xlarge…gpu`, `linux.g5.48xlarge…`. Types that still read the
+    same keep their ends instead (`…nightly.a`), and only when those match too does a number
+    part them. A name with no boundary to cut at is cut plainly.
     """
     labels = [_leading(name, most) for name in names]
     for label, count in Counter(labels).items():
@@ -194,13 +226,30 @@ def series_labels(names: Sequence[str], most: int = MAX_LABEL) -> list[str]:
     return labels
 
 
+_BOUNDARY = re.compile(r"(?<=[._-])")
+
+
 def _leading(name: str, most: int) -> str:
-    """The leading dot-separated parts that fit before "…" (a plain cut where they would leave
-    less than half the room); `_trailing` likewise from the end."""
+    """The leading parts that fit before "…" and then the last parts that still fit after it
+    (a plain cut where the leading parts would leave less than half the room); `_trailing`
+    keeps the end alone."""
     if len(name) <= most:
         return name
-    dot = name.rfind(".", 0, most)
-    return (name[:dot] if dot >= most // 2 else name[: most - 1]) + "…"
+    parts = _BOUNDARY.split(name)
+    lead = ""
+    for part in parts[:-1]:
+        if len((lead + part).rstrip("._-")) + 1 > most:
+            break
+        lead += part
+    lead = lead.rstrip("._-")
+    if len(lead) < most // 2:
+        return name[: most - 1] + "…"
+    tail = ""
+    for part in reversed(parts[len(_BOUNDARY.split(lead)) :]):
+        if len(lead) + 1 + len(part + tail) > most:
+            break
+        tail = part + tail
+    return f"{lead}…{tail}"
 
 
 def _trailing(name: str, most: int) -> str:

@@ -20,7 +20,8 @@ and the worst it showed (its peaks). Nothing here decides or recomputes; it only
   Resolve's question and the timeline); the longest wait (the oldest job's age) and the slowest
   recent start are two rows, never one label over either;
 - the past: `peak_figures` (each measure's peak with its own moment, never another's: the
-  summary, the postmortem, a resolved root), `peak_rows`, `drained_in`, and the tables' cells.
+  summary, the postmortem, a resolved root), `peak_rows`, `drained_in`, `left_queued`, and the
+  tables' cells.
 
 Per surface, the calls from a reading to its text:
 - the root: `status/tick._roots_to_reading -> outbound/desk.edit_root -> render/root.render_root
@@ -45,7 +46,16 @@ from typing import NamedTuple
 from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, measured, source_name, worst_first
 from bot.domain.headline import Headline, StillLive
-from bot.domain.incidents import Incident, Resolution, Snapshot, sums_types, thresholds
+from bot.domain.incidents import (
+    CAPPED,
+    DRAINED,
+    UNDER,
+    Incident,
+    Resolution,
+    Snapshot,
+    sums_types,
+    thresholds,
+)
 from bot.domain.judgement import Judgement
 from bot.domain.trend import SPARK_POINTS, Trend, sparkline
 from bot.domain.units import change, duration, minutes, number
@@ -345,11 +355,43 @@ def at_said(item: Peak, clock: Clock) -> str:
 
 def drained_in(incident: Incident, bold: str = "*") -> str:
     """ "Drained in: *55 min* from the peak": from the peak queue to the resolve; "" unless the
-    live readings saw the queue drain."""
-    peak = incident.peak_snapshot
+    live readings saw the queue drain by the drain rule (to 0, or within DRAIN_MAX_QUEUED): a
+    followed queue that only fell under the alert's thresholds did not drain."""
+    peak, follow = incident.peak_snapshot, incident.follow
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED or not peak:
         return ""
+    if follow is not None and follow.ended != DRAINED:
+        return ""
     return figure("Drained in", duration(incident.resolved_at - peak.at), " from the peak", bold)
+
+
+def left_queued(incident: Incident, bold: str = "*") -> str:
+    """ "Still queued at resolve: *1 job* (the alert cleared under its thresholds)": the jobs the
+    last live reading still saw when it resolved other than by draining, and why it resolved
+    anyway; "" when none or not known."""
+    view = incident.live
+    if incident.resolved_at is None or view is None or not view.is_live:
+        return ""
+    queued = sum(m.queued or 0 for m in view.runner_types.values())
+    why = _resolved_anyway(incident)
+    if not queued or not why:
+        return ""
+    return figure("Still queued at resolve", md.plural(round(queued), "job"), f" ({why})", bold)
+
+
+def _resolved_anyway(incident: Incident) -> str:
+    follow = incident.follow
+    if incident.resolution is Resolution.MANUAL:
+        return "resolved by hand"
+    if follow is not None and follow.ended == UNDER:
+        return "the alert cleared and the queue fell under its thresholds"
+    if follow is not None and follow.ended == CAPPED and incident.resolved_at is not None:
+        followed = duration(incident.resolved_at - follow.cleared_at)
+        return f"the alert cleared; following stopped at its cap, {followed} later"
+    if incident.resolution is Resolution.ALERT:
+        return "the alert cleared under its thresholds"
+    # Drained by the drain rule: what it left (within DRAIN_MAX_QUEUED) is drained.
+    return ""
 
 
 def peak_rows(incident: Incident) -> list[str]:

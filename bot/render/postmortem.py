@@ -23,6 +23,7 @@ from bot.render.mrkdwn import is_linkable, truncate
 from bot.render.numbers import (
     busy_said,
     drained_in,
+    left_queued,
     peak_figures,
     peak_said,
     point_cell,
@@ -114,7 +115,7 @@ def render_postmortem(incident: Incident, events: Sequence[Event], *, now: datet
         scale_ups_section(incident),
         _timeline(incident, events),
         _diagnosis(incident, events),
-        _queue_over_time(incident),
+        _queue_over_time(incident, events),
         QUESTIONS,
     ]
     return "\n\n".join(section for section in sections if section) + "\n"
@@ -165,6 +166,8 @@ def impact_section(incident: Incident) -> str:
     lines = [f"- {peak_said(peak, utc, '**')}" for peak in peak_figures(incident) if peak]
     if drained := drained_in(incident, "**"):
         lines.append(f"- {drained}")
+    if left := left_queued(incident, "**"):
+        lines.append(f"- {left}")
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
     return "\n\n".join(part for part in [*parts, _workflows(incident.workflows)] if part)
@@ -333,8 +336,10 @@ def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
     return "\n\n".join(parts)
 
 
-def _queue_over_time(incident: Incident) -> str:
-    """The series the thread's chart draws, at most MAX_CHART_ROWS rows of them."""
+def _queue_over_time(incident: Incident, events: Sequence[Event]) -> str:
+    """The series the thread's chart draws, at most MAX_CHART_ROWS rows of them: a reading
+    that repeats the one before it is no row (the drain checks' 0, 0, 0: the first says when);
+    the opening, the peak, the reading after each action and the last change are always rows."""
     data = incident_chart(incident)
     series, times = data.series, data.times
     if not series:
@@ -343,13 +348,13 @@ def _queue_over_time(incident: Incident) -> str:
             "all there is._"
         )
     cells = {name: {at: (q, w) for at, q, w in points} for name, points in series.items()}
-    rows = [
-        (
-            _clock(datetime.fromtimestamp(at, tz=UTC)),
-            *(point_cell(cells[n].get(at)) for n in series),
-        )
-        for at in sampled(times, MAX_CHART_ROWS, incident.trend.peak_at())
-    ]
+    row = {at: tuple(point_cell(cells[n].get(at)) for n in series) for at in times}
+    changed = [at for i, at in enumerate(times) if i == 0 or row[at] != row[times[i - 1]]]
+    kept = _moments(changed, data.peak_at, [e.at for e in actions_taken(events)])
+    shape = "%Y-%m-%d %H:%M"
+    if len({datetime.fromtimestamp(at, tz=UTC).strftime(shape) for at in kept}) < len(kept):
+        shape += ":%S"  # two rows in one minute
+    rows = [(datetime.fromtimestamp(at, tz=UTC).strftime(shape), *row[at]) for at in kept]
     header = ("Time (UTC)", *(_type(n) for n in series))
     align = ("---", *("---:" for _ in series))
     note = (
@@ -357,6 +362,29 @@ def _queue_over_time(incident: Incident) -> str:
         "readings the chart draws:"
     )
     return f"## Queue over time\n\n{note}\n\n{_table(header, rows, align=align)}"
+
+
+def _moments(times: list[float], peak: datetime | None, acted: Sequence[datetime]) -> list[float]:
+    """`times` evenly sampled, with the peak's reading (the last at or before it: a repeat of
+    it is no row) and the first reading at or after each action in place of the nearest
+    others, the first and the last always kept."""
+    picks = list(sampled(times, MAX_CHART_ROWS))
+    musts = [max((t for t in times if t <= peak.timestamp()), default=times[0])] if peak else []
+    musts += [
+        next(t for t in times if t >= at.timestamp()) for at in acted if at.timestamp() <= times[-1]
+    ]
+    fixed = {times[0], times[-1]}
+    for must in dict.fromkeys(musts):
+        if must in picks:
+            continue
+        free = [p for p in picks if p not in fixed]
+        if not free:
+            break
+        picks.remove(min(free, key=lambda p: (abs(p - must), p)))
+        picks.append(must)
+        fixed.add(must)
+        picks.sort()
+    return picks
 
 
 def _table(

@@ -36,6 +36,7 @@ from bot.render.follow_ups import OUTCOME_ICONS, back_said, outcome_said, record
 from bot.render.numbers import (
     drained_in,
     gone_lines,
+    left_queued,
     peak_figures,
     peak_rows,
     peak_said,
@@ -331,6 +332,8 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
     items = [f"Duration: *{took}*", *(peaks or [NO_NUMBERS])]
     if drained := drained_in(incident):
         items.append(drained)
+    if left := left_queued(incident):
+        items.append(left)
     if incident.acknowledged_by:
         owner = md.person(incident.acknowledged_by, incident.acknowledged_name)
         items.append(f"Acknowledged by {owner}")

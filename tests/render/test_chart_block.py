@@ -45,9 +45,9 @@ def test_queued_jobs_per_runner_type_at_each_moment() -> None:
     assert chart["type"] == "line"
     assert chart["axis_config"]["categories"] == ["08:00", "08:05", "08:10"]
     by_name = {s["name"]: [p["value"] for p in s["data"]] for s in chart["series"]}
-    # A long runner type keeps its leading parts within Slack's 20 characters; a moment
-    # whose reading did not show a type has it at 0 (it was not queueing then).
-    assert by_name == {"linux.g5.4xlarge…": [1, 0, 4], "linux.2xlarge": [3, 9, 0]}
+    # A long runner type keeps its leading parts, then its last, within Slack's 20 characters,
+    # no part cut; a moment whose reading did not show a type has it at 0 (not queueing then).
+    assert by_name == {"linux.g5.4xlarge…gpu": [1, 0, 4], "linux.2xlarge": [3, 9, 0]}
     assert block["title"] == "Queue trend · incident 7"
 
 
@@ -99,22 +99,27 @@ QUEUES = st.dictionaries(NAMES, st.none() | st.floats(0, 1e9, allow_nan=False), 
                 "windows.4xlarge.nonephemeral",
             ],
             [
-                "linux.g5.4xlarge…",
+                "linux.g5.4xlarge…gpu",
                 "linux.g5.48xlarge…",
                 "linux.2xlarge",
                 "linux.rocm.gpu.2",
                 "windows.4xlarge…",
             ],
         ),
-        # Types alike at the start keep their ends instead.
+        # Types alike at the start keep their last parts too.
         (
             ["linux.idc.xpu.nightly.pool.a", "linux.idc.xpu.nightly.pool.b"],
-            ["…xpu.nightly.pool.a", "…xpu.nightly.pool.b"],
+            ["linux.idc.xpu…pool.a", "linux.idc.xpu…pool.b"],
+        ),
+        # Alike at the start and in as much of the end as fits: their ends alone.
+        (
+            ["linux.idc.xpu.nightly.a.longpoolname", "linux.idc.xpu.nightly.b.longpoolname"],
+            ["…a.longpoolname", "…b.longpoolname"],
         ),
         # A name with no dot to cut at is cut plainly; alike at both ends, a number parts them.
         (["x" * 30, "x" * 31], ["xxxxxxxxxxxxxxxxxxx…", "xxxxxxxxxxxxxxxxx… 2"]),
     ],
-    ids=["pytorch", "alike-at-the-start", "alike-everywhere"],
+    ids=["pytorch", "alike-at-the-start", "alike-at-both-ends", "alike-everywhere"],
 )
 def test_legend_names_say_which_runner_type(names: list[str], labels: list[str]) -> None:
     assert series_labels(names) == labels

@@ -73,7 +73,7 @@ async def test_the_weekly_report_is_posted_once_with_its_chart(
     assert "linux.2xlarge" in text and "3 h firing" in text
     [chart] = [b for b in report.blocks if b["type"] == "data_visualization"]
     bars = {p["label"]: p["value"] for p in chart["chart"]["series"][0]["data"]}
-    assert bars == {"linux.2xlarge": 3.0, "linux.g5.4xlarge…": 1.5}
+    assert bars == {"linux.2xlarge": 3.0, "linux.g5.4xlarge…gpu": 1.5}
 
 
 GPU_CHANNEL = "C0GPUQ"
