@@ -36,6 +36,8 @@ MAX_RESOLVED_INSTANCES = 1000  # alert instances seen resolved, per group
 REFUSED = "refused"
 EARLY_WARNING = "early_warning"
 POSTMORTEM = "postmortem"
+# A person's first act acknowledged the incident too: part of that act, not another one.
+ACKNOWLEDGED_BY_ACTING = "acknowledged_by_acting"
 
 
 class Status(StrEnum):
@@ -92,7 +94,8 @@ class Event(BaseModel):
 def actions_taken(events: Sequence[Event]) -> list[Event]:
     """What responders did to the incident, every surface's count: a refusal is something asked,
     not done; a postmortem is written about the incident, not done to it."""
-    return [event for event in events if event.actor and event.kind not in (REFUSED, POSTMORTEM)]
+    not_done = (REFUSED, POSTMORTEM, ACKNOWLEDGED_BY_ACTING)
+    return [event for event in events if event.actor and event.kind not in not_done]
 
 
 def drafted_from(events: Sequence[Event], drafted: Event) -> list[Event]:
