@@ -131,6 +131,14 @@ class ActiveSilence(BaseModel):
     by: str
     by_name: str = ""
     at: datetime
+    # The bot's own silences end when the incident resolves, unless whoever made it chose to
+    # keep it (a re-fire meanwhile would be hidden, so that is a person's choice).
+    kept: bool = False
+    unended: str = ""  # why ending it at the resolve failed for good: it runs out instead
+
+    @property
+    def ends_at_resolve(self) -> bool:
+        return not self.kept and not self.unended
 
 
 class PutBack(BaseModel):
