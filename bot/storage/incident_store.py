@@ -290,7 +290,8 @@ class IncidentStore:
                 await self._commit(keys=keys, args=args, client=pipe)
             versions = await pipe.execute(raise_on_error=False)
         applied = [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
-        await self._end_silences([c for c, done in zip(changes, applied, strict=True) if done], now)
+        done = [c for c, ok in zip(changes, applied, strict=True) if ok is True]
+        await self._end_silences(done, now)
         return applied
 
     async def _end_silences(self, applied: Sequence[Commit], now: float) -> None:

@@ -478,6 +478,7 @@ async def test_resolving_ends_the_silence_the_bot_made_and_the_summary_says_so(
         assert f"🔕 Its silence was ended at resolve (Grafana silence `{silence_id}`)" in summary
         assert "/queue unsilence" not in summary
         assert "Actions taken: *2*, by *alice*" in summary
+        assert "Acknowledged (silenced) · by *alice*" in summary, "her silence took it on"
         await eventually(
             lambda: grafana.silences[silence_id]["status"]["state"] == "expired",
             what="Grafana's silence expired",
