@@ -362,7 +362,13 @@ def _core(
     interactions = Interactions(redis, settings.redis_prefix)
     named = gateway.display_name
     acting = Acting(
-        store, gateway.telemetry, interactions, authorizer, display_name=named, clock=clock
+        store,
+        gateway.telemetry,
+        interactions,
+        authorizer,
+        display_name=named,
+        clock=clock,
+        ack_on_action=settings.ack_on_action,
     )
     reverts = None
     if backends.scaler is not None:

@@ -14,6 +14,7 @@ from bot.actions.commands import Command, perform
 from bot.actions.core import Outcome
 from bot.domain.units import MAX_SILENCE_S, ascii_whole, is_silence_length
 from bot.render.replies import PILOT_PAUSE, PILOT_UNDO
+from bot.render.root import KEEP_SILENCE
 from handlers.context import (
     NO_INCIDENT,
     ack_only,
@@ -48,12 +49,15 @@ async def act_on_incident(body: dict[str, Any], context: AsyncBoltContext) -> No
     command = COMMANDS[text_at(action, "action_id")]
     outcome = NO_INCIDENT
     if ref := await incident_ref_of(body, core):
-        # The select's option values are durations in seconds.
-        seconds = ascii_whole(text_at(action, "selected_option", "value"), MAX_SILENCE_S + 1)
+        # The select's option values are durations in seconds, `:keep` for one kept after the
+        # resolve.
+        chosen = text_at(action, "selected_option", "value")
+        keep = chosen.endswith(KEEP_SILENCE)
+        seconds = ascii_whole(chosen.removesuffix(KEEP_SILENCE), MAX_SILENCE_S + 1)
         if command.verb == "silence" and (seconds is None or not is_silence_length(seconds)):
             outcome = CHOOSE
         else:
-            command = replace(command, incident_ref=ref, seconds=seconds)
+            command = replace(command, incident_ref=ref, seconds=seconds, keep=keep)
             outcome = await perform(core, actor_of(body), command, interaction=interaction_of(body))
     await tell(slack_of(context), body, outcome)
 

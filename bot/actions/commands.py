@@ -29,7 +29,8 @@ owns), and the open incidents
 *`/queue ack [ID]`* — take ownership
 *`/queue resolve [ID] [anyway]`* — close an incident by hand (`anyway`: while jobs still \
 queue over the alert's thresholds, which it asks about first)
-*`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`: a real silence of the alert group
+*`/queue silence <duration> [ID] [keep]`* — e.g. `2h`, `30m`: a real silence of the alert \
+group, ended when the incident resolves (`keep`: it lasts its whole duration)
 *`/queue unsilence [ID]`* — remove the silence made from Slack
 *`/queue scale <runner-type> <+N> [ID] [max] [keep]`* — add runners (`max`: raise ARC's \
 maxRunners; `keep`: not put back when the incident resolves)
@@ -69,7 +70,8 @@ class Command:
     runner_type: str | None = None
     count: int | None = None
     raise_maximum: bool = False  # `max`: raise an ARC scale set's maxRunners
-    keep: bool = False  # `keep`: the scale-up is not put back when the incident resolves
+    # `keep`: the scale-up is not put back, the silence not ended, when the incident resolves
+    keep: bool = False
     anyway: bool = False  # `anyway`: resolve while the queue is still live
     on: bool | None = None  # `pilot on|off`: switch it; None: show it
 
@@ -104,11 +106,15 @@ def parse_command(text: str) -> Command:
             raise CommandError(escape(f"usage: `/queue {verb} [ID]`"))
         return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
     if verb == "silence":
-        if not 1 <= len(args) <= 2:
+        # `keep`: the silence outlives the resolve, lasting its whole duration.
+        keep = [arg for arg in args if arg.lower() == "keep"]
+        rest = [arg for arg in args if arg.lower() != "keep"]
+        if not 1 <= len(rest) <= 2 or len(keep) > 1:
             raise CommandError(
-                escape("usage: `/queue silence <duration> [ID]`, e.g. `/queue silence 2h`")
+                escape("usage: `/queue silence <duration> [ID] [keep]`, e.g. `/queue silence 2h`")
             )
-        return Command(verb, seconds=parse_duration(args[0]), incident_ref=_optional_id(args, 1))
+        seconds, ref = parse_duration(rest[0]), _optional_id(rest, 1)
+        return Command(verb, seconds=seconds, incident_ref=ref, keep=bool(keep))
     if verb == "scale":
         return _parse_scale(args)
     if verb == "report":
@@ -248,7 +254,7 @@ _ACTS: dict[str, Callable[[ActionCore, Actor, str, Command, str | None], Awaitab
     "ack": lambda core, who, ref, _, i: core.acknowledge(who, ref, interaction=i),
     "resolve": lambda core, who, ref, c, i: core.resolve(who, ref, anyway=c.anyway, interaction=i),
     "silence": lambda core, who, ref, c, i: core.silencing.silence(
-        who, ref, c.seconds or 0, interaction=i
+        who, ref, c.seconds or 0, keep=c.keep, interaction=i
     ),
     "unsilence": lambda core, who, ref, _, i: core.silencing.unsilence(who, ref, interaction=i),
     "scale": lambda core, who, ref, c, i: core.scaling.scale(

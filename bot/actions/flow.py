@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 
 from bot import logs
 from bot.config import Settings
+from bot.domain.ack_on_action import acknowledged_by_acting
 from bot.domain.incidents import REFUSED, Event, Incident
 from bot.render.mrkdwn import escape, plain_text
 from bot.storage.incident_store import Commit, IncidentStore, Loaded
@@ -156,6 +157,7 @@ class Acting:
     _: KW_ONLY
     display_name: Callable[[str], Awaitable[str | None]]
     clock: Callable[[], datetime]
+    ack_on_action: bool = True  # a person's first act acknowledges (`ACK_ON_ACTION`)
 
     async def guarded(
         self,
@@ -243,7 +245,11 @@ class Acting:
             if uid is not None and uid != incident.uid:
                 return None, refused(UNKNOWN)
             logs.tag(incident=incident.id, channel=incident.channel)
-            return decide(incident, now, timeline)
+            commit, answer = decide(incident, now, timeline)
+            if commit is None or commit.incident is None or not self.ack_on_action:
+                return commit, answer
+            taken, events = acknowledged_by_acting(commit.incident, commit.events, now=now)
+            return replace(commit, incident=taken, events=events), answer
 
         fresh = await self.store.commit_fresh(
             incident_id, decided, clock=self.clock, with_timeline=with_timeline

@@ -24,6 +24,7 @@ from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
 from bot.domain.silence_seen import SilenceState, seen_of
 from bot.domain.units import duration, is_silence_length
+from bot.pacing import wait_after
 from bot.render.follow_ups import SILENCE_SEEN, seen_said
 from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event, render_seen
@@ -37,6 +38,12 @@ watch_log = logging.getLogger("bot.actions.silence_watch")
 
 # A silence that ended within this much of its planned end ran out; earlier, it was removed.
 ON_TIME = timedelta(seconds=30)
+# Ending a silence at its incident's resolve: tries, and the backoff between them.
+END_ATTEMPTS = 5
+END_FIRST_BACKOFF_S = 5.0
+END_MAX_BACKOFF_S = 120.0
+SILENCE_UNENDED = "silence_unended"
+KEPT = ", kept after the resolve"
 NOT_CONFIGURED = (
     "Silencing is not set up: an operator sets `SILENCE_BACKEND` (`alertmanager` with "
     "`ALERTMANAGER_URL`, or `grafana` with `GRAFANA_URL` and `GRAFANA_TOKEN`)."
@@ -53,19 +60,26 @@ class Silencing:
     permalink: Callable[[str, str], Awaitable[str | None]]
 
     async def silence(
-        self, actor: Actor, ref: str, seconds: int, *, interaction: str | None = None
+        self,
+        actor: Actor,
+        ref: str,
+        seconds: int,
+        *,
+        keep: bool = False,
+        interaction: str | None = None,
     ) -> Outcome:
-        asked = (ref, f"Silence for {_span(seconds)}")
-        return await self.acting.guarded(
-            "silence", actor, interaction, lambda: self._silence(actor, ref, seconds), asked=asked
-        )
+        """`keep`: the silence lasts its whole duration; else it ends when the incident
+        resolves."""
+        asked = (ref, f"Silence for {_span(seconds)}{KEPT if keep else ''}")
+        run = lambda: self._silence(actor, ref, seconds, keep=keep)  # noqa: E731
+        return await self.acting.guarded("silence", actor, interaction, run, asked=asked)
 
     async def unsilence(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:
         return await self.acting.guarded(
             "unsilence", actor, interaction, lambda: self._unsilence(actor, ref)
         )
 
-    async def _silence(self, actor: Actor, ref: str, seconds: int) -> Outcome:
+    async def _silence(self, actor: Actor, ref: str, seconds: int, *, keep: bool) -> Outcome:
         if not is_silence_length(seconds):  # the forms offer only these; a command checks them
             return refused("A silence lasts between 1 minute and 7 days.")
         loaded = await self.acting.load(ref)
@@ -109,6 +123,7 @@ class Silencing:
                 by=actor.user_id,
                 by_name=name,
                 at=now,
+                kept=keep,
             )
             try:
                 outcome = await self.acting.commit(ref, _silenced(made, seconds, read))
@@ -203,7 +218,7 @@ def _silence_refusal(incident: Incident | None, silencer: Silencer | None) -> st
 
 def _silenced(made: ActiveSilence, seconds: int, read: SilenceState | str | None) -> Decide:
     def decide(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, Outcome]:
-        text = f"Silenced for {_span(seconds)} in {made.backend}"
+        text = f"Silenced for {_span(seconds)} in {made.backend}{KEPT if made.kept else ''}"
         event = Event(
             at=made.at, kind="silenced", text=text, actor=made.by, actor_name=made.by_name
         )
@@ -214,8 +229,10 @@ def _silenced(made: ActiveSilence, seconds: int, read: SilenceState | str | None
             f"You silenced incident {incident.id} until {until} "
             f"({escape(made.backend)} silence `{escape(made.silence_id)}`)."
         )
-        if not incident.is_open:
+        if not incident.is_open and made.kept:
             answer += " The incident had resolved meanwhile; the silence stays until it ends."
+        elif not incident.is_open:
+            answer += " The incident had resolved meanwhile, so it ends now, as at a resolve."
         # The thread records it as it records the silence's end: the root shows only the
         # silence in force, and the App Home tells people the thread records what was done.
         reply = Reply("action", BAND_ACTION, render_seen(updated, event, f"until {until}", seen))
@@ -287,6 +304,9 @@ class SilenceWatch:
             await watch.done(claim)
             return
         seen, now = incident.silence, self.clock()
+        if not incident.is_open and seen.ends_at_resolve:
+            await self._end_at_resolve(claim, incident, seen)
+            return
         check_s = self.config.silence_check_seconds
         try:
             timeout_s = self.config.backend_timeout_seconds
@@ -324,6 +344,36 @@ class SilenceWatch:
         await self._record(incident_id, seen, ended)
         await watch.done(claim)
 
+    async def _end_at_resolve(self, claim: Claim, incident: Incident, seen: ActiveSilence) -> None:
+        """Expire the silence the bot made, its incident resolved: a re-fire must notify. A
+        transient failure is tried again after a backoff; the last one is said in the thread,
+        and the silence then runs out as made."""
+        watch, now = self.store.silence_watch, self.clock()
+        try:
+            timeout_s = self.config.backend_timeout_seconds
+            await within(self.silencer.expire(seen.silence_id), timeout_s, self.silencer.name)
+        except BackendError as exc:
+            tries = int(await watch.data(claim.member) or 0) + 1
+            if exc.retryable and tries < END_ATTEMPTS:
+                wait = wait_after(tries, first=END_FIRST_BACKOFF_S, maximum=END_MAX_BACKOFF_S)
+                watch_log.warning(
+                    "incident %s: ending its silence %s failed (%s); again in %.0f s",
+                    incident.id, seen.silence_id, exc, wait,
+                )  # fmt: skip
+                await watch.reschedule(claim, now.timestamp() + wait, str(tries))
+                return
+            await self._record(incident.id, seen, _unended(seen, str(exc), incident.id))
+            await watch.reschedule(claim, now.timestamp() + self.config.silence_check_seconds)
+            return
+
+        def ended(incident: Incident, at: datetime) -> Commit:
+            text = f"Silence ended in {seen.backend} at resolve"
+            event = Event(at=at, kind="unsilenced", text=text)
+            return Commit(unsilenced(incident, now=at), events=(event,))
+
+        await self._record(incident.id, seen, ended)
+        await watch.done(claim)
+
     async def _record(
         self, incident_id: str, seen: ActiveSilence, change: Callable[[Incident, datetime], Commit]
     ) -> None:
@@ -337,3 +387,21 @@ class SilenceWatch:
         await self.store.commit_fresh(
             incident_id, kept_true(recorded), clock=self.clock, with_timeline=True
         )
+
+
+def _unended(
+    seen: ActiveSilence, reason: str, incident_id: str
+) -> Callable[[Incident, datetime], Commit]:
+    def change(incident: Incident, at: datetime) -> Commit:
+        text = f"Could not end its silence in {seen.backend} at resolve: {reason}"
+        event = Event(at=at, kind=SILENCE_UNENDED, text=text)
+        stays = seen.model_copy(update={"unended": reason})
+        updated = incident.model_copy(update={"silence": stays, "updated_at": at})
+        detail = (
+            f"It stays until {slack_date(seen.until)}: `/queue unsilence "
+            f"{escape(incident_id)}` removes it."
+        )
+        reply = Reply("event", BAND_EVENT, render_event(updated, event, detail=detail))
+        return Commit(updated, events=(event,), replies=(reply,))
+
+    return change

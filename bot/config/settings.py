@@ -209,6 +209,10 @@ class Incidents(Group, title="Incidents"):
     storm_digest_threshold: int = Field(5, ge=0, le=10_000)
     """A storm: this many new alert groups waiting at once for their root post in a channel get one
     digest message instead (0: off)."""
+    ack_on_action: bool = True
+    """A responder's first act on an unacknowledged incident (silence, scale up, diagnostics)
+    acknowledges it in their name: the Home and the root then name who is on it. false: only
+    Acknowledge does."""
     reopen_window_seconds: values.Seconds = Field(3600, ge=0, le=7 * 86_400)
     """A group firing again this soon after resolving reopens its thread instead of a new one."""
     incident_retention_days: values.Days = Field(30, ge=1 / 1440, le=3650)

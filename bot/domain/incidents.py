@@ -38,6 +38,8 @@ EARLY_WARNING = "early_warning"
 POSTMORTEM = "postmortem"
 # A change after a postmortem was drafted that makes it say something else: said under it.
 AMENDED = "amended"
+# A person's first act acknowledged the incident too: part of that act, not another one.
+ACKNOWLEDGED_BY_ACTING = "acknowledged_by_acting"
 
 
 class Status(StrEnum):
@@ -94,7 +96,8 @@ class Event(BaseModel):
 def actions_taken(events: Sequence[Event]) -> list[Event]:
     """What responders did to the incident, every surface's count: a refusal is something asked,
     not done; a postmortem is written about the incident, not done to it."""
-    return [event for event in events if event.actor and event.kind not in (REFUSED, POSTMORTEM)]
+    not_done = (REFUSED, POSTMORTEM, ACKNOWLEDGED_BY_ACTING)
+    return [event for event in events if event.actor and event.kind not in not_done]
 
 
 def drafted_from(events: Sequence[Event], drafted: Event) -> list[Event]:
@@ -130,6 +133,14 @@ class ActiveSilence(BaseModel):
     by: str
     by_name: str = ""
     at: datetime
+    # The bot's own silences end when the incident resolves, unless whoever made it chose to
+    # keep it (a re-fire meanwhile would be hidden, so that is a person's choice).
+    kept: bool = False
+    unended: str = ""  # why ending it at the resolve failed for good: it runs out instead
+
+    @property
+    def ends_at_resolve(self) -> bool:
+        return not self.kept and not self.unended
 
 
 class PutBack(BaseModel):

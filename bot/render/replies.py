@@ -17,6 +17,7 @@ from bot.domain.incidents import (
     CAPPED,
     DRAINED,
     UNDER,
+    ActiveSilence,
     Event,
     Incident,
     PutBack,
@@ -266,15 +267,8 @@ def render_summary(
     ]
     if peaks := peak_rows(incident):
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
-    if (silence := incident.silence) is not None:
-        blocks.append(
-            md.section(
-                f"🔕 A silence made from Slack is still in force until "
-                f"{md.slack_date(silence.until)} ({md.escape(silence.backend)} silence "
-                f"`{md.escaped(silence.silence_id, 80)}`): "
-                f"`/queue unsilence {incident_id}` removes it."
-            )
-        )
+    if incident.silence is not None:
+        blocks.append(md.section(_silence_said(incident, incident.silence)))
     if incident.put_backs:
         lines = [f"↩️ {put_back_said(p, md.runner_name, md.time_of)}" for p in incident.put_backs]
         blocks.append(md.section("\n".join(lines)))
@@ -296,6 +290,26 @@ def render_summary(
     state = "still firing" if incident.is_open else "resolved"
     said = f"Incident {incident_id} {state} after {took}"
     return md.rendered(f"{said}: {md.truncate(title_text(incident), 200)}", blocks)
+
+
+def _silence_said(incident: Incident, silence: ActiveSilence) -> str:
+    """The silence made from Slack: ended with the incident (the silence watch expires it as it
+    resolves), or still in force, and why."""
+    which = f"{md.escape(silence.backend)} silence `{md.escaped(silence.silence_id, 80)}`"
+    removes = f"`/queue unsilence {md.escape(incident.id)}` removes it."
+    until = md.slack_date(silence.until)
+    if incident.is_open:
+        return f"🔕 A silence made from Slack is still in force until {until} ({which}): {removes}"
+    if silence.kept:
+        chose = md.person(silence.by, silence.by_name)
+        return f"🔕 Its silence stays until {until}, as {chose} chose ({which}): {removes}"
+    if silence.unended:
+        reason = md.escaped(silence.unended, 300)
+        return (
+            f"⚠️ Its silence could not be ended at resolve ({reason}): it stays until {until} "
+            f"({which}). {removes}"
+        )
+    return f"🔕 Its silence was ended at resolve ({which}): if the alert fires again, it notifies."
 
 
 def summaries(

@@ -41,6 +41,7 @@ SILENCE_OPTIONS = (
     (28800, "8 hours"),
     (86400, "24 hours"),
 )
+KEEP_SILENCE = ":keep"  # the select's value for a silence that outlives the resolve
 ALERT_SOURCES = {"grafana": "Grafana", "alertmanager": "Alertmanager"}
 MAX_RESPONDERS = 5
 ACTION_CHARS = 120  # an action's text, before its time and who did it
@@ -136,7 +137,8 @@ def _status_line(incident: Incident, mentions: bool) -> str:
         parts.append("not acknowledged")
     if (silence := incident.silence) is not None:
         who = named(silence.by, silence.by_name)
-        parts.append(f"🔕 silenced until {md.slack_date(silence.until)} by {who}")
+        kept = ", kept after the resolve" if silence.kept else ""
+        parts.append(f"🔕 silenced until {md.slack_date(silence.until)} by {who}{kept}")
     if incident.reopened:
         parts.append(f"reopened {incident.reopened}×")
     if incident.is_test:
@@ -240,13 +242,15 @@ def _actions(incident: Incident, ref: str) -> dict[str, Any]:
     if incident.silence is not None:
         elements.append(md.button("Remove silence", "incident_unsilence", ref))
     else:
-        options = [{"text": md.plain(label), "value": str(s)} for s, label in SILENCE_OPTIONS]
         elements.append(
             {
                 "type": "static_select",
                 "action_id": "incident_silence",
                 "placeholder": md.plain("Silence…"),
-                "options": options,
+                "option_groups": [
+                    _silence_group("Ends when it resolves", ""),
+                    _silence_group("Kept after it resolves", KEEP_SILENCE),
+                ],
             }
         )
     elements += [
@@ -255,6 +259,12 @@ def _actions(incident: Incident, ref: str) -> dict[str, Any]:
         md.button("Resolve", "incident_resolve", ref, "danger") | {"confirm": _confirm(incident)},
     ]
     return md.actions(elements, ACTIONS_BLOCK_ID)
+
+
+def _silence_group(label: str, suffix: str) -> dict[str, Any]:
+    """Durations in seconds, as the handler reads them; `suffix`: what else was chosen."""
+    options = [{"text": md.plain(said), "value": f"{s}{suffix}"} for s, said in SILENCE_OPTIONS]
+    return {"label": md.plain(label), "options": options}
 
 
 def _confirm(incident: Incident) -> dict[str, Any]:

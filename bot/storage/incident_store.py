@@ -132,6 +132,19 @@ class Commit:
 
 
 T = TypeVar("T")
+# Failed tries to end a silence at its incident's resolve are counted for at most this long.
+SILENCE_ENDING_TTL_S = 86_400
+
+
+def _ends_silence(change: Commit) -> bool:
+    """Whether `change` leaves a silence made from Slack to end now: it resolved the incident,
+    or recorded a silence on one resolved meanwhile, and nobody chose to keep that silence."""
+    incident = change.incident
+    if incident is None or incident.is_open or incident.silence is None:
+        return False
+    silenced = any(event.kind == "silenced" for event in change.events)
+    return incident.silence.ends_at_resolve and (change.stop_status or silenced)
+
 
 # What a change decides on an incident as read, at a time, with its timeline when asked for: the
 # commit (None: nothing to write) and what to answer.
@@ -168,7 +181,13 @@ class IncidentStore:
         self.keys = Keys(prefix)
         self.retention_s = retention_s
         self.status_due = DueSet(redis, self.keys.status_due)
-        self.silence_watch = DueSet(redis, self.keys.silence_watch, keep_s=retention_s)
+        self.silence_watch = DueSet(
+            redis,
+            self.keys.silence_watch,
+            keep_s=retention_s,
+            data_key=self.keys.silence_ending,
+            data_ttl_s=SILENCE_ENDING_TTL_S,
+        )
         self.issue_due = DueSet(redis, self.keys.issue_due)
         self._commit = FencedScript(redis, "commit", fence)
         self._load_group = script(redis, "load_group")
@@ -232,8 +251,12 @@ class IncidentStore:
 
     async def commit(self, change: Commit, *, now: float | None = None) -> bool:
         """Apply `change` atomically; False when the incident or group changed since read."""
-        keys, args = self._commit_call(change, time.time() if now is None else now)
-        return int(await self._commit(keys=keys, args=args)) >= 0
+        now = time.time() if now is None else now
+        keys, args = self._commit_call(change, now)
+        applied = int(await self._commit(keys=keys, args=args)) >= 0
+        if applied:
+            await self._end_silences([change], now)
+        return applied
 
     async def commit_fresh(
         self,
@@ -271,7 +294,19 @@ class IncidentStore:
                 keys, args = self._commit_call(change, now)
                 await self._commit(keys=keys, args=args, client=pipe)
             versions = await pipe.execute(raise_on_error=False)
-        return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
+        applied = [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
+        done = [c for c, ok in zip(changes, applied, strict=True) if ok is True]
+        await self._end_silences(done, now)
+        return applied
+
+    async def _end_silences(self, applied: Sequence[Commit], now: float) -> None:
+        """The silence watch ends a silence made from Slack once its incident resolved: made due
+        at once by the change that resolved it (or recorded a silence after its resolve). A due
+        time not written leaves it to the watch's next look, which any recorded silence has."""
+        ending = [c.incident.id for c in applied if c.incident and _ends_silence(c)]
+        with suppress(RedisError):
+            for incident_id in ending:
+                await self.silence_watch.schedule(incident_id, now)
 
     def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
         # In commit.lua's order.

@@ -98,6 +98,7 @@ class Keys:
     action_lock = _kind("action-lock:{}:{}")  # incident, what
     scale_revert = _kind("scale-revert:{}")
     put_back_follow = _kind("put-back-follow:{}")
+    silence_ending = _kind("silence-ending:{}")  # incident -> failed tries to end its silence
     issue_pass = _kind("lease:issue:{}")
     issue_link = _kind("issue:{}")
     readings_day = _kind("fleet:kept:{}")  # one UTC day (YYYYMMDD), a field per slot

@@ -271,11 +271,15 @@ function element(item, blockId, ctx) {
   }
   if (item.type === "static_select" || item.type === "overflow") {
     const placeholder = item.placeholder?.text || "Choose…";
+    const choice = (option) => el("option", {
+      value: option.value, selected: item.initial_option?.value === option.value,
+    }, option.text.text);
+    // Slack shows each group under its label: two "1 hour" options differ only by theirs.
+    const groups = (item.option_groups || []).map((group) =>
+      el("optgroup", { label: group.label?.text || "" }, (group.options || []).map(choice)));
     const select = el("select", { class: "select", ...ids, "aria-label": placeholder },
       el("option", { value: "", disabled: true, selected: !item.initial_option }, placeholder),
-      options(item).map((option) => el("option", {
-        value: option.value, selected: item.initial_option?.value === option.value,
-      }, option.text.text)));
+      (item.options || []).map(choice), groups);
     select.addEventListener("change", async () => {
       const value = select.value;
       if (!item.confirm || await ctx.confirm(item.confirm)) ctx.act(blockId, item, value);

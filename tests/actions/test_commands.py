@@ -59,6 +59,8 @@ from tests.support.root_headline import headline_cases, root_headline
         ("silence 30m 7", Command("silence", seconds=1800, incident_ref="7")),
         ("silence 1h30m", Command("silence", seconds=5400)),
         ("silence 1h30m #7", Command("silence", seconds=5400, incident_ref="7")),
+        ("silence 2h 7 keep", Command("silence", seconds=7200, incident_ref="7", keep=True)),
+        ("silence 2h KEEP", Command("silence", seconds=7200, keep=True)),
         ("scale linux.2xlarge +4", Command("scale", runner_type="linux.2xlarge", count=4)),
         (
             "scale linux.2xlarge 4 9",
@@ -131,6 +133,8 @@ def test_the_runner_type_keeps_its_case() -> None:
         ("silence 0m", "between 1 minute and 7 days"),
         ("silence 59s", "between 1 minute and 7 days"),
         ("silence 8d", "between 1 minute and 7 days"),
+        ("silence 2h keep keep", "/queue silence <duration> [ID] [keep]"),
+        ("silence 2h 7 8", "/queue silence <duration> [ID] [keep]"),
         ("scale", "/queue scale <runner-type> <+N> [ID]"),
         ("scale x", "/queue scale <runner-type> <+N> [ID]"),
         ("scale x +0", "at least 1 runner"),
@@ -312,7 +316,7 @@ async def test_a_reference_from_before_a_data_loss_never_acts_on_a_new_incident(
     ("text", "wrong"),
     [
         ("frobnicate", "unknown command `frobnicate`"),
-        ("silence", "usage: `/queue silence <duration> [ID]`"),
+        ("silence", "usage: `/queue silence <duration> [ID] [keep]`"),
         ("silence forever", "`forever` is not a duration"),
         ("scale linux.2xlarge lots", "usage: `/queue scale <runner-type> <+N> [ID] [max] [keep]`"),
     ],
@@ -333,8 +337,8 @@ async def test_bad_input_answers_what_was_wrong_and_the_help(
     [
         ("ack 1 2", "usage: `/queue ack [ID]`"),
         ("acknowledge #1 #2", "usage: `/queue acknowledge [ID]`"),
-        ("silence 2h 1 2", "usage: `/queue silence <duration> [ID]`"),
-        ("silence 2h 1 for the deploy", "usage: `/queue silence <duration> [ID]`"),
+        ("silence 2h 1 2", "usage: `/queue silence <duration> [ID] [keep]`"),
+        ("silence 2h 1 for the deploy", "usage: `/queue silence <duration> [ID] [keep]`"),
     ],
 )
 async def test_extra_words_are_refused_and_nothing_is_done(

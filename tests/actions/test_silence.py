@@ -93,11 +93,14 @@ def action_ids(message: Any) -> set[str]:
     }
 
 
-async def choose_silence(running: RunningBot, root: Any, seconds: int) -> httpx.Response:
+async def choose_silence(
+    running: RunningBot, root: Any, seconds: int, *, keep: bool = False
+) -> httpx.Response:
+    value = f"{seconds}:keep" if keep else str(seconds)
     action = {
         "type": "static_select",
         "action_id": "incident_silence",
-        "selected_option": {"text": {"type": "plain_text", "text": "x"}, "value": str(seconds)},
+        "selected_option": {"text": {"type": "plain_text", "text": "x"}, "value": value},
     }
     return await post_event(running.http, block_action(action, message_ts=root.ts))
 
@@ -452,28 +455,109 @@ async def test_the_same_click_delivered_twice_silences_once(
         assert ephemeral_texts(slack)[0] == ephemeral_texts(slack)[1], "the same answer again"
 
 
-async def test_resolving_while_silenced_says_the_silence_is_still_in_force(
+async def resolve_summary(running: RunningBot, slack: Slack, root: Any) -> str:
+    # Silenced, the alert is still firing: resolving is asked once more, as it would be.
+    await post_event(running.http, slash("resolve 1 anyway"))
+    [summary] = await eventually(
+        lambda: [t for t in thread_texts(slack, root.ts) if "resolved" in t and "Duration" in t],
+        what="summary",
+    )
+    return summary
+
+
+async def test_resolving_ends_the_silence_the_bot_made_and_the_summary_says_so(
     settings_for: Any, slack: Slack, grafana: FakeSilenceApi
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
         root = await recorded_root(running, slack)
         await choose_silence(running, root, 3600)
-        await eventually(lambda: _silenced(running), what="silenced")
-        # Silenced, the alert is still firing: resolving is asked once more, as it would be.
-        await post_event(running.http, slash("resolve 1 anyway"))
-        summary = await eventually(
-            lambda: [
-                t for t in thread_texts(slack, root.ts) if "resolved" in t and "Duration" in t
-            ],
-            what="summary",
+        made = await eventually(lambda: _silenced(running), what="silenced")
+        silence_id = made.silence.silence_id
+        summary = await resolve_summary(running, slack, root)
+        assert f"🔕 Its silence was ended at resolve (Grafana silence `{silence_id}`)" in summary
+        assert "/queue unsilence" not in summary
+        assert "Actions taken: *2*, by *alice*" in summary
+        assert "Acknowledged (silenced) · by *alice*" in summary, "her silence took it on"
+        await eventually(
+            lambda: grafana.silences[silence_id]["status"]["state"] == "expired",
+            what="Grafana's silence expired",
         )
-        assert "still in force" in summary[0] and "/queue unsilence 1" in summary[0]
-        assert "Actions taken: *2*, by *alice*" in summary[0]
+        await eventually(
+            lambda: "incident_unsilence" not in action_ids(root_now(slack, root.ts)),
+            what="the resolved root no longer offers to remove a silence",
+        )
+        assert await _ended_at_resolve(running)
+
+
+async def _ended_at_resolve(running: RunningBot) -> bool:
+    timeline = [e.text for e in await running.bot.store.events("1")]
+    return "Silence ended in Grafana at resolve" in timeline
+
+
+async def test_a_silence_kept_stays_after_the_resolve_as_its_maker_chose(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = await recorded_root(running, slack)
+        await choose_silence(running, root, 3600, keep=True)
+        made = await eventually(lambda: _silenced(running), what="silenced")
+        until = f"<!date^{int(made.silence.until.timestamp())}^"
+        said = await eventually(
+            lambda: [t for t in thread_texts(slack, root.ts) if "Silenced for" in t],
+            what="the silence's reply",
+        )
+        assert "Silenced for 1 h in Grafana, kept after the resolve" in said[0]
+        summary = await resolve_summary(running, slack, root)
+        assert f"🔕 Its silence stays until {until}" in summary
+        assert ", as *alice* chose (Grafana silence `" in summary
+        assert "`/queue unsilence 1` removes it." in summary
         await eventually(
             lambda: "incident_unsilence" in action_ids(root_now(slack, root.ts)),
             what="the resolved root still offers to remove the silence",
         )
+        await asyncio.sleep(0.5)  # several of the watch's ticks
+        assert grafana.silences[made.silence.silence_id]["status"]["state"] == "active"
+
+
+async def test_ending_the_silence_is_tried_again_after_a_failure(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = await recorded_root(running, slack)
+        await choose_silence(running, root, 3600)
+        made = await eventually(lambda: _silenced(running), what="silenced")
+        grafana.fail_next(503, "unavailable", method="DELETE")
+        await resolve_summary(running, slack, root)
+        await eventually(
+            lambda: grafana.silences[made.silence.silence_id]["status"]["state"] == "expired",
+            timeout=20,
+            what="expired on the second try, after the backoff",
+        )
+        deletes = [r for r in grafana.requests if r[0] == "DELETE"]
+        assert len(deletes) == 2
+
+
+async def test_a_silence_that_cannot_be_ended_is_said_with_how_to_remove_it(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = await recorded_root(running, slack)
+        await choose_silence(running, root, 3600)
+        made = await eventually(lambda: _silenced(running), what="silenced")
+        until = f"<!date^{int(made.silence.until.timestamp())}^"
+        grafana.fail_next(400, "silence is locked", method="DELETE")
+        await resolve_summary(running, slack, root)
+        [said] = await eventually(
+            lambda: [t for t in thread_texts(slack, root.ts) if "Could not end" in t],
+            what="the failure said in the thread",
+        )
+        assert "Could not end its silence in Grafana at resolve: Grafana answered 400" in said
+        assert f"It stays until {until}" in said and "`/queue unsilence 1` removes it." in said
+        assert grafana.silences[made.silence.silence_id]["status"]["state"] == "active"
 
 
 async def test_a_silence_racing_the_alerts_resolve_is_recorded_and_said(
@@ -491,13 +575,19 @@ async def test_a_silence_racing_the_alerts_resolve_is_recorded_and_said(
         )
         release.set()
         await eventually(
-            lambda: any("had resolved meanwhile" in t for t in ephemeral_texts(slack)),
+            lambda: any(
+                "had resolved meanwhile, so it ends now, as at a resolve" in t
+                for t in ephemeral_texts(slack)
+            ),
             what="told",
         )
+        # Recorded, so ended as any silence the bot made is at its incident's resolve.
+        [silence_id] = grafana.silences
         await eventually(
-            lambda: "incident_unsilence" in action_ids(root_now(slack, root.ts)),
-            what="the silence exists, so the resolved root offers to remove it",
+            lambda: grafana.silences[silence_id]["status"]["state"] == "expired",
+            what="the silence ended",
         )
+        await eventually(lambda: _ended_at_resolve(running), what="its end recorded")
 
 
 async def test_a_click_done_again_by_the_next_leader_leaves_one_silence(

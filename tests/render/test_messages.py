@@ -465,19 +465,26 @@ def test_firing_root_offers_exactly_the_documented_actions() -> None:
     ]
 
 
-def test_silence_select_offers_durations_in_seconds() -> None:
+def test_silence_select_offers_durations_in_seconds_ended_at_resolve_or_kept() -> None:
     elements = block_of(render_root(make_incident(), now=T0), "actions")[0]["elements"]
     select = next(e for e in elements if e["action_id"] == "incident_silence")
     assert select["type"] == "static_select"
     assert select["placeholder"]["text"] == "Silence…"
     assert "value" not in select
-    assert [(o["value"], o["text"]["text"]) for o in select["options"]] == [
+    durations = [
         ("1800", "30 minutes"),
         ("3600", "1 hour"),
         ("7200", "2 hours"),
         ("14400", "4 hours"),
         ("28800", "8 hours"),
         ("86400", "24 hours"),
+    ]
+    ends, kept = select["option_groups"]
+    assert ends["label"]["text"] == "Ends when it resolves"
+    assert [(o["value"], o["text"]["text"]) for o in ends["options"]] == durations
+    assert kept["label"]["text"] == "Kept after it resolves"
+    assert [(o["value"], o["text"]["text"]) for o in kept["options"]] == [
+        (f"{seconds}:keep", said) for seconds, said in durations
     ]
 
 

@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import ExitStack, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +258,10 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
     assert "carries it on" in warning.text
     assert len([m for m in messages if visitor.TITLE in m.text + str(m.blocks)]) == 1
     assert len(messages) == 2
-    assert len(sandbox.fleet.silences.all()) == 1
+    [silence] = sandbox.fleet.silences.all()
+    # Ended with the incident it was made for, not left to hide a re-fire for four hours.
+    assert silence.state(datetime.now(UTC)) == "expired"
+    assert any("Its silence was ended at resolve" in str(r.blocks) for r in replies)
     # The scale-up was put back after the drain: the scale set is as it was before.
     assert sandbox.fleet.bounds_changes == [
         ("linux.2xlarge", minimum, maximum + added),

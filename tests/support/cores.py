@@ -58,6 +58,7 @@ def action_core(
     telemetry: Telemetry | None = None,
     routing: Routing | None = None,
     reverts: ScaleReverts | None = None,
+    ack_on_action: bool = True,
 ) -> ActionCore:
     routing = routing or Routing()
     config = Settings(
@@ -65,6 +66,7 @@ def action_core(
         scale_allowed_users=scale_allowed,
         slack_routes=routing.routes,
         slack_channel=routing.default,
+        ack_on_action=ack_on_action,
     )
     interactions = Interactions(redis, store.keys.prefix)
     authorizer = Authorizer(config, group_members=_no_members)
@@ -75,6 +77,7 @@ def action_core(
         authorizer,
         display_name=_no_name,
         clock=clock,
+        ack_on_action=config.ack_on_action,
     )
     silencing = Silencing(acting, silencer, config=config, permalink=_no_link)
     scaling = Scaling(acting, scaler, targets or {}, config=config, reverts=reverts)
