@@ -551,12 +551,17 @@ async def test_a_silence_that_cannot_be_ended_is_said_with_how_to_remove_it(
         until = f"<!date^{int(made.silence.until.timestamp())}^"
         grafana.fail_next(400, "silence is locked", method="DELETE")
         await resolve_summary(running, slack, root)
+        texts = lambda: [t for t in thread_texts(slack, root.ts) if "Could not end" in t]  # noqa: E731
         [said] = await eventually(
-            lambda: [t for t in thread_texts(slack, root.ts) if "Could not end" in t],
+            lambda: [t for t in texts() if "Incident 1 resolved" not in t],
             what="the failure said in the thread",
         )
         assert "Could not end its silence in Grafana at resolve: Grafana answered 400" in said
         assert f"It stays until {until}" in said and "`/queue unsilence 1` removes it." in said
+        # The summary, which said it would end, is edited to say it could not.
+        await eventually(
+            lambda: [t for t in texts() if "Incident 1 resolved" in t], what="the summary edited"
+        )
         assert grafana.silences[made.silence.silence_id]["status"]["state"] == "active"
 
 
