@@ -3,6 +3,7 @@
 // file never talks to the bot itself.
 
 import { collectValues, el, renderBlocks } from "./blocks.js";
+import { clock } from "./dates.js";
 import { mrkdwn } from "./mrkdwn.js";
 
 const view = {
@@ -153,7 +154,7 @@ function message(item, channel, inChannel) {
   // An ephemeral's `user` is who sees it; the app sent it (the page has no other sender of them).
   const isBot = item.kind === "ephemeral" || item.user === view.state.bot_user_id || item.bot_id;
   const name = isBot ? "queuepilot" : names[item.user] || item.user;
-  const when = new Date(Number(item.ts) * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  const when = clock(item.ts);
   const ctx = {
     names,
     confirm,
