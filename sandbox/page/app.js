@@ -18,6 +18,15 @@ const view = {
 
 const $ = (id) => document.getElementById(id);
 
+// A permalink (/archives/C…/p…, a reply's with ?thread_ts=) opens its channel at its thread, as
+// Slack's client does.
+function openPermalink() {
+  const found = location.pathname.match(/^\/archives\/([^/]+)\/p(\d+)(\d{6})$/);
+  if (!found) return;
+  view.channel = found[1];
+  view.thread = new URLSearchParams(location.search).get("thread_ts") || `${found[2]}.${found[3]}`;
+}
+
 async function post(path, body) {
   let answer;
   try {
@@ -257,4 +266,5 @@ $("home-link").addEventListener("click", () => {
 
 $("thread-close").addEventListener("click", () => { view.thread = null; view.threadClosed = true; render(); });
 
+openPermalink();
 refresh().then(listen);

@@ -356,3 +356,30 @@ def test_the_page_draws_each_series_and_each_slice() -> None:
             assert areas.locator("svg .series path").count() == 3
         emulator.close()
     assert time.monotonic() - started < 20, "the page check is meant to stay cheap"
+
+
+def test_a_permalink_opens_its_thread_on_the_page(page: Page) -> None:
+    """The GitHub stand-in's comments link the incident's Slack thread by `chat.getPermalink`:
+    opened, the page shows that thread; a message the workspace lacks is a 404."""
+    root = page.web_api("chat.postMessage", channel=CHANNEL, text="the incident")["ts"]
+    page.web_api("chat.postMessage", channel=CHANNEL, text="older and busier")
+    page.web_api("chat.postMessage", channel=CHANNEL, text="its status", thread_ts=root)
+    reply = page.channel()["messages"][0]["replies"][0]["ts"]
+    # chat.getPermalink takes no JSON body, as Slack's: form-encoded, as slack_sdk sends it.
+    answer = page.http.post(
+        "/api/chat.getPermalink",
+        data={"channel": CHANNEL, "message_ts": reply},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ).json()
+    assert answer["ok"], answer
+    link = answer["permalink"]
+    assert link.startswith(page.server.url) and page.http.get(link).status_code == 200
+    gone = link.split("?")[0].replace(reply.replace(".", ""), "1000000000000001")
+    assert page.http.get(gone).status_code == 404
+    visitor = pytest.importorskip("sandbox.visitor")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    if visitor.chromium_path() is None:
+        pytest.skip("Debian's chromium is missing (apt install chromium)")
+    with visitor.chromium_page(link) as browser:
+        thread = browser.locator("#thread-messages .message-text")
+        expect(thread).to_have_text(["the incident", "its status"], timeout=20_000)
