@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -69,7 +69,6 @@ SEARCH_AGAIN_S = (30.0, 120.0, 300.0, 900.0)  # after no issue was found, per lo
 THREAD_WAIT_S = 120.0  # the thread's link is the first comment: how long to wait for the root
 LEASE_S = 120.0  # an incident's pass, and its claim
 SLOT_WAIT_S = 10.0  # a call waits this long at most for the app-wide turn
-TICK_SHARE = 0.5  # of the tick interval a sweep makes calls in: the rest is the last call's
 REFUSED_RETRY_S = 900.0
 RETRY_FIRST_S, RETRY_MAX_S = 10.0, 900.0  # the backoff after a failed call
 
@@ -99,14 +98,7 @@ class AlertIssues:
     permalink: Permalink
     clock: Callable[[], datetime]
 
-    # The pacing clock's moment past which this tick's passes make no more calls (see tick).
-    calls_until: float = field(default=float("inf"), init=False)
-
     async def tick(self) -> None:
-        """One sweep of the due incidents, over before the next tick is due: a call that would
-        start past half the tick interval is left for the next tick (the pass is due again at
-        its turn), so the runs follow one another and the scheduler never skips one."""
-        self.calls_until = self.pacing.now() + self.config.status_tick_seconds * TICK_SHARE
         now = self.clock().timestamp()
         await sweep(self.store.issue_due, now, self.sync, log, "alert issue: incident")
 
@@ -223,11 +215,8 @@ class IssuePass:
         """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
         (another pass may have begun)."""
         owner = self.owner
-        left_s = owner.calls_until - owner.pacing.now()
-        if left_s <= 0:
-            raise Later(owner.clock().timestamp())  # the next tick's
         away_s = await owner.pacing.wait_for_slot(
-            SLOT, owner.config.github_issues_interval_ms, within_s=min(SLOT_WAIT_S, left_s)
+            SLOT, owner.config.github_issues_interval_ms, within_s=SLOT_WAIT_S
         )
         now = owner.clock().timestamp()
         if away_s:

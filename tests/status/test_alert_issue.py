@@ -6,8 +6,6 @@ comment GitHub will never take, the thread not posted yet, failures backed off a
 from __future__ import annotations
 
 import asyncio
-import time
-from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
@@ -22,7 +20,6 @@ from bot.domain.incidents import (
     resolve_manually,
     with_action,
 )
-from bot.pacing import Pacing
 from bot.storage.incident_store import Commit, IssueLinks
 from tests.support.alert_issue import (
     THREAD_URL,
@@ -243,47 +240,3 @@ async def test_a_422_to_the_issue_queuepilot_opens_is_said_once_with_its_fix_and
     assert "at most 50 characters" in refused.text
     assert "queuepilot opens no issue for this incident" in refused.text
     assert len([r for r in caplog.records if "GitHub refused the issue" in r.getMessage()]) == 1
-
-
-async def test_a_tick_ends_within_half_its_interval_and_the_next_goes_on_in_order(
-    redis: Redis,
-) -> None:
-    """GitHub answering a comment in a second: a tick stops calling past half the tick
-    interval, so the scheduler's next tick is never skipped; the rest is due at once and the
-    ticks after tell it, in order, each once."""
-    slow = SlowGithub()
-    issues, clock = slow, Clock()
-    keep, store = await keeper(redis, issues, clock, open=True, pacing=Pacing(slow.now))
-    keep.config = keep.config.model_copy(update={"status_tick_seconds": 2.0})
-    incident = await opened_due(store)
-    await with_thread(redis, incident)
-    loaded = await store.load(incident.id)
-    assert loaded.incident is not None
-    acked = acknowledge(loaded.incident, by="U1", name="alice", now=T0)
-    event = Event(at=T0, kind="acknowledged", text="Acknowledged", actor="U1", actor_name="alice")
-    assert await store.commit(Commit(with_action(acked, event), version=loaded.version,
-                                     events=(event,)), now=clock.now.timestamp())  # fmt: skip
-
-    started = slow.now()
-    await keep.tick()
-    assert slow.now() - started <= 2.0, "the tick ran into the next one's turn"
-    [number] = issues.comments
-    assert len(issues.comments[number]) == 1
-    assert await due_at(store, incident.id) == clock.now.timestamp()
-    await keep.tick()
-    said = [body.split(" ")[0] for body in issues.comments[number]]
-    assert said == ["queuepilot", "**Acknowledged**"], issues.comments[number]
-
-
-@dataclass
-class SlowGithub(FakeIssues):
-    """A comment takes GitHub a second, on the pacing clock (`now`)."""
-
-    spent_s: float = 0.0
-
-    def now(self) -> float:
-        return time.monotonic() + self.spent_s
-
-    async def comment(self, repo: str, number: int, body: str) -> None:
-        self.spent_s += 1.0
-        await super().comment(repo, number, body)
