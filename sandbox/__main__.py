@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the pilot on linux.2xlarge and the GPU type: it scales up on its own within a "
         "policy, once the advice held; the GPU type's it declines (its pods cannot start)",
     )
+    parser.add_argument(
+        "--edits",
+        action="store_true",
+        help="the terminal also prints every edit of a root message (its numbers, each reading)",
+    )
     args = parser.parse_args(argv)
     if args.once and args.socket_mode:
         parser.error(
@@ -62,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         socket_mode=args.socket_mode,
         stall_listener=args.stall_listener,
         pilot=args.pilot,
+        edits=args.edits,
     )
 
 

@@ -1,7 +1,8 @@
 """`queuepilot demo`: the local Slack page, a simulated fleet whose queue grows, and the bot.
 
-Prints the page's URL first, then narrates what happens in the terminal (the alert firing, each
-message the bot posts or edits) until Ctrl-C or SIGTERM stops everything it started. With
+Prints the page's URL first, its `queuepilot check`, then narrates what happens in the terminal
+(the alert firing, each message the bot posts, each reply it edits; `--edits` adds each edit of a
+root) until Ctrl-C or SIGTERM stops everything it started. With
 `--until-resolved` it stops by itself once the incident resolved and its summary is posted.
 """
 
@@ -63,13 +64,14 @@ def run_live_demo(
     socket_mode: bool = False,
     stall_listener: bool = False,
     pilot: bool = False,
+    edits: bool = False,
 ) -> int:
     configure_output()
     stack, code = ExitStack(), 0
     try:
         with signals(interrupt, signal.SIGINT, signal.SIGTERM):
             sandbox = _start(stack, speed, socket_mode, stall_listener, pilot)
-            _narrate(sandbox, until_resolved=until_resolved)
+            _narrate(sandbox, until_resolved=until_resolved, edits=edits)
     except (DemoError, SandboxError) as exc:
         print(f"queuepilot demo: {exc}", file=sys.stderr, flush=True)
         code = 1
@@ -128,9 +130,9 @@ def _start(
     return sandbox
 
 
-def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
-    """Print each new or edited message (its first line, and its channel when not the default
-    one) and each alert rule's state."""
+def _narrate(sandbox: Sandbox, *, until_resolved: bool, edits: bool) -> None:
+    """Print each incident event (a new message, an edited reply) and each alert rule's state;
+    a root's edits (its live numbers, every reading) only with `edits`."""
     seen: dict[str, int] = {}
     states: dict[str, str] = {}
     issues: dict[int, tuple[str, int]] = {}
@@ -146,14 +148,9 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
                 say(f"[fleet minute {minute:4.1f}] {name}: {rule.state}")
         resolved = False
         for channel, message in _messages(sandbox):
-            if seen.get(message.ts) == message.edits:
+            if (line := narration(channel, message, seen, edits=edits)) is None:
                 continue
-            what = "new" if message.ts not in seen else "edited"
-            seen[message.ts] = message.edits
-            where = "reply" if message.thread_ts else "root"
-            if channel != CHANNEL:
-                where += f" in #{GPU_CHANNEL_NAME}"
-            say(f"  [{what} {where}] {narrated(message.text)}")
+            say(line)
             summary = message.thread_ts is not None and " resolved after " in message.text
             resolved = resolved or (summary and channel == CHANNEL)
         if resolved:
@@ -161,6 +158,25 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
             if until_resolved:
                 return
             say("The page stays up: Ctrl-C to stop.")
+
+
+def narration(
+    channel: str, message: Message, seen: dict[str, int], *, edits: bool = False
+) -> str | None:
+    """The terminal's line for `message` if it is new or edited since `seen` (which it updates),
+    its channel named when not the default one; None for nothing new, and for a root's edit
+    unless `edits` asks for them: the root is edited at every reading, which would bury the
+    incident's events."""
+    if seen.get(message.ts) == message.edits:
+        return None
+    what = "new" if message.ts not in seen else "edited"
+    seen[message.ts] = message.edits
+    where = "reply" if message.thread_ts else "root"
+    if what == "edited" and where == "root" and not edits:
+        return None
+    if channel != CHANNEL:
+        where += f" in #{GPU_CHANNEL_NAME}"
+    return f"  [{what} {where}] {narrated(message.text)}"
 
 
 def github_url(sandbox: Sandbox) -> str:

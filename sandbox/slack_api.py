@@ -212,11 +212,11 @@ class SlackEmulator:
             DEFAULT_USERS if users is None else users,
             DEFAULT_USERGROUPS if usergroups is None else usergroups,
             history=HistoryTier.of(history_tier, interval_s=history_interval_s),
+            channel_names=channel_names,
         )
         self._stalled: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self.closing = False
-        self.channel_names = dict(channel_names or {})
         self.command = command
         self.person = Person(page_user, self._ws.users.get(page_user, page_user))
         # The app that interactions and commands go to; set once it is listening.

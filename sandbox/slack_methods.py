@@ -182,7 +182,7 @@ def _conversations_info(ws: Workspace, p: Params, base_url: str) -> dict[str, An
     return {
         "channel": {
             "id": channel.id,
-            "name": channel.id.lower(),
+            "name": ws.channel_name(channel.id),
             "is_channel": True,
             "is_private": False,
             "is_archived": channel.archived,

@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -52,6 +59,7 @@ def page_routes(emulator: SlackEmulator) -> list[BaseRoute]:
     page = SlackPage(emulator)
     return [
         Route("/", page.index, methods=["GET"]),
+        Route("/archives/{channel:str}/{stamp:str}", page.permalink, methods=["GET"]),
         Mount("/page", StaticFiles(directory=PAGE_DIR), name="page"),
         Route("/_page/state", page.state, methods=["GET"]),
         Route("/_page/events", page.events, methods=["GET"]),
@@ -78,6 +86,18 @@ class SlackPage:
     async def index(self, request: Request) -> Response:
         return FileResponse(PAGE_DIR / "index.html", headers={"Cache-Control": "no-store"})
 
+    async def permalink(self, request: Request) -> Response:
+        """A message's permalink (`chat.getPermalink`'s, as the bot's GitHub comments carry it):
+        the page, which opens that message's thread; a 404 for a message the workspace lacks."""
+        channel, stamp = request.path_params["channel"], request.path_params["stamp"]
+        ts = f"{stamp[1:-6]}.{stamp[-6:]}" if re.fullmatch(r"p\d{7,}", stamp) else ""
+        with self._emulator.reading() as ws:
+            try:
+                ws.find(channel, ts)
+            except SlackError:
+                return PlainTextResponse("No such message in this local Slack.", 404)
+        return await self.index(request)
+
     async def state(self, request: Request) -> Response:
         with self._emulator.reading() as ws:
             return JSONResponse(self._state(ws), headers={"Cache-Control": "no-store"})
@@ -90,7 +110,7 @@ class SlackPage:
             channels.append(
                 {
                     "id": cid,
-                    "name": self._emulator.channel_names.get(cid, cid.lower()),
+                    "name": ws.channel_name(cid),
                     "messages": channel["messages"],
                     "ephemerals": mine,
                 }

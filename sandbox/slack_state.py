@@ -48,8 +48,10 @@ class Workspace:
         usergroups: Mapping[str, Sequence[str]],
         *,
         history: HistoryTier | None = None,
+        channel_names: Mapping[str, str] | None = None,
     ) -> None:
         self.channels: dict[str, Channel] = {cid: Channel(cid) for cid in channels}
+        self.channel_names = dict(channel_names or {})
         self.users = {BOT_USER_ID: BOT_USER_NAME, **users}
         self.usergroups = {gid: list(members) for gid, members in usergroups.items()}
         self.clock = TsClock()
@@ -93,6 +95,10 @@ class Workspace:
         return self.rate_limits.history
 
     # -- channels and messages -------------------------------------------------------
+
+    def channel_name(self, channel_id: str) -> str:
+        """The name Slack's clients and `conversations.info` give the channel."""
+        return self.channel_names.get(channel_id, channel_id.lower())
 
     def channel(self, channel_id: str) -> Channel:
         try:

@@ -51,15 +51,18 @@ def chromium_path() -> str | None:
 
 
 @contextmanager
-def chromium_page(url: str) -> Iterator[Page]:
-    """A page of Debian's chromium at `url`; page errors fail the visit when it ends."""
+def chromium_page(
+    url: str, *, timezone: str | None = None, locale: str | None = None
+) -> Iterator[Page]:
+    """A page of Debian's chromium at `url`, in the machine's time zone and locale unless given;
+    page errors fail the visit when it ends."""
     executable = chromium_path()
     if executable is None:
         raise RuntimeError("Debian's chromium is missing: apt-get install chromium")
     with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=executable, args=list(CHROMIUM_ARGS))
         try:
-            page = browser.new_page(viewport=VIEWPORT)
+            page = browser.new_page(viewport=VIEWPORT, timezone_id=timezone, locale=locale)
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(url)

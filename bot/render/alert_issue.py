@@ -89,6 +89,9 @@ def comment(
     """The comment telling `moment`, its mark last; a postmortem's, the write-up as the thread
     got it (drafted from the same record, at the same moment)."""
     event = moment.event
+    # Written on the issue itself: its own link there would only lead back to the page it is on.
+    unlinked_issue = incident.links.model_copy(update={"issue": ""})
+    incident = incident.model_copy(update={"links": unlinked_issue})
     if moment.key == THREAD_MOMENT or event is None:
         where = f"[its Slack thread]({thread_url.strip()})" if safe_url(thread_url) else "Slack"
         text = (

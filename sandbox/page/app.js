@@ -3,6 +3,7 @@
 // file never talks to the bot itself.
 
 import { collectValues, el, renderBlocks } from "./blocks.js";
+import { clock } from "./dates.js";
 import { mrkdwn } from "./mrkdwn.js";
 
 const view = {
@@ -16,6 +17,15 @@ const view = {
 };
 
 const $ = (id) => document.getElementById(id);
+
+// A permalink (/archives/C…/p…, a reply's with ?thread_ts=) opens its channel at its thread, as
+// Slack's client does.
+function openPermalink() {
+  const found = location.pathname.match(/^\/archives\/([^/]+)\/p(\d+)(\d{6})$/);
+  if (!found) return;
+  view.channel = found[1];
+  view.thread = new URLSearchParams(location.search).get("thread_ts") || `${found[2]}.${found[3]}`;
+}
 
 async function post(path, body) {
   let answer;
@@ -153,7 +163,7 @@ function message(item, channel, inChannel) {
   // An ephemeral's `user` is who sees it; the app sent it (the page has no other sender of them).
   const isBot = item.kind === "ephemeral" || item.user === view.state.bot_user_id || item.bot_id;
   const name = isBot ? "queuepilot" : names[item.user] || item.user;
-  const when = new Date(Number(item.ts) * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  const when = clock(item.ts);
   const ctx = {
     names,
     confirm,
@@ -256,4 +266,5 @@ $("home-link").addEventListener("click", () => {
 
 $("thread-close").addEventListener("click", () => { view.thread = null; view.threadClosed = true; render(); });
 
+openPermalink();
 refresh().then(listen);

@@ -2,6 +2,8 @@
 // `<...>` holding links, mentions and dates. Everything else is escaped before any markup is added,
 // so an alert's text can never become HTML.
 
+import { slackDate } from "./dates.js";
+
 const EMOJI = {
   rotating_light: "🚨", warning: "⚠️", white_check_mark: "✅", red_circle: "🔴",
   large_green_circle: "🟢", large_yellow_circle: "🟡", mag: "🔍", mute: "🔇", sound: "🔉",
@@ -35,11 +37,16 @@ function special(inner, names) {
     return `<span class="mention">#${escapeHtml(name)}</span>`;
   }
   if (target.startsWith("!date^")) {
-    // Shown as its fallback text; the moment itself kept as a <time> element's, to the second.
-    const moment = new Date(Number(target.split("^")[1]) * 1000);
-    const text = escapeHtml(unescapeSlack(label || ""));
-    if (Number.isNaN(moment.getTime())) return text;  // not a moment Slack could show either
-    return `<time datetime="${moment.toISOString()}">${text}</time>`;
+    // In the reader's zone with the token's format, as Slack shows it; the fallback only where
+    // Slack would show it too. The moment itself is kept as a <time> element's, to the second.
+    const [, epoch, format = "", link = ""] = unescapeSlack(target).split("^");
+    const moment = new Date(Number(epoch) * 1000);
+    const shown = slackDate(epoch, format);
+    const text = escapeHtml(shown ?? unescapeSlack(label || ""));
+    if (shown === null) return text;
+    const time = `<time datetime="${moment.toISOString()}">${text}</time>`;
+    const url = safeUrl(link);
+    return url ? `<a href="${escapeHtml(url)}" target="_blank" rel="noopener noreferrer">${time}</a>` : time;
   }
   if (target.startsWith("!")) {
     return `<span class="mention">@${escapeHtml(target.slice(1).split("^")[0])}</span>`;

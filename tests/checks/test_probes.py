@@ -584,6 +584,24 @@ async def test_socket_modes_app_token_is_asked_for_a_connection(
     assert "App-Level Tokens" in bad[-1].fix and "connections:write" in bad[-1].fix
 
 
+async def test_the_check_names_each_channel_as_slack_names_it(
+    settings_for: Callable[..., Settings], redis_url: str
+) -> None:
+    """`conversations.info` gives the channel's name: the demo's `check` says the one its page
+    shows, not its ID in lower case."""
+    from sandbox.slack_api import SlackEmulator
+    from tests.support.slack import BOT_TOKEN, CHANNEL
+
+    names = {CHANNEL: "ci-queue-incidents"}
+    emulator = SlackEmulator(token=BOT_TOKEN, channels=(CHANNEL,), channel_names=names)
+    with serve_in_thread(emulator.app) as server:
+        base = {"slack_api_url": f"{server.url}/api/", "slack_signing_secret": None}
+        found = of(await probe_all(settings_for(**base), {}), "slack")
+
+    said = [f.detail for f in found if f.verdict is Verdict.OK]
+    assert any(d.startswith(f"in channel #ci-queue-incidents ({CHANNEL}) [") for d in said), said
+
+
 # -- the report ------------------------------------------------------------------------------------
 
 

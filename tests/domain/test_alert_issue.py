@@ -30,8 +30,10 @@ from bot.domain.alert_issue import (
 )
 from bot.domain.incidents import Event
 from bot.render.alert_issue import MAX_BODY, WORD_JOINER, comment, issue_body, unlinked
-from bot.render.postmortem import md_escape
+from bot.render.postmortem import md_escape, render_postmortem
 from tests.support.incidents import T0, make_incident
+
+RUNBOOK = "https://runbooks.example/queue"
 
 
 @pytest.mark.parametrize(
@@ -185,6 +187,22 @@ def test_the_resolve_comment_carries_the_summary():
     assert said.startswith("**Resolved** by alice")
     assert "### Summary" in said and "### Impact" in said
     assert "| Priority | P2 |" in said
+
+
+def test_no_comment_on_the_issue_links_the_issue_itself():
+    """The resolve comment's summary and the postmortem's copy list the incident's links: on the
+    issue, all but the issue; the postmortem file in Slack still links it."""
+    issue = "https://github.com/pytorch/alerting-infra/issues/7"
+    linked = make_incident()
+    linked = linked.model_copy(
+        update={"links": linked.links.model_copy(update={"issue": issue, "runbook": RUNBOOK})}
+    )
+    resolved = _event("resolved", 95, actor="U1", actor_name="alice")
+    drafted = Event(at=resolved.at, kind="postmortem", text="Postmortem drafted")
+    for event in (resolved, drafted):
+        said = comment(linked, Moment(moment_key(event), event), timeline=[resolved, event], now=T0)
+        assert f"Runbook: <{RUNBOOK}>" in said and issue not in said, said
+    assert issue in render_postmortem(linked, [resolved], now=T0)
 
 
 def test_outside_text_is_escaped_and_a_long_postmortem_is_cut_to_githubs_limit():

@@ -9,7 +9,9 @@ from sandbox.__main__ import main
 from sandbox.fleet import DEMO_BURSTS, DEMO_SPEED, DEMO_TEAM_BURSTS, DEMO_TYPES, Fleet
 from sandbox.fleet_alerts import GPU_RULE_LABELS
 from sandbox.fleet_api import FleetApi, FleetApiConfig
-from sandbox.live_demo import STORY_FLEET_MINUTES, narrated, pace_note
+from sandbox.live_demo import STORY_FLEET_MINUTES, narrated, narration, pace_note
+from sandbox.slack_model import Message
+from sandbox.stack import CHANNEL, GPU_CHANNEL
 
 
 @pytest.mark.parametrize(
@@ -91,3 +93,38 @@ def test_make_demo_plays_at_the_readable_pace_and_says_how_to_go_faster(
         "(`make demo DEMO_ARGS=--speed=30`: about 2 minutes)."
     )
     assert pace_note(30) == "At ×30 the story plays in about 2 minutes."
+
+
+def narrated_lines(edits: bool) -> list[str]:
+    """The terminal's lines for an incident whose root is edited at each of three readings."""
+    root = Message("1.000001", CHANNEL, "🚨 Jobs queueing", [], None, None)
+    reply = Message("1.000002", CHANNEL, "📊 Status update", [], "1.000001", None)
+    gpu = Message("1.000003", GPU_CHANNEL, "🚨 GPU jobs queueing", [], None, None)
+    seen: dict[str, int] = {}
+    said = [narration(CHANNEL, root, seen, edits=edits)]
+    for _ in range(3):
+        root.edits += 1
+        said.append(narration(CHANNEL, root, seen, edits=edits))
+    said.append(narration(CHANNEL, root, seen, edits=edits))  # nothing new
+    said.append(narration(CHANNEL, reply, seen, edits=edits))
+    reply.edits += 1
+    said += [narration(CHANNEL, reply, seen, edits=edits), narration(GPU_CHANNEL, gpu, seen)]
+    return [line for line in said if line is not None]
+
+
+def test_the_terminal_says_each_event_once_and_a_roots_edits_only_when_asked() -> None:
+    events = [
+        "  [new root] 🚨 Jobs queueing",
+        "  [new reply] 📊 Status update",
+        "  [edited reply] 📊 Status update",
+        "  [new root in #gpu-ci-incidents] 🚨 GPU jobs queueing",
+    ]
+    assert narrated_lines(edits=False) == events
+    edited = ["  [edited root] 🚨 Jobs queueing"] * 3
+    assert narrated_lines(edits=True) == [events[0], *edited, *events[1:]]
+
+
+def test_the_demo_takes_a_flag_for_the_roots_edits(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "--edits" in capsys.readouterr().out

@@ -11,12 +11,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
 from starlette.responses import JSONResponse, Response
 
+from bot.render import mrkdwn as md
 from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from tests.support.charts import line, pie
@@ -157,7 +160,7 @@ def test_the_event_stream_announces_each_change(page: Page) -> None:
 def test_the_page_is_served_with_its_scripts(page: Page) -> None:
     index = page.http.get("/")
     assert index.status_code == 200 and "/page/app.js" in index.text
-    for asset in ("app.js", "blocks.js", "mrkdwn.js", "style.css"):
+    for asset in ("app.js", "blocks.js", "dates.js", "mrkdwn.js", "style.css"):
         assert page.http.get(f"/page/{asset}").status_code == 200
 
 
@@ -178,6 +181,54 @@ def test_the_page_shows_angle_brackets_as_slack_does(page: Page) -> None:
             ["/queue silence [ID] labelled", "/queue silence <duration> [ID] <b> & c"],
             timeout=20_000,
         )
+
+
+# Monday 2 March 2026, 17:12:45 UTC: 12:12 in New York, 18:12 in Berlin.
+AT = datetime(2026, 3, 2, 17, 12, 45, tzinfo=UTC)
+
+
+def test_the_page_shows_dates_in_the_readers_zone_with_each_tokens_format(page: Page) -> None:
+    """Slack shows `<!date^…>` in each reader's own zone and hour cycle: the page does too, and
+    its message headers keep the same clock; an unknown token shows the fallback, as in Slack."""
+    visitor = pytest.importorskip("sandbox.visitor")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    if visitor.chromium_path() is None:
+        pytest.skip("Debian's chromium is missing (apt install chromium)")
+    epoch = int(AT.timestamp())
+    today = int(time.time())
+    said = [
+        f"Status update · {md.time_of(AT)}",
+        f"silenced until {md.slack_date(AT)}",
+        f"<!date^{epoch}^{{date_num}} {{time_secs}}|x> · <!date^{epoch}^{{date}}|x>",
+        f"<!date^{epoch}^{{date_long}} at {{time}}^https://example.com/r|x>",
+        f"<!date^{today}^{{date_pretty}}, {{date_short}}|x> · <!date^{epoch}^{{nope}}|17:12 UTC>",
+    ]
+    for text in said:
+        assert page.web_api("chat.postMessage", channel=CHANNEL, text=text)["ok"]
+    ts = page.channel()["messages"][0]["ts"]
+    local = datetime.fromtimestamp(float(ts), ZoneInfo("America/New_York"))
+    clock = f"{local:%I:%M:%S %p}".lstrip("0")
+    now = datetime.fromtimestamp(today, ZoneInfo("America/New_York"))
+    with visitor.chromium_page(
+        page.server.url, timezone="America/New_York", locale="en-US"
+    ) as browser:
+        texts = browser.locator("#messages .message-text")
+        expect(texts).to_have_count(len(said), timeout=20_000)
+        shown = [" ".join(t.split()) for t in texts.all_inner_texts()]
+        assert shown == [
+            "Status update · 12:12 PM",
+            "silenced until Mar 2, 2026 12:12 PM",
+            "2026-03-02 12:12:45 PM · March 2nd, 2026",
+            "Monday, March 2nd, 2026 at 12:12 PM",
+            f"today, {now:%b} {now.day}, {now.year} · 17:12 UTC",
+        ]
+        link = texts.nth(3).locator("a")
+        assert link.get_attribute("href") == "https://example.com/r"
+        header = browser.locator("#messages .message-meta time").first.inner_text()
+        assert " ".join(header.split()) == clock
+    with visitor.chromium_page(page.server.url, timezone="Europe/Berlin", locale="en-GB") as berlin:
+        first = berlin.locator("#messages .message-text").first
+        expect(first).to_have_text("Status update · 18:12", timeout=20_000)
 
 
 GPU_CHANNEL = "C0GPUQUEUE"
@@ -305,3 +356,30 @@ def test_the_page_draws_each_series_and_each_slice() -> None:
             assert areas.locator("svg .series path").count() == 3
         emulator.close()
     assert time.monotonic() - started < 20, "the page check is meant to stay cheap"
+
+
+def test_a_permalink_opens_its_thread_on_the_page(page: Page) -> None:
+    """The GitHub stand-in's comments link the incident's Slack thread by `chat.getPermalink`:
+    opened, the page shows that thread; a message the workspace lacks is a 404."""
+    root = page.web_api("chat.postMessage", channel=CHANNEL, text="the incident")["ts"]
+    page.web_api("chat.postMessage", channel=CHANNEL, text="older and busier")
+    page.web_api("chat.postMessage", channel=CHANNEL, text="its status", thread_ts=root)
+    reply = page.channel()["messages"][0]["replies"][0]["ts"]
+    # chat.getPermalink takes no JSON body, as Slack's: form-encoded, as slack_sdk sends it.
+    answer = page.http.post(
+        "/api/chat.getPermalink",
+        data={"channel": CHANNEL, "message_ts": reply},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ).json()
+    assert answer["ok"], answer
+    link = answer["permalink"]
+    assert link.startswith(page.server.url) and page.http.get(link).status_code == 200
+    gone = link.split("?")[0].replace(reply.replace(".", ""), "1000000000000001")
+    assert page.http.get(gone).status_code == 404
+    visitor = pytest.importorskip("sandbox.visitor")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    if visitor.chromium_path() is None:
+        pytest.skip("Debian's chromium is missing (apt install chromium)")
+    with visitor.chromium_page(link) as browser:
+        thread = browser.locator("#thread-messages .message-text")
+        expect(thread).to_have_text(["the incident", "its status"], timeout=20_000)

@@ -35,9 +35,14 @@ class TypeLine:
     bars: str  # the trend's sparkline; diagnostics draw none
 
 
+# A reading's time in the reader's zone and hour cycle, as the page shows Slack's date tokens.
+AT = r"\d{1,2}:\d\d(?:\s(?:UTC|AM|PM))?"
+
+
 @dataclass(frozen=True)
 class Said:
-    """What one message says: its text, the reading's time ("12:16 UTC"), the headline's queued
+    """What one message says: its text, the reading's time as the reader sees it ("12:16",
+    "12:16 PM"; "12:16 UTC" where a date is shown as its fallback), the headline's queued
     jobs, the type's line, and the queued jobs of all the types it lists (None when it leaves
     some out)."""
 
@@ -49,16 +54,16 @@ class Said:
 
 
 def root_said(text: str, runner_type: str) -> Said:
-    return _listing(text, runner_type, r"live from \S+ at (\d\d:\d\d UTC)", "Runner types")
+    return _listing(text, runner_type, rf"live from \S+ at ({AT})", "Runner types")
 
 
 def status_said(text: str, runner_type: str) -> Said:
-    return _listing(text, runner_type, r"Status update · (\d\d:\d\d UTC)", "By runner type")
+    return _listing(text, runner_type, rf"Status update · ({AT})", "By runner type")
 
 
 def diagnostics_said(text: str, runner_type: str) -> Said:
     """`linux.2xlarge · 30 queued, longest wait 8 min · growing …`: numbers, then the outlook."""
-    at = _first(r"Diagnostics · incident \S+ · (\d\d:\d\d UTC)", text)
+    at = _first(rf"Diagnostics · incident \S+ · ({AT})", text)
     found = re.search(rf"(?m)^{re.escape(runner_type)} · (.*)$", text)
     line = None
     if found is not None:
