@@ -144,7 +144,15 @@ def _not_a_cancel(record: logging.LogRecord) -> bool:
     return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
 
+def _not_a_skip(record: logging.LogRecord) -> bool:
+    """A job's runs come one after another (`max_instances=1`): a tick that falls while the last
+    run still works (a sweep paced behind GitHub's quota, say) is skipped by design, its work
+    looked at by the run under way or the next, and is no warning."""
+    return "maximum number of running instances reached" not in record.getMessage()
+
+
 logging.getLogger("apscheduler.executors.default").addFilter(_not_a_cancel)
+logging.getLogger("apscheduler.scheduler").addFilter(_not_a_skip)
 
 
 def start(

@@ -269,6 +269,9 @@ def render_summary(
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     if incident.silence is not None:
         blocks.append(md.section(_silence_said(incident, incident.silence)))
+    elif _ended_at_resolve(incident, events):  # told anew after the silence watch ended it
+        said = "🔕 Its silence was ended at resolve: if the alert fires again, it notifies."
+        blocks.append(md.section(said))
     if incident.put_backs:
         lines = [f"↩️ {put_back_said(p, md.runner_name, md.time_of)}" for p in incident.put_backs]
         blocks.append(md.section("\n".join(lines)))
@@ -290,6 +293,14 @@ def render_summary(
     state = "still firing" if incident.is_open else "resolved"
     said = f"Incident {incident_id} {state} after {took}"
     return md.rendered(f"{said}: {md.truncate(title_text(incident), 200)}", blocks)
+
+
+def _ended_at_resolve(incident: Incident, events: Sequence[Event]) -> bool:
+    """The silence watch ended the incident's silence at its resolve (nobody did: no actor)."""
+    ended = incident.resolved_at
+    return ended is not None and any(
+        e.kind == "unsilenced" and e.actor is None and e.at >= ended for e in events
+    )
 
 
 def _silence_said(incident: Incident, silence: ActiveSilence) -> str:

@@ -269,6 +269,33 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
     ]
     assert sandbox.fleet.spec("linux.2xlarge")["maxRunners"] == maximum
     assert_the_issue_told_each_step_once(sandbox)
+    assert_the_record_holds(sandbox, replies)
+
+
+def assert_the_record_holds(sandbox: Sandbox, replies: list[Any]) -> None:
+    """What the summary and the postmortem say stays true, one measure under each label: the
+    summary, edited once the put-back was made, no longer says it is to come; "Drained in" only
+    where nothing was left; its chart reaches the peak it names; each peak the same in the
+    postmortem, at the same moment."""
+    [summary] = [r for r in replies if " resolved after " in r.text]
+    said = json.dumps(summary.blocks, ensure_ascii=False)
+    assert "goes back to" not in said and f"Put {RUNNER_TYPE} back" in said, said
+    assert "Drained in" not in said or "Still queued at resolve" not in said, said
+    peak = re.search(r"Peak queued jobs: \*(\d+)\*", said)
+    drawn = [b for r in replies for b in r.blocks if b.get("type") == "data_visualization"]
+    assert drawn, "the incident's chart"
+    values = [p["value"] for line in drawn[-1]["chart"]["series"] for p in line["data"]]
+    assert peak is None or max(values) == float(peak[1]), (said, values)
+    files = [f for r in replies for f in r.files]
+    assert files, "the postmortem"
+    markdown = (sandbox.emulator.file_bytes(files[-1]["id"]) or b"").decode()
+    for measure in ("longest wait", "slowest recent start"):
+        in_summary = re.search(rf"Peak {measure}: \*([^*]+)\* at <!date\^(\d+)\^", said)
+        in_file = re.search(rf"Peak {measure}: \*\*([^*]+)\*\* at (\S+ \d\d:\d\d) UTC", markdown)
+        assert (in_summary is None) == (in_file is None), (measure, said, markdown)
+        if in_summary is not None and in_file is not None:
+            moment = datetime.fromtimestamp(int(in_summary[2]), UTC).strftime("%Y-%m-%d %H:%M")
+            assert (in_summary[1], moment) == (in_file[1], in_file[2]), (said, markdown)
 
 
 def one_reading_if_seen(moment: Moment | Missed | str, other: str) -> None:
