@@ -376,8 +376,7 @@ def direction_of(
         return Direction.RISING, rate
     if net < -allowed and step <= 0 and high < 0:
         return Direction.FALLING, rate
-    # Not when the latest step went down: a turn at the top of a climb is no climb.
-    rise = rise_of(points) if step >= 0 else 0.0
+    rise = rise_of(points)
     return (Direction.RISING, rise) if rise else (Direction.HOLDING, rate)
 
 
@@ -394,7 +393,21 @@ def rise_of(points: Sequence[tuple[float, float]]) -> float:
         return 0.0
     allowed = max(NOISE_JOBS, NOISE_SHARE * max(value for _, value in every))
     low, _ = _slope_bounds(every)
-    return fit[0] if fit[0] * xs[-1] > allowed and low > 0 else 0.0
+    if not (fit[0] * xs[-1] > allowed and low > 0):
+        return 0.0
+    # The latest reading below the line the others draw by more than their scatter: the climb
+    # turned (a step down within it is the climb's own noise).
+    before = slope_fit(xs[:-1], [value for _, value in every[:-1]])
+    if before is not None:
+        slope, _ = before
+        mean_x, mean_y = sum(xs[:-1]) / len(xs[:-1]), sum(v for _, v in every[:-1]) / len(xs[:-1])
+        line = [mean_y + slope * (x - mean_x) for x in xs[:-1]]
+        strays = [abs(v - y) for (_, v), y in zip(every[:-1], line, strict=True)]
+        scatter = math.sqrt(sum(d * d for d in strays) / max(len(strays) - 2, 1))
+        expected = mean_y + slope * (xs[-1] - mean_x)
+        if every[-1][1] < expected - max(2 * scatter, 1.0):
+            return 0.0
+    return fit[0]
 
 
 def sure_slopes(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
