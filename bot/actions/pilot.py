@@ -16,6 +16,7 @@ from datetime import datetime
 from redis.exceptions import RedisError
 
 from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
+from bot.actions.kept_true import kept_true
 from bot.actions.scale import Scaling, scale_done
 from bot.actions.scale_reverts import record_id
 from bot.backends.http import BackendError
@@ -398,7 +399,8 @@ class Piloting:
             answer = f"{escape(text)}. `{back}` is what it was before the act."
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(result.done, answer)
 
-        return await self.acting.commit(ref, decide)
+        # Undone after the resolve, the summary that said it goes back is told anew.
+        return await self.acting.commit(ref, kept_true(decide), with_timeline=True)
 
     async def _undo_on_warning(self, actor: Actor, uid: str, at: str, runner_type: str) -> Outcome:
         """Undo of an act made before the alert: put back at once, paused, told on the

@@ -176,7 +176,9 @@ class Silencing:
             return refused(f"Incident {incident.id}'s silence is changing right now: {lock.what}.")
         try:
             await within(silencer.expire(removed.silence_id), self._timeout_s, silencer.name)
-            return await self.acting.commit(ref, _unsilenced(removed, actor, name))
+            # Removed after the resolve, the summary that said it stays is told anew.
+            change = kept_true(_unsilenced(removed, actor, name))
+            return await self.acting.commit(ref, change, with_timeline=True)
         except BackendError as exc:
             reason = escape(str(exc))
             return failed(f"Could not remove the silence: {reason}. It is still in force.")

@@ -25,7 +25,7 @@ from bot.render.chart import blames_charts, has_charts, incident_chart, render_c
 from bot.render.early_warning import render_warning
 from bot.render.replies import StatusShown, render_shown
 from bot.storage.early_warning import REFUSED
-from bot.storage.incident_store import CHART, POSTMORTEM
+from bot.storage.incident_store import CHART, POSTMORTEM, SUMMARY_EDIT
 from bot.storage.send_queue import HeadReply, InFlight
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,12 @@ async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> 
         head = replace(head, rendered=shown)
     if has_charts(head.rendered) and await out.charts.as_images():
         head = replace(head, rendered=without_charts(head.rendered))
+    if head.kind == SUMMARY_EDIT and not head.edit_ts:
+        # A summary whose message was never recorded (posted by a release that did not keep it):
+        # a second summary would contradict the first, so the edit is dropped, and logged.
+        log.info("incident %s: its summary was not recorded; an edit of it dropped", incident_id)
+        await out.queue.record_reply(channel, incident_id, head.item)
+        return None
     # An edit posted as a reply of its own that may have landed is looked up, not edited.
     posted_maybe = earlier is not None and earlier.item == head.item
     if head.edit_ts and not posted_maybe and await _edited(desk, incident_id, head):

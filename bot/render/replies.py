@@ -270,8 +270,7 @@ def render_summary(
     if incident.silence is not None:
         blocks.append(md.section(_silence_said(incident, incident.silence)))
     elif _ended_at_resolve(incident, events):  # told anew after the silence watch ended it
-        said = "🔕 Its silence was ended at resolve: if the alert fires again, it notifies."
-        blocks.append(md.section(said))
+        blocks.append(md.section(SILENCE_ENDED))
     if incident.put_backs:
         lines = [f"↩️ {put_back_said(p, md.runner_name, md.time_of)}" for p in incident.put_backs]
         blocks.append(md.section("\n".join(lines)))
@@ -293,6 +292,10 @@ def render_summary(
     state = "still firing" if incident.is_open else "resolved"
     said = f"Incident {incident_id} {state} after {took}"
     return md.rendered(f"{said}: {md.truncate(title_text(incident), 200)}", blocks)
+
+
+# Said the same before the silence watch ended it and after: no edit changes the sentence.
+SILENCE_ENDED = "🔕 Its silence was ended at resolve: if the alert fires again, it notifies."
 
 
 def _ended_at_resolve(incident: Incident, events: Sequence[Event]) -> bool:
@@ -320,7 +323,7 @@ def _silence_said(incident: Incident, silence: ActiveSilence) -> str:
             f"⚠️ Its silence could not be ended at resolve ({reason}): it stays until {until} "
             f"({which}). {removes}"
         )
-    return f"🔕 Its silence was ended at resolve ({which}): if the alert fires again, it notifies."
+    return SILENCE_ENDED
 
 
 def summaries(

@@ -38,8 +38,7 @@ def summary_of(incident: Incident) -> str:
     [
         (
             silenced(),
-            "🔕 Its silence was ended at resolve (Alertmanager silence `5f3c`): if the alert "
-            "fires again, it notifies.",
+            "🔕 Its silence was ended at resolve: if the alert fires again, it notifies.",
             "/queue unsilence",
         ),
         (

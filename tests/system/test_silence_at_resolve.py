@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.render.replies import SILENCE_ENDED
 from tests.actions.test_silence import (
     am_settings,
     am_silence,
@@ -63,7 +64,7 @@ async def test_resolve_ends_the_bots_silence_and_leaves_a_persons(
         await eventually(lambda: state(alertmanager, made) == "active", what="in force")
 
         summary = await resolve_summary(running, slack, root)
-        assert f"🔕 Its silence was ended at resolve (Alertmanager silence `{made}`)" in summary
+        assert SILENCE_ENDED in summary
         await eventually(
             lambda: state(alertmanager, made) == "expired", what="the bot's silence expired"
         )

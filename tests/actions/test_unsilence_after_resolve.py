@@ -1,0 +1,47 @@
+"""A kept silence removed with `/queue unsilence` after the resolve, as the summary offers:
+the summary is told anew and no longer says the silence stays."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sandbox.silence_api import FakeSilenceApi
+from tests.actions.test_silence import (  # noqa: F401  (fixtures)
+    _silenced,
+    choose_silence,
+    grafana,
+    grafana_settings,
+    resolve_summary,
+)
+from tests.support.payloads import fixture_json
+from tests.support.running import eventually, recorded_root, run_bot
+from tests.support.slack import Slack, post_event, slash, thread_texts
+
+
+async def test_unsilencing_a_kept_silence_after_the_resolve_edits_the_summary(
+    settings_for: Any,
+    slack: Slack,
+    grafana: FakeSilenceApi,  # noqa: F811
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = await recorded_root(running, slack)
+        await choose_silence(running, root, 3600, keep=True)
+        made = await eventually(lambda: _silenced(running), what="silenced")
+        summary = await resolve_summary(running, slack, root)
+        assert "🔕 Its silence stays until" in summary
+        await post_event(running.http, slash("unsilence 1"))
+        await eventually(
+            lambda: grafana.silences[made.silence.silence_id]["status"]["state"] == "expired",
+            what="removed",
+        )
+
+        async def gone() -> bool:
+            incident = await running.bot.store.get("1")
+            return incident is not None and incident.silence is None
+
+        await eventually(gone, what="recorded")
+        await asyncio.sleep(1.0)  # the sender's turns
+        [now] = [t for t in thread_texts(slack, root.ts) if "Incident 1 resolved" in t]
+        assert "Its silence stays until" not in now, "the summary still says the silence stays"
