@@ -20,7 +20,7 @@ from bot.actions.kept_true import kept_true
 from bot.actions.scale import Scaling, scale_done
 from bot.actions.scale_reverts import record_id
 from bot.backends.http import BackendError
-from bot.backends.scale import ScaleResult, Undo
+from bot.backends.scale import Reverted, ScaleResult, Undo
 from bot.config import Settings
 from bot.domain.early_warning import (
     Phase,
@@ -30,7 +30,7 @@ from bot.domain.early_warning import (
     warning_acts,
 )
 from bot.domain.fleet import FleetSnapshot, of_type
-from bot.domain.incidents import Event, Incident, PutBack
+from bot.domain.incidents import Event, Incident, PutBack, ScaleDone
 from bot.domain.judgement import Judgement
 from bot.domain.pilot import (
     PILOT,
@@ -350,25 +350,12 @@ class Piloting:
             else None
         )
         done = act.scale if act is not None else None
-        reverts, target = self.scaling.reverts, self.scaling.targets.get(runner_type)
         if done is None or done.after is None or not done.field:
             return refused("That act is no longer on the incident's record: nothing was put back.")
-        if reverts is None or target is None:
-            return refused(f"{self.scaling.backend_name} cannot put a scale-up back.")
-        name = await self.acting.name(actor)
-        assert self.store is not None
-        await self.store.pause(
-            runner_type, Paused(name, f"its +{done.added} was undone", self.acting.clock())
-        )
-        try:
-            result = await reverts.undo_now(target, Undo(done.field, done.before, done.after))
-        except BackendError as exc:
-            return Outcome(
-                False,
-                f"Could not put `{escape(runner_type)}` back: {escape(str(exc))}. The pilot is "
-                "paused for it.",
-                "failed",
-            )
+        undone = await self._put_back(actor, runner_type, done)
+        if isinstance(undone, Outcome):
+            return undone
+        name, result = undone
         back = "unset" if done.before is None else str(done.before)
         text = (
             f"Undid the pilot's +{done.added} on {runner_type}: {result.detail}"
@@ -402,26 +389,16 @@ class Piloting:
         # Undone after the resolve, the summary that said it goes back is told anew.
         return await self.acting.commit(ref, kept_true(decide), with_timeline=True)
 
-    async def _undo_on_warning(self, actor: Actor, uid: str, at: str, runner_type: str) -> Outcome:
-        """Undo of an act made before the alert: put back at once, paused, told on the
-        warning's message (an act an incident took on is undone from its thread)."""
-        state = await self.warnings.get(runner_type) if self.warnings is not None else None
-        if state is not None and state.uid == uid and state.phase is Phase.FOLDED:
-            return refused(
-                f"The alert fired meanwhile: incident {escape(state.incident_id)} took this act "
-                "on. Undo it from the incident's thread."
-            )
-        acts = warning_acts(state) if state is not None and state.uid == uid else []
-        entry = next((s for s in acts if _at(s) == at), None)
-        done = entry.done if entry is not None else None
+    async def _put_back(
+        self, actor: Actor, runner_type: str, done: ScaleDone
+    ) -> tuple[str, Reverted] | Outcome:
+        """The act `done` put back at once, its type's pilot paused first (by whom, and the
+        scaler's answer); a refusal or failure as the answer."""
         reverts, target = self.scaling.reverts, self.scaling.targets.get(runner_type)
-        if entry is None or done is None or done.after is None or not entry.id:
-            gone = "That act is no longer the early warning's to undo: nothing was put back."
-            return refused(gone)
-        if reverts is None or target is None:
+        if reverts is None or target is None or done.after is None:
             return refused(f"{self.scaling.backend_name} cannot put a scale-up back.")
         name = await self.acting.name(actor)
-        assert self.store is not None and self.warnings is not None
+        assert self.store is not None
         await self.store.pause(
             runner_type, Paused(name, f"its +{done.added} was undone", self.acting.clock())
         )
@@ -434,6 +411,28 @@ class Piloting:
                 "paused for it.",
                 "failed",
             )
+        return name, result
+
+    async def _undo_on_warning(self, actor: Actor, uid: str, at: str, runner_type: str) -> Outcome:
+        """Undo of an act made before the alert: put back at once, paused, told on the
+        warning's message (an act an incident took on is undone from its thread)."""
+        state = await self.warnings.get(runner_type) if self.warnings is not None else None
+        if state is not None and state.uid == uid and state.phase is Phase.FOLDED:
+            return refused(
+                f"The alert fired meanwhile: incident {escape(state.incident_id)} took this act "
+                "on. Undo it from the incident's thread."
+            )
+        acts = warning_acts(state) if state is not None and state.uid == uid else []
+        entry = next((s for s in acts if _at(s) == at), None)
+        done = entry.done if entry is not None else None
+        if entry is None or done is None or done.after is None or not entry.id:
+            gone = "That act is no longer the early warning's to undo: nothing was put back."
+            return refused(gone)
+        put_back = await self._put_back(actor, runner_type, done)
+        if isinstance(put_back, Outcome):
+            return put_back
+        name, result = put_back
+        assert self.warnings is not None
         now = self.acting.clock()
         text = (
             f"Undone by {name} at {now:%H:%M} UTC: {result.detail}"

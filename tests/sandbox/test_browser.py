@@ -39,6 +39,7 @@ from sandbox.stack import (
     start_sandbox,
 )
 from tests.support.page_numbers import Missed, Moment, after_diagnostics, at_next_status
+from tests.support.peaks import assert_peaks_agree
 from tests.support.servers import RedisServer, wait_until
 from tests.support.trajectory_text import Advice, advice_of
 
@@ -289,13 +290,7 @@ def assert_the_record_holds(sandbox: Sandbox, replies: list[Any]) -> None:
     files = [f for r in replies for f in r.files]
     assert files, "the postmortem"
     markdown = (sandbox.emulator.file_bytes(files[-1]["id"]) or b"").decode()
-    for measure in ("longest wait", "slowest recent start"):
-        in_summary = re.search(rf"Peak {measure}: \*([^*]+)\* at <!date\^(\d+)\^", said)
-        in_file = re.search(rf"Peak {measure}: \*\*([^*]+)\*\* at (\S+ \d\d:\d\d) UTC", markdown)
-        assert (in_summary is None) == (in_file is None), (measure, said, markdown)
-        if in_summary is not None and in_file is not None:
-            moment = datetime.fromtimestamp(int(in_summary[2]), UTC).strftime("%Y-%m-%d %H:%M")
-            assert (in_summary[1], moment) == (in_file[1], in_file[2]), (said, markdown)
+    assert_peaks_agree(said, markdown)
 
 
 def one_reading_if_seen(moment: Moment | Missed | str, other: str) -> None:

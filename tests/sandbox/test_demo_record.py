@@ -15,7 +15,6 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -23,6 +22,7 @@ import pytest
 
 from sandbox.stack import CHANNEL, FLEET_MINUTES, Sandbox, SandboxConfig, start_sandbox
 from sandbox.transcript import mrkdwn_to_text
+from tests.support.peaks import assert_peaks_agree
 from tests.support.running import eventually
 from tests.support.servers import RedisServer
 from tests.support.trajectory_text import advice_of
@@ -154,13 +154,7 @@ async def test_the_demos_root_says_a_wait_and_its_record_is_in_real_minutes_with
     assert "which said: linux.2xlarge: queue building" in markdown
     # Each measure's peak under its own label, the same in the summary and the postmortem (the
     # one record), each at the moment it was reached.
-    for measure in ("longest wait", "slowest recent start"):
-        in_summary = re.search(rf"Peak {measure}: \*([^*]+)\* at <!date\^(\d+)\^", said)
-        in_file = re.search(rf"Peak {measure}: \*\*([^*]+)\*\* at (\S+ \d\d:\d\d) UTC", markdown)
-        assert (in_summary is None) == (in_file is None), (measure, said, markdown)
-        if in_summary is not None and in_file is not None:
-            moment = datetime.fromtimestamp(int(in_summary[2]), UTC).strftime("%Y-%m-%d %H:%M")
-            assert (in_summary[1], moment) == (in_file[1], in_file[2]), (said, markdown)
+    assert_peaks_agree(said, markdown)
     # The queue at its peak (the readings' or, higher, the alert's own figure), not as it ended.
     assert re.search(r"\n(The queue at its peak|At its peak), 20", markdown), markdown
     amounts = advised_to_the_peak(versions)
