@@ -52,19 +52,18 @@ def outcome_of(
     follow: FollowUp, done: ScaleDone, view: FleetSnapshot | None, now: datetime, said: str = ""
 ) -> Outcome | None:
     """Came: a reading after the scale-up shows the type's registered runners at the baseline
-    plus those added (or its maximum); not by the deadline: did not come, why as the reading's
-    pods say it, else as the scaler `said`; a reading that counts no registered runners (`view`
-    None: none will come) knows neither. None: not yet."""
+    plus those added (its maximum bounds nothing: ARC's listener reports a raised one late, so a
+    reading after the raise can show the set as it was); not by the deadline: did not come, why
+    as the reading's pods say it, else as the scaler `said`; a reading that counts no registered
+    runners (`view` None: none will come) knows neither. None: not yet."""
     metrics = of_type(view.runner_types, done.runner_type) if view is not None else None
     judged = metrics.judged if metrics is not None else None
     registered = judged.registered if judged is not None else None
     read_at = view.at if view is not None else now
-    if judged is not None and registered is not None and follow.baseline is not None:
-        wanted = follow.baseline + done.added
-        if judged.maximum is not None:
-            wanted = min(wanted, judged.maximum)
-        if read_at > follow.at and registered >= wanted:
-            return Outcome(True, read_at, judged, follow.baseline)
+    wanted = None if follow.baseline is None else follow.baseline + done.added
+    came = registered is not None and wanted is not None and registered >= wanted
+    if judged is not None and came and read_at > follow.at:
+        return Outcome(True, read_at, judged, follow.baseline)
     if view is not None and now < follow.due:
         return None
     if judged is None or registered is None:

@@ -77,6 +77,18 @@ def test_runners_registered_say_they_came_with_the_queue_as_judged_and_edit_the_
     assert settled(followed, came, at)[1] == (), "said once"
 
 
+def test_a_reading_still_showing_the_old_maximum_is_not_taken_for_runners_come() -> None:
+    """ARC's listener says the new maximum only after it restarts, and Prometheus scrapes it
+    later still: a reading after the raise can show the set as it was (20 of 20). None came."""
+    incident, _ = scaled_incident(BEFORE)
+    at = ASKED + timedelta(seconds=20)
+    stale = reading(at, registered=20, busy=20, maximum=20)
+    assert settled(incident, stale, at)[1] == (), "not yet: nothing registered"
+    due = ASKED + timedelta(seconds=VERIFY_S)
+    (event,) = settled(incident, reading(due, registered=20, busy=20, maximum=20), due)[1]
+    assert event.text.startswith("+7 asked at 14:02 UTC: 0 registered after 10 min"), event.text
+
+
 def test_a_reply_posted_below_makes_the_outcome_a_reply_of_its_own() -> None:
     incident, _ = scaled_incident(BEFORE)
     below = incident.model_copy(update={"replies": incident.replies + 1})

@@ -62,9 +62,12 @@ def warning(slack: Slack) -> Any:
     )
 
 
-def warning_says(slack: Slack, words: str) -> str | None:
+def warning_says(slack: Slack, words: str) -> str:
+    """The warning's message once it says `words`; a wait that ends says what it said instead."""
     message = warning(slack)
-    return shown(message) if message is not None and words in shown(message) else None
+    said = shown(message) if message is not None else "(no warning)"
+    assert words in said, said
+    return said
 
 
 @asynccontextmanager
