@@ -21,6 +21,7 @@ from bot.domain.judgement import (
 )
 from bot.domain.runner_names import type_named
 from bot.domain.runner_pods import NEEDS, RunnerPods
+from bot.domain.units import minutes
 
 
 class RunnerTypeMetrics(BaseModel):
@@ -30,8 +31,8 @@ class RunnerTypeMetrics(BaseModel):
             "queued=q assigned=asg longest_wait_mins=w registered=reg offline=off minimum=min "
             "maximum=max desired=want arrival_per_min=in started_per_min=start "
             "completed_per_min=out job_duration_mins=dur arrival_baseline_per_min=in0 "
-            "duration_baseline_mins=dur0 scale_errors=err wait_over=w+ wait_of_starts=ws pods=pd "
-            "judged=j"
+            "duration_baseline_mins=dur0 scale_errors=err wait_over=w+ wait_of_starts=ws "
+            "wait_unknown=w? pods=pd judged=j"
         ),
     )
 
@@ -43,6 +44,9 @@ class RunnerTypeMetrics(BaseModel):
     wait_over: bool | None = None
     # The slowest recent start (ARC's startup histogram), not the oldest queued job's age.
     wait_of_starts: bool | None = None
+    # Why this reading knows no wait of the type's one measure, where its source says more than
+    # the backend's own reason (a jobs listing that named none of its queued jobs).
+    wait_unknown: str | None = None
     registered: float | None = None
     busy: float | None = None
     idle: float | None = None
@@ -62,7 +66,7 @@ class RunnerTypeMetrics(BaseModel):
 
 
 # What a query may read: every number of a reading, and each of its runner pods'.
-_NOT_READ = {"wait_over", "wait_of_starts", "judged", "pods"}
+_NOT_READ = {"wait_over", "wait_of_starts", "wait_unknown", "judged", "pods"}
 FIELDS = frozenset(RunnerTypeMetrics.model_fields) - _NOT_READ | frozenset(NEEDS)
 
 
@@ -98,20 +102,44 @@ class FleetSnapshot(BaseModel):
         return self.source != "alert"
 
 
-def with_job_waits(fleet: FleetSnapshot, jobs: JobsView) -> FleetSnapshot:
-    """`fleet` with each type's wait the age of its oldest queued job (`JOBS_BACKEND` beside
-    ARC's metrics, which time only starts). A type the listing has no job of keeps the backend's
-    wait while the backend counts jobs queued (the listing may be older or thresholded)."""
+def with_job_waits(fleet: FleetSnapshot, jobs: JobsView | None, listing: str) -> FleetSnapshot:
+    """`fleet` with each type's wait the age of its oldest queued job, as the jobs `listing`
+    (`JOBS_BACKEND` beside ARC's metrics, which time only starts) read it: `jobs`, None when it
+    failed. Where this reading's listing names none of a type's queued jobs (it failed, was cut
+    short, lists only older jobs, or lags a start), the backend's wait stands only if it is of
+    the same measure (the HUD's); else the wait is not known this reading, and why. A slowest
+    recent start in its place would switch the type's line, its change, its peak and its chart
+    to the other measure for one reading."""
     types = {}
     for name, metrics in fleet.runner_types.items():
-        listed = jobs.runner_types.get(jobs.name_of(name))
-        workflows = listed.workflows if listed else ()
-        known = [w.longest_wait_mins for w in workflows if w.longest_wait_mins is not None]
-        if known or (jobs.complete and not metrics.queued):
-            wait = {"longest_wait_mins": max(known, default=None), "wait_over": None}
-            metrics = metrics.model_copy(update={**wait, "wait_of_starts": None})
+        oldest = _oldest_age(jobs, name) if jobs is not None else None
+        alike = metrics.longest_wait_mins is not None and not metrics.wait_of_starts
+        empty = jobs is not None and jobs.complete and not metrics.queued
+        if oldest is not None or not alike or empty:
+            why = None if oldest is not None or not metrics.queued else unlisted(jobs, listing)
+            wait = {"longest_wait_mins": oldest, "wait_over": None, "wait_of_starts": None}
+            metrics = metrics.model_copy(update={**wait, "wait_unknown": why})
         types[name] = metrics
     return fleet.model_copy(update={"runner_types": types})
+
+
+def _oldest_age(jobs: JobsView, runner_type: str) -> float | None:
+    listed = jobs.runner_types.get(jobs.name_of(runner_type))
+    workflows = listed.workflows if listed else ()
+    known = [w.longest_wait_mins for w in workflows if w.longest_wait_mins is not None]
+    return max(known, default=None)
+
+
+def unlisted(jobs: JobsView | None, listing: str) -> str:
+    """Why `listing` gave a queueing type no oldest job this reading, in a responder's words."""
+    if jobs is None:
+        return f"{listing} could not list the queued jobs this reading"
+    if jobs.listed_over_mins is not None:
+        over = minutes(jobs.listed_over_mins)
+        return f"{listing} lists none of them yet (it lists a job once it has queued {over})"
+    if not jobs.complete:
+        return f"{listing}'s listing was cut short this reading and names none of them"
+    return f"{listing} lists none of them this reading"
 
 
 SOURCE_NAMES = {

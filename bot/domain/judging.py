@@ -140,7 +140,7 @@ def judge(
         wait_mins=wait,
         wait_over=bool(metrics.wait_over) and wait is not None,
         wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
-        wait_unknown="" if wait is not None or not queued else wait_unknown,
+        wait_unknown="" if wait is not None or not queued else metrics.wait_unknown or wait_unknown,
         direction=direction,
         change_per_min=rate,
         busy=finite(metrics.busy),

@@ -178,9 +178,10 @@ class FleetReadings:
             reading = Reading(stored.fleet if stored else None, now, error)
         else:
             jobs = await self._observe_jobs(now)
-            # The oldest job's age, not a start's time, unless the backend listed them itself.
-            if jobs is not None and self._jobs and self._jobs.source is not self.metrics:
-                fleet = with_job_waits(fleet, jobs)
+            # The oldest job's age, not a start's time, unless the backend listed them itself;
+            # at every reading, the listing's failed ones too: one measure per type.
+            if self._jobs is not None and self._jobs.source is not self.metrics:
+                fleet = with_job_waits(fleet, jobs, self._jobs.source.name)
             fleet = await self._named_kills(fleet, jobs, now)
             window = timedelta(seconds=self._config.advice_window)
             rise = timedelta(seconds=self._config.advice_rise_window)

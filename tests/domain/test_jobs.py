@@ -250,10 +250,11 @@ def test_whose_jobs_got_slower(now: float, before: float | None, slower: bool) -
         assert found[0].text == "periodic jobs take 40 min against 20 a day before (2.0×)"
 
 
-def test_the_listed_oldest_jobs_age_wins_and_a_type_it_lists_none_of_keeps_the_backends() -> None:
+def test_the_listed_oldest_jobs_age_wins_and_a_type_it_lists_none_of_says_why_it_has_none() -> None:
     """Beside Prometheus: the GPU type's oldest listed job (7 min) is its wait; the 2xlarge type,
-    whose jobs the HUD does not list yet (none past its threshold), keeps the reading's 0.6 min
-    where it read "not known"; the 4xlarge type, queueing nothing, has no wait left over."""
+    whose jobs the HUD does not list yet (none past its threshold), has no wait this reading and
+    says why, never ARC's slowest start (0.6 min) under the oldest job's label; the 4xlarge type,
+    queueing nothing, has no wait left over."""
     cpu, idle = "linux.2xlarge", "linux.4xlarge"
     read = {
         GPU: RunnerTypeMetrics(queued=9, longest_wait_mins=3, wait_of_starts=True),
@@ -262,6 +263,9 @@ def test_the_listed_oldest_jobs_age_wins_and_a_type_it_lists_none_of_keeps_the_b
     }
     fleet = FleetSnapshot(at=NOW, source="prometheus", runner_types=read)
     listing = JobsListing((job(1, "pull", waited_mins=7),), listed_over_mins=5)
-    waits = with_job_waits(fleet, jobs_view(listing, Arrivals(), source="the HUD", at=NOW))
+    jobs = jobs_view(listing, Arrivals(), source="the HUD", at=NOW)
+    waits = with_job_waits(fleet, jobs, "the HUD")
     found = {n: (m.longest_wait_mins, m.wait_of_starts) for n, m in waits.runner_types.items()}
-    assert found == {GPU: (7, None), cpu: (0.6, True), idle: (None, None)}
+    assert found == {GPU: (7, None), cpu: (None, None), idle: (None, None)}
+    said = waits.runner_types[cpu].wait_unknown
+    assert said == "the HUD lists none of them yet (it lists a job once it has queued 5 min)"
