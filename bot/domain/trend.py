@@ -44,16 +44,22 @@ class Trend(BaseModel):
     def appended(
         self, at: datetime, total: float | None, types: Mapping[str, RunnerQueue], *, limit: int
     ) -> Trend:
-        """With one more status, keeping the latest `limit`; a type none shows is dropped."""
+        """With one more status, keeping the first (the chart starts where the incident did)
+        and the latest, `limit` in all; a type none of them shows is dropped."""
         size = len(self)
-        start = max(size + 1 - limit, 0)
+        drop = max(size + 1 - limit, 0)
+        first = bool(drop) and limit > 1
 
         def extended(column: str | None, cell: str) -> str:
             # String surgery, not split and join: every status rewrites every column.
             if column is None:  # new to this trend: empty cells before this status
-                return "," * (size - start) + cell
-            kept = column.split(",", start)[start:] if start else [column]
-            return f"{kept[0]},{cell}" if kept else cell
+                return "," * (size - drop) + cell
+            if not drop:
+                return f"{column},{cell}"
+            head, tail = column.split(",", 1) if first else ("", column)
+            kept = [head] if first else []
+            kept += tail.split(",", drop)[drop:]
+            return ",".join([*kept, cell])
 
         queued: dict[str, str] = {}
         waits: dict[str, str] = {}

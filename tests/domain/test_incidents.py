@@ -47,6 +47,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.runner_pods import RunnerPods
 from bot.domain.trend import Trend
+from bot.render.chart import chart_block, incident_chart
 from bot.storage.incident_store import state_json
 from tests.support.incidents import make_incident
 from tests.support.payloads import fixture_json
@@ -702,34 +703,38 @@ def test_entry_order_sorts_stream_ids_numerically_with_empty_first() -> None:
     assert entry_order("10-0") > entry_order("9-5")
 
 
-def test_record_status_keeps_the_latest_trend_points() -> None:
+def test_record_status_keeps_the_first_and_the_latest_trend_points() -> None:
     incident = opened()
     snapshots = [
         Snapshot(at=T0 + timedelta(minutes=i), numbers=QueueNumbers(max_queue_size=i))
         for i in range(TREND_POINTS + 5)
     ]
 
+    opening = (incident.trend.times()[0], incident.trend.totals()[0])
     for snapshot in snapshots:
         incident = record_status(incident, snapshot)
 
-    kept = snapshots[-TREND_POINTS:]
+    kept = snapshots[-(TREND_POINTS - 1) :]  # and the open's: the chart starts where it did
     assert len(incident.trend) == TREND_POINTS
-    assert incident.trend.times() == [s.at.timestamp() for s in kept]
-    assert incident.trend.totals() == [s.numbers.max_queue_size for s in kept]
+    assert incident.trend.times() == [opening[0], *(s.at.timestamp() for s in kept)]
+    assert incident.trend.totals() == [opening[1], *(s.numbers.max_queue_size for s in kept)]
     assert incident.posted_status == snapshots[-1]
 
 
 def test_the_trend_keeps_each_runner_types_column_aligned_and_forgets_types_gone_from_it() -> None:
     incident = opened()
     gpu, cpu = RunnerQueue(queued=4, longest_wait_mins=9), RunnerQueue(queued=1)
-    incident = record_status(incident, Snapshot(at=T0, runner_types={"gpu": gpu}))
-    for i in range(1, TREND_POINTS + 1):
+    incident = record_status(
+        incident, Snapshot(at=T0 + timedelta(minutes=1), runner_types={"gpu": gpu})
+    )
+    for i in range(2, TREND_POINTS + 2):
         at = T0 + timedelta(minutes=i)
         incident = record_status(incident, Snapshot(at=at, runner_types={"cpu": cpu}))
 
     trend = incident.trend
     assert "gpu" not in trend.names()  # its only status fell out of the window
-    assert trend.queued_of("cpu") == [1.0] * TREND_POINTS
+    assert trend.times()[0] == opened().trend.times()[0], "the open's reading stays first"
+    assert trend.queued_of("cpu") == [None] + [1.0] * (TREND_POINTS - 1)
     assert trend.points("cpu")[-1] == (trend.times()[-1], 1.0, None)
     assert trend.queued_of("gpu") == [None] * TREND_POINTS
 
@@ -759,9 +764,13 @@ def test_the_trend_columns_hold_what_each_kept_status_showed(
         types = {name: queue for name, queue in shown.items() if queue is not None}
         trend = trend.appended(T0 + timedelta(minutes=i), i, types, limit=limit)
 
-    kept = statuses[-limit:]
+    # The first status and the latest: the chart starts where the incident did.
+    indices = list(range(len(statuses)))
+    if len(statuses) > limit:
+        indices = [0, *indices[len(statuses) - limit + 1 :]] if limit > 1 else indices[-1:]
+    kept = [statuses[k] for k in indices]
     assert len(trend) == len(kept)
-    assert trend.totals() == list(range(len(statuses)))[-limit:]
+    assert trend.totals() == indices
     for name in ("cpu", "gpu", "arm"):
         queues = [status.get(name) for status in kept]
         expected = [q.queued if q is not None else None for q in queues]
@@ -923,3 +932,24 @@ def test_weeks_of_actions_keep_the_stored_record_bounded_and_the_responders_whol
     back = Incident.model_validate_json(state_json(incident))
     assert [r.user_id for r in back.responders] == ["A", "B", "C"], "the responders whole"
     assert [e.text for e in back.recent_actions] == ["1997", "1998", "1999"]
+
+
+def test_a_long_incidents_chart_starts_at_its_open_and_holds_an_early_peak() -> None:
+    """Past the trend's cap, the summary chart still starts where the incident did and its peak
+    (reached early, long since out of the latest statuses) is on it."""
+    name = "linux.2xlarge"
+    at_open = Trend().appended(T0, 5, {name: RunnerQueue(queued=5)}, limit=TREND_POINTS)
+    incident = opened().model_copy(update={"trend": at_open})
+    for i in range(1, 4 * TREND_POINTS):
+        queued = 99 if i == 3 else 5
+        shown = {name: RunnerQueue(queued=queued, longest_wait_mins=10)}
+        at = T0 + timedelta(minutes=10 * i)
+        snapshot = Snapshot(at=at, numbers=QueueNumbers(max_queue_size=queued), runner_types=shown)
+        incident = record_status(incident, snapshot)
+
+    block = chart_block(incident_chart(incident))
+    assert block is not None
+    chart = block["chart"]
+    assert chart["axis_config"]["categories"][0] == f"{T0:%H:%M}", "it starts at the open"
+    values = [p["value"] for series in chart["series"] for p in series["data"]]
+    assert max(values) == 99, "the peak"
