@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -13,6 +14,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.actions.core import ActionCore, Actor, Outcome
 from bot.outbound.gateway import SlackError, SlackGateway
+from bot.render.mrkdwn import in_zone
 from bot.render.root import incident_ref_of as incident_ref_of_message
 
 log = logging.getLogger(__name__)
@@ -116,9 +118,10 @@ async def tell(
     """Answer the person who acted, visible to them only: ephemerally where the bot is a member,
     else (a DM, a channel without the bot, a Web API failure) through the `response_url`."""
     user = actor_of(body).user_id
+    said = in_zone(outcome.message, datetime.now(UTC))  # an answer speaks of moments near now
     try:
         where = channel or channel_of(body)
-        await slack.post_ephemeral(where, user, outcome.message, blocks=outcome.blocks)
+        await slack.post_ephemeral(where, user, said, blocks=outcome.blocks)
         return
     except SlackError as exc:
         log.info("ephemeral answer failed (%s); trying response_url", exc.error)
@@ -131,7 +134,7 @@ async def tell(
     if not url:
         log.warning("could not answer %s: the request has no response_url", user)
         return
-    message: dict[str, Any] = {"text": outcome.message}
+    message: dict[str, Any] = {"text": said}
     if outcome.blocks:
         message["blocks"] = list(outcome.blocks)
     message.update(response_type="ephemeral", replace_original=False)

@@ -20,14 +20,19 @@ MAX_VALUE = 2000  # Slack's limit for a button's value
 MAX_ID = 100  # of an incident's ID, in a link's label: the link must fit its line whole
 
 
+def _moment(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, UTC)
+
+
 def _at(timestamp: float) -> str:
-    return md.time_of(datetime.fromtimestamp(timestamp, UTC))
+    return md.time_of(_moment(timestamp))
 
 
 def render_warning(state: WarningState) -> Rendered:
     name, said = md.escaped(state.runner_type, 200), md.escaped(state.text, 1500)
     warned = _at(state.warned_at)
-    scaled = [f"↗️ {md.escaped(scaled_words(state.scaled), 1000)}"] if state.scaled else []
+    words = md.in_zone(md.escaped(scaled_words(state.scaled), 1000), _moment(state.updated_at))
+    scaled = [f"↗️ {words}"] if state.scaled else []
     if state.phase is Phase.ACTIVE:
         if state.held_since:
             head = f"⌛ *Early warning, on hold* · {said}"

@@ -6,7 +6,7 @@ tokens are built here); the builders truncate, so no input size makes Slack refu
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.domain.message import Rendered
@@ -24,6 +24,12 @@ _MENTION = re.compile(r"<@([UW][A-Z0-9]+)>")
 _BOLD = re.compile(r"\*([^*\n]+)\*")
 # Escape sequences and `<…>` tokens that truncation must keep whole.
 _TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
+# A moment a stored line says in UTC ("14:02 UTC", "2026-11-27 14:02 UTC", "14:02:07 UTC"); a
+# token's own fallback (inside `<…>`) is matched first and left as it is.
+_UTC_TIME = re.compile(
+    r"(?P<token><[^<>]*>)|\b(?:(?P<day>\d{4}-\d{2}-\d{2}) )?"
+    r"(?P<clock>(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d)?) UTC\b"
+)
 
 MAX_BLOCKS = 50
 MAX_HEADER = 150
@@ -119,12 +125,37 @@ def fit_lines(lines: list[str], limit: int) -> list[str]:
     return kept
 
 
+_FALLBACKS = {"{time}": "%H:%M UTC", "{time_secs}": "%H:%M:%S UTC"}
+
+
 def slack_date(moment: datetime, token: str = "{date_short_pretty} {time}") -> str:
     """A date each reader's client shows in their time zone, so the message never needs
     re-rendering; the fallback is UTC."""
     utc = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
-    fallback = utc.strftime("%H:%M UTC" if token == "{time}" else "%Y-%m-%d %H:%M UTC")
+    fallback = utc.strftime(_FALLBACKS.get(token, "%Y-%m-%d %H:%M UTC"))
     return f"<!date^{int(utc.timestamp())}^{token}|{fallback}>"
+
+
+def in_zone(text: str, around: datetime) -> str:
+    """Mrkdwn made safe (`escaped`) with each moment it says in UTC as a date token, shown in
+    each reader's zone. A line kept as text says UTC, right for the postmortem and the GitHub
+    issue; in Slack it is rendered here, the day of a bare "14:02 UTC" the one nearest `around`
+    (its line's own moment: it speaks of moments within hours of it)."""
+    near = (around if around.tzinfo else around.replace(tzinfo=UTC)).astimezone(UTC)
+
+    def token(found: re.Match[str]) -> str:
+        if found["token"]:
+            return found[0]
+        secs = found["clock"].count(":") == 2
+        clock = datetime.strptime(found["clock"], "%H:%M:%S" if secs else "%H:%M").time()
+        if found["day"]:
+            day = datetime.strptime(found["day"], "%Y-%m-%d").date()
+            return slack_date(datetime.combine(day, clock, UTC))
+        same = datetime.combine(near.date(), clock, UTC)
+        moment = min((same + timedelta(days=d) for d in (-1, 0, 1)), key=lambda m: abs(m - near))
+        return slack_date(moment, "{time_secs}" if secs else "{time}")
+
+    return _UTC_TIME.sub(token, text)
 
 
 def time_of(moment: datetime) -> str:

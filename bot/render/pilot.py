@@ -42,14 +42,16 @@ def pilot_text(state: PilotState) -> str:
     if last := state.piloted.last:
         came = f": {md.escaped(state.piloted.outcome, 200)}" if state.piloted.outcome else ""
         lines.append(f"Last act: {md.escaped(last, 200)}{came}")
-    return md.truncate("\n".join(lines), MAX_TYPE)
+    text = md.truncate("\n".join(lines), MAX_TYPE)
+    # Its acts and reasons are read within hours of its last look at the type.
+    return md.in_zone(text, state.piloted.at) if state.piloted.at else text
 
 
 def _state(state: PilotState) -> str:
     if not state.enabled:
         return "⏹️ *off*: PILOT_ENABLED=false stops every pilot"
     if (paused := state.paused) is not None:
-        by, why = md.person(None, paused.by), md.escaped(paused.why, 300)
+        by, why = md.person(None, paused.by), md.in_zone(md.escaped(paused.why, 300), paused.at)
         return f"⏸️ *paused* by {by} {md.slack_date(paused.at, '{ago}')}: {why}"
     why = state.piloted.why
     if not why:  # nothing said yet, or said while it was paused or off

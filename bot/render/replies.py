@@ -283,7 +283,7 @@ def render_summary(
         if len(events) > len(shown):
             lines.append(f"_{len(events) - len(shown)} earlier events not shown_")
         for event in shown:
-            line = f"{md.time_of(event.at)} · {md.escaped(event.text, 200)}"
+            line = f"{md.time_of(event.at)} · {md.in_zone(md.escaped(event.text, 200), event.at)}"
             by = f" · by {md.person(event.actor, event.actor_name)}" if event.actor else ""
             lines.append(line + by)
         blocks += md.sections(lines)
@@ -378,7 +378,8 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
 def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rendered:
     """A one-line reply for something that happened; `detail` is mrkdwn already made safe (a
     Slack date, say) that follows the escaped text."""
-    line = f"{_EVENT_ICONS.get(event.kind, '•')} {md.escaped(event.text, 2000)}"
+    said = md.in_zone(md.escaped(event.text, 2000), event.at)
+    line = f"{_EVENT_ICONS.get(event.kind, '•')} {said}"
     line += f" {detail}" if detail else ""
     if event.actor:
         mentioned = event.kind in MENTIONING_EVENTS

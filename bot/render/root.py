@@ -149,9 +149,8 @@ def _status_line(incident: Incident, mentions: bool) -> str:
 
 def _action(event: Event) -> str:
     by = f" by {md.person(event.actor, event.actor_name)}" if event.actor else ""
-    return (
-        f"{md.time_of(event.at)} {md.escape(md.truncate(_one_line(event.text), ACTION_CHARS))}{by}"
-    )
+    said = md.in_zone(md.escape(md.truncate(_one_line(event.text), ACTION_CHARS)), event.at)
+    return f"{md.time_of(event.at)} {said}{by}"
 
 
 def _one_line(text: str) -> str:

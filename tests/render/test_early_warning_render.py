@@ -74,8 +74,9 @@ def test_what_was_scaled_from_a_warning_stays_on_it_escaped_in_every_phase(phase
         for item in [block.get("text") or {}, *block.get("elements", [])]
         if item.get("type") == "mrkdwn"
     ]
-    [line] = [t for t in texts if "by +6 at 10:02 UTC" in t]
+    [line] = [t for t in texts if "by +6 at <!date^" in t]
     assert line.startswith("↗️ al&lt;!channel&gt;"), "escaped"
+    assert "^{time}|10:02 UTC>: minRunners" in line, "its time in the reader's zone"
 
 
 @pytest.mark.parametrize(

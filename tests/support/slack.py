@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import re
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -142,6 +143,16 @@ async def click(running: RunningBot, root: Any, action_id: str) -> httpx.Respons
     """Press one of the root message's buttons, as Slack delivers the click."""
     action = {"type": "button", "action_id": action_id, "value": button_value(root, action_id)}
     return await post_event(running.http, block_action(action, message_ts=root.ts))
+
+
+_UTC_TIME = re.compile(r"\b(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d)? UTC\b")
+
+
+def plain_times(message: Any) -> list[str]:
+    """The UTC times `message`'s text and blocks say outside a `<!date^…>` token: every time a
+    reader sees in Slack is one, shown in their own zone."""
+    said = message.text + json.dumps(message.blocks or [], ensure_ascii=False)
+    return _UTC_TIME.findall(re.sub(r"<[^<>]*>", "", said))
 
 
 def shown(message: Any) -> str:

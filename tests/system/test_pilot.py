@@ -17,7 +17,7 @@ from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, read_after, run_bot
-from tests.support.slack import CHANNEL, USER, Slack, click, post_event, shown, slash
+from tests.support.slack import CHANNEL, USER, Slack, click, plain_times, post_event, shown, slash
 
 SET = ("arc-runners", QUEUEING)
 PILOT = {"up_to": 10, "step": 6, "hold_seconds": 3, "cooldown_seconds": 600}
@@ -204,6 +204,8 @@ async def test_undo_puts_the_act_back_at_once_and_pauses_the_pilot(
             what="the undo said in the thread",
         )
         assert "paused for it until someone resumes it" in undone
+        seen = [*slack.emulator.channel_messages(CHANNEL), *replies(slack)]
+        assert [t for m in seen for t in plain_times(m)] == [], "times in the reader's zone"
         _, paused = await pilot_state(running)
         assert paused is not None and "undone" in paused.why
         # Paused: the advice still asks, and nothing more is added.

@@ -17,7 +17,7 @@ from typing import Any
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.running import RunningBot, eventually, read_after, run_bot
-from tests.support.slack import CHANNEL, USER, Slack, click, shown
+from tests.support.slack import CHANNEL, USER, Slack, click, plain_times, shown
 
 SET = ("arc-runners", QUEUEING)
 PILOT = {"up_to": 10, "step": 6, "hold_seconds": 3, "cooldown_seconds": 600}
@@ -138,6 +138,7 @@ async def test_it_acts_on_an_early_warning_before_any_alert_and_undo_puts_it_bac
             timeout=30,
         )
         assert "✅ +6 on" in came
+        assert plain_times(warning(slack)) == [], "every time on it in the reader's zone"
 
         assert (await click(running, warning(slack), "pilot_undo")).status_code == 200
         await eventually(lambda: maximum(kube) == 20, what="put back at once", timeout=20)
