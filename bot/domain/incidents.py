@@ -661,7 +661,11 @@ def record_status(
     counted = live is not None and drain_checks > incident.drain_checks
     update = {
         "trend": incident.trend.appended(
-            snapshot.at, snapshot.numbers.max_queue_size, snapshot.runner_types, limit=TREND_POINTS
+            snapshot.at,
+            snapshot.numbers.max_queue_size,
+            snapshot.runner_types,
+            limit=TREND_POINTS,
+            keep={incident.charted_at},  # what `chart_moved` compares with
         ),
         "drain_checks": drain_checks,
         "drain_read_at": live.at if counted and live is not None else incident.drain_read_at,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,39 +42,70 @@ class Trend(BaseModel):
         return self.at.count(",") + 1 if self.at else 0
 
     def appended(
-        self, at: datetime, total: float | None, types: Mapping[str, RunnerQueue], *, limit: int
+        self,
+        at: datetime,
+        total: float | None,
+        types: Mapping[str, RunnerQueue],
+        *,
+        limit: int,
+        keep: Collection[float] = (),
     ) -> Trend:
-        """With one more status, keeping the first (the chart starts where the incident did)
-        and the latest, `limit` in all; a type none of them shows is dropped."""
+        """With one more status; past `limit` statuses, thinned (`_thinnest`) so that it still
+        starts at the first and holds the peak; a type none shows is dropped."""
         size = len(self)
-        drop = max(size + 1 - limit, 0)
-        first = bool(drop) and limit > 1
 
         def extended(column: str | None, cell: str) -> str:
             # String surgery, not split and join: every status rewrites every column.
-            if column is None:  # new to this trend: empty cells before this status
-                return "," * (size - drop) + cell
-            if not drop:
-                return f"{column},{cell}"
-            head, tail = column.split(",", 1) if first else ("", column)
-            kept = [head] if first else []
-            kept += tail.split(",", drop)[drop:]
-            return ",".join([*kept, cell])
+            return "," * size + cell if column is None else f"{column},{cell}"
 
         queued: dict[str, str] = {}
         waits: dict[str, str] = {}
         for name in dict.fromkeys([*self.queued, *types]):
             queue = types.get(name, RunnerQueue())
-            q_col = extended(self.queued.get(name), _cell(queue.queued))
-            w_col = extended(self.waits.get(name), _cell(queue.longest_wait_mins))
-            if q_col.strip(",") or w_col.strip(","):
-                queued[name], waits[name] = q_col, w_col
-        return Trend.model_construct(
+            queued[name] = extended(self.queued.get(name), _cell(queue.queued))
+            waits[name] = extended(self.waits.get(name), _cell(queue.longest_wait_mins))
+        grown = Trend.model_construct(
             at=extended(self.at if size else None, str(int(at.timestamp()))),
             total=extended(self.total if size else None, _cell(total)),
             queued=queued,
             waits=waits,
         )
+        while len(grown) > limit:
+            grown = grown._without(grown._thinnest(limit, keep))
+        return grown._shown()
+
+    def _thinnest(self, limit: int, keep: Collection[float]) -> int:
+        """The status to forget: the first, the peak, those `keep` names and the latest half
+        stay (statuses' sparklines and the alert's judgement read the latest); of the others, the
+        one whose neighbours are closest, the oldest on a tie, so what is left is spread evenly
+        over the incident and memory stays bounded."""
+        times = self.times()
+        peak = self.peak_at()
+        kept = {0} | {i for i, at in enumerate(times) if at in keep}
+        if peak is not None:
+            kept.add(times.index(peak.timestamp()))
+        older = [i for i in range(1, len(times) - max(limit // 2, 1)) if i not in kept]
+        if not older:  # a trend too short to keep them all: the oldest goes
+            return 0
+        return min(older, key=lambda i: (times[i + 1] - times[i - 1], i))
+
+    def _without(self, index: int) -> Trend:
+        def cut(column: str) -> str:
+            cells = column.split(",")
+            del cells[index]
+            return ",".join(cells)
+
+        return Trend.model_construct(
+            at=cut(self.at),
+            total=cut(self.total),
+            queued={n: cut(c) for n, c in self.queued.items()},
+            waits={n: cut(c) for n, c in self.waits.items()},
+        )
+
+    def _shown(self) -> Trend:
+        """Without the types that no kept status shows."""
+        shown = [n for n in self.queued if self.queued[n].strip(",") or self.waits[n].strip(",")]
+        return self.keeping(shown)
 
     def times(self) -> list[float]:
         return [float(cell) for cell in self.at.split(",")] if self.at else []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -154,17 +155,25 @@ def chart(
 
 
 def sampled(times: list[float], most: int, peak: datetime | None = None) -> list[float]:
-    """At most `most` of `times`, evenly spread, the first and last kept, and the peak's in place
-    of the nearest other one."""
+    """At most `most` of `times`: each the nearest to one of `most` moments evenly spread from
+    the first to the last (the trend is thinned in its past, denser lately: drawn to scale, not
+    by count), the first and last kept, and the peak's in place of the nearest other one."""
     if len(times) <= most:
         return times
-    picks = {round(i * (len(times) - 1) / (most - 1)) for i in range(most)}
+    step = (times[-1] - times[0]) / (most - 1)
+    picks = {_nearest(times, times[0] + i * step) for i in range(most)}
     at = peak.timestamp() if peak is not None else None
     if at in times and (index := times.index(at)) not in picks:
         inner = [p for p in picks if p not in (0, len(times) - 1)]
         picks.discard(min(inner, key=lambda p: (abs(p - index), p)))
         picks.add(index)
     return [times[i] for i in sorted(picks)]
+
+
+def _nearest(times: list[float], moment: float) -> int:
+    """The index of the time nearest `moment` in the sorted `times` (the earlier on a tie)."""
+    after = min(bisect_left(times, moment), len(times) - 1)
+    return after - 1 if after > 0 and moment - times[after - 1] <= times[after] - moment else after
 
 
 def has_charts(rendered: Rendered) -> bool:
@@ -190,9 +199,12 @@ def without_charts(rendered: Rendered) -> Rendered:
 
 
 def _labels(times: list[float]) -> list[str]:
-    """Unique UTC time labels: minutes, else seconds, else a counter (two readings in a second)."""
+    """Unique UTC time labels: minutes, else seconds, else a counter (two readings in a second);
+    a moment on a later day than the first names its day ("Dec 02 03:00")."""
+    moments = [datetime.fromtimestamp(at, UTC) for at in times]
+    first = moments[0].date() if moments else None
     for shape in ("%H:%M", "%H:%M:%S"):
-        labels = [datetime.fromtimestamp(at, UTC).strftime(shape) for at in times]
+        labels = [m.strftime(shape if m.date() == first else f"%b %d {shape}") for m in moments]
         if len(set(labels)) == len(labels):
             return labels
     return [f"{label} #{i + 1}" for i, label in enumerate(labels)]

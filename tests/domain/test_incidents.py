@@ -703,40 +703,37 @@ def test_entry_order_sorts_stream_ids_numerically_with_empty_first() -> None:
     assert entry_order("10-0") > entry_order("9-5")
 
 
-def test_record_status_keeps_the_first_and_the_latest_trend_points() -> None:
-    incident = opened()
+def test_record_status_keeps_the_first_the_peak_and_the_latest_trend_points() -> None:
+    incident = opened()  # the alert's reading, at T0
     snapshots = [
-        Snapshot(at=T0 + timedelta(minutes=i), numbers=QueueNumbers(max_queue_size=i))
-        for i in range(TREND_POINTS + 5)
+        Snapshot(at=T0 + timedelta(minutes=i), numbers=QueueNumbers(max_queue_size=i % 50))
+        for i in range(1, TREND_POINTS + 60)
     ]
 
-    opening = (incident.trend.times()[0], incident.trend.totals()[0])
     for snapshot in snapshots:
         incident = record_status(incident, snapshot)
 
-    kept = snapshots[-(TREND_POINTS - 1) :]  # and the open's: the chart starts where it did
+    latest = snapshots[-(TREND_POINTS // 2) :]
+    times = incident.trend.times()
     assert len(incident.trend) == TREND_POINTS
-    assert incident.trend.times() == [opening[0], *(s.at.timestamp() for s in kept)]
-    assert incident.trend.totals() == [opening[1], *(s.numbers.max_queue_size for s in kept)]
+    assert times[0] == T0.timestamp(), "the alert's reading"
+    assert snapshots[48].at.timestamp() in times, "the peak (49 queued)"
+    assert times[-len(latest) :] == [s.at.timestamp() for s in latest]
+    assert incident.trend.totals()[1:] == [(at - T0.timestamp()) / 60 % 50 for at in times[1:]]
     assert incident.posted_status == snapshots[-1]
 
 
 def test_the_trend_keeps_each_runner_types_column_aligned_and_forgets_types_gone_from_it() -> None:
-    incident = opened()
     gpu, cpu = RunnerQueue(queued=4, longest_wait_mins=9), RunnerQueue(queued=1)
-    incident = record_status(
-        incident, Snapshot(at=T0 + timedelta(minutes=1), runner_types={"gpu": gpu})
-    )
-    for i in range(2, TREND_POINTS + 2):
-        at = T0 + timedelta(minutes=i)
-        incident = record_status(incident, Snapshot(at=at, runner_types={"cpu": cpu}))
+    trend = Trend()
+    for i in range(12):
+        shown = {"gpu": gpu} if i == 1 else {"cpu": cpu}
+        trend = trend.appended(T0 + timedelta(minutes=i), None, shown, limit=4)
 
-    trend = incident.trend
-    assert "gpu" not in trend.names()  # its only status fell out of the window
-    assert trend.times()[0] == opened().trend.times()[0], "the open's reading stays first"
-    assert trend.queued_of("cpu") == [None] + [1.0] * (TREND_POINTS - 1)
+    assert "gpu" not in trend.names()  # its only status was thinned out
+    assert trend.queued_of("cpu") == [1.0] * 4
     assert trend.points("cpu")[-1] == (trend.times()[-1], 1.0, None)
-    assert trend.queued_of("gpu") == [None] * TREND_POINTS
+    assert trend.queued_of("gpu") == [None] * 4
 
 
 _queues = st.one_of(
@@ -764,13 +761,14 @@ def test_the_trend_columns_hold_what_each_kept_status_showed(
         types = {name: queue for name, queue in shown.items() if queue is not None}
         trend = trend.appended(T0 + timedelta(minutes=i), i, types, limit=limit)
 
-    # The first status and the latest: the chart starts where the incident did.
-    indices = list(range(len(statuses)))
-    if len(statuses) > limit:
-        indices = [0, *indices[len(statuses) - limit + 1 :]] if limit > 1 else indices[-1:]
-    kept = [statuses[k] for k in indices]
-    assert len(trend) == len(kept)
-    assert trend.totals() == indices
+    # Thinned past `limit`: the first and the latest stay, each column aligned with the times.
+    indices = [int(t or 0) for t in trend.totals()]
+    kept = [statuses[i] for i in indices]
+    assert len(trend) == min(len(statuses), limit)
+    assert indices == sorted(set(indices))
+    assert trend.times() == [(T0 + timedelta(minutes=i)).timestamp() for i in indices]
+    if statuses:
+        assert indices[-1] == len(statuses) - 1 and (limit == 1 or indices[0] == 0)
     for name in ("cpu", "gpu", "arm"):
         queues = [status.get(name) for status in kept]
         expected = [q.queued if q is not None else None for q in queues]
