@@ -28,6 +28,7 @@ from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
 
 TREND_POINTS = 48
+RECORD_RELEASE = 28  # the release whose records this module writes (`Incident.written_by`)
 RECENT_ACTIONS = 3  # on the root; the timeline keeps them all
 # Kept on the record, with each responder's first action: a weeks-long incident stays one read.
 MAX_ACTIONS = 200
@@ -226,11 +227,6 @@ class Snapshot(BaseModel):
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     advice: dict[str, Advice] = Field(default_factory=dict)  # a live view's, per runner type
 
-    @model_validator(mode="after")
-    def _waits_apart(self) -> Snapshot:
-        self.numbers = kept_apart(self.numbers, self.runner_types)
-        return self
-
 
 class Incident(BaseModel):
     id: str
@@ -310,6 +306,9 @@ class Incident(BaseModel):
     replies: int = 0  # replies committed to the thread (`IncidentStore` counts them)
     follow: Follow | None = None
     workflows: Workflows | None = None  # as its latest postmortem read them
+    # The release whose form the record is in (`RECORD_RELEASE`); 0, absent: 0.27's, or one a
+    # rolled-back 0.27 rewrote (it drops fields it does not know).
+    written_by: int = 0
 
     @property
     def recent_actions(self) -> tuple[Event, ...]:
@@ -339,8 +338,18 @@ class Incident(BaseModel):
         return sums_types(moment.runner_types if moment else self.peak_types)
 
     @model_validator(mode="after")
-    def _peaks_apart(self) -> Incident:
-        """A record from before 0.28 whose peak wait was a slowest start: kept as one."""
+    def _read_from_0_27(self) -> Incident:
+        """0.27 kept the slowest recent start as the longest wait where it was the longer (its
+        type said which), and a rollback to it rewrites records without `written_by`: such a
+        record has its statuses' and its peak's two measures set apart, its peak wait kept as
+        the start it was. A record this release wrote has them apart and is read as written."""
+        if self.written_by >= RECORD_RELEASE:
+            return self
+        self.written_by = RECORD_RELEASE  # in this release's form from here on
+        for name in ("posted_status", "peak_snapshot"):
+            if (moment := getattr(self, name)) is not None:
+                numbers = kept_apart(moment.numbers, moment.runner_types)
+                setattr(self, name, moment.model_copy(update={"numbers": numbers}))
         peak = kept_apart(self.peak, self.peak_types)
         if peak != self.peak and self.peak_start_at is None:
             self.peak, self.peak_start_at, self.peak_wait_at = peak, self.peak_wait_at, None

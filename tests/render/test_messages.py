@@ -829,12 +829,12 @@ def test_a_status_says_a_wait_over_the_top_bucket_as_over_and_a_start_as_a_start
     over = RunnerQueue(queued=9, longest_wait_mins=60, wait_over=True, wait_of_starts=True)
     current = Snapshot(
         at=T0 + timedelta(minutes=5),
-        numbers=QueueNumbers(max_queue_time_mins=60, max_queue_size=9),
+        numbers=QueueNumbers(slowest_start_mins=60, max_queue_size=9),
         runner_types={"linux.g5.4xlarge.nvidia.gpu": over},
     )
     previous = Snapshot(
         at=T0,
-        numbers=QueueNumbers(max_queue_time_mins=40, max_queue_size=12),
+        numbers=QueueNumbers(slowest_start_mins=40, max_queue_size=12),
         runner_types={"linux.g5.4xlarge.nvidia.gpu": RunnerQueue(12, 40, None, True)},
     )
     status = render_status(make_incident(), previous=previous, current=current, now=current.at)

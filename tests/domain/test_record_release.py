@@ -1,0 +1,75 @@
+"""A record says which release wrote it: 0.27's (which kept the slowest recent start as the
+longest wait where it was the longer) are read with the two measures apart; this release's are
+read, and stored back, as written."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from bot.domain.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incidents import RECORD_RELEASE, Incident, Snapshot, resolve_drained
+from bot.render import mrkdwn as md
+from bot.render.replies import render_summary
+from bot.storage.incident_store import state_json
+from tests.support.incidents import make_incident
+
+T0 = datetime(2026, 11, 25, 12, tzinfo=UTC)
+GPU = "linux.g5.4xlarge.nvidia.gpu"
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def loaded(text: str) -> Incident:
+    return Incident.model_validate_json(text)
+
+
+def with_peak_wait_of(minutes: float) -> Incident:
+    """Resolved, its peak wait `minutes` at 12:07 (the alert's queue time), and its GPU type's
+    slowest recent start the same number: the two measures alike by chance."""
+    incident = make_incident(started_at=T0, opened_at=T0)
+    start = RunnerQueue(queued=12, longest_wait_mins=minutes, wait_of_starts=True)
+    status = Snapshot(
+        at=at(7),
+        numbers=QueueNumbers(max_queue_time_mins=minutes, max_queue_size=12),
+        runner_types={GPU: start},
+    )
+    # As the product changes a record (model_copy): what it wrote, not what it read.
+    incident = incident.model_copy(
+        update={
+            "peak": QueueNumbers(max_queue_time_mins=minutes, max_queue_size=12),
+            "peak_wait_at": at(7),
+            "peak_types": {GPU: start},
+            "posted_status": status,
+        }
+    )
+    return resolve_drained(incident, now=at(12))
+
+
+def test_a_record_this_release_wrote_is_read_and_stored_back_as_written() -> None:
+    written = state_json(with_peak_wait_of(3.5))
+    assert json.loads(written)["written_by"] == RECORD_RELEASE
+
+    read = loaded(written)
+    summary = " ".join(str(b) for b in render_summary(read, [], now=at(12)).blocks)
+
+    assert state_json(read) == written, "not rewritten on load"
+    assert f"Peak longest wait: *3.5 min* at {md.time_of(at(7))}" in summary, summary
+    assert "Peak slowest recent start" not in summary, summary
+
+
+def test_a_record_0_27_wrote_has_its_statuses_and_its_peak_read_with_the_measures_apart() -> None:
+    old = json.loads(state_json(with_peak_wait_of(3.5)))
+    del old["written_by"]  # 0.27 knew no such field
+
+    read = loaded(json.dumps(old))
+    summary = " ".join(str(b) for b in render_summary(read, [], now=at(12)).blocks)
+
+    assert f"Peak slowest recent start: *3.5 min* at {md.time_of(at(7))}" in summary, summary
+    assert "Peak longest wait" not in summary, summary
+    assert read.posted_status is not None
+    assert read.posted_status.numbers.max_queue_time_mins is None
+    assert read.posted_status.numbers.slowest_start_mins == 3.5
+    assert json.loads(state_json(read))["written_by"] == RECORD_RELEASE, "stored in this form"
