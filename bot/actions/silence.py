@@ -365,7 +365,9 @@ class SilenceWatch:
                 await watch.reschedule(claim, now.timestamp() + wait, str(tries))
                 return
             await self._record(incident.id, seen, _unended(seen, str(exc), incident.id))
-            await watch.reschedule(claim, now.timestamp() + self.config.silence_check_seconds)
+            # Its tries counted afresh: a reopen lets the next resolve end it again.
+            next_s = now.timestamp() + self.config.silence_check_seconds
+            await watch.reschedule(claim, next_s, "0")
             return
 
         def ended(incident: Incident, at: datetime) -> Commit:

@@ -472,6 +472,8 @@ def apply_notification(
         cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "follow")
         update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
         update |= {"status": Status.FIRING, "reopened": incident.reopened + 1}
+        if incident.silence is not None:  # what failed was that resolve's end: the next tries
+            update["silence"] = incident.silence.model_copy(update={"unended": ""})
         return updated.model_copy(update=update), Change.REOPENED
     if incident.follow is not None:  # it never resolved: firing again, as the thread hears
         return updated.model_copy(update={"follow": None}), Change.ALERTS_CHANGED

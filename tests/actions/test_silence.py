@@ -619,3 +619,38 @@ async def test_a_click_done_again_by_the_next_leader_leaves_one_silence(
         in_force = [s for s, v in grafana.silences.items() if v["status"]["state"] == "active"]
         assert in_force == [incident.silence.silence_id], grafana.silences
         assert running.bot.leadership.fence.held, "this replica leads again"
+
+
+async def test_a_silence_that_could_not_be_ended_is_ended_at_the_resolve_after_a_reopen(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = await recorded_root(running, slack)
+        await choose_silence(running, root, 3600)
+        made = await eventually(lambda: _silenced(running), what="silenced")
+        silence_id = made.silence.silence_id
+        grafana.fail_next(400, "silence is locked", method="DELETE")
+        await resolve_summary(running, slack, root)
+        await eventually(
+            lambda: any("Could not end" in t for t in thread_texts(slack, root.ts)),
+            what="the failure said in the thread",
+        )
+        # The alert fires again, the incident reopens, and it resolves once more: the bot's
+        # silence, still running, is ended at this resolve as at any other.
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        await eventually(
+            lambda: any("reopened" in t for t in thread_texts(slack, root.ts)), what="reopened"
+        )
+        await post_event(running.http, slash("resolve 1 anyway"))
+        await eventually(
+            lambda: grafana.silences[silence_id]["status"]["state"] == "expired",
+            what="Grafana's silence expired at the second resolve",
+        )
+        assert await eventually(lambda: _ended_at_resolve(running), what="its end recorded")
+        [summary] = await eventually(
+            lambda: [t for t in thread_texts(slack, root.ts) if "Reopened: *1×*" in t],
+            what="the second summary",
+        )
+        assert SILENCE_ENDED in summary, summary
+        assert "could not be ended" not in summary, "that was the first resolve's"
