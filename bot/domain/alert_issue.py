@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.follow_ups import SCALE_OUTCOME
-from bot.domain.incidents import AMENDED, Event, Incident
+from bot.domain.incidents import ACKNOWLEDGED_BY_ACTING, AMENDED, Event, Incident
 from bot.domain.shortened import shortened
 
 AREA_LABEL = "area:alerting"
 # Timeline kinds a comment tells; everything else (statuses, notifications) stays in Slack.
 MOMENTS = frozenset(
-    {"acknowledged", "handed_over", "silenced", "unsilenced", "scaled", "scale_reverted"}
-    | {SCALE_OUTCOME, "pilot_undone"}
+    {"acknowledged", ACKNOWLEDGED_BY_ACTING, "handed_over", "silenced", "unsilenced", "scaled"}
+    | {"scale_reverted", SCALE_OUTCOME, "pilot_undone"}
     | {"diagnosed", "alert_cleared", "resolved", "reopened", "postmortem", AMENDED}
 )
 THREAD_MOMENT = "thread"  # the first thing an issue hears: where the incident's thread is

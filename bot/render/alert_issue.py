@@ -13,7 +13,14 @@ from datetime import datetime
 
 from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
 from bot.domain.follow_ups import SCALE_OUTCOME
-from bot.domain.incidents import AMENDED, POSTMORTEM, Event, Incident, drafted_from
+from bot.domain.incidents import (
+    ACKNOWLEDGED_BY_ACTING,
+    AMENDED,
+    POSTMORTEM,
+    Event,
+    Incident,
+    drafted_from,
+)
 from bot.domain.shortened import shortened
 from bot.render.postmortem import (
     impact_section,
@@ -37,6 +44,7 @@ _REFERENCE = re.compile(r"(?i)(\\@(?=\w)|\\#(?=[0-9])|\bgh(?=\\-[0-9]))")
 
 TITLES = {
     "acknowledged": "Acknowledged",
+    ACKNOWLEDGED_BY_ACTING: "Acknowledged",  # by a first act, which its text names
     "handed_over": "Taken over",
     "silenced": "Silenced",
     "unsilenced": "Silence ended",
