@@ -11,8 +11,9 @@ ELLIPSIS = "…"
 # Where a clause ends, before a space: "; ", ", ", ": ", ". ", ") ", " · ", " — ".
 CLAUSE_ENDS = frozenset(".,;:)·—–")
 _DROPPED = frozenset(",;:·—–")  # a clause's end said by "…" instead
-# What a cut must not end on, before its "…" (an escape's ";" stays).
-_DANGLING = re.compile(r"(?<!&amp)(?<!&lt)(?<!&gt)[\s,;:·\-–—(\"']+$")
+# What a cut must not end on, before its "…" (an escape's ";" stays): a sentence's stop too, as
+# "…" says where the rest was and "done.…" reads as a stumble.
+_DANGLING = re.compile(r"(?<!&amp)(?<!&lt)(?<!&gt)[\s.,;:!?…·\-–—(\"']+$")
 
 
 def shortened(text: str, limit: int, whole: re.Pattern[str] | None = None) -> str:
