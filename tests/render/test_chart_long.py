@@ -36,3 +36,20 @@ def test_a_summary_chart_of_200_readings_starts_at_the_first_and_holds_the_peak(
     assert values["18:18"] == 99 and max(values.values()) == 99, "the peak, at its moment"
     assert "19:00" < categories[len(categories) // 2] < "20:50", "spread over the incident"
     assert len(incident.trend) == TREND_POINTS, "memory still bounded"
+
+
+def test_a_chart_over_days_names_each_later_day_and_no_moment_twice() -> None:
+    """Three days of a status every 30 minutes: 14:00 is on the chart more than once a day."""
+    incident = opened()
+    at = OPENED
+    for step in range(1, 3 * 48):
+        at = OPENED + timedelta(minutes=30 * step)
+        incident = status(incident, reading(at, 40 if step == 100 else 20))
+    chart = summary_chart(resolve_drained(incident, now=at))
+
+    categories = chart["axis_config"]["categories"]
+    assert categories[0] == "18:13" and categories[-1].startswith("Nov 25 ")
+    assert len(set(categories)) == len(categories), categories
+    assert all(len(c) <= 20 for c in categories), "Slack's limit for a category"
+    values = {p["label"]: p["value"] for p in chart["series"][0]["data"]}
+    assert values["Nov 24 20:13"] == 40, "the peak, named with its day"
