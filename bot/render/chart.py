@@ -10,12 +10,13 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from itertools import islice
 from typing import Any
 
+from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import worst_first
 from bot.domain.incidents import Incident, Snapshot
 from bot.domain.message import Rendered
@@ -47,6 +48,19 @@ class ChartData:
     title: str
     trend: Trend = field(default_factory=Trend)
     peak: Snapshot | None = None
+    # The types whose wait is ARC's slowest recent start, not the oldest job's age: said so, and
+    # never drawn on one axis with the others.
+    starts: frozenset[str] = frozenset()
+
+    @property
+    def wait_label(self) -> str:
+        """The PNG's wait axis: of the one measure its lines are (`waits_of`)."""
+        drawn = set(self.series)
+        return "slowest recent start" if drawn and drawn <= self.starts else "longest wait"
+
+    def waits_of(self, name: str) -> bool:
+        """Whether `name`'s waits are drawn on the wait axis (of its one measure)."""
+        return (name in self.starts) == (self.wait_label == "slowest recent start")
 
     @cached_property
     def series(self) -> dict[str, list[Point]]:
@@ -77,7 +91,8 @@ class ChartData:
                     f" (peak {number(max(queued))})"
                 )
             if waits:
-                text += f", longest wait peak {minutes(max(waits))}"
+                label = "slowest recent start" if name in self.starts else "longest wait"
+                text += f", {label} peak {minutes(max(waits))}"
             parts.append(text)
         return f"{self.title}. " + "; ".join(parts)
 
@@ -117,7 +132,14 @@ def incident_chart(incident: Incident) -> ChartData:
     }
     names += sorted((n for n in peaks if n not in names), key=lambda n: (-peaks[n], n))
     title = f"Queue trend · incident {incident.id}"
-    return chart_data(title, trend, worst=names, peak=incident.peak_snapshot)
+    seen = [*(live.runner_types.items() if live else ()), *_types(incident.peak_snapshot)]
+    starts = frozenset(name for name, queue in seen if queue.wait_of_starts)
+    data = chart_data(title, trend, worst=names, peak=incident.peak_snapshot)
+    return replace(data, starts=starts)
+
+
+def _types(snapshot: Snapshot | None) -> list[tuple[str, RunnerQueue]]:
+    return list(snapshot.runner_types.items()) if snapshot is not None else []
 
 
 def chart_block(data: ChartData) -> dict[str, Any] | None:
@@ -282,7 +304,7 @@ def render_chart(data: ChartData) -> bytes:
 
     figure = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI, facecolor="white")
     queued_ax, wait_ax = figure.subplots(2, 1, sharex=True)
-    for ax, label in ((queued_ax, "queued jobs"), (wait_ax, "longest wait (min)")):
+    for ax, label in ((queued_ax, "queued jobs"), (wait_ax, f"{data.wait_label} (min)")):
         ax.set_facecolor("white")
         ax.set_ylabel(label, color=INK)
         ax.tick_params(colors=INK, labelsize=8)
@@ -294,7 +316,8 @@ def render_chart(data: ChartData) -> bytes:
         queued = [float("nan") if q is None else q for _, q, _ in points]
         waits = [float("nan") if w is None else w for _, _, w in points]
         queued_ax.plot(times, queued, color=colour, label=name or "all")
-        wait_ax.plot(times, waits, color=colour)
+        if data.waits_of(name):
+            wait_ax.plot(times, waits, color=colour)
     queued_ax.set_title(data.title, color=INK, fontsize=10)
     if data.series:
         queued_ax.legend(fontsize=7, loc="upper left", frameon=False)

@@ -8,8 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.domain.alerts import RunnerQueue
+from bot.domain.incidents import Snapshot
 from bot.domain.trend import Trend
-from bot.render.chart import MAX_SERIES, chart_data, render_chart
+from bot.render.chart import MAX_SERIES, chart_data, incident_chart, render_chart
+from tests.support.incidents import make_incident
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=UTC)
 NAMES = ["cpu", "gpu", "arm", "mac", "win", "big"]
@@ -61,3 +63,22 @@ def test_the_chart_draws_and_says_in_words_what_it_shows() -> None:
     }
     assert "gpu: queued from 4 to 9 (peak 9), longest wait peak 15 min" in data.alt_text
     assert render_chart(data).startswith(b"\x89PNG")
+
+
+def test_a_wait_of_arcs_starts_is_named_so_on_the_chart_never_longest_wait() -> None:
+    """With Prometheus alone a type's wait is ARC's slowest recent start: the chart's words and
+    its wait axis say so; beside a type of the other measure, it is not drawn on that axis."""
+    started = RunnerQueue(queued=9, longest_wait_mins=4, wait_of_starts=True)
+    aged = RunnerQueue(queued=2, longest_wait_mins=7)
+    alone = trend_of([{"gpu": started}, {"gpu": started}])
+    peak = Snapshot(at=T0, runner_types={"gpu": started})
+    data = incident_chart(make_incident(trend=alone, peak_snapshot=peak))
+    assert "gpu: queued from 9 to 9 (peak 9), slowest recent start peak 4 min" in data.alt_text
+    assert "longest wait" not in data.alt_text
+    assert data.wait_label == "slowest recent start" and data.waits_of("gpu")
+
+    both = trend_of([{"gpu": started, "cpu": aged}, {"gpu": started, "cpu": aged}])
+    mixed = incident_chart(make_incident(trend=both, peak_snapshot=peak))
+    assert "cpu: queued from 2 to 2 (peak 2), longest wait peak 7 min" in mixed.alt_text
+    assert mixed.wait_label == "longest wait"
+    assert mixed.waits_of("cpu") and not mixed.waits_of("gpu")
