@@ -777,8 +777,9 @@ def chart_moved(incident: Incident) -> bool:
     end left the trend), or the queue moved by a step and a ratio since."""
     times, totals = incident.trend.times(), incident.trend.totals()
     if incident.charted_at not in times:
-        # Two readings since the opening one: a line of the incident's own, not the alert's dot.
-        return sum(at > incident.opened_at.timestamp() for at in times) > 1
+        # Two statuses since the first point (the alert's dot, or the first reading in its
+        # place): a line of the incident's own.
+        return len(times) > 2
     return moved(totals[times.index(incident.charted_at)], totals[-1], QUEUED_STEP, QUEUED_RATIO)
 
 
@@ -786,6 +787,17 @@ def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) ->
     """The incident once it shows a reading (`live` None: the alert's numbers stand), `seen`
     counted in the peaks: every number a surface showed is one the summary may be asked about."""
     update = peaks_seen(incident, seen)
+    if (
+        live is not None
+        and live.is_live
+        and len(incident.trend) == 1
+        and not incident.trend.names()
+    ):
+        # The first reading by type, not the alert's dot, starts the chart: the first status comes
+        # minutes later, and the chart covers the incident from its first reading.
+        update["trend"] = Trend().appended(
+            seen.at, seen.numbers.max_queue_size, seen.runner_types, limit=TREND_POINTS
+        )
     if live is not None:
         update["live"] = live
         update |= _still_likely(incident, live)

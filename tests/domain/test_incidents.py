@@ -35,6 +35,7 @@ from bot.domain.incidents import (
     Status,
     acknowledge,
     apply_notification,
+    chart_moved,
     entry_order,
     is_reopenable,
     is_stale,
@@ -951,3 +952,30 @@ def test_a_long_incidents_chart_starts_at_its_open_and_holds_an_early_peak() -> 
     assert chart["axis_config"]["categories"][0] == f"{T0:%H:%M}", "it starts at the open"
     values = [p["value"] for series in chart["series"] for p in series["data"]]
     assert max(values) == 99, "the peak"
+
+
+def test_the_chart_starts_at_the_first_reading_not_at_the_first_status() -> None:
+    """The first status comes minutes after the alert; the first reading by type, seconds after
+    it, starts the chart in place of the alert's dot, and a status draws it only once two
+    statuses made a line of the incident's own."""
+    name = "linux.2xlarge"
+    incident = opened()
+    first = T0 + timedelta(seconds=90)
+    queue = RunnerQueue(queued=14, longest_wait_mins=3)
+    live = FleetSnapshot(
+        at=first, source="prometheus", runner_types={name: RunnerTypeMetrics(queued=14)}
+    )
+    seen = Snapshot(at=first, numbers=QueueNumbers(max_queue_size=14), runner_types={name: queue})
+    incident = with_live(incident, live, seen)
+    assert incident.trend.times() == [first.timestamp()]
+    for minutes in (10, 20):
+        at = T0 + timedelta(minutes=minutes)
+        status = Snapshot(
+            at=at, numbers=QueueNumbers(max_queue_size=30), runner_types={name: queue}
+        )
+        assert not chart_moved(incident), "no line of its own yet"
+        incident = record_status(incident, status)
+    assert chart_moved(incident)
+    block = chart_block(incident_chart(incident))
+    assert block is not None
+    assert block["chart"]["axis_config"]["categories"][0] == f"{first:%H:%M}"
