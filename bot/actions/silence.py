@@ -238,7 +238,7 @@ def _silenced(made: ActiveSilence, seconds: int, read: SilenceState | str | None
         # The thread records it as it records the silence's end: the root shows only the
         # silence in force, and the App Home tells people the thread records what was done.
         reply = Reply("action", BAND_ACTION, render_seen(updated, event, f"until {until}", seen))
-        events = (event, Event(at=now, kind=SILENCE_SEEN, text=seen_said(seen)))
+        events = (event, Event(at=now, kind=SILENCE_SEEN, text=seen_said(seen, at=_dated)))
         return Commit(updated, events=events, replies=(reply,)), Outcome(True, answer)
 
     return decide
@@ -409,3 +409,8 @@ def _unended(
         return Commit(updated, events=(event,), replies=(reply,))
 
     return change
+
+
+def _dated(moment: datetime) -> str:
+    """A silence's end as its line keeps it: with its date, as a silence may run for days."""
+    return f"{moment:%Y-%m-%d %H:%M} UTC"

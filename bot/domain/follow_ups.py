@@ -11,6 +11,8 @@ from bot.domain.fleet import FleetSnapshot, of_type, source_name
 from bot.domain.incidents import Event, FollowUp, Incident, ScaleDone
 from bot.domain.judgement import Judgement
 
+RAISED_MAXIMUM = "maxRunners"  # the field a scale-up raising ARC's maximum names
+
 SCALE_OUTCOME = "scale_outcome"
 
 
@@ -52,15 +54,20 @@ def outcome_of(
     follow: FollowUp, done: ScaleDone, view: FleetSnapshot | None, now: datetime, said: str = ""
 ) -> Outcome | None:
     """Came: a reading after the scale-up shows the type's registered runners at the baseline
-    plus those added (its maximum bounds nothing: ARC's listener reports a raised one late, so a
-    reading after the raise can show the set as it was); not by the deadline: did not come, why
-    as the reading's pods say it, else as the scaler `said`; a reading that counts no registered
-    runners (`view` None: none will come) knows neither. None: not yet."""
+    plus those added (or the maximum); not by the deadline: did not come, why as the reading's
+    pods say it, else as the scaler `said`; a reading that counts no registered runners (`view`
+    None: none will come) knows neither. None: not yet."""
     metrics = of_type(view.runner_types, done.runner_type) if view is not None else None
     judged = metrics.judged if metrics is not None else None
     registered = judged.registered if judged is not None else None
     read_at = view.at if view is not None else now
     wanted = None if follow.baseline is None else follow.baseline + done.added
+    # No more can come than the maximum lets in: the one the act set where it raised it (a
+    # reading after the raise can still show the old one: ARC's listener reports it late), else
+    # the reading's (minRunners raised past the room under it).
+    bound = done.after if done.field == RAISED_MAXIMUM else judged.maximum if judged else None
+    if wanted is not None and bound is not None:
+        wanted = min(wanted, bound)
     came = registered is not None and wanted is not None and registered >= wanted
     if judged is not None and came and read_at > follow.at:
         return Outcome(True, read_at, judged, follow.baseline)

@@ -36,7 +36,8 @@ def render_diagnostics(
     if snapshot.note:
         blocks.append(md.context([md.truncate(f"⚠️ {md.escape(snapshot.note)}", 500)]))
     if diagnosis.cause is None:
-        lines = [f"*Likely cause:* not determined ({md.escaped(diagnosis.why, 600)})"]
+        why = md.in_zone(md.escaped(diagnosis.why, 600), snapshot.at)
+        lines = [f"*Likely cause:* not determined ({why})"]
     else:
         where = f" on {md.runner_name(diagnosis.lead_type)}" if diagnosis.lead_type else ""
         cause = f"{diagnosis.cause.value}{where} ({diagnosis.confidence} confidence)"
@@ -51,7 +52,7 @@ def render_diagnostics(
         lines.append(f"*{name}*" + "".join(f" · {part}" for part in parts + advice))
     for names, check in diagnosis.evidence:
         where = f" ({md.escaped(names, 200)})" if len(diagnosis.findings) > 1 and names else ""
-        text = md.escaped(check.text, 600)
+        text = md.in_zone(md.escaped(check.text, 600), snapshot.at)
         lines.append(f"{ICONS[check.verdict]} *{check.name}*{where}: {text}")
     notes = []
     if jobs is not None:

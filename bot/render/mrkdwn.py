@@ -137,10 +137,11 @@ def slack_date(moment: datetime, token: str = "{date_short_pretty} {time}") -> s
 
 
 def in_zone(text: str, around: datetime) -> str:
-    """Mrkdwn made safe (`escaped`) with each moment it says in UTC as a date token, shown in
-    each reader's zone. A line kept as text says UTC, right for the postmortem and the GitHub
-    issue; in Slack it is rendered here, the day of a bare "14:02 UTC" the one nearest `around`
-    (its line's own moment: it speaks of moments within hours of it)."""
+    """Mrkdwn already made safe (`escape`) with each moment it says in UTC as a date token, shown
+    in each reader's zone; convert before a cut (`truncate` never splits a token). A line kept
+    as text says UTC, right for the postmortem and the GitHub issue; in Slack it is rendered
+    here, the day of a bare "14:02 UTC" the one nearest `around` (its line's own moment: it
+    speaks of moments within hours of it; one further off is written with its date)."""
     near = (around if around.tzinfo else around.replace(tzinfo=UTC)).astimezone(UTC)
 
     def token(found: re.Match[str]) -> str:

@@ -84,7 +84,8 @@ def render_root(
         # The live numbers stopped (the backend failed, GitHub's quota is spent): why.
         blocks.append(md.context([md.truncate(source_note(stopped), 2000)]))
     if incident.likely_cause.strip():
-        cause = md.escape(md.truncate(_one_line(incident.likely_cause), 300))
+        said = md.escape(_one_line(incident.likely_cause))
+        cause = md.truncate(md.in_zone(said, incident.updated_at), 600)
         blocks.append(md.section(f"🩺 *Likely cause:* {cause}"))
     ref = replies.incident_ref(incident)
     blocks.append(md.context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + ref))

@@ -30,7 +30,7 @@ def reading(at: datetime, source: str = "prometheus", **judged: object) -> Fleet
     return FleetSnapshot(at=at, source=source, runner_types={TYPE: metrics})
 
 
-def scaled_incident(before: FleetSnapshot | None) -> tuple[Incident, Event]:
+def scaled_incident(reading_before: FleetSnapshot | None, **made: object) -> tuple[Incident, Event]:
     """Scaled +7 at 14:02 from a reading showing 20 registered (`before`), and followed."""
     incident = Incident(
         id="7",
@@ -41,10 +41,10 @@ def scaled_incident(before: FleetSnapshot | None) -> tuple[Incident, Event]:
         started_at=ASKED,
         opened_at=ASKED,
         updated_at=ASKED,
-        live=before,
+        live=reading_before,
         replies=1,
     )
-    done = ScaleDone(runner_type=TYPE, added=7, by="alice", at=ASKED)
+    done = ScaleDone(runner_type=TYPE, added=7, by="alice", at=ASKED, **made)  # type: ignore[arg-type]
     event = Event(at=ASKED, kind="scaled", text=f"Scaled {TYPE} by +7", actor="U1", scale=done)
     follow = following(incident, done, at=ASKED, verify_s=VERIFY_S, detail="")
     acted = with_action(incident, event)
@@ -80,13 +80,22 @@ def test_runners_registered_say_they_came_with_the_queue_as_judged_and_edit_the_
 def test_a_reading_still_showing_the_old_maximum_is_not_taken_for_runners_come() -> None:
     """ARC's listener says the new maximum only after it restarts, and Prometheus scrapes it
     later still: a reading after the raise can show the set as it was (20 of 20). None came."""
-    incident, _ = scaled_incident(BEFORE)
+    incident, _ = scaled_incident(BEFORE, field="maxRunners", before=20, after=27)
     at = ASKED + timedelta(seconds=20)
     stale = reading(at, registered=20, busy=20, maximum=20)
     assert settled(incident, stale, at)[1] == (), "not yet: nothing registered"
     due = ASKED + timedelta(seconds=VERIFY_S)
     (event,) = settled(incident, reading(due, registered=20, busy=20, maximum=20), due)[1]
     assert event.text.startswith("+7 asked at 14:02 UTC: 0 registered after 10 min"), event.text
+
+
+def test_runners_past_the_room_under_an_unraised_maximum_are_not_waited_for() -> None:
+    """minRunners +7 on a set at 18 of its maximum of 20: ARC starts at most 2; they came."""
+    before = reading(ASKED - timedelta(seconds=30), registered=18, busy=18, maximum=20)
+    incident, _ = scaled_incident(before, field="minRunners", before=0, after=7)
+    at = ASKED + timedelta(minutes=2)
+    (event,) = settled(incident, reading(at, registered=20, busy=20, maximum=20), at)[1]
+    assert event.text.startswith(f"+7 on {TYPE} at 14:02 UTC: 2 registered by 14:04 UTC")
 
 
 def test_a_reply_posted_below_makes_the_outcome_a_reply_of_its_own() -> None:
