@@ -40,7 +40,8 @@ class RunnerTypeMetrics(BaseModel):
     # Queued or running (ARC: gha_assigned_jobs): frozen while runners idle, a listener stalled.
     assigned: float | None = None
     longest_wait_mins: float | None = None
-    # More than `longest_wait_mins`, by how much nobody knows (a quantile in the `+Inf` bucket).
+    # More than `longest_wait_mins`, by how much nobody knows (a quantile in the `+Inf` bucket);
+    # with no number, a wait not known to be under any (a jobs listing that failed this reading).
     wait_over: bool | None = None
     # The slowest recent start (ARC's startup histogram), not the oldest queued job's age.
     wait_of_starts: bool | None = None
@@ -117,7 +118,11 @@ def with_job_waits(fleet: FleetSnapshot, jobs: JobsView | None, listing: str) ->
         empty = jobs is not None and jobs.complete and not metrics.queued
         if oldest is not None or not alike or empty:
             why = None if oldest is not None or not metrics.queued else unlisted(jobs, listing)
-            wait = {"longest_wait_mins": oldest, "wait_over": None, "wait_of_starts": None}
+            # A listing that failed or was cut short bounds no wait: its queue is not known to be
+            # drained (`wait_over` with no number: not known to be under any).
+            cut = jobs is None or (not jobs.complete and jobs.listed_over_mins is None)
+            over = (bool(why) and cut) or None
+            wait = {"longest_wait_mins": oldest, "wait_over": over, "wait_of_starts": None}
             metrics = metrics.model_copy(update={**wait, "wait_unknown": why})
         types[name] = metrics
     return fleet.model_copy(update={"runner_types": types})

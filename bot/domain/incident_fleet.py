@@ -242,10 +242,11 @@ def is_drained(view: FleetSnapshot, rule: DrainRule) -> bool:
 
 
 def _within(m: RunnerTypeMetrics, rule: DrainRule) -> bool:
-    """An unknown wait does not count; a wait "over" a number is not known to be under any; an
-    unknown queue is not known to be drained."""
+    """An unknown wait does not count; a wait "over" a number, or over an unknown one (a jobs
+    listing that failed), is not known to be under any; an unknown queue is not known to be
+    drained."""
     wait = m.longest_wait_mins
-    waits = wait is None or (wait <= rule.max_wait_mins and not m.wait_over)
+    waits = not m.wait_over and (wait is None or wait <= rule.max_wait_mins)
     return m.queued is not None and m.queued <= rule.max_queued and waits
 
 

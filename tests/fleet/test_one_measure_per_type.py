@@ -22,8 +22,15 @@ from bot.backends.http import BackendError
 from bot.config import Settings
 from bot.domain.alerts import QueueNumbers
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, with_job_waits
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import Event, Incident, Snapshot, record_status, resolve_drained
+from bot.domain.incident_fleet import as_snapshot, is_drained
+from bot.domain.incidents import (
+    DrainRule,
+    Event,
+    Incident,
+    Snapshot,
+    record_status,
+    resolve_drained,
+)
 from bot.domain.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
 from bot.domain.judging import judged
 from bot.fleet.readings import FleetReadings, JobsWatch
@@ -269,3 +276,18 @@ def test_a_wait_of_the_same_measure_stands_where_the_listing_names_none() -> Non
     kept = with_job_waits(fleet, jobs, "GitHub").runner_types[GPU]
 
     assert (kept.longest_wait_mins, kept.wait_of_starts, kept.wait_unknown) == (7, None, None)
+
+
+def test_a_failed_listing_leaves_a_small_queue_not_known_to_be_drained() -> None:
+    """2 jobs queued, under the drain rule's count: drained only once a listing says how long
+    they waited. A failed listing says nothing of it, so the queue is not known to be drained;
+    a listing that names the oldest job, 2 min old, drains it."""
+    small = RunnerTypeMetrics(queued=2, longest_wait_mins=40, wait_of_starts=True)
+    fleet = FleetSnapshot(at=T0, source="prometheus", runner_types={GPU: small})
+    rule = DrainRule(max_queued=2, max_wait_mins=5)
+    failed = with_job_waits(fleet, None, "GitHub")
+    assert failed.runner_types[GPU].longest_wait_mins is None
+    assert not is_drained(failed, rule)
+    listed = jobs_view(listing(named=True), Arrivals(), source="GitHub", at=T0)
+    named = with_job_waits(fleet, listed, "GitHub")
+    assert is_drained(named, rule)
