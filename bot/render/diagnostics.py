@@ -34,7 +34,8 @@ def render_diagnostics(
     )
     blocks = [md.section(head)]
     if snapshot.note:
-        blocks.append(md.context([md.truncate(f"⚠️ {md.escape(snapshot.note)}", 500)]))
+        note = md.in_zone(md.escape(snapshot.note), snapshot.at)
+        blocks.append(md.context([md.truncate(f"⚠️ {note}", 500)]))
     if diagnosis.cause is None:
         why = md.in_zone(md.escaped(diagnosis.why, 600), snapshot.at)
         lines = [f"*Likely cause:* not determined ({why})"]

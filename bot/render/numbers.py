@@ -218,12 +218,13 @@ def capped_rows(rows: list[str]) -> list[str]:
 def source_note(view: FleetSnapshot) -> str:
     """Where the numbers come from, when a paced reading was made, and what went wrong if they
     are the alert's instead."""
+    note = md.in_zone(md.escape(view.note), view.at)  # "GitHub's quota … until 14:02:07 UTC"
     if view.note and not view.is_live:
-        return f"⚠️ {md.escape(view.note)}"
+        return f"⚠️ {note}"
     head = f"Live from {md.escape(source_name(view.source))}" if view.is_live else "From the alert"
     if view.is_live and view.paced_s:
         head += f", read {read_at(view)}"
-    return f"{head} · ⚠️ {md.escape(view.note)}" if view.note else head
+    return f"{head} · ⚠️ {note}" if view.note else head
 
 
 def read_at(fleet: FleetSnapshot) -> str:

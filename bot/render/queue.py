@@ -53,7 +53,7 @@ def live_queue(
     if error:
         head += f"\n⚠️ The latest read failed ({md.escape(error)}): these are older"
     elif fleet.note:  # the reading's own word on its numbers
-        head += f"\n⚠️ {md.escape(fleet.note)}"
+        head += f"\n⚠️ {md.in_zone(md.escape(fleet.note), fleet.at)}"
     none = "_None of this channel's runner types is known._" if others else ""
     lines = type_lines(fleet, _trend_of(fleet, incidents), top=LIVE_TYPES)
     lines = lines or [none or "_No runner type is known._"]
