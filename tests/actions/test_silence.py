@@ -470,10 +470,7 @@ async def test_resolving_ends_the_silence_the_bot_made_and_the_summary_says_so(
     settings_for: Any, slack: Slack, grafana: FakeSilenceApi
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
-        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = await recorded_root(running, slack)
-        await choose_silence(running, root, 3600)
-        made = await eventually(lambda: _silenced(running), what="silenced")
+        root, made = await silenced_from_slack(running, slack)
         silence_id = made.silence.silence_id
         summary = await resolve_summary(running, slack, root)
         # The same sentence before the watch ended it and after: an edit does not take it back.
@@ -492,6 +489,17 @@ async def test_resolving_ends_the_silence_the_bot_made_and_the_summary_says_so(
         assert await _ended_at_resolve(running)
 
 
+async def silenced_from_slack(
+    running: RunningBot, slack: Slack, *, keep: bool = False
+) -> tuple[Any, Any]:
+    """The alert fired, its root posted, and alice silenced it for 1 h from its menu (`keep`:
+    past the resolve); the incident once it records the silence."""
+    await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    root = await recorded_root(running, slack)
+    await choose_silence(running, root, 3600, keep=keep)
+    return root, await eventually(lambda: _silenced(running), what="silenced")
+
+
 async def _ended_at_resolve(running: RunningBot) -> bool:
     timeline = [e.text for e in await running.bot.store.events("1")]
     return "Silence ended in Grafana at resolve" in timeline
@@ -501,10 +509,7 @@ async def test_a_silence_kept_stays_after_the_resolve_as_its_maker_chose(
     settings_for: Any, slack: Slack, grafana: FakeSilenceApi
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
-        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = await recorded_root(running, slack)
-        await choose_silence(running, root, 3600, keep=True)
-        made = await eventually(lambda: _silenced(running), what="silenced")
+        root, made = await silenced_from_slack(running, slack, keep=True)
         until = f"<!date^{int(made.silence.until.timestamp())}^"
         said = await eventually(
             lambda: [t for t in thread_texts(slack, root.ts) if "Silenced for" in t],
@@ -527,10 +532,7 @@ async def test_ending_the_silence_is_tried_again_after_a_failure(
     settings_for: Any, slack: Slack, grafana: FakeSilenceApi
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
-        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = await recorded_root(running, slack)
-        await choose_silence(running, root, 3600)
-        made = await eventually(lambda: _silenced(running), what="silenced")
+        root, made = await silenced_from_slack(running, slack)
         grafana.fail_next(503, "unavailable", method="DELETE")
         await resolve_summary(running, slack, root)
         await eventually(
@@ -546,10 +548,7 @@ async def test_a_silence_that_cannot_be_ended_is_said_with_how_to_remove_it(
     settings_for: Any, slack: Slack, grafana: FakeSilenceApi
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
-        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = await recorded_root(running, slack)
-        await choose_silence(running, root, 3600)
-        made = await eventually(lambda: _silenced(running), what="silenced")
+        root, made = await silenced_from_slack(running, slack)
         until = f"<!date^{int(made.silence.until.timestamp())}^"
         grafana.fail_next(400, "silence is locked", method="DELETE")
         await resolve_summary(running, slack, root)
@@ -625,10 +624,7 @@ async def test_a_silence_that_could_not_be_ended_is_ended_at_the_resolve_after_a
     settings_for: Any, slack: Slack, grafana: FakeSilenceApi
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
-        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = await recorded_root(running, slack)
-        await choose_silence(running, root, 3600)
-        made = await eventually(lambda: _silenced(running), what="silenced")
+        root, made = await silenced_from_slack(running, slack)
         silence_id = made.silence.silence_id
         grafana.fail_next(400, "silence is locked", method="DELETE")
         await resolve_summary(running, slack, root)

@@ -13,9 +13,9 @@ from tests.actions.test_silence import (  # noqa: F401  (fixtures)
     grafana,
     grafana_settings,
     resolve_summary,
+    silenced_from_slack,
 )
-from tests.support.payloads import fixture_json
-from tests.support.running import eventually, recorded_root, run_bot
+from tests.support.running import eventually, run_bot
 from tests.support.slack import Slack, post_event, slash, thread_texts
 
 
@@ -25,10 +25,7 @@ async def test_unsilencing_a_kept_silence_after_the_resolve_edits_the_summary(
     grafana: FakeSilenceApi,  # noqa: F811
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
-        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = await recorded_root(running, slack)
-        await choose_silence(running, root, 3600, keep=True)
-        made = await eventually(lambda: _silenced(running), what="silenced")
+        root, made = await silenced_from_slack(running, slack, keep=True)
         summary = await resolve_summary(running, slack, root)
         assert "🔕 Its silence stays until" in summary
         await post_event(running.http, slash("unsilence 1"))
