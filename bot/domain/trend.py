@@ -55,7 +55,7 @@ class Trend(BaseModel):
         size = len(self)
 
         def extended(column: str | None, cell: str) -> str:
-            # String surgery, not split and join: every status rewrites every column.
+            # Appended as text: only past `limit` (`_without`) is a column split and joined.
             return "," * size + cell if column is None else f"{column},{cell}"
 
         queued: dict[str, str] = {}
