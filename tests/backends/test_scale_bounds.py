@@ -18,7 +18,7 @@ from bot.backends.scale import Reverted, ScaleRequest, Undo, problem
 from bot.backends.scale.arc import NAMES, ArcScaler
 from bot.config import Settings
 from bot.domain.scaling import ScaleTarget
-from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.fakes.kube_api import RECORDED, FakeKubeApi
 
 TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=50)
 SET = ("arc-runners", "mt-l-x86iavx512-8-64")
@@ -251,6 +251,9 @@ async def test_what_the_form_is_told_arc_refuses_is_what_a_scale_up_is_refused(
     goes through, else the words the scale-up is refused with, nothing patched."""
     kube.sets.clear()
     kube.add_from_fixture(minRunners=minimum, maxRunners=maximum)
+    # ARC's controller takes the new set on now, not between the read and the patch: its
+    # reconcile zeroes the counts while Pending, which would change what each is told.
+    kube.arc.reconcile(("arc-runners", RECORDED))
     kube.write(manager="manager", status={"currentRunners": current})
     arc = scaler(kube, tmp_path)
     target = ScaleTarget("linux", TARGET.target, cap=50, ceiling=ceiling)
