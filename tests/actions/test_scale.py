@@ -247,7 +247,7 @@ async def test_the_same_confirmation_twice_and_a_second_modal_scale_once(
 async def test_a_failing_scaler_is_told_and_nothing_is_recorded(
     settings_for: Any, slack: Slack, receiver: ScaleReceiver, fault: str, expected: str
 ) -> None:
-    extra: dict[str, Any] = {"backend_timeout_seconds": 0.5}
+    extra: dict[str, Any] = {"backend_timeout_seconds": 10}
     if fault == "500":
         receiver.failures.append(500)
     if fault == "404":
