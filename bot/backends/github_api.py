@@ -26,11 +26,11 @@ from bot.backends.http import (
     json_of,
     number_of,
     request,
-    time_of,
     uncounted,
 )
 from bot.config import Settings
 from bot.config.memory import DEFAULT_CACHES
+from bot.domain.alerts import time_of
 from bot.pacing import Backoff
 
 if TYPE_CHECKING:

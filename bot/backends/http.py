@@ -8,7 +8,6 @@ import asyncio
 import json
 import math
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -16,7 +15,6 @@ import httpx
 from pydantic import SecretStr
 
 from bot.domain import shortened as cut
-from bot.domain.alerts import parse_timestamp
 
 T = TypeVar("T")
 MAX_DETAIL = 200
@@ -157,14 +155,6 @@ def json_object(response: httpx.Response, service: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise BackendError(f"{service} answered with an unexpected shape", retryable=True)
     return data
-
-
-def time_of(value: object) -> datetime | None:
-    """A time in a backend's JSON as UTC; None when it is not one."""
-    try:
-        return parse_timestamp(value)
-    except ValueError:
-        return None
 
 
 def error_of(service: str, response: httpx.Response) -> BackendError:

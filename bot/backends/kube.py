@@ -34,11 +34,11 @@ from bot.backends.http import (
     error_of,
     outcome_of,
     shortened,
-    time_of,
     unanswered,
 )
 from bot.config import SettingsError
 from bot.config.loading import file_variables, secret_settings
+from bot.domain.alerts import time_of
 
 SERVICE = "The Kubernetes API"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")

@@ -18,10 +18,9 @@ from bot.backends.http import (
     bearer,
     json_object,
     request,
-    time_of,
     uncounted,
 )
-from bot.domain.alerts import Matcher
+from bot.domain.alerts import Matcher, time_of
 from bot.domain.silence_seen import SilenceState
 
 

@@ -127,6 +127,14 @@ def parse_timestamp(value: object) -> datetime | None:
         raise ValueError(f"must be a valid RFC 3339 timestamp, got {shown} ({exc})") from None
 
 
+def time_of(value: object) -> datetime | None:
+    """A time in a backend's or a sender's JSON as UTC; None when it is not one."""
+    try:
+        return parse_timestamp(value)
+    except ValueError:
+        return None
+
+
 StringMap = Annotated[dict[str, str], BeforeValidator(_string_map)]
 Text = Annotated[str, BeforeValidator(_text)]
 Url = Annotated[str, BeforeValidator(_url)]

@@ -68,6 +68,13 @@ class Keys:
         # Runner pods' OOM kills for the weekly report: "<pod>/<uid>" -> the kill, and by time.
         self.oom_kills = f"{v2}:pods:oom-kills"
         self.oom_kills_at = f"{v2}:pods:oom-kills:at"
+        # GitHub's jobs as its workflow_job deliveries tell them: those still to finish, the
+        # finished, each indexed by the time of its state; the kinds of delivery heard, by when.
+        self.github_jobs = f"{v2}:github:jobs"
+        self.github_jobs_at = f"{v2}:github:jobs:at"
+        self.github_jobs_done = f"{v2}:github:jobs:done"
+        self.github_jobs_done_at = f"{v2}:github:jobs:done:at"
+        self.github_events = f"{v2}:github:events"
 
     incident = _kind("incident:{}")
     group = _kind("group:{}")
@@ -106,6 +113,8 @@ class Keys:
     jobs_seen = _kind("jobs:seen:{}")
     job_arrivals = _kind("jobs:arrivals:{}")
     job_durations = _kind("jobs:durations:{}")
+    github_delivery = _kind("github:delivery:{}")  # X-GitHub-Delivery: recorded once
+    github_events_slot = _kind("github:events:{}")  # deliveries by kind per five-minute slot
     home_claim = _kind("home:claim:{}:{}")  # user, digest
     permalink = _kind("permalink:{}:{}")  # channel, ts
     slack_event = _kind("slack-event:{}")

@@ -13,8 +13,9 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from bot.backends.github_api import GithubApi, Listing, Rate
-from bot.backends.http import BackendError, time_of
+from bot.backends.http import BackendError
 from bot.config import Settings
+from bot.domain.alerts import time_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
 

@@ -17,11 +17,10 @@ from bot.backends.http import (
     json_of,
     number_of,
     request,
-    time_of,
     uncounted,
 )
 from bot.config import Settings
-from bot.domain.alerts import max_known
+from bot.domain.alerts import max_known, time_of
 from bot.domain.capacity import FleetHistory, TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.hud_queries import AGGREGATE, BY_LABEL, DEFAULT_PARAMETERS, threshold_minutes

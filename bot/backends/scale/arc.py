@@ -11,7 +11,7 @@ from lightkube import AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
 
-from bot.backends.http import BackendError, Counted, time_of, uncounted
+from bot.backends.http import BackendError, Counted, uncounted
 from bot.backends.kube import SERVICE, KubeAccess, call
 from bot.backends.scale import (
     Reverted,
@@ -24,6 +24,7 @@ from bot.backends.scale import (
     refused,
 )
 from bot.config import Settings
+from bot.domain.alerts import time_of
 from bot.domain.scaling import Capacity, ScaleTarget, managed_by
 
 RUNNER_SETS = create_namespaced_resource(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from bot.backends.http import BackendError, Counted, time_of, uncounted
+from bot.backends.http import BackendError, Counted, uncounted
 from bot.backends.scale import (
     MAX_FAILURES,
     Reverted,
@@ -31,6 +31,7 @@ from bot.backends.scale import (
     refused,
 )
 from bot.config import Settings
+from bot.domain.alerts import time_of
 from bot.domain.scaling import Capacity, ScaleTarget
 
 T = TypeVar("T")

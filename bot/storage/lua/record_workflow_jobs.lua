@@ -1,0 +1,64 @@
+-- Records GitHub jobs (`bot.storage.workflow_jobs`): one webhook delivery's, or those a listing
+-- found. A job's state only moves forward (queued/waiting, in_progress, completed); a job still
+-- to finish is in the live hash, a finished one in the done hash, each indexed by the time of its
+-- state. A delivery is recorded once by its ID; one whose state is older than the span kept is
+-- stale (its job may have been dropped already: recorded, it could come back as queued).
+-- KEYS: live hash, live index, done hash, done index, the delivery's key, the kinds' last
+-- arrivals, the kinds' counts in this slot.
+-- ARGV: now, oldest kept (epoch s), cap per hash, seconds the keys live, the delivery's ID ('':
+-- a listing's jobs), its kind ('event.action'), seconds its ID is kept, seconds a slot is kept,
+-- then quads: job ID, rank (0 queued, 1 in progress, 2 completed), its state's time, its JSON.
+-- Returns 'duplicate', 'stale', or the number of jobs whose state moved.
+local now, oldest, cap, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local delivery, kind = ARGV[5], ARGV[6]
+if delivery ~= '' then
+  if not redis.call('SET', KEYS[5], now, 'NX', 'EX', ARGV[7]) then return 'duplicate' end
+  redis.call('ZADD', KEYS[6], now, kind)
+  redis.call('HINCRBY', KEYS[7], kind, 1)
+  redis.call('EXPIRE', KEYS[7], ARGV[8])
+  redis.call('EXPIRE', KEYS[6], keep)
+end
+local RANKS = {queued = 0, waiting = 0, in_progress = 1, completed = 2}
+local function rank_of(raw)
+  local ok, job = pcall(cjson.decode, raw)
+  return ok and type(job) == 'table' and RANKS[job.status] or -1
+end
+local moved = 0
+for i = 9, #ARGV, 4 do
+  local id, rank, at, json = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[i + 3]
+  if at < oldest then
+    if delivery ~= '' then return 'stale' end
+  elseif redis.call('HEXISTS', KEYS[3], id) == 0 then
+    local live = redis.call('HGET', KEYS[1], id)
+    if not live or rank >= rank_of(live) then
+      if rank == 2 then
+        redis.call('HDEL', KEYS[1], id)
+        redis.call('ZREM', KEYS[2], id)
+        redis.call('HSET', KEYS[3], id, json)
+        redis.call('ZADD', KEYS[4], at, id)
+      else
+        redis.call('HSET', KEYS[1], id, json)
+        redis.call('ZADD', KEYS[2], at, id)
+      end
+      moved = moved + 1
+    end
+  end
+end
+-- Each hash keeps the span and the cap: what falls out goes a hundred at a time, so one call
+-- never does a day's work.
+for k = 1, 3, 2 do
+  local old = redis.call('ZRANGEBYSCORE', KEYS[k + 1], '-inf', '(' .. oldest, 'LIMIT', 0, 100)
+  local over = redis.call('ZCARD', KEYS[k + 1]) - #old - cap
+  if over > 0 then
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[k + 1], #old, #old + math.min(over, 100) - 1)) do
+      old[#old + 1] = id
+    end
+  end
+  if #old > 0 then
+    redis.call('HDEL', KEYS[k], unpack(old))
+    redis.call('ZREM', KEYS[k + 1], unpack(old))
+  end
+  redis.call('EXPIRE', KEYS[k], keep)
+  redis.call('EXPIRE', KEYS[k + 1], keep)
+end
+return moved

@@ -1,0 +1,122 @@
+"""GitHub's jobs as its `workflow_job` deliveries tell them, kept in Redis for every replica:
+any replica answers a delivery, the leader's readings list them. Each job is kept in GitHub's
+REST shape, its state only moving forward; a delivery is recorded once (`X-GitHub-Delivery`);
+finished jobs stay a day, for what the queue cost."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+from bot.domain.workflow_jobs import JobDelivery
+from bot.storage.keys import Keys, script
+
+# GitHub cancels a job queued for a day; a finished one is kept that long for the queue's cost.
+KEEP_S = 24 * 3600
+CAP = 100_000  # jobs per hash: a busy organization's day, about 60 MB at most
+SLOT_S = 300  # deliveries are counted per five-minute slot
+HOUR_SLOTS = 3600 // SLOT_S
+
+
+class WorkflowJobs:
+    def __init__(self, redis: Redis, keys: Keys, *, keep_s: int = KEEP_S, cap: int = CAP) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._keep_s = keep_s
+        self._cap = cap
+        self._record = script(redis, "record_workflow_jobs")
+
+    async def record(
+        self, delivery_id: str, kind: str, delivered: JobDelivery | None, now: float
+    ) -> str:
+        """One delivery: "duplicate" (its ID was recorded), "stale" (its job's state is older
+        than the span kept), "recorded" (its job moved), "kept" (the job was already past that
+        state, or the delivery carries no job): what it said is counted by kind either way."""
+        jobs = (delivered,) if delivered is not None else ()
+        result = await self._call(delivery_id, kind, jobs, now)
+        if isinstance(result, str):
+            return result
+        return "recorded" if result else "kept"
+
+    async def listed(self, jobs: Sequence[JobDelivery], now: float) -> int:
+        """Jobs a listing found (a missed delivery's job, or its later state): how many moved."""
+        if not jobs:
+            return 0
+        return int(await self._call("", "", jobs, now))
+
+    async def _call(
+        self, delivery_id: str, kind: str, jobs: Sequence[JobDelivery], now: float
+    ) -> int | str:
+        keys = self._keys
+        slot = keys.github_events_slot(int(now // SLOT_S))
+        delivery = keys.github_delivery(delivery_id or "-")
+        args: list[Any] = [
+            now,
+            now - self._keep_s,
+            self._cap,
+            self._keep_s + 3600,
+            delivery_id,
+            kind,
+            self._keep_s + 3600,  # a replay of a job's state is stale once its ID is forgotten
+            3600 + SLOT_S,
+        ]
+        for job in jobs:
+            args += [job.id, job.rank, job.at.timestamp(), orjson.dumps(job.job)]
+        result = await self._record(
+            keys=[
+                keys.github_jobs,
+                keys.github_jobs_at,
+                keys.github_jobs_done,
+                keys.github_jobs_done_at,
+                delivery,
+                keys.github_events,
+                slot,
+            ],
+            args=args,
+        )
+        return str(result) if isinstance(result, str | bytes) else int(result)
+
+    async def live(self) -> list[dict[str, Any]]:
+        """The jobs still to finish (queued, waiting or in progress), in GitHub's REST shape."""
+        return _decoded(await self._redis.hvals(self._keys.github_jobs))  # type: ignore[misc]
+
+    async def done(self, since: float, until: float) -> list[dict[str, Any]]:
+        """The jobs that finished between `since` and `until` (epoch seconds)."""
+        keys = self._keys
+        ids = await self._redis.zrangebyscore(keys.github_jobs_done_at, since, until)
+        if not ids:
+            return []
+        return _decoded(await self._redis.hmget(keys.github_jobs_done, ids))  # type: ignore[misc]
+
+    async def heard(self, now: float) -> dict[str, tuple[int, float]]:
+        """Each kind of delivery heard in the last hour ("workflow_job.queued"): how many, and
+        when the last came (epoch seconds)."""
+        keys = self._keys
+        last = await self._redis.zrangebyscore(
+            keys.github_events, now - 3600, "+inf", withscores=True
+        )
+        if not last:
+            return {}
+        first = int(now // SLOT_S) - HOUR_SLOTS + 1
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for slot in range(first, first + HOUR_SLOTS):
+                pipe.hgetall(keys.github_events_slot(slot))
+            slots = await pipe.execute()
+        counts: dict[str, int] = {}
+        for counted in slots:
+            for kind, n in counted.items():
+                counts[kind] = counts.get(kind, 0) + int(n)
+        return {str(kind): (counts.get(kind, 1), float(at)) for kind, at in last}
+
+
+def _decoded(raws: Sequence[str | None]) -> list[dict[str, Any]]:
+    jobs = []
+    for raw in raws:
+        if raw:
+            job = orjson.loads(raw)
+            if isinstance(job, dict):
+                jobs.append(job)
+    return jobs
