@@ -67,6 +67,7 @@ from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.state_marker import StateMarker
 from bot.storage.storm_queue import StormQueue
 from bot.storage.streams import NotificationStream, Request, RequestStream
+from bot.storage.workflow_jobs import WorkflowJobs
 from bot.telemetry import Telemetry
 from handlers.context import Parts
 from handlers.lazy import StreamRunner
@@ -100,6 +101,7 @@ class Stores:
     warnings: WarningStore
     notices: NoticeStore
     marker: StateMarker
+    workflow_jobs: WorkflowJobs  # GitHub's jobs as its workflow_job deliveries tell them
 
 
 @dataclass(kw_only=True)
@@ -302,6 +304,7 @@ def _stores(settings: Settings, backends: factory.Backends) -> Stores:
         WarningStore(redis, keys, bells=bells),
         NoticeStore(redis, keys),
         StateMarker(redis, keys, retention_s=kept_s, fence=fence),
+        WorkflowJobs(redis, keys),
     )
 
 
