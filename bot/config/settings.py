@@ -350,6 +350,10 @@ class Metrics(Group, title="Live queue metrics"):
     """github: the share of GitHub's hourly rate limit (5,000 requests) the readings may spend,
     paced to it (less often than METRICS_INTERVAL_SECONDS on a large fleet); the rest stays for
     the alert's issue, `queuepilot check` and anyone else on the token."""
+    github_webhook_secret: SecretStr | None = None
+    """/webhooks/github takes GitHub's workflow_job deliveries signed with it (the webhook's
+    secret, X-Hub-Signature-256); unset, every delivery is refused. With it, the github backend's
+    readings come from the deliveries, and polling only reconciles."""
     hud_url: values.OptionalHttpUrl = None
     """hud: a PyTorch-style HUD's base URL."""
     hud_token: SecretStr | None = None
