@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict
 
 from bot.domain.judgement import slope_fit
 
@@ -19,6 +21,7 @@ READINGS = 3  # fewer on a side cannot give a rate
 # drain as well as the runners could: a surge ending looks just like capacity arriving.
 ARRIVALS_MOVED = 0.25
 ASSUMED = "against the drain before it, arrivals held"
+NO_ARRIVALS = "no arrival rate tells a faster drain from fewer jobs coming"
 
 
 @dataclass(frozen=True)
@@ -30,8 +33,7 @@ class Reading:
     arrivals: float | None
 
 
-@dataclass(frozen=True)
-class Bought:
+class Bought(BaseModel):
     """`fell_before`/`fell_after`: jobs a minute the queue fell (negative: it rose); `saved_mins`:
     the minutes taken off the drain, None where the rate before would never have drained it;
     `why`: why it is not measurable ("" when it is)."""
@@ -43,6 +45,8 @@ class Bought:
     queued: float | None = None  # at the moment its runners registered
     saved_mins: float | None = None
     why: str = ""
+
+    model_config = ConfigDict(frozen=True)
 
     @property
     def measured(self) -> bool:
@@ -61,7 +65,7 @@ def bought(
     order): the rate before is read from `after` (an earlier scale-up's runners) at the
     earliest, the rate after up to `until` (the next one's, or the resolve) at the latest."""
     if registered_at is None:
-        return Bought(None, why="its runners were not seen registered")
+        return Bought(at=None, why="its runners were not seen registered")
     start = max(registered_at - window, after) if after else registered_at - window
     end = min(registered_at + window, until) if until else registered_at + window
     ordered = sorted(readings, key=lambda r: r.at)
@@ -69,29 +73,31 @@ def bought(
     later = [r for r in ordered if registered_at < r.at <= end]
     if len(before) < READINGS or len(later) < READINGS:
         sides = f"{len(before)} before its runners came and {len(later)} after"
-        return Bought(registered_at, why=f"too few readings frame it ({sides})")
+        return Bought(at=registered_at, why=f"too few readings frame it ({sides})")
     fits = _fell(before), _fell(later)
     if fits[0] is None or fits[1] is None:
-        return Bought(registered_at, why="the queue's readings give no rate")
+        return Bought(at=registered_at, why="the queue's readings give no rate")
     (fell_before, error_before), (fell_after, error_after) = fits
     queued = before[-1].queued
-    measured = Bought(registered_at, fell_before, fell_after, queued=queued)
+    measured = Bought(
+        at=registered_at, fell_before=fell_before, fell_after=fell_after, queued=queued
+    )
     arriving = _mean([r.arrivals for r in before]), _mean([r.arrivals for r in later])
     if arriving[0] is None or arriving[1] is None:
-        return replace(measured, why="no arrival rate tells a faster drain from fewer jobs coming")
+        return measured.model_copy(update={"why": NO_ARRIVALS})
     was, now = arriving
-    measured = replace(measured, arrivals=(was, now))
+    measured = measured.model_copy(update={"arrivals": (was, now)})
     if abs(now - was) > max(ARRIVALS_MOVED * was, 1.0):
         moved = "fell" if now < was else "rose"
         said = f"arrivals {moved} from {was:.1f} to {now:.1f} jobs/min as its runners came"
-        return replace(measured, why=said)
+        return measured.model_copy(update={"why": said})
     # A gain within the rates' own scatter is none: two standard errors of their difference.
     scatter = 2 * math.hypot(error_before, error_after)
     if fell_after - fell_before <= scatter or queued <= 0:
-        return replace(measured, saved_mins=0.0)
+        return measured.model_copy(update={"saved_mins": 0.0})
     if fell_before <= 0:
         return measured  # at the rate before, the queue would not have drained while arrivals held
-    return replace(measured, saved_mins=queued / fell_before - queued / fell_after)
+    return measured.model_copy(update={"saved_mins": queued / fell_before - queued / fell_after})
 
 
 def _fell(readings: Sequence[Reading]) -> tuple[float, float] | None:

@@ -4,10 +4,12 @@ runners registered or its deadline passes, then decided once from that reading's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.domain.fleet import FleetSnapshot, of_type, source_name
+from bot.domain.bought import Reading, bought
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, of_type, source_name
 from bot.domain.incidents import Event, FollowUp, Incident, ScaleDone
 from bot.domain.judgement import Judgement
 
@@ -99,3 +101,52 @@ def cause_of(judged: Judgement, said: str = "") -> str:
     if booting := judged.booting - judged.added_since:
         return f"{booting} still booting; no cause known"
     return "no cause known (no runner pods read as Pending or failing)"
+
+
+def credited(
+    incident: Incident,
+    history: Sequence[HistoryPoint],
+    now: datetime,
+    window: timedelta,
+    *,
+    final: bool = False,
+) -> Incident:
+    """The incident with what each scale-up whose runners came bought (`bought`), read once a
+    `window` of readings followed them, or at once where the incident ends (`final`): each
+    type's drain before and after, between the scale-ups of that type before and after it."""
+    made = [e.scale for e in incident.actions if e.scale is not None]
+    due = {
+        done.at: done
+        for done in made
+        if done.came
+        and done.bought is None
+        and done.seen_at
+        and done.at
+        and (final or now >= done.seen_at + window)
+    }
+    if not due:
+        return incident
+    credit = {}
+    for at, done in due.items():
+        same = [d for d in made if d.runner_type == done.runner_type and d.at and d is not done]
+        earlier = [d.seen_at for d in same if d.seen_at and d.came and d.at < at]
+        later = [d.at for d in same if d.at and d.at > at]
+        readings = [
+            Reading(point.at, queued, of_type(point.arrival_per_min, done.runner_type))
+            for point in history
+            if (queued := point.gauges_of(done.runner_type).get("queued")) is not None
+        ]
+        credit[at] = bought(
+            done.seen_at,
+            readings,
+            after=max(earlier, default=None),
+            until=min([*later, now], default=None),
+            window=window,
+        )
+    actions = tuple(
+        e.model_copy(update={"scale": e.scale.model_copy(update={"bought": credit[e.scale.at]})})
+        if e.scale is not None and e.scale.at in credit and e.scale.bought is None
+        else e
+        for e in incident.actions
+    )
+    return incident.model_copy(update={"actions": actions})

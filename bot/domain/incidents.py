@@ -20,6 +20,7 @@ from bot.domain.alerts import (
     first_known,
     max_known,
 )
+from bot.domain.bought import Bought
 from bot.domain.delivery import Delivery
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_measure, of_type
 from bot.domain.jobs import Workflows
@@ -83,6 +84,7 @@ class ScaleDone(BaseModel):
     pilot: bool = False  # the pilot's act, not a person's
     came: bool | None = None  # what its follow-up found: None while not known
     seen_at: datetime | None = None  # the reading that decided it
+    bought: Bought | None = None  # the drain before and after its runners came: once read
 
 
 class Event(BaseModel):

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from bot.domain.bought import ASSUMED, Bought
 from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
 from bot.domain.incidents import Event, Incident, ScaleDone
 from bot.domain.judgement import Direction, Judgement
@@ -134,6 +135,7 @@ def record_said(
         seen = f" by {at(done.seen_at)}" if done.seen_at is not None else ""
         if done.came is not None:
             said += f": they came up{seen}" if done.came else f": they did not come up{seen}"
+            said += f"; {bought_said(done.bought)}" if done.bought is not None else ""
         elif event_at not in followed:
             said += ": whether they came up is not known"
         else:
@@ -144,3 +146,26 @@ def record_said(
         of = f"{escaped(scaled.runner_type)}: capacity" if len(record) > 1 else "Capacity"
         lines.append(f"⏱️ {of} added {minutes(scaled.capacity_mins[0])} after the alert")
     return lines
+
+
+def bought_said(bought: Bought) -> str:
+    """What a scale-up's runners bought, as every record says it: "it took ~6 min off the drain
+    (the queue fell 1.0 jobs/min before they came, 4.0 after; against the drain before it,
+    arrivals held at 6.0 jobs/min)", or why that is not measurable."""
+    if not bought.measured:
+        return f"what it bought is not measurable: {bought.why}"
+    before, after = bought.fell_before or 0.0, bought.fell_after or 0.0
+    rates = f"{_fell(before)} before they came, {_fell(after, again=before)} after"
+    held = f"{ASSUMED} at {bought.arrivals[0]:.1f} jobs/min" if bought.arrivals else ASSUMED
+    if bought.saved_mins is None:
+        return f"the queue turned: it {rates}"
+    if bought.saved_mins <= 0:
+        return f"the queue drained no faster: it {rates}"
+    return f"it took ~{minutes(bought.saved_mins)} off the drain (the queue {rates}; {held})"
+
+
+def _fell(rate: float, *, again: float | None = None) -> str:
+    """ "fell 4.0 jobs/min", "rose 1.0 jobs/min"; the verb left out where it repeats."""
+    verb = "fell" if rate >= 0 else "rose"
+    same = again is not None and (again >= 0) == (rate >= 0)
+    return f"{abs(rate):.1f}" if same else f"{verb} {abs(rate):.1f} jobs/min"

@@ -19,6 +19,7 @@ from bot.domain.scale_record import alert_fired, scale_record
 from bot.domain.units import duration, minutes, number
 from bot.render import replies
 from bot.render.chart import incident_chart, sampled
+from bot.render.follow_ups import bought_said
 from bot.render.mrkdwn import is_linkable, truncate
 from bot.render.numbers import (
     busy_said,
@@ -190,7 +191,15 @@ def scale_ups_section(incident: Incident) -> str:
         return ""
     header = ("Runner type", "By", "Runners asked", "Came up", "Alert to added capacity")
     table = _table(header, rows, align=("---", "---", "---:", "---", "---:"))
-    return f"## Scale-ups\n\nFrom when the alert fired, {utc(alert_fired(incident))}:\n\n{table}"
+    section = f"## Scale-ups\n\nFrom when the alert fired, {utc(alert_fired(incident))}:\n\n{table}"
+    bought = [
+        f"- +{done.added} on {_type(done.runner_type)} at {utc(done.at or event.at)} by "
+        f"{'the pilot' if done.pilot else md_escape(done.by or 'someone', 80)}: "
+        f"{bought_said(done.bought)}"
+        for event in incident.actions
+        if (done := event.scale) is not None and done.bought is not None
+    ]
+    return "\n\n".join([section, *(["What each bought:\n" + "\n".join(bought)] if bought else [])])
 
 
 def _at_peak(incident: Incident) -> str:

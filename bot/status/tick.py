@@ -21,6 +21,7 @@ from bot import logs
 from bot.backends.http import BackendError
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
+from bot.domain.follow_ups import credited
 from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended
 from bot.domain.incidents import (
     STATUS_SPACING,
@@ -81,6 +82,11 @@ class StatusReporter:
     _shown_at: datetime = NEVER  # the reading the roots are brought to
     _to_show: list[str] = field(default_factory=list)  # the open incidents not brought to it yet
     _open: int = 0  # how many incidents were open at that reading
+
+    @property
+    def _credit_window(self) -> timedelta:
+        """A scale-up's drain is read over the window the advice reads a fall over."""
+        return timedelta(seconds=self.config.advice_window)
 
     async def tick(self) -> None:
         """Commit every status due, in three round trips (claim, read, commit), then bring the
@@ -157,8 +163,14 @@ class StatusReporter:
                 asked = not_come(incident, view, now) if self.scaler_says else {}
                 said = await self.scaler_says(asked) if asked and self.scaler_says else {}
                 followed, events, replies = settled(incident, view, now, said)
-                shown = incident.live
-                if not events and shown is not None and reads_alike(incident, shown, view):
+                # What a scale-up bought, once the readings after its runners came are in.
+                followed = credited(followed, history, now, self._credit_window)
+                shown, bought = incident.live, followed.actions != incident.actions
+                if (
+                    not (events or bought)
+                    and shown is not None
+                    and reads_alike(incident, shown, view)
+                ):
                     continue
                 current = as_snapshot(incident, view, view.at)
                 before = as_snapshot(incident, shown, shown.at) if shown is not None else None
@@ -225,6 +237,7 @@ class StatusReporter:
         ended = follow_ended(drained, checks, needed=needed, rule=rule, cap=cap, now=now)
         if checks >= needed or ended:
             resolved = resolve_drained(drained, now=now, ended=ended)
+            resolved = credited(resolved, history, now, self._credit_window, final=True)
             event = Event(at=now, kind="resolved", text=drained_said(resolved))
             events = [*await self.store.events(incident.id), event]
             return Commit(

@@ -5,13 +5,17 @@ the alert to added capacity."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from bot.domain.alert_issue import Moment, moment_key, moments
 from bot.domain.capacity import TypeReport
+from bot.domain.fleet import HistoryPoint
+from bot.domain.follow_ups import credited
 from bot.domain.incidents import Event, FollowUp, Incident, Resolution, Status
 from bot.domain.scale_record import scale_record
 from bot.render.alert_issue import comment
 from bot.render.capacity import render_report
+from bot.render.follow_ups import bought_said
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_summary
 from tests.domain.test_scale_record import BIG, GPU, PILOT, act, at, incident
@@ -106,3 +110,54 @@ def test_the_report_line_says_what_came_of_a_types_scale_ups() -> None:
         "1 not known · capacity added 8 min after the alert" in text
     )
     assert "came up" not in render_report([report], days=7, kept_days=30)
+
+
+def surge(arrivals: tuple[float, float], served: tuple[float, float]) -> list[HistoryPoint]:
+    """The readings the leader kept (one every 30 s) of a queue of 60 at minute 0, jobs arriving
+    and served a minute at the first rates until minute 10, at the second after."""
+    points, queued = [], 60.0
+    for k in range(41):
+        side = 0 if k <= 20 else 1
+        kept = {BIG: {"queued": round(queued)}}
+        points.append(HistoryPoint(at(k / 2), {BIG: arrivals[side]}, {}, kept))
+        queued = max(queued + (arrivals[side] - served[side]) / 2, 0.0)
+    return points
+
+
+def test_what_each_scale_up_bought_is_said_alike_by_the_summary_postmortem_and_issue() -> None:
+    """Kept once on the record by the leader's tick, said word for word everywhere: a scale-up
+    during a steady surge credited with the minutes it took off; one as the surge ended not."""
+    window = timedelta(minutes=5)
+    during = resolved(act(8, 5, came=True, seen=10))
+    early = credited(during, surge((6, 6), (7, 10)), at(12), window)
+    assert early.actions == during.actions, "not before its window of readings is in"
+    done = credited(during, surge((6, 6), (7, 10)), at(15), window)
+    bought = next(e.scale.bought for e in done.actions if e.scale is not None)
+    assert bought is not None and bought.measured and (bought.saved_mins or 0) > 20
+    said = bought_said(bought)
+    assert said.startswith("it took ~") and "off the drain (the queue fell 1.0 jobs/min" in said
+    assert said.endswith("against the drain before it, arrivals held at 6.0 jobs/min)")
+    ended = Event(at=at(40), kind="resolved", text="Resolved")
+    surfaces = {
+        "summary": summary_text(done),
+        "postmortem": render_postmortem(done, [], now=at(41)),
+        "issue": comment(done, Moment(moment_key(ended), ended), timeline=[ended], now=at(41)),
+    }
+    for name, text in surfaces.items():
+        assert said in text, name
+    assert f"- +5 on {BIG} at 2026-11-23 14:04 UTC by alice: {said}" in surfaces["postmortem"]
+
+    ending = credited(
+        resolved(act(8, 5, came=True, seen=10)), surge((6, 1), (7, 10)), at(15), window
+    )
+    late = next(e.scale.bought for e in ending.actions if e.scale is not None)
+    assert late is not None and not late.measured
+    assert bought_said(late) == (
+        "what it bought is not measurable: arrivals fell from 6.0 to 1.0 jobs/min as its "
+        "runners came"
+    )
+    assert bought_said(late) in summary_text(ending)
+    # Resolved before its window passed: read at the resolve over what there was.
+    final = credited(during, surge((6, 6), (7, 10)), at(11), window, final=True)
+    short = next(e.scale.bought for e in final.actions if e.scale is not None)
+    assert short is not None and "too few readings frame it" in short.why
