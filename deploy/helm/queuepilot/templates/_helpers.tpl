@@ -222,7 +222,7 @@ The settings that are secrets (SecretStr in bot/config/settings.py; a test keeps
 equal). In a ConfigMap they would be readable by anyone who may read the namespace's config.
 */}}
 {{- define "queuepilot.secretSettings" -}}
-{{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_SIGNING_SECRET" "SLACK_APP_TOKEN" "REDIS_SENTINEL_PASSWORD" "ALERT_WEBHOOK_TOKEN" "ALERT_WEBHOOK_HMAC_SECRET" "ALERT_WEBHOOK_BASIC_PASSWORD" "GRAFANA_TOKEN" "SCALER_WEBHOOK_SECRET" "PROMETHEUS_TOKEN" "GITHUB_TOKEN" "GITHUB_APP_PRIVATE_KEY" "HUD_TOKEN") }}
+{{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_SIGNING_SECRET" "SLACK_APP_TOKEN" "REDIS_SENTINEL_PASSWORD" "ALERT_WEBHOOK_TOKEN" "ALERT_WEBHOOK_HMAC_SECRET" "ALERT_WEBHOOK_BASIC_PASSWORD" "GRAFANA_TOKEN" "SCALER_WEBHOOK_SECRET" "PROMETHEUS_TOKEN" "GITHUB_TOKEN" "GITHUB_APP_PRIVATE_KEY" "GITHUB_WEBHOOK_SECRET" "HUD_TOKEN") }}
 {{- end }}
 
 {{/* A duration setting in seconds, as the bot reads it: a bare number, or 30s, 2m, 1m30s. */}}
