@@ -43,7 +43,7 @@ from bot.backends.metrics.promql import (
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory, TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
-from bot.domain.jobs import Arrivals, JobsListing
+from bot.domain.jobs import Arrivals, JobsListing, workflow_of
 from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
 from bot.domain.units import span_seconds
 
@@ -365,12 +365,3 @@ def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bo
     inside = counts[i] - below
     fraction = (rank - below) / inside if inside > 0 else 1.0
     return start + (bounds[i] - start) * fraction, False
-
-
-def workflow_of(labels: Mapping[str, str]) -> str:
-    """`job_workflow_name`, else the file `job_workflow_ref` names (`…/periodic.yml@…`)."""
-    name = labels.get("job_workflow_name", "").strip()
-    if name:
-        return name[:200]
-    stem = labels.get("job_workflow_ref", "").partition("@")[0].rsplit("/", 1)[-1]
-    return stem.removesuffix(".yml").removesuffix(".yaml").strip()[:200]
