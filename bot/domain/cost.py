@@ -159,7 +159,9 @@ def waited_of_buckets(
         if bound is None or not _is_count(value):
             unreadable += 1
             continue
-        cumulative.setdefault(_key(labels), {})[bound] = value
+        # Two scale sets of one runner type: their buckets add up.
+        kept = cumulative.setdefault(_key(labels), {})
+        kept[bound] = kept.get(bound, 0.0) + value
     totals: dict[tuple[str, str], list[float]] = {}  # key -> [jobs, seconds]
     for index, series in ((0, counts), (1, sums)):
         for labels, value in series:
