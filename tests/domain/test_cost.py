@@ -207,3 +207,11 @@ def test_any_jobs_from_github_give_totals_that_add_up(found: Any, threshold: flo
     waited = waited_of_jobs(found, "linux.2xlarge", SINCE, UNTIL, threshold)
     adds_up(waited)
     assert waited.branches is not None and waited.branches <= waited.jobs_past
+
+
+def test_two_scale_sets_of_one_runner_type_add_up() -> None:
+    ref = f"{PULL}@refs/pull/9/merge"
+    one = series({"300": 1, "600": 3, "+Inf": 3}, 3, 1200, job_workflow_ref=ref)
+    found = read(one, one)
+    assert (found.jobs, found.jobs_past, found.prs) == (6, 4, 1)
+    assert found.minutes == pytest.approx(40)
