@@ -31,6 +31,7 @@ _PULL = re.compile(r"@refs/pull/([0-9]+)/")
 _BRANCH = "@refs/heads/"
 
 Series = Iterable[tuple[Mapping[str, str], float]]  # Prometheus's instant vector
+Key = tuple[str, str]  # a series' (job_workflow_ref, job_workflow_name)
 
 
 @dataclass(frozen=True)
@@ -152,23 +153,7 @@ def waited_of_buckets(
     are exact (`_count`, `_sum`); the jobs past the threshold, the minutes beyond it and each
     workflow's share of them are estimated from the buckets."""
     threshold_s = max(threshold_mins, 0.0) * 60
-    unreadable = 0
-    cumulative: dict[tuple[str, str], dict[float, float]] = {}
-    for labels, value in buckets:
-        bound = _bound(labels.get("le", ""))
-        if bound is None or not _is_count(value):
-            unreadable += 1
-            continue
-        # Two scale sets of one runner type: their buckets add up.
-        kept = cumulative.setdefault(_key(labels), {})
-        kept[bound] = kept.get(bound, 0.0) + value
-    totals: dict[tuple[str, str], list[float]] = {}  # key -> [jobs, seconds]
-    for index, series in ((0, counts), (1, sums)):
-        for labels, value in series:
-            if not _is_count(value):
-                unreadable += 1
-                continue
-            totals.setdefault(_key(labels), [0.0, 0.0])[index] += value
+    cumulative, totals, unreadable = _series_of(buckets, sums, counts)
     tallies: dict[str, list[float]] = {}  # workflow -> [jobs, seconds, jobs past, seconds past]
     longest: tuple[float, bool] | None = None
     affected: dict[str, float] = {}  # ref -> its jobs estimated past the threshold
@@ -192,7 +177,7 @@ def waited_of_buckets(
     not_known: dict[str, str] = {}
     if keys and not any(workflow_of(_labels(key)) for key in keys):
         not_known["workflows"] = NO_WORKFLOW_ARC
-    if keys and not all(refs):
+    if not all(ref for ref, _ in keys):
         not_known |= {"pull requests": NO_REF_ARC, "branches": NO_REF_ARC}
     jobs = sum(t[0] for t in tallies.values())
     return Waited(
@@ -212,11 +197,36 @@ def waited_of_buckets(
     )
 
 
-def _key(labels: Mapping[str, str]) -> tuple[str, str]:
+def _series_of(
+    buckets: Series, sums: Series, counts: Series
+) -> tuple[dict[Key, dict[float, float]], dict[Key, list[float]], int]:
+    """Per workflow label: its cumulative buckets by bound, its [jobs, seconds]; and how many
+    series were no count (NaN, negative, a bound that is no number), left out."""
+    unreadable = 0
+    cumulative: dict[Key, dict[float, float]] = {}
+    for labels, value in buckets:
+        bound = _bound(labels.get("le", ""))
+        if bound is None or not _is_count(value):
+            unreadable += 1
+            continue
+        # Two scale sets of one runner type: their buckets add up.
+        kept = cumulative.setdefault(_key(labels), {})
+        kept[bound] = kept.get(bound, 0.0) + value
+    totals: dict[Key, list[float]] = {}
+    for index, series in ((0, counts), (1, sums)):
+        for labels, value in series:
+            if not _is_count(value):
+                unreadable += 1
+                continue
+            totals.setdefault(_key(labels), [0.0, 0.0])[index] += value
+    return cumulative, totals, unreadable
+
+
+def _key(labels: Mapping[str, str]) -> Key:
     return labels.get("job_workflow_ref", ""), labels.get("job_workflow_name", "")
 
 
-def _labels(key: tuple[str, str]) -> dict[str, str]:
+def _labels(key: Key) -> dict[str, str]:
     return {"job_workflow_ref": key[0], "job_workflow_name": key[1]}
 
 

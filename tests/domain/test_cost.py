@@ -140,6 +140,9 @@ def test_arc_without_a_workflow_label_knows_the_totals_not_the_workflows() -> No
     assert set(found.not_known) == {"workflows", "pull requests", "branches"}
     assert found.prs is None and found.branches is None
     assert list(found.workflows) == [NO_WORKFLOW] and found.top_workflows() == []
+    # None past a longer threshold: still not known, not none.
+    calm = read(series({"300": 1, "600": 3, "+Inf": 3}, 3, 1200), threshold_mins=30)
+    assert calm.jobs_past == 0 and calm.prs is None and "pull requests" in calm.not_known
 
 
 odd_numbers = st.one_of(
