@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +22,9 @@ MAIN_BRANCHES = frozenset({"main", "master"})
 SURGE_MIN_MORE = 5  # more arrivals than a day before for a surge: two against one is noise
 SURGE_MIN_QUEUED = 5  # without history: a workflow holding most of a queue this long
 SLOWER, SLOWER_MIN_MINS = 1.3, 2.0  # jobs "got slower": as the duration check counts it
+GENERIC_LABELS = frozenset(
+    {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
+)
 # Runners named with their job's workflow per listing (of runs queued or in progress: where a
 # runner pod killed in the last half hour ran).
 RUNNERS_NAMED = 2000
@@ -345,3 +349,22 @@ def workflows_seen(
     ]
     rows.sort(key=lambda row: (-row.queued, row.runner_type, row.workflow))
     return seen.model_copy(update={"rows": tuple(rows)})
+
+
+def runner_type_of(job: Any) -> str:
+    """A job's runner type: its first `runs-on` label that is not generic; "" without labels."""
+    labels = job.get("labels") if isinstance(job, dict) else None
+    if not isinstance(labels, list):
+        return ""
+    names = [label for label in labels if isinstance(label, str) and label]
+    specific = [name for name in names if name.casefold() not in GENERIC_LABELS]
+    return specific[0] if specific else ",".join(names)
+
+
+def workflow_of(labels: Mapping[str, str]) -> str:
+    """`job_workflow_name`, else the file `job_workflow_ref` names (`…/periodic.yml@…`)."""
+    name = labels.get("job_workflow_name", "").strip()
+    if name:
+        return name[:200]
+    stem = labels.get("job_workflow_ref", "").partition("@")[0].rsplit("/", 1)[-1]
+    return stem.removesuffix(".yml").removesuffix(".yaml").strip()[:200]

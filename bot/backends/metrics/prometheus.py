@@ -30,6 +30,7 @@ from bot.backends.metrics.promql import (
     JOBS,
     REPORT,
     SAID,
+    WAITED,
     Vector,
     combined,
     defaults,
@@ -42,8 +43,9 @@ from bot.backends.metrics.promql import (
 )
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory, TypeHistory
+from bot.domain.cost import Waited, waited_of_buckets
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
-from bot.domain.jobs import Arrivals, JobsListing
+from bot.domain.jobs import Arrivals, JobsListing, workflow_of
 from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
 from bot.domain.units import span_seconds
 
@@ -260,15 +262,12 @@ class PrometheusMetrics:
         step = step_s(start, end)
         fields = range_queries(self.queries, wait_buckets=self._arc_wait)
         seconds = max(60, round((end - start).total_seconds()))
-        suffix = self._config.prometheus_name_suffix
-        # Prometheus anchors its regexes at both ends; a name with no suffix is its type whole.
-        suffix = f"(?:{suffix.removesuffix('$')})?" if suffix else ""
         fill = {
             "range": f"{seconds}s",
             "span": f"[{seconds}s:{step}s]",
             "step_mins": f"{step / 60:g}",
             "step_hours": f"{step / 3600:g}",
-            "cut": json.dumps(f"(.+?){suffix}"),  # a runner set's name less its suffix
+            "cut": self._cut(),
         }
         numbers = {}
         for number, query in REPORT.items():
@@ -299,6 +298,34 @@ class PrometheusMetrics:
             for name in sorted({*series, *by_type})
         }
         return FleetHistory(types, note)
+
+    async def waited(
+        self, *, since: datetime, until: datetime, threshold_mins: float
+    ) -> dict[str, Waited]:
+        """Per runner type, what its jobs that got a runner within [since, until] waited, from
+        the window's increase of ARC's startup histogram, asked once at `until`."""
+        # To the millisecond Prometheus stamps samples with: the window is the one asked.
+        ms = max(1, round((until - since).total_seconds() * 1000))
+        fill = {"range": f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms", "cut": self._cut()}
+        asked = [render(q.promql, by=q.by, where=self._where, **fill) for q in WAITED.values()]
+        answers = await asyncio.gather(*(self._query(query, until) for query in asked))
+        by_type: dict[str, list[Vector]] = {}
+        for index, answer in enumerate(answers):
+            for labels, value in answer:
+                if runner_type := self.runner_type(labels):
+                    parts = by_type.setdefault(runner_type, [[], [], []])
+                    parts[index].append((labels, value))
+        return {
+            runner_type: waited_of_buckets(*parts, threshold_mins)
+            for runner_type, parts in sorted(by_type.items())
+        }
+
+    def _cut(self) -> str:
+        """A regex of a runner set's name less PROMETHEUS_NAME_SUFFIX, as a PromQL string."""
+        suffix = self._config.prometheus_name_suffix
+        # Prometheus anchors its regexes at both ends; a name with no suffix is its type whole.
+        suffix = f"(?:{suffix.removesuffix('$')})?" if suffix else ""
+        return json.dumps(f"(.+?){suffix}")
 
     async def _query_range(
         self, query: str, start: datetime, end: datetime, step: int
@@ -365,12 +392,3 @@ def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bo
     inside = counts[i] - below
     fraction = (rank - below) / inside if inside > 0 else 1.0
     return start + (bounds[i] - start) * fraction, False
-
-
-def workflow_of(labels: Mapping[str, str]) -> str:
-    """`job_workflow_name`, else the file `job_workflow_ref` names (`…/periodic.yml@…`)."""
-    name = labels.get("job_workflow_name", "").strip()
-    if name:
-        return name[:200]
-    stem = labels.get("job_workflow_ref", "").partition("@")[0].rsplit("/", 1)[-1]
-    return stem.removesuffix(".yml").removesuffix(".yaml").strip()[:200]

@@ -251,6 +251,21 @@ REPORT = {
     # Its kills over 30 min: each 30 minutes once.
     "node_oom_kills": Query("sum_over_time(($node_oom_kills)[$range:$counted])", read="added"),
 }
+# What the queue cost (`PrometheusMetrics.waited`): the window's (`$range`) increase of ARC's
+# startup histogram per runner type (`$by_type`, as the report's) and workflow label, asked once
+# at the window's end.
+_WAITED_BY = "queuepilot_type, job_workflow_ref, job_workflow_name"
+WAITED = {
+    "buckets": Query(
+        "label_replace(sum by ($by) (increase(gha_job_startup_duration_seconds_bucket{}[$range]) "
+        "* $by_type), $as_name)", f"{_WAITED_BY}, le"),
+    "sums": Query(
+        "label_replace(sum by ($by) (increase(gha_job_startup_duration_seconds_sum{}[$range]) * "
+        "$by_type), $as_name)", _WAITED_BY),
+    "counts": Query(
+        "label_replace(sum by ($by) (increase(gha_job_startup_duration_seconds_count{}[$range]) "
+        "* $by_type), $as_name)", _WAITED_BY),
+}
 # fmt: on
 # `TypeHistory` field -> the reading's query asked over the report's window; the longest wait,
 # from ARC's startup buckets, as their p99.

@@ -58,6 +58,7 @@ class ArcListener:
     started_by: dict[str, int] = field(default_factory=dict)  # per workflow label value
     completed: int = 0
     startup: Histogram = field(default_factory=Histogram)
+    startup_by: dict[str, Histogram] = field(default_factory=dict)  # per workflow label value
     execution: Histogram = field(default_factory=Histogram)
     execution_by: dict[str, Histogram] = field(default_factory=dict)  # per workflow label value
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -71,6 +72,8 @@ class ArcListener:
             self.started += count
             self.started_by[workflow] = self.started_by.get(workflow, 0) + count
             self.startup.observations.extend([waited_s] * count)
+            by = self.startup_by.setdefault(workflow, Histogram())
+            by.observations.extend([waited_s] * count)
 
     def complete(self, took_s: float, count: int = 1, workflow: str = "") -> None:
         with self.lock:
@@ -97,7 +100,9 @@ class ArcListener:
                 lines += ["# TYPE gha_started_jobs_total counter"]
                 lines += self._started_lines()
                 lines += ["# TYPE gha_job_startup_duration_seconds histogram"]
-                lines += self.startup.lines("gha_job_startup_duration_seconds", JOB)
+                lines += self._labelled_lines(
+                    "gha_job_startup_duration_seconds", JOB, self.startup, self.startup_by
+                )
             if self.completed:
                 done = f'{JOB},job_result="succeeded"'
                 lines += ["# TYPE gha_completed_jobs_total counter",
@@ -118,11 +123,17 @@ class ArcListener:
 
     def _execution_lines(self, done: str) -> list[str]:
         family = "gha_job_execution_duration_seconds"
+        return self._labelled_lines(family, done, self.execution, self.execution_by)
+
+    def _labelled_lines(
+        self, family: str, labels: str, whole: Histogram, by: dict[str, Histogram]
+    ) -> list[str]:
+        """A histogram's series, one per workflow label value where the listener carries one."""
         if not self.workflow_label:
-            return self.execution.lines(family, done)
+            return whole.lines(family, labels)
         lines = []
-        for workflow, histogram in sorted(self.execution_by.items()):
-            pairs = [*done.split(","), f'{self.workflow_label}="{workflow}"']
+        for workflow, histogram in sorted(by.items()):
+            pairs = [*labels.split(","), f'{self.workflow_label}="{workflow}"']
             lines += histogram.lines(family, ",".join(sorted(pairs)))
         return lines
 

@@ -1,0 +1,220 @@
+"""What the queue cost, from GitHub's jobs and from ARC's startup histogram: the numbers a
+responder reads, and totals that add up whatever a source sends."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.domain.cost import ARC, GITHUB, NO_WORKFLOW, Waited, waited_of_buckets, waited_of_jobs
+
+T0 = datetime(2026, 11, 28, 14, 0, tzinfo=UTC)
+SINCE, UNTIL = T0, T0 + timedelta(hours=1)
+BOUNDS = (60, 120, 300, 600, 900, 1800, 3600)  # a few of ARC's buckets, in seconds
+
+
+def stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def job(
+    waited_mins: float,
+    *,
+    started: datetime = T0 + timedelta(minutes=30),
+    label: str = "linux.2xlarge",
+    workflow: str = "pull",
+    branch: str = "fix-sdpa-mask",
+    status: str = "completed",
+    runner_id: Any = 7,
+) -> dict[str, Any]:
+    return {
+        "id": 1,
+        "status": status,
+        "runner_id": runner_id,
+        "labels": ["self-hosted", label],
+        "workflow_name": workflow,
+        "head_branch": branch,
+        "created_at": stamp(started - timedelta(minutes=waited_mins)),
+        "started_at": stamp(started),
+    }
+
+
+def test_each_job_picked_up_in_the_window_counts_its_own_wait() -> None:
+    jobs = [
+        job(7, branch="a"),  # 2 past a 5-min threshold
+        job(12, branch="b", workflow="trunk", status="in_progress"),  # 7 past
+        job(3, branch="c"),
+        job(9, started=T0 - timedelta(minutes=1)),  # started before the window
+        job(20, label="linux.4xlarge"),  # another type
+        job(8, status="queued", runner_id=None),  # not picked up
+        job(8, runner_id=0),  # no runner
+    ]
+    found = waited_of_jobs(jobs, "linux.2xlarge", SINCE, UNTIL, 5)
+    assert (found.jobs, found.jobs_past) == (3, 2)
+    assert found.minutes == pytest.approx(22) and found.minutes_past == pytest.approx(9)
+    assert found.longest_mins == pytest.approx(12) and not found.longest_over
+    assert found.workflows["trunk"].minutes_past == pytest.approx(7)
+    assert [name for name, _ in found.top_workflows()] == ["trunk", "pull"]
+    assert found.branches == 2  # those of the jobs past the threshold
+    assert found.prs is None and "pull requests" in found.not_known
+    assert found.source == GITHUB and found.unreadable == 0
+
+
+def test_a_job_with_times_no_one_can_read_is_left_out_and_counted() -> None:
+    odd = [
+        job(6) | {"created_at": "yesterday"},
+        job(6) | {"started_at": None},
+        job(-4),  # started before it was created
+        "not a job",
+    ]
+    found = waited_of_jobs([*odd, job(6)], "linux.2xlarge", SINCE, UNTIL, 5)
+    assert (found.jobs, found.unreadable) == (1, 4)
+
+
+def series(le: dict[str, float], jobs: float, seconds: float, **labels: str) -> dict[str, Any]:
+    return {
+        "buckets": [({**labels, "le": bound}, count) for bound, count in le.items()],
+        "sums": [(labels, seconds)],
+        "counts": [(labels, jobs)],
+    }
+
+
+def read(*parts: dict[str, Any], threshold_mins: float = 5) -> Waited:
+    return waited_of_buckets(
+        [b for p in parts for b in p["buckets"]],
+        [s for p in parts for s in p["sums"]],
+        [c for p in parts for c in p["counts"]],
+        threshold_mins,
+    )
+
+
+PULL = "pytorch/pytorch/.github/workflows/pull.yml"
+
+
+def test_arc_totals_are_exact_and_the_share_past_the_threshold_is_interpolated() -> None:
+    # 10 jobs: 4 within 5 min, 4 in (5, 10] min, 2 in (15, 30] min; 300 job-minutes in all.
+    pr = series(
+        {"300": 4, "600": 8, "900": 8, "1800": 10, "+Inf": 10},
+        10,
+        18000,
+        job_workflow_ref=f"{PULL}@refs/pull/42/merge",
+    )
+    found = read(pr)
+    assert (found.jobs, found.jobs_past) == (10, 6)
+    assert found.minutes == pytest.approx(300)
+    # Spread evenly within their buckets: 4 jobs 2.5 min past, 2 jobs 17.5 min past.
+    assert found.minutes_past == pytest.approx(4 * 2.5 + 2 * 17.5)
+    assert (found.longest_mins, found.longest_over) == (30, False)
+    assert list(found.workflows) == ["pull"] and found.prs == 1 and found.branches == 0
+    assert found.source == ARC and found.not_known == {}
+
+
+def test_arc_longest_past_its_top_bucket_is_only_a_bound() -> None:
+    found = read(series({"3600": 1, "+Inf": 3}, 3, 3 * 5000, job_workflow_ref=f"{PULL}@x"))
+    assert (found.longest_mins, found.longest_over) == (60, True)
+    assert found.jobs_past == 3  # past 5 min, counted at the top bound
+    # The one within (0, 60] min spread over it; the two past it taken at 60 min.
+    assert found.minutes_past == pytest.approx((3300 / 3600 * 1650 + 2 * 3300) / 60)
+
+
+def test_arc_prs_and_branches_come_from_the_refs_of_the_jobs_delayed() -> None:
+    late = {"300": 0, "600": 2, "+Inf": 2}
+    parts = [
+        series(late, 2, 900, job_workflow_ref=f"{PULL}@refs/pull/1/merge"),
+        series(late, 2, 900, job_workflow_ref=f"{PULL}@refs/pull/2/merge"),
+        series(late, 2, 900, job_workflow_ref=f"{PULL}@refs/heads/main"),
+        series({"300": 2, "+Inf": 2}, 2, 60, job_workflow_ref=f"{PULL}@refs/pull/3/merge"),
+    ]
+    found = read(*parts)
+    assert (found.prs, found.branches, found.jobs_past) == (2, 1, 6)
+
+
+def test_arc_without_a_workflow_label_knows_the_totals_not_the_workflows() -> None:
+    found = read(series({"300": 1, "600": 3, "+Inf": 3}, 3, 1200))
+    assert (found.jobs, found.jobs_past) == (3, 2)
+    assert set(found.not_known) == {"workflows", "pull requests", "branches"}
+    assert found.prs is None and found.branches is None
+    assert list(found.workflows) == [NO_WORKFLOW] and found.top_workflows() == []
+    # None past a longer threshold: still not known, not none.
+    calm = read(series({"300": 1, "600": 3, "+Inf": 3}, 3, 1200), threshold_mins=30)
+    assert calm.jobs_past == 0 and calm.prs is None and "pull requests" in calm.not_known
+
+
+odd_numbers = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10_000).map(float)
+)
+labels = st.fixed_dictionaries(
+    {},
+    optional={
+        "job_workflow_ref": st.sampled_from(
+            ["", f"{PULL}@refs/pull/7/merge", "o/r/.github/workflows/trunk.yml@refs/heads/main"]
+        ),
+        "job_workflow_name": st.sampled_from(["", "nightly", "pull"]),
+        "le": st.sampled_from([*(str(b) for b in BOUNDS), "+Inf", "NaN", "-1", "soon", ""]),
+    },
+)
+vector = st.lists(st.tuples(labels, odd_numbers), max_size=12)
+
+
+def adds_up(found: Waited) -> None:
+    assert 0 <= found.jobs_past <= found.jobs
+    assert 0 <= found.minutes_past <= found.minutes + 1e-6
+    assert sum(t.minutes for t in found.workflows.values()) == pytest.approx(found.minutes)
+    assert all(t.jobs_past <= t.jobs for t in found.workflows.values())
+    assert all(math.isfinite(n) for n in (found.minutes, found.minutes_past))
+    assert found.longest_mins is None or found.longest_mins >= 0
+
+
+@given(vector, vector, vector, st.sampled_from([0, 1, 5, 30, 90]))
+def test_any_answer_from_prometheus_gives_totals_that_add_up(
+    buckets: Any, sums: Any, counts: Any, threshold: float
+) -> None:
+    adds_up(waited_of_buckets(buckets, sums, counts, threshold))
+
+
+times = st.one_of(
+    st.datetimes(
+        min_value=datetime(2026, 11, 28, 13),
+        max_value=datetime(2026, 11, 28, 16),
+        timezones=st.just(UTC),
+    ).map(stamp),
+    st.sampled_from([None, "", "NaN", "2026-13-01T00:00:00Z", 17, -1.5]),
+)
+jobs = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "status": st.sampled_from(["queued", "in_progress", "completed", None, 3]),
+                "runner_id": st.sampled_from([None, 0, "", 5, "r"]),
+                "labels": st.sampled_from([["linux.2xlarge"], [], None, "linux.2xlarge", [3]]),
+                "workflow_name": st.sampled_from(["pull", "trunk", "", None, 5]),
+                "head_branch": st.sampled_from(["main", "gh/x/1/head", None, ""]),
+                "created_at": times,
+                "started_at": times,
+            },
+        ),
+        st.sampled_from([None, "job", 3, []]),
+    ),
+    max_size=15,
+)
+
+
+@given(jobs, st.sampled_from([0, 5, 30]))
+def test_any_jobs_from_github_give_totals_that_add_up(found: Any, threshold: float) -> None:
+    waited = waited_of_jobs(found, "linux.2xlarge", SINCE, UNTIL, threshold)
+    adds_up(waited)
+    assert waited.branches is not None and waited.branches <= waited.jobs_past
+
+
+def test_two_scale_sets_of_one_runner_type_add_up() -> None:
+    ref = f"{PULL}@refs/pull/9/merge"
+    one = series({"300": 1, "600": 3, "+Inf": 3}, 3, 1200, job_workflow_ref=ref)
+    found = read(one, one)
+    assert (found.jobs, found.jobs_past, found.prs) == (6, 4, 1)
+    assert found.minutes == pytest.approx(40)
