@@ -41,6 +41,7 @@ from bot.backends.metrics import QueueHistory
 from bot.checks.watch import ProbeWatch
 from bot.config import Settings, memory
 from bot.domain.routes import MAX_ROUTES
+from bot.fleet.cost import CostReader
 from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake, request_loop
@@ -465,8 +466,15 @@ def _ticks(
     """The leader's periodic work, by the name its scheduler runs it under."""
     store, link, early_warning = stores.store, gateway.link, _early_warnings(settings, backends)
     says = core.scaling.since if core.scaling.scaler is not None else None
+    cost = CostReader(settings, backends.metrics, stores.workflow_jobs)
     reporter = StatusReporter(
-        store, readings, gateway.telemetry, config=settings, clock=clock, scaler_says=says
+        store,
+        readings,
+        gateway.telemetry,
+        config=settings,
+        clock=clock,
+        scaler_says=says,
+        cost=cost if cost.known else None,
     )
     ticks: dict[str, leader.Tick] = {"status-tick": reporter.tick}
     if backends.silencer is not None:

@@ -17,6 +17,10 @@ HELP = {
     "notifications_applied_total": "Accepted notifications applied to incidents, by what they "
     "changed (stale: nothing).",
     "incidents_opened_total": "Incidents opened.",
+    "queue_wait_job_seconds_total": "Seconds the jobs of open incidents' runner types waited for "
+    "a runner, summed over the jobs (job-seconds), as each incident's cost is read.",
+    "incident_jobs_delayed_total": "Jobs of open incidents' runner types that waited past the "
+    "alert's wait threshold, as each incident's cost is read.",
     "incidents_resolved_total": "Incidents resolved, by how (alert, manual).",
     "slack_calls_total": "Slack Web API calls, by method and outcome (ok or the Slack error).",
     "slack_rate_limited_total": "Slack answers of 429 (each was waited out for its Retry-After).",
@@ -119,6 +123,8 @@ class Telemetry:
         self.notifications = counter("notifications_total", "source", "outcome")
         self.notifications_applied = counter("notifications_applied_total", "change")
         self.incidents_opened = counter("incidents_opened_total")
+        self.queue_wait_job_seconds = counter("queue_wait_job_seconds_total", "runner_type")
+        self.incident_jobs_delayed = counter("incident_jobs_delayed_total", "runner_type")
         self.incidents_resolved = counter("incidents_resolved_total", "resolution")
         self.slack_calls = counter("slack_calls_total", "method", "outcome")
         self.slack_rate_limited = counter("slack_rate_limited_total", "method")

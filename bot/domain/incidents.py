@@ -21,6 +21,7 @@ from bot.domain.alerts import (
     max_known,
 )
 from bot.domain.bought import Bought
+from bot.domain.cost import Waited
 from bot.domain.delivery import Delivery
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_measure, of_type
 from bot.domain.jobs import Workflows
@@ -290,6 +291,9 @@ class Incident(BaseModel):
     # The reading: the live backend's latest, counting the scale-ups since; None with `alert`.
     live: FleetSnapshot | None = None
     peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)  # each type's, as `peak`
+    # What the queue cost each type's jobs from the alert to `cost_at` (`bot.fleet.cost`).
+    cost: dict[str, Waited] = Field(default_factory=dict)
+    cost_at: datetime | None = None
     peak_runners: dict[str, RunnersSeen] = Field(default_factory=dict)  # over the live readings
     drain_checks: int = 0  # consecutive checks that found the queue drained
     # The reading the last of them counted: a reading standing longer than a check (GitHub's,

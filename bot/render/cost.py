@@ -4,7 +4,10 @@ all the jobs waited, the longest wait, and the source that told it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bot.domain.cost import Waited
+from bot.domain.incidents import Incident
 from bot.domain.units import minutes, number
 
 
@@ -56,3 +59,12 @@ def _job_minutes(value: float) -> str:
 def _counted(count: int, one: str, many: str = "") -> str:
     noun = one if count == 1 else (many or f"{one}s")
     return f"{count:,} {noun}" if count >= 1000 else f"{number(count)} {noun}"
+
+
+def cost_lines(incident: Incident, escaped: Callable[[str], str]) -> list[str]:
+    """The record's cost, a line per runner type ("Cost on linux.2xlarge: …"), each sentence
+    escaped as its surface escapes outside text (workflow names are the repositories')."""
+    return [
+        escaped(f"Cost on {runner_type}: {cost_said(waited)}")
+        for runner_type, waited in sorted(incident.cost.items())
+    ]

@@ -19,6 +19,7 @@ from bot.domain.scale_record import alert_fired, scale_record
 from bot.domain.units import duration, minutes, number
 from bot.render import replies
 from bot.render.chart import incident_chart, sampled
+from bot.render.cost import cost_lines
 from bot.render.follow_ups import bought_said
 from bot.render.mrkdwn import is_linkable, truncate
 from bot.render.numbers import (
@@ -169,6 +170,7 @@ def impact_section(incident: Incident) -> str:
         lines.append(f"- {drained}")
     if left := left_queued(incident, "**"):
         lines.append(f"- {left}")
+    lines += [f"- {line}" for line in cost_lines(incident, md_escape)]
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
     return "\n\n".join(part for part in [*parts, _workflows(incident.workflows)] if part)

@@ -33,6 +33,7 @@ from bot.domain.silence_seen import Seen
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart
+from bot.render.cost import cost_lines
 from bot.render.follow_ups import OUTCOME_ICONS, back_said, outcome_said, record_said, seen_said
 from bot.render.numbers import (
     drained_in,
@@ -267,6 +268,8 @@ def render_summary(
     ]
     if peaks := peak_rows(incident):
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
+    if cost := cost_lines(incident, md.escape):
+        blocks.append(md.section("\n".join(f"💸 {line}" for line in cost)))
     if incident.silence is not None:
         blocks.append(md.section(_silence_said(incident, incident.silence)))
     elif _ended_at_resolve(incident, events):  # told anew after the silence watch ended it

@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from bot import logs
 from bot.backends.http import BackendError
 from bot.config import Settings
+from bot.domain.cost import Waited
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
 from bot.domain.follow_ups import credited
 from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended
@@ -38,6 +39,7 @@ from bot.domain.incidents import (
     with_live,
 )
 from bot.domain.message import Rendered
+from bot.fleet.cost import CostReader
 from bot.fleet.readings import FleetReadings
 from bot.render.numbers import source_note, type_lines
 from bot.render.replies import STATUS_FALLBACK, StatusShown, drained_said, summaries
@@ -79,9 +81,14 @@ class StatusReporter:
     clock: Callable[[], datetime]
     # What the scaler shows of scale-ups that did not come, by runner type (`Scaling.since`).
     scaler_says: Callable[[Mapping[str, datetime]], Awaitable[Mapping[str, str]]] | None = None
+    cost: CostReader | None = None  # what the queue cost, read at each status and the resolve
     _shown_at: datetime = NEVER  # the reading the roots are brought to
     _to_show: list[str] = field(default_factory=list)  # the open incidents not brought to it yet
     _open: int = 0  # how many incidents were open at that reading
+    # Each incident's cost as stored and as read this tick: counted once its commit lands.
+    _costs: dict[str, tuple[Mapping[str, Waited], Mapping[str, Waited]]] = field(
+        default_factory=dict
+    )
 
     @property
     def _credit_window(self) -> timedelta:
@@ -115,7 +122,10 @@ class StatusReporter:
             if commit is not None:
                 decided.append((claim, commit))
         applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
+        costs, self._costs = self._costs, {}
         for (claim, commit), done in zip(decided, applied, strict=True):
+            if done is True and commit.incident is not None and commit.incident.id in costs:
+                self._counted(*costs[commit.incident.id])
             if done is not True:
                 # An error, or the incident moved on since it was read: decided afresh next tick.
                 channel = commit.incident.channel if commit.incident is not None else None
@@ -125,6 +135,18 @@ class StatusReporter:
                 self.telemetry.incidents_resolved.labels("drained").inc()
             elif any(reply.kind == STATUS for reply in commit.replies):
                 self.telemetry.status_posts.inc()
+
+    def _counted(self, before: Mapping[str, Waited], now: Mapping[str, Waited]) -> None:
+        """What the queue cost since the incident's last reading of it, for dashboards: a
+        re-read that counts fewer (a series Prometheus no longer has) counts nothing."""
+        for runner_type, waited in now.items():
+            was = before.get(runner_type)
+            seconds = (waited.minutes - (was.minutes if was else 0.0)) * 60
+            delayed = waited.jobs_past - (was.jobs_past if was else 0)
+            if seconds > 0:
+                self.telemetry.queue_wait_job_seconds.labels(runner_type).inc(seconds)
+            if delayed > 0:
+                self.telemetry.incident_jobs_delayed.labels(runner_type).inc(delayed)
 
     async def _roots_to_reading(self) -> None:
         """Each open incident's view (what the root, diagnostics and the forms answer from) is
@@ -226,6 +248,9 @@ class StatusReporter:
         history: Sequence[HistoryPoint],
         now: datetime,
     ) -> Commit:
+        if self.cost is not None and (cost := await self.cost.cost(incident, now)) is not None:
+            self._costs[incident.id] = (incident.cost, cost)
+            incident = incident.model_copy(update={"cost": cost, "cost_at": now})
         view = self.readings.incident_view(incident, reading, history, now)
         current = as_snapshot(incident, view, now)
         needed = self.config.drain_checks

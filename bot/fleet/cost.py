@@ -1,0 +1,70 @@
+"""What an incident's queue cost its jobs so far, by runner type, from the source that knows it
+best: GitHub's own job times where its workflow_job deliveries come (each job's wait, exact),
+else ARC's startup histogram through Prometheus (totals exact, the share past the threshold
+estimated from its buckets); none where neither is there (the alert's numbers and the HUD list
+the jobs still queued, not what the started ones waited)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from redis.exceptions import RedisError
+
+from bot.backends.http import BackendError
+from bot.backends.metrics import QueueMetrics
+from bot.backends.metrics.prometheus import PrometheusMetrics
+from bot.config import Settings
+from bot.domain.cost import Waited, waited_of_jobs
+from bot.domain.fleet import of_type
+from bot.domain.incidents import Incident, thresholds
+from bot.storage.workflow_jobs import WorkflowJobs
+
+log = logging.getLogger(__name__)
+
+EARLIEST = timedelta(hours=1)
+
+
+class CostReader:
+    def __init__(self, config: Settings, metrics: QueueMetrics, jobs: WorkflowJobs) -> None:
+        self._config = config
+        self._metrics = metrics
+        self._jobs = jobs if config.github_webhook_secret is not None else None
+
+    @property
+    def known(self) -> bool:
+        return self._jobs is not None or isinstance(self._metrics, PrometheusMetrics)
+
+    async def cost(self, incident: Incident, now: datetime) -> dict[str, Waited] | None:
+        """Per runner type the incident shows, what its jobs that got a runner since the alert
+        waited; None where no source tells it or it could not be read (the last stays)."""
+        types = [*incident.runner_types, *incident.peak_types]
+        if not types or not self.known:
+            return None
+        # From the alert's start, but not from a day long gone: an alert that fired long before
+        # queuepilot heard it (or a replayed one) is costed from an hour before it opened.
+        since = max(incident.started_at, incident.opened_at - EARLIEST)
+        threshold = self._threshold(incident)
+        try:
+            if self._jobs is not None:
+                jobs = [
+                    *await self._jobs.live(),
+                    *await self._jobs.done(since.timestamp(), now.timestamp() + 1),
+                ]
+                found = {
+                    t: waited_of_jobs(jobs, t, since, now, threshold) for t in dict.fromkeys(types)
+                }
+            else:
+                assert isinstance(self._metrics, PrometheusMetrics)
+                every = await self._metrics.waited(since=since, until=now, threshold_mins=threshold)
+                found = {t: w for t in dict.fromkeys(types) if (w := of_type(every, t)) is not None}
+        except (BackendError, RedisError) as exc:
+            log.warning("cost: incident %s: %s", incident.id, exc)
+            return None
+        return found
+
+    def _threshold(self, incident: Incident) -> float:
+        """The alert's wait threshold, else the one the early warning is told; else a job
+        counts as delayed from its first minute."""
+        said = thresholds(incident)[1]
+        return said if said is not None else (self._config.early_warning_wait_minutes or 1.0)
