@@ -474,7 +474,7 @@ def _ticks(
         config=settings,
         clock=clock,
         scaler_says=says,
-        cost=cost if cost.known else None,
+        cost=cost,
     )
     ticks: dict[str, leader.Tick] = {"status-tick": reporter.tick}
     if backends.silencer is not None:

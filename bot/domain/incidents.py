@@ -294,6 +294,7 @@ class Incident(BaseModel):
     # What the queue cost each type's jobs from the alert to `cost_at` (`bot.fleet.cost`).
     cost: dict[str, Waited] = Field(default_factory=dict)
     cost_at: datetime | None = None
+    cost_unknown: str = ""  # why no source tells the cost
     peak_runners: dict[str, RunnersSeen] = Field(default_factory=dict)  # over the live readings
     drain_checks: int = 0  # consecutive checks that found the queue drained
     # The reading the last of them counted: a reading standing longer than a check (GitHub's,

@@ -35,6 +35,16 @@ class CostReader:
     def known(self) -> bool:
         return self._jobs is not None or isinstance(self._metrics, PrometheusMetrics)
 
+    @property
+    def unknown(self) -> str:
+        """Why no incident's cost is known here, and what would tell it ("" when it is)."""
+        if self.known:
+            return ""
+        return (
+            f"{self._metrics.name} does not say what each job waited: GitHub's workflow_job "
+            "deliveries (GITHUB_WEBHOOK_SECRET) or ARC's metrics through Prometheus do"
+        )
+
     async def cost(self, incident: Incident, now: datetime) -> dict[str, Waited] | None:
         """Per runner type the incident shows, what its jobs that got a runner since the alert
         waited; None where no source tells it or it could not be read (the last stays)."""

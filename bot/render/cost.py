@@ -64,6 +64,8 @@ def _counted(count: int, one: str, many: str = "") -> str:
 def cost_lines(incident: Incident, escaped: Callable[[str], str]) -> list[str]:
     """The record's cost, a line per runner type ("Cost on linux.2xlarge: …"), each sentence
     escaped as its surface escapes outside text (workflow names are the repositories')."""
+    if not incident.cost and incident.cost_unknown:
+        return [escaped(f"Cost not known: {incident.cost_unknown}")]
     return [
         escaped(f"Cost on {runner_type}: {cost_said(waited)}")
         for runner_type, waited in sorted(incident.cost.items())

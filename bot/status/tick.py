@@ -248,6 +248,8 @@ class StatusReporter:
         history: Sequence[HistoryPoint],
         now: datetime,
     ) -> Commit:
+        if self.cost is not None and self.cost.unknown != incident.cost_unknown:
+            incident = incident.model_copy(update={"cost_unknown": self.cost.unknown})
         if self.cost is not None and (cost := await self.cost.cost(incident, now)) is not None:
             self._costs[incident.id] = (incident.cost, cost)
             incident = incident.model_copy(update={"cost": cost, "cost_at": now})
