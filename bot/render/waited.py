@@ -57,13 +57,13 @@ def busiest_hour(hours: Sequence[float]) -> tuple[str, float] | None:
 
 
 def total_line(reports: Sequence[TypeReport]) -> str | None:
-    """ "412 job-hours waited in all (the queue summed over time); the busiest hour of the week
+    """ "412 job-hours waited in all (the queue summed over the window); the busiest hour of the week
     Tue 14:00–15:00 UTC, 38 job-hours": the report's total, over every type it read."""
     known = [r for r in reports if r.waited_hours is not None]
     if not known:
         return None
     total = sum(r.waited_hours or 0.0 for r in known)
-    text = f"{job_hours_said(total)} waited in all (each step's queue times the step, added up)"
+    text = f"{job_hours_said(total)} waited in all (the queue summed over the window)"
     if busiest := busiest_hour(summed([r.waited_by_hour for r in known if r.waited_by_hour])):
         when, hours = busiest
         text += f"; the busiest hour of the week {when}, {job_hours_said(hours)}"
