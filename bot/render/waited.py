@@ -47,26 +47,29 @@ def covered_said(covered: Covered) -> str:
     )
 
 
-def busiest_hour(hours: Sequence[float]) -> tuple[str, float] | None:
-    """The UTC hour of the week the most job-hours were waited in ("Tue 14:00–15:00 UTC")."""
+def busiest_hour(hours: Sequence[float]) -> tuple[str, float, int] | None:
+    """The UTC hour of the week the most job-hours were waited in ("Tue 14:00–15:00 UTC"), the
+    earliest of equals, with its job-hours and how many other hours were as busy."""
     if len(hours) != HOURS_OF_WEEK or max(hours) <= 0:
         return None
     top = max(range(HOURS_OF_WEEK), key=lambda i: (hours[i], -i))
     day, hour = divmod(top, 24)
-    return f"{DAYS[day]} {hour:02d}:00–{hour + 1:02d}:00 UTC", hours[top]
+    equals = sum(1 for h in hours if round(h, 1) == round(hours[top], 1)) - 1
+    return f"{DAYS[day]} {hour:02d}:00–{hour + 1:02d}:00 UTC", hours[top], equals
 
 
 def total_line(reports: Sequence[TypeReport]) -> str | None:
-    """ "412 job-hours waited in all (the queue summed over the window); the busiest hour of the week
-    Tue 14:00–15:00 UTC, 38 job-hours": the report's total, over every type it read."""
+    """ "412 job-hours waited in all (the queue summed over the window); the busiest hour of the
+    week Tue 14:00–15:00 UTC, 38 job-hours": the report's total, over every type it read."""
     known = [r for r in reports if r.waited_hours is not None]
     if not known:
         return None
     total = sum(r.waited_hours or 0.0 for r in known)
     text = f"{job_hours_said(total)} waited in all (the queue summed over the window)"
     if busiest := busiest_hour(summed([r.waited_by_hour for r in known if r.waited_by_hour])):
-        when, hours = busiest
+        when, hours, equals = busiest
         text += f"; the busiest hour of the week {when}, {job_hours_said(hours)}"
+        text += f" ({equals} other hours as busy)" if equals else ""
     return text
 
 

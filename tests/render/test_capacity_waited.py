@@ -116,3 +116,13 @@ def test_without_a_queue_series_nothing_is_said_of_job_hours_and_no_chart_is_dra
     message = report_message([report], days=7, kept_days=30)
     charts = [b["block_id"] for b in message.blocks if b["type"] == "data_visualization"]
     assert charts == ["capacity_hours"]
+
+
+def test_hours_as_busy_as_the_busiest_are_counted_not_hidden() -> None:
+    flat = tuple([0.0] * 24 + [15.0] * 6 + [0.0] * 138)  # Tuesday 00:00–06:00, equal
+    report = TypeReport(runner_type=BIG, incidents=1, waited_hours=90, waited_by_hour=flat)
+    text = render_report([report], days=7, kept_days=30)
+    assert (
+        "90 job-hours waited in all (the queue summed over the window); the busiest hour of the "
+        "week Tue 00:00–01:00 UTC, 15 job-hours (5 other hours as busy)"
+    ) in text
