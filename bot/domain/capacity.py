@@ -29,6 +29,15 @@ from bot.domain.runner_names import runner_key
 from bot.domain.runner_pods import STUCK_SHARE
 from bot.domain.scale_record import ScaleUps, scale_record
 from bot.domain.units import number
+from bot.domain.waited import (
+    Covered,
+    at_max,
+    by_hour_of_week,
+    covered_by_max,
+    covered_by_min,
+    hours_waited_at_max,
+    job_hours,
+)
 
 NO_TYPE = ""  # incidents whose alert and readings named no runner type
 RECOMMEND_INCIDENTS = 2
@@ -81,12 +90,7 @@ class TypeHistory(HistoryFigures):
     def hours_at_max(self) -> float | None:
         if not self.level or not self.maximum:
             return None
-        at_max = [
-            at
-            for at, level in self.level.items()
-            if (top := self.maximum.get(at)) is not None and top > 0 and level >= top
-        ]
-        return len(at_max) * self.step_s / 3600
+        return len(at_max(self.level, self.maximum)) * self.step_s / 3600
 
     @property
     def peak_queued(self) -> float | None:
@@ -118,6 +122,28 @@ class TypeReport(HistoryFigures):
     oom_kills: int = 0
     oom_workflows: tuple[tuple[str, int], ...] = ()
     recommendation: str = ""
+    # What the queue cost (`bot.domain.waited`): job-hours waited, those at the maximum, the
+    # same by UTC hour of week, and what the recommendation would have served of them.
+    waited_hours: float | None = None
+    waited_at_max_hours: float | None = None
+    waited_by_hour: tuple[float, ...] = ()
+    covered: Covered | None = None
+
+    @property
+    def share_at_max(self) -> float | None:
+        """The share of the job-hours waited that were waited at the maximum."""
+        if not self.waited_hours or self.waited_at_max_hours is None:
+            return None
+        return self.waited_at_max_hours / self.waited_hours
+
+
+@dataclass(frozen=True)
+class Raise:
+    """The raise a recommendation names: `field` from `was` to `to`."""
+
+    field: str  # "maxRunners" or "minRunners"
+    was: float
+    to: float
 
 
 def capacity_report(
@@ -236,6 +262,7 @@ def _report(
     if history is not None:
         past = {f.name: getattr(history, f.name) for f in fields(HistoryFigures)}
         past.update(hours_at_max=history.hours_at_max, hours_over=history.hours_over(thresholds))
+        past.update(_waited(history))
     report = TypeReport(
         runner_type=name,
         incidents=len(incidents),
@@ -251,59 +278,92 @@ def _report(
         registered=ran.registered,
         **past,
     )
-    return replace(report, recommendation=_recommendation(report, duration))
+    recommendation, raised = _recommendation(report, duration)
+    covered = _covered(history, raised, report.waited_hours) if history and raised else None
+    return replace(report, recommendation=recommendation, covered=covered)
 
 
-def _recommendation(report: TypeReport, duration: float | None) -> str:
+def _waited(history: TypeHistory) -> dict[str, object]:
+    if (waited := job_hours(history.queued, history.step_s)) is None:
+        return {}
+    steps = (history.queued, history.level, history.maximum, history.step_s)
+    at_top = hours_waited_at_max(*steps) if history.level and history.maximum else None
+    by_hour = by_hour_of_week(history.queued, history.step_s)
+    return {"waited_hours": waited, "waited_at_max_hours": at_top, "waited_by_hour": by_hour}
+
+
+def _covered(history: TypeHistory, raised: Raise, waited: float | None) -> Covered | None:
+    """The job-hours the raise would have served, if each runner added served one queued job a
+    step: above the maximum while at it, or warm where the level was under the new minimum."""
+    if not waited or not history.level:
+        return None
+    if raised.field == "maxRunners":
+        if not history.maximum:
+            return None
+        more = raised.to - raised.was
+        served = covered_by_max(
+            history.queued, history.level, history.maximum, history.step_s, more
+        )
+    else:
+        served = covered_by_min(history.queued, history.level, history.step_s, raised.to)
+    return Covered(raised.field, served, waited)
+
+
+def _recommendation(report: TypeReport, duration: float | None) -> tuple[str, Raise | None]:
     """The maximum that drains the worst peak within 30 minutes, when a size matters."""
-    at_max = report.hours_at_max or 0.0
+    at_top = report.hours_at_max or 0.0
     often = (
         report.incidents >= RECOMMEND_INCIDENTS
         or report.firing >= RECOMMEND_FIRING
-        or at_max >= RECOMMEND_AT_MAX_H
+        or at_top >= RECOMMEND_AT_MAX_H
     )
     if not often or not report.runner_type:
-        return ""
+        return "", None
     hours = report.firing.total_seconds() / 3600
     why = f"{report.incidents} incident{'s' if report.incidents != 1 else ''}, {hours:.1f} h firing"
-    if at_max >= 1:
-        why = f"at its maximum {at_max:.0f} h, {why}"
+    if at_top >= 1:
+        why = f"at its maximum {at_top:.0f} h, {why}"
     stuck = report.unschedulable_hours or 0.0
-    if stuck >= UNSCHEDULABLE_H and stuck >= STUCK_SHARE * at_max:
+    if stuck >= UNSCHEDULABLE_H and stuck >= STUCK_SHARE * at_top:
         return (
             f"{why}: its runner pods sat unschedulable {stuck:.0f} h (no node fits): the node "
             "group is the limit, not maxRunners: look at the cluster autoscaler or Karpenter"
-        )
-    if report.hours_at_max is not None and at_max < SHOWN_OVER_H and report.peak_queued:
+        ), None
+    if report.hours_at_max is not None and at_top < SHOWN_OVER_H and report.peak_queued:
         return _warmer(report, why)
     if report.maximum is None or report.peak_queued is None or not duration:
         unknown = "its maximum" if report.maximum is None else "its jobs' duration"
         if report.maximum is not None and report.peak_queued is None:
             unknown = "its peak queue"
-        return f"{why}: a bigger fleet may be due ({unknown} is not known here)"
+        return f"{why}: a bigger fleet may be due ({unknown} is not known here)", None
     more = to_drain(report.peak_queued, duration, 30)
     if more <= 0:
-        return f"{why}, but no queue at the peak: the size is not the cause"
-    was, to = number(report.maximum), number(report.maximum + more)
-    peak = number(report.peak_queued)
-    return f"{why}: raise maxRunners {was} → {to} (drains its peak of {peak} queued in 30 min)"
+        return f"{why}, but no queue at the peak: the size is not the cause", None
+    raised = Raise("maxRunners", report.maximum, report.maximum + more)
+    was, to, peak = number(raised.was), number(raised.to), number(report.peak_queued)
+    text = f"{why}: raise maxRunners {was} → {to} (drains its peak of {peak} queued in 30 min)"
+    return text, raised
 
 
-def _warmer(report: TypeReport, why: str) -> str:
+def _warmer(report: TypeReport, why: str) -> tuple[str, Raise | None]:
     """A type never at its maximum queued for runners to start, not for room: warm runners
     (ARC keeps `minRunners` idle on top of its jobs) take the peak at once."""
     peak = report.peak_queued or 0
     of = f" of {number(report.maximum)}" if report.maximum else ""
     held = f"never at its maximum{of}" if not report.hours_at_max else f"rarely at its maximum{of}"
     if report.minimum is None or report.maximum is None:
-        return f"{why}, {held}: not the ceiling; a larger minRunners (warm runners) may be due"
+        return (
+            f"{why}, {held}: not the ceiling; a larger minRunners (warm runners) may be due",
+            None,
+        )
     to = min(report.maximum, report.minimum + math.ceil(peak))
     if to <= report.minimum:
-        return f"{why}, {held}: not the ceiling, and its minimum is its maximum"
-    return (
+        return f"{why}, {held}: not the ceiling, and its minimum is its maximum", None
+    text = (
         f"{why}, {held}: raise minRunners {number(report.minimum)} → {number(to)} (warm "
         f"runners for its peak of {number(peak)} queued)"
     )
+    return text, Raise("minRunners", report.minimum, to)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """`/queue report`: the capacity report as one ephemeral answer (mrkdwn, escaped, capped), and the
-weekly post with a chart of each type's firing hours."""
+weekly post with charts of each type's firing hours and of the job-hours waited by hour of week."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_CATEGORIES, chart, series_labels
 from bot.render.numbers import busy_said, queued_said, wait_of
+from bot.render.waited import covered_said, hour_of_week_chart, total_line, waited_said
 
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
@@ -52,10 +53,15 @@ def render_report(
     for report in reports[:MAX_TYPES]:
         lines.append(_type_line(report))
         if report.recommendation:
-            lines.append(f"   ↳ {md.escaped(report.recommendation, 300)}")
+            advice = md.escaped(report.recommendation, 300)
+            if report.covered is not None:
+                advice += f": {covered_said(report.covered)}"
+            lines.append(f"   ↳ {advice}")
     if len(reports) > MAX_TYPES:
         more = md.escape(f"`/queue report {days}d <type>`")
         lines.append(f"_{len(reports) - MAX_TYPES} more runner types: {more}_")
+    if total := total_line(reports):
+        lines.append(total)
     lines.append(f"_{_sources(reports, history, missing)}_{kept}")
     return md.truncate("\n".join(lines), 2900)
 
@@ -105,6 +111,8 @@ def _type_line(report: TypeReport) -> str:
         parts.append(f"{md.escape(report.quantiles_of)} p50 {p50}, p90 {p90}")
     if report.hours_at_max is not None:
         parts.append(f"{_hours(report.hours_at_max)} at the maximum")
+    if waited := waited_said(report):
+        parts.append(waited)
     if report.pending_pod_mins is not None:
         parts.append(_pending(report))
     if report.oom_kills:
@@ -166,8 +174,9 @@ def _hours(hours: float) -> str:
 
 
 def report_message(reports: Sequence[TypeReport], *, days: int, **said: Any) -> Rendered:
-    """The weekly post: the report (`render_report`'s), and a bar chart of each type's firing
-    hours drawn by Slack (left out, as any chart, where the workspace refuses it)."""
+    """The weekly post: the report (`render_report`'s), a bar chart of each type's firing hours
+    and one of the job-hours waited by hour of week, drawn by Slack (left out, as any chart,
+    where the workspace refuses it)."""
     text = render_report(reports, days=days, **said)
     blocks = md.sections(text.splitlines())
     firing = [r for r in reports if r.runner_type and r.firing.total_seconds() > 0]
@@ -177,4 +186,5 @@ def report_message(reports: Sequence[TypeReport], *, days: int, **said: Any) -> 
         axes = {"categories": labels, "y_label": "hours"}
         title = f"Hours firing, last {days} days"
         blocks.append(chart("capacity_hours", title, "bar", {"hours firing": hours}, axes))
+    blocks += hour_of_week_chart(reports, days)
     return md.rendered(text.splitlines()[0].strip("*"), blocks)

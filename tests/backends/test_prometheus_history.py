@@ -184,6 +184,14 @@ async def test_queue_report_over_a_seeded_week_of_incidents_and_prometheus_histo
     # Hours at the maximum make the case; the size comes from the history's maximum and peak.
     # 15 queued at the peak, 30-minute jobs: 15 more runners drain it in 30 minutes.
     assert "at its maximum 26 h, 2 incidents, 11.0 h firing: raise maxRunners 20 → 35" in text
+    # The queue's 15 jobs through three 6-hour bursts, all at the maximum: 270 job-hours, read a
+    # step apart; the raise of 15 runners serves all 15 at every step.
+    waited = re.search(r"(\d+) job-hours waited, 100% at the maximum", line)
+    assert waited is not None and 265 <= int(waited[1]) <= 275, line
+    covered = f"would have covered ~100% of the {waited[1]} job-hours waited, if each runner added"
+    assert covered in text, text
+    assert f"{waited[1]} job-hours waited in all" in text
+    assert "the busiest hour of the week" in text
     # A type with no incident shows only when its history was over the thresholds or at max.
     assert HEALTHY not in text
     assert "from Prometheus's history" in text

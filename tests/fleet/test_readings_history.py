@@ -169,6 +169,9 @@ async def test_with_the_github_backend_the_report_has_the_week_from_queuepilots_
     outcome = await report.report(Actor("U1", "al"), 7, interaction="i1")
     text = outcome.message
     assert "• *linux.2xlarge*: 0 incidents · 21 h over the thresholds" in text, text
-    assert "sampled longest wait p50 0 s, p90 30 min · peak 14 queued" in text
+    # 14 queued 3 hours a day for 7 days: 294 job-hours, with no maximum to say a share of.
+    assert (
+        "sampled longest wait p50 0 s, p90 30 min · 294 job-hours waited · peak 14 queued" in text
+    )
     assert "at the maximum" not in text  # GitHub cannot say
     assert "sampled longest wait, hours over the alert's thresholds from queuepilot's" in text
