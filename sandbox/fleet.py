@@ -137,14 +137,16 @@ class Job:
 
 
 def workflow_ref(job: Job) -> str:
-    """ARC's `job_workflow_ref` of the job: its workflow file at the ref its run was triggered on
-    (a pull request's merge ref; a push's or a schedule's branch, a schedule's being the default
-    one). A run's jobs (ten ids apart at most) share a pull request."""
+    """ARC's `job_workflow_ref` of the job: its workflow file at the ref its run was triggered on:
+    a pull request's merge ref (a run's jobs, ids in tens as `hud_row`'s runs, share one); a
+    push's branch, or its tag for a `ciflow/` push (PyTorch's ciflow labels push tags); a
+    schedule's default branch."""
     workflow = job.workflow
     path = f"{REPOSITORY}/.github/workflows/{workflow.name}.yml"
     if workflow.event == "pull_request":
         return f"{path}@refs/pull/{PULL_REQUESTS + job.id // 10 % OPEN_PULL_REQUESTS}/merge"
-    return f"{path}@refs/heads/{workflow.branch}"
+    refs = "tags" if workflow.branch.startswith("ciflow/") else "heads"
+    return f"{path}@refs/{refs}/{workflow.branch}"
 
 
 @dataclass(frozen=True)
