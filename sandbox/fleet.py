@@ -38,6 +38,12 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 
 STEP_S = 5.0  # simulated seconds per step
+KEPT_S = 3600.0  # an hour of events, for rates over a window
+# The jobs that started, longer: an incident's cost is read over its whole window, from the alert.
+STARTS_KEPT_S = 4 * 3600.0
+REPOSITORY = "pytorch/pytorch"
+# The pull requests whose jobs run: a few dozen open at once, numbered from here.
+PULL_REQUESTS, OPEN_PULL_REQUESTS = 160_000, 40
 UNBOUNDED = 2**31 - 1  # ARC's maxRunners when the spec has none (math.MaxInt32)
 
 
@@ -130,6 +136,28 @@ class Job:
     workflow: Workflow
 
 
+def workflow_ref(job: Job) -> str:
+    """ARC's `job_workflow_ref` of the job: its workflow file at the ref its run was triggered on:
+    a pull request's merge ref (a run's jobs, ids in tens as `hud_row`'s runs, share one); a
+    push's branch, or its tag for a `ciflow/` push (PyTorch's ciflow labels push tags); a
+    schedule's default branch."""
+    workflow = job.workflow
+    path = f"{REPOSITORY}/.github/workflows/{workflow.name}.yml"
+    if workflow.event == "pull_request":
+        return f"{path}@refs/pull/{PULL_REQUESTS + job.id // 10 % OPEN_PULL_REQUESTS}/merge"
+    refs = "tags" if workflow.branch.startswith("ciflow/") else "heads"
+    return f"{path}@refs/{refs}/{workflow.branch}"
+
+
+@dataclass(frozen=True)
+class Started:
+    """A job a runner took: when (fleet seconds) and how long it had waited."""
+
+    at: float
+    waited: float
+    job: Job
+
+
 @dataclass(frozen=True)
 class Stall:
     """`runner_type`'s ARC listener stops acting on its jobs at `starts_min`, for good."""
@@ -156,7 +184,7 @@ class _Runners:
     # Events for rates over a window: arrival and start times, (end, duration) of finished jobs.
     arrived: deque[float] = field(default_factory=deque)
     started: deque[float] = field(default_factory=deque)
-    waited: deque[tuple[float, float]] = field(default_factory=deque)  # (start, its job's wait)
+    starts: deque[Started] = field(default_factory=deque)  # oldest first
     completed: deque[tuple[float, float]] = field(default_factory=deque)
     owed: float = 0.0  # fractional arrivals carried to the next step
     owed_burst: float = 0.0  # the same, of a burst's workflow
@@ -280,18 +308,19 @@ class Fleet:
         while r.queue and r.booted > r.busy and r.acting:
             job = r.queue.popleft()
             r.started.append(now)
-            r.waited.append((now, now - job.at))
+            r.starts.append(Started(now, now - job.at, job))
             duration = r.spec.job_minutes * 60 * self._rng.uniform(0.75, 1.25)
             r.running.append((now + duration, duration))
         if r.acting:
             self._autoscale(r)
-        horizon = now - 3600  # keep an hour of events
+        horizon = now - KEPT_S
         for events in (r.arrived, r.started):
             while events and events[0] < horizon:
                 events.popleft()
-        for timed in (r.completed, r.waited):
-            while timed and timed[0][0] < horizon:
-                timed.popleft()
+        while r.completed and r.completed[0][0] < horizon:
+            r.completed.popleft()
+        while r.starts and r.starts[0].at < now - STARTS_KEPT_S:
+            r.starts.popleft()
 
     def _autoscale(self, r: _Runners) -> None:
         """ARC's listener: as many runners as busy + queued jobs, within [min, max]."""
@@ -361,8 +390,18 @@ class Fleet:
         with self._lock:
             self._advance()
             since = self._now - window_min * 60
+            found = self._types.items()
+            return {name: [s.waited for s in r.starts if s.at > since] for name, r in found}
+
+    def started_within(self, window_s: float, ended_s_ago: float = 0.0) -> dict[str, list[Started]]:
+        """Per runner type, the jobs that started within the `window_s` fleet seconds that ended
+        `ended_s_ago` fleet seconds ago: what ARC's startup histogram grew by over that range."""
+        with self._lock:
+            self._advance()
+            until = self._now - max(ended_s_ago, 0.0)
+            since = until - window_s
             return {
-                name: [waited for at, waited in r.waited if at > since]
+                name: [s for s in r.starts if since < s.at <= until]
                 for name, r in self._types.items()
             }
 

@@ -5,13 +5,17 @@
   ARC's listener metrics (`name` = the scale set with its random suffix: `linux-2xlarge-x7q2k`
   for the runner type `linux.2xlarge`); the wait as ARC gives it, the startup histogram's buckets
   of the jobs that started within the window, each timed from its arrival (ARC has no gauge of
-  the oldest queued job: that is the HUD's). The runner pods' default queries
-  (`promql.QUERIES`, each reading whatever it is) and their sources' probe it answers as a
-  Prometheus scraping kube-state-metrics and cAdvisor would over the fleet's pods: every series
-  present, each type's Pending pods and those no node fits (its node group full), labelled with
-  the runner set from the pods' names; what never happens here (image pulls, OOM kills,
-  throttling, nodes under pressure) has no series. Any other query is a `bad_data` error, as
-  Prometheus answers a query it cannot run.
+  the oldest queued job: that is the HUD's). What the queue cost (`promql.WAITED`, over any
+  range the bot asks, at the time it asks) it answers as the histogram's increase over the range:
+  the jobs that started in it, by runner type and `job_workflow_ref`, the label a scale set's
+  `spec.listenerMetrics` adds (`pytorch/pytorch/.github/workflows/pull.yml@refs/pull/160012/
+  merge` for a pull request's jobs, `…/trunk.yml@refs/heads/main` for a push's, as triggered).
+  The runner pods' default queries (`promql.QUERIES`, each reading whatever it is) and their
+  sources' probe it answers as a Prometheus scraping kube-state-metrics and cAdvisor would over
+  the fleet's pods: every series present, each type's Pending pods and those no node fits (its
+  node group full), labelled with the runner set from the pods' names; what never happens here
+  (image pulls, OOM kills, throttling, nodes under pressure) has no series. Any other query is
+  a `bad_data` error, as Prometheus answers a query it cannot run.
 - Alertmanager API v2: `/api/v2/status`, `/api/v2/silences`, `/api/v2/silence/{id}`,
   `/api/v2/alerts`, `/-/ready`; the `alertmanager` silence backend points here, and the alert
   rule honours what is silenced.
@@ -58,9 +62,16 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import wait_window
-from bot.backends.metrics.promql import RUNNER_POD, defaults, probe_query, range_queries
+from bot.backends.metrics.promql import (
+    RUNNER_POD,
+    WAITED,
+    defaults,
+    probe_query,
+    range_queries,
+    render,
+)
 from bot.domain.runner_pods import NEEDS
-from sandbox.fleet import Fleet, Job, TypeReading, in_real_time, minutes
+from sandbox.fleet import Fleet, Job, TypeReading, in_real_time, minutes, workflow_ref
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
 from sandbox.fleet_pages import rule_page, silence_form
 from sandbox.kube_api import KubeApi
@@ -79,6 +90,13 @@ STARTUP_BUCKETS = (
     2400, 3000, 3600,
 )  # fmt: skip
 POD_LABEL = "name"  # the runner-type label the pods' queries give (PROMETHEUS_RUNNER_TYPE_LABEL)
+# What the bot's queries cut off a runner set's name to get its scale set: ARC's suffix, as
+# PROMETHEUS_NAME_SUFFIX has it by default, in the PromQL string `PrometheusMetrics` asks with.
+NAME_SUFFIX = f"-[{_SUFFIX_ALPHABET}]{{5}}"
+CUT = json.dumps(f"(.+?)(?:{NAME_SUFFIX})?")
+# A PromQL range as the bot writes it: whole seconds, or milliseconds.
+_RANGE = "(?P<range>[0-9]+(?:ms|s|m|h))"
+_RANGE_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 @dataclass(frozen=True)
@@ -149,6 +167,7 @@ class FleetApi:
         self._pod_readings = {query: reading for reading, query in pods.items()}
         self._scraped = sorted({series for r in pods for series, _ in NEEDS[r]})
         self._probe = probe_query(self._scraped)
+        self._waited = {part: waited_query(q.promql, q.by) for part, q in WAITED.items()}
         self.url = ""  # set once served; the payloads' links point here
         self.app = Starlette(
             routes=[
@@ -201,6 +220,8 @@ class FleetApi:
             series = [(self._labels(name), getattr(r, wanted)) for name, r in self.served().items()]
         elif any(pods in query for pods in self._pod_readings):
             series = []  # the capacity report's subqueries: the fleet keeps no pods' history
+        elif waited := self._waited_asked(query):
+            series = self._started(*waited, stamp)
         else:
             return self._unknown_query()
         result = [{"metric": labels, "value": [stamp, _sample(value)]} for labels, value in series]
@@ -261,6 +282,40 @@ class FleetApi:
                 le = "+Inf" if math.isinf(bound) else f"{bound:g}"
                 count = sum(1 for waited in real if waited <= bound)
                 found.append(({**self._labels(name), "le": le}, count / (window_min * 60)))
+        return found
+
+    def _waited_asked(self, query: str) -> tuple[str, float] | None:
+        """Which part of the cost's histogram `query` asks (`WAITED`'s), and over what range
+        (real seconds); None when it is none of them."""
+        for part, pattern in self._waited.items():
+            if found := pattern.fullmatch(query):
+                unit = found["range"].lstrip("0123456789")
+                return part, int(found["range"].removesuffix(unit)) * _RANGE_S[unit]
+        return None
+
+    def _started(self, part: str, range_s: float, at: float) -> list[tuple[dict[str, str], float]]:
+        """The startup histogram's increase over the `range_s` real seconds to `at`: its buckets
+        (`le`), sum or count of the jobs that started then, each wait in real seconds, per
+        runner type and workflow ref, labelled as the bot's query labels its answer."""
+        speed = self.fleet.speed
+        ago = max(time.time() - at, 0.0) * speed
+        found = []
+        for name, starts in self.fleet.started_within(range_s * speed, ago).items():
+            by_ref: dict[str, list[float]] = {}
+            for start in starts:
+                by_ref.setdefault(workflow_ref(start.job), []).append(start.waited / speed)
+            scale_set = self.scale_sets[name]
+            for ref, waits in sorted(by_ref.items()):
+                labels = {"job_workflow_ref": ref, "name": scale_set, "queuepilot_type": scale_set}
+                if part == "counts":
+                    found.append((labels, float(len(waits))))
+                elif part == "sums":
+                    found.append((labels, sum(waits)))
+                else:
+                    for bound in (*STARTUP_BUCKETS, math.inf):
+                        le = "+Inf" if math.isinf(bound) else f"{bound:g}"
+                        count = sum(1 for waited in waits if waited <= bound)
+                        found.append(({**labels, "le": le}, float(count)))
         return found
 
     def _labels(self, runner_type: str) -> dict[str, str]:
@@ -558,6 +613,16 @@ class FleetApi:
                 log.info("fleet: alert not delivered (%s), retrying", type(exc).__name__)
             await asyncio.sleep(min(2**attempt, 10))
         log.warning("fleet: gave up delivering a %s notification", payload.get("status"))
+
+
+def waited_query(template: str, by: str) -> re.Pattern[str]:
+    """One of the cost's queries as the bot renders it with the demo's settings (no selector,
+    ARC's suffix cut), over any range: the same range wherever the query says it."""
+    mark = "\x00range\x00"
+    pieces = render(template, by=by, cut=CUT, range=mark).split(mark)
+    ranges = [_RANGE, *["(?P=range)"] * (len(pieces) - 2)]
+    bounds = zip(pieces, [*ranges, ""], strict=True)
+    return re.compile("".join(re.escape(piece) + bound for piece, bound in bounds))
 
 
 def _stamp(value: str | None) -> float:

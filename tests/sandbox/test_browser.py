@@ -54,6 +54,12 @@ STEP_MS = 60_000
 EDIT_MS = 10_000  # a root's next edit, or the next reading's, on a loaded machine
 DRAIN_MS = 240_000
 RUNNER_TYPE = "linux.2xlarge"  # the demo incident's
+# What a scale-up bought, as the record says it: the minutes it took off the drain, or that it
+# did not (the queue turned, or drained no faster), or why that cannot be told.
+BOUGHT = (
+    r"it took ~[0-9.]+ min off the drain \(|the queue turned: it |the queue drained no faster: "
+    r"it |what it bought is not measurable: \S"
+)
 GPU_TITLE = "GPU jobs queueing"  # the GPU team's incident
 GPU_TYPE = "linux.g5.4xlarge.nvidia.gpu"  # its runner type
 
@@ -255,6 +261,9 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
     [incident] = [m for m in messages if visitor.TITLE in m.text + str(m.blocks)]
     replies = sandbox.emulator.thread(CHANNEL, incident.ts)[1:]
     assert len(replies) <= 8, [r.text for r in replies]
+    # The summary as it stands, for the notes that quote the demo.
+    summary = [r.blocks for r in replies if " resolved after " in r.text]
+    (ARTIFACTS / "demo-summary.json").write_text(json.dumps(summary, ensure_ascii=False))
     [warning] = [m for m in messages if "Early warning" in m.text]
     assert "carries it on" in warning.text
     assert len([m for m in messages if visitor.TITLE in m.text + str(m.blocks)]) == 1
@@ -276,10 +285,15 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
 def assert_the_record_holds(sandbox: Sandbox, replies: list[Any]) -> None:
     """What the summary and the postmortem say stays true, one measure under each label: the
     summary, edited once the put-back was made, no longer says it is to come; "Drained in" only
-    where nothing was left; its chart reaches the peak it names; each peak the same in the
-    postmortem, at the same moment."""
+    where nothing was left; the visitor's scale-up says what it bought (the minutes it took off
+    the drain, or why that cannot be told), and what the queue cost is said; its chart reaches
+    the peak it names; each peak the same in the postmortem, at the same moment."""
     [summary] = [r for r in replies if " resolved after " in r.text]
     said = json.dumps(summary.blocks, ensure_ascii=False)
+    scaled = re.search(rf"added \+\d+ on {re.escape(RUNNER_TYPE)} at [^;\\]*; ([^\\\"]+)", said)
+    assert scaled is not None, said
+    assert re.match(BOUGHT, scaled[1]), scaled[1]
+    assert f"💸 Cost on {RUNNER_TYPE}: " in said, said
     assert "goes back to" not in said and f"Put {RUNNER_TYPE} back" in said, said
     assert "Drained in" not in said or "Still queued at resolve" not in said, said
     peak = re.search(r"Peak queued jobs: \*(\d+)\*", said)

@@ -5,12 +5,15 @@ never "not known", which only a wait nothing knows may say. The jobs the HUD lis
 its threshold on the wall clock's minutes, as the waits beside them. Once the queue drained,
 `/queue postmortem` is typed in the page's composer. Every number is on the wall clock's
 minutes, as the incident's duration is: no job waited longer than the demo has been running.
-The write-up keeps the early warning the incident took on. From the alert to the queue's peak,
-the root advises at most three amounts: advice a person can act on holds still while the queue
-ramps."""
+The write-up keeps the early warning the incident took on. What the queue cost is read from the
+fleet's startup histogram at every status (never a warning that it could not be), and said in
+the summary and the postmortem in one sentence, its waits on the wall clock too. From the alert
+to the queue's peak, the root advises at most three amounts: advice a person can act on holds
+still while the queue ramps."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -81,6 +84,12 @@ def postmortem(sandbox: Sandbox) -> str | None:
     return None
 
 
+def cost_said(sandbox: Sandbox) -> list[str]:
+    """The summary's cost lines, as a reader sees them."""
+    found = [shown(m) for m in incident_thread(sandbox) if " resolved after " in m.text]
+    return [line for text in found[:1] for line in text.splitlines() if "Cost on" in line]
+
+
 def minutes_said(text: str, label: str) -> float:
     found = re.search(rf"{label}: \*([0-9.]+) (min|s)\*", text)
     assert found is not None, (label, text)
@@ -108,8 +117,9 @@ async def command(sandbox: Sandbox, text: str) -> None:
 
 
 async def test_the_demos_root_says_a_wait_and_its_record_is_in_real_minutes_with_its_warning(
-    sandbox: Sandbox,
+    sandbox: Sandbox, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="bot.fleet.cost")
     started = time.monotonic()
     versions: list[str] = []
 
@@ -147,11 +157,27 @@ async def test_the_demos_root_says_a_wait_and_its_record_is_in_real_minutes_with
     peak_wait = "Peak (?:longest wait|slowest recent start)"
     assert 0 < minutes_said(said, peak_wait) <= running_mins, (running_mins, said)
     assert "Took on the early warning raised" in said, "the summary's timeline has it"
+    # What the queue cost, from ARC's startup histogram: the periodic surge's jobs past the
+    # alert's threshold, their waits in wall-clock minutes as every other wait here.
+    costs = cost_said(sandbox)
+    assert len(costs) == 1 and costs[0].startswith(f"💸 Cost on {RUNNER_TYPE}: "), costs
+    cost = costs[0].removeprefix("💸 ")
+    assert re.search(r"past [0-9.]+ min: \d+ jobs? in \d+ workflows?, periodic \d+%", cost), cost
+    assert "(ARC's job start times)" in cost and "not known" not in cost, cost
+    longest = re.search(r"longest (?:over )?([0-9.]+) min", cost)
+    assert longest is not None and 0 < float(longest[1]) <= running_mins, (running_mins, cost)
+    waited = re.search(r"([0-9.,]+) job-minutes waited by (\d+) jobs?", cost)
+    assert waited is not None, cost
+    assert float(waited[1].replace(",", "")) / int(waited[2]) <= running_mins, cost
 
     await command(sandbox, "/queue postmortem 1")
     markdown = await eventually(lambda: postmortem(sandbox), what="the postmortem", timeout=60)
     assert "| Took on the early warning raised " in markdown
     assert "which said: linux.2xlarge: queue building" in markdown
+    # The postmortem's Impact says the summary's sentence, word for word.
+    assert f"- {cost}" in markdown.replace("\\", ""), (cost, markdown)
+    warned = [r.getMessage() for r in caplog.records if r.name == "bot.fleet.cost"]
+    assert warned == [], "the fleet answers every cost query the bot asks"
     # Each measure's peak under its own label, the same in the summary and the postmortem (the
     # one record), each at the moment it was reached.
     assert_peaks_agree(said, markdown)
