@@ -15,12 +15,14 @@ from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from bot.domain.alerts import RunnerQueue
+from bot.domain.cost import Waited, summed
 from bot.domain.early_warning import Thresholds, stated_thresholds
 from bot.domain.fleet import (
     OomKill,
     RunnerTypeMetrics,
     longest_wait,
     of_measure,
+    of_type,
     ranked_workflows,
 )
 from bot.domain.incidents import Event, Incident, RunnersSeen, most_runners
@@ -128,6 +130,7 @@ class TypeReport(HistoryFigures):
     waited_at_max_hours: float | None = None
     waited_by_hour: tuple[float, ...] = ()
     covered: Covered | None = None
+    cost: Waited | None = None  # its incidents' jobs, as their records say it (`summed`)
 
     @property
     def share_at_max(self) -> float | None:
@@ -263,9 +266,11 @@ def _report(
         past = {f.name: getattr(history, f.name) for f in fields(HistoryFigures)}
         past.update(hours_at_max=history.hours_at_max, hours_over=history.hours_over(thresholds))
         past.update(_waited(history))
+    costs = [cost for i, _ in incidents if (cost := of_type(i.cost, name)) is not None]
     report = TypeReport(
         runner_type=name,
         incidents=len(incidents),
+        cost=summed(costs),
         firing=max(firing, timedelta()),
         peak_queued=max(queued, default=None),
         peak_wait=longest_wait(of_measure(peaks, starts=False)),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -119,6 +119,29 @@ def waited_of_jobs(
         branches=len(branches),
         not_known=not_known,
         unreadable=unreadable,
+    )
+
+
+def summed(costs: Sequence[Waited]) -> Waited | None:
+    """Several incidents' costs of one runner type as one: one incident's as it is; of more, the
+    totals and workflows added, the longest the longest, pull requests and branches not summed
+    (two incidents may share one)."""
+    if len(costs) <= 1:
+        return costs[0] if costs else None
+    names = {name for cost in costs for name in cost.workflows}
+    workflows = {n: _added(c.workflows[n] for c in costs if n in c.workflows) for n in names}
+    longest = [(c.longest_mins, c.longest_over) for c in costs if c.longest_mins is not None]
+    top = max(longest, default=(None, False))
+    shared = "counted per incident, and incidents may share one"
+    return Waited(
+        " and ".join(dict.fromkeys(c.source for c in costs)),
+        costs[-1].threshold_mins,
+        **vars(_added(Tally(c.jobs, c.minutes, c.jobs_past, c.minutes_past) for c in costs)),
+        longest_mins=top[0],
+        longest_over=top[1],
+        workflows=workflows,
+        not_known={"pull requests and branches": shared},
+        unreadable=sum(c.unreadable for c in costs),
     )
 
 

@@ -14,6 +14,7 @@ from bot.domain.scale_record import ScaleUps
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_CATEGORIES, chart, series_labels
+from bot.render.cost import cost_said
 from bot.render.numbers import busy_said, queued_said, wait_of
 from bot.render.waited import covered_said, hour_of_week_chart, total_line, waited_said
 
@@ -52,6 +53,8 @@ def render_report(
     lines = [head]
     for report in reports[:MAX_TYPES]:
         lines.append(_type_line(report))
+        if report.cost is not None:
+            lines.append(f"   ↳ {md.escape(f'its incidents cost {cost_said(report.cost)}')}")
         if report.recommendation:
             advice = md.escaped(report.recommendation, 300)
             if report.covered is not None:

@@ -8,13 +8,16 @@ from dataclasses import replace
 from datetime import timedelta
 
 from bot.domain.alert_issue import Moment, moment_key, moments
-from bot.domain.capacity import TypeReport
+from bot.domain.alerts import RunnerQueue
+from bot.domain.capacity import TypeReport, capacity_report
+from bot.domain.cost import waited_of_jobs
 from bot.domain.fleet import HistoryPoint
 from bot.domain.follow_ups import credited
 from bot.domain.incidents import Event, FollowUp, Incident, Resolution, Status
 from bot.domain.scale_record import scale_record
 from bot.render.alert_issue import comment
 from bot.render.capacity import render_report
+from bot.render.cost import cost_said
 from bot.render.follow_ups import bought_said
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_summary
@@ -161,3 +164,35 @@ def test_what_each_scale_up_bought_is_said_alike_by_the_summary_postmortem_and_i
     final = credited(during, surge((6, 6), (7, 10)), at(11), window, final=True)
     short = next(e.scale.bought for e in final.actions if e.scale is not None)
     assert short is not None and "too few readings frame it" in short.why
+
+
+def test_the_report_says_an_incidents_cost_as_its_summary_does_and_sums_several() -> None:
+    jobs = [
+        {
+            "id": n,
+            "status": "completed",
+            "runner_id": 3,
+            "labels": [BIG],
+            "created_at": at(2).isoformat(),
+            "started_at": at(2 + n).isoformat(),
+            "workflow_name": "pull" if n % 2 else "trunk",
+            "head_branch": f"gh/someone/{n}/head",
+        }
+        for n in range(1, 9)
+    ]
+    cost = waited_of_jobs(jobs, BIG, at(0), at(30), 5.0)
+    shown = {BIG: RunnerQueue(queued=12)}
+    one = resolved(act(6, 7, came=True, seen=8)).model_copy(
+        update={"cost": {BIG: cost}, "runner_types": shown, "peak_types": shown}
+    )
+    sentence = f"Cost on {BIG}: {cost_said(cost)}"
+    assert sentence in summary_text(one)
+    assert sentence in render_postmortem(one, [], now=at(41))
+    [report] = capacity_report([(one, [])], {}, since=at(-60), now=at(60), only=BIG)
+    text = render_report([report], days=7, kept_days=30)
+    assert f"↳ its incidents cost {cost_said(cost)}" in text, "the same words as the summary"
+    two = one.model_copy(update={"id": "8"})
+    [both] = capacity_report([(one, []), (two, [])], {}, since=at(-60), now=at(60), only=BIG)
+    assert both.cost is not None and both.cost.jobs == 2 * cost.jobs
+    assert both.cost.minutes_past == 2 * cost.minutes_past and both.cost.prs is None
+    assert "pull requests and branches not known" in cost_said(both.cost)
