@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.config import Settings
 from bot.domain.alerts import ENDPOINT, PayloadError, Source, parse_json_body, parse_notification
+from bot.domain.workflow_jobs import ENDPOINT as GITHUB_PATH
 from bot.domain.workflow_jobs import EVENT, PING, job_delivery, payload_of
 from bot.intake.webhook_auth import (
     GITHUB_SIGNATURE_HEADER,
@@ -149,7 +150,6 @@ class AlertWebhooks:
         return JsonAnswer({"status": "rejected", "error": message}, status_code=status)
 
 
-GITHUB_PATH = "/webhooks/github"
 GITHUB_CONTENT_TYPES = ("application/json", "application/x-www-form-urlencoded")
 DELIVERY_ID_CAP = 100  # GitHub's are UUIDs: anything far longer is not one of its deliveries
 KIND_CAP = 60  # an event or action name kept as a kind heard

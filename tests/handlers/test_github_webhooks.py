@@ -6,18 +6,13 @@ recorded. No answer here is a 5xx but the one for Redis down (503, so GitHub's r
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import hmac
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -25,53 +20,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.config import Settings
+from tests.support.github_webhook import (
+    FORM,
+    JOB_ID,
+    PATH,
+    SECRET,
+    as_form,
+    delivery,
+    headers_for,
+)
 from tests.support.mutations import JSON as ANY_JSON
 from tests.support.mutations import SENDABLE_HEADER, mangled_bytes, mutated
-from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, Tracebacks, run_bot, served_bot
 from tests.support.servers import RedisServer
 from tests.support.slack import Slack
-
-SECRET = "github-webhook-secret"
-PATH = "/webhooks/github"
-QUEUED = fixture_json("backends/github/workflow_job-queued.json")
-JOB_ID = QUEUED["workflow_job"]["id"]
-FORM = "application/x-www-form-urlencoded"
-
-
-def signature(body: bytes, secret: str = SECRET) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def delivery(action: str = "queued", job_id: int = JOB_ID, **job: Any) -> dict[str, Any]:
-    payload = copy.deepcopy(QUEUED)
-    payload["action"] = action
-    payload["workflow_job"].update({"id": job_id, "status": action, **job})
-    return payload
-
-
-def headers_for(
-    body: bytes,
-    *,
-    event: str | None = "workflow_job",
-    delivery_id: str | None = None,
-    content_type: str | None = "application/json",
-    signed: str | None = SECRET,
-) -> dict[str, str]:
-    """The headers GitHub sends with `body` (each can be left out)."""
-    sent = {"X-GitHub-Delivery": delivery_id or str(uuid.uuid4())}
-    if event is not None:
-        sent["X-GitHub-Event"] = event
-    if content_type is not None:
-        sent["Content-Type"] = content_type
-    if signed is not None:
-        sent["X-Hub-Signature-256"] = signature(body, signed)
-    return sent
-
-
-def as_form(payload: dict[str, Any]) -> bytes:
-    """GitHub's form encoding: the JSON in the `payload` field."""
-    return urlencode({"payload": json.dumps(payload)}).encode()
 
 
 async def _never_500(response: httpx.Response) -> None:
