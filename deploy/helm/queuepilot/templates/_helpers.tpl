@@ -209,6 +209,19 @@ Secret the chart does not see, the ones the mode requires (others: <NAME>_FILE i
 {{- toYaml $keys }}
 {{- end }}
 
+{{/*
+"true" when the Ingress publishes GitHub's workflow_job webhook: as ingress.githubWebhook says,
+or, unset, when the chart's own Secret holds GITHUB_WEBHOOK_SECRET (a Secret it does not see
+cannot tell it).
+*/}}
+{{- define "queuepilot.githubWebhook" -}}
+{{- $published := .Values.ingress.githubWebhook }}
+{{- if kindIs "invalid" $published }}
+{{- $published = hasKey (.Values.secrets | default dict) "GITHUB_WEBHOOK_SECRET" }}
+{{- end }}
+{{- if and .Values.ingress.enabled $published }}true{{ end }}
+{{- end }}
+
 {{- define "queuepilot.requiredSecrets" -}}
 {{- if .Values.socketMode.enabled }}
 {{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_APP_TOKEN" "ALERT_WEBHOOK_TOKEN") }}
@@ -222,7 +235,7 @@ The settings that are secrets (SecretStr in bot/config/settings.py; a test keeps
 equal). In a ConfigMap they would be readable by anyone who may read the namespace's config.
 */}}
 {{- define "queuepilot.secretSettings" -}}
-{{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_SIGNING_SECRET" "SLACK_APP_TOKEN" "REDIS_SENTINEL_PASSWORD" "ALERT_WEBHOOK_TOKEN" "ALERT_WEBHOOK_HMAC_SECRET" "ALERT_WEBHOOK_BASIC_PASSWORD" "GRAFANA_TOKEN" "SCALER_WEBHOOK_SECRET" "PROMETHEUS_TOKEN" "GITHUB_TOKEN" "GITHUB_APP_PRIVATE_KEY" "HUD_TOKEN") }}
+{{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_SIGNING_SECRET" "SLACK_APP_TOKEN" "REDIS_SENTINEL_PASSWORD" "ALERT_WEBHOOK_TOKEN" "ALERT_WEBHOOK_HMAC_SECRET" "ALERT_WEBHOOK_BASIC_PASSWORD" "GRAFANA_TOKEN" "SCALER_WEBHOOK_SECRET" "PROMETHEUS_TOKEN" "GITHUB_TOKEN" "GITHUB_APP_PRIVATE_KEY" "GITHUB_WEBHOOK_SECRET" "HUD_TOKEN") }}
 {{- end }}
 
 {{/* A duration setting in seconds, as the bot reads it: a bare number, or 30s, 2m, 1m30s. */}}
@@ -297,6 +310,9 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- end }}
 {{- if and .Values.ingress.enabled (not .Values.socketMode.enabled) (not .Values.ingress.host) }}
 {{- fail "ingress.host is empty: Slack posts to https://<ingress.host>/slack/events; set it, or ingress.enabled=false (and route Slack's requests yourself), or socketMode.enabled=true" }}
+{{- end }}
+{{- if and (include "queuepilot.githubWebhook" .) (not .Values.ingress.host) }}
+{{- fail "ingress.host is empty: GitHub posts to https://<ingress.host>/webhooks/github; set it, or ingress.githubWebhook=false (and route GitHub's deliveries yourself)" }}
 {{- end }}
 {{- if not (empty $config.PORT) }}
 {{- $port := toString $config.PORT }}
