@@ -63,6 +63,7 @@ ifdef BENCH
 	$(BIN)/python -m bench.$(BENCH) $(BENCH_ARGS)
 else
 	$(BIN)/python -m bench.intake
+	$(BIN)/python -m bench.github_webhooks
 	$(BIN)/python -m bench.cost
 	$(BIN)/python -m bench.recovery
 	$(BIN)/python -m bench.fuzz

@@ -1,7 +1,8 @@
 """10,000 hostile requests to every endpoint of a running bot: how many 5xx, how many tracebacks,
 how many slash commands went unanswered.
 
-Real Grafana and Alertmanager payloads and Slack interaction and command bodies, mutated in shape
+Real Grafana and Alertmanager payloads, GitHub's workflow_job delivery (as JSON and as its form
+encoding) and Slack interaction and command bodies, mutated in shape
 (values replaced by arbitrary JSON or by a value of another JSON type, like `response_urls` as a
 string, keys removed), in bytes (flips, cuts, bad percent escapes,
 invalid UTF-8) and in headers (missing, garbled, non-numeric or 5,000-digit timestamps), half of
@@ -37,6 +38,8 @@ from sandbox.slack_api import SlackEmulator
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 SECRET, TOKEN, CHANNEL = "fuzz-secret", "fuzz-token", "C0FUZZ"
+GITHUB_SECRET = "fuzz-github-secret"
+GITHUB_DELIVERY = json.loads((FIXTURES / "backends/github/workflow_job-queued.json").read_text())
 ACTION = {
     "type": "block_actions",
     "user": {"id": "U0ALICE", "username": "alice"},
@@ -184,12 +187,39 @@ def _signed(body: bytes, at: float) -> dict[str, str]:
     return {"X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": "v0=" + digest.hexdigest()}
 
 
+def _github(rng: random.Random) -> tuple[str, bytes, dict[str, str], bool]:
+    """GitHub's delivery mutated in shape or bytes, as JSON or a form, signed (past the check,
+    into the parser) or not."""
+    payload = _mutate(rng, GITHUB_DELIVERY) if rng.random() < 0.7 else GITHUB_DELIVERY
+    form = rng.random() < 0.3
+    body = json.dumps(payload).encode()
+    if form:
+        body = urllib.parse.urlencode({"payload": body.decode()}).encode()
+    if rng.random() < 0.3:
+        body = _mangle(rng, body)
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded" if form else "application/json",
+        "X-GitHub-Event": rng.choice(["workflow_job", "workflow_job", "ping", "push", ""]),
+        "X-GitHub-Delivery": f"{rng.random()}",
+    }
+    roll = rng.random()
+    if roll < 0.6:
+        digest = hmac.new(GITHUB_SECRET.encode(), body, hashlib.sha256).hexdigest()
+        headers["X-Hub-Signature-256"] = f"sha256={digest}"
+    elif roll < 0.8:
+        forged = ["", "sha256=", "sha1=00", "sha256=" + "0" * 64]
+        headers["X-Hub-Signature-256"] = rng.choice(forged)
+    return "/webhooks/github", body, headers, False
+
+
 Request = tuple[str, bytes, dict[str, str], bool]  # the last: a command that must be answered
 
 
 def request(
     rng: random.Random, alerts: list[tuple[str, Any]], response_url: Callable[[], str]
 ) -> Request:
+    if rng.random() < 0.1:
+        return _github(rng)
     if rng.random() < 0.5:
         path, payload = rng.choice(alerts)
         body = json.dumps(_mutate(rng, payload)).encode()
@@ -256,6 +286,7 @@ def run(count: int, seed: int) -> None:
             slack_channel=CHANNEL,
             redis_url=redis.url,
             alert_webhook_token=TOKEN,
+            github_webhook_secret=GITHUB_SECRET,
             log_level="WARNING",
         )
 

@@ -537,9 +537,10 @@ def _outbound(
 
 
 def build_app(bot: Bot) -> ASGIApp:
-    """Every endpoint on one port: Slack's, the alert webhooks, health and metrics."""
+    """Every endpoint on one port: Slack's, the alert webhooks, GitHub's, health and metrics."""
     app = Starlette(lifespan=bot.lifespan)
     webhooks = handlers.webhooks.AlertWebhooks(bot.stream, bot.telemetry, config=bot.settings)
+    github = handlers.webhooks.GithubWebhooks(bot.workflow_jobs, bot.telemetry, config=bot.settings)
 
     async def role() -> dict[str, Any]:
         # A read of Slack's history after a possible loss, said by every replica while it lasts.
@@ -554,4 +555,4 @@ def build_app(bot: Bot) -> ASGIApp:
         # In Socket Mode there is no signing secret to verify an HTTP request with.
         secret = secret_of(bot.settings.slack_signing_secret) or ""
         handlers.slack_boundary.register(app, bot.bolt, signing_secret=secret)
-    return handlers.webhooks.register(app, webhooks)
+    return handlers.webhooks.register(app, webhooks, github)

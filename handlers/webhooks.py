@@ -1,12 +1,13 @@
 """Alert webhooks: authenticate, bound, validate, append to the stream, answer 202. Nothing waits
 for Slack; a 202 only once the notification is in Redis, else a 503 so the sender retries.
-The bounded body read serves `/slack/events` too."""
+GitHub's workflow_job deliveries: verify, record the job's state in Redis, answer 200. The bounded
+body read serves `/slack/events` too."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import orjson
@@ -14,19 +15,24 @@ from pydantic import SecretStr
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.config import Settings
 from bot.domain.alerts import ENDPOINT, PayloadError, Source, parse_json_body, parse_notification
+from bot.domain.workflow_jobs import ENDPOINT as GITHUB_PATH
+from bot.domain.workflow_jobs import EVENT, PING, job_delivery, payload_of
 from bot.intake.webhook_auth import (
+    GITHUB_SIGNATURE_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     basic_ok,
     bearer_ok,
+    github_signature_problem,
     grafana_signature_problem,
 )
 from bot.storage.streams import NotificationStream
+from bot.storage.workflow_jobs import WorkflowJobs
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -144,28 +150,155 @@ class AlertWebhooks:
         return JsonAnswer({"status": "rejected", "error": message}, status_code=status)
 
 
-class AlertRoutes:
-    """Alert POSTs go straight to their handler, the rest to `app`: in a flood, Starlette's
-    middleware and routing would cost every notification for nothing the handler needs."""
+GITHUB_CONTENT_TYPES = ("application/json", "application/x-www-form-urlencoded")
+DELIVERY_ID_CAP = 100  # GitHub's are UUIDs: anything far longer is not one of its deliveries
+KIND_CAP = 60  # an event or action name kept as a kind heard
 
-    def __init__(self, app: ASGIApp, webhooks: AlertWebhooks) -> None:
+
+class GithubWebhooks:
+    """`/webhooks/github`, on every replica: GitHub's deliveries verified by their signature,
+    a workflow_job's state recorded once by its delivery ID. Closed without a secret."""
+
+    def __init__(
+        self,
+        jobs: WorkflowJobs,
+        telemetry: Telemetry,
+        *,
+        config: Settings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._jobs = jobs
+        self._telemetry = telemetry
+        self._secret = secret_of(config.github_webhook_secret)
+        self._max_body = config.alert_max_body_bytes
+        self._clock = clock
+
+    async def answer(self, request: Request) -> JsonAnswer:
+        try:
+            event, delivery_id, body = await self._verified(request)
+            if event == PING:
+                await self._jobs.record(delivery_id, PING, None, self._clock())
+                self._telemetry.notifications.labels("github", "ping").inc()
+                return JsonAnswer({"status": "pong"})
+            if event != EVENT:
+                reason = f"queuepilot reads only workflow_job deliveries, not {event!r}"
+                return await self._ignored(delivery_id, event, reason)
+            payload = payload_of(body, _media_type(request))
+            delivered = job_delivery(payload)
+            if isinstance(delivered, str):
+                return await self._ignored(delivery_id, _kind_of(payload), delivered)
+            kind = f"{EVENT}.{delivered.action}"
+            outcome = await self._jobs.record(delivery_id, kind, delivered, self._clock())
+        except _Rejected as exc:
+            return self._reject(*exc.args)
+        except PayloadError as exc:
+            return self._reject(400, "invalid", str(exc))
+        except RedisError as exc:
+            log.error("github webhook: cannot record delivery %s: %s", _shown(request), exc)
+            return self._reject(503, "unavailable", "cannot record the delivery now; redeliver it")
+        if outcome == "duplicate":
+            message = f"delivery {delivery_id} was already recorded: nothing changed"
+            return self._reject(409, "duplicate", message)
+        if outcome == "stale":
+            message = "the job's state is older than the day queuepilot keeps: nothing changed"
+            return self._reject(422, "stale", message)
+        self._telemetry.notifications.labels("github", "accepted").inc()
+        # Debug: a line per job state would be most of the log in a busy organization's push.
+        log.debug("github webhook: %s job %d (%s)", kind, delivered.id, outcome)
+        return JsonAnswer({"status": "recorded"})
+
+    async def _verified(self, request: Request) -> tuple[str, str, bytes]:
+        """The event, the delivery's ID and the body of a delivery GitHub signed, or _Rejected."""
+        if not self._secret:
+            message = "GITHUB_WEBHOOK_SECRET is not set on the bot: every delivery is refused"
+            raise _Rejected(401, "unauthorized", message)
+        headers = request.headers
+        signature = headers.get(GITHUB_SIGNATURE_HEADER)
+        if signature is None:
+            raise _Rejected(401, "unauthorized", f"missing {GITHUB_SIGNATURE_HEADER}")
+        event = headers.get("x-github-event", "").strip()
+        delivery_id = headers.get("x-github-delivery", "").strip()
+        if not event or not delivery_id:
+            raise _Rejected(400, "invalid", "missing X-GitHub-Event or X-GitHub-Delivery")
+        if len(delivery_id) > DELIVERY_ID_CAP or len(event) > KIND_CAP:
+            raise _Rejected(400, "invalid", "X-GitHub-Event or X-GitHub-Delivery is too long")
+        media_type = _media_type(request)
+        if media_type not in GITHUB_CONTENT_TYPES:
+            message = (
+                f"expected Content-Type application/json (or GitHub's form encoding), got "
+                f"{media_type or 'none'}"
+            )
+            raise _Rejected(415, "content_type", message)
+        try:
+            body = await read_limited(request, self._max_body)
+        except BodyTooLarge:
+            message = f"body over the {self._max_body}-byte limit"
+            raise _Rejected(413, "too_large", message) from None
+        except ClientDisconnect:
+            raise _Rejected(400, "disconnected", "the client went away mid-body") from None
+        problem = github_signature_problem(body, signature, self._secret)
+        if problem is not None:
+            raise _Rejected(401, "bad_signature", problem)
+        return event, delivery_id, body
+
+    async def _ignored(self, delivery_id: str, kind: str, reason: str) -> JsonAnswer:
+        # Recorded as heard, so `check` can say the webhook sends more than queuepilot reads.
+        await self._jobs.record(delivery_id, kind[:KIND_CAP], None, self._clock())
+        self._telemetry.notifications.labels("github", "ignored").inc()
+        log.debug("github webhook: ignored delivery %s: %s", delivery_id, reason)
+        return JsonAnswer({"status": "ignored", "reason": reason})
+
+    def _reject(self, status: int, reason: str, message: str) -> JsonAnswer:
+        self._telemetry.notifications.labels("github", reason).inc()
+        log.info("github webhook: refused a delivery (%d): %s", status, message)
+        return JsonAnswer({"status": "rejected", "error": message}, status_code=status)
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _kind_of(payload: object) -> str:
+    """A workflow_job delivery's kind as heard: `workflow_job.<action>`."""
+    action = payload.get("action") if isinstance(payload, dict) else None
+    return f"{EVENT}.{action}"
+
+
+def _shown(request: Request) -> str:
+    return request.headers.get("x-github-delivery", "?")[:DELIVERY_ID_CAP]
+
+
+Answer = Callable[[Request], Awaitable[Response]]
+
+
+class WebhookRoutes:
+    """Webhook POSTs go straight to their handler, the rest to `app`: in a flood, Starlette's
+    middleware and routing would cost every delivery for nothing the handler needs."""
+
+    def __init__(self, app: ASGIApp, answers: dict[str, Answer]) -> None:
         self.app = app
-        self._sources: dict[str, Source] = {path: source for source, path in ENDPOINT.items()}
-        self._webhooks = webhooks
+        self._answers = answers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        source = self._sources.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if source is None or scope["method"] != "POST":
+        answer = self._answers.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if answer is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        response = await self._webhooks.answer(Request(scope, receive), source)
+        response = await answer(Request(scope, receive))
         await response(scope, receive, send)
 
 
-def register(app: Starlette, webhooks: AlertWebhooks) -> AlertRoutes:
-    for source, path in ENDPOINT.items():
-        app.add_route(path, partial(webhooks.answer, source=source), methods=["POST"])
-    return AlertRoutes(app, webhooks)
+def register(
+    app: Starlette, webhooks: AlertWebhooks, github: GithubWebhooks | None = None
+) -> WebhookRoutes:
+    answers: dict[str, Answer] = {
+        path: partial(webhooks.answer, source=source) for source, path in ENDPOINT.items()
+    }
+    if github is not None:
+        answers[GITHUB_PATH] = github.answer
+    for path, answer in answers.items():
+        app.add_route(path, answer, methods=["POST"])
+    return WebhookRoutes(app, answers)
 
 
 def secret_of(value: SecretStr | None) -> str | None:

@@ -15,7 +15,19 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from bot.backends.http import deadline_of
-from bot.checks import Finding, Verdict, fail, github, ok, prometheus, scaler, silence, slack, warn
+from bot.checks import (
+    Finding,
+    Verdict,
+    fail,
+    github,
+    github_webhook,
+    ok,
+    prometheus,
+    scaler,
+    silence,
+    slack,
+    warn,
+)
 from bot.checks import redis as redis_check
 from bot.config import JobsBackend, MetricsBackend, ScalerBackend, Settings, read_startup
 from bot.config.loading import secret_settings
@@ -101,6 +113,8 @@ def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> dic
         found[github.HUD] = partial(github.probe_hud, settings)
     if settings.github_issues_repo:
         found[github.ISSUES] = partial(github.probe_issues, settings)
+    if settings.github_webhook_secret is not None:
+        found[github_webhook.SUBJECT] = partial(github_webhook.probe, settings, client)
     return found
 
 

@@ -15,6 +15,7 @@ from bot.domain.alerts import PayloadError, parse_json_body, time_of
 
 EVENT = "workflow_job"
 PING = "ping"
+ENDPOINT = "/webhooks/github"  # where GitHub delivers them, on every replica
 # The states a job enters, in the order it enters them: a delivery never moves a job back (one
 # of the same rank replaces it: a job approved after `waiting` is `queued`).
 RANK = {"queued": 0, "waiting": 0, "in_progress": 1, "completed": 2}

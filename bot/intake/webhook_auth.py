@@ -86,3 +86,23 @@ def grafana_signature_problem(
     if not _same(signature.strip().lower(), expected):
         return "signature mismatch"
     return None
+
+
+GITHUB_SIGNATURE_HEADER = "X-Hub-Signature-256"
+_GITHUB_SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
+
+
+def github_signature_problem(body: bytes, header: str | None, secret: str | None) -> str | None:
+    """None when GitHub's `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>` is valid,
+    else a reason for the 401. GitHub signs no timestamp: a replay is refused by its delivery ID."""
+    if not secret:
+        return "no webhook secret configured"
+    if header is None or not header.strip():
+        return f"missing {GITHUB_SIGNATURE_HEADER}"
+    given = _GITHUB_SIGNATURE.fullmatch(header.strip())
+    if given is None:
+        return f"malformed {GITHUB_SIGNATURE_HEADER}: expected sha256=<64 hex digits>"
+    expected = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+    if not _same(given.group(1).lower(), expected):
+        return "signature mismatch: the body was not signed with GITHUB_WEBHOOK_SECRET"
+    return None

@@ -275,6 +275,14 @@ def test_a_misspelt_or_mistyped_value_is_refused_by_the_schema(values: dict, nam
             "config.REDIS_URL: with secretFiles the bot reads REDIS_URL from the file",
         ),
         ({**SECRET, "ingress": {"host": ""}}, "ingress.host is empty"),
+        (
+            {
+                **SECRET,
+                "socketMode": {"enabled": True},
+                "ingress": {"host": "", "githubWebhook": True},
+            },
+            "GitHub posts to https://<ingress.host>/webhooks/github",
+        ),
         ({**SECRET, "config": {"PORT": "http"}}, 'config.PORT is "http"'),
         ({**SECRET, "config": {"PORT": "70000"}}, "a number from 1 to 65535"),
         ({**SECRET, "config": {"PORT": "0"}}, "a number from 1 to 65535"),

@@ -8,6 +8,7 @@ import json
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,6 +32,7 @@ from tests.deploy.manifests import (
     SECRET,
     SECRET_EXAMPLES,
     SECRET_FILES,
+    SLACK_SECRETS,
     SOCKET_MODE,
     chart,
     chart_env,
@@ -527,6 +529,36 @@ def test_the_ingress_publishes_only_slacks_request_url() -> None:
     ]
     assert "/slack/events" in served_routes(socket_mode=False)["POST"]
     assert ingress["tls"] == [{"hosts": ["queuepilot.example.com"], "secretName": "queuepilot-tls"}]
+
+
+GITHUB_SECRETS = {**SLACK_SECRETS, "GITHUB_WEBHOOK_SECRET": "github-secret-0000"}
+
+
+def published(objects: list[dict[str, Any]]) -> list[str]:
+    ingresses = [o["spec"] for o in objects if o["kind"] == "Ingress"]
+    return [p["path"] for i in ingresses for rule in i["rules"] for p in rule["http"]["paths"]]
+
+
+@pytest.mark.parametrize(
+    ("values", "paths"),
+    [
+        ({**SECRET}, ["/slack/events"]),
+        ({**SECRET, "ingress": {"githubWebhook": True}}, ["/slack/events", "/webhooks/github"]),
+        ({"secrets": GITHUB_SECRETS}, ["/slack/events", "/webhooks/github"]),
+        ({"secrets": GITHUB_SECRETS, "ingress": {"githubWebhook": False}}, ["/slack/events"]),
+        (
+            {**SECRET, "socketMode": {"enabled": True}, "ingress": {"githubWebhook": True}},
+            ["/webhooks/github"],
+        ),
+        ({**SECRET, "ingress": {"enabled": False, "githubWebhook": True}}, []),
+    ],
+    ids=["default", "switched-on", "secret-in-values", "switched-off", "socket-mode", "no-ingress"],
+)
+def test_the_ingress_publishes_githubs_webhook_when_switched_on_or_its_secret_is_given(
+    values: dict[str, Any], paths: list[str]
+) -> None:
+    assert published(render_values(values)) == paths
+    assert "/webhooks/github" in served_routes(socket_mode=False)["POST"]
 
 
 def test_the_ingress_takes_its_class_annotations_and_tls_from_values() -> None:

@@ -66,6 +66,20 @@ def test_in_socket_mode_no_ingress_controller_gets_in() -> None:
     assert allowed_in(policy) == [{"kubernetes.io/metadata.name": "monitoring"}]
 
 
+def test_in_socket_mode_the_ingress_controller_gets_in_for_githubs_webhook_when_published() -> None:
+    values = {
+        **SECRET,
+        "socketMode": {"enabled": True},
+        "networkPolicy": {"enabled": True},
+        "ingress": {"githubWebhook": True},
+    }
+    policy = one(render_values(values), "NetworkPolicy")["spec"]
+    assert allowed_in(policy) == [
+        {"kubernetes.io/metadata.name": "ingress-nginx"},
+        {"kubernetes.io/metadata.name": "monitoring"},
+    ]
+
+
 @pytest.mark.parametrize("case", POLICY_CASES)
 def test_the_policy_lets_out_dns_https_and_every_service_the_settings_name(case: str) -> None:
     objects = render(case)

@@ -1,4 +1,4 @@
-"""Webhook authentication: bearer, basic and Grafana's HMAC signature."""
+"""Webhook authentication: bearer, basic, Grafana's HMAC signature and GitHub's."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import hmac
 
 import pytest
 
-from bot.intake.webhook_auth import basic_ok, bearer_ok, grafana_signature_problem
+from bot.intake.webhook_auth import (
+    basic_ok,
+    bearer_ok,
+    github_signature_problem,
+    grafana_signature_problem,
+)
 
 SECRET = "s3cret"
 BODY = b'{"version":"1","groupKey":"{}:{}","status":"firing","alerts":[]}'
@@ -152,3 +157,36 @@ def test_timestamp_can_be_required() -> None:
 
 def test_no_secret_configured_refuses() -> None:
     assert grafana_signature_problem(BODY, sign(BODY, secret=""), None, "", now=NOW) is not None
+
+
+# --- GitHub's X-Hub-Signature-256 ------------------------------------------------------------
+
+
+def github_signed(body: bytes, secret: str = SECRET) -> str:
+    """What GitHub sends: `sha256=` and the hex HMAC-SHA256 of the raw body."""
+    return "sha256=" + sign(body, secret)
+
+
+def test_github_signature_accepted() -> None:
+    assert github_signature_problem(BODY, github_signed(BODY), SECRET) is None
+    assert github_signature_problem(BODY, f" {github_signed(BODY)} ", SECRET) is None
+
+
+@pytest.mark.parametrize(
+    ("header", "secret", "problem"),
+    [
+        (None, SECRET, "missing X-Hub-Signature-256"),
+        ("  ", SECRET, "missing X-Hub-Signature-256"),
+        (sign(BODY), SECRET, "malformed"),  # bare hex: Grafana's form, not GitHub's
+        ("sha1=" + sign(BODY)[:40], SECRET, "malformed"),  # X-Hub-Signature's SHA-1, not ours
+        ("sha256=" + sign(BODY)[:-1], SECRET, "malformed"),
+        ("sha256=" + "é" * 64, SECRET, "malformed"),
+        ("sha256=" + sign(BODY + b" "), SECRET, "signature mismatch"),
+        (github_signed(BODY, "other"), SECRET, "signature mismatch"),
+        (github_signed(BODY, ""), "", "no webhook secret configured"),
+        (github_signed(BODY), None, "no webhook secret configured"),
+    ],
+)
+def test_github_signature_refused(header: str | None, secret: str | None, problem: str) -> None:
+    found = github_signature_problem(BODY, header, secret)
+    assert found is not None and found.startswith(problem), found

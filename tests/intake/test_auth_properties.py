@@ -6,7 +6,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.intake.webhook_auth import basic_ok, bearer_ok, grafana_signature_problem
+from bot.intake.webhook_auth import (
+    basic_ok,
+    bearer_ok,
+    github_signature_problem,
+    grafana_signature_problem,
+)
 from tests.support.mutations import FAST, HEADER_TEXT, NOW, SECRET
 
 
@@ -26,3 +31,4 @@ def test_credential_checks_refuse_anything_malformed_quietly(
         body, signature, timestamp, SECRET, now=NOW, require_timestamp=True
     )
     assert problem is not None, "nothing random is a valid signature"
+    assert github_signature_problem(body, signature, SECRET) is not None

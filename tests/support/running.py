@@ -161,10 +161,10 @@ class Tracebacks(logging.Handler):
 
 @contextmanager
 def served_bot(
-    redis: RedisServer, slack: Slack, prefix: str
+    redis: RedisServer, slack: Slack, prefix: str, **overrides: Any
 ) -> Iterator[tuple[httpx.Client, Tracebacks]]:
     """A bot over HTTP on the session's redis-server and emulator, with every traceback it logs
-    collected; it must still serve once the caller is done with it."""
+    collected; it must still serve once the caller is done with it. `overrides`: more settings."""
     settings_ = load_settings(
         _env_file=None,
         slack_app_token=None,
@@ -180,6 +180,7 @@ def served_bot(
         # and APScheduler's jitter draws from the `random` module, which Hypothesis takes for a
         # strategy using it (HypothesisDeprecationWarning) when it lands mid-draw.
         status_tick_seconds=300,
+        **overrides,
     )
     tracebacks = Tracebacks()
     logging.getLogger().addHandler(tracebacks)

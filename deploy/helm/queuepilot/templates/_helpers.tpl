@@ -209,6 +209,19 @@ Secret the chart does not see, the ones the mode requires (others: <NAME>_FILE i
 {{- toYaml $keys }}
 {{- end }}
 
+{{/*
+"true" when the Ingress publishes GitHub's workflow_job webhook: as ingress.githubWebhook says,
+or, unset, when the chart's own Secret holds GITHUB_WEBHOOK_SECRET (a Secret it does not see
+cannot tell it).
+*/}}
+{{- define "queuepilot.githubWebhook" -}}
+{{- $published := .Values.ingress.githubWebhook }}
+{{- if kindIs "invalid" $published }}
+{{- $published = hasKey (.Values.secrets | default dict) "GITHUB_WEBHOOK_SECRET" }}
+{{- end }}
+{{- if and .Values.ingress.enabled $published }}true{{ end }}
+{{- end }}
+
 {{- define "queuepilot.requiredSecrets" -}}
 {{- if .Values.socketMode.enabled }}
 {{- toYaml (list "SLACK_BOT_TOKEN" "SLACK_APP_TOKEN" "ALERT_WEBHOOK_TOKEN") }}
@@ -297,6 +310,9 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- end }}
 {{- if and .Values.ingress.enabled (not .Values.socketMode.enabled) (not .Values.ingress.host) }}
 {{- fail "ingress.host is empty: Slack posts to https://<ingress.host>/slack/events; set it, or ingress.enabled=false (and route Slack's requests yourself), or socketMode.enabled=true" }}
+{{- end }}
+{{- if and (include "queuepilot.githubWebhook" .) (not .Values.ingress.host) }}
+{{- fail "ingress.host is empty: GitHub posts to https://<ingress.host>/webhooks/github; set it, or ingress.githubWebhook=false (and route GitHub's deliveries yourself)" }}
 {{- end }}
 {{- if not (empty $config.PORT) }}
 {{- $port := toString $config.PORT }}
