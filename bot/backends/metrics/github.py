@@ -1,12 +1,16 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
 token's quota is shared, so a run's jobs are read again only when its listing entry changed, pages
 are asked with ETags (a 304 is free), and a reading stands as long as GITHUB_READING_SHARE of
-GitHub's hour allows (`paced_s`); `queued_jobs` serves the last reading's jobs while it stands."""
+GitHub's hour allows (`paced_s`); `queued_jobs` serves the last reading's jobs while it stands.
+
+Fed by GitHub's `workflow_job` deliveries (`fed_by`), a reading costs no request: its jobs are the
+deliveries' record, and polling only reconciles every RECONCILE_S (`github_feed`)."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import math
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -14,10 +18,22 @@ from typing import Any, NamedTuple, TypeVar
 
 from bot.backends.github_api import GithubApi, Listing, Rate
 from bot.backends.http import BackendError
+from bot.backends.metrics.github_feed import (
+    LATE_S,
+    RECONCILE_S,
+    JobRecord,
+    ended,
+    finished_runs,
+    fixed,
+    runs_to_read,
+)
 from bot.config import Settings
 from bot.domain.alerts import time_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
+from bot.domain.workflow_jobs import JobDelivery, listed_job
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 # What of a run's listing entry changes when any of its jobs does.
@@ -62,8 +78,19 @@ class GithubMetrics:
         # One read at a time: a command and a reading never read the same runs twice.
         self._reading = asyncio.Lock()
         self._jobs_of: dict[Any, Known] = {}  # each listed run's jobs as last read
+        self._record: JobRecord | None = None
+        self._reconciled: Reconciled | None = None
+
+    def fed_by(self, record: JobRecord) -> None:
+        """Readings from the jobs GitHub's deliveries keep in `record` (every replica's endpoint
+        writes it); the REST API is read only to reconcile it, every RECONCILE_S."""
+        self._record = record
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
+        if self._record is not None:
+            fed = await self._fed(self._record, now)
+            live = [job for job in fed.jobs if not is_ghost(job, fed.runs)]
+            return fleet_of(live, fed.runners, now=now, every_job_listed=fed.complete, fed=True)
         async with self._reading:
             listed, runners = await all_or_none([self._runs(), self._runners()])
             last = await self._listed(listed, listed.counted + runners.counted, now)
@@ -77,7 +104,13 @@ class GithubMetrics:
         return fleet.model_copy(update={"paced_s": pace})
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        """The last reading's jobs while it stands; past it, the runs and their jobs read again."""
+        """The last reading's jobs while it stands; past it, the runs and their jobs read again.
+        Fed by deliveries: the record's jobs, and those finished in the last RECONCILE_S."""
+        if self._record is not None:
+            fed = await self._fed(self._record, now)
+            at = now.timestamp()
+            done = self._ours(await self._record.done(at - RECONCILE_S, at))
+            return queued_jobs_of(fed.runs, fed.jobs + done, complete=fed.complete)
         async with self._reading:
             last = self._last
             if last is None or now.timestamp() >= last.until:
@@ -172,6 +205,84 @@ class GithubMetrics:
         self._last = Last(runs, Listing(items, complete), at + every)
         return self._last
 
+    async def _fed(self, record: JobRecord, now: datetime) -> Fed:
+        """The record's jobs still to finish, reconciled first when due. A failed reconcile is
+        retried RECONCILE_S later, the record standing meanwhile (the first one must succeed:
+        the runners come from it)."""
+        async with self._reading:
+            last = self._reconciled
+            if last is None or now.timestamp() >= last.until:
+                try:
+                    last = await self._reconcile(record, now)
+                except BackendError as failed:
+                    if last is None:
+                        raise
+                    log.warning("reconcile: %s; the deliveries' jobs stand until the next", failed)
+                    last = last._replace(until=now.timestamp() + RECONCILE_S)
+                self._reconciled = last
+            jobs = self._ours(await record.live())
+        return Fed(last.runs, last.runners, jobs, last.complete)
+
+    async def _reconcile(self, record: JobRecord, now: datetime) -> Reconciled:
+        """The runs and runners listed; the jobs read of each run the record may have wrong (see
+        `runs_to_read`) and of each finished run it still has jobs of, and put in the record."""
+        at = now.timestamp()
+        listed, runners = await all_or_none([self._runs(), self._runners()])
+        runs = _runs_of(listed)
+        live = self._ours(await record.live())
+        known = live + self._ours(await record.done(at - 2 * RECONCILE_S, at))
+        paths = {run_id: _path(runs[run_id].get("url")) for run_id in runs_to_read(runs, known)}
+        # A run missing from an incomplete listing may still be running.
+        finished = finished_runs(live, runs, at - LATE_S) if listed.complete else {}
+        paths |= {run_id: _path(url) for run_id, url in finished.items()}
+        paths = {run_id: path for run_id, path in paths.items() if path}
+        read = await all_or_none([self._run_jobs(path) for path in paths.values()])
+        found: list[JobDelivery] = []
+        for path, jobs in zip(paths.values(), read, strict=True):
+            repository = "/".join(path.split("/")[2:4])
+            found += [d for job in jobs.items if (d := listed_job(job, repository)) is not None]
+        shown = {d.id for d in found}
+        whole = {run_id for run_id, jobs in zip(paths, read, strict=True) if jobs.complete}
+        gone = [
+            job
+            for job in live
+            if job.get("run_id") in finished.keys() & whole and job.get("id") not in shown
+        ]
+        found += [d for job in gone if (d := ended(job, now)) is not None]
+        await record.listed(found, at)
+        said = fixed({job.get("id"): job for job in known}, found)
+        if said:
+            log.info("reconcile: %s (%d runs read)", "; ".join(said), len(paths))
+        cost = listed.counted + runners.counted + sum(jobs.counted for jobs in read)
+        rate, share = self.api.rate, self._config.github_reading_share
+        every = (
+            reading_pace((), cost, rate, share=share, now=at, shortest=RECONCILE_S)[0]
+            if rate is not None
+            else RECONCILE_S
+        )
+        complete = (
+            bool(self._config.github_repos)
+            and listed.complete
+            and len(runs) == len(listed.items)
+            and all(jobs.complete for jobs in read)
+        )
+        return Reconciled(runs, runners.items, complete, at + every)
+
+    async def _run_jobs(self, path: str) -> Listing:
+        """A run's jobs; none (complete) where GitHub no longer has the run (deleted)."""
+        try:
+            return await self._listing(f"{path}/jobs?", "jobs")
+        except BackendError as failed:
+            if failed.status == 404:
+                return Listing([], True, 1)
+            raise
+
+    def _ours(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The jobs of the configured repositories: an organization's webhook delivers every
+        repository's, and only the configured ones are listed to reconcile them."""
+        repos = set(self._config.github_repos)
+        return [job for job in jobs if job.get("repository") in repos]
+
     async def aclose(self) -> None:
         await self.api.aclose()
 
@@ -223,6 +334,22 @@ class Last(NamedTuple):
     until: float  # epoch seconds
 
 
+class Reconciled(NamedTuple):
+    """The last reconcile's listings, standing until `until` (epoch seconds)."""
+
+    runs: dict[Any, dict[str, Any]]
+    runners: list[Any]
+    complete: bool  # every queued and running run listed, and each run read in full
+    until: float
+
+
+class Fed(NamedTuple):
+    runs: dict[Any, dict[str, Any]]
+    runners: list[Any]
+    jobs: list[dict[str, Any]]
+    complete: bool
+
+
 class Known(NamedTuple):
     """A run's jobs as last read, with the run's mark then."""
 
@@ -262,11 +389,19 @@ def _path(url: Any) -> str:
 
 
 def fleet_of(
-    jobs: Iterable[Any], runners: Iterable[Any], *, now: datetime, every_job_listed: bool = False
+    jobs: Iterable[Any],
+    runners: Iterable[Any],
+    *,
+    now: datetime,
+    every_job_listed: bool = False,
+    fed: bool = False,
 ) -> FleetSnapshot:
     """Per runner type: queued jobs, the longest wait, and the runners carrying its label. Types
-    are the jobs': "nothing queued" for an absent one only when `every_job_listed`."""
+    are the jobs': "nothing queued" for an absent one only when `every_job_listed`. `fed`: the
+    jobs are the deliveries' record, newer than the runners' listing, so a type's busy runners
+    are its jobs in progress (each runs one), and it has registered at least those."""
     waits: dict[str, list[datetime]] = {}
+    busy: dict[str, int] = {}
     for job in jobs:
         runner_type = runner_type_of(job)
         if not runner_type:
@@ -274,6 +409,7 @@ def fleet_of(
         queued = waits.setdefault(runner_type, [])
         if job.get("status") == "queued" and not job.get("runner_id"):
             queued.append(_created(job) or now)
+        busy[runner_type] = busy.get(runner_type, 0) + (job.get("status") == "in_progress")
     counts = {t: dict.fromkeys(("registered", "busy", "idle", "offline"), 0) for t in waits}
     folded = {t.casefold(): t for t in waits}
     for runner in runners:
@@ -289,6 +425,11 @@ def fleet_of(
         for label in labels & set(folded):
             counts[folded[label]]["registered"] += 1
             counts[folded[label]][state] += 1
+    for runner_type, count in counts.items() if fed else ():
+        online = count["registered"] - count["offline"]
+        count["busy"] = busy[runner_type]
+        count["idle"] = max(online - busy[runner_type], 0)
+        count["registered"] = count["offline"] + count["busy"] + count["idle"]
     types = {
         runner_type: RunnerTypeMetrics(
             queued=len(queued),
