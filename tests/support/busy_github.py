@@ -114,8 +114,10 @@ class BusyGithub:
         for _ in range(MOVE_ON):
             self._run("queued", now)
         for run in [r for r in self.runs if r["status"] == "in_progress"]:
-            if pick.random() < CHANGING:
-                job = pick.choice(run["jobs"])
+            # A finished job does not change again (a run whose jobs all have, waits to end).
+            left = [job for job in run["jobs"] if job["status"] != "completed"]
+            if pick.random() < CHANGING and left:
+                job = pick.choice(left)
                 if job["status"] == "queued":
                     self._start(job, now)
                 else:

@@ -25,6 +25,7 @@ from bot.backends.metrics.github_feed import (
     ended,
     finished_runs,
     fixed,
+    last_changes,
     runs_to_read,
 )
 from bot.config import Settings
@@ -80,6 +81,7 @@ class GithubMetrics:
         self._jobs_of: dict[Any, Known] = {}  # each listed run's jobs as last read
         self._record: JobRecord | None = None
         self._reconciled: Reconciled | None = None
+        self._changed: dict[Any, float] = {}  # each listed run's last change the record has
 
     def fed_by(self, record: JobRecord) -> None:
         """Readings from the jobs GitHub's deliveries keep in `record` (every replica's endpoint
@@ -229,9 +231,10 @@ class GithubMetrics:
         at = now.timestamp()
         listed, runners = await all_or_none([self._runs(), self._runners()])
         runs = _runs_of(listed)
-        live = self._ours(await record.live())
-        known = live + self._ours(await record.done(at - 2 * RECONCILE_S, at))
-        paths = {run_id: _path(runs[run_id].get("url")) for run_id in runs_to_read(runs, known)}
+        live, since = self._ours(await record.live()), at - 2 * RECONCILE_S
+        known = live + self._ours(await record.done(since, at))
+        changed = last_changes(runs, known, self._changed)
+        paths = {run_id: _path(runs[run_id].get("url")) for run_id in runs_to_read(runs, changed)}
         # A run missing from an incomplete listing may still be running.
         finished = finished_runs(live, runs, at - LATE_S) if listed.complete else {}
         paths |= {run_id: _path(url) for run_id, url in finished.items()}
@@ -250,7 +253,8 @@ class GithubMetrics:
         ]
         found += [d for job in gone if (d := ended(job, now)) is not None]
         await record.listed(found, at)
-        said = fixed({job.get("id"): job for job in known}, found)
+        self._changed = last_changes(runs, [d.job for d in found], changed)
+        said = fixed({job.get("id"): job for job in known}, found, since)
         if said:
             log.info("reconcile: %s (%d runs read)", "; ".join(said), len(paths))
         cost = listed.counted + runners.counted + sum(jobs.counted for jobs in read)

@@ -34,13 +34,22 @@ def changed_at(job: Mapping[str, Any]) -> float:
     return max((t.timestamp() for t in times if t is not None), default=0.0)
 
 
-def runs_to_read(runs: Mapping[Any, Any], known: Iterable[Mapping[str, Any]]) -> list[Any]:
-    """The listed runs whose jobs the record may have wrong: none of its jobs known, or the run
-    changed (`updated_at`) later than any change the record has of it."""
-    last: dict[Any, float] = {}
+def last_changes(
+    runs: Mapping[Any, Any], known: Iterable[Mapping[str, Any]], before: Mapping[Any, float]
+) -> dict[Any, float]:
+    """Each listed run's last change the record has (epoch seconds): of its jobs `known`, or as
+    the last reconcile found it (`before`: a job finished long ago is no longer read back)."""
+    last = {run_id: at for run_id, at in before.items() if run_id in runs}
     for job in known:
         run_id = job.get("run_id")
-        last[run_id] = max(last.get(run_id, 0.0), changed_at(job))
+        if run_id in runs:
+            last[run_id] = max(last.get(run_id, 0.0), changed_at(job))
+    return last
+
+
+def runs_to_read(runs: Mapping[Any, Any], last: Mapping[Any, float]) -> list[Any]:
+    """The listed runs whose jobs the record may have wrong: none of its jobs known, or the run
+    changed (`updated_at`) later than any change the record has of it (`last_changes`)."""
     unread = []
     for run_id, run in runs.items():
         updated = time_of(run.get("updated_at"))
@@ -70,12 +79,17 @@ def ended(job: Mapping[str, Any], now: datetime) -> JobDelivery | None:
     return listed_job(gone, str(job.get("repository") or ""))
 
 
-def fixed(before: Mapping[Any, Mapping[str, Any]], found: Iterable[JobDelivery]) -> list[str]:
-    """What a reconcile's listing changed in the record, as the log says it: "3 jobs a missed
-    delivery left queued are completed"."""
+def fixed(
+    before: Mapping[Any, Mapping[str, Any]], found: Iterable[JobDelivery], since: float
+) -> list[str]:
+    """What a reconcile's listing changed in the record (`before`: its jobs, those finished
+    since `since` among them), as the log says it: "3 jobs a missed delivery left queued are
+    completed"."""
     moves: Counter[tuple[str, str]] = Counter()
     for delivery in found:
         was = before.get(delivery.id)
+        if was is None and delivery.at.timestamp() < since:
+            continue  # finished before the span read back: the record may well have it
         if was is None:
             moves["", delivery.action] += 1
         elif delivery.rank > RANK.get(str(was.get("status")), 0):
