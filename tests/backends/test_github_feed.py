@@ -1,7 +1,8 @@
 """The busy repository fed by GitHub's `workflow_job` deliveries (recorded as the endpoint
 records them, a few lost on purpose), read every minute for three hours on one clock with
 GitHub's stand-in: a reading costs no request, polling only reconciles every ten minutes, and what
-a lost delivery left wrong is right after the reconcile that can see it."""
+a lost delivery left wrong is right after the reconcile that can see it. Then the rules that
+choose what a reconcile reads, and what it says it fixed."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from redis.asyncio import Redis
 
 from bot.backends.github_api import GithubApi
 from bot.backends.metrics.github import GithubMetrics, runner_type_of
-from bot.domain.workflow_jobs import JobDelivery, job_delivery
+from bot.backends.metrics.github_feed import finished_runs, fixed, last_changes, runs_to_read
+from bot.domain.workflow_jobs import JobDelivery, job_delivery, listed_job
 from bot.storage.workflow_jobs import WorkflowJobs
 from tests.backends.test_github_quota import settings
 from tests.support.busy_github import REPO, BusyGithub
@@ -127,3 +129,41 @@ async def test_a_busy_repository_fed_by_deliveries_spends_under_a_tenth_of_the_h
     assert reconciles == 18, "every ten minutes"
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reconcile: ")]
     assert any("jobs a missed delivery left queued are" in line for line in said), said
+
+
+RUN = {"id": 7, "status": "in_progress", "updated_at": "2026-03-02T09:10:00Z"}
+AT_9_10 = 1772442600.0  # 2026-03-02T09:10:00Z
+
+
+def test_a_run_is_read_where_the_record_may_be_wrong_and_a_long_one_hourly() -> None:
+    runs, known = {7: RUN}, [{"run_id": 7, "created_at": "2026-03-02T09:10:00Z"}]
+    last = last_changes(runs, known, {})
+    assert last == {7: AT_9_10}
+    fresh = {7: AT_9_10}
+    assert runs_to_read(runs, last, fresh, AT_9_10 + 600) == [], "nothing the record lacks"
+    assert runs_to_read(runs, {}, fresh, AT_9_10) == [7], "none of its jobs known"
+    later = {7: {**RUN, "updated_at": "2026-03-02T09:11:00Z"}}
+    assert runs_to_read(later, last, fresh, AT_9_10 + 600) == [7], "changed since"
+    # A change the record missed, hidden by one it has: the hourly read finds it.
+    assert runs_to_read(runs, last, fresh, AT_9_10 + 3600) == [7]
+    queued = {7: {**RUN, "status": "queued"}}
+    assert runs_to_read(queued, last, fresh, AT_9_10 + 3600) == [], "a queued run has none begun"
+
+
+def test_a_finished_runs_jobs_are_read_and_a_reconcile_says_what_it_fixed() -> None:
+    job = {"id": 1, "run_id": 9, "run_url": "https://api.github.com/repos/o/r/actions/runs/9"}
+    live = [{**job, "created_at": "2026-03-02T09:00:00Z", "status": "queued", "labels": ["x"]}]
+    assert finished_runs(live, {}, AT_9_10) == {9: job["run_url"]}
+    assert finished_runs(live, {9: RUN}, AT_9_10) == {}, "still listed"
+    assert finished_runs(live, {}, AT_9_10 - 900) == {}, "queued since the listing"
+    done = listed_job(
+        {**live[0], "status": "completed", "completed_at": "2026-03-02T09:05Z"}, "o/r"
+    )
+    assert done is not None and done.job["repository"] == "o/r"
+    new = listed_job({**live[0], "id": 2}, "o/r")
+    assert new is not None and listed_job({"id": 3}, "o/r") is None
+    said = fixed({1: live[0]}, [done, new], since=0.0)
+    assert said == [
+        "1 job no delivery told of is recorded (queued)",
+        "1 job a missed delivery left queued is completed",
+    ]

@@ -82,6 +82,7 @@ class GithubMetrics:
         self._record: JobRecord | None = None
         self._reconciled: Reconciled | None = None
         self._changed: dict[Any, float] = {}  # each listed run's last change the record has
+        self._read_at: dict[Any, float] = {}  # when each listed run was last read, or first listed
 
     def fed_by(self, record: JobRecord) -> None:
         """Readings from the jobs GitHub's deliveries keep in `record` (every replica's endpoint
@@ -234,7 +235,9 @@ class GithubMetrics:
         live, since = self._ours(await record.live()), at - 2 * RECONCILE_S
         known = live + self._ours(await record.done(since, at))
         changed = last_changes(runs, known, self._changed)
-        paths = {run_id: _path(runs[run_id].get("url")) for run_id in runs_to_read(runs, changed)}
+        read_at = {run_id: self._read_at.get(run_id, at) for run_id in runs}
+        unread = runs_to_read(runs, changed, read_at, at)
+        paths = {run_id: _path(runs[run_id].get("url")) for run_id in unread}
         # A run missing from an incomplete listing may still be running.
         finished = finished_runs(live, runs, at - LATE_S) if listed.complete else {}
         paths |= {run_id: _path(url) for run_id, url in finished.items()}
@@ -254,6 +257,7 @@ class GithubMetrics:
         found += [d for job in gone if (d := ended(job, now)) is not None]
         await record.listed(found, at)
         self._changed = last_changes(runs, [d.job for d in found], changed)
+        self._read_at = read_at | dict.fromkeys(unread, at)
         said = fixed({job.get("id"): job for job in known}, found, since)
         if said:
             log.info("reconcile: %s (%d runs read)", "; ".join(said), len(paths))

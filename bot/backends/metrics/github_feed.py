@@ -13,6 +13,10 @@ from bot.domain.alerts import time_of
 from bot.domain.workflow_jobs import RANK, JobDelivery, listed_job
 
 RECONCILE_S = 600.0  # the runs and runners are listed this often; the deliveries say the rest
+# A run in progress is read again this long after it was last read (or first listed), whatever
+# it says: a missed delivery followed by a delivered change of the same run leaves `updated_at`
+# saying nothing new, and a long run would keep that job wrong (queued forever) until it ends.
+REREAD_S = 3600.0
 # A run's `updated_at` moves a little after the state its job entered (GitHub updates the run
 # once it has taken the job's change in): only a later move means a change nobody delivered.
 LATE_S = 30.0
@@ -47,13 +51,21 @@ def last_changes(
     return last
 
 
-def runs_to_read(runs: Mapping[Any, Any], last: Mapping[Any, float]) -> list[Any]:
-    """The listed runs whose jobs the record may have wrong: none of its jobs known, or the run
-    changed (`updated_at`) later than any change the record has of it (`last_changes`)."""
+def runs_to_read(
+    runs: Mapping[Any, Any], last: Mapping[Any, float], read_at: Mapping[Any, float], now: float
+) -> list[Any]:
+    """The listed runs whose jobs the record may have wrong: none of its jobs known, the run
+    changed (`updated_at`) later than any change the record has of it (`last_changes`), or in
+    progress and not read for REREAD_S (`read_at`: when each was last read, or first listed)."""
     unread = []
     for run_id, run in runs.items():
         updated = time_of(run.get("updated_at"))
-        if run_id not in last or updated is None or updated.timestamp() > last[run_id] + LATE_S:
+        if (
+            run_id not in last
+            or updated is None
+            or updated.timestamp() > last[run_id] + LATE_S
+            or (run.get("status") != "queued" and now - read_at.get(run_id, now) >= REREAD_S)
+        ):
             unread.append(run_id)
     return unread
 
