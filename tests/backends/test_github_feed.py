@@ -44,13 +44,15 @@ class Lost:
         return run_id in open_runs and self.last_told.get(run_id, "") >= when
 
 
-async def deliver(gh: BusyGithub, record: WorkflowJobs, lost: Lost, pick: random.Random) -> None:
-    """The minute's changes, as GitHub delivers them: all at once, a few lost."""
+async def deliver(
+    gh: BusyGithub, record: WorkflowJobs, lost: Lost, pick: random.Random, share: float = LOST
+) -> None:
+    """The minute's changes, as GitHub delivers them: all at once, `share` of them lost."""
     changes, gh.changes = gh.changes, []
     calls = []
     for n, change in enumerate(changes):
         action, job, when = change
-        if pick.random() < LOST:
+        if pick.random() < share:
             lost.jobs[job["id"]] = (job["run_id"], when)
             continue
         lost.last_told[job["run_id"]] = when
@@ -168,3 +170,29 @@ def test_a_finished_runs_jobs_are_read_and_a_reconcile_says_what_it_fixed() -> N
         "1 job no delivery told of is recorded (queued)",
         "1 job a missed delivery left queued is completed",
     ]
+
+
+async def test_a_reconcile_refused_by_the_rate_limit_leaves_the_deliveries_reading(
+    redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    gh = BusyGithub()
+    config = settings()
+    metrics = GithubMetrics(config, GithubApi(config, gh.client(), clock=gh.clock))
+    record = WorkflowJobs(redis, KEYS)
+    metrics.fed_by(record)
+    await deliver(gh, record, Lost(), random.Random(7), share=0.0)
+    first = await metrics.read(now=gh.clock.at())
+    # Another process on the token spends the hour; the repository goes on, its deliveries come.
+    gh.actions.remaining = 0
+    for _ in range(11):
+        gh.clock.now += 60
+        gh.minute()
+        await deliver(gh, record, Lost(), random.Random(7), share=0.0)
+        fleet = await metrics.read(now=gh.clock.at())
+    await metrics.aclose()
+
+    assert gh.transport.statuses.count(403) == 1, "asked once, then the reset waited for"
+    assert "reconcile: GitHub's rate limit is exhausted" in caplog.text
+    queued = Counter(runner_type_of(job) for job in truth(gh).values() if job["status"] == "queued")
+    assert fleet.at > first.at
+    assert {t: m.queued for t, m in fleet.runner_types.items()} == dict(queued)
