@@ -230,13 +230,8 @@ class GithubMetrics:
         finished = finished_runs(live, runs, at - LATE_S) if listed.complete else {}
         paths |= {run_id: path_of(url) for run_id, url in finished.items()}
         paths = {run_id: path for run_id, path in paths.items() if path}
-        read = await all_or_none([self._run_jobs(path) for path in paths.values()])
-        found: list[JobDelivery] = []
-        for path, jobs in zip(paths.values(), read, strict=True):
-            repository = "/".join(path.split("/")[2:4])
-            found += [d for job in jobs.items if (d := listed_job(job, repository)) is not None]
+        found, whole, counted = await self._jobs_read(paths)
         shown = {d.id for d in found}
-        whole = {run_id for run_id, jobs in zip(paths, read, strict=True) if jobs.complete}
         gone = [
             job
             for job in live
@@ -249,20 +244,28 @@ class GithubMetrics:
         said = fixed({job.get("id"): job for job in known}, found, since)
         if said:
             log.info("reconcile: %s (%d runs read)", "; ".join(said), len(paths))
-        cost = listed.counted + runners.counted + sum(jobs.counted for jobs in read)
         rate, share = self.api.rate, self._config.github_reading_share
+        cost = listed.counted + runners.counted + counted
+        # Paced as the readings are: as often as RECONCILE_S, if the share allows it.
         every = (
             reading_pace((), cost, rate, share=share, now=at, shortest=RECONCILE_S)[0]
             if rate is not None
             else RECONCILE_S
         )
-        complete = (
-            bool(self._config.github_repos)
-            and listed.complete
-            and len(runs) == len(listed.items)
-            and all(jobs.complete for jobs in read)
-        )
+        repos, every_run = self._config.github_repos, len(runs) == len(listed.items)
+        complete = bool(repos) and listed.complete and every_run and whole == paths.keys()
         return Reconciled(runs, runners.items, complete, at + every)
+
+    async def _jobs_read(self, paths: dict[Any, str]) -> tuple[list[JobDelivery], set[Any], int]:
+        """The jobs of each run in `paths` (its API path), as their deliveries would say them;
+        the runs read to the end; the requests counted."""
+        read = await all_or_none([self._run_jobs(path) for path in paths.values()])
+        found: list[JobDelivery] = []
+        for path, jobs in zip(paths.values(), read, strict=True):
+            repository = "/".join(path.split("/")[2:4])
+            found += [d for job in jobs.items if (d := listed_job(job, repository)) is not None]
+        whole = {run_id for run_id, jobs in zip(paths, read, strict=True) if jobs.complete}
+        return found, whole, sum(jobs.counted for jobs in read)
 
     async def _run_jobs(self, path: str) -> Listing:
         """A run's jobs; none (complete) where GitHub no longer has the run (deleted)."""
@@ -276,8 +279,8 @@ class GithubMetrics:
     def _ours(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The jobs of the configured repositories: an organization's webhook delivers every
         repository's, and only the configured ones are listed to reconcile them."""
-        repos = set(self._config.github_repos)
-        return [job for job in jobs if job.get("repository") in repos]
+        repos = {repo.casefold() for repo in self._config.github_repos}
+        return [job for job in jobs if str(job.get("repository")).casefold() in repos]
 
     async def aclose(self) -> None:
         await self.api.aclose()
