@@ -38,6 +38,7 @@ from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import ScaleReverts
 from bot.actions.silence import SilenceWatch, Silencing
 from bot.backends.metrics import QueueHistory
+from bot.backends.metrics.github import GithubMetrics
 from bot.checks.watch import ProbeWatch
 from bot.config import Settings, memory
 from bot.domain.routes import MAX_ROUTES
@@ -329,6 +330,11 @@ def _readings(
         jobs = JobsWatch(backends.jobs, arrivals, timeout_s=timeout_s)
     if not isinstance(metrics, QueueHistory) and metrics.live:
         kept = ReadingsHistory(redis, keys, interval_s=settings.metrics_interval_seconds)
+    # GitHub's deliveries come (they are refused without the secret): its jobs are read from
+    # their record, and GitHub's API only reconciles it.
+    for source in (metrics, backends.jobs) if settings.github_webhook_secret else ():
+        if isinstance(source, GithubMetrics):
+            source.fed_by(stores.workflow_jobs)
     fence = stores.leadership.fence
 
     def leads() -> bool:

@@ -115,3 +115,21 @@ def job_delivery(payload: object) -> JobDelivery | str:
     full_name = repository.get("full_name") if isinstance(repository, dict) else None
     kept["repository"] = full_name[:TEXT_CAP] if isinstance(full_name, str) else ""
     return JobDelivery(action, kept, max(entered or created, created))
+
+
+def listed_job(job: object, repository: str) -> JobDelivery | None:
+    """A job as GitHub's REST API lists it (`GET .../runs/{run_id}/jobs`), read as the delivery
+    of its present state would be, so a listing fixes what a missed delivery left; None for one
+    queuepilot cannot read (no id, no labels, no time)."""
+    if not isinstance(job, dict):
+        return None
+    payload = {
+        "action": job.get("status"),
+        "workflow_job": job,
+        "repository": {"full_name": repository},
+    }
+    try:
+        found = job_delivery(payload)
+    except PayloadError:
+        return None
+    return found if isinstance(found, JobDelivery) else None

@@ -18,7 +18,8 @@ from starlette.routing import Route
 
 from bot.backends.github_api import EtagCache, GithubApi
 from bot.backends.http import BackendError
-from bot.backends.metrics.github import GithubMetrics, fleet_of, queued_jobs_of
+from bot.backends.metrics.github import GithubMetrics
+from bot.backends.metrics.github_jobs import fleet_of, queued_jobs_of
 from bot.config import Settings
 from bot.config.memory import cache_bytes
 from bot.domain.jobs import Trigger

@@ -12,7 +12,7 @@ from bot.actions.core import Actor
 from bot.actions.flow import Acting, Authorizer
 from bot.actions.report import Report
 from bot.backends.metrics import AlertMetrics
-from bot.backends.metrics.github import fleet_of
+from bot.backends.metrics.github_jobs import fleet_of
 from bot.config import Settings
 from bot.domain.early_warning import Thresholds
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics

@@ -1,10 +1,13 @@
 """A busy repository on GitHub's stand-ins, on one token's quota and one clock the test moves:
 150 runs queued and 150 in progress, 20 jobs each; every minute a tenth of the runs move on (15
 finish, 15 queued start, 15 new queue) and 70% of those in progress change a job (pytorch/pytorch
-at its peak). The Actions API and the issues API share the quota, as on GitHub."""
+at its peak). The Actions API and the issues API share the quota, as on GitHub. Each job's
+change is kept as the `workflow_job` delivery GitHub would send (`changes`); a finished run's
+jobs still to finish complete with it, and it stays readable (no longer listed), as on GitHub."""
 
 from __future__ import annotations
 
+import copy
 import random
 import sys
 from dataclasses import dataclass, field
@@ -71,6 +74,8 @@ class BusyGithub:
         self.transport = Answers(httpx.ASGITransport(app=one_github(self.actions, self.issues)))
         self._random = random.Random(self.seed)
         self._ids = 1000
+        # (action, the job as delivered, when): what the workflow_job webhook sends
+        self.changes: list[tuple[str, dict[str, Any], str]] = []
         for n in range(RUNNERS):
             self.actions.runner(n + 1, TYPES[n % len(TYPES)], busy=n % 3 > 0)
         for _ in range(RUNS):
@@ -88,14 +93,20 @@ class BusyGithub:
 
     @property
     def runs(self) -> list[dict[str, Any]]:
-        return self.actions.runs[REPO]
+        """The runs queued and in progress."""
+        return [run for run in self.actions.runs[REPO] if run["status"] != "completed"]
+
+    def delivery(self, change: tuple[str, dict[str, Any], str]) -> dict[str, Any]:
+        """A change as GitHub's `workflow_job` delivery body says it."""
+        action, job, _ = change
+        return {"action": action, "workflow_job": job, "repository": {"full_name": REPO}}
 
     def minute(self) -> None:
         """A minute of the repository's life (the test moves the clock)."""
         pick, now = self._random, self._now()
         running = [r for r in self.runs if r["status"] == "in_progress"]
-        done = {id(r) for r in pick.sample(running, MOVE_ON)}
-        self.actions.runs[REPO] = [r for r in self.runs if id(r) not in done]
+        for run in pick.sample(running, MOVE_ON):
+            self._finish(run, now)
         for run in pick.sample([r for r in self.runs if r["status"] == "queued"], MOVE_ON):
             run["status"] = run["listed_as"] = "in_progress"
             self._start(run["jobs"][0], now)
@@ -103,12 +114,14 @@ class BusyGithub:
         for _ in range(MOVE_ON):
             self._run("queued", now)
         for run in [r for r in self.runs if r["status"] == "in_progress"]:
-            if pick.random() < CHANGING:
-                job = pick.choice(run["jobs"])
+            # A finished job does not change again (a run whose jobs all have, waits to end).
+            left = [job for job in run["jobs"] if job["status"] != "completed"]
+            if pick.random() < CHANGING and left:
+                job = pick.choice(left)
                 if job["status"] == "queued":
                     self._start(job, now)
                 else:
-                    job.update(status="completed", conclusion="success", completed_at=now)
+                    self._complete(job, now)
                 self.actions.touch(run)
         for runner in pick.sample(self.actions.runners, 10):
             runner["busy"] = not runner["busy"]
@@ -119,12 +132,31 @@ class BusyGithub:
             FakeGithub.job(self._ids * 100 + j, [TYPES[j % len(TYPES)]], "queued", now)
             for j in range(JOBS)
         ]
+        self.actions.run(REPO, self._ids, status, jobs)
+        for job in jobs:
+            self._told("queued", job, now)
         if status == "in_progress":
             self._start(jobs[0], now)
-        self.actions.run(REPO, self._ids, status, jobs)
 
     def _start(self, job: dict[str, Any], now: str) -> None:
         job.update(status="in_progress", started_at=now, runner_id=77, runner_name="i-77")
+        self._told("in_progress", job, now)
+
+    def _complete(self, job: dict[str, Any], now: str) -> None:
+        job.update(status="completed", conclusion="success", completed_at=now)
+        self._told("completed", job, now)
+
+    def _finish(self, run: dict[str, Any], now: str) -> None:
+        """A run ends: its jobs still to run are cancelled, and it is listed as completed."""
+        for job in run["jobs"]:
+            if job["status"] != "completed":
+                job.update(status="completed", conclusion="cancelled", completed_at=now)
+                self._told("completed", job, now)
+        run.update(status="completed", listed_as="completed", conclusion="success")
+        self.actions.touch(run)
+
+    def _told(self, action: str, job: dict[str, Any], now: str) -> None:
+        self.changes.append((action, copy.deepcopy(job), now))
 
     def _now(self) -> str:
         return self.clock.at().strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,12 +1,16 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
 token's quota is shared, so a run's jobs are read again only when its listing entry changed, pages
 are asked with ETags (a 304 is free), and a reading stands as long as GITHUB_READING_SHARE of
-GitHub's hour allows (`paced_s`); `queued_jobs` serves the last reading's jobs while it stands."""
+GitHub's hour allows (`paced_s`); `queued_jobs` serves the last reading's jobs while it stands.
+
+Fed by GitHub's `workflow_job` deliveries (`fed_by`), a reading costs no request: its jobs are the
+deliveries' record, and polling only reconciles every RECONCILE_S (`github_feed`)."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import math
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -14,10 +18,24 @@ from typing import Any, NamedTuple, TypeVar
 
 from bot.backends.github_api import GithubApi, Listing, Rate
 from bot.backends.http import BackendError
+from bot.backends.metrics.github_feed import (
+    LATE_S,
+    RECONCILE_S,
+    JobRecord,
+    ended,
+    finished_runs,
+    fixed,
+    last_changes,
+    runs_to_read,
+)
+from bot.backends.metrics.github_jobs import fleet_of, is_ghost, path_of, queued_jobs_of
 from bot.config import Settings
 from bot.domain.alerts import time_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
+from bot.domain.fleet import FleetSnapshot
+from bot.domain.jobs import JobsListing
+from bot.domain.workflow_jobs import JobDelivery, listed_job
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 # What of a run's listing entry changes when any of its jobs does.
@@ -30,22 +48,9 @@ REREAD_S = 600.0
 # whole seconds, so a change in the second of the read leaves the entry as the read saw it.
 MARGIN_S = 5.0
 
-GENERIC_LABELS = frozenset(
-    {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
-)
 MAX_PAGES = 20  # per listing: a runaway org must not eat the hour's quota
 WINDOW_S = 3600.0  # GitHub's primary limit is an hour's requests
 STEP_S = 15.0  # the intervals tried for a reading, a quarter of a minute apart
-
-
-def runner_type_of(job: Any) -> str:
-    """A job's runner type: its first `runs-on` label that is not generic; "" without labels."""
-    labels = job.get("labels") if isinstance(job, dict) else None
-    if not isinstance(labels, list):
-        return ""
-    names = [label for label in labels if isinstance(label, str) and label]
-    specific = [name for name in names if name.casefold() not in GENERIC_LABELS]
-    return specific[0] if specific else ",".join(names)
 
 
 class GithubMetrics:
@@ -62,8 +67,21 @@ class GithubMetrics:
         # One read at a time: a command and a reading never read the same runs twice.
         self._reading = asyncio.Lock()
         self._jobs_of: dict[Any, Known] = {}  # each listed run's jobs as last read
+        self._record: JobRecord | None = None
+        self._reconciled: Reconciled | None = None
+        self._changed: dict[Any, float] = {}  # each listed run's last change the record has
+        self._read_at: dict[Any, float] = {}  # when each listed run was last read, or first listed
+
+    def fed_by(self, record: JobRecord) -> None:
+        """Readings from the jobs GitHub's deliveries keep in `record` (every replica's endpoint
+        writes it); the REST API is read only to reconcile it, every RECONCILE_S."""
+        self._record = record
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
+        if self._record is not None:
+            fed = await self._fed(self._record, now)
+            live = [job for job in fed.jobs if not is_ghost(job, fed.runs)]
+            return fleet_of(live, fed.runners, now=now, every_job_listed=fed.complete, fed=True)
         async with self._reading:
             listed, runners = await all_or_none([self._runs(), self._runners()])
             last = await self._listed(listed, listed.counted + runners.counted, now)
@@ -77,7 +95,13 @@ class GithubMetrics:
         return fleet.model_copy(update={"paced_s": pace})
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        """The last reading's jobs while it stands; past it, the runs and their jobs read again."""
+        """The last reading's jobs while it stands; past it, the runs and their jobs read again.
+        Fed by deliveries: the record's jobs, and those finished in the last RECONCILE_S."""
+        if self._record is not None:
+            fed = await self._fed(self._record, now)
+            at = now.timestamp()
+            done = self._ours(await self._record.done(at - RECONCILE_S, at))
+            return queued_jobs_of(fed.runs, fed.jobs + done, complete=fed.complete)
         async with self._reading:
             last = self._last
             if last is None or now.timestamp() >= last.until:
@@ -141,7 +165,7 @@ class GithubMetrics:
         as the last reading, standing until the pace (the listings cost `pages`) allows the next."""
         at = now.timestamp()
         runs = _runs_of(listed)
-        paths = {run_id: _path(run.get("url")) for run_id, run in runs.items()}
+        paths = {run_id: path_of(run.get("url")) for run_id, run in runs.items()}
         marks = {run_id: _mark(run) for run_id, run in runs.items()}
         kept = {
             run_id: known
@@ -171,6 +195,92 @@ class GithubMetrics:
         every = max(paced[0] if paced else 0.0, self._config.metrics_interval_seconds)
         self._last = Last(runs, Listing(items, complete), at + every)
         return self._last
+
+    async def _fed(self, record: JobRecord, now: datetime) -> Fed:
+        """The record's jobs still to finish, reconciled first when due. A failed reconcile is
+        retried RECONCILE_S later, the record standing meanwhile (the first one must succeed:
+        the runners come from it)."""
+        async with self._reading:
+            last = self._reconciled
+            if last is None or now.timestamp() >= last.until:
+                try:
+                    last = await self._reconcile(record, now)
+                except BackendError as failed:
+                    if last is None:
+                        raise
+                    log.warning("reconcile: %s; the deliveries' jobs stand until the next", failed)
+                    last = last._replace(until=now.timestamp() + RECONCILE_S)
+                self._reconciled = last
+            jobs = self._ours(await record.live())
+        return Fed(last.runs, last.runners, jobs, last.complete)
+
+    async def _reconcile(self, record: JobRecord, now: datetime) -> Reconciled:
+        """The runs and runners listed; the jobs read of each run the record may have wrong (see
+        `runs_to_read`) and of each finished run it still has jobs of, and put in the record."""
+        at = now.timestamp()
+        listed, runners = await all_or_none([self._runs(), self._runners()])
+        runs = _runs_of(listed)
+        live, since = self._ours(await record.live()), at - 2 * RECONCILE_S
+        known = live + self._ours(await record.done(since, at))
+        changed = last_changes(runs, known, self._changed)
+        read_at = {run_id: self._read_at.get(run_id, at) for run_id in runs}
+        unread = runs_to_read(runs, changed, read_at, at)
+        paths = {run_id: path_of(runs[run_id].get("url")) for run_id in unread}
+        # A run missing from an incomplete listing may still be running.
+        finished = finished_runs(live, runs, at - LATE_S) if listed.complete else {}
+        paths |= {run_id: path_of(url) for run_id, url in finished.items()}
+        paths = {run_id: path for run_id, path in paths.items() if path}
+        found, whole, counted = await self._jobs_read(paths)
+        shown = {d.id for d in found}
+        gone = [
+            job
+            for job in live
+            if job.get("run_id") in finished.keys() & whole and job.get("id") not in shown
+        ]
+        found += [d for job in gone if (d := ended(job, now)) is not None]
+        await record.listed(found, at)
+        self._changed = last_changes(runs, [d.job for d in found], changed)
+        self._read_at = read_at | dict.fromkeys(unread, at)
+        said = fixed({job.get("id"): job for job in known}, found, since)
+        if said:
+            log.info("reconcile: %s (%d runs read)", "; ".join(said), len(paths))
+        rate, share = self.api.rate, self._config.github_reading_share
+        cost = listed.counted + runners.counted + counted
+        # Paced as the readings are: as often as RECONCILE_S, if the share allows it.
+        every = (
+            reading_pace((), cost, rate, share=share, now=at, shortest=RECONCILE_S)[0]
+            if rate is not None
+            else RECONCILE_S
+        )
+        repos, every_run = self._config.github_repos, len(runs) == len(listed.items)
+        complete = bool(repos) and listed.complete and every_run and whole == paths.keys()
+        return Reconciled(runs, runners.items, complete, at + every)
+
+    async def _jobs_read(self, paths: dict[Any, str]) -> tuple[list[JobDelivery], set[Any], int]:
+        """The jobs of each run in `paths` (its API path), as their deliveries would say them;
+        the runs read to the end; the requests counted."""
+        read = await all_or_none([self._run_jobs(path) for path in paths.values()])
+        found: list[JobDelivery] = []
+        for path, jobs in zip(paths.values(), read, strict=True):
+            repository = "/".join(path.split("/")[2:4])
+            found += [d for job in jobs.items if (d := listed_job(job, repository)) is not None]
+        whole = {run_id for run_id, jobs in zip(paths, read, strict=True) if jobs.complete}
+        return found, whole, sum(jobs.counted for jobs in read)
+
+    async def _run_jobs(self, path: str) -> Listing:
+        """A run's jobs; none (complete) where GitHub no longer has the run (deleted)."""
+        try:
+            return await self._listing(f"{path}/jobs?", "jobs")
+        except BackendError as failed:
+            if failed.status == 404:
+                return Listing([], True, 1)
+            raise
+
+    def _ours(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The jobs of the configured repositories: an organization's webhook delivers every
+        repository's, and only the configured ones are listed to reconcile them."""
+        repos = {repo.casefold() for repo in self._config.github_repos}
+        return [job for job in jobs if str(job.get("repository")).casefold() in repos]
 
     async def aclose(self) -> None:
         await self.api.aclose()
@@ -223,6 +333,22 @@ class Last(NamedTuple):
     until: float  # epoch seconds
 
 
+class Reconciled(NamedTuple):
+    """The last reconcile's listings, standing until `until` (epoch seconds)."""
+
+    runs: dict[Any, dict[str, Any]]
+    runners: list[Any]
+    complete: bool  # every queued and running run listed, and each run read in full
+    until: float
+
+
+class Fed(NamedTuple):
+    runs: dict[Any, dict[str, Any]]
+    runners: list[Any]
+    jobs: list[dict[str, Any]]
+    complete: bool
+
+
 class Known(NamedTuple):
     """A run's jobs as last read, with the run's mark then."""
 
@@ -252,158 +378,3 @@ def _mark(run: dict[str, Any]) -> Mark | None:
     if not isinstance(updated, str) or not updated:
         return None
     return updated, run.get("run_attempt"), run.get("status")
-
-
-def _path(url: Any) -> str:
-    """An API URL as a path on the configured base (GitHub Enterprise has its own host)."""
-    if not isinstance(url, str) or "/repos/" not in url:
-        return ""
-    return "/repos/" + url.split("/repos/", 1)[1]
-
-
-def fleet_of(
-    jobs: Iterable[Any], runners: Iterable[Any], *, now: datetime, every_job_listed: bool = False
-) -> FleetSnapshot:
-    """Per runner type: queued jobs, the longest wait, and the runners carrying its label. Types
-    are the jobs': "nothing queued" for an absent one only when `every_job_listed`."""
-    waits: dict[str, list[datetime]] = {}
-    for job in jobs:
-        runner_type = runner_type_of(job)
-        if not runner_type:
-            continue
-        queued = waits.setdefault(runner_type, [])
-        if job.get("status") == "queued" and not job.get("runner_id"):
-            queued.append(_created(job) or now)
-    counts = {t: dict.fromkeys(("registered", "busy", "idle", "offline"), 0) for t in waits}
-    folded = {t.casefold(): t for t in waits}
-    for runner in runners:
-        if not isinstance(runner, dict):
-            continue
-        listed = runner.get("labels")
-        listed = listed if isinstance(listed, list) else []
-        labels = {
-            str(label.get("name", "")).casefold() for label in listed if isinstance(label, dict)
-        }
-        state = "busy" if runner.get("busy") is True else "idle"
-        state = state if runner.get("status") == "online" else "offline"
-        for label in labels & set(folded):
-            counts[folded[label]]["registered"] += 1
-            counts[folded[label]][state] += 1
-    types = {
-        runner_type: RunnerTypeMetrics(
-            queued=len(queued),
-            longest_wait_mins=max((now - min(queued)).total_seconds() / 60, 0) if queued else None,
-            **counts[runner_type],
-        )
-        for runner_type, queued in sorted(waits.items())
-    }
-    return FleetSnapshot(
-        at=now, source="github", runner_types=types, absent_means_empty=every_job_listed
-    )
-
-
-def queued_jobs_of(
-    runs: Mapping[Any, Any], jobs: Iterable[Any], *, complete: bool = True
-) -> JobsListing:
-    """The queued jobs with their run's workflow and trigger (ghosts and unreadable ones counted),
-    the finished ones, and the workflow of each runner (ARC names a runner after its pod)."""
-    found: list[QueuedJob] = []
-    finished: list[FinishedJob] = []
-    runners: dict[str, str] = {}
-    ghosts = unreadable = 0
-    for job in jobs:
-        if not isinstance(job, dict):
-            continue
-        run = runs.get(job.get("run_id"))
-        run = run if isinstance(run, dict) else {}
-        runner = _text(job.get("runner_name"))
-        if runner and job.get("status") != "queued" and len(runners) < RUNNERS_NAMED:
-            runners[runner] = _workflow(job, run)
-        if job.get("status") == "completed":
-            done = _finished_job(job, run)
-            finished += [done] if done is not None else []
-        elif job.get("status") != "queued" or job.get("runner_id"):
-            continue
-        elif is_ghost(job, runs):
-            ghosts += 1
-        elif (queued := _queued_job(job, run)) is None:
-            unreadable += 1
-        else:
-            found.append(queued)
-    note = f"{unreadable} unreadable GitHub jobs left out" if unreadable else ""
-    return JobsListing(
-        tuple(found),
-        ghosts,
-        complete and not unreadable,
-        note,
-        finished=tuple(finished),
-        runners=runners,
-    )
-
-
-def is_ghost(job: Any, runs: Mapping[Any, Any]) -> bool:
-    """Queued in a completed run, or with a conclusion of its own: nobody will run it."""
-    if not isinstance(job, dict) or job.get("status") != "queued":
-        return False
-    run = runs.get(job.get("run_id"))
-    run = run if isinstance(run, dict) else {}
-    return bool(run.get("status") == "completed" or run.get("conclusion") or job.get("conclusion"))
-
-
-def _created(job: dict[str, Any]) -> datetime | None:
-    return time_of(job.get("created_at")) or time_of(job.get("started_at"))
-
-
-def _identity(job: dict[str, Any], run: dict[str, Any]) -> tuple[str, str, str] | None:
-    runner_type = runner_type_of(job)
-    job_id = job.get("id")
-    if not runner_type or job_id is None or isinstance(job_id, bool):
-        return None
-    return runner_type, _workflow(job, run), f"github:{str(job_id)[:40]}"
-
-
-def _workflow(job: dict[str, Any], run: dict[str, Any]) -> str:
-    return _text(run.get("name")) or _text(job.get("workflow_name")) or "(unnamed workflow)"
-
-
-def _queued_job(job: dict[str, Any], run: dict[str, Any]) -> QueuedJob | None:
-    identity, created = _identity(job, run), _created(job)
-    if identity is None or created is None:
-        return None
-    runner_type, workflow, source_id = identity
-    attempt = job.get("run_attempt", run.get("run_attempt"))
-    return QueuedJob(
-        runner_type=runner_type,
-        workflow=workflow,
-        job=_text(job.get("name")),
-        repository=_repository(run, job),
-        url=_text(job.get("html_url")),
-        created_at=created,
-        trigger=trigger_of(run.get("event"), run.get("head_branch", job.get("head_branch"))),
-        run_attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1,
-        source_id=source_id,
-    )
-
-
-def _finished_job(job: dict[str, Any], run: dict[str, Any]) -> FinishedJob | None:
-    """A job that ran on a runner to its end, for "whose jobs got slower"."""
-    identity = _identity(job, run)
-    started, ended = time_of(job.get("started_at")), time_of(job.get("completed_at"))
-    if identity is None or not job.get("runner_id") or not started or not ended or ended < started:
-        return None
-    runner_type, workflow, source_id = identity
-    minutes = (ended - started).total_seconds() / 60
-    return FinishedJob(runner_type, workflow, ended, minutes, source_id)
-
-
-def _repository(run: dict[str, Any], job: dict[str, Any]) -> str:
-    """`owner/name`: the run's `repository.full_name`, else from its API URL."""
-    repository = run.get("repository")
-    if isinstance(repository, dict) and _text(repository.get("full_name")):
-        return _text(repository.get("full_name"))
-    parts = _path(run.get("url") or job.get("run_url")).split("/")
-    return "/".join(parts[2:4]) if len(parts) > 3 else ""
-
-
-def _text(value: Any) -> str:
-    return value[:500] if isinstance(value, str) else ""

@@ -1,0 +1,72 @@
+"""With `METRICS_BACKEND=github` and GITHUB_WEBHOOK_SECRET, a running bot reads the queue from
+the `workflow_job` deliveries' record (as the endpoint of any replica writes it): jobs queued
+show in `/queue` and `/queue jobs` at the next reading, with no request to GitHub for it."""
+
+from __future__ import annotations
+
+import copy
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.actions.commands import run_command
+from bot.actions.core import Actor
+from bot.domain.workflow_jobs import JobDelivery, job_delivery
+from sandbox.serve import RunningServer
+from tests.support.fakes.github_api import FakeGithub
+from tests.support.payloads import fixture_json
+from tests.support.running import eventually, run_bot
+
+ARM = "linux.arm64.m7g.4xlarge"
+QUEUED = fixture_json("backends/github/workflow_job-queued.json")
+
+
+def queued(job_id: int, at: datetime) -> JobDelivery:
+    payload = copy.deepcopy(QUEUED)
+    created = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    job = {"id": job_id, "run_id": 4100, "labels": [ARM], "name": f"arm ({job_id})"}
+    payload["workflow_job"].update(job, created_at=created, started_at=created)
+    found = job_delivery(payload)
+    assert isinstance(found, JobDelivery), found
+    return found
+
+
+async def test_jobs_delivered_show_in_the_queue_at_the_next_reading_at_no_request(
+    settings_for: Any, github_jobs: tuple[FakeGithub, RunningServer]
+) -> None:
+    fake, server = github_jobs
+    settings = settings_for(
+        metrics_backend="github",
+        github_token="ghp-test",
+        github_api_url=server.url,
+        github_org="pytorch",
+        github_repos="pytorch/pytorch",
+        github_webhook_secret="webhook-secret",
+        metrics_interval_seconds=1,
+    )
+    async with run_bot(settings) as running:
+        core, record = running.bot.core, running.bot.workflow_jobs
+
+        async def queue() -> str:
+            answer = await run_command(core, Actor("U1", "al"), "")
+            assert answer.ok, answer.message
+            return answer.message
+
+        # The first reading reconciles: the runs listed, and their jobs read once.
+        first = await eventually(queue, what="the queue as first read", timeout=30)
+        reconciled = len(fake.calls)
+        assert reconciled and ARM not in first
+        now = time.time()
+        at = datetime.fromtimestamp(now, UTC) - timedelta(minutes=7)
+        for n in range(5):
+            await record.record(f"d-{n}", "workflow_job.queued", queued(5100 + n, at), now)
+
+        async def shown() -> str:
+            text = await queue()
+            return text if ARM in text else ""
+
+        said = await eventually(shown, what="the delivered jobs in /queue", timeout=30)
+        assert f"• {ARM}: *5* queued · longest wait *7 min*" in said
+        jobs = await run_command(core, Actor("U1", "al"), f"jobs {ARM}")
+        assert jobs.ok and "• `pull` — 5 queued, longest wait 7 min" in jobs.message
+        assert len(fake.calls) == reconciled, "the readings asked GitHub nothing"
