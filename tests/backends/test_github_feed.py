@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from bot.backends.github_api import GithubApi
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.github_feed import finished_runs, fixed, last_changes, runs_to_read
-from bot.backends.metrics.github_jobs import runner_type_of
+from bot.domain.jobs import runner_type_of
 from bot.domain.workflow_jobs import JobDelivery, job_delivery, listed_job
 from bot.storage.workflow_jobs import WorkflowJobs
 from tests.backends.test_github_quota import settings

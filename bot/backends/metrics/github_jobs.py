@@ -10,21 +10,14 @@ from typing import Any
 
 from bot.domain.alerts import time_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
-
-GENERIC_LABELS = frozenset(
-    {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
+from bot.domain.jobs import (
+    RUNNERS_NAMED,
+    FinishedJob,
+    JobsListing,
+    QueuedJob,
+    runner_type_of,
+    trigger_of,
 )
-
-
-def runner_type_of(job: Any) -> str:
-    """A job's runner type: its first `runs-on` label that is not generic; "" without labels."""
-    labels = job.get("labels") if isinstance(job, dict) else None
-    if not isinstance(labels, list):
-        return ""
-    names = [label for label in labels if isinstance(label, str) and label]
-    specific = [name for name in names if name.casefold() not in GENERIC_LABELS]
-    return specific[0] if specific else ",".join(names)
 
 
 def path_of(url: Any) -> str:
