@@ -48,7 +48,7 @@ class CostReader:
     async def cost(self, incident: Incident, now: datetime) -> dict[str, Waited] | None:
         """Per runner type the incident shows, what its jobs that got a runner since the alert
         waited; None where no source tells it or it could not be read (the last stays)."""
-        types = [*incident.runner_types, *incident.peak_types]
+        types = sorted(incident.shown_types)
         if not types or not self.known:
             return None
         # From the alert's start, but not from a day long gone: an alert that fired long before

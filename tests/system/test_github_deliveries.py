@@ -18,13 +18,14 @@ from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot
 
 ARM = "linux.arm64.m7g.4xlarge"
+BIG = "linux.2xlarge"  # one of the runner types the alert names
 QUEUED = fixture_json("backends/github/workflow_job-queued.json")
 
 
-def queued(job_id: int, at: datetime) -> JobDelivery:
+def queued(job_id: int, at: datetime, label: str = ARM) -> JobDelivery:
     payload = copy.deepcopy(QUEUED)
     created = at.strftime("%Y-%m-%dT%H:%M:%SZ")
-    job = {"id": job_id, "run_id": 4100, "labels": [ARM], "name": f"arm ({job_id})"}
+    job = {"id": job_id, "run_id": 4100, "labels": [label], "name": f"arm ({job_id})"}
     payload["workflow_job"].update(job, created_at=created, started_at=created)
     found = job_delivery(payload)
     assert isinstance(found, JobDelivery), found
@@ -70,3 +71,61 @@ async def test_jobs_delivered_show_in_the_queue_at_the_next_reading_at_no_reques
         jobs = await run_command(core, Actor("U1", "al"), f"jobs {ARM}")
         assert jobs.ok and "• `pull` — 5 queued, longest wait 7 min" in jobs.message
         assert len(fake.calls) == reconciled, "the readings asked GitHub nothing"
+
+
+async def test_an_incidents_cost_is_read_from_githubs_job_times(
+    settings_for: Any, github_jobs: tuple[FakeGithub, RunningServer]
+) -> None:
+    """The jobs a runner picked up during the incident, each with the wait GitHub's deliveries
+    told (created to started), in the summary's and the postmortem's one sentence."""
+    _, server = github_jobs
+    settings = settings_for(
+        metrics_backend="github",
+        github_token="ghp-test",
+        github_api_url=server.url,
+        github_org="pytorch",
+        github_repos="pytorch/pytorch",
+        github_webhook_secret="webhook-secret",
+        metrics_interval_seconds=1,
+        status_interval_seconds=2,
+        status_tick_seconds=0.5,
+    )
+    async with run_bot(settings) as running:
+        record, now = running.bot.workflow_jobs, time.time()
+        at = datetime.fromtimestamp(now, UTC)
+        for n in range(4):  # queued 10 min ago; two still queue, two started 2 min ago
+            await record.record(
+                f"q-{n}",
+                "workflow_job.queued",
+                queued(5200 + n, at - timedelta(minutes=10), BIG),
+                now,
+            )
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        started = (at - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for n in range(2):
+            payload = copy.deepcopy(QUEUED)
+            payload["action"] = "in_progress"
+            created = (at - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            job = {"id": 5200 + n, "run_id": 4100, "labels": [BIG], "status": "in_progress"}
+            job |= {
+                "created_at": created,
+                "started_at": started,
+                "runner_id": 9,
+                "runner_name": "i-1",
+            }
+            payload["workflow_job"].update(job)
+            delivered = job_delivery(payload)
+            assert isinstance(delivered, JobDelivery)
+            await record.record(f"s-{n}", "workflow_job.in_progress", delivered, now)
+
+        async def cost() -> str:
+            incident = await running.bot.store.get("1")
+            waited = incident.cost.get(BIG) if incident is not None else None
+            return "" if waited is None or waited.jobs < 2 else str(waited)
+
+        await eventually(cost, what="the incident's cost read from the deliveries", timeout=30)
+        incident = await running.bot.store.get("1")
+        assert incident is not None
+        waited = incident.cost[BIG]
+        assert (waited.jobs, round(waited.minutes), waited.source) == (2, 16, "GitHub's job times")
+        assert waited.branches == 1 and waited.prs is None
