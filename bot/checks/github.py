@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from bot.backends.github_api import AppInstallationToken, GithubApi
 from bot.backends.http import BackendError
 from bot.backends.metrics.github import GithubMetrics
+from bot.backends.metrics.github_feed import RECONCILE_S
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, Verdict, fail, ok, warn
 from bot.config import JobsBackend, MetricsBackend, Settings
@@ -72,6 +73,15 @@ async def _sizing(settings: Settings, api: GithubApi) -> Finding:
     except BackendError as exc:
         return fail(SUBJECT, f"listing the runs: {exc}")
     share, interval = settings.github_reading_share, settings.metrics_interval_seconds
+    if settings.github_webhook_secret is not None:
+        return ok(
+            SUBJECT,
+            f"{size.runs} runs queued or in progress: with GITHUB_WEBHOOK_SECRET the readings "
+            f"come from GitHub's workflow_job deliveries at no request (every {interval} s); "
+            f"polling only reconciles, every {duration(timedelta(seconds=RECONCILE_S))}, about "
+            f"{size.pages} listing pages and the runs a missed delivery left wrong (the first "
+            f"reads every run's jobs once, {size.pages + size.runs})",
+        )
     cost = (
         f"{size.runs} runs queued or in progress: a reading costs about {size.cost} requests "
         f"({size.pages} listing pages and the runs that changed since the last; the first after "

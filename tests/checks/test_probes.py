@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -471,6 +472,19 @@ async def test_check_says_what_a_reading_costs_on_a_busy_fleet_and_how_often_the
         "every 4 min"
     )
     assert not [call for call in gh.actions.calls if "/jobs" in call]  # no run's jobs read
+
+    with serve_in_thread(one_github(gh.actions, gh.issues)) as server:
+        gh.actions.base_url = server.url
+        fed = settings.model_copy(
+            update={"github_api_url": server.url, "github_webhook_secret": SecretStr("s")}
+        )
+        said = render(of(await probe_all(fed, {}), "github")).splitlines()
+    assert said[-1] == (
+        "ok    github     300 runs queued or in progress: with GITHUB_WEBHOOK_SECRET the readings "
+        "come from GitHub's workflow_job deliveries at no request (every 60 s); polling only "
+        "reconciles, every 10 min, about 6 listing pages and the runs a missed delivery left "
+        "wrong (the first reads every run's jobs once, 306)"
+    )
 
 
 async def test_a_hud_token_it_refuses_fails(settings_for: Callable[..., Settings]) -> None:
