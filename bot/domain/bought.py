@@ -17,9 +17,9 @@ from bot.domain.judgement import slope_fit
 
 WINDOW = timedelta(minutes=5)  # the drain's rate is read over this long on each side
 READINGS = 3  # fewer on a side cannot give a rate
-# Arrivals that moved by more than this share (and by a job a minute) explain a change in the
-# drain as well as the runners could: a surge ending looks just like capacity arriving.
-ARRIVALS_MOVED = 0.25
+# Arrivals that moved by more than this share (and by half a job a minute) explain a change in
+# the drain as well as the runners could: a surge ending looks just like capacity arriving.
+ARRIVALS_MOVED, ARRIVALS_FLOOR = 0.25, 0.5
 ASSUMED = "against the drain before it, arrivals held"
 NO_ARRIVALS = "no arrival rate tells a faster drain from fewer jobs coming"
 
@@ -34,7 +34,8 @@ class Reading:
 
 
 class Bought(BaseModel):
-    """`fell_before`/`fell_after`: jobs a minute the queue fell (negative: it rose); `saved_mins`:
+    """`fell_before`/`fell_after`: jobs a minute the queue fell (negative: it rose), after as it
+    would have with the arrivals before (what the runners took, less them); `saved_mins`:
     the minutes taken off the drain, None where the rate before would never have drained it;
     `why`: why it is not measurable ("" when it is)."""
 
@@ -87,17 +88,22 @@ def bought(
         return measured.model_copy(update={"why": NO_ARRIVALS})
     was, now = arriving
     measured = measured.model_copy(update={"arrivals": (was, now)})
-    if abs(now - was) > max(ARRIVALS_MOVED * was, 1.0):
+    if abs(now - was) > max(ARRIVALS_MOVED * was, ARRIVALS_FLOOR):
         moved = "fell" if now < was else "rose"
         said = f"arrivals {moved} from {was:.1f} to {now:.1f} jobs/min as its runners came"
         return measured.model_copy(update={"why": said})
+    # What the runners took a minute on each side (the fall plus what arrived), so a change in
+    # arrivals the check above let through is not credited to them; the drain after is the one
+    # those runners would have made with the arrivals before.
+    held_after = fell_after + now - was
+    measured = measured.model_copy(update={"fell_after": held_after})
     # A gain within the rates' own scatter is none: two standard errors of their difference.
     scatter = 2 * math.hypot(error_before, error_after)
-    if fell_after - fell_before <= scatter or queued <= 0:
+    if held_after - fell_before <= scatter or queued <= 0:
         return measured.model_copy(update={"saved_mins": 0.0})
-    if fell_before <= 0:
-        return measured  # at the rate before, the queue would not have drained while arrivals held
-    return measured.model_copy(update={"saved_mins": queued / fell_before - queued / fell_after})
+    if fell_before <= 2 * error_before:
+        return measured  # at the rate before, the queue would not surely have drained at all
+    return measured.model_copy(update={"saved_mins": queued / fell_before - queued / held_after})
 
 
 def _fell(readings: Sequence[Reading]) -> tuple[float, float] | None:

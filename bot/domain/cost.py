@@ -161,7 +161,8 @@ def _added(tallies: Iterable[Tally]) -> Tally:
 
 
 def _text(value: Any) -> str:
-    return value.strip()[:200] if isinstance(value, str) else ""
+    """On one line (a name with a line break would forge a line where it is said)."""
+    return " ".join(value.split())[:200] if isinstance(value, str) else ""
 
 
 # -- ARC's startup histogram -------------------------------------------------------------------
@@ -319,3 +320,18 @@ def _pr_of(ref: str) -> str:
 
 def _branch_of(ref: str) -> str:
     return ref.partition(_BRANCH)[2] if _BRANCH in ref else ""
+
+
+def counted_cost(
+    counted: Mapping[str, tuple[float, int]], cost: Mapping[str, Waited]
+) -> tuple[dict[str, tuple[float, int]], dict[str, tuple[float, int]]]:
+    """The high-water marks of what an incident's cost counted (job-seconds waited, jobs past the
+    threshold), and what `cost` adds past them: a re-read that counts fewer (Prometheus' increase
+    moves a little between reads) adds nothing, and the rise back is not counted twice."""
+    marks, added = dict(counted), {}
+    for runner_type, waited in cost.items():
+        seconds, delayed = marks.get(runner_type, (0.0, 0))
+        now = (max(seconds, waited.minutes * 60), max(delayed, waited.jobs_past))
+        added[runner_type] = (now[0] - seconds, now[1] - delayed)
+        marks[runner_type] = now
+    return marks, added

@@ -116,7 +116,7 @@ def credited(
     type's drain before and after, between the scale-ups of that type before and after it."""
     made = [e.scale for e in incident.actions if e.scale is not None]
     due = {
-        done.at: done
+        (done.at, done.runner_type): done
         for done in made
         if done.came
         and done.bought is None
@@ -127,7 +127,7 @@ def credited(
     if not due:
         return incident
     credit = {}
-    for at, done in due.items():
+    for (at, _), done in due.items():
         same = [d for d in made if d.runner_type == done.runner_type and d.at and d is not done]
         earlier = [d.seen_at for d in same if d.seen_at and d.came and d.at < at]
         later = [d.at for d in same if d.at and d.at > at]
@@ -136,7 +136,7 @@ def credited(
             for point in history
             if (queued := point.gauges_of(done.runner_type).get("queued")) is not None
         ]
-        credit[at] = bought(
+        credit[(at, done.runner_type)] = bought(
             done.seen_at,
             readings,
             after=max(earlier, default=None),
@@ -144,8 +144,10 @@ def credited(
             window=window,
         )
     actions = tuple(
-        e.model_copy(update={"scale": e.scale.model_copy(update={"bought": credit[e.scale.at]})})
-        if e.scale is not None and e.scale.at in credit and e.scale.bought is None
+        e.model_copy(update={"scale": e.scale.model_copy(update={"bought": credit[key]})})
+        if e.scale is not None
+        and (key := (e.scale.at, e.scale.runner_type)) in credit
+        and e.scale.bought is None
         else e
         for e in incident.actions
     )

@@ -295,6 +295,8 @@ class Incident(BaseModel):
     cost: dict[str, Waited] = Field(default_factory=dict)
     cost_at: datetime | None = None
     cost_unknown: str = ""  # why no source tells the cost
+    # What the dashboards' counters were given of it, by type (job-seconds, jobs delayed).
+    cost_counted: dict[str, tuple[float, int]] = Field(default_factory=dict)
     peak_runners: dict[str, RunnersSeen] = Field(default_factory=dict)  # over the live readings
     drain_checks: int = 0  # consecutive checks that found the queue drained
     # The reading the last of them counted: a reading standing longer than a check (GitHub's,

@@ -16,9 +16,10 @@ from bot.domain.alerts import PayloadError, parse_json_body, time_of
 EVENT = "workflow_job"
 PING = "ping"
 ENDPOINT = "/webhooks/github"  # where GitHub delivers them, on every replica
-# The states a job enters, in the order it enters them: a delivery never moves a job back (one
-# of the same rank replaces it: a job approved after `waiting` is `queued`).
-RANK = {"queued": 0, "waiting": 0, "in_progress": 1, "completed": 2}
+# The states a job enters, in the order it enters them: a delivery never moves a job back (a
+# job `waiting` for an environment's approval is `queued` once approved; a late `waiting` after
+# its `queued` changes nothing). One of the same rank replaces it.
+RANK = {"waiting": 0, "queued": 1, "in_progress": 2, "completed": 3}
 # The job's fields kept, as GitHub's REST API names them; `repository` is the full name.
 KEPT = (
     "id",

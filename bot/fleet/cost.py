@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -56,22 +57,42 @@ class CostReader:
         since = max(incident.started_at, incident.opened_at - EARLIEST)
         threshold = self._threshold(incident)
         try:
-            if self._jobs is not None:
-                jobs = [
-                    *await self._jobs.live(),
-                    *await self._jobs.done(since.timestamp(), now.timestamp() + 1),
-                ]
+            if self._jobs is not None and await self._delivered(now):
+                jobs = await self._jobs_since(since, now)
                 found = {
                     t: waited_of_jobs(jobs, t, since, now, threshold) for t in dict.fromkeys(types)
                 }
-            else:
-                assert isinstance(self._metrics, PrometheusMetrics)
+            elif isinstance(self._metrics, PrometheusMetrics):
                 every = await self._metrics.waited(since=since, until=now, threshold_mins=threshold)
                 found = {t: w for t in dict.fromkeys(types) if (w := of_type(every, t)) is not None}
+            else:
+                return None  # deliveries are expected and none came: nothing tells it yet
         except (BackendError, RedisError) as exc:
             log.warning("cost: incident %s: %s", incident.id, exc)
             return None
         return found
+
+    async def _delivered(self, now: datetime) -> bool:
+        """Whether GitHub's deliveries come (a workflow_job heard in the last hour): a record
+        nobody writes (its webhook not published yet) tells no cost, where ARC's may."""
+        assert self._jobs is not None
+        heard = await self._jobs.heard(now.timestamp())
+        return any(kind.startswith("workflow_job.") for kind in heard)
+
+    async def _jobs_since(self, since: datetime, now: datetime) -> list[dict[str, Any]]:
+        """The record's jobs still to finish and those finished since, each once (one that
+        finished between the two reads is taken finished), of GITHUB_REPOS where it names them,
+        as the readings take them."""
+        assert self._jobs is not None
+        live = await self._jobs.live()
+        done = await self._jobs.done(since.timestamp(), now.timestamp() + 1)
+        repos = {repo.casefold() for repo in self._config.github_repos}
+        by_id = {job.get("id"): job for job in (*live, *done)}
+        return [
+            job
+            for job in by_id.values()
+            if not repos or str(job.get("repository", "")).casefold() in repos
+        ]
 
     def _threshold(self, incident: Incident) -> float:
         """The alert's wait threshold, else the one the early warning is told; else a job

@@ -5,10 +5,13 @@ all the jobs waited, the longest wait, and the source that told it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from bot.domain.cost import Waited
 from bot.domain.incidents import Incident
 from bot.domain.units import minutes, number
+
+STALE = timedelta(minutes=1)  # a cost read longer before the end says when it was read
 
 
 def cost_said(waited: Waited) -> str:
@@ -61,12 +64,20 @@ def _counted(count: int, one: str, many: str = "") -> str:
     return f"{count:,} {noun}" if count >= 1000 else f"{number(count)} {noun}"
 
 
-def cost_lines(incident: Incident, escaped: Callable[[str], str]) -> list[str]:
+def cost_lines(
+    incident: Incident, escaped: Callable[[str], str], at: Callable[[datetime], str]
+) -> list[str]:
     """The record's cost, a line per runner type ("Cost on linux.2xlarge: …"), each sentence
-    escaped as its surface escapes outside text (workflow names are the repositories')."""
+    escaped as its surface escapes outside text (workflow names are the repositories'), and
+    when it was read where that was before the incident ended (a source that failed since, or
+    a resolve between statuses)."""
     if not incident.cost and incident.cost_unknown:
         return [escaped(f"Cost not known: {incident.cost_unknown}")]
+    end, read = incident.resolved_at, incident.cost_at
+    stale = end is not None and read is not None and end - read > STALE
+    until = f" (to {at(read)})" if stale and read is not None else ""
+    # One line each: a name from outside with a line break in it would forge a line.
     return [
-        escaped(f"Cost on {runner_type}: {cost_said(waited)}")
+        escaped(" ".join(f"Cost on {runner_type}: {cost_said(waited)}".split())) + until
         for runner_type, waited in sorted(incident.cost.items())
     ]

@@ -151,12 +151,15 @@ def record_said(
 def bought_said(bought: Bought) -> str:
     """What a scale-up's runners bought, as every record says it: "it took ~6 min off the drain
     (the queue fell 1.0 jobs/min before they came, 4.0 after; against the drain before it,
-    arrivals held at 6.0 jobs/min)", or why that is not measurable."""
+    arrivals held at 6.0 jobs/min (6.1 after))", or why that is not measurable; the rate after
+    is the one its runners would have made with the arrivals before."""
     if not bought.measured:
         return f"what it bought is not measurable: {bought.why}"
     before, after = bought.fell_before or 0.0, bought.fell_after or 0.0
     rates = f"{_fell(before)} before they came, {_fell(after, again=before)} after"
-    held = f"{ASSUMED} at {bought.arrivals[0]:.1f} jobs/min" if bought.arrivals else ASSUMED
+    held = ASSUMED
+    if bought.arrivals:
+        held += f" at {bought.arrivals[0]:.1f} jobs/min ({bought.arrivals[1]:.1f} after)"
     if bought.saved_mins is None:
         return f"the queue turned: it {rates}"
     if bought.saved_mins <= 0:

@@ -170,7 +170,7 @@ def impact_section(incident: Incident) -> str:
         lines.append(f"- {drained}")
     if left := left_queued(incident, "**"):
         lines.append(f"- {left}")
-    lines += [f"- {line}" for line in cost_lines(incident, md_escape)]
+    lines += [f"- {line}" for line in cost_lines(incident, md_escape, utc)]
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
     return "\n\n".join(part for part in [*parts, _workflows(incident.workflows)] if part)

@@ -268,7 +268,7 @@ def render_summary(
     ]
     if peaks := peak_rows(incident):
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
-    if cost := cost_lines(incident, md.escape):
+    if cost := cost_lines(incident, md.escape, md.time_of):
         blocks.append(md.section("\n".join(f"💸 {line}" for line in cost)))
     if incident.silence is not None:
         blocks.append(md.section(_silence_said(incident, incident.silence)))

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 from bot import logs
 from bot.backends.http import BackendError
 from bot.config import Settings
-from bot.domain.cost import Waited
+from bot.domain.cost import counted_cost
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
 from bot.domain.follow_ups import credited
 from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended
@@ -85,10 +85,8 @@ class StatusReporter:
     _shown_at: datetime = NEVER  # the reading the roots are brought to
     _to_show: list[str] = field(default_factory=list)  # the open incidents not brought to it yet
     _open: int = 0  # how many incidents were open at that reading
-    # Each incident's cost as stored and as read this tick: counted once its commit lands.
-    _costs: dict[str, tuple[Mapping[str, Waited], Mapping[str, Waited]]] = field(
-        default_factory=dict
-    )
+    # What each incident's cost adds to the counters this tick: counted once its commit lands.
+    _costs: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
 
     @property
     def _credit_window(self) -> timedelta:
@@ -105,6 +103,7 @@ class StatusReporter:
                 log.warning("status: Redis unavailable: %s", exc)
 
     async def _statuses(self) -> None:
+        self._costs = {}  # a tick whose commit failed counts nothing of it
         due = self.store.status_due
         if not await due.pending(self.clock().timestamp()):
             return
@@ -125,7 +124,7 @@ class StatusReporter:
         costs, self._costs = self._costs, {}
         for (claim, commit), done in zip(decided, applied, strict=True):
             if done is True and commit.incident is not None and commit.incident.id in costs:
-                self._counted(*costs[commit.incident.id])
+                self._counted(costs[commit.incident.id])
             if done is not True:
                 # An error, or the incident moved on since it was read: decided afresh next tick.
                 channel = commit.incident.channel if commit.incident is not None else None
@@ -136,13 +135,9 @@ class StatusReporter:
             elif any(reply.kind == STATUS for reply in commit.replies):
                 self.telemetry.status_posts.inc()
 
-    def _counted(self, before: Mapping[str, Waited], now: Mapping[str, Waited]) -> None:
-        """What the queue cost since the incident's last reading of it, for dashboards: a
-        re-read that counts fewer (a series Prometheus no longer has) counts nothing."""
-        for runner_type, waited in now.items():
-            was = before.get(runner_type)
-            seconds = (waited.minutes - (was.minutes if was else 0.0)) * 60
-            delayed = waited.jobs_past - (was.jobs_past if was else 0)
+    def _counted(self, added: Mapping[str, tuple[float, int]]) -> None:
+        """What the queue cost since the incident's last count, for dashboards."""
+        for runner_type, (seconds, delayed) in added.items():
             if seconds > 0:
                 self.telemetry.queue_wait_job_seconds.labels(runner_type).inc(seconds)
             if delayed > 0:
@@ -251,8 +246,10 @@ class StatusReporter:
         if self.cost is not None and self.cost.unknown != incident.cost_unknown:
             incident = incident.model_copy(update={"cost_unknown": self.cost.unknown})
         if self.cost is not None and (cost := await self.cost.cost(incident, now)) is not None:
-            self._costs[incident.id] = (incident.cost, cost)
-            incident = incident.model_copy(update={"cost": cost, "cost_at": now})
+            counted, added = counted_cost(incident.cost_counted, cost)
+            self._costs[incident.id] = added
+            update = {"cost": cost, "cost_at": now, "cost_counted": counted}
+            incident = incident.model_copy(update=update)
         view = self.readings.incident_view(incident, reading, history, now)
         current = as_snapshot(incident, view, now)
         needed = self.config.drain_checks

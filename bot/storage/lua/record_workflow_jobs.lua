@@ -7,18 +7,24 @@
 -- arrivals, the kinds' counts in this slot.
 -- ARGV: now, oldest kept (epoch s), cap per hash, seconds the keys live, the delivery's ID ('':
 -- a listing's jobs), its kind ('event.action'), seconds its ID is kept, seconds a slot is kept,
--- then quads: job ID, rank (0 queued, 1 in progress, 2 completed), its state's time, its JSON.
+-- then quads: job ID, rank (`RANK`: 0 waiting, 1 queued, 2 in progress, 3 completed), its state's
+-- time, its JSON.
 -- Returns 'duplicate', 'stale', or the number of jobs whose state moved.
 local now, oldest, cap, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local delivery, kind = ARGV[5], ARGV[6]
 if delivery ~= '' then
-  if not redis.call('SET', KEYS[5], now, 'NX', 'EX', ARGV[7]) then return 'duplicate' end
+  -- A delivery without a job (a ping, an event not read) is counted and keeps no ID; one whose
+  -- state is stale is refused before its ID is kept, so a retry is refused the same way.
+  if #ARGV >= 9 and tonumber(ARGV[11]) < oldest then return 'stale' end
+  if #ARGV >= 9 and not redis.call('SET', KEYS[5], now, 'NX', 'EX', ARGV[7]) then
+    return 'duplicate'
+  end
   redis.call('ZADD', KEYS[6], now, kind)
   redis.call('HINCRBY', KEYS[7], kind, 1)
   redis.call('EXPIRE', KEYS[7], ARGV[8])
   redis.call('EXPIRE', KEYS[6], keep)
 end
-local RANKS = {queued = 0, waiting = 0, in_progress = 1, completed = 2}
+local RANKS = {waiting = 0, queued = 1, in_progress = 2, completed = 3}
 local function rank_of(raw)
   local ok, job = pcall(cjson.decode, raw)
   return ok and type(job) == 'table' and RANKS[job.status] or -1
@@ -31,7 +37,7 @@ for i = 9, #ARGV, 4 do
   elseif redis.call('HEXISTS', KEYS[3], id) == 0 then
     local live = redis.call('HGET', KEYS[1], id)
     if not live or rank >= rank_of(live) then
-      if rank == 2 then
+      if rank == 3 then
         redis.call('HDEL', KEYS[1], id)
         redis.call('ZREM', KEYS[2], id)
         redis.call('HSET', KEYS[3], id, json)
