@@ -157,7 +157,8 @@ KIND_CAP = 60  # an event or action name kept as a kind heard
 
 class GithubWebhooks:
     """`/webhooks/github`, on every replica: GitHub's deliveries verified by their signature,
-    a workflow_job's state recorded once by its delivery ID. Closed without a secret."""
+    a workflow_job's state recorded once by its delivery (its body as signed). Closed without a
+    secret."""
 
     def __init__(
         self,
@@ -175,7 +176,7 @@ class GithubWebhooks:
 
     async def answer(self, request: Request) -> JsonAnswer:
         try:
-            event, delivery_id, body = await self._verified(request)
+            event, delivery_id, body, signed = await self._verified(request)
             if event == PING:
                 await self._jobs.record(delivery_id, PING, None, self._clock())
                 self._telemetry.notifications.labels("github", "ping").inc()
@@ -188,7 +189,9 @@ class GithubWebhooks:
             if isinstance(delivered, str):
                 return await self._ignored(delivery_id, _kind_of(payload), delivered)
             kind = f"{EVENT}.{delivered.action}"
-            outcome = await self._jobs.record(delivery_id, kind, delivered, self._clock())
+            # Once by its body as signed: GitHub's redelivery repeats it under the same ID, and a
+            # replay under a fresh ID (the header is not signed) is the same body again.
+            outcome = await self._jobs.record(signed, kind, delivered, self._clock())
         except _Rejected as exc:
             return self._reject(*exc.args)
         except PayloadError as exc:
@@ -197,7 +200,10 @@ class GithubWebhooks:
             log.error("github webhook: cannot record delivery %s: %s", _shown(request), exc)
             return self._reject(503, "unavailable", "cannot record the delivery now; redeliver it")
         if outcome == "duplicate":
-            message = f"delivery {delivery_id} was already recorded: nothing changed"
+            message = (
+                f"delivery {delivery_id} (or another of the same body) was already recorded: "
+                "nothing changed"
+            )
             return self._reject(409, "duplicate", message)
         if outcome == "stale":
             message = "the job's state is older than the day queuepilot keeps: nothing changed"
@@ -207,8 +213,9 @@ class GithubWebhooks:
         log.debug("github webhook: %s job %d (%s)", kind, delivered.id, outcome)
         return JsonAnswer({"status": "recorded"})
 
-    async def _verified(self, request: Request) -> tuple[str, str, bytes]:
-        """The event, the delivery's ID and the body of a delivery GitHub signed, or _Rejected."""
+    async def _verified(self, request: Request) -> tuple[str, str, bytes, str]:
+        """The event, the delivery's ID, the body of a delivery GitHub signed and its signature,
+        or _Rejected."""
         if not self._secret:
             message = "GITHUB_WEBHOOK_SECRET is not set on the bot: every delivery is refused"
             raise _Rejected(401, "unauthorized", message)
@@ -239,7 +246,7 @@ class GithubWebhooks:
         problem = github_signature_problem(body, signature, self._secret)
         if problem is not None:
             raise _Rejected(401, "bad_signature", problem)
-        return event, delivery_id, body
+        return event, delivery_id, body, signature.strip().lower()
 
     async def _ignored(self, delivery_id: str, kind: str, reason: str) -> JsonAnswer:
         # Recorded as heard, so `check` can say the webhook sends more than queuepilot reads.

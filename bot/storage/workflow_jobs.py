@@ -1,6 +1,6 @@
 """GitHub's jobs as its `workflow_job` deliveries tell them, kept in Redis for every replica:
 any replica answers a delivery, the leader's readings list them. Each job is kept in GitHub's
-REST shape, its state only moving forward; a delivery is recorded once (`X-GitHub-Delivery`);
+REST shape, its state only moving forward; a delivery is recorded once (by its signed body);
 finished jobs stay a day, for what the queue cost."""
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ class WorkflowJobs:
         self._record = script(redis, "record_workflow_jobs")
 
     async def record(
-        self, delivery_id: str, kind: str, delivered: JobDelivery | None, now: float
+        self, once_by: str, kind: str, delivered: JobDelivery | None, now: float
     ) -> str:
-        """One delivery: "duplicate" (its ID was recorded), "stale" (its job's state is older
+        """One delivery, recorded once by `once_by` (its signature: its ID is not signed):
+        "duplicate" (one was recorded), "stale" (its job's state is older
         than the span kept), "recorded" (its job moved), "kept" (the job was already past that
         state, or the delivery carries no job): what it said is counted by kind either way."""
         jobs = (delivered,) if delivered is not None else ()
-        result = await self._call(delivery_id, kind, jobs, now)
+        result = await self._call(once_by, kind, jobs, now)
         if isinstance(result, str):
             return result
         return "recorded" if result else "kept"
@@ -48,17 +49,17 @@ class WorkflowJobs:
         return int(await self._call("", "", jobs, now))
 
     async def _call(
-        self, delivery_id: str, kind: str, jobs: Sequence[JobDelivery], now: float
+        self, once_by: str, kind: str, jobs: Sequence[JobDelivery], now: float
     ) -> int | str:
         keys = self._keys
         slot = keys.github_events_slot(int(now // SLOT_S))
-        delivery = keys.github_delivery(delivery_id or "-")
+        delivery = keys.github_delivery(once_by or "-")
         args: list[Any] = [
             now,
             now - self._keep_s,
             self._cap,
             self._keep_s + 3600,
-            delivery_id,
+            once_by,
             kind,
             self._keep_s + 3600,  # a replay of a job's state is stale once its ID is forgotten
             3600 + SLOT_S,

@@ -119,6 +119,10 @@ async def test_the_same_delivery_twice_is_refused_the_second_time_and_kept_once(
     logged = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert any("d-replayed" in line for line in logged), logged
     assert not any("linux.4xlarge" in line for line in logged), "the body is never logged"
+    # Replayed under a fresh ID (the header is not signed): the same body, refused the same way.
+    fresh = refusal(await github.deliver(body, delivery_id="d-fresh"), 409)
+    assert "d-fresh" in fresh and "already recorded" in fresh
+    assert len(await github.live()) == 1
 
 
 async def test_a_state_older_than_the_day_kept_is_stale(github: Github) -> None:
