@@ -21,6 +21,7 @@ from bot.backends.http import BackendError
 from bot.backends.metrics.github_feed import (
     LATE_S,
     RECONCILE_S,
+    RUNS_PER_RECONCILE,
     JobRecord,
     ended,
     finished_runs,
@@ -230,6 +231,12 @@ class GithubMetrics:
         finished = finished_runs(live, runs, at - LATE_S) if listed.complete else {}
         paths |= {run_id: path_of(url) for run_id, url in finished.items()}
         paths = {run_id: path for run_id, path in paths.items() if path}
+        # A bounded share each time, the finished runs first (their jobs show as still queued):
+        # the first reconcile of a busy repository would read every run's jobs, longer than a
+        # reading may take; the rest is read at the next reading, not RECONCILE_S later.
+        ordered = sorted(paths, key=lambda run_id: run_id not in finished)
+        left = ordered[RUNS_PER_RECONCILE:]
+        paths = {run_id: paths[run_id] for run_id in ordered[:RUNS_PER_RECONCILE]}
         found, whole, counted = await self._jobs_read(paths)
         shown = {d.id for d in found}
         gone = [
@@ -240,7 +247,7 @@ class GithubMetrics:
         found += [d for job in gone if (d := ended(job, now)) is not None]
         await record.listed(found, at)
         self._changed = last_changes(runs, [d.job for d in found], changed)
-        self._read_at = read_at | dict.fromkeys(unread, at)
+        self._read_at = read_at | dict.fromkeys(paths.keys() & set(unread), at)
         said = fixed({job.get("id"): job for job in known}, found, since)
         if said:
             log.info("reconcile: %s (%d runs read)", "; ".join(said), len(paths))
@@ -252,9 +259,11 @@ class GithubMetrics:
             if rate is not None
             else RECONCILE_S
         )
+        if left:
+            every = self._config.metrics_interval_seconds
         repos, every_run = self._config.github_repos, len(runs) == len(listed.items)
         complete = bool(repos) and listed.complete and every_run and whole == paths.keys()
-        return Reconciled(runs, runners.items, complete, at + every)
+        return Reconciled(runs, runners.items, complete and not left, at + every)
 
     async def _jobs_read(self, paths: dict[Any, str]) -> tuple[list[JobDelivery], set[Any], int]:
         """The jobs of each run in `paths` (its API path), as their deliveries would say them;

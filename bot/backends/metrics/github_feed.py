@@ -13,6 +13,9 @@ from bot.domain.alerts import time_of
 from bot.domain.workflow_jobs import RANK, JobDelivery, listed_job
 
 RECONCILE_S = 600.0  # the runs and runners are listed this often; the deliveries say the rest
+# Runs whose jobs one reconcile reads at most: at GitHub's few hundred milliseconds a request,
+# four at a time, well inside a reading's BACKEND_TIMEOUT_SECONDS.
+RUNS_PER_RECONCILE = 40
 # A run in progress is read again this long after it was last read (or first listed), whatever
 # it says: a missed delivery followed by a delivered change of the same run leaves `updated_at`
 # saying nothing new, and a long run would keep that job wrong (queued forever) until it ends.
