@@ -77,18 +77,12 @@ class AlertWebhooks:
     async def answer(self, request: Request, source: Source) -> JsonAnswer:
         try:
             self._authenticate(request, source)
-            media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            media_type = _media_type(request)
             if media_type != "application/json" and not media_type.endswith("+json"):
                 shown = media_type or "none"
                 message = f"expected Content-Type application/json, got {shown}"
                 raise _Rejected(415, "content_type", message)
-            try:
-                body = await read_limited(request, self._max_body)
-            except BodyTooLarge:
-                message = f"body over the {self._max_body}-byte limit"
-                raise _Rejected(413, "too_large", message) from None
-            except ClientDisconnect:
-                raise _Rejected(400, "disconnected", "the client went away mid-body") from None
+            body = await _body(request, self._max_body)
             if source == "grafana" and self._hmac_secret:
                 problem = grafana_signature_problem(
                     body,
@@ -145,9 +139,7 @@ class AlertWebhooks:
             )
 
     def _reject(self, source: Source, status: int, reason: str, message: str) -> JsonAnswer:
-        self._telemetry.notifications.labels(source, reason).inc()
-        log.info("webhook: rejected a %s notification (%d): %s", source, status, message)
-        return JsonAnswer({"status": "rejected", "error": message}, status_code=status)
+        return rejected(self._telemetry, source, status, reason, message)
 
 
 GITHUB_CONTENT_TYPES = ("application/json", "application/x-www-form-urlencoded")
@@ -236,13 +228,7 @@ class GithubWebhooks:
                 f"{media_type or 'none'}"
             )
             raise _Rejected(415, "content_type", message)
-        try:
-            body = await read_limited(request, self._max_body)
-        except BodyTooLarge:
-            message = f"body over the {self._max_body}-byte limit"
-            raise _Rejected(413, "too_large", message) from None
-        except ClientDisconnect:
-            raise _Rejected(400, "disconnected", "the client went away mid-body") from None
+        body = await _body(request, self._max_body)
         problem = github_signature_problem(body, signature, self._secret)
         if problem is not None:
             raise _Rejected(401, "bad_signature", problem)
@@ -256,9 +242,25 @@ class GithubWebhooks:
         return JsonAnswer({"status": "ignored", "reason": reason})
 
     def _reject(self, status: int, reason: str, message: str) -> JsonAnswer:
-        self._telemetry.notifications.labels("github", reason).inc()
-        log.info("github webhook: refused a delivery (%d): %s", status, message)
-        return JsonAnswer({"status": "rejected", "error": message}, status_code=status)
+        return rejected(self._telemetry, "github", status, reason, message)
+
+
+def rejected(
+    telemetry: Telemetry, source: str, status: int, reason: str, message: str
+) -> JsonAnswer:
+    """A refusal of a webhook's delivery: counted by why, logged without its body, said."""
+    telemetry.notifications.labels(source, reason).inc()
+    log.info("webhook: refused a %s delivery (%d): %s", source, status, message)
+    return JsonAnswer({"status": "rejected", "error": message}, status_code=status)
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    try:
+        return await read_limited(request, limit)
+    except BodyTooLarge:
+        raise _Rejected(413, "too_large", f"body over the {limit}-byte limit") from None
+    except ClientDisconnect:
+        raise _Rejected(400, "disconnected", "the client went away mid-body") from None
 
 
 def _media_type(request: Request) -> str:
