@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
+from tests.support.fakes.arc_exporter import AT_MAXIMUM, QUEUEING, ArcFleet
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot
 from tests.support.slack import CHANNEL, Slack, post_event, shown, slash
@@ -17,16 +17,6 @@ from tests.support.slack import CHANNEL, Slack, post_event, shown, slash
 WORKFLOWS = "pytorch/pytorch/.github/workflows"
 PULL = f"{WORKFLOWS}/pull.yml@refs/pull/101/merge"
 TRUNK = f"{WORKFLOWS}/trunk.yml@refs/heads/main"
-AT_MAXIMUM = {
-    "assigned_jobs": 30,
-    "running_jobs": 20,
-    "registered_runners": 20,
-    "busy_runners": 20,
-    "idle_runners": 0,
-    "min_runners": 0,
-    "max_runners": 20,
-    "desired_runners": 20,
-}
 
 
 def replies(slack: Slack) -> list[str]:

@@ -11,24 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
+from tests.support.fakes.arc_exporter import AT_MAXIMUM, QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot
 from tests.support.slack import CHANNEL, USER, Slack, post_event, shown, slash
 
 SET = ("arc-runners", QUEUEING)
-# 20 runners, all busy, at the set's maximum of 20, and 30 jobs assigned: 10 queued.
-AT_MAXIMUM = {
-    "assigned_jobs": 30,
-    "running_jobs": 20,
-    "registered_runners": 20,
-    "busy_runners": 20,
-    "idle_runners": 0,
-    "min_runners": 0,
-    "max_runners": 20,
-    "desired_runners": 20,
-}
 
 
 def settings(settings_for: Any, fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path) -> Any:

@@ -148,6 +148,17 @@ class ArcListener:
 
 
 QUEUEING, HEALTHY = "mt-l-x86iavx512-8-64", "mt-l-x86iamx-8-32"
+# A scale set at its maximum of 20, every runner busy, 30 jobs assigned: 10 queued.
+AT_MAXIMUM = {
+    "assigned_jobs": 30,
+    "running_jobs": 20,
+    "registered_runners": 20,
+    "busy_runners": 20,
+    "idle_runners": 0,
+    "min_runners": 0,
+    "max_runners": 20,
+    "desired_runners": 20,
+}
 
 
 class ArcFleet:
