@@ -39,6 +39,7 @@ from bot.actions.scale_reverts import ScaleReverts
 from bot.actions.silence import SilenceWatch, Silencing
 from bot.backends.metrics import QueueHistory
 from bot.backends.metrics.github import GithubMetrics
+from bot.backends.metrics.hud import HudMetrics
 from bot.checks.watch import ProbeWatch
 from bot.config import Settings, memory
 from bot.domain.routes import MAX_ROUTES
@@ -63,6 +64,7 @@ from bot.storage.home import HomeViewers
 from bot.storage.incident_store import IncidentStore, IssueLinks
 from bot.storage.keys import Keys
 from bot.storage.leases import Interactions, Leadership, Leases
+from bot.storage.listed_jobs import ListedJobs
 from bot.storage.pilot import PilotStore
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
@@ -104,6 +106,7 @@ class Stores:
     notices: NoticeStore
     marker: StateMarker
     workflow_jobs: WorkflowJobs  # GitHub's jobs as its workflow_job deliveries tell them
+    listed_jobs: ListedJobs  # the HUD's queued jobs, followed from one listing to the next
 
 
 @dataclass(kw_only=True)
@@ -307,6 +310,7 @@ def _stores(settings: Settings, backends: factory.Backends) -> Stores:
         NoticeStore(redis, keys),
         StateMarker(redis, keys, retention_s=kept_s, fence=fence),
         WorkflowJobs(redis, keys),
+        ListedJobs(redis, keys),
     )
 
 
@@ -327,7 +331,8 @@ def _readings(
     redis, keys, metrics, jobs, kept = stores.redis, stores.keys, backends.metrics, None, None
     if backends.jobs is not None:
         arrivals, timeout_s = JobArrivals(redis, keys), settings.backend_timeout_seconds
-        jobs = JobsWatch(backends.jobs, arrivals, timeout_s=timeout_s)
+        followed = _followed(stores, backends)
+        jobs = JobsWatch(backends.jobs, arrivals, timeout_s=timeout_s, followed=followed)
     if not isinstance(metrics, QueueHistory) and metrics.live:
         kept = ReadingsHistory(redis, keys, interval_s=settings.metrics_interval_seconds)
     # GitHub's deliveries come (they are refused without the secret): its jobs are read from
@@ -354,6 +359,13 @@ def _readings(
         caps=caps,
     )
     return readings, jobs, metrics if isinstance(metrics, QueueHistory) else kept
+
+
+def _followed(stores: Stores, backends: factory.Backends) -> ListedJobs | None:
+    """Where the HUD lists the jobs at every reading: its listings followed, for what the queue
+    cost (without live readings, jobs are listed only when someone asks: no job is followed)."""
+    hud = isinstance(backends.jobs, HudMetrics) and backends.metrics.live
+    return stores.listed_jobs if hud else None
 
 
 def _core(
@@ -472,7 +484,7 @@ def _ticks(
     """The leader's periodic work, by the name its scheduler runs it under."""
     store, link, early_warning = stores.store, gateway.link, _early_warnings(settings, backends)
     says = core.scaling.since if core.scaling.scaler is not None else None
-    cost = CostReader(settings, backends.metrics, stores.workflow_jobs)
+    cost = CostReader(settings, backends.metrics, stores.workflow_jobs, _followed(stores, backends))
     reporter = StatusReporter(
         store,
         readings,

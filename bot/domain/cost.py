@@ -1,8 +1,9 @@
 """What the queue cost the people waiting: of one runner type's jobs that got a runner within a
 window, the job-minutes they waited, how many waited past the alert's threshold and by how much,
 the longest wait, and by which workflows, pull requests and branches. Read from GitHub's jobs
-(exact: each job's own wait) or from ARC's startup histogram (totals exact, the rest estimated
-from its buckets); each source says what it cannot tell."""
+(exact: each job's own wait), from ARC's startup histogram (totals exact, the rest estimated
+from its buckets) or from the HUD's queued jobs followed across readings (each wait to within
+half the readings' gap, of jobs past the HUD's 5 minutes); each source says what it cannot tell."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from bot.domain import units
 from bot.domain.alerts import time_of
 from bot.domain.jobs import runner_type_of, workflow_of
 
 GITHUB = "GitHub's job times"
 ARC = "ARC's job start times"
+HUD = "the HUD's queued jobs, followed"
 NO_WORKFLOW = ""  # the workflow of jobs whose source names none
 # The states of a job a runner took, in GitHub's REST shape.
 PICKED_UP = frozenset({"in_progress", "completed"})
@@ -27,6 +30,9 @@ NO_WORKFLOW_ARC = (
     "scale set's spec.listenerMetrics"
 )
 NO_REF_ARC = "ARC's startup histogram carries no job_workflow_ref"
+# A job gone from the HUD's list after a longer gap in its readings (the HUD down, no leader):
+# its start could be anywhere in the gap, so it is left out rather than put at its middle.
+FOLLOW_GAP = timedelta(minutes=15)
 _PULL = re.compile(r"@refs/pull/([0-9]+)/")
 _BRANCH = "@refs/heads/"
 
@@ -52,7 +58,8 @@ class Waited:
     `workflows`: each workflow's share (`NO_WORKFLOW` for jobs whose source names none). `prs`,
     `branches`: those of the jobs past the threshold (from ARC's buckets: a ref with half a job
     or more past it), distinct counts, None where `not_known` says why. `unreadable`: jobs or series
-    left out, their values no wait."""
+    left out, their values no wait (or, from the HUD, their start unknown by more than
+    `FOLLOW_GAP`). `seen_over_mins`: jobs that waited less are not in the counts."""
 
     source: str
     threshold_mins: float
@@ -67,6 +74,7 @@ class Waited:
     branches: int | None = None
     not_known: Mapping[str, str] = field(default_factory=dict)  # what -> why
     unreadable: int = 0
+    seen_over_mins: float = 0.0  # the source sees only jobs that waited longer (the HUD's list)
 
     def top_workflows(self) -> list[tuple[str, Tally]]:
         """The named workflows, most job-minutes past the threshold first, then waited."""
@@ -104,21 +112,79 @@ def waited_of_jobs(
         waits.append((_text(job.get("workflow_name")), waited))
         if waited > threshold_mins and (branch := _text(job.get("head_branch"))):
             branches.add(branch)
-    by_workflow: dict[str, list[float]] = {}
-    for workflow, minutes in waits:
-        by_workflow.setdefault(workflow, []).append(minutes)
-    tallies = {name: _tally_of(found, threshold_mins) for name, found in by_workflow.items()}
-    total = _added(tallies.values())
-    not_known = {"pull requests": NO_PRS_GITHUB}
     return Waited(
         GITHUB,
         threshold_mins,
-        **vars(total),
-        longest_mins=max((m for _, m in waits), default=None),
-        workflows=tallies,
+        **_of_waits(waits, threshold_mins),
+        branches=len(branches),
+        not_known={"pull requests": NO_PRS_GITHUB},
+        unreadable=unreadable,
+    )
+
+
+# -- The HUD's queued jobs, followed ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeftJob:
+    """A job the HUD listed as queued and then no longer: a runner took it (or it was cancelled)
+    between the last listing that had it and the first that did not."""
+
+    runner_type: str
+    workflow: str
+    branch: str
+    pull_request: bool
+    created_at: datetime
+    last_listed: datetime
+    gone_by: datetime
+
+    @property
+    def started_at(self) -> datetime:
+        """The middle of the gap it left in: within half the gap of the truth."""
+        return self.last_listed + (self.gone_by - self.last_listed) / 2
+
+
+def waited_of_left(
+    left: Iterable[LeftJob],
+    runner_type: str,
+    since: datetime,
+    until: datetime,
+    threshold_mins: float,
+    listed_over_mins: float,
+) -> Waited:
+    """From the jobs of `runner_type` that left the HUD's list within [since, until]: each one's
+    wait to its start, put at the middle of the readings' gap it left in. The HUD lists a job only
+    once it has queued `listed_over_mins`: shorter waits are not seen, and past a lower threshold
+    the jobs between are not known. Pull requests are counted by their head branch; the rest of
+    the branches (pushes, tags) as branches."""
+    waits: list[tuple[str, float]] = []
+    prs: set[str] = set()
+    branches: set[str] = set()
+    unreadable = 0
+    for job in left:
+        if job.runner_type != runner_type or not since <= job.started_at <= until:
+            continue
+        if not job.created_at <= job.last_listed <= job.gone_by <= job.last_listed + FOLLOW_GAP:
+            unreadable += 1
+            continue
+        waited = (job.started_at - job.created_at).total_seconds() / 60
+        waits.append((job.workflow, waited))
+        if waited > threshold_mins and job.branch:
+            (prs if job.pull_request else branches).add(job.branch)
+    not_known: dict[str, str] = {}
+    if threshold_mins < listed_over_mins:
+        over = units.minutes(listed_over_mins)
+        between = f"jobs that waited {units.number(threshold_mins)}–{over}"
+        not_known[between] = f"the HUD lists a job only once it has queued {over}"
+    return Waited(
+        HUD,
+        threshold_mins,
+        **_of_waits(waits, threshold_mins),
+        prs=len(prs),
         branches=len(branches),
         not_known=not_known,
         unreadable=unreadable,
+        seen_over_mins=listed_over_mins,
     )
 
 
@@ -142,7 +208,21 @@ def summed(costs: Sequence[Waited]) -> Waited | None:
         workflows=workflows,
         not_known={"pull requests and branches": shared},
         unreadable=sum(c.unreadable for c in costs),
+        seen_over_mins=max(c.seen_over_mins for c in costs),
     )
+
+
+def _of_waits(waits: Sequence[tuple[str, float]], threshold_mins: float) -> dict[str, Any]:
+    """Each job's (workflow, minutes waited) as a `Waited`'s totals, longest and workflows."""
+    by_workflow: dict[str, list[float]] = {}
+    for workflow, minutes in waits:
+        by_workflow.setdefault(workflow, []).append(minutes)
+    tallies = {name: _tally_of(found, threshold_mins) for name, found in by_workflow.items()}
+    return {
+        **vars(_added(tallies.values())),
+        "longest_mins": max((m for _, m in waits), default=None),
+        "workflows": tallies,
+    }
 
 
 def _tally_of(waits: list[float], threshold_mins: float) -> Tally:

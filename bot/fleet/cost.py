@@ -1,8 +1,9 @@
 """What an incident's queue cost its jobs so far, by runner type, from the source that knows it
 best: GitHub's own job times where its workflow_job deliveries come (each job's wait, exact),
 else ARC's startup histogram through Prometheus (totals exact, the share past the threshold
-estimated from its buckets); none where neither is there (the alert's numbers and the HUD list
-the jobs still queued, not what the started ones waited)."""
+estimated from its buckets), else the HUD's queued jobs followed across readings (each wait to
+within half a reading's gap, of the jobs past the HUD's 5 minutes); none where none is there (the
+alert's numbers count the jobs still queued, not what the started ones waited)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from bot.backends.http import BackendError
 from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings
-from bot.domain.cost import Waited, waited_of_jobs
+from bot.domain.cost import Waited, waited_of_jobs, waited_of_left
 from bot.domain.fleet import of_type
 from bot.domain.incidents import Incident, thresholds
+from bot.storage.listed_jobs import ListedJobs
 from bot.storage.workflow_jobs import WorkflowJobs
 
 log = logging.getLogger(__name__)
@@ -27,14 +29,22 @@ EARLIEST = timedelta(hours=1)
 
 
 class CostReader:
-    def __init__(self, config: Settings, metrics: QueueMetrics, jobs: WorkflowJobs) -> None:
+    def __init__(
+        self,
+        config: Settings,
+        metrics: QueueMetrics,
+        jobs: WorkflowJobs,
+        followed: ListedJobs | None = None,
+    ) -> None:
         self._config = config
         self._metrics = metrics
         self._jobs = jobs if config.github_webhook_secret is not None else None
+        self._followed = followed  # the HUD's listings, where it lists the jobs
 
     @property
     def known(self) -> bool:
-        return self._jobs is not None or isinstance(self._metrics, PrometheusMetrics)
+        prometheus = isinstance(self._metrics, PrometheusMetrics)
+        return self._jobs is not None or prometheus or self._followed is not None
 
     @property
     def unknown(self) -> str:
@@ -43,7 +53,8 @@ class CostReader:
             return ""
         return (
             f"{self._metrics.name} does not say what each job waited: GitHub's workflow_job "
-            "deliveries (GITHUB_WEBHOOK_SECRET) or ARC's metrics through Prometheus do"
+            "deliveries (GITHUB_WEBHOOK_SECRET), ARC's metrics through Prometheus or the HUD's "
+            "queued jobs (METRICS_BACKEND=hud) do"
         )
 
     async def cost(self, incident: Incident, now: datetime) -> dict[str, Waited] | None:
@@ -65,6 +76,13 @@ class CostReader:
             elif isinstance(self._metrics, PrometheusMetrics):
                 every = await self._metrics.waited(since=since, until=now, threshold_mins=threshold)
                 found = {t: w for t in dict.fromkeys(types) if (w := of_type(every, t)) is not None}
+            elif self._followed is not None:
+                left = await self._followed.left(since, now)
+                over = self._config.hud_jobs_over_minutes
+                found = {
+                    t: waited_of_left(left, t, since, now, threshold, over)
+                    for t in dict.fromkeys(types)
+                }
             else:
                 return None  # deliveries are expected and none came: nothing tells it yet
         except (BackendError, RedisError) as exc:

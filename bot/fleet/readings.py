@@ -43,6 +43,7 @@ from bot.domain.judging import judged
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.fleet import JobArrivals, OomKillRecord, ReadingStore
 from bot.storage.keys import Keys
+from bot.storage.listed_jobs import ListedJobs
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ class JobsWatch:
     arrivals: JobArrivals
     _: KW_ONLY
     timeout_s: float
+    # A source that lists the jobs still queued but never when one started (the HUD): each
+    # listing is followed, so a job that left it is known to have got a runner, for the cost.
+    followed: ListedJobs | None = None
 
     async def view(self, *, now: datetime) -> JobsView:
         """Raises `BackendError` when the source cannot say."""
@@ -67,6 +71,8 @@ class JobsWatch:
             arrivals = listing.arrivals
         else:
             arrivals = await self.arrivals.record(listing.jobs, now=now, finished=listing.finished)
+        if self.followed is not None:
+            await self.followed.follow(listing, now=now)
         return jobs_view(listing, arrivals, source=source.name, at=now)
 
 

@@ -19,12 +19,14 @@ def cost_said(waited: Waited) -> str:
     1,240 job-minutes waited by 180 jobs · longest 38 min (ARC's job start times)", then what the
     source cannot tell and why."""
     threshold = minutes(waited.threshold_mins)
+    # A source that sees only the longer waits says so beside every count of them.
+    seen = f" queued past {minutes(waited.seen_over_mins)}" if waited.seen_over_mins else ""
     if waited.jobs == 0:
-        parts = ["no job got a runner"]
+        parts = [f"no job{seen} got a runner"]
     else:
         parts = [
             _past_said(waited, threshold),
-            f"{_job_minutes(waited.minutes)} waited by {_counted(waited.jobs, 'job')}",
+            f"{_job_minutes(waited.minutes)} waited by {_counted(waited.jobs, 'job')}{seen}",
         ]
         if waited.longest_mins is not None:
             over = "over " if waited.longest_over else ""

@@ -75,6 +75,12 @@ class Keys:
         self.github_jobs_done = f"{v2}:github:jobs:done"
         self.github_jobs_done_at = f"{v2}:github:jobs:done:at"
         self.github_events = f"{v2}:github:events"
+        # The HUD's queued jobs followed across readings: those listed at the last (and when),
+        # those that left the list since, indexed by the reading that found them gone.
+        self.listed_jobs = f"{v2}:hud:listed"
+        self.listed_jobs_at = f"{v2}:hud:listed:at"
+        self.left_jobs = f"{v2}:hud:left"
+        self.left_jobs_at = f"{v2}:hud:left:at"
 
     incident = _kind("incident:{}")
     group = _kind("group:{}")

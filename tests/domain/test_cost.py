@@ -11,7 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.cost import ARC, GITHUB, NO_WORKFLOW, Waited, waited_of_buckets, waited_of_jobs
+from bot.domain.cost import (
+    ARC,
+    GITHUB,
+    HUD,
+    NO_WORKFLOW,
+    LeftJob,
+    Waited,
+    waited_of_buckets,
+    waited_of_jobs,
+    waited_of_left,
+)
+from bot.render.cost import cost_said
 
 T0 = datetime(2026, 11, 28, 14, 0, tzinfo=UTC)
 SINCE, UNTIL = T0, T0 + timedelta(hours=1)
@@ -218,3 +229,78 @@ def test_two_scale_sets_of_one_runner_type_add_up() -> None:
     found = read(one, one)
     assert (found.jobs, found.jobs_past, found.prs) == (6, 4, 1)
     assert found.minutes == pytest.approx(40)
+
+
+# -- The HUD's queued jobs, followed -----------------------------------------------------------
+
+T = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+def left(
+    waited_min: float, *, gap_s: float = 60, workflow: str = "pull", pr: bool = True, n: int = 0
+) -> LeftJob:
+    """A job gone from the HUD's list between T and T + gap, created `waited_min` before the
+    gap's middle."""
+    middle = T + timedelta(seconds=gap_s / 2)
+    return LeftJob(
+        runner_type="linux.2xlarge",
+        workflow=workflow,
+        branch=f"gh/x/{n}/head" if pr else "main",
+        pull_request=pr,
+        created_at=middle - timedelta(minutes=waited_min),
+        last_listed=T,
+        gone_by=T + timedelta(seconds=gap_s),
+    )
+
+
+def test_a_job_gone_from_the_hud_waited_to_the_middle_of_the_gap_it_left_in() -> None:
+    jobs = [left(12, n=1), left(8, n=2), left(40, workflow="trunk", pr=False)]
+    cost = waited_of_left(jobs, "linux.2xlarge", T - HOUR, T + HOUR, 10.0, 5.0)
+    assert (cost.source, cost.jobs, cost.jobs_past) == (HUD, 3, 2)
+    assert cost.minutes == pytest.approx(60) and cost.minutes_past == pytest.approx(32)
+    assert (cost.prs, cost.branches, cost.longest_mins) == (1, 1, pytest.approx(40))
+    assert cost.not_known == {} and cost.seen_over_mins == 5.0
+    assert [name for name, _ in cost.top_workflows()] == ["trunk", "pull"]
+
+
+def test_below_the_hud_s_five_minutes_the_jobs_are_not_known() -> None:
+    cost = waited_of_left([left(7)], "linux.2xlarge", T - HOUR, T + HOUR, 1.0, 5.0)
+    assert cost.not_known == {
+        "jobs that waited 1–5 min": "the HUD lists a job only once it has queued 5 min"
+    }
+    said = cost_said(cost)
+    assert "7 job-minutes waited by 1 job queued past 5 min" in said, said
+    assert said.endswith(
+        "jobs that waited 1–5 min not known: the HUD lists a job only once it has queued 5 min"
+    )
+
+
+def test_a_job_gone_in_a_long_gap_of_readings_is_left_out() -> None:
+    """The HUD unread for 20 minutes: its start could be anywhere in them."""
+    jobs = [left(30, gap_s=20 * 60), left(9)]
+    cost = waited_of_left(jobs, "linux.2xlarge", T - HOUR, T + HOUR, 5.0, 5.0)
+    assert (cost.jobs, cost.unreadable) == (1, 1)
+
+
+left_jobs = st.builds(
+    LeftJob,
+    runner_type=st.sampled_from(["linux.2xlarge", "other"]),
+    workflow=st.text(max_size=5),
+    branch=st.text(max_size=5),
+    pull_request=st.booleans(),
+    created_at=st.datetimes(timezones=st.just(UTC)),
+    last_listed=st.datetimes(timezones=st.just(UTC)),
+    gone_by=st.datetimes(timezones=st.just(UTC)),
+)
+
+
+@given(st.lists(left_jobs, max_size=20), st.sampled_from([0, 1, 5, 30]))
+def test_any_jobs_followed_give_totals_that_add_up(found: list[LeftJob], threshold: float) -> None:
+    since, until = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+    cost = waited_of_left(found, "linux.2xlarge", since, until, threshold, 5.0)
+    assert cost.jobs + cost.unreadable <= len(found)
+    assert 0 <= cost.jobs_past <= cost.jobs and 0 <= cost.minutes_past <= cost.minutes
+    assert cost.longest_mins is None or cost.longest_mins >= 0
+    assert (cost.prs or 0) + (cost.branches or 0) <= cost.jobs_past
+    cost_said(cost)

@@ -86,3 +86,27 @@ async def test_the_summary_and_postmortem_say_what_the_queue_cost_its_jobs(
             assert seconds >= 6 * 420
     finally:
         fleet.stop()
+
+
+async def test_where_no_source_tells_the_cost_the_summary_says_what_would(
+    settings_for: Any, slack: Slack
+) -> None:
+    """The alert's own numbers count the jobs still queued, never what a started one waited."""
+    settings = settings_for(status_interval_seconds=1, status_tick_seconds=0.2)
+    async with run_bot(settings) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        await slack.first_thread()
+        await eventually(
+            lambda: any("Status update" in r for r in replies(slack)), what="a status", timeout=30
+        )
+        assert (await post_event(running.http, slash("resolve 1 anyway"))).status_code == 200
+        summary = await eventually(
+            lambda: next((r for r in replies(slack) if "Duration" in r), None),
+            what="the summary",
+            timeout=30,
+        )
+        assert (
+            "Cost not known: the alert does not say what each job waited: GitHub's workflow_job "
+            "deliveries (GITHUB_WEBHOOK_SECRET), ARC's metrics through Prometheus or the HUD's "
+            "queued jobs (METRICS_BACKEND=hud) do"
+        ) in summary, summary

@@ -138,9 +138,14 @@ def job_rows(rows: Any, *, now: datetime) -> tuple[list[QueuedJob], int]:
             run_attempt=1,
             # The job's URL names it (…/job/<id>): the same job listed again is not a new arrival.
             source_id="hud:" + url[-200:],
+            branch=_one_line(row.get("head_branch")),
         )
 
     return _each(rows, read)
+
+
+def _one_line(value: Any) -> str:
+    return " ".join(value.split())[:200] if isinstance(value, str) else ""
 
 
 def history_rows(rows: Any) -> tuple[dict[str, TypeHistory], int]:

@@ -5,7 +5,10 @@ declares reach it, a missing one taking its default (`passed`). Rows are set by 
 for `queue_times_historical`, which the fake runs as its SQL does over `history` (the
 `queue_times_historical` table's rows, one per sample): hourly (or daily…) buckets of
 [startTime, stopTime), the bucket's mean of `avg_queue_s` per machine type, buckets whose mean
-`count` is 5 or less left out, oldest first.
+`count` is 5 or less left out, oldest first; and for `queued_jobs` where `jobs` is set, which
+the fake runs as its SQL does over them (GitHub's jobs, each with `created_at` and, once a
+runner took it, `started_at`): the jobs created more than 5 minutes and less than a week ago
+still queued, `queue_s` their age in whole seconds, the longest first.
 
 Whatever fails (no `parameters`, a query it does not have, one ClickHouse refuses) fails as it
 does on the HUD: the route catches nothing (torchci's pages/api/clickhouse/[queryName].ts awaits
@@ -39,6 +42,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 HISTORICAL = "queue_times_historical"
 # Its params.json declares three, with no defaults: ClickHouse refuses a query missing one.
 REQUIRED = {HISTORICAL: ("granularity", "startTime", "stopTime")}
+LISTED_OVER_S, WEEK_S = 5 * 60, 7 * 86_400  # `queued_jobs` lists the jobs queued between
 BUCKET_FORMAT = "%Y-%m-%dT%H:%M:%S"  # formatDateTime(…, '%Y-%m-%dT%H:%i:%s'): no zone, UTC
 
 
@@ -56,6 +60,9 @@ class FakeHud:
     passed: list[dict[str, Any]] = field(default_factory=list)  # what the query ran with
     # `queue_times_historical`'s table: {"time": datetime, "avg_queue_s", "machine_type", "count"}
     history: list[dict[str, Any]] = field(default_factory=list)
+    # `queued_jobs`'s table: the row's columns but `queue_s`, with `created_at` and `started_at`
+    # (datetime, or None while queued) in their place.
+    jobs: list[dict[str, Any]] | None = None
 
     @property
     def app(self) -> Starlette:
@@ -80,6 +87,8 @@ class FakeHud:
                     return JSONResponse(self._historical(given))
                 except ValueError:  # a time ClickHouse cannot parse
                     return crashed()
+            if name == "queued_jobs" and self.jobs is not None:
+                return JSONResponse(self._queued(datetime.now(UTC)))
             if name not in self.rows:  # no such query.sql to read
                 return crashed()
             declared = PARAMS.get(name, {})
@@ -88,6 +97,16 @@ class FakeHud:
             return JSONResponse(self.rows[name])
 
         return Starlette(routes=[Route("/api/clickhouse/{name}", query)])
+
+    def _queued(self, now: datetime) -> list[dict[str, Any]]:
+        rows = []
+        for job in self.jobs or ():
+            started = job.get("started_at")
+            queue_s = int((now - job["created_at"]).total_seconds())
+            if (started is None or started > now) and LISTED_OVER_S < queue_s < WEEK_S:
+                columns = {k: v for k, v in job.items() if k not in ("created_at", "started_at")}
+                rows.append({"queue_s": queue_s, **columns})
+        return sorted(rows, key=lambda row: -row["queue_s"])
 
     def _historical(self, parameters: dict[str, Any]) -> list[dict[str, Any]]:
         start, stop = (_best_effort(str(parameters[k])) for k in ("startTime", "stopTime"))

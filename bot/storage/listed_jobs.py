@@ -1,0 +1,86 @@
+"""The HUD's queued jobs, followed from one listing to the next, for what the queue cost: the
+HUD lists the jobs still queued, never when one started, so a job that leaves its list is kept
+with the last listing that had it and the first that did not. Written by the leader's readings,
+read at each status; kept a day, like GitHub's own jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import orjson
+from redis.asyncio import Redis
+
+from bot.domain.cost import LeftJob
+from bot.domain.jobs import JobsListing, QueuedJob, Trigger
+from bot.storage.keys import Keys, script
+
+KEEP_S = 24 * 3600
+CAP = 100_000  # jobs that left the list in a day: about 50 MB at most (490 bytes each)
+
+
+class ListedJobs:
+    def __init__(self, redis: Redis, keys: Keys, *, keep_s: int = KEEP_S, cap: int = CAP) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._keep_s = keep_s
+        self._cap = cap
+        self._follow = script(redis, "follow_listed_jobs")
+
+    async def follow(self, listing: JobsListing, *, now: datetime) -> int | None:
+        """Take one listing: how many jobs it found gone, None when an older listing than the
+        last one followed (a replica's `/queue jobs` that lost the race to a reading)."""
+        at = now.timestamp()
+        args: list[str | float | int | bytes] = [
+            at,
+            "1" if listing.complete else "0",
+            at - self._keep_s,
+            self._cap,
+            self._keep_s + 3600,
+        ]
+        for job in listing.jobs:
+            args += [job.source_id, _encoded(job)]
+        k = self._keys
+        keys = [k.listed_jobs, k.listed_jobs_at, k.left_jobs, k.left_jobs_at]
+        found = await self._follow(keys=keys, args=args)
+        return None if found in (b"stale", "stale") else int(found)
+
+    async def left(self, since: datetime, until: datetime) -> list[LeftJob]:
+        """The jobs found gone from the list between `since` and `until`."""
+        k = self._keys
+        ids = await self._redis.zrangebyscore(k.left_jobs_at, since.timestamp(), until.timestamp())
+        if not ids:
+            return []
+        raws = await self._redis.hmget(k.left_jobs, ids)  # type: ignore[misc]
+        return [job for raw in raws if raw and (job := _decoded(raw)) is not None]
+
+
+def _encoded(job: QueuedJob) -> bytes:
+    return orjson.dumps(
+        {
+            "t": job.runner_type,
+            "w": job.workflow,
+            "b": job.branch,
+            "p": job.trigger is Trigger.PULL_REQUEST,
+            "c": job.created_at.timestamp(),
+        }
+    )
+
+
+def _decoded(raw: str | bytes) -> LeftJob | None:
+    """A stored "<gone by>\\t<last listed>\\t<job>"; None for one that does not read."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    parts: Sequence[str] = text.split("\t", 2)
+    try:
+        gone, last, job = float(parts[0]), float(parts[1]), orjson.loads(parts[2])
+        return LeftJob(
+            runner_type=str(job["t"]),
+            workflow=str(job["w"]),
+            branch=str(job["b"]),
+            pull_request=bool(job["p"]),
+            created_at=datetime.fromtimestamp(float(job["c"]), UTC),
+            last_listed=datetime.fromtimestamp(last, UTC),
+            gone_by=datetime.fromtimestamp(gone, UTC),
+        )
+    except (IndexError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+        return None
