@@ -33,6 +33,9 @@ NO_REF_ARC = "ARC's startup histogram carries no job_workflow_ref"
 # A job gone from the HUD's list after a longer gap in its readings (the HUD down, no leader):
 # its start could be anywhere in the gap, so it is left out rather than put at its middle.
 FOLLOW_GAP = timedelta(minutes=15)
+# GitHub ends a job no self-hosted runner took within a day: one gone from the list later got
+# none (a run the HUD still lists as queued after GitHub abandoned it leaves it at a week).
+QUEUE_LIMIT = timedelta(days=1)
 _PULL = re.compile(r"@refs/pull/([0-9]+)/")
 _BRANCH = "@refs/heads/"
 
@@ -155,8 +158,9 @@ def waited_of_left(
     """From the jobs of `runner_type` that left the HUD's list within [since, until]: each one's
     wait to its start, put at the middle of the readings' gap it left in. The HUD lists a job only
     once it has queued `listed_over_mins`: shorter waits are not seen, and past a lower threshold
-    the jobs between are not known. Pull requests are counted by their head branch; the rest of
-    the branches (pushes, tags) as branches."""
+    the jobs between are not known; one gone after a day got no runner (`QUEUE_LIMIT`). Pull
+    requests are counted by their head branch; the rest of the branches (pushes, tags) as
+    branches."""
     waits: list[tuple[str, float]] = []
     prs: set[str] = set()
     branches: set[str] = set()
@@ -166,6 +170,8 @@ def waited_of_left(
             continue
         if not job.created_at <= job.last_listed <= job.gone_by <= job.last_listed + FOLLOW_GAP:
             unreadable += 1
+            continue
+        if job.started_at - job.created_at >= QUEUE_LIMIT:
             continue
         waited = (job.started_at - job.created_at).total_seconds() / 60
         waits.append((job.workflow, waited))

@@ -283,6 +283,14 @@ def test_a_job_gone_in_a_long_gap_of_readings_is_left_out() -> None:
     assert (cost.jobs, cost.unreadable) == (1, 1)
 
 
+def test_a_job_gone_after_a_day_got_no_runner() -> None:
+    """GitHub ends a job no self-hosted runner took in a day; the HUD lists an abandoned run's
+    jobs as queued for a week. Neither leaving is a start."""
+    jobs = [left(24 * 60), left(6 * 24 * 60), left(9)]
+    cost = waited_of_left(jobs, "linux.2xlarge", T - HOUR, T + HOUR, 5.0, 5.0)
+    assert (cost.jobs, cost.longest_mins, cost.unreadable) == (1, pytest.approx(9), 0)
+
+
 left_jobs = st.builds(
     LeftJob,
     runner_type=st.sampled_from(["linux.2xlarge", "other"]),
