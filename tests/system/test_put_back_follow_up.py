@@ -24,21 +24,22 @@ def at_maximum(kube: FakeKubeApi) -> None:
     kube.add_from_fixture(minRunners=0, maxRunners=20)["status"]["currentRunners"] = 20
 
 
-def settled(kube: FakeKubeApi, max_runners: int) -> bool:
-    """ARC took the spec on: what it writes to the status now stays."""
+def settled(kube: FakeKubeApi, max_runners: int, reactions: int) -> bool:
+    """ARC took the spec on: what it writes to the status now stays. Its reaction to this change
+    over, not the last one's phase still standing: a test's status written before the reaction
+    ends would be overwritten by the counts ARC kept from before it."""
     runner_set = kube.sets[SET]
-    running = runner_set.get("status", {}).get("phase") == "Running"
-    return running and runner_set["spec"]["maxRunners"] == max_runners
+    return runner_set["spec"]["maxRunners"] == max_runners and kube.reacted(times=reactions)
 
 
 async def raised_then_put_back(running: Any, slack: Slack, kube: FakeKubeApi) -> str:
     """+5 on maxRunners, the 5 runners started, the incident resolved: the put-back's reply."""
     root = await open_incident(running, slack)
     await post_event(running.http, slash(f"scale {RUNNER} +5 max"))
-    await eventually(lambda: settled(kube, 25), what="maxRunners raised, taken on")
+    await eventually(lambda: settled(kube, 25, 1), what="maxRunners raised, taken on")
     kube.write(manager="manager", status={"currentRunners": 25})
     await post_event(running.http, slash("resolve 1"))
-    await eventually(lambda: settled(kube, 20), what="maxRunners put back, taken on")
+    await eventually(lambda: settled(kube, 20, 2), what="maxRunners put back, taken on")
     await eventually(
         lambda: [t for t in thread_texts(slack, root.ts) if PUT_BACK in t], what="put back"
     )
