@@ -36,6 +36,10 @@ FOLLOW_GAP = timedelta(minutes=15)
 # GitHub ends a job no self-hosted runner took within a day: one gone from the list later got
 # none (a run the HUD still lists as queued after GitHub abandoned it leaves it at a week).
 QUEUE_LIMIT = timedelta(days=1)
+CIFLOW = "ciflow/"  # PyTorch's tag for more CI on a PR: `ciflow/<name>/<PR number>`
+# The HUD's query takes a job with a label like this for ARC's: it lists one until its
+# containers have started, at most 10 minutes after it was created.
+ARC_LABEL = "l-"
 _PULL = re.compile(r"@refs/pull/([0-9]+)/")
 _BRANCH = "@refs/heads/"
 
@@ -158,8 +162,9 @@ def waited_of_left(
     """From the jobs of `runner_type` that left the HUD's list within [since, until]: each one's
     wait to its start, put at the middle of the readings' gap it left in. The HUD lists a job only
     once it has queued `listed_over_mins`: shorter waits are not seen, and past a lower threshold
-    the jobs between are not known; one gone after a day got no runner (`QUEUE_LIMIT`). Pull
-    requests are counted by their head branch; the rest of the branches (pushes, tags) as
+    the jobs between are not known; one that may have been gone a day got no runner
+    (`QUEUE_LIMIT`), and one gone in a gap past `FOLLOW_GAP` is said, not guessed. Pull requests
+    are counted by their head branch, a `ciflow/…/<n>` tag as PR n; the other branches as
     branches."""
     waits: list[tuple[str, float]] = []
     prs: set[str] = set()
@@ -168,20 +173,31 @@ def waited_of_left(
     for job in left:
         if job.runner_type != runner_type or not since <= job.started_at <= until:
             continue
+        if job.gone_by - job.created_at >= QUEUE_LIMIT:
+            continue
         if not job.created_at <= job.last_listed <= job.gone_by <= job.last_listed + FOLLOW_GAP:
             unreadable += 1
-            continue
-        if job.started_at - job.created_at >= QUEUE_LIMIT:
             continue
         waited = (job.started_at - job.created_at).total_seconds() / 60
         waits.append((job.workflow, waited))
         if waited > threshold_mins and job.branch:
-            (prs if job.pull_request else branches).add(job.branch)
+            pr = job.pull_request or job.branch.startswith(CIFLOW)
+            (prs if pr else branches).add(_pr_of_branch(job.branch) if pr else job.branch)
     not_known: dict[str, str] = {}
     if threshold_mins < listed_over_mins:
         over = units.minutes(listed_over_mins)
         between = f"jobs that waited {units.number(threshold_mins)}–{over}"
         not_known[between] = f"the HUD lists a job only once it has queued {over}"
+    if unreadable:
+        gap = units.minutes(FOLLOW_GAP.total_seconds() / 60)
+        not_known[f"the waits of {_counted_jobs(unreadable)}"] = (
+            f"they left the HUD's list while it went unread over {gap}"
+        )
+    if ARC_LABEL in runner_type:
+        not_known["when a runner took each job"] = (
+            "the HUD lists an ARC job until its containers start, up to 10 min after it queued: "
+            "its wait counts them"
+        )
     return Waited(
         HUD,
         threshold_mins,
@@ -192,6 +208,18 @@ def waited_of_left(
         unreadable=unreadable,
         seen_over_mins=listed_over_mins,
     )
+
+
+_PER_INCIDENT = frozenset({"pull requests", "branches", "pull requests and branches"})
+
+
+def _pr_of_branch(branch: str) -> str:
+    """A PR's identity: its head branch, or the number a `ciflow/<name>/<n>` tag names."""
+    return "#" + branch.rpartition("/")[2] if branch.startswith(CIFLOW) else branch
+
+
+def _counted_jobs(count: int) -> str:
+    return f"{count} job" if count == 1 else f"{count} jobs"
 
 
 def summed(costs: Sequence[Waited]) -> Waited | None:
@@ -212,7 +240,10 @@ def summed(costs: Sequence[Waited]) -> Waited | None:
         longest_mins=top[0],
         longest_over=top[1],
         workflows=workflows,
-        not_known={"pull requests and branches": shared},
+        not_known={
+            **{k: v for c in costs for k, v in c.not_known.items() if k not in _PER_INCIDENT},
+            "pull requests and branches": shared,
+        },
         unreadable=sum(c.unreadable for c in costs),
         seen_over_mins=max(c.seen_over_mins for c in costs),
     )

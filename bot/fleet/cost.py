@@ -1,9 +1,10 @@
 """What an incident's queue cost its jobs so far, by runner type, from the source that knows it
 best: GitHub's own job times where its workflow_job deliveries come (each job's wait, exact),
 else ARC's startup histogram through Prometheus (totals exact, the share past the threshold
-estimated from its buckets), else the HUD's queued jobs followed across readings (each wait to
-within half a reading's gap, of the jobs past the HUD's 5 minutes); none where none is there (the
-alert's numbers count the jobs still queued, not what the started ones waited)."""
+estimated from its buckets) for the types it has one for, and for the rest the HUD's queued jobs
+followed across readings (each wait to within half a reading's gap, of the jobs past the HUD's 5
+minutes); none where none is there (the alert's numbers count the jobs still queued, not what the
+started ones waited)."""
 
 from __future__ import annotations
 
@@ -73,21 +74,29 @@ class CostReader:
                 found = {
                     t: waited_of_jobs(jobs, t, since, now, threshold) for t in dict.fromkeys(types)
                 }
-            elif isinstance(self._metrics, PrometheusMetrics):
-                every = await self._metrics.waited(since=since, until=now, threshold_mins=threshold)
-                found = {t: w for t in dict.fromkeys(types) if (w := of_type(every, t)) is not None}
-            elif self._followed is not None:
-                left = await self._followed.left(since, now)
-                over = self._config.hud_jobs_over_minutes
-                found = {
-                    t: waited_of_left(left, t, since, now, threshold, over)
-                    for t in dict.fromkeys(types)
-                }
+            elif isinstance(self._metrics, PrometheusMetrics) or self._followed is not None:
+                found = await self._read(types, since, now, threshold)
             else:
                 return None  # deliveries are expected and none came: nothing tells it yet
         except (BackendError, RedisError) as exc:
             log.warning("cost: incident %s: %s", incident.id, exc)
             return None
+        return found
+
+    async def _read(
+        self, types: list[str], since: datetime, now: datetime, threshold: float
+    ) -> dict[str, Waited]:
+        """ARC's histogram for the types Prometheus has one for; the HUD's followed jobs for the
+        rest where it lists them (PyTorch's EC2 types beside its ARC ones)."""
+        found: dict[str, Waited] = {}
+        if isinstance(self._metrics, PrometheusMetrics):
+            every = await self._metrics.waited(since=since, until=now, threshold_mins=threshold)
+            found = {t: w for t in types if (w := of_type(every, t)) is not None}
+        rest = [t for t in types if t not in found]
+        if self._followed is not None and rest:
+            left = await self._followed.left(since, now)
+            over = self._config.hud_jobs_over_minutes
+            found |= {t: waited_of_left(left, t, since, now, threshold, over) for t in rest}
         return found
 
     async def _delivered(self, now: datetime) -> bool:

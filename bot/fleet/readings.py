@@ -71,8 +71,8 @@ class JobsWatch:
             arrivals = listing.arrivals
         else:
             arrivals = await self.arrivals.record(listing.jobs, now=now, finished=listing.finished)
-        if self.followed is not None:
-            await self.followed.follow(listing, now=now)
+        if self.followed is not None and await self.followed.follow(listing, now=now) is None:
+            log.info("jobs: a listing older than the last one followed is not followed")
         return jobs_view(listing, arrivals, source=source.name, at=now)
 
 

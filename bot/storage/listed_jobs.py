@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import orjson
 from redis.asyncio import Redis
 
-from bot.domain.cost import LeftJob
+from bot.domain.cost import FOLLOW_GAP, LeftJob
 from bot.domain.jobs import JobsListing, QueuedJob, Trigger
 from bot.storage.keys import Keys, script
 
@@ -37,6 +37,7 @@ class ListedJobs:
             at - self._keep_s,
             self._cap,
             self._keep_s + 3600,
+            FOLLOW_GAP.total_seconds(),
         ]
         for job in listing.jobs:
             args += [job.source_id, _encoded(job)]

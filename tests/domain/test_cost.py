@@ -4,6 +4,7 @@ responder reads, and totals that add up whatever a source sends."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -276,11 +277,46 @@ def test_below_the_hud_s_five_minutes_the_jobs_are_not_known() -> None:
     )
 
 
-def test_a_job_gone_in_a_long_gap_of_readings_is_left_out() -> None:
-    """The HUD unread for 20 minutes: its start could be anywhere in them."""
-    jobs = [left(30, gap_s=20 * 60), left(9)]
+def test_a_job_gone_in_a_long_gap_of_readings_is_left_out_and_said() -> None:
+    """The HUD unread for 20 minutes: a start could be anywhere in them. Left out, and said, so
+    a cost whose jobs all started then never reads as none having waited."""
+    jobs = [left(30, gap_s=20 * 60), left(40, gap_s=20 * 60), left(9)]
     cost = waited_of_left(jobs, "linux.2xlarge", T - HOUR, T + HOUR, 5.0, 5.0)
-    assert (cost.jobs, cost.unreadable) == (1, 1)
+    assert (cost.jobs, cost.unreadable) == (1, 2)
+    said = cost_said(cost)
+    assert "the waits of 2 jobs not known: they left the HUD's list while it went unread" in said
+    alone = cost_said(waited_of_left(jobs[:1], "linux.2xlarge", T - HOUR, T + HOUR, 5.0, 5.0))
+    assert alone.startswith("no job queued past 5 min got a runner"), alone
+    assert "the waits of 1 job not known" in alone, alone
+
+
+def test_a_job_github_may_have_ended_at_a_day_is_no_wait() -> None:
+    """GitHub ends it 24 h after it was created; the next reading, 10 s later, finds it gone: the
+    middle of that gap is under a day, but it may have been GitHub's end, not a runner."""
+    ended = left(24 * 60 - 0.25, gap_s=60)  # created 23 h 59 min 45 s before the gap's middle
+    cost = waited_of_left([ended], "linux.2xlarge", T - HOUR, T + HOUR, 5.0, 5.0)
+    assert (cost.jobs, cost.unreadable) == (0, 0)
+
+
+def test_an_arc_type_s_waits_count_its_containers_start() -> None:
+    """The HUD's query lists an ARC job (a label with `l-`) until its containers have started."""
+    job = replace(left(9), runner_type="mt-l-x86iavx512-8-64")
+    cost = waited_of_left([job], "mt-l-x86iavx512-8-64", T - HOUR, T + HOUR, 5.0, 5.0)
+    assert "containers start, up to 10 min" in cost.not_known["when a runner took each job"]
+    plain = waited_of_left([left(9)], "linux.2xlarge", T - HOUR, T + HOUR, 5.0, 5.0)
+    assert "when a runner took each job" not in plain.not_known
+
+
+def test_a_ciflow_tag_counts_as_its_pull_request() -> None:
+    """`ciflow/trunk/123` and `ciflow/periodic/123` are two tags of PR 123: one PR, no branch."""
+    tags = [
+        replace(left(20, pr=False, n=1), branch="ciflow/trunk/123"),
+        replace(left(20, pr=False, n=2), branch="ciflow/periodic/123"),
+        left(20, n=7),
+        left(20, pr=False, n=3),
+    ]
+    cost = waited_of_left(tags, "linux.2xlarge", T - HOUR, T + HOUR, 5.0, 5.0)
+    assert (cost.prs, cost.branches) == (2, 1)
 
 
 def test_a_job_gone_after_a_day_got_no_runner() -> None:

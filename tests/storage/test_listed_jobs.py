@@ -138,3 +138,21 @@ async def test_a_simulated_queue_costs_within_a_tenth_of_its_true_waits(
     pulls = [(s - c) / 60 for _, c, s, w in jobs if w == "pull"]
     # Each PR's own branch: those of the pull jobs past 30 min, give or take a reading.
     assert sum(m > 31 for m in pulls) <= (cost.prs or 0) <= sum(m > 29 for m in pulls)
+
+
+async def test_a_job_unlisted_past_the_gap_is_taken_as_gone_even_while_rows_go_unread(
+    redis: Redis,
+) -> None:
+    """One HUD row that never reads makes every listing incomplete: a job not listed for longer
+    than a wait can be told across is taken as gone then (its wait said as not known), so the
+    jobs followed stay those of the last quarter hour, not every job ever listed."""
+    followed = ListedJobs(redis, KEYS)
+    for minute in range(120):
+        now = T0 + timedelta(minutes=minute)
+        # Ten jobs listed at a time, each for ten minutes: 120 jobs in two hours.
+        rows = [row(n, 400 + (minute - n) * 60) for n in range(max(minute - 9, 0), minute + 1)]
+        await followed.follow(listing(rows, now, complete=False), now=now)
+    assert await redis.hlen(KEYS.listed_jobs) <= 10 + 16
+    gone = await followed.left(T0, T0 + timedelta(hours=2))
+    assert len(gone) >= 120 - 10 - 16
+    assert all(job.gone_by - job.last_listed > timedelta(minutes=15) for job in gone)
