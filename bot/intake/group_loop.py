@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Generic
+from typing import Any, Generic
 
 from redis.exceptions import RedisError
 
@@ -50,7 +50,6 @@ class GroupLoop(Generic[E]):
     _take_over_ms: int | None = field(default=None, init=False)
     _parked: int = field(default=0, init=False)  # entries whose lanes wait outside (`parked`)
     _room: asyncio.Event = field(default_factory=asyncio.Event, init=False)
-    _reading: asyncio.Timeout | None = field(default=None, init=False)  # the read under way
 
     @property
     def _upkeep_s(self) -> float:
@@ -65,8 +64,6 @@ class GroupLoop(Generic[E]):
         loop = asyncio.get_running_loop()
         backoff, next_upkeep, next_prune = Backoff(1.0, first=0.05), 0.0, 0.0
         regroup = True  # at the start, and after Redis failed (it may have lost the group)
-        ended = asyncio.create_task(stop.wait())
-        ended.add_done_callback(lambda _: self._reading and self._reading.reschedule(-1))
         try:
             while not stop.is_set():
                 try:
@@ -88,7 +85,6 @@ class GroupLoop(Generic[E]):
                     await sleep_or_stop(stop, wait)
                     regroup, next_upkeep = True, 0.0
         finally:
-            ended.cancel()
             await self._finish()
 
     async def bury(self, entry: E, reason: str) -> None:
@@ -201,15 +197,20 @@ class GroupLoop(Generic[E]):
         """New entries, the read woken by the stream; given up at once when the term ends, so a
         deposed leader's read takes nothing more (what Redis handed it meanwhile stays pending,
         taken over once idle as anything a dead consumer left)."""
-        if self.stop.is_set():  # ended before it: the term's callback cuts only a read under way
+        if self.stop.is_set():
             return []
+        read = asyncio.ensure_future(self.group.read(self.consumer, count=count, block_ms=block_ms))
+        ended = asyncio.ensure_future(self.stop.wait())
         try:
-            async with asyncio.timeout(None) as self._reading:
-                return await self.group.read(self.consumer, count=count, block_ms=block_ms)
-        except TimeoutError:
-            return []
+            await asyncio.wait({read, ended}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._reading = None
+            ended.cancel()
+            if not read.done():
+                # Not awaited: redis-py at times swallows a cancel that lands as a read begins,
+                # and the read then blocks on to its end (up to LONGEST_BLOCK_S past the term's).
+                read.cancel()
+                read.add_done_callback(_left)
+        return read.result() if read.done() else []
 
     def _start(self, entry: E) -> None:
         lane = self.lane(entry)
@@ -232,6 +233,12 @@ class GroupLoop(Generic[E]):
             if not self.stop.is_set():  # `work` raised after all: its entries are taken over
                 for entry_id in [i for i, t in self._in_flight.items() if t is task]:
                     del self._in_flight[entry_id]
+
+
+def _left(read: asyncio.Future[Any]) -> None:
+    """A read the term's end left: what it ended with is nobody's to handle."""
+    if not read.cancelled():
+        read.exception()
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
