@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from bot.config import Settings
 from bot.domain.alerts import ENDPOINT, PayloadError, Source, parse_json_body, parse_notification
 from bot.domain.workflow_jobs import ENDPOINT as GITHUB_PATH
-from bot.domain.workflow_jobs import EVENT, PING, job_delivery, payload_of
+from bot.domain.workflow_jobs import EVENT, PING, job_delivery, kind_of, payload_of
 from bot.intake.webhook_auth import (
     GITHUB_SIGNATURE_HEADER,
     SIGNATURE_HEADER,
@@ -177,10 +177,9 @@ class GithubWebhooks:
                 reason = f"queuepilot reads only workflow_job deliveries, not {event!r}"
                 return await self._ignored(delivery_id, event, reason)
             payload = payload_of(body, _media_type(request))
-            delivered = job_delivery(payload)
+            delivered, kind = job_delivery(payload), kind_of(payload)
             if isinstance(delivered, str):
-                return await self._ignored(delivery_id, _kind_of(payload), delivered)
-            kind = f"{EVENT}.{delivered.action}"
+                return await self._ignored(delivery_id, kind, delivered)
             # Once by its body as signed: GitHub's redelivery repeats it under the same ID, and a
             # replay under a fresh ID (the header is not signed) is the same body again.
             outcome = await self._jobs.record(signed, kind, delivered, self._clock())
@@ -265,12 +264,6 @@ async def _body(request: Request, limit: int) -> bytes:
 
 def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-def _kind_of(payload: object) -> str:
-    """A workflow_job delivery's kind as heard: `workflow_job.<action>`."""
-    action = payload.get("action") if isinstance(payload, dict) else None
-    return f"{EVENT}.{action}"
 
 
 def _shown(request: Request) -> str:

@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 from bot.checks import Finding, ok, warn
 from bot.config import Settings
 from bot.domain.units import duration
-from bot.domain.workflow_jobs import ENDPOINT, EVENT, PING
+from bot.domain.workflow_jobs import ENDPOINT, PING, is_job_kind
 from bot.storage.keys import Keys
 from bot.storage.workflow_jobs import WorkflowJobs
 
@@ -42,7 +42,7 @@ def findings(heard: dict[str, tuple[int, float]], now: float) -> list[Finding]:
             for kind, (count, last) in sorted(heard.items())
         )
         found.append(ok(SUBJECT, f"in the last hour: {kinds}"))
-    if not any(kind.startswith(f"{EVENT}.") for kind in heard):
+    if not any(is_job_kind(kind) for kind in heard):
         found.append(
             warn(
                 SUBJECT,
@@ -51,7 +51,7 @@ def findings(heard: dict[str, tuple[int, float]], now: float) -> list[Finding]:
                 SET_UP,
             )
         )
-    others = sorted(kind for kind in heard if kind != PING and not kind.startswith(f"{EVENT}."))
+    others = sorted(kind for kind in heard if kind != PING and not is_job_kind(kind))
     if others:
         found.append(
             warn(

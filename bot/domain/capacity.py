@@ -37,7 +37,6 @@ from bot.domain.waited import (
     by_hour_of_week,
     covered_by_max,
     covered_by_min,
-    hours_waited_at_max,
     job_hours,
 )
 
@@ -292,7 +291,7 @@ def _waited(history: TypeHistory) -> dict[str, object]:
     if (waited := job_hours(history.queued, history.step_s)) is None:
         return {}
     steps = (history.queued, history.level, history.maximum, history.step_s)
-    at_top = hours_waited_at_max(*steps) if history.level and history.maximum else None
+    at_top = covered_by_max(*steps, math.inf) if history.level and history.maximum else None
     by_hour = by_hour_of_week(history.queued, history.step_s)
     return {"waited_hours": waited, "waited_at_max_hours": at_top, "waited_by_hour": by_hour}
 

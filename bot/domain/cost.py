@@ -17,6 +17,7 @@ from typing import Any
 from bot.domain import units
 from bot.domain.alerts import time_of
 from bot.domain.jobs import runner_type_of, workflow_of
+from bot.domain.shortened import one_line
 
 GITHUB = "GitHub's job times"
 ARC = "ARC's job start times"
@@ -58,8 +59,8 @@ class Tally:
     minutes_past: float = 0.0
 
 
-@dataclass(frozen=True)
-class Waited:
+@dataclass(frozen=True, kw_only=True)
+class Waited(Tally):
     """What the jobs of one runner type that started in a window waited, as `source` tells it.
     `longest_over`: the longest wait is only a bound ("over 60 min", a histogram's last bucket).
     `workflows`: each workflow's share (`NO_WORKFLOW` for jobs whose source names none). `prs`,
@@ -70,10 +71,6 @@ class Waited:
 
     source: str
     threshold_mins: float
-    jobs: int = 0
-    minutes: float = 0.0
-    jobs_past: int = 0
-    minutes_past: float = 0.0
     longest_mins: float | None = None
     longest_over: bool = False
     workflows: Mapping[str, Tally] = field(default_factory=dict)
@@ -116,12 +113,12 @@ def waited_of_jobs(
         if not since <= started <= until:
             continue
         waited = (started - created).total_seconds() / 60
-        waits.append((_text(job.get("workflow_name")), waited))
-        if waited > threshold_mins and (branch := _text(job.get("head_branch"))):
+        waits.append((one_line(job.get("workflow_name"), 200), waited))
+        if waited > threshold_mins and (branch := one_line(job.get("head_branch"), 200)):
             branches.add(branch)
     return Waited(
-        GITHUB,
-        threshold_mins,
+        source=GITHUB,
+        threshold_mins=threshold_mins,
         **_of_waits(waits, threshold_mins),
         branches=len(branches),
         not_known={"pull requests": NO_PRS_GITHUB},
@@ -199,8 +196,8 @@ def waited_of_left(
             "its wait counts them"
         )
     return Waited(
-        HUD,
-        threshold_mins,
+        source=HUD,
+        threshold_mins=threshold_mins,
         **_of_waits(waits, threshold_mins),
         prs=len(prs),
         branches=len(branches),
@@ -234,9 +231,9 @@ def summed(costs: Sequence[Waited]) -> Waited | None:
     top = max(longest, default=(None, False))
     shared = "counted per incident, and incidents may share one"
     return Waited(
-        " and ".join(dict.fromkeys(c.source for c in costs)),
-        costs[-1].threshold_mins,
-        **vars(_added(Tally(c.jobs, c.minutes, c.jobs_past, c.minutes_past) for c in costs)),
+        source=" and ".join(dict.fromkeys(c.source for c in costs)),
+        threshold_mins=costs[-1].threshold_mins,
+        **vars(_added(costs)),
         longest_mins=top[0],
         longest_over=top[1],
         workflows=workflows,
@@ -275,11 +272,6 @@ def _added(tallies: Iterable[Tally]) -> Tally:
         sum(t.jobs_past for t in found),
         sum(t.minutes_past for t in found),
     )
-
-
-def _text(value: Any) -> str:
-    """On one line (a name with a line break would forge a line where it is said)."""
-    return " ".join(value.split())[:200] if isinstance(value, str) else ""
 
 
 # -- ARC's startup histogram -------------------------------------------------------------------
@@ -322,8 +314,8 @@ def waited_of_buckets(
         not_known |= {"pull requests": NO_REF_ARC, "branches": NO_REF_ARC}
     jobs = sum(t[0] for t in tallies.values())
     return Waited(
-        ARC,
-        threshold_mins,
+        source=ARC,
+        threshold_mins=threshold_mins,
         jobs=round(jobs),
         minutes=sum(t[1] for t in tallies.values()) / 60,
         jobs_past=min(round(sum(t[2] for t in tallies.values())), round(jobs)),
@@ -346,7 +338,7 @@ def _series_of(
     unreadable = 0
     cumulative: dict[Key, dict[float, float]] = {}
     for labels, value in buckets:
-        bound = _bound(labels.get("le", ""))
+        bound = bucket_bound(labels.get("le", ""))
         if bound is None or not _is_count(value):
             unreadable += 1
             continue
@@ -375,7 +367,7 @@ def _is_count(value: float) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value >= 0
 
 
-def _bound(le: str) -> float | None:
+def bucket_bound(le: str) -> float | None:
     """A bucket's upper bound in seconds; "+Inf" the top one."""
     if le == "+Inf":
         return math.inf

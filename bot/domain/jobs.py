@@ -82,7 +82,7 @@ class QueuedJob:
     trigger: Trigger
     run_attempt: int
     source_id: str  # "github:<job id>": a job listed again is no new arrival
-    branch: str = ""  # the run's head branch (a tag's name for a tag's push)
+    branch: str = ""  # the run's head branch (a tag's name for a tag's push), where followed
 
     def wait_mins(self, now: datetime) -> float:
         return max((now - self.created_at).total_seconds() / 60, 0.0)

@@ -54,3 +54,9 @@ def _clause_end(seen: str, at: int) -> int | None:
     if mark not in CLAUSE_ENDS:
         return None
     return before if mark in _DROPPED else at
+
+
+def one_line(value: object, cap: int | None = None) -> str:
+    """Outside text on one line (a line break in a name would forge a line where it is said), at
+    most `cap` characters; what is no text, ""."""
+    return " ".join(value.split())[:cap] if isinstance(value, str) else ""

@@ -62,17 +62,11 @@ def at_max(level: Series, maximum: Series) -> set[float]:
     }
 
 
-def hours_waited_at_max(queued: Series, level: Series, maximum: Series, step_s: float) -> float:
-    """The job-hours waited while the type was at its maximum: what a higher one addresses."""
-    steps = at_max(level, maximum)
-    return sum(max(q, 0.0) for at, q in queued.items() if at in steps) * step_s / 3600
-
-
 def covered_by_max(
     queued: Series, level: Series, maximum: Series, step_s: float, more: float
 ) -> float:
     """Job-hours `more` runners above the maximum would have served: Σ over the steps at the
-    maximum of min(queued, more) × step."""
+    maximum of min(queued, more) × step (all waited at the maximum, with `more` infinite)."""
     steps = at_max(level, maximum)
     served = sum(min(max(q, 0.0), more) for at, q in queued.items() if at in steps)
     return served * step_s / 3600

@@ -134,3 +134,14 @@ def listed_job(job: object, repository: str) -> JobDelivery | None:
     except PayloadError:
         return None
     return found if isinstance(found, JobDelivery) else None
+
+
+def kind_of(payload: object) -> str:
+    """A workflow_job delivery's kind as heard and counted: `workflow_job.<action>`."""
+    action = payload.get("action") if isinstance(payload, dict) else None
+    return f"{EVENT}.{action}"
+
+
+def is_job_kind(kind: str) -> bool:
+    """Whether a kind heard is a workflow_job delivery's (not a ping, not another event)."""
+    return kind.startswith(f"{EVENT}.")

@@ -21,6 +21,7 @@ from bot.config import Settings
 from bot.domain.cost import Waited, waited_of_jobs, waited_of_left
 from bot.domain.fleet import of_type
 from bot.domain.incidents import Incident, thresholds
+from bot.domain.workflow_jobs import is_job_kind
 from bot.storage.listed_jobs import ListedJobs
 from bot.storage.workflow_jobs import WorkflowJobs
 
@@ -104,7 +105,7 @@ class CostReader:
         nobody writes (its webhook not published yet) tells no cost, where ARC's may."""
         assert self._jobs is not None
         heard = await self._jobs.heard(now.timestamp())
-        return any(kind.startswith("workflow_job.") for kind in heard)
+        return any(is_job_kind(kind) for kind in heard)
 
     async def _jobs_since(self, since: datetime, now: datetime) -> list[dict[str, Any]]:
         """The record's jobs still to finish and those finished since, each once (one that

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from bot.domain.cost import Waited
 from bot.domain.incidents import Incident
+from bot.domain.shortened import one_line
 from bot.domain.units import minutes, number
 
 STALE = timedelta(minutes=1)  # a cost read longer before the end says when it was read
@@ -80,6 +81,6 @@ def cost_lines(
     until = f" (to {at(read)})" if stale and read is not None else ""
     # One line each: a name from outside with a line break in it would forge a line.
     return [
-        escaped(" ".join(f"Cost on {runner_type}: {cost_said(waited)}".split())) + until
+        escaped(one_line(f"Cost on {runner_type}: {cost_said(waited)}")) + until
         for runner_type, waited in sorted(incident.cost.items())
     ]

@@ -18,6 +18,7 @@ from bot.domain.incident_fleet import alert_fleet
 from bot.domain.incidents import Event, Incident
 from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
+from bot.domain.shortened import one_line
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render import replies
@@ -84,7 +85,7 @@ def render_root(
         # The live numbers stopped (the backend failed, GitHub's quota is spent): why.
         blocks.append(md.context([md.truncate(source_note(stopped), 2000)]))
     if incident.likely_cause.strip():
-        said = md.escape(_one_line(incident.likely_cause))
+        said = md.escape(one_line(incident.likely_cause))
         cause = md.truncate(md.in_zone(said, incident.updated_at), 600)
         blocks.append(md.section(f"🩺 *Likely cause:* {cause}"))
     ref = replies.incident_ref(incident)
@@ -150,13 +151,8 @@ def _status_line(incident: Incident, mentions: bool) -> str:
 
 def _action(event: Event) -> str:
     by = f" by {md.person(event.actor, event.actor_name)}" if event.actor else ""
-    said = md.in_zone(md.escape(md.truncate(_one_line(event.text), ACTION_CHARS)), event.at)
+    said = md.in_zone(md.escape(md.truncate(one_line(event.text), ACTION_CHARS)), event.at)
     return f"{md.time_of(event.at)} {said}{by}"
-
-
-def _one_line(text: str) -> str:
-    """Read whole on one line: a newline in it would break the list it is in."""
-    return " ".join(text.split())
 
 
 def _responders(incident: Incident) -> str:

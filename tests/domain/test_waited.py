@@ -3,6 +3,7 @@ when in the week, the share at the maximum, and what a recommended raise would h
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,7 +17,6 @@ from bot.domain.waited import (
     by_hour_of_week,
     covered_by_max,
     covered_by_min,
-    hours_waited_at_max,
     job_hours,
 )
 from tests.support.fakes.queue_week import MONDAY, simulated
@@ -49,7 +49,8 @@ def test_a_simulated_weeks_job_hours_are_its_jobs_total_wait() -> None:
     assert max(range(168), key=buckets.__getitem__) == 24 + 16
     assert sum(buckets) == pytest.approx(waited)
     # Most of it waited at the maximum (the surge), the rest for runners to boot.
-    at_top = hours_waited_at_max(history.queued, history.level, history.maximum, history.step_s)
+    steps = (history.queued, history.level, history.maximum, history.step_s)
+    at_top = covered_by_max(*steps, math.inf)
     assert 0.6 < at_top / waited < 1
 
 
@@ -58,7 +59,7 @@ def test_the_job_hours_a_raise_of_the_maximum_or_the_minimum_would_have_served()
     level = series(20, 20, 20, 15)
     maximum = series(20, 20, 20, 20)
     assert job_hours(queued, 3600) == 20
-    assert hours_waited_at_max(queued, level, maximum, 3600) == 14
+    assert covered_by_max(queued, level, maximum, 3600, math.inf) == 14
     # 5 more runners at the maximum: min(10, 5) + min(4, 5) + 0; the step under it is not theirs.
     assert covered_by_max(queued, level, maximum, 3600, 5) == 9
     # 6 warm runners: where the level was under 6, min(queued, 6 − level).

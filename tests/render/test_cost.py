@@ -8,8 +8,8 @@ from bot.render.cost import cost_said
 
 def test_arc_with_workflows_prs_and_branches() -> None:
     waited = Waited(
-        ARC,
-        5,
+        source=ARC,
+        threshold_mins=5,
         jobs=180,
         minutes=1240.4,
         jobs_past=63,
@@ -32,8 +32,8 @@ def test_arc_with_workflows_prs_and_branches() -> None:
 
 def test_github_says_what_it_cannot_tell() -> None:
     waited = Waited(
-        GITHUB,
-        30,
+        source=GITHUB,
+        threshold_mins=30,
         jobs=1,
         minutes=32.5,
         jobs_past=1,
@@ -53,8 +53,9 @@ def test_github_says_what_it_cannot_tell() -> None:
 def test_arc_without_workflows_and_a_wait_past_its_top_bucket() -> None:
     not_known = {"workflows": NO_WORKFLOW_ARC}
     waited = Waited(
-        ARC, 5, jobs=4, minutes=250, jobs_past=3, minutes_past=180, longest_mins=60,
-        longest_over=True, workflows={"": Tally(4, 250, 3, 180)}, not_known=not_known,
+        source=ARC, threshold_mins=5, jobs=4, minutes=250, jobs_past=3, minutes_past=180,
+        longest_mins=60, longest_over=True, workflows={"": Tally(4, 250, 3, 180)},
+        not_known=not_known,
     )  # fmt: skip
     assert cost_said(waited) == (
         "180 job-minutes past 5 min: 3 jobs · 250 job-minutes waited by 4 jobs · longest over "
@@ -63,9 +64,14 @@ def test_arc_without_workflows_and_a_wait_past_its_top_bucket() -> None:
 
 
 def test_none_past_the_threshold_and_no_job_at_all() -> None:
-    calm = Waited(GITHUB, 5, jobs=12, minutes=8.25, longest_mins=2, branches=0)
+    calm = Waited(
+        source=GITHUB, threshold_mins=5, jobs=12, minutes=8.25, longest_mins=2, branches=0
+    )
     assert cost_said(calm) == (
         "none waited past 5 min · 8.2 job-minutes waited by 12 jobs · longest 2 min "
         "(GitHub's job times)"
     )
-    assert cost_said(Waited(ARC, 5)) == "no job got a runner (ARC's job start times)"
+    assert (
+        cost_said(Waited(source=ARC, threshold_mins=5))
+        == "no job got a runner (ARC's job start times)"
+    )

@@ -162,7 +162,6 @@ def _queued_job(job: dict[str, Any], run: dict[str, Any]) -> QueuedJob | None:
         trigger=trigger_of(run.get("event"), run.get("head_branch", job.get("head_branch"))),
         run_attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1,
         source_id=source_id,
-        branch=_text(run.get("head_branch", job.get("head_branch"))),
     )
 
 

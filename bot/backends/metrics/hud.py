@@ -25,6 +25,7 @@ from bot.domain.capacity import FleetHistory, TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.hud_queries import AGGREGATE, BY_LABEL, DEFAULT_PARAMETERS, threshold_minutes
 from bot.domain.jobs import JobsListing, QueuedJob, trigger_of_hud
+from bot.domain.shortened import one_line
 
 T = TypeVar("T")
 HUD = "The HUD"
@@ -138,14 +139,10 @@ def job_rows(rows: Any, *, now: datetime) -> tuple[list[QueuedJob], int]:
             run_attempt=1,
             # The job's URL names it (…/job/<id>): the same job listed again is not a new arrival.
             source_id="hud:" + url[-200:],
-            branch=_one_line(row.get("head_branch")),
+            branch=one_line(row.get("head_branch"), 200),
         )
 
     return _each(rows, read)
-
-
-def _one_line(value: Any) -> str:
-    return " ".join(value.split())[:200] if isinstance(value, str) else ""
 
 
 def history_rows(rows: Any) -> tuple[dict[str, TypeHistory], int]:

@@ -21,7 +21,6 @@ from bot.backends.http import (
     backend_client,
     bearer,
     json_object,
-    number_of,
     request,
     uncounted,
 )
@@ -43,7 +42,7 @@ from bot.backends.metrics.promql import (
 )
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory, TypeHistory
-from bot.domain.cost import Waited, waited_of_buckets
+from bot.domain.cost import Waited, bucket_bound, waited_of_buckets
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing, workflow_of
 from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
@@ -156,7 +155,7 @@ class PrometheusMetrics:
                 bucket = name in (WAIT, LONGER_WAIT) and "le" in labels
                 if not bucket and name != LONGER_WAIT:
                     by_type.setdefault(runner_type, {})[name] = value
-                elif bucket and (le := _bound(labels["le"])) is not None:
+                elif bucket and (le := bucket_bound(labels["le"])) is not None:
                     kept = buckets.setdefault((name, runner_type), {})  # summed per type
                     kept[le] = kept.get(le, 0.0) + value
         for runner_type in {runner_type for _, runner_type in buckets}:
@@ -361,11 +360,6 @@ async def gathered(
     if failed and len(failed) == len(named) and not all_may_fail:
         raise next(iter(failed.values()))
     return {n: a for n, a in named.items() if n not in failed}, failed  # type: ignore[misc]
-
-
-def _bound(le: str) -> float | None:
-    """A bucket's upper bound: the top one is "+Inf", which no count may be."""
-    return math.inf if le == "+Inf" else number_of(le)
 
 
 def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bool] | None:
