@@ -17,7 +17,7 @@ from slack_bolt.lazy_listener.async_runner import AsyncLazyListenerRunner
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.actions.core import Outcome
-from bot.actions.flow import NO_REDIS
+from bot.actions.flow import unanswered
 from bot.storage.streams import NotReplicated, RequestRefused, RequestStream
 from handlers.context import slack_of, tell
 
@@ -94,7 +94,7 @@ class StreamRunner(AsyncLazyListenerRunner):
             return
         except RedisError as exc:
             log.error("slack: a request (%s) was not taken: Redis: %s", key, exc)
-            answer = Outcome(False, NO_REDIS, "error")
+            answer = unanswered(exc)
         except Exception:
             log.exception("slack: a request (%s) was not taken", key)
             answer = NOT_TAKEN
@@ -108,6 +108,6 @@ async def _here(function: Lazy, body: dict[str, Any], context: AsyncBoltContext)
     except RedisError as exc:
         log.error("slack: %s: Redis: %s", function.__name__, exc)
         if body.get("type") != "event_callback":
-            await tell(slack_of(context), body, Outcome(False, NO_REDIS, "error"))
+            await tell(slack_of(context), body, unanswered(exc))
     except Exception:
         log.exception("slack: %s failed after the ack", function.__name__)

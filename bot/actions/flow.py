@@ -16,13 +16,14 @@ from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import MaxConnectionsError, RedisError
 
 from bot import logs
 from bot.config import Settings
 from bot.domain.ack_on_action import acknowledged_by_acting
 from bot.domain.incidents import REFUSED, Event, Incident
 from bot.render.mrkdwn import escape, plain_text
+from bot.storage.connection import POOL_WAIT_S
 from bot.storage.incident_store import Commit, IncidentStore, Loaded
 from bot.storage.leases import IN_PROGRESS, Deposed, Interactions
 from bot.telemetry import Telemetry
@@ -36,6 +37,10 @@ UNKNOWN = (
     "`/queue incidents` lists the current ones."
 )
 NO_REDIS = "queuepilot cannot reach its database right now: try again."
+BUSY = (
+    "queuepilot is too busy to take this right now (every connection to its database stayed in "
+    f"use for {POOL_WAIT_S:g} s): try again in a moment."
+)
 
 RESTRICTED = frozenset({"scale"})
 GROUP_CACHE_S = 300.0
@@ -63,6 +68,12 @@ class Outcome:
     message: str
     result: str = ""
     blocks: tuple[dict[str, Any], ...] = ()
+
+
+def unanswered(exc: RedisError) -> Outcome:
+    """What a person is told when Redis did not answer: a crowd holding every connection is not
+    an outage, and saying so keeps an operator from chasing one."""
+    return Outcome(False, BUSY if isinstance(exc, MaxConnectionsError) else NO_REDIS, "error")
 
 
 def refused(message: str) -> Outcome:
@@ -180,7 +191,7 @@ class Acting:
                 raise
             except RedisError as exc:
                 log.error("action %s failed: Redis: %s", action, exc)
-                outcome = Outcome(False, NO_REDIS, "error")
+                outcome = unanswered(exc)
             if asked is not None:
                 await self.keep_refusal(*asked, actor, outcome)
         label = outcome.result or ("ok" if outcome.ok else "refused")

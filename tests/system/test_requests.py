@@ -9,6 +9,7 @@ where one is killed.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import logging
@@ -22,8 +23,9 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.actions.flow import NO_REDIS
+from bot.actions.flow import BUSY, NO_REDIS
 from bot.config import Settings
+from bot.storage import connection as redis_conn
 from bot.storage.keys import Keys
 from bot.storage.streams import REQUESTS_GROUP as GROUP
 from handlers.lazy import NOT_TAKEN
@@ -219,6 +221,44 @@ async def test_a_click_while_redis_is_down_is_acked_and_the_person_told(
     ours = ("handlers", "slack_bolt", "bot.intake")
     assert [r for r in tracebacks.records if r.startswith(ours)] == []
     assert acknowledgements(slack, root) == []
+
+
+async def test_a_click_that_finds_every_redis_connection_busy_is_told_busy_not_down(
+    own_redis: RedisServer,
+    settings_for: Callable[..., Settings],
+    slack: Slack,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A crowd holding every connection is not an outage: the person is told the bot is busy,
+    which an operator reads differently from "cannot reach its database"."""
+    monkeypatch.setattr(redis_conn, "POOL_WAIT_S", 0.5)
+    async with run_bot(settings_for(redis_url=own_redis.url)) as running:
+        root = await open_incident(running, slack)
+        client = running.bot.redis
+        size = client.connection_pool.max_connections
+        holders = [
+            asyncio.create_task(client.blpop([f"nothing-{n}"], timeout=8)) for n in range(size)
+        ]
+        try:
+
+            async def held() -> bool:
+                listed = await watcher.client_list()
+                return sum(c["name"] == "queuepilot" for c in listed) == size
+
+            # The bot's own commands, waiting for a turn behind the reads, keep none free.
+            async with redis.asyncio.Redis.from_url(own_redis.url) as watcher:
+                await eventually(held, what="every connection of the pool opened and held")
+            response = await post_event(running.http, with_response_url(ack_click(root), slack))
+            assert response.status_code == 200, "Slack has its ack"
+            await eventually(
+                lambda: ephemeral_texts(slack) == [BUSY], what="the person told", timeout=15
+            )
+        finally:
+            for holder in holders:
+                holder.cancel()
+            await asyncio.gather(*holders, return_exceptions=True)
+    assert NO_REDIS not in ephemeral_texts(slack)
+    assert acknowledgements(slack, root) == [], "not done, and the person knows it"
 
 
 async def test_a_scale_up_click_while_redis_is_down_is_told_so(
