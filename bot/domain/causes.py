@@ -29,6 +29,7 @@ QUOTA_WORDS = ("quota", "limit", "vcpu")  # an autoscaler's error that names a q
 NODE_OOM_KILLS = 3
 THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
 MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
+SURGE = 1.5  # arrivals against their baseline that make a surge
 NODE_FIX = {
     "DiskPressure": "free or grow its disk (runner work directories, images) or replace it",
     "MemoryPressure": "replace it or lower the runners packed on it",
@@ -199,8 +200,17 @@ def _unregistered(f: Facts) -> Cited:
 
 def _surge(f: Facts) -> Cited:
     if (surge := f.evidence.surges.get(f.name)) is not None:
+        if not surge.history and _arrivals_usual(f.m):
+            # Most of the queue, with no day before to compare, and the type's arrivals at their
+            # usual rate: the workflow's usual share of a queue that capacity left, not a surge.
+            return None
         return {"surge": surge.text, "workflow": surge.workflow}
     return f"a workflow's surge {f.evidence.jobs_note}" if f.evidence.jobs_note else None
+
+
+def _arrivals_usual(m: RunnerTypeMetrics) -> bool:
+    now, usual = m.arrival_per_min, m.arrival_baseline_per_min
+    return now is not None and bool(usual) and now / usual < SURGE
 
 
 def _slower(f: Facts) -> Cited:

@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bot.domain.causes import CASE_OF, FIRST, Cause, Evidence, Facts, Found, refined
+from bot.domain.causes import CASE_OF, FIRST, SURGE, Cause, Evidence, Facts, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import minutes, number
 
 FOCUS = 3  # runner types diagnosed: the worst queues
 BUSY = 0.9  # a fleet this busy cannot absorb a queue
-SURGE, STRONG_SURGE = 1.5, 3.0  # arrivals against their baseline
+STRONG_SURGE = 3.0  # arrivals against their baseline; SURGE, a surge at all
 SLOW, VERY_SLOW = 1.3, 2.0  # job duration against its baseline
 LIVE_BACKENDS = "METRICS_BACKEND=prometheus, github or hud"
 EVIDENCE_LINES = 8  # a responder reads the cause, the next step and this many lines at most

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.domain.causes import RULES, Cause, Evidence, Facts, Found, said
-from bot.domain.diagnostics import Verdict, diagnose
+from bot.domain.diagnostics import Diagnosis, Verdict, diagnose
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.jobs import Slower
+from bot.domain.jobs import Slower, Surge, Trigger
 from bot.domain.runner_pods import RunnerPods
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
@@ -243,6 +243,7 @@ def test_a_stalled_listener_is_the_likely_cause_and_the_advice_is_not_to_scale()
 class _Surge:
     workflow = "periodic"
     text = "periodic (schedule): 38 arrivals in the last hour against 12 a day before (3.2×)"
+    history = True
 
 
 def test_one_workflows_surge_is_named_with_its_numbers_and_the_advice_to_defer_it() -> None:
@@ -252,6 +253,34 @@ def test_one_workflows_surge_is_named_with_its_numbers_and_the_advice_to_defer_i
     assert diagnosis.cause is Cause.SURGE
     assert "38 arrivals in the last hour against 12 a day before" in diagnosis.why
     assert "cancel or defer periodic" in diagnosis.recommendation
+
+
+def test_most_of_the_queue_without_a_day_before_is_a_surge_only_when_arrivals_rose() -> None:
+    """With no arrivals a day before to compare, a workflow holding most of the queue is named
+    only while the type's arrivals are above their usual rate: at it, the workflow holds its
+    usual share of a queue that capacity left, and the runners at their maximum are the cause."""
+    surge = Surge("t", "pull", Trigger.PULL_REQUEST, 14, 0, 6, 0.6, history=False)
+
+    def cause_at(arrivals: float) -> Diagnosis:
+        at_max = M(
+            queued=21,
+            registered=20,
+            busy=20,
+            idle=0,
+            maximum=20,
+            desired=20,
+            arrival_per_min=arrivals,
+            arrival_baseline_per_min=2.0,
+        )
+        snapshot = FleetSnapshot(at=NOW, source="prometheus", runner_types={"t": at_max})
+        return diagnose(snapshot, Evidence(surges={"t": surge}))
+
+    usual = cause_at(2.0)
+    assert usual.cause is not Cause.SURGE and "cancel or defer" not in usual.recommendation
+    assert "One workflow's surge" not in str(usual.findings)
+    risen = cause_at(8.0)
+    assert risen.cause is Cause.SURGE and "cancel or defer pull" in risen.recommendation
+    assert "60% of the queue" in risen.why
 
 
 def test_without_jobs_or_history_the_report_says_which_source_would_tell() -> None:

@@ -31,6 +31,7 @@ GROWING = M(queued=30, registered=40, busy=40, maximum=200, desired=40, job_dura
 class _Surge:
     workflow = "periodic"
     text = "periodic (schedule): 28 jobs queued, 70% of the queue"
+    history = True
 
 
 def of(metrics: M, *before: float) -> FleetSnapshot:

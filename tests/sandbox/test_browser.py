@@ -198,12 +198,22 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
             what="the root showing the diagnostics' reading",
         )
         one_reading_if_seen(diagnosed, "diagnostics")
-        # The report lists the jobs behind the queue: the burst is the periodic workflow's.
+        # The report lists the jobs behind the queue.
         thread = page.locator("#thread")
         playwright_expect(thread).to_contain_text("Queued jobs", timeout=STEP_MS)
-        # The likely cause is that surge, with the advice that fits it.
-        playwright_expect(thread).to_contain_text("One workflow's surge", timeout=STEP_MS)
-        playwright_expect(thread).to_contain_text("cancel or defer periodic", timeout=STEP_MS)
+        # The likely cause fits the arrivals the diagnostics read: while the burst lasts, the
+        # periodic workflow's surge, with the advice to defer it. At 40× a loaded machine's
+        # visitor can run them as the burst ends: arrivals back at their usual rate name no
+        # surge, whatever workflow holds most of the queue.
+        rate = re.compile(r"arrival rate:? [\d.]+ jobs/min against [\d.]+ usually \(([\d.]+)×\)")
+        playwright_expect(thread).to_contain_text(rate, timeout=STEP_MS)
+        arrivals = re.search(rate, thread.inner_text())
+        assert arrivals is not None
+        if float(arrivals.group(1)) >= 1.5:
+            playwright_expect(thread).to_contain_text("One workflow's surge: periodic (")
+            playwright_expect(thread).to_contain_text("cancel or defer periodic")
+        else:
+            playwright_expect(thread).not_to_contain_text("One workflow's surge")
         # ARC boots the runners the raised maximum lets it: the thread says they came.
         visitor.see_them_come(page, RUNNER_TYPE, added, within_ms=STEP_MS)
 
