@@ -35,7 +35,13 @@ AT_MAXIMUM = {
 
 
 def settings(
-    settings_for: Any, fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path, **pilot: int
+    settings_for: Any,
+    fleet: ArcFleet,
+    kube: FakeKubeApi,
+    tmp_path: Path,
+    *,
+    verify: int = 8,
+    **pilot: int,
 ) -> Any:
     target = {"target": f"arc-runners/{QUEUEING}", "cap": 20, "ceiling": 150}
     return settings_for(
@@ -50,7 +56,7 @@ def settings(
         scaler_kubeconfig=str(kube.kubeconfig(tmp_path, kube.url)),  # type: ignore[attr-defined]
         scaler_targets=json.dumps({QUEUEING: target | {"pilot": PILOT | pilot}}),
         scale_allowed_users=USER,
-        scale_verify_seconds=8,
+        scale_verify_seconds=verify,
         scale_revert_settle=0,
     )
 
@@ -87,7 +93,9 @@ async def test_it_acts_once_after_the_hold_its_runners_are_followed_and_it_puts_
 ) -> None:
     pods20.queueing.set(**AT_MAXIMUM)
     kube.add_from_fixture(minRunners=0, maxRunners=20)
-    async with run_bot(settings(settings_for, pods20, kube, tmp_path)) as running:
+    # A deadline the registering need not race: a loaded machine's poll, scrape and reading
+    # can take longer than 8 s (the test of runners that never come keeps it).
+    async with run_bot(settings(settings_for, pods20, kube, tmp_path, verify=60)) as running:
         await alert_at_maximum(running, slack)
         act = await eventually(
             lambda: next((r for r in said(slack) if "queuepilot (policy)" in r), None),
