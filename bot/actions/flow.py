@@ -76,6 +76,13 @@ def unanswered(exc: RedisError) -> Outcome:
     return Outcome(False, BUSY if isinstance(exc, MaxConnectionsError) else NO_REDIS, "error")
 
 
+def unrecorded(exc: RedisError) -> str:
+    """Why something done at a backend is not on its incident, as its answer says it."""
+    if isinstance(exc, MaxConnectionsError):
+        return "queuepilot was too busy to write it down"
+    return "queuepilot could not reach its database"
+
+
 def refused(message: str) -> Outcome:
     return Outcome(False, message, "refused")
 
@@ -209,7 +216,13 @@ class Acting:
             return Outcome(True, previous, "duplicate")
         outcome = await run()
         if interaction:
-            await self.interactions.answered(key, outcome.message)
+            try:
+                await self.interactions.answered(key, outcome.message)
+            except Deposed:
+                raise
+            except RedisError as exc:
+                # What was done is said: "try again" in its place could have it done twice.
+                log.warning("action %s: its answer not kept: Redis: %s", action, exc)
         return outcome
 
     async def keep_refusal(self, ref: str, asked: str, actor: Actor, outcome: Outcome) -> None:

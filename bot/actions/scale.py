@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from redis.exceptions import RedisError
 
-from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused
+from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused, unrecorded
 from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
@@ -29,7 +29,7 @@ from bot.render.follow_ups import outcome_event
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event, render_outcome
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, reply_ts
-from bot.storage.leases import Held
+from bot.storage.leases import Deposed, Held
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -258,7 +258,16 @@ class Scaling:
                 answer += " The incident had resolved meanwhile."
             return Commit(updated, events=events, replies=(reply,)), Outcome(True, answer)
 
-        return await self.acting.commit(ref, decide)
+        try:
+            return await self.acting.commit(ref, decide)
+        except Deposed:
+            raise
+        except RedisError as exc:
+            # The runners were added: "try again" would add them twice.
+            log.error("scale-up of %s made but not recorded on its incident: %s", runner_type, exc)
+            done = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
+            why = unrecorded(exc)
+            return Outcome(True, f"{done} It is not in the incident's thread: {why}.", "ok")
 
     def _followed(
         self, before: Incident, updated: Incident, event: Event, detail: str
@@ -365,7 +374,7 @@ class Scaling:
             )
         except RedisError as exc:  # the scale-up happened: say so, and that it stays
             log.error("scale-up of %s not recorded for its revert: %s", target, exc)
-            stays = "It could not be recorded to be put back (database unavailable): it stays."
+            stays = f"It could not be recorded to be put back ({unrecorded(exc)}): it stays."
             return result, stays, None
         return result, reverts.plan(warning=bool(warning)), reverts.put_back(record)
 

@@ -200,7 +200,8 @@ def _unregistered(f: Facts) -> Cited:
 
 def _surge(f: Facts) -> Cited:
     if (surge := f.evidence.surges.get(f.name)) is not None:
-        if not surge.history and _arrivals_usual(f.m):
+        ratio = arrival_ratio(f.m)
+        if not surge.history and ratio is not None and ratio < SURGE:
             # Most of the queue, with no day before to compare, and the type's arrivals at their
             # usual rate: the workflow's usual share of a queue that capacity left, not a surge.
             return None
@@ -208,9 +209,11 @@ def _surge(f: Facts) -> Cited:
     return f"a workflow's surge {f.evidence.jobs_note}" if f.evidence.jobs_note else None
 
 
-def _arrivals_usual(m: RunnerTypeMetrics) -> bool:
+def arrival_ratio(m: RunnerTypeMetrics) -> float | None:
+    """The type's job arrivals against their baseline, where both are read: what the arrival
+    check says and a surge is named by."""
     now, usual = m.arrival_per_min, m.arrival_baseline_per_min
-    return now is not None and bool(usual) and now / usual < SURGE
+    return now / usual if now is not None and usual else None
 
 
 def _slower(f: Facts) -> Cited:

@@ -9,7 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bot.domain.causes import CASE_OF, FIRST, SURGE, Cause, Evidence, Facts, Found, refined
+from bot.domain.causes import (
+    CASE_OF,
+    FIRST,
+    SURGE,
+    Cause,
+    Evidence,
+    Facts,
+    Found,
+    arrival_ratio,
+    refined,
+)
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import minutes, number
@@ -227,11 +237,11 @@ def utilization(m: RunnerTypeMetrics) -> Check:
 
 
 def arrivals(m: RunnerTypeMetrics) -> Check:
-    now, usual = m.arrival_per_min, m.arrival_baseline_per_min
-    if now is None or not usual:
+    ratio = arrival_ratio(m)
+    if ratio is None:
         return Check(ARRIVALS, Verdict.UNKNOWN, "needs job arrivals and their baseline")
-    said = f"{now:.1f} jobs/min against {usual:.1f} usually"
-    return _against(ARRIVALS, now / usual, SURGE, STRONG_SURGE, said)
+    said = f"{m.arrival_per_min:.1f} jobs/min against {m.arrival_baseline_per_min:.1f} usually"
+    return _against(ARRIVALS, ratio, SURGE, STRONG_SURGE, said)
 
 
 def duration(m: RunnerTypeMetrics) -> Check:

@@ -203,17 +203,20 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         playwright_expect(thread).to_contain_text("Queued jobs", timeout=STEP_MS)
         # The likely cause fits the arrivals the diagnostics read: while the burst lasts, the
         # periodic workflow's surge, with the advice to defer it. At 40× a loaded machine's
-        # visitor can run them as the burst ends: arrivals back at their usual rate name no
-        # surge, whatever workflow holds most of the queue.
+        # visitor can run them as the burst ends: arrivals back near their usual rate name no
+        # surge, whatever workflow holds most of the queue. The ratio is shown rounded, so each
+        # side is checked against the shown 1.5× inclusively.
         rate = re.compile(r"arrival rate:? [\d.]+ jobs/min against [\d.]+ usually \(([\d.]+)×\)")
         playwright_expect(thread).to_contain_text(rate, timeout=STEP_MS)
-        arrivals = re.search(rate, thread.inner_text())
+        text = thread.inner_text()
+        arrivals = re.search(rate, text)
         assert arrivals is not None
-        if float(arrivals.group(1)) >= 1.5:
-            playwright_expect(thread).to_contain_text("One workflow's surge: periodic (")
-            playwright_expect(thread).to_contain_text("cancel or defer periodic")
+        shown = float(arrivals.group(1))
+        if "One workflow's surge: " in text:
+            assert "One workflow's surge: periodic (" in text and shown >= 1.5, shown
+            assert "cancel or defer periodic" in text
         else:
-            playwright_expect(thread).not_to_contain_text("One workflow's surge")
+            assert shown <= 1.5, f"arrivals {shown}× and no surge named"
         # ARC boots the runners the raised maximum lets it: the thread says they came.
         visitor.see_them_come(page, RUNNER_TYPE, added, within_ms=STEP_MS)
 

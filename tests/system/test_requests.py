@@ -9,7 +9,6 @@ where one is killed.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
@@ -25,15 +24,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.actions.flow import BUSY, NO_REDIS
 from bot.config import Settings
-from bot.storage import connection as redis_conn
 from bot.storage.keys import Keys
 from bot.storage.streams import REQUESTS_GROUP as GROUP
 from handlers.lazy import NOT_TAKEN
 from sandbox.serve import serve_in_thread
 from sandbox.silence_api import FakeSilenceApi
+from tests.support.busy_pool import every_connection_held
+from tests.support.fakes.scale_receiver import ScaleReceiver
 from tests.support.payloads import fixture_json
 from tests.support.processes import BotProcess
 from tests.support.running import RunningBot, Tracebacks, eventually, open_incident, run_bot
+from tests.support.scale import RUNNER, webhook_settings
 from tests.support.servers import RedisServer
 from tests.support.slack import (
     CHANNEL,
@@ -231,34 +232,45 @@ async def test_a_click_that_finds_every_redis_connection_busy_is_told_busy_not_d
 ) -> None:
     """A crowd holding every connection is not an outage: the person is told the bot is busy,
     which an operator reads differently from "cannot reach its database"."""
-    monkeypatch.setattr(redis_conn, "POOL_WAIT_S", 0.5)
     async with run_bot(settings_for(redis_url=own_redis.url)) as running:
         root = await open_incident(running, slack)
-        client = running.bot.redis
-        size = client.connection_pool.max_connections
-        holders = [
-            asyncio.create_task(client.blpop([f"nothing-{n}"], timeout=8)) for n in range(size)
-        ]
-        try:
-
-            async def held() -> bool:
-                listed = await watcher.client_list()
-                return sum(c["name"] == "queuepilot" for c in listed) == size
-
-            # The bot's own commands, waiting for a turn behind the reads, keep none free.
-            async with redis.asyncio.Redis.from_url(own_redis.url) as watcher:
-                await eventually(held, what="every connection of the pool opened and held")
+        async with every_connection_held(running.bot.redis, own_redis.url, monkeypatch):
             response = await post_event(running.http, with_response_url(ack_click(root), slack))
             assert response.status_code == 200, "Slack has its ack"
             await eventually(
                 lambda: ephemeral_texts(slack) == [BUSY], what="the person told", timeout=15
             )
-        finally:
-            for holder in holders:
-                holder.cancel()
-            await asyncio.gather(*holders, return_exceptions=True)
     assert NO_REDIS not in ephemeral_texts(slack)
     assert acknowledgements(slack, root) == [], "not done, and the person knows it"
+
+
+async def test_a_scale_up_made_while_every_redis_connection_is_busy_says_it_was_made(
+    own_redis: RedisServer,
+    settings_for: Any,
+    slack: Slack,
+    receiver: ScaleReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scaler added the runners, then the incident could not be written: the person is told
+    it was scaled, not to try again (which would add them twice)."""
+    settings = webhook_settings(settings_for, receiver, redis_url=own_redis.url)
+    async with run_bot(settings) as running:
+        await open_incident(running, slack)
+        let_go = receiver.hang()
+        command = with_command_response_url(slash(f"scale {RUNNER} +3"), slack)
+        await post_event(running.http, command)
+        await eventually(lambda: receiver.raw, what="the scaler asked")
+        async with every_connection_held(running.bot.redis, own_redis.url, monkeypatch):
+            let_go.set()
+            said = await eventually(
+                lambda: next((t for t in ephemeral_texts(slack) if "scaled" in t), None),
+                what="the answer",
+                timeout=20,
+            )
+    assert said.startswith(f"You scaled `{RUNNER}` by +3"), said
+    assert "It is not in the incident's thread: queuepilot was too busy to write it down" in said
+    assert "try again" not in said
+    assert len(receiver.accepted) == 1
 
 
 async def test_a_scale_up_click_while_redis_is_down_is_told_so(
