@@ -187,7 +187,7 @@ def waited_of_left(
         not_known[between] = f"the HUD lists a job only once it has queued {over}"
     if unreadable:
         gap = units.minutes(FOLLOW_GAP.total_seconds() / 60)
-        not_known[f"the waits of {_counted_jobs(unreadable)}"] = (
+        not_known[f"the waits of {units.plural(unreadable, 'job')}"] = (
             f"they left the HUD's list while it went unread over {gap}"
         )
     if ARC_LABEL in runner_type:
@@ -213,10 +213,6 @@ _PER_INCIDENT = frozenset({"pull requests", "branches", "pull requests and branc
 def _pr_of_branch(branch: str) -> str:
     """A PR's identity: its head branch, or the number a `ciflow/<name>/<n>` tag names."""
     return "#" + branch.rpartition("/")[2] if branch.startswith(CIFLOW) else branch
-
-
-def _counted_jobs(count: int) -> str:
-    return f"{count} job" if count == 1 else f"{count} jobs"
 
 
 def summed(costs: Sequence[Waited]) -> Waited | None:

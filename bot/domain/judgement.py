@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
 from bot.domain.runner_pods import PodCause
-from bot.domain.units import minutes, number
+from bot.domain.units import minutes, number, plural
 from bot.domain.value_string import finite
 
 DRAIN_TARGET_MINS = 30.0
@@ -105,9 +105,10 @@ class Judgement(BaseModel):
         within = minutes(self.within_mins)
         if self.runners:
             does = f"drain it in {within}" if self.queued else "keep it from queueing"
-            text = f"+{_runners(self.runners)} would {does}"
+            runners = plural(self.runners, "runner")
+            text = f"+{runners} would {does}"
             if self.beyond_cap:
-                text = f"+{_runners(self.runners)} (the cap); more would be needed to {does}"
+                text = f"+{runners} (the cap); more would be needed to {does}"
             if (to := self.new_maximum) is not None and self.maximum is not None:
                 was = number(self.maximum)
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
@@ -125,10 +126,10 @@ class Judgement(BaseModel):
         if (mins := self.clears_in_mins) is not None:
             return f"none: it clears {'within a minute' if mins < 1 else f'in ~{eta(mins)}'}"
         if self.booting and self.queued:
-            said = f"+{_runners(self.booting)} on their way should drain it in {within}"
+            said = f"+{plural(self.booting, 'runner')} on their way should drain it in {within}"
             return said + self._pending_note
         if self.queued and self.pending:
-            return f"none yet: +{_runners(self.pending)} if the queue keeps rising"
+            return f"none yet: +{plural(self.pending, 'runner')} if the queue keeps rising"
         return ""
 
     @property
@@ -306,9 +307,9 @@ def _fitted(j: Judgement, needed: int, why: str) -> Judgement:
     running = running_of(j.registered, j.busy)
     if j.cannot_start:
         # The advice says why none; its reason says what they would be.
-        why = f"~{_runners(needed)} once new pods start" if needed else ""
+        why = f"~{plural(needed, 'runner')} once new pods start" if needed else ""
     elif needed and not runners:
-        why = f"the {_runners(j.booting)} booting cover the ~{needed} needed"
+        why = f"the {plural(j.booting, 'runner')} booting cover the ~{needed} needed"
     elif runners and j.maximum is not None and running is not None:
         room = max(math.floor(j.maximum - running) - j.booting - j.held, 0)
         raise_by = max(runners - room, 0)
@@ -467,10 +468,6 @@ def eta(mins: float) -> str:
     if mins < 90:
         return f"{math.ceil(mins)} min"
     return f"{mins / 60:.1f} h"
-
-
-def _runners(count: int) -> str:
-    return f"{count} runner" if count == 1 else f"{count} runners"
 
 
 def running_of(registered: float | None, busy: float | None) -> float | None:

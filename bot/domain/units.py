@@ -24,6 +24,10 @@ def number(value: float) -> str:
     return str(int(rounded)) if rounded.is_integer() else f"{rounded:.1f}"
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def minutes(value: float) -> str:
     """ "16 min", "2.5 min": a tenth of a minute tells something under ten minutes, never above."""
     shown = round(value) if math.isfinite(value) and abs(value) >= 10 else value

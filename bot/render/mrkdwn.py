@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.domain.message import Rendered
 from bot.domain.shortened import shortened
+from bot.domain.units import plural as plural  # phrased once, for render too
 
 # Slack user IDs start with U (or W on Enterprise Grid); anything else is shown as text.
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
@@ -100,10 +101,6 @@ def person(user_id: str | None, name: str = "") -> str:
 
 def runner_name(name: str) -> str:
     return escaped(name, MAX_RUNNER_NAME)
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def truncate(text: str, limit: int) -> str:
