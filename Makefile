@@ -64,6 +64,7 @@ ifdef BENCH
 else
 	$(BIN)/python -m bench.intake
 	$(BIN)/python -m bench.github_webhooks
+	$(BIN)/python -m bench.github_webhooks --flood
 	$(BIN)/python -m bench.cost
 	$(BIN)/python -m bench.recovery
 	$(BIN)/python -m bench.fuzz

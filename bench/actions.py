@@ -25,9 +25,12 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -177,7 +180,19 @@ def _click_at_rate(url: str, payloads: list[dict[str, Any]], rate: float) -> lis
     return asyncio.run(clicks())
 
 
-async def run(count: int, rate: float, seconds: float) -> None:
+@dataclass
+class ServedBot:
+    http: httpx.AsyncClient
+    emulator: SlackEmulator
+    grafana: FakeSilenceApi
+    pid: int
+
+
+@asynccontextmanager
+async def served_bot(*, logs: IO[bytes] | None = None, **settings: str) -> AsyncIterator[ServedBot]:
+    """The bot as its production process, on a real redis-server, the Slack emulator and a
+    Grafana-shaped silence API; `logs`: where its log goes (else this process's stderr),
+    `settings`: more of its environment."""
     emulator = SlackEmulator(token="xoxb-bench", channels=(CHANNEL,), enforce_rate_limits=True)
     grafana = FakeSilenceApi()
     with (
@@ -200,6 +215,7 @@ async def run(count: int, rate: float, seconds: float) -> None:
             "HOST": "127.0.0.1",
             "PORT": str(port),
             "LOG_LEVEL": "INFO",  # the default, as users run it
+            **settings,
         }
         env.pop("SLACK_APP_TOKEN", None)
         bot = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is timed)
@@ -207,14 +223,20 @@ async def run(count: int, rate: float, seconds: float) -> None:
             env=env,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
+            stderr=logs,
         )
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
                 await _ready(http)
-                await report(http, emulator, grafana, count, rate, seconds)
+                yield ServedBot(http, emulator, grafana, bot.pid)
         finally:
             bot.terminate()
             bot.wait(10)
+
+
+async def run(count: int, rate: float, seconds: float) -> None:
+    async with served_bot() as served:
+        await report(served.http, served.emulator, served.grafana, count, rate, seconds)
 
 
 async def _ready(http: httpx.AsyncClient) -> None:

@@ -2,7 +2,8 @@
 
 Backoff uses "equal jitter" (AWS's "Exponential Backoff And Jitter"): half the step plus a random
 share of the other half, so loops that failed together come back spread out and a failing loop
-never spins. Pacing lives in the leader's memory, the one process that calls. The history
+never spins. Pacing lives in the leader's memory, the one process that calls (and in each
+replica's, for the GitHub deliveries it takes in: `bot.intake.delivery_limits`). The history
 methods' tier depends on how the app is distributed, so a 429 soon after an answered call tells
 how far apart their calls must be; other methods' tiers are known: a 429 holds, not spaces them."""
 

@@ -1,7 +1,7 @@
 """Alert webhooks: authenticate, bound, validate, append to the stream, answer 202. Nothing waits
 for Slack; a 202 only once the notification is in Redis, else a 503 so the sender retries.
-GitHub's workflow_job deliveries: verify, record the job's state in Redis, answer 200. The bounded
-body read serves `/slack/events` too."""
+GitHub's workflow_job deliveries: within the replica's rate and concurrency, verify, record the
+job's state in Redis, answer 200. The bounded body read serves `/slack/events` too."""
 
 from __future__ import annotations
 
@@ -21,7 +21,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from bot.config import Settings
 from bot.domain.alerts import ENDPOINT, PayloadError, Source, parse_json_body, parse_notification
 from bot.domain.workflow_jobs import ENDPOINT as GITHUB_PATH
-from bot.domain.workflow_jobs import EVENT, PING, job_delivery, kind_of, payload_of
+from bot.domain.workflow_jobs import (
+    EVENT,
+    PING,
+    JobDelivery,
+    job_delivery,
+    kind_of,
+    payload_of,
+)
+from bot.intake.delivery_limits import DeliveryLimits, Refusal
 from bot.intake.webhook_auth import (
     GITHUB_SIGNATURE_HEADER,
     SIGNATURE_HEADER,
@@ -31,6 +39,7 @@ from bot.intake.webhook_auth import (
     github_signature_problem,
     grafana_signature_problem,
 )
+from bot.pacing import Pacing
 from bot.storage.streams import NotificationStream
 from bot.storage.workflow_jobs import WorkflowJobs
 from bot.telemetry import Telemetry
@@ -148,9 +157,9 @@ KIND_CAP = 60  # an event or action name kept as a kind heard
 
 
 class GithubWebhooks:
-    """`/webhooks/github`, on every replica: GitHub's deliveries verified by their signature,
-    a workflow_job's state recorded once by its delivery (its body as signed). Closed without a
-    secret."""
+    """`/webhooks/github`, on every replica: GitHub's deliveries taken within the replica's limits,
+    verified by their signature, each recorded once by its body as signed (a workflow_job's state,
+    or the kind of another). Closed without a secret."""
 
     def __init__(
         self,
@@ -159,30 +168,47 @@ class GithubWebhooks:
         *,
         config: Settings,
         clock: Callable[[], float] = time.time,
+        pacing: Pacing | None = None,
     ) -> None:
         self._jobs = jobs
         self._telemetry = telemetry
         self._secret = secret_of(config.github_webhook_secret)
         self._max_body = config.alert_max_body_bytes
         self._clock = clock
+        self._limits = DeliveryLimits(
+            config.github_webhook_rate, config.github_webhook_concurrency, pacing=pacing
+        )
 
     async def answer(self, request: Request) -> JsonAnswer:
+        refusal = self._limits.admit()
+        if refusal is not None:
+            return self._over_limit(refusal)
+        try:
+            return await self._taken(request)
+        finally:
+            self._limits.done()
+
+    async def _taken(self, request: Request) -> JsonAnswer:
         try:
             event, delivery_id, body, signed = await self._verified(request)
+            delivered: JobDelivery | None = None
             if event == PING:
-                await self._jobs.record(delivery_id, PING, None, self._clock())
-                self._telemetry.notifications.labels("github", "ping").inc()
-                return JsonAnswer({"status": "pong"})
-            if event != EVENT:
+                kind, said = PING, {"status": "pong"}
+            elif event != EVENT:
                 reason = f"queuepilot reads only workflow_job deliveries, not {event!r}"
-                return await self._ignored(delivery_id, event, reason)
-            payload = payload_of(body, _media_type(request))
-            delivered, kind = job_delivery(payload), kind_of(payload)
-            if isinstance(delivered, str):
-                return await self._ignored(delivery_id, kind, delivered)
-            # Once by its body as signed: GitHub's redelivery repeats it under the same ID, and a
-            # replay under a fresh ID (the header is not signed) is the same body again.
-            outcome = await self._jobs.record(signed, kind, delivered, self._clock())
+                kind, said = event, {"status": "ignored", "reason": reason}
+            else:
+                payload = payload_of(body, _media_type(request))
+                found, kind = job_delivery(payload), kind_of(payload)
+                if isinstance(found, str):
+                    said = {"status": "ignored", "reason": found}
+                else:
+                    delivered, said = found, {"status": "recorded"}
+            # Once by its body as signed, whatever it is: GitHub's redelivery repeats it under
+            # the same ID, and a replay under a fresh ID or event (those headers are not signed)
+            # is the same body again. Any other delivery is recorded as heard, so `check` can say
+            # the webhook sends more than queuepilot reads.
+            outcome = await self._jobs.record(signed, kind[:KIND_CAP], delivered, self._clock())
         except _Rejected as exc:
             return self._reject(*exc.args)
         except PayloadError as exc:
@@ -199,10 +225,20 @@ class GithubWebhooks:
         if outcome == "stale":
             message = "the job's state is older than the day queuepilot keeps: nothing changed"
             return self._reject(422, "stale", message)
-        self._telemetry.notifications.labels("github", "accepted").inc()
+        counted = "accepted" if delivered else "ping" if event == PING else "ignored"
+        self._telemetry.notifications.labels("github", counted).inc()
         # Debug: a line per job state would be most of the log in a busy organization's push.
-        log.debug("github webhook: %s job %d (%s)", kind, delivered.id, outcome)
-        return JsonAnswer({"status": "recorded"})
+        log.debug("github webhook: delivery %s, %s: %s", delivery_id, kind, said["status"])
+        return JsonAnswer(said)
+
+    def _over_limit(self, refusal: Refusal) -> JsonAnswer:
+        # Counted, not logged: `DeliveryLimits` sums them up in a line a minute.
+        self._telemetry.notifications.labels("github", refusal.reason).inc()
+        return JsonAnswer(
+            {"status": "rejected", "error": refusal.message},
+            status_code=refusal.status,
+            headers={"Retry-After": str(refusal.retry_after_s)},
+        )
 
     async def _verified(self, request: Request) -> tuple[str, str, bytes, str]:
         """The event, the delivery's ID, the body of a delivery GitHub signed and its signature,
@@ -232,13 +268,6 @@ class GithubWebhooks:
         if problem is not None:
             raise _Rejected(401, "bad_signature", problem)
         return event, delivery_id, body, signature.strip().lower()
-
-    async def _ignored(self, delivery_id: str, kind: str, reason: str) -> JsonAnswer:
-        # Recorded as heard, so `check` can say the webhook sends more than queuepilot reads.
-        await self._jobs.record(delivery_id, kind[:KIND_CAP], None, self._clock())
-        self._telemetry.notifications.labels("github", "ignored").inc()
-        log.debug("github webhook: ignored delivery %s: %s", delivery_id, reason)
-        return JsonAnswer({"status": "ignored", "reason": reason})
 
     def _reject(self, status: int, reason: str, message: str) -> JsonAnswer:
         return rejected(self._telemetry, "github", status, reason, message)

@@ -354,6 +354,18 @@ class Metrics(Group, title="Live queue metrics"):
     """/webhooks/github takes GitHub's workflow_job deliveries signed with it (the webhook's
     secret, X-Hub-Signature-256); unset, every delivery is refused. With it, the github backend's
     readings come from the deliveries, and polling only reconciles."""
+    github_webhook_rate: float = Field(200.0, gt=0, le=100_000)
+    """/webhooks/github: deliveries a second each replica takes, a second's worth at once; past it
+    429 with Retry-After, before the body is read; GitHub does not send it again (the github
+    backend's reconcile heals the gap). Twice a busy organization's push (100 a second, `make
+    bench`): at 200 the bot spent a sixth of a core on them, and Slack's clicks were still
+    answered within tens of milliseconds."""
+    github_webhook_concurrency: int = Field(64, ge=1, le=10_000)
+    """/webhooks/github: deliveries in progress at once on each replica (its body read, its
+    signature checked, its Redis write); past it 503 with Retry-After: 1, at once. `make bench`'s
+    100 a second had 8 to 20 awaiting their answer at once, and deliveries arriving at the same
+    instant are all taken up to it; it bounds the bodies held (64 × ALERT_MAX_BODY_BYTES, a fifth
+    of the chart's memory limit) and leaves 36 of the replica's 100 Redis connections to Slack."""
     hud_url: values.OptionalHttpUrl = None
     """hud: a PyTorch-style HUD's base URL."""
     hud_token: SecretStr | None = None

@@ -1,7 +1,8 @@
 """GitHub's jobs as its `workflow_job` deliveries tell them, kept in Redis for every replica:
 any replica answers a delivery, the leader's readings list them. Each job is kept in GitHub's
 REST shape, its state only moving forward; a delivery is recorded once (by its signed body);
-finished jobs stay a day, for what the queue cost."""
+finished jobs stay a day, for what the queue cost. The kinds heard are bounded whatever is sent:
+an event's name is the sender's word."""
 
 from __future__ import annotations
 
@@ -19,23 +20,37 @@ KEEP_S = 24 * 3600
 CAP = 100_000  # jobs per hash: a busy organization's day, about 60 MB at most
 SLOT_S = 300  # deliveries are counted per five-minute slot
 HOUR_SLOTS = 3600 // SLOT_S
+# Kinds of delivery told apart in an hour and in a slot (a new one past them counts as "other"):
+# GitHub has fewer than 80 events, all sent to a webhook subscribed to everything, and a
+# workflow_job's four actions.
+KINDS_KEPT = 100
 
 
 class WorkflowJobs:
-    def __init__(self, redis: Redis, keys: Keys, *, keep_s: int = KEEP_S, cap: int = CAP) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        *,
+        keep_s: int = KEEP_S,
+        cap: int = CAP,
+        kinds_kept: int = KINDS_KEPT,
+    ) -> None:
         self._redis = redis
         self._keys = keys
         self._keep_s = keep_s
         self._cap = cap
+        self._kinds_kept = kinds_kept
         self._record = script(redis, "record_workflow_jobs")
 
     async def record(
         self, once_by: str, kind: str, delivered: JobDelivery | None, now: float
     ) -> str:
-        """One delivery, recorded once by `once_by` (its signature: its ID is not signed):
-        "duplicate" (one was recorded), "stale" (its job's state is older
-        than the span kept), "recorded" (its job moved), "kept" (the job was already past that
-        state, or the delivery carries no job): what it said is counted by kind either way."""
+        """One delivery, recorded once by `once_by` (its signature: its ID is not signed), with
+        a job or without (a ping, an event not read): "duplicate" (one was recorded), "stale"
+        (its job's state is older than the span kept), "recorded" (its job moved), "kept" (the
+        job was already past that state, or the delivery carries no job): what it said is
+        counted by kind either way."""
         jobs = (delivered,) if delivered is not None else ()
         result = await self._call(once_by, kind, jobs, now)
         if isinstance(result, str):
@@ -63,6 +78,7 @@ class WorkflowJobs:
             kind,
             self._keep_s + 3600,  # a replay of a job's state is stale once its ID is forgotten
             3600 + SLOT_S,
+            self._kinds_kept,
         ]
         for job in jobs:
             args += [job.id, job.rank, job.at.timestamp(), orjson.dumps(job.job)]

@@ -18,8 +18,11 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from redis.asyncio import Redis
 
 from bot.config import Settings
+from bot.storage.keys import Keys
+from bot.storage.workflow_jobs import KINDS_KEPT, SLOT_S
 from tests.support.github_webhook import (
     FORM,
     JOB_ID,
@@ -144,6 +147,37 @@ async def test_another_event_is_ignored_and_heard(github: Github) -> None:
     assert data["status"] == "ignored" and "only workflow_job" in data["reason"]
     assert "push" in await github.heard()
     assert await github.live() == []
+
+
+async def test_a_signed_ping_replayed_under_fresh_ids_and_events_is_refused(
+    github: Github,
+) -> None:
+    body = json.dumps({"zen": "Design for failure.", "hook_id": 1}).encode()
+    assert (await github.deliver(body, event="ping")).json() == {"status": "pong"}
+    # Neither header is signed: the same body under another ID, or named another event, is a
+    # replay, and adds no kind to what `check` says was heard.
+    for event in ("ping", "invented_1", "invented_2"):
+        assert "already recorded" in refusal(await github.deliver(body, event=event), 409)
+    assert set(await github.heard()) == {"ping"}
+
+
+async def test_the_kinds_heard_stay_at_their_cap_whatever_events_are_named(
+    settings_for: Callable[..., Settings], redis: Redis
+) -> None:
+    settings = settings_for(github_webhook_secret=SECRET, github_webhook_rate=10_000)
+    keys, sent = Keys(settings.redis_prefix), KINDS_KEPT + 20
+    first_slot = int(time.time() // SLOT_S)
+    async with github_for(settings) as github:
+        for n in range(sent):
+            response = await github.deliver({"n": n}, event=f"invented_{n}")
+            assert response.json()["status"] == "ignored", response.text
+    assert await redis.zcard(keys.github_events) == KINDS_KEPT
+    counted = 0
+    for slot in range(first_slot, int(time.time() // SLOT_S) + 1):
+        kinds = await redis.hgetall(keys.github_events_slot(slot))
+        assert len(kinds) <= KINDS_KEPT + 1, "the cap, and 'other'"
+        counted += sum(int(n) for n in kinds.values())
+    assert counted == sent, "every delivery counted, past the cap as 'other'"
 
 
 async def test_an_action_queuepilot_does_not_read_is_ignored(github: Github) -> None:

@@ -1,6 +1,7 @@
 """GitHub's jobs as workflow_job deliveries tell them, against a real redis-server: each delivery
 recorded once by its ID, a job's state only moving forward whatever order its deliveries come in,
-a replay of an old state refused as stale, the finished kept a day and the kinds heard counted."""
+a replay of an old state refused as stale, the finished kept a day and the kinds heard counted,
+at most the last hour's and a cap of them whatever is sent."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from bot.domain.workflow_jobs import JobDelivery, job_delivery
-from bot.storage.workflow_jobs import WorkflowJobs
+from bot.storage.workflow_jobs import SLOT_S, WorkflowJobs
 from tests.support.payloads import fixture_json
 from tests.support.store import KEYS
 
@@ -87,6 +88,32 @@ async def test_the_record_keeps_a_day_and_its_cap_and_counts_the_last_hour(redis
     await jobs.record("d-99", "workflow_job.queued", job, start + 86400 + 600)
     assert [j["id"] for j in await jobs.live()] == [99]
     assert 0 < await redis.ttl(KEYS.github_jobs) <= 25 * 3600
+
+
+async def test_the_kinds_heard_keep_their_cap_and_the_hour_whatever_is_sent(
+    redis: Redis,
+) -> None:
+    jobs, now = WorkflowJobs(redis, KEYS, kinds_kept=3), NOW.timestamp()
+    for n in range(6):
+        await jobs.record(f"s-{n}", f"invented_{n}", None, now + n)
+    slot = KEYS.github_events_slot(int(now // SLOT_S))
+    assert await redis.hgetall(slot) == {
+        "invented_0": "1",
+        "invented_1": "1",
+        "invented_2": "1",
+        "other": "3",
+    }
+    # The newest three kinds; the oldest falls out.
+    assert await jobs.heard(now + 5) == {
+        "invented_1": (1, now + 1),
+        "invented_2": (1, now + 2),
+        "other": (3, now + 5),
+    }
+    # An hour on, what came before it is dropped, not only left unread; a delivery without a
+    # job is recorded once too.
+    assert await jobs.record("s-late", "ping", None, now + 5 + 3601) == "kept"
+    assert await jobs.record("s-late", "invented", None, now + 5 + 3601) == "duplicate"
+    assert await redis.zrange(KEYS.github_events, 0, -1) == ["ping"]
 
 
 async def test_a_listing_fills_in_what_a_missed_delivery_left(redis: Redis) -> None:

@@ -1,27 +1,35 @@
 -- Records GitHub jobs (`bot.storage.workflow_jobs`): one webhook delivery's, or those a listing
 -- found. A job's state only moves forward (queued/waiting, in_progress, completed); a job still
 -- to finish is in the live hash, a finished one in the done hash, each indexed by the time of its
--- state. A delivery is recorded once by its ID; one whose state is older than the span kept is
--- stale (its job may have been dropped already: recorded, it could come back as queued).
+-- state. A delivery is recorded once by its signature, with a job or without (a ping, an event
+-- not read); one whose state is older than the span kept is stale (its job may have been dropped
+-- already: recorded, it could come back as queued).
 -- KEYS: live hash, live index, done hash, done index, the delivery's key, the kinds' last
 -- arrivals, the kinds' counts in this slot.
--- ARGV: now, oldest kept (epoch s), cap per hash, seconds the keys live, the delivery's ID ('':
--- a listing's jobs), its kind ('event.action'), seconds its ID is kept, seconds a slot is kept,
--- then quads: job ID, rank (`RANK`: 0 waiting, 1 queued, 2 in progress, 3 completed), its state's
--- time, its JSON.
+-- ARGV: now, oldest kept (epoch s), cap per hash, seconds the keys live, the delivery's signature
+-- ('': a listing's jobs), its kind ('event.action'), seconds its signature is kept, seconds a
+-- slot is kept, kinds kept, then quads: job ID, rank (`RANK`: 0 waiting, 1 queued, 2 in
+-- progress, 3 completed), its state's time, its JSON.
 -- Returns 'duplicate', 'stale', or the number of jobs whose state moved.
 local now, oldest, cap, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local delivery, kind = ARGV[5], ARGV[6]
+local delivery, kind, kinds_kept = ARGV[5], ARGV[6], tonumber(ARGV[9])
+local FIRST_JOB = 10
 if delivery ~= '' then
-  -- A delivery without a job (a ping, an event not read) is counted and keeps no ID; one whose
-  -- state is stale is refused before its ID is kept, so a retry is refused the same way.
-  if #ARGV >= 9 and tonumber(ARGV[11]) < oldest then return 'stale' end
-  if #ARGV >= 9 and not redis.call('SET', KEYS[5], now, 'NX', 'EX', ARGV[7]) then
-    return 'duplicate'
+  -- One whose state is stale is refused before its signature is kept, so a retry is refused the
+  -- same way.
+  if #ARGV >= FIRST_JOB and tonumber(ARGV[FIRST_JOB + 2]) < oldest then return 'stale' end
+  if not redis.call('SET', KEYS[5], now, 'NX', 'EX', ARGV[7]) then return 'duplicate' end
+  -- The kind is the sender's word (an event's name is not signed): past the kinds kept, a new
+  -- one is counted as 'other', and the last arrivals keep the hour they are read over and the
+  -- newest kinds, so neither grows whatever is sent.
+  if redis.call('HEXISTS', KEYS[7], kind) == 0 and redis.call('HLEN', KEYS[7]) >= kinds_kept then
+    kind = 'other'
   end
-  redis.call('ZADD', KEYS[6], now, kind)
   redis.call('HINCRBY', KEYS[7], kind, 1)
   redis.call('EXPIRE', KEYS[7], ARGV[8])
+  redis.call('ZADD', KEYS[6], now, kind)
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. (tonumber(now) - 3600))
+  redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -kinds_kept - 1)
   redis.call('EXPIRE', KEYS[6], keep)
 end
 local RANKS = {waiting = 0, queued = 1, in_progress = 2, completed = 3}
@@ -30,7 +38,7 @@ local function rank_of(raw)
   return ok and type(job) == 'table' and RANKS[job.status] or -1
 end
 local moved = 0
-for i = 9, #ARGV, 4 do
+for i = FIRST_JOB, #ARGV, 4 do
   local id, rank, at, json = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[i + 3]
   if at < oldest then
     if delivery ~= '' then return 'stale' end
