@@ -51,6 +51,9 @@ CHANNEL_NAME = "ci-queue-incidents"
 # there.
 GPU_CHANNEL = "C0GPUQUEUE"
 SCALE_CAP = 20  # the most one scale request adds to a demo runner type
+# The most runners a demo scale set may be given, as the chart's admission policy holds it: room
+# for the story's raises above its largest maxRunners, and a bound all the same.
+SCALE_CEILING = 100
 # `--pilot`: the pilot's policy on these types, in the fleet's seconds (its hold and cooldown
 # divided by the speed, as `FLEET_MINUTES`): on 2xlarge it acts once the advice held, and its
 # runners come; on the GPU type it declines, its pods cannot start. A cooldown as long as the
@@ -232,7 +235,9 @@ def _settings(
     that could reach a real Slack (an inherited SLACK_APP_TOKEN would open Socket Mode there:
     only the emulator's own app token is ever given)."""
     # No target: each is its type's scale set in SCALER_ARC_NAMESPACE, derived or named.
-    targets: dict[str, dict[str, object]] = {spec.name: {"cap": SCALE_CAP} for spec in DEMO_TYPES}
+    targets: dict[str, dict[str, object]] = {
+        spec.name: {"cap": SCALE_CAP, "ceiling": SCALE_CEILING} for spec in DEMO_TYPES
+    }
     for runner_type in PILOT_TYPES if config.pilot else ():
         targets[runner_type]["pilot"] = pilot_policy(config.speed)
     try:

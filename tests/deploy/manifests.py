@@ -132,8 +132,17 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     "arc-elsewhere": ({**SECRET, "arc": {"namespace": "arc-runners"}}, NAMESPACE),
     "no-pdb": ({**SECRET, "podDisruptionBudget": {"enabled": False}}, NAMESPACE),
     "no-scaler": ({**SECRET, "config": {"SCALER_BACKEND": "none"}}, NAMESPACE),
+    # The recorded scale set (tests/fixtures/backends/arc) as a target, with its ceiling.
     "admission-policy": (
-        {**SECRET, "arc": {"namespace": "arc-runners"}, "rbac": {"admissionPolicy": True}},
+        {
+            **SECRET,
+            "arc": {"namespace": "arc-runners"},
+            "config": {
+                "SCALER_TARGETS": json.dumps(
+                    {"linux.8xlarge": {"target": "mt-l-x86iavx512-8-64", "cap": 10, "ceiling": 150}}
+                )
+            },
+        },
         NAMESPACE,
     ),
     "ci-bots": (example("ci-bots.yaml"), "ci-bots"),

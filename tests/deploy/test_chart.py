@@ -50,7 +50,11 @@ BASE = [
     "RoleBinding",
     "Service",
     "ServiceAccount",
+    # The arc scaler's bounds, held by the API server.
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 ]
+POLICY = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
 # The settings' ConfigMap and the dashboard's; the bot's rules and the queue rules.
 MONITORING = ["ConfigMap", "ServiceMonitor", "PrometheusRule", "PrometheusRule"]
 KINDS = {
@@ -65,10 +69,8 @@ KINDS = {
     "network-policy": sorted([*BASE, "NetworkPolicy"]),
     "arc-elsewhere": BASE,
     "no-pdb": [k for k in BASE if k not in {"PodDisruptionBudget"}],
-    "no-scaler": [k for k in BASE if k not in {"Role", "RoleBinding"}],
-    "admission-policy": sorted(
-        [*BASE, "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
-    ),
+    "no-scaler": [k for k in BASE if k not in {"Role", "RoleBinding", *POLICY}],
+    "admission-policy": BASE,
     "ci-bots": sorted([*BASE, *MONITORING, "ExternalSecret", "NetworkPolicy"]),
     "locked-down": sorted([*(k for k in BASE if k != "Ingress"), "NetworkPolicy"]),
     # The operator's own ServiceAccount; the bot's rules and the queue rules, routed.
@@ -239,6 +241,9 @@ def refusal(values: dict) -> str:
         ({"secrets": {"slack_bot_token": "xoxb-1"}}, "'slack_bot_token'"),
         ({**SECRET, "replicaCount": "2"}, "/replicaCount"),
         ({**SECRET, "secretFiles": "yes"}, "/secretFiles"),
+        ({**SECRET, "webhooks": {"github": {"rate": 0}}}, "/webhooks/github/rate"),
+        ({**SECRET, "webhooks": {"github": {"concurrency": 1.5}}}, "/webhooks/github/concurrency"),
+        ({**SECRET, "ingress": {"githubWebhook": {"tls": {"secret": "x"}}}}, "'secret'"),
     ],
 )
 def test_a_misspelt_or_mistyped_value_is_refused_by_the_schema(values: dict, named: str) -> None:
@@ -281,7 +286,47 @@ def test_a_misspelt_or_mistyped_value_is_refused_by_the_schema(values: dict, nam
                 "socketMode": {"enabled": True},
                 "ingress": {"host": "", "githubWebhook": True},
             },
-            "GitHub posts to https://<ingress.host>/webhooks/github",
+            "ingress.githubWebhook.host and ingress.host are empty: GitHub posts to https://<host>",
+        ),
+        (
+            {
+                **SECRET,
+                "ingress": {"tls": {"secretName": ""}, "githubWebhook": {"enabled": True}},
+            },
+            "ingress.githubWebhook.tls.secretName and ingress.tls.secretName are empty: GitHub's "
+            "webhook is published over TLS only",
+        ),
+        # Unsafe to publish or to run: each refused with the fix.
+        (
+            {**SECRET, "serviceAccount": {"create": False, "name": "default"}},
+            "serviceAccount.name is default: the namespace's default ServiceAccount is every pod's",
+        ),
+        (
+            {**SECRET, "serviceAccount": {"name": "default"}},
+            "serviceAccount.name is default",
+        ),
+        ({**SECRET, "image": {"tag": "latest"}}, "image.tag is latest: each pod would run"),
+        (
+            {**SECRET, "networkPolicy": {"enabled": True, "extraEgress": [{}]}},
+            "networkPolicy.extraEgress[0] is a rule with no to and no ports: it lets the pods "
+            "reach everything",
+        ),
+        (
+            {
+                **SECRET,
+                "networkPolicy": {
+                    "enabled": True,
+                    "extraIngress": [
+                        {"from": [{"podSelector": {"matchLabels": {"app": "grafana"}}}]},
+                        {"ports": [{"port": 3000}]},
+                    ],
+                },
+            },
+            "networkPolicy.extraIngress[1] is a rule with no from: it lets anyone reach",
+        ),
+        (
+            {**SECRET, "config": {"GITHUB_WEBHOOK_RATE": "5"}},
+            "config.GITHUB_WEBHOOK_RATE: set webhooks.github.rate instead",
         ),
         ({**SECRET, "config": {"PORT": "http"}}, 'config.PORT is "http"'),
         ({**SECRET, "config": {"PORT": "70000"}}, "a number from 1 to 65535"),
@@ -432,6 +477,14 @@ def test_values_that_could_not_work_are_refused_naming_the_fix(values: dict, nam
         },
         {**SECRET, "config": {"HUD_URL": "http://hud.ci.svc:8080"}},
         {**SECRET, "config": {"PORT": ""}},  # the default, as the bot reads it
+        # A digest pins even a tag named latest; a rule with ports only is scoped.
+        {**SECRET, "image": {"tag": "latest@sha256:" + "0" * 64}},
+        {
+            **SECRET,
+            "networkPolicy": {"enabled": True, "extraEgress": [{"ports": [{"port": 8080}]}]},
+        },
+        # 0.27's boolean, and the Slack Ingress's TLS, for GitHub's.
+        {**SECRET, "ingress": {"githubWebhook": True}},
         # HTTPS to an in-cluster host, a namespace matched by an expression, a host in capitals.
         {
             **SECRET,

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import helm_python
 import httpx
 import pytest
 from lightkube import KubeConfig
@@ -246,7 +247,7 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
     runner_set = json.loads(ARC_FIXTURE.read_text())
     # The recorded set's runner type, its scale set derived as the bot derives it.
     runner_type = runner_set["metadata"]["name"].replace("-", ".")
-    targets = {"SCALER_TARGETS": json.dumps({runner_type: {"cap": 10}})}
+    targets = {"SCALER_TARGETS": json.dumps({runner_type: {"cap": 10, "ceiling": 300}})}
     objects = render_values({**SECRET, "arc": {"namespace": "arc-runners"}, "config": targets})
     runner_set["spec"]["maxRunners"] = 200  # room to scale up: the recorded set is at its 120
     calls: list[tuple[str, str]] = []
@@ -337,11 +338,15 @@ def test_the_role_names_the_scale_sets_the_bot_addresses(case: str) -> None:
     """The chart maps runner types to scale sets in its template, the bot in
     bot/domain/runner_names.py and bot/factory.py: from the same values, the same sets."""
     targets, explicit, expected = NAMING[case]
+    ceilinged = {
+        runner_type: {**({"target": entry} if isinstance(entry, str) else entry), "ceiling": 40}
+        for runner_type, entry in targets.items()
+    }
     values = {
         **SECRET,
         "arc": {"namespace": "arc-runners"},
         "config": {
-            "SCALER_TARGETS": json.dumps(targets),
+            "SCALER_TARGETS": json.dumps(ceilinged),
             "RUNNER_SCALE_SETS": json.dumps(explicit),
         },
     }
@@ -350,6 +355,10 @@ def test_the_role_names_the_scale_sets_the_bot_addresses(case: str) -> None:
     assert {space or "arc-runners" for space, _, _ in addressed} == {"arc-runners"}
     bots = sorted({name for _, _, name in addressed})
     assert one(objects, "Role")["rules"][0]["resourceNames"] == bots == expected
+    # The admission policy's ceilings name the same sets: one source, SCALER_TARGETS.
+    variables = one(objects, "ValidatingAdmissionPolicy")["spec"]["variables"]
+    (ceilings,) = [v["expression"] for v in variables if v["name"] == "ceilings"]
+    assert ceilings == "{" + ", ".join(f"'arc-runners/{name}': 40" for name in bots) + "}"
 
 
 async def test_the_check_names_a_target_the_charts_role_leaves_out(kube: FakeKubeApi) -> None:
@@ -383,7 +392,9 @@ async def test_the_upgrade_that_adds_a_runner_type_is_not_stopped_by_the_role_it
     type's set, which the new Role names, is a warning (QUEUEPILOT_ROLE_PENDING), not a stop;
     `helm test`, run after the upgrade, holds it to the new Role."""
     old = render_values({**SECRET, "arc": {"namespace": "arc-runners"}})
-    targets = json.dumps({"linux.2xlarge": {"cap": 10}, "linux.gpu": {"cap": 2}})
+    targets = json.dumps(
+        {"linux.2xlarge": {"cap": 10, "ceiling": 40}, "linux.gpu": {"cap": 2, "ceiling": 8}}
+    )
     new = render_values(
         {**SECRET, "arc": {"namespace": "arc-runners"}, "config": {"SCALER_TARGETS": targets}}
     )
@@ -561,6 +572,50 @@ def test_the_ingress_publishes_githubs_webhook_when_switched_on_or_its_secret_is
     assert "/webhooks/github" in served_routes(socket_mode=False)["POST"]
 
 
+def test_githubs_webhook_has_an_ingress_of_its_own_over_tls_with_its_own_annotations() -> None:
+    """An allowlist of GitHub's hook addresses on GitHub's Ingress leaves Slack's requests alone,
+    and Slack's Ingress publishes no GitHub path; host, class and TLS default to Slack's."""
+    allowlist = {"nginx.ingress.kubernetes.io/whitelist-source-range": "140.82.112.0/20"}
+    github = {"enabled": True, "annotations": allowlist}
+    objects = render_values({**SECRET, "ingress": {"githubWebhook": github}})
+    slack, hooks = (o for o in objects if o["kind"] == "Ingress")
+    assert slack["metadata"]["name"] == "queuepilot"
+    assert published([slack]) == ["/slack/events"]
+    assert "annotations" not in slack["metadata"]
+    assert hooks["metadata"]["name"] == "queuepilot-github"
+    assert published([hooks]) == ["/webhooks/github"]
+    assert hooks["metadata"]["annotations"] == allowlist
+    assert hooks["spec"]["tls"] == [
+        {"hosts": ["queuepilot.example.com"], "secretName": "queuepilot-tls"}
+    ]
+    own = {
+        **github,
+        "host": "hooks.example.com",
+        "className": "public",
+        "tls": {"secretName": "hooks-tls"},
+    }
+    values = {**SECRET, "ingress": {"className": "internal", "githubWebhook": own}}
+    hooks = [o for o in render_values(values) if o["kind"] == "Ingress"][1]
+    assert hooks["spec"]["ingressClassName"] == "public"
+    assert hooks["spec"]["rules"][0]["host"] == "hooks.example.com"
+    assert hooks["spec"]["tls"] == [{"hosts": ["hooks.example.com"], "secretName": "hooks-tls"}]
+    # TLS ended before Slack's Ingress (a cloud load balancer) is no TLS for GitHub's.
+    plain = {"tls": {"secretName": ""}, "githubWebhook": {"enabled": True}}
+    with pytest.raises(helm_python.HelmError, match="GitHub's webhook is published over TLS"):
+        render_values({**SECRET, "ingress": plain})
+
+
+def test_the_webhooks_limits_reach_the_bot_from_their_values() -> None:
+    """webhooks.github.rate and .concurrency are GITHUB_WEBHOOK_RATE and _CONCURRENCY in the
+    ConfigMap, read by the bot; unset, the bot's defaults."""
+    values = {**SECRET, "webhooks": {"github": {"rate": 40, "concurrency": 6}}}
+    settings = settings_of(render_values(values))
+    assert (settings.github_webhook_rate, settings.github_webhook_concurrency) == (40, 6)
+    defaults = settings_of(render_values(SECRET))
+    assert "GITHUB_WEBHOOK_RATE" not in config(render_values(SECRET))
+    assert defaults.github_webhook_rate == Settings.model_fields["github_webhook_rate"].default
+
+
 def test_the_ingress_takes_its_class_annotations_and_tls_from_values() -> None:
     objects = render("ci-bots")
     ingress = one(objects, "Ingress")
@@ -579,6 +634,37 @@ def test_socket_mode_publishes_nothing_and_keeps_the_service_for_alerts(case: st
     routes = served_routes(socket_mode=True)
     assert "/slack/events" not in routes.get("POST", set())
     assert {"/alerts/grafana", "/alerts/alertmanager"} <= routes["POST"]
+
+
+def test_the_notes_give_githubs_url_where_it_is_published() -> None:
+    values = {**SECRET, "ingress": {"githubWebhook": True}}
+    notes = chart().render(values, name=RELEASE, namespace=NAMESPACE)[
+        "queuepilot/templates/NOTES.txt"
+    ]
+    assert "https://queuepilot.example.com/webhooks/github" in notes
+    assert "on the Ingress queuepilot-github" in notes
+
+
+WARNINGS = {
+    "no replicas": ({"replicaCount": 0}, "WARNING: replicaCount is 0: no pod runs"),
+    "open alert webhooks": (
+        {"config": {"ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED": "true"}},
+        "WARNING: config.ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED is true: anyone who reaches",
+    ),
+    "no admission policy": (
+        {"rbac": {"admissionPolicy": False}},
+        "WARNING: rbac.admissionPolicy is false: nothing outside the bot bounds",
+    ),
+}
+
+
+@pytest.mark.parametrize(("values", "warned"), WARNINGS.values(), ids=WARNINGS)
+def test_the_notes_warn_of_a_release_that_runs_but_is_unsafe(values: dict, warned: str) -> None:
+    render = chart().render
+    notes = render({**SECRET, **values}, name=RELEASE, namespace=NAMESPACE)
+    assert warned in notes["queuepilot/templates/NOTES.txt"]
+    quiet = render(SECRET, name=RELEASE, namespace=NAMESPACE)["queuepilot/templates/NOTES.txt"]
+    assert "WARNING" not in quiet
 
 
 def test_the_notes_name_the_urls_the_app_serves() -> None:

@@ -80,8 +80,10 @@ def test_the_chart_refuses_exactly_the_secret_settings_in_config() -> None:
     for name in sorted(secrets):
         with pytest.raises(helm_python.HelmError, match=f"config.{name} is a secret"):
             render_values({**SECRET, "config": {name: "x"}})
-    # ARC's namespace is arc.namespace's, set once (test_chart.py).
-    others = set(settings_variables()) - secrets - {"SCALER_ARC_NAMESPACE"}
+    # ARC's namespace is arc.namespace's, the webhook's limits webhooks.github's, each set once
+    # (test_chart.py).
+    from_values = {"SCALER_ARC_NAMESPACE", "GITHUB_WEBHOOK_RATE", "GITHUB_WEBHOOK_CONCURRENCY"}
+    others = set(settings_variables()) - secrets - from_values
     objects = render_values({**SECRET, "config": dict.fromkeys(others, "1")})
     assert others <= set(config(objects))
 

@@ -78,14 +78,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 "true" when the chart makes the ValidatingAdmissionPolicy that holds the bot to minRunners and
-maxRunners: with the `arc` scaler, whoever grants its Role, where rbac.admissionPolicy is true, or
-auto and the cluster serves the API (`helm install` asks it; `helm template` needs
---api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy).
+maxRunners within each scale set's ceiling: with the `arc` scaler, whoever grants its Role,
+unless rbac.admissionPolicy is false. Never by what the cluster serves: `helm template` and
+Kustomize's helmCharts do not ask it, and a policy that drops out without a word is no bound.
 */}}
 {{- define "queuepilot.admissionPolicy" -}}
 {{- $wanted := .Values.rbac.admissionPolicy | toString }}
-{{- $served := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" }}
-{{- if and (include "queuepilot.usesArc" .) (or (eq $wanted "true") (and (eq $wanted "auto") $served)) }}true{{ end }}
+{{- if not (has $wanted (list "true" "false")) }}
+{{- fail (printf "rbac.admissionPolicy is %q: it is true (the default: the API server holds the bot's token to each scale set's ceiling; Kubernetes 1.30 or later) or false (nothing outside the bot bounds its token); auto is gone, since it dropped the policy without a word wherever the cluster's API versions were not asked (helm template, Kustomize)" $wanted) }}
+{{- end }}
+{{- if and (include "queuepilot.usesArc" .) (eq $wanted "true") }}true{{ end }}
 {{- end }}
 
 {{/* The policy's and its binding's name: cluster-scoped, so the release's namespace is in it. */}}
@@ -130,22 +132,24 @@ others). */}}
 The scale sets the `arc` scaler addresses, named as the bot names them (bot/factory.py's
 scale_targets): for each runner type of SCALER_TARGETS its "target" where it gives one
 (`<namespace>/<name>` or a bare name), else its RUNNER_SCALE_SETS entry (matched as the bot
-matches runner types, by runner key), else its derived name. A YAML list, sorted, each once: the
-Role's resourceNames. Refuses, naming the value and the fix, what names none or one outside
-ARC's namespace (where the Role is).
+matches runner types, by runner key), else its derived name; with its ceiling (0: none given). A
+JSON list of {type, namespace, name, ceiling}, in runner types' order. Refuses, naming the value
+and the fix, what names none, a name Kubernetes would not take (it is written into the admission
+policy's CEL), one outside ARC's namespace where the chart makes the Role, or a ceiling that is no
+whole number from 1.
 */}}
-{{- define "queuepilot.scaleSets" -}}
+{{- define "queuepilot.scaleTargets" -}}
 {{- $config := .Values.config | default dict }}
 {{- $arc := include "queuepilot.arcNamespace" . }}
-{{- $example := "{\"linux.2xlarge\": {\"cap\": 10}}, runner type -> its cap (and optional target)" }}
+{{- $example := "{\"linux.2xlarge\": {\"cap\": 10, \"ceiling\": 40}}, runner type -> its cap, ceiling (and optional target)" }}
 {{- $targets := include "queuepilot.jsonSetting" (dict "config" $config "key" "SCALER_TARGETS" "example" $example) | fromJson }}
 {{- if not $targets }}
 {{- fail (printf "config.SCALER_TARGETS is empty: with SCALER_BACKEND arc it names the runner types the bot may scale, and the chart's Role the scale sets it may patch; set it, e.g. '%s'" $example) }}
 {{- end }}
 {{- $explicit := dict }}
 {{- $by := dict }}
-{{- $example = "{\"linux.g5.4xlarge.nvidia.gpu\": \"gpu-a10g\"}, runner type -> its scale set" }}
-{{- range $type, $set := include "queuepilot.jsonSetting" (dict "config" $config "key" "RUNNER_SCALE_SETS" "example" $example) | fromJson }}
+{{- $sets := "{\"linux.g5.4xlarge.nvidia.gpu\": \"gpu-a10g\"}, runner type -> its scale set" }}
+{{- range $type, $set := include "queuepilot.jsonSetting" (dict "config" $config "key" "RUNNER_SCALE_SETS" "example" $sets) | fromJson }}
 {{- $key := include "queuepilot.runnerKey" $type }}
 {{- $named := index $explicit $key | default "" }}
 {{- if and $named (ne $named (toString $set)) }}
@@ -154,19 +158,25 @@ ARC's namespace (where the Role is).
 {{- $_ := set $explicit $key (toString $set) }}
 {{- $_ = set $by $key $type }}
 {{- end }}
-{{- $names := list }}
+{{- $found := list }}
 {{- range $type, $entry := $targets }}
 {{- $target := "" }}
+{{- $ceiling := "" }}
 {{- if kindIs "string" $entry }}
 {{- $target = $entry }}
 {{- else if kindIs "map" $entry }}
 {{- $target = index $entry "target" | default "" | toString }}
+{{- $ceiling = index $entry "ceiling" | default "" | toString }}
+{{- end }}
+{{- if and $ceiling (not (regexMatch "^[1-9][0-9]{0,6}$" $ceiling)) }}
+{{- fail (printf "config.SCALER_TARGETS[\"%s\"]: its ceiling %s is no whole number from 1: the most runners its scale set's maxRunners and minRunners may reach, e.g. 40" $type $ceiling) }}
 {{- end }}
 {{- $name := "" }}
+{{- $space := $arc }}
 {{- if $target }}
 {{- $parts := splitList "/" $target }}
 {{- $name = last $parts }}
-{{- $space := initial $parts | join "/" | default $arc }}
+{{- $space = initial $parts | join "/" | default $arc }}
 {{- if and $.Values.rbac.create (ne $space $arc) }}
 {{- fail (printf "config.SCALER_TARGETS[\"%s\"]: its target %s is in the namespace %s, but the chart's Role is in ARC's, %s (arc.namespace): set arc.namespace to %s, or rbac.create=false and grant the Role there yourself" $type $target $space $arc $space) }}
 {{- end }}
@@ -176,9 +186,48 @@ ARC's namespace (where the Role is).
 {{- fail (printf "config.SCALER_TARGETS[\"%s\"]: no scale set can be derived from this name: give its \"target\" (or a RUNNER_SCALE_SETS entry)" $type) }}
 {{- end }}
 {{- end }}
-{{- $names = append $names $name }}
+{{- if not (and (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" $space) (regexMatch "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$" $name)) }}
+{{- fail (printf "config.SCALER_TARGETS[\"%s\"]: %s/%s is no AutoscalingRunnerSet's namespace/name (lower-case letters, digits, - and, in the name, .): give its \"target\" as Kubernetes names it" $type $space $name) }}
+{{- end }}
+{{- $found = append $found (dict "type" $type "namespace" $space "name" $name "ceiling" (int (default "0" $ceiling))) }}
+{{- end }}
+{{- toJson $found }}
+{{- end }}
+
+{{/* The scale sets' names, sorted, each once: the Role's resourceNames. */}}
+{{- define "queuepilot.scaleSets" -}}
+{{- $names := list }}
+{{- range include "queuepilot.scaleTargets" . | fromJsonArray }}
+{{- $names = append $names .name }}
 {{- end }}
 {{- toYaml ($names | uniq | sortAlpha) }}
+{{- end }}
+
+{{/*
+The admission policy's ceilings as a CEL map, `namespace/name` -> ceiling, from SCALER_TARGETS
+alone (the bot reads the same entries): refuses a target without one, and a scale set two runner
+types give two ceilings, naming the fix.
+*/}}
+{{- define "queuepilot.ceilings" -}}
+{{- $ceilings := dict }}
+{{- $by := dict }}
+{{- range include "queuepilot.scaleTargets" . | fromJsonArray }}
+{{- $key := printf "%s/%s" .namespace .name }}
+{{- if not (int .ceiling) }}
+{{- fail (printf "config.SCALER_TARGETS[\"%s\"] has no ceiling: with rbac.admissionPolicy (the default) the API server holds %s's maxRunners and minRunners to it, whoever holds the bot's token; give it one, e.g. {\"cap\": 10, \"ceiling\": 40} (the most runners that scale set should ever have)" .type $key) }}
+{{- end }}
+{{- $given := index $ceilings $key }}
+{{- if and $given (ne (int $given) (int .ceiling)) }}
+{{- fail (printf "config.SCALER_TARGETS: %q and %q both scale %s, with the ceilings %d and %d: give them one" (index $by $key) .type $key (int $given) (int .ceiling)) }}
+{{- end }}
+{{- $_ := set $ceilings $key (int .ceiling) }}
+{{- $_ = set $by $key .type }}
+{{- end }}
+{{- $entries := list }}
+{{- range $key := keys $ceilings | sortAlpha }}
+{{- $entries = append $entries (printf "'%s': %d" $key (int (index $ceilings $key))) }}
+{{- end }}
+{{- printf "{%s}" (join ", " $entries) }}
 {{- end }}
 
 {{/* The settings as the ConfigMap holds them: `config`, and ARC's namespace from arc.namespace. */}}
@@ -191,6 +240,12 @@ ARC's namespace (where the Role is).
 {{- end }}
 {{- if include "queuepilot.usesArc" . }}
 {{- $_ := set $data "SCALER_ARC_NAMESPACE" (include "queuepilot.arcNamespace" .) }}
+{{- end }}
+{{- $github := (.Values.webhooks | default dict).github | default dict }}
+{{- range $key, $setting := dict "rate" "GITHUB_WEBHOOK_RATE" "concurrency" "GITHUB_WEBHOOK_CONCURRENCY" }}
+{{- if not (kindIs "invalid" (index $github $key)) }}
+{{- $_ := set $data $setting (toString (index $github $key)) }}
+{{- end }}
 {{- end }}
 {{- toYaml $data }}
 {{- end }}
@@ -210,16 +265,41 @@ Secret the chart does not see, the ones the mode requires (others: <NAME>_FILE i
 {{- end }}
 
 {{/*
-"true" when the Ingress publishes GitHub's workflow_job webhook: as ingress.githubWebhook says,
-or, unset, when the chart's own Secret holds GITHUB_WEBHOOK_SECRET (a Secret it does not see
-cannot tell it).
+"true" when GitHub's workflow_job webhook is published: as ingress.githubWebhook.enabled says (or
+ingress.githubWebhook itself, 0.27's boolean), or, unset, when the chart's own Secret holds
+GITHUB_WEBHOOK_SECRET (a Secret it does not see cannot tell it); never without ingress.enabled.
 */}}
 {{- define "queuepilot.githubWebhook" -}}
-{{- $published := .Values.ingress.githubWebhook }}
+{{- $given := .Values.ingress.githubWebhook }}
+{{- $published := $given }}
+{{- if kindIs "map" $given }}
+{{- $published = $given.enabled }}
+{{- end }}
 {{- if kindIs "invalid" $published }}
 {{- $published = hasKey (.Values.secrets | default dict) "GITHUB_WEBHOOK_SECRET" }}
 {{- end }}
 {{- if and .Values.ingress.enabled $published }}true{{ end }}
+{{- end }}
+
+{{/*
+GitHub's Ingress as JSON (host, className, annotations, secretName), or nothing where it is not
+published: each of host, className and tls.secretName of ingress.githubWebhook, else the Slack
+Ingress's; annotations its own only. Refuses it without a host or without TLS, naming the fix.
+*/}}
+{{- define "queuepilot.githubIngress" -}}
+{{- if include "queuepilot.githubWebhook" . }}
+{{- $own := .Values.ingress.githubWebhook }}
+{{- if not (kindIs "map" $own) }}{{ $own = dict }}{{ end }}
+{{- $host := $own.host | default .Values.ingress.host }}
+{{- $secret := ($own.tls | default dict).secretName | default .Values.ingress.tls.secretName }}
+{{- if not $host }}
+{{- fail "ingress.githubWebhook.host and ingress.host are empty: GitHub posts to https://<host>/webhooks/github; set one, or ingress.githubWebhook.enabled=false (and route GitHub's deliveries yourself)" }}
+{{- end }}
+{{- if not $secret }}
+{{- fail (printf "ingress.githubWebhook.tls.secretName and ingress.tls.secretName are empty: GitHub's webhook is published over TLS only (its event and delivery headers are not signed); name the Secret with %s's certificate (cert-manager's, through ingress.githubWebhook.annotations), or ingress.githubWebhook.enabled=false and publish it yourself" $host) }}
+{{- end }}
+{{- toJson (dict "host" $host "className" ($own.className | default .Values.ingress.className) "annotations" ($own.annotations | default dict) "secretName" $secret) }}
+{{- end }}
 {{- end }}
 
 {{- define "queuepilot.requiredSecrets" -}}
@@ -287,6 +367,11 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- if include "queuepilot.usesArc" . }}
 {{- $_ := include "queuepilot.scaleSets" . }}
 {{- end }}
+{{- range $key, $setting := dict "rate" "GITHUB_WEBHOOK_RATE" "concurrency" "GITHUB_WEBHOOK_CONCURRENCY" }}
+{{- if hasKey $config $setting }}
+{{- fail (printf "config.%s: set webhooks.github.%s instead (one place for the webhook's limits)" $setting $key) }}
+{{- end }}
+{{- end }}
 {{- if hasKey $config "SCALER_ARC_NAMESPACE" }}
 {{- fail "config.SCALER_ARC_NAMESPACE: set arc.namespace instead, which puts both the setting and the Role that lets the bot scale in ARC's namespace" }}
 {{- end }}
@@ -311,9 +396,7 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- if and .Values.ingress.enabled (not .Values.socketMode.enabled) (not .Values.ingress.host) }}
 {{- fail "ingress.host is empty: Slack posts to https://<ingress.host>/slack/events; set it, or ingress.enabled=false (and route Slack's requests yourself), or socketMode.enabled=true" }}
 {{- end }}
-{{- if and (include "queuepilot.githubWebhook" .) (not .Values.ingress.host) }}
-{{- fail "ingress.host is empty: GitHub posts to https://<ingress.host>/webhooks/github; set it, or ingress.githubWebhook=false (and route GitHub's deliveries yourself)" }}
-{{- end }}
+{{- $_ := include "queuepilot.githubIngress" . }}
 {{- if not (empty $config.PORT) }}
 {{- $port := toString $config.PORT }}
 {{- if or (not (regexMatch "^[0-9]{1,5}$" $port)) (lt (int $port) 1) (gt (int $port) 65535) }}
@@ -346,6 +429,13 @@ and the fix. Included by the Deployment, so every render runs it.
 {{- end }}
 {{- if and (not (empty $config.REDIS_URL)) (contains "@" (toString $config.REDIS_URL)) }}
 {{- fail "config.REDIS_URL holds a password (user:password@): the ConfigMap is no place for it; put REDIS_URL in your Secret (existingSecret, secrets or externalSecret) and set config.REDIS_URL: null" }}
+{{- end }}
+{{- if eq (include "queuepilot.serviceAccountName" .) "default" }}
+{{- fail "serviceAccount.name is default: the namespace's default ServiceAccount is every pod's that names none, so the bot's Role (patch on the scale sets) and its admission policy would reach them all; name an account of the bot's own, or leave it empty with serviceAccount.create=true (the release's name)" }}
+{{- end }}
+{{- $tag := .Values.image.tag | toString }}
+{{- if and (eq ($tag | splitList "@" | first) "latest") (not (contains "@sha256:" $tag)) }}
+{{- fail "image.tag is latest: each pod would run whatever the registry holds when it starts, and two replicas (or a rollback) could run two releases; leave it empty for the chart's appVersion, or pin a release (0.28.0) or a digest (0.28.0@sha256:…)" }}
 {{- end }}
 {{- if and .Values.networkPolicy.enabled (empty .Values.networkPolicy.dns) }}
 {{- fail "networkPolicy.dns is empty: a null egress rule would let the pods reach everything; name the resolver (kube-dns's default, NodeLocal DNSCache's ipBlock, OpenShift's openshift-dns)" }}
@@ -384,6 +474,17 @@ labels) lets anything through. A password (user:password@) is left out before ho
 {{- define "queuepilot.validateNetworkPolicy" -}}
 {{- $policy := .Values.networkPolicy }}
 {{- if $policy.enabled }}
+{{- range $k, $rule := $policy.extraEgress | default list }}
+{{- if not (or ($rule | default dict).to ($rule | default dict).ports) }}
+{{- fail (printf "networkPolicy.extraEgress[%d] is a rule with no to and no ports: it lets the pods reach everything; name its peers (to: a namespaceSelector, podSelector or ipBlock) and its ports, or remove it" $k) }}
+{{- end }}
+{{- end }}
+{{- /* An extra ingress rule gets the pods' port whatever it says: without `from` it admits anyone. */}}
+{{- range $k, $rule := $policy.extraIngress | default list }}
+{{- if not ($rule | default dict).from }}
+{{- fail (printf "networkPolicy.extraIngress[%d] is a rule with no from: it lets anyone reach the pods' port, the alert webhooks and /metrics included; name its peers (from: a namespaceSelector, podSelector or ipBlock), or remove it" $k) }}
+{{- end }}
+{{- end }}
 {{- $extra := list }}
 {{- $open := false }}
 {{- range $policy.extraEgress }}
