@@ -31,6 +31,14 @@ name; a request that names no object matches no rule with `resourceNames`, and `
 A GET or PATCH the rules do not allow is 403 Forbidden, before the object is looked up
 (authorization comes before the handler), worded as the API server's authorization filter
 words it.
+
+Validating admission, where `admission` is given (a ValidatingAdmissionPolicy and its binding,
+as the chart makes them): a PATCH that passed the schema and the resourceVersion precondition
+(the generic registry's Update checks both first) is handed to it as a policy is, `request`
+(an UPDATE by the token's identity, `user`), `object` (the set as it would be written) and
+`oldObject`. A message returned is the policy's denial: 403 Forbidden as apiserver's
+validating-policy dispatcher answers it (admission.NewForbidden, the message repeated as the
+one cause), and the set stays as it was.
 """
 
 from __future__ import annotations
@@ -70,11 +78,12 @@ UNKNOWN_FORMAT = (
 )
 
 
-def status(code: int, reason: str, message: str, name: str = "") -> JSONResponse:
+def status(code: int, reason: str, message: str, name: str = "", cause: str = "") -> JSONResponse:
     """A refusal as the API server writes it: a `Status`, its `metadata` always there (empty),
     and for an object that is missing or was changed meanwhile (`name`) the `details` naming it
     by group and resource, as apimachinery's NewNotFound and NewConflict fill them (the
-    NotFound example in Kubernetes' API conventions, "Response Status Kind")."""
+    NotFound example in Kubernetes' API conventions, "Response Status Kind"); an admission
+    policy's denial adds its message as the one `cause`."""
     body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -85,6 +94,8 @@ def status(code: int, reason: str, message: str, name: str = "") -> JSONResponse
     }
     if name:
         body["details"] = {"name": name, "group": GROUP, "kind": RESOURCE}
+        if cause:
+            body["details"]["causes"] = [{"message": cause}]
     body["code"] = code
     return JSONResponse(body, status_code=code)
 
@@ -98,6 +109,14 @@ def forbidden(user: str, verb: str, namespace: str, name: str) -> JSONResponse:
         f'"{RESOURCE}" in API group "{GROUP}" in the namespace "{namespace}"'
     )
     return status(403, "Forbidden", message, name)
+
+
+def denied(said: str, name: str) -> JSONResponse:
+    """An admission policy's denial (`said`: "ValidatingAdmissionPolicy '…' with binding '…'
+    denied request: …"), as the dispatcher makes it: NewForbidden around it, the validation's
+    reason Forbidden making the code 403, the message again as the cause."""
+    message = f'{RESOURCE}.{GROUP} "{name}" is forbidden: {said}'
+    return status(403, "Forbidden", message, name, cause=said)
 
 
 @dataclass
@@ -120,6 +139,10 @@ class KubeApi:
     reviews: list[dict[str, Any]] = field(default_factory=list)
     # The bearer tokens refused with a 401 (None: no bearer token at all), in order.
     refused_tokens: list[str | None] = field(default_factory=list)
+    # Validating admission: given what a policy is handed (`request`, `object`, `oldObject`),
+    # the API server's message denying the PATCH, or None to admit it (a test gives the chart's
+    # own policy, judged in CEL).
+    admission: Callable[[dict[str, Any]], str | None] | None = None
 
     def __post_init__(self) -> None:
         self.route = Route(PATH, self.handle, methods=["GET", "PATCH"])
@@ -212,7 +235,11 @@ class KubeApi:
             return status(409, "Conflict", message, key[1])
         patched["status"] = runner_set.get("status")  # the status subresource's own
         manager = request.query_params.get("fieldManager") or _agent(request)
-        written = self._written(runner_set, patched, manager, _fields(content_type, patch))
+        patched = _updated(runner_set, patched, manager, _fields(content_type, patch))
+        said = self._denial(runner_set, patched, key)
+        if said:
+            return denied(said, key[1])
+        written = self._stored(runner_set, patched)
         self.written.append((request.url.path, patch))
         return JSONResponse(written)
 
@@ -262,6 +289,22 @@ class KubeApi:
             return False
         return any(_rule_allows(rule, verb, group, resource, name) for rule in self.rules)
 
+    def _denial(
+        self, before: dict[str, Any], after: dict[str, Any], key: tuple[str, str]
+    ) -> str | None:
+        """The admission policy's message denying this UPDATE by the token, or None."""
+        if self.admission is None:
+            return None
+        request = {
+            "operation": "UPDATE",
+            "userInfo": {"username": self.user},
+            "namespace": key[0],
+            "name": key[1],
+            "resource": {"group": GROUP, "resource": RESOURCE},
+        }
+        given = {"request": request, "object": after, "oldObject": before}
+        return self.admission(copy.deepcopy(given))
+
     def _authenticated(self, request: Request) -> bool:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and token == self.token:
@@ -299,27 +342,40 @@ class KubeApi:
     def _written(
         self, before: dict[str, Any], after: dict[str, Any], manager: str, fields: dict[str, Any]
     ) -> dict[str, Any]:
+        return self._stored(before, _updated(before, after, manager, fields))
+
+    def _stored(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        """`after` written over `before`: a new version (as etcd gives it), ARC told of a spec
+        change."""
         meta = after["metadata"]
         meta["resourceVersion"] = str(int(before["metadata"]["resourceVersion"]) + 1)
-        spec_changed = after.get("spec") != before.get("spec")
-        if spec_changed:
-            meta["generation"] = int(before["metadata"].get("generation") or 0) + 1
-        entries = [e for e in meta.get("managedFields") or [] if e.get("manager") != manager]
-        entries.append(
-            {
-                "apiVersion": "actions.github.com/v1alpha1",
-                "fieldsType": "FieldsV1",
-                "fieldsV1": fields,
-                "manager": manager,
-                "operation": "Update",
-                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-        )
-        meta["managedFields"] = entries
         self.sets[(meta["namespace"], meta["name"])] = after
-        if spec_changed:
+        if after.get("spec") != before.get("spec"):
             self.arc.spec_changed((meta["namespace"], meta["name"]))
         return after
+
+
+def _updated(
+    before: dict[str, Any], after: dict[str, Any], manager: str, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """`after` as the API server hands it to admission and storage: `generation` moved by a
+    spec change, `managedFields` naming the manager's fields (its version is storage's)."""
+    meta = after["metadata"]
+    if after.get("spec") != before.get("spec"):
+        meta["generation"] = int(before["metadata"].get("generation") or 0) + 1
+    entries = [e for e in meta.get("managedFields") or [] if e.get("manager") != manager]
+    entries.append(
+        {
+            "apiVersion": "actions.github.com/v1alpha1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": fields,
+            "manager": manager,
+            "operation": "Update",
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    )
+    meta["managedFields"] = entries
+    return after
 
 
 class _PatchFailed(Exception):

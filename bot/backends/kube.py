@@ -230,7 +230,10 @@ def _failure(exc: Exception, counted: Counted, timeout_s: float, server: str) ->
     refused = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__context__
     if isinstance(refused, httpx.HTTPStatusError):
         counted(SERVICE, outcome_of(refused.response))
-        return error_of(SERVICE, refused.response)
+        said = error_of(SERVICE, refused.response)
+        whole = _status_message(refused.response)
+        status = refused.response.status_code
+        return Refusal(str(said), retryable=said.retryable, status=status, whole=whole)
     if isinstance(exc, httpx.HTTPError):
         return unanswered(exc, SERVICE, counted, timeout_s=timeout_s, url=server)
     counted(SERVICE, "ok")  # answered, but in a shape lightkube could not read
@@ -238,6 +241,26 @@ def _failure(exc: Exception, counted: Counted, timeout_s: float, server: str) ->
         "an unexpected shape"
     )  # fmt: skip
     return BackendError(f"{SERVICE} answered with {shape}", retryable=True)
+
+
+def _status_message(response: httpx.Response) -> str:
+    """The `message` of the API server's `Status`, whole ("" when the body is no Status)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    message = body.get("message") if isinstance(body, dict) else None
+    return message if isinstance(message, str) else ""
+
+
+class Refusal(BackendError):
+    """The API server's answer refusing a call. The message a user reads cuts the API server's
+    to fit a reply, often before what says who refused (RBAC, or an admission policy by its name
+    and words): `whole` keeps it for the caller that tells them apart."""
+
+    def __init__(self, message: str, *, retryable: bool, status: int, whole: str) -> None:
+        super().__init__(message, retryable=retryable, status=status)
+        self.whole = whole
 
 
 class CredentialError(BackendError):

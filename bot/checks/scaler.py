@@ -44,7 +44,8 @@ CREDENTIALS = (
 
 
 def scaling(settings: Settings) -> list[Finding]:
-    """What the scaling settings contradict: a scaler nobody may use, a cap no request can use."""
+    """What the scaling settings contradict: a scaler nobody may use, a cap no request can use,
+    a pilot's up_to past the ceiling; and an `arc` target that nothing outside the bot bounds."""
     if settings.scaler_backend is ScalerBackend.NONE or not settings.scaler_targets:
         return []
     found = []
@@ -58,17 +59,53 @@ def scaling(settings: Settings) -> list[Finding]:
             )
         )
     for target in scale_targets(settings).values():
-        if target.ceiling is None or target.cap <= target.ceiling:
-            continue
-        entry = settings.scaler_targets[target.runner_type]
-        cap = "its cap" if entry.cap else f"SCALE_DEFAULT_CAP ({settings.scale_default_cap})"
+        found += _ceiling(settings, target)
+    return found
+
+
+def _ceiling(settings: Settings, target: ScaleTarget) -> list[Finding]:
+    """What a target's ceiling contradicts (its cap, its pilot's up_to), or, with `arc`, that it
+    has none."""
+    runner_type, ceiling = target.runner_type, target.ceiling
+    entry = f'SCALER_TARGETS["{runner_type}"]'
+    if ceiling is None:
+        if settings.scaler_backend is not ScalerBackend.ARC:
+            return []
+        # RBAC's patch takes the whole object: the chart's admission policy, holding the token
+        # to each set's ceiling, is the one bound outside the bot, and it needs the ceiling.
+        return [
+            warn(
+                "scaling",
+                f"{runner_type}: no ceiling: nothing outside the bot bounds what its token may "
+                f"set on {target.target} (the chart's admission policy, which holds each scale "
+                "set to its ceiling, requires one)",
+                f'give {entry} a "ceiling", the most runners its scale set should ever have '
+                f'(e.g. "ceiling": {max(target.cap, 40)}); the chart renders the same entry '
+                "into its admission policy",
+            )
+        ]
+    found = []
+    if target.cap > ceiling:
+        cap = (
+            "its cap"
+            if settings.scaler_targets[runner_type].cap
+            else f"SCALE_DEFAULT_CAP ({settings.scale_default_cap})"
+        )
         found.append(
             fail(
                 "scaling",
-                f"{target.runner_type}: {cap}, the most one request may add, is {target.cap}, "
-                f"above its ceiling of {target.ceiling}: a request for the cap is always refused",
-                f'set SCALER_TARGETS["{target.runner_type}"] "cap" to at most {target.ceiling}, '
-                'or raise its "ceiling"',
+                f"{runner_type}: {cap}, the most one request may add, is {target.cap}, above "
+                f"its ceiling of {ceiling}: a request for the cap is always refused",
+                f'set {entry} "cap" to at most {ceiling}, or raise its "ceiling"',
+            )
+        )
+    if target.pilot is not None and target.pilot.up_to > ceiling:
+        found.append(
+            warn(
+                "scaling",
+                f"{runner_type}: its pilot's up_to, {target.pilot.up_to} runners, is above its "
+                f"ceiling of {ceiling}: the pilot's acts past the ceiling would be refused",
+                f'lower {entry} "pilot" "up_to" to at most {ceiling}, or raise its "ceiling"',
             )
         )
     return found

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.chart_admission import chart_policy
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.fakes.scale_receiver import ScaleReceiver
 from tests.support.running import RunningBot, eventually, leader_of, run_bot
@@ -371,6 +372,45 @@ async def test_arc_without_patch_rights_is_refused_with_who_and_the_role_to_fix(
         assert not any("Scaled" in t for t in thread_texts(slack, root.ts))
         incident = await running.bot.store.get("1")
         assert incident is not None and not incident.recent_actions
+
+
+async def test_arc_past_the_admission_policys_ceiling_is_refused_in_the_policys_words(
+    settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """The API server runs the chart's own admission policy, rendered with a ceiling of 40 for
+    the set, while the bot's settings give it 150: the bot lets +15 (minRunners 30 → 45)
+    through, the API server denies it, and the person reads the policy's refusal and its fix,
+    not RBAC's; +10, to 40, is made."""
+    kube.add_from_fixture(minRunners=30, maxRunners=120)["status"]["currentRunners"] = 40
+    target = {"target": "arc-runners/mt-l-x86iavx512-8-64", "cap": 20, "ceiling": 40}
+    kube.admission = chart_policy({RUNNER: target})
+    settings = arc_settings(settings_for, kube, tmp_path, scale_cooldown_seconds=0)
+    async with run_bot(settings) as running:
+        root = await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +15"))
+        [answer] = await eventually(
+            lambda: [t for t in ephemeral_texts(slack) if "Could not scale" in t], what="told"
+        )
+        assert answer == (
+            f"Could not scale `{RUNNER}`: The Kubernetes API answered 403 Forbidden: its "
+            "admission policy queuepilot.queuepilot-scaler denied the change: queuepilot's "
+            "ServiceAccount may set minRunners of arc-runners/mt-l-x86iavx512-8-64 only up to "
+            "its ceiling, 40, not 45. Its ceilings are SCALER_TARGETS' `ceiling`s, as the chart "
+            "rendered them; the bot's own (the same entries) should match. To go past one, or "
+            "change a set no entry names, change SCALER_TARGETS and `helm upgrade`. Nothing "
+            "changed."
+        )
+        assert kube.sets[("arc-runners", "mt-l-x86iavx512-8-64")]["spec"]["minRunners"] == 30
+        assert not any("Scaled" in t for t in thread_texts(slack, root.ts))
+
+        await post_event(running.http, slash(f"scale {RUNNER} +10"))
+        await eventually(
+            lambda: any(
+                "minRunners 30 → 40 (maxRunners 120)" in t for t in thread_texts(slack, root.ts)
+            ),
+            what="the scale-up within the ceiling in the thread",
+        )
+        assert kube.sets[("arc-runners", "mt-l-x86iavx512-8-64")]["spec"]["minRunners"] == 40
 
 
 async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(

@@ -60,6 +60,7 @@ from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.keys import Keys
 from sandbox.serve import serve_in_thread
+from tests.support.chart_admission import chart_policy
 from tests.support.cores import action_core
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values
@@ -409,6 +410,37 @@ async def test_a_permanent_failure_is_reported_once_and_dropped(
     assert text.startswith("Could not put linux back (the incident resolved): ")
     assert "answered 404" in text and text.endswith("minRunners stays 5")
     assert not await redis.zcard(KEYS.scale_reverts)
+
+
+async def test_a_put_back_the_admission_policy_denies_is_said_in_its_words_once_and_dropped(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    """The API server runs the chart's own policy. The scale-up was made within its ceiling; then
+    a helm upgrade dropped the runner type from SCALER_TARGETS, and the policy denies every
+    change of its set: the put-back is told once in the policy's words, never as RBAC's, and
+    not tried again."""
+    named = {"target": "/".join(SET), "cap": 20, "ceiling": 40}
+    kube.admission = chart_policy({"linux": named})
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock)
+    await scaled(reverts, arc)
+    kube.admission = chart_policy({"other": {**named, "target": "arc-runners/other"}})
+    await resolve(redis, clock)
+    for _ in range(3):
+        clock.pass_(minutes=1)
+        await reverts.tick()
+    assert await said(redis) == [
+        "Could not put linux back (the incident resolved): The Kubernetes API answered 403 "
+        "Forbidden: its admission policy queuepilot.queuepilot-scaler denied the change: "
+        "queuepilot's ServiceAccount may not change arc-runners/mt-l-x86iavx512-8-64: no "
+        "SCALER_TARGETS entry with a ceiling names this AutoscalingRunnerSet. Its ceilings are "
+        "SCALER_TARGETS' `ceiling`s, as the chart rendered them; the bot's own (the same "
+        "entries) should match. To go past one, or change a set no entry names, change "
+        "SCALER_TARGETS and `helm upgrade`. minRunners stays 5"
+    ]
+    assert not await redis.zcard(KEYS.scale_reverts), "dropped, not retried"
+    put_backs = [p for p in kube.patches if p[2]["spec"] == {"minRunners": 0}]
+    assert len(put_backs) == 1 and min_runners(kube) == 5
 
 
 # An Auto Scaling group as DescribeAutoScalingGroups answers it, but without its DesiredCapacity.

@@ -65,7 +65,7 @@ def deployment(
     alertmanager: Alertmanager,
     kube: FakeKubeApi,
     github: tuple[FakeGithub, RunningServer],
-    **targets: str,
+    **targets: Any,
 ) -> dict[str, str]:
     """The settings of a deployment of all of it, as environment variables."""
     healthy = copy.deepcopy(kube.add_from_fixture(minRunners=0, maxRunners=120))
@@ -74,7 +74,9 @@ def deployment(
     kube.add(healthy)
     kubeconfig = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
     fake, server = github
-    targets = targets or {t: f"arc-runners/{t}" for t in (QUEUEING, HEALTHY)}
+    # Each with a ceiling, as the chart's admission policy needs: `check` warns of one without.
+    ceiled = {t: {"target": f"arc-runners/{t}", "ceiling": 200} for t in (QUEUEING, HEALTHY)}
+    targets = targets or ceiled
     return {
         "METRICS_BACKEND": "prometheus",
         "PROMETHEUS_URL": arc_fleet.prometheus.url,

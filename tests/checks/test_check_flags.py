@@ -43,6 +43,47 @@ def test_a_scaler_nobody_may_use_and_a_cap_above_the_ceiling_fail_naming_the_set
     ]
 
 
+def test_an_arc_target_without_a_ceiling_and_a_pilot_past_its_ceiling_are_warned(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    """The chart's admission policy holds the token to each scale set's ceiling and needs one;
+    a pilot whose up_to passes the ceiling would have its acts past it refused."""
+    targets = {
+        "linux.open": {"target": "arc-runners/open", "cap": 10},
+        "linux.piloted": {
+            "target": "arc-runners/piloted",
+            "ceiling": 40,
+            "pilot": {"up_to": 60, "step": 20},
+        },
+        "linux.held": {
+            "target": "arc-runners/held",
+            "ceiling": 40,
+            "pilot": {"up_to": 40, "step": 20},
+        },
+    }
+    env = check_env(
+        slack,
+        redis_url,
+        SCALER_BACKEND="arc",
+        SCALER_TARGETS=json.dumps(targets),
+        SCALE_ALLOWED_USERS="S0ONCALL",
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert [line for line in lines(result, "warn") if line.split()[1] == "scaling"] == [
+        "warn  scaling    linux.open: no ceiling: nothing outside the bot bounds what its token "
+        "may set on arc-runners/open (the chart's admission policy, which holds each scale set "
+        'to its ceiling, requires one) — fix: give SCALER_TARGETS["linux.open"] a "ceiling", the '
+        'most runners its scale set should ever have (e.g. "ceiling": 40); the chart renders the '
+        "same entry into its admission policy",
+        "warn  scaling    linux.piloted: its pilot's up_to, 60 runners, is above its ceiling of "
+        "40: the pilot's acts past the ceiling would be refused — fix: lower "
+        'SCALER_TARGETS["linux.piloted"] "pilot" "up_to" to at most 40, or raise its "ceiling"',
+    ]
+    assert not [line for line in lines(result, "FAIL") if line.split()[1] == "scaling"]
+
+
 def test_an_arc_target_whose_scale_set_no_name_gives_fails_as_serve_refuses_it(
     tmp_path: Path, slack: Slack, redis_url: str
 ) -> None:

@@ -7,7 +7,8 @@ meanwhile `details` naming it by group and resource (apimachinery's NewNotFound,
 The words are the API server's: its patch handler (415 and the media types it takes, a test
 operation that fails), its checks that a patch leaves the object itself, the CRD's structural
 schema (`minRunners` and `maxRunners` integers of at least 0), and the SelfSubjectAccessReview's
-validation. A refused request changes no scale set.
+validation. A second table: what the chart's own admission policy, judged in CEL, makes of a
+PATCH, after the schema and the precondition. A refused request changes no scale set.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import httpx
 import pytest
 
 from sandbox.kube_api import REVIEWS
+from tests.support.chart_admission import chart_policy
 from tests.support.fakes.kube_api import RECORDED, FakeKubeApi
 from tests.support.refusals import Answer, Like, assert_answered
 
@@ -251,3 +253,73 @@ async def test_a_review_is_answered_as_rbac_reads_resource_names(
 
     assert answer.status_code == 201
     assert answer.json()["status"]["allowed"] is allowed
+
+
+# The chart's admission policy, for the recorded set with a ceiling of 40 (its maxRunners 120 is
+# its owner's, above it: only a change is held to the ceiling).
+CEILING_40 = {"linux": {"target": f"arc-runners/{RECORDED}", "cap": 10, "ceiling": 40}}
+POLICY = "queuepilot.queuepilot-scaler"  # the policy's and its binding's name, as the chart's
+DENIED = (
+    f"ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: queuepilot's "
+    f"ServiceAccount may set maxRunners of arc-runners/{RECORDED} only from 1 to its ceiling, "
+    "40, not 130"
+)
+# What the API server answers each PATCH: the policy comes after the schema (422) and the
+# resourceVersion precondition (409), as in the generic registry's Update.
+ADMISSION_ROWS: list[tuple[str, dict[str, Any], Answer]] = [
+    ("maxRunners past the ceiling", {"spec": {"maxRunners": 130}}, Answer(403, {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'autoscalingrunnersets.actions.github.com "{RECORDED}" is forbidden: {DENIED}',
+        "reason": "Forbidden",
+        "details": {
+            "name": RECORDED,
+            "group": "actions.github.com",
+            "kind": "autoscalingrunnersets",
+            "causes": [{"message": DENIED}],
+        },
+        "code": 403,
+    })),
+    ("past the ceiling on an older version", {
+        "metadata": {"resourceVersion": "1"}, "spec": {"maxRunners": 130}}, status(
+            409, "Conflict", Like("Operation cannot be fulfilled on .*"), RECORDED)),
+    ("past the ceiling and no integer", {"spec": {"maxRunners": 130, "minRunners": "x"}},
+     invalid('spec.minRunners: Invalid value: "string": spec.minRunners in body must be of type '
+             'integer: "string"')),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"), [pytest.param(b, e, id=name) for name, b, e in ADMISSION_ROWS]
+)
+async def test_a_patch_the_admission_policy_denies_is_refused_and_changes_nothing(
+    kube: tuple[FakeKubeApi, httpx.AsyncClient], body: dict[str, Any], expected: Answer
+) -> None:
+    api, http = kube
+    api.admission = chart_policy(CEILING_40)
+    before = copy.deepcopy(api.sets)
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": MERGE}
+
+    answer = await http.patch(SET, content=json.dumps(body).encode(), headers=headers)
+
+    assert_answered(Answer.of(answer), expected)
+    assert api.sets == before and not api.written, "a denied patch changes nothing"
+
+
+async def test_a_patch_the_admission_policy_admits_is_written(
+    kube: tuple[FakeKubeApi, httpx.AsyncClient],
+) -> None:
+    api, http = kube
+    api.arc.after_s = None  # ARC's reaction to the spec change: tests/sandbox/test_kube_api.py
+    api.admission = chart_policy(CEILING_40)
+    version = api.sets[("arc-runners", RECORDED)]["metadata"]["resourceVersion"]
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": MERGE}
+    body = {"metadata": {"resourceVersion": version}, "spec": {"maxRunners": 40}}
+
+    answer = await http.patch(SET, content=json.dumps(body).encode(), headers=headers)
+
+    assert answer.status_code == 200, answer.text
+    assert api.sets[("arc-runners", RECORDED)]["spec"]["maxRunners"] == 40
+    assert int(answer.json()["metadata"]["resourceVersion"]) == int(version) + 1

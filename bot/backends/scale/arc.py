@@ -11,8 +11,8 @@ from lightkube import AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
 
-from bot.backends.http import BackendError, Counted, uncounted
-from bot.backends.kube import SERVICE, KubeAccess, call
+from bot.backends.http import BackendError, Counted, shortened, uncounted
+from bot.backends.kube import SERVICE, KubeAccess, Refusal, call
 from bot.backends.scale import (
     Reverted,
     Scaler,
@@ -36,6 +36,14 @@ NAMES = ("minRunners", "maxRunners", "runners")  # as ARC's listener checks them
 LISTENER = "ARC's listener does not run with maxRunners below minRunners"
 # Who the API server says asked, in its Forbidden message (`User "system:serviceaccount:…"`).
 ASKER = re.compile(r'User "([^"]{1,200})"')
+# A validating admission policy's denial, as apiserver's policy dispatcher words it: the policy,
+# its binding, and the first failed validation's message.
+DENIED = re.compile(
+    r"ValidatingAdmissionPolicy '([^']{1,253})'(?: with binding '[^']{1,253}')? "
+    r"denied request: (.+)",
+    re.DOTALL,
+)
+DENIED_SAID = 240  # of the policy's own message, in a reply
 # A namespace's and a set's names as Kubernetes allows them: lightkube puts them in the path as
 # they are.
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -157,9 +165,22 @@ class ArcScaler(Scaler):
 
 
 def forbidden(exc: BackendError, verb: str, namespace: str, name: str) -> BackendError:
-    """RBAC's 403 said whole, with its fix (the API server's message runs past what a reply
-    shows). Never retried: a binding does not appear alone."""
-    asker = ASKER.search(str(exc))
+    """A 403 said whole, with its fix (the API server's message runs past what a reply shows):
+    an admission policy's denial in its own words, else RBAC's. Never retried: a binding does
+    not appear alone, and a policy's verdict stands until someone changes the chart's values."""
+    whole = exc.whole if isinstance(exc, Refusal) else str(exc)
+    policy = DENIED.search(whole)
+    if policy:
+        return BackendError(
+            f"{SERVICE} answered 403 Forbidden: its admission policy {policy.group(1)[:100]} "
+            f"denied the change: {shortened(policy.group(2), DENIED_SAID)}. Its ceilings are "
+            "SCALER_TARGETS' `ceiling`s, as the chart rendered them; the bot's own (the same "
+            "entries) should match. To go past one, or change a set no entry names, change "
+            "SCALER_TARGETS and `helm upgrade`",
+            retryable=False,
+            status=403,
+        )
+    asker = ASKER.search(whole)
     who = asker.group(1) if asker else "the bot's service account"
     return BackendError(
         f"{SERVICE} answered 403 Forbidden: {who} may not {verb} the AutoscalingRunnerSet "
