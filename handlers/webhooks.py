@@ -5,6 +5,7 @@ job's state in Redis, answer 200. The bounded body read serves `/slack/events` t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -154,6 +155,12 @@ class AlertWebhooks:
 GITHUB_CONTENT_TYPES = ("application/json", "application/x-www-form-urlencoded")
 DELIVERY_ID_CAP = 100  # GitHub's are UUIDs: anything far longer is not one of its deliveries
 KIND_CAP = 60  # an event or action name kept as a kind heard
+# A workflow_job delivery is 10 to 30 KB: within the rate, a forged one then costs at most this
+# read and its HMAC on the loop Slack's clicks share, not ALERT_MAX_BODY_BYTES' mebibyte.
+GITHUB_MAX_BODY_BYTES = 256 * 1024
+# GitHub gives up on an answer after 10 s; a sender slower with its body than that holds a place
+# of GITHUB_WEBHOOK_CONCURRENCY for nothing (uvicorn sets no deadline on a body).
+GITHUB_BODY_WAIT_S = 10.0
 
 
 class GithubWebhooks:
@@ -169,11 +176,13 @@ class GithubWebhooks:
         config: Settings,
         clock: Callable[[], float] = time.time,
         pacing: Pacing | None = None,
+        body_wait_s: float = GITHUB_BODY_WAIT_S,
     ) -> None:
         self._jobs = jobs
         self._telemetry = telemetry
         self._secret = secret_of(config.github_webhook_secret)
-        self._max_body = config.alert_max_body_bytes
+        self._max_body = min(config.alert_max_body_bytes, GITHUB_MAX_BODY_BYTES)
+        self._body_wait_s = body_wait_s
         self._clock = clock
         self._limits = DeliveryLimits(
             config.github_webhook_rate, config.github_webhook_concurrency, pacing=pacing
@@ -263,7 +272,12 @@ class GithubWebhooks:
                 f"{media_type or 'none'}"
             )
             raise _Rejected(415, "content_type", message)
-        body = await _body(request, self._max_body)
+        try:
+            async with asyncio.timeout(self._body_wait_s):
+                body = await _body(request, self._max_body)
+        except TimeoutError:
+            message = f"the body did not arrive within {self._body_wait_s:g} s"
+            raise _Rejected(408, "slow_body", message) from None
         problem = github_signature_problem(body, signature, self._secret)
         if problem is not None:
             raise _Rejected(401, "bad_signature", problem)

@@ -119,7 +119,7 @@ class Keys:
     jobs_seen = _kind("jobs:seen:{}")
     job_arrivals = _kind("jobs:arrivals:{}")
     job_durations = _kind("jobs:durations:{}")
-    github_delivery = _kind("github:delivery:{}")  # X-GitHub-Delivery: recorded once
+    github_delivery = _kind("github:delivery:{}")  # a delivery by its signature: recorded once
     github_events_slot = _kind("github:events:{}")  # deliveries by kind per five-minute slot
     home_claim = _kind("home:claim:{}:{}")  # user, digest
     permalink = _kind("permalink:{}:{}")  # channel, ts

@@ -1,7 +1,8 @@
 """The ARC scaler against an API server that runs the chart's own admission policy, with a ceiling
 of 40 for the scale set that the bot's settings do not give (so only the API server holds it): a
 change past the ceiling is refused in the policy's words, with the fix, never in RBAC's, and not
-retried; one within it is made. A put-back the policy denies says so, and is not retried."""
+retried; one within it is made. A put-back the policy denies says so, and is not retried; a
+set paused at maxRunners 0 is not raised at all."""
 
 from __future__ import annotations
 
@@ -127,3 +128,20 @@ async def test_a_put_back_under_a_lowered_ceiling_is_made_and_one_of_a_dropped_t
     )
     assert not caught.value.retryable
     assert kube.sets[SET]["spec"]["minRunners"] == 35
+
+
+async def test_a_set_its_owner_paused_at_max_runners_0_is_not_raised(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """maxRunners 0 is a pause: a raise from Slack could never be put back (the policy holds
+    the token to 1 at least), so the bot refuses it before asking, and says whose it is."""
+    kube.add_from_fixture(minRunners=0, maxRunners=0)["status"]["currentRunners"] = 0
+    kube.admission = chart_policy(ceiling(40))
+    arc = scaler(kube, tmp_path)
+
+    with pytest.raises(BackendError) as caught:
+        await arc.scale(ScaleRequest(TARGET, 5, "1", "al", raise_maximum=True))
+
+    assert str(caught.value).startswith("maxRunners is 0: the scale set's owner has paused it")
+    assert not caught.value.retryable
+    assert not kube.patches and kube.sets[SET]["spec"]["maxRunners"] == 0

@@ -341,6 +341,10 @@ REFUSED_TARGETS = {
         {"linux.2xlarge": {"cap": 10, "ceiling": 40.5}},
         "its ceiling 40.5 is no whole number from 1",
     ),
+    "a ceiling the bot would refuse": (
+        {"linux.2xlarge": {"cap": 10, "ceiling": 2000000}},
+        "its ceiling 2000000 is no whole number from 1 to 1000000",
+    ),
     "one set, two ceilings": (
         {
             "linux.2xlarge": {"cap": 10, "ceiling": 40},

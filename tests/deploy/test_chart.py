@@ -294,7 +294,7 @@ def test_a_misspelt_or_mistyped_value_is_refused_by_the_schema(values: dict, nam
                 "ingress": {"tls": {"secretName": ""}, "githubWebhook": {"enabled": True}},
             },
             "ingress.githubWebhook.tls.secretName and ingress.tls.secretName are empty: GitHub's "
-            "webhook is published over TLS only",
+            "webhook needs TLS on its Ingress",
         ),
         # Unsafe to publish or to run: each refused with the fix.
         (

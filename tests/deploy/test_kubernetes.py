@@ -601,7 +601,7 @@ def test_githubs_webhook_has_an_ingress_of_its_own_over_tls_with_its_own_annotat
     assert hooks["spec"]["tls"] == [{"hosts": ["hooks.example.com"], "secretName": "hooks-tls"}]
     # TLS ended before Slack's Ingress (a cloud load balancer) is no TLS for GitHub's.
     plain = {"tls": {"secretName": ""}, "githubWebhook": {"enabled": True}}
-    with pytest.raises(helm_python.HelmError, match="GitHub's webhook is published over TLS"):
+    with pytest.raises(helm_python.HelmError, match="GitHub's webhook needs TLS on its Ingress"):
         render_values({**SECRET, "ingress": plain})
 
 
@@ -650,6 +650,10 @@ WARNINGS = {
     "open alert webhooks": (
         {"config": {"ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED": "true"}},
         "WARNING: config.ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED is true: anyone who reaches",
+    ),
+    "open alert webhooks, as pydantic reads yes": (
+        {"config": {"ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED": "Yes"}},
+        "WARNING: config.ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED is true",
     ),
     "no admission policy": (
         {"rbac": {"admissionPolicy": False}},

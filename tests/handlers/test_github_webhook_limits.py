@@ -56,11 +56,15 @@ async def served(github: GithubWebhooks) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def endpoint(
-    settings: Settings, redis: Redis, telemetry: Telemetry, clock: Clock | None = None
+    settings: Settings,
+    redis: Redis,
+    telemetry: Telemetry,
+    clock: Clock | None = None,
+    **more: float,
 ) -> GithubWebhooks:
     jobs = WorkflowJobs(redis, Keys(settings.redis_prefix))
     pacing = Pacing(clock) if clock is not None else None
-    return GithubWebhooks(jobs, telemetry, config=settings, pacing=pacing)
+    return GithubWebhooks(jobs, telemetry, config=settings, pacing=pacing, **more)
 
 
 def body_of(job_id: int) -> bytes:
@@ -177,3 +181,38 @@ async def test_refusals_over_the_limits_are_counted_each_and_logged_once_a_minut
     assert len(said) == 2, said
     assert "deliveries refused in the last 0 s: 1 over GITHUB_WEBHOOK_RATE" in said[0]
     assert "deliveries refused in the last 60 s: 40 over GITHUB_WEBHOOK_RATE" in said[1]
+
+
+async def test_a_body_that_does_not_come_gives_its_place_back_and_a_large_one_is_refused(
+    settings_for: Callable[..., Settings], redis: Redis
+) -> None:
+    """A sender that holds its body past the deadline is answered 408 and its place is free
+    again; a body past GitHub's own cap (a workflow_job delivery is tens of KB) is refused 413
+    unread, whatever ALERT_MAX_BODY_BYTES allows."""
+    settings = settings_for(
+        github_webhook_secret=SECRET, github_webhook_rate=1000, github_webhook_concurrency=1
+    )
+    async with served(endpoint(settings, redis, Telemetry(), body_wait_s=0.5)) as http:
+        body = body_of(1)
+        url = http.base_url
+        reader, writer = await asyncio.open_connection(url.host, url.port)
+        try:
+            sent = {**headers_for(body), "Content-Length": str(len(body)), "Host": url.host}
+            head = "".join(f"{name}: {value}\r\n" for name, value in sent.items())
+            writer.write(f"POST {PATH} HTTP/1.1\r\n{head}\r\n".encode() + body[:100])
+            answer = b""
+            while not answer.endswith(b"}"):  # the refusal's JSON, however the writes split
+                chunk = await asyncio.wait_for(reader.read(4096), timeout=10)
+                assert chunk, f"closed without an answer: {answer!r}"
+                answer += chunk
+        finally:
+            writer.close()
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert b"the body did not arrive within 0.5 s" in answer
+        assert (await post(http, body_of(2))).json() == {"status": "recorded"}
+
+        large = json.dumps({**delivery("queued", job_id=3), "padding": "x" * 300_000}).encode()
+        assert settings.alert_max_body_bytes > len(large)
+        refused_large = await post(http, large)
+        assert refused_large.status_code == 413, refused_large.text
+        assert "262144-byte limit" in refused_large.json()["error"]

@@ -1,16 +1,19 @@
-"""A ValidatingAdmissionPolicy judged as the API server judges it, in CEL (cel-python): what the
-deploy tests read the chart's policy with, and what the Kubernetes stand-in's `admission` hook
-runs, so a test of the bot meets the chart's own policy.
+"""A ValidatingAdmissionPolicy judged as the API server judges it, for what the chart's policy
+uses, in CEL (cel-python): what the deploy tests read the chart's policy with, and what the
+Kubernetes stand-in's `admission` hook runs, so a test of the bot meets the chart's own policy.
 
 As Kubernetes' policy plugin: the request matched by the policy's `matchConstraints`
 (operations, resources, a namespace's `kubernetes.io/metadata.name` label), then every
-`matchCondition` true, `variables` evaluated (an error is a value, as in CEL, met only where
-used), every validation evaluated in order; a false one or one in error (failurePolicy Fail) is
-a denial, said by its `messageExpression`, else its `message`. The API server answers with the
+`matchCondition` true (one in error denies, under failurePolicy Fail), `variables` evaluated (an
+error is a value, as in CEL, met only where used), every validation evaluated in order; a false
+one or one in error (failurePolicy Fail) is a denial, said by its `messageExpression`, else its
+`message`. The API server answers with the
 first: 403 Forbidden, "ValidatingAdmissionPolicy '<policy>' with binding '<binding>' denied
 request: <message>" (apiserver's policy/validating dispatcher). Only what Kubernetes' CEL has is
 used: `has()`, `==` on maps and lists, `all()` over a map's keys, `in` on a map, `string()`, and
-`object`, `oldObject`, `request`, `variables` as plain maps.
+`object`, `oldObject`, `request`, `variables` as plain maps. One difference is known: cel-python
+does not compare an int with a double (`120 == 120.0`), where Kubernetes' CEL compares numbers
+across types; the integer fields here hold ints.
 """
 
 from __future__ import annotations
@@ -93,9 +96,15 @@ def _activation(given: dict[str, Any]) -> dict[str, Any]:
 def denials(policy: dict[str, Any], given: dict[str, Any]) -> list[str] | None:
     """None when the policy does not match the request; else the message of every validation
     that is false or fails, in order (empty: admitted)."""
-    if not matched(policy, given):
-        return None
     activation = _activation(given)
+    conditions = policy["spec"].get("matchConditions") or []
+    verdicts = [_bool(condition["expression"], activation) for condition in conditions]
+    if False in verdicts:
+        return None
+    if None in verdicts and policy["spec"].get("failurePolicy", "Fail") == "Fail":
+        return ["a matchCondition could not be evaluated: failurePolicy Fail denies"]
+    if not matched({**policy, "spec": {**policy["spec"], "matchConditions": []}}, given):
+        return None
     variables: dict[str, Any] = {}
     for variable in policy["spec"].get("variables") or []:
         activation["variables"] = celpy.json_to_cel(variables)

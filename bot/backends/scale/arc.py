@@ -283,6 +283,14 @@ def _planned(
             raise BackendError(
                 "maxRunners is not set (unbounded): nothing to raise", retryable=False
             )
+        # 0 is its owner's pause: raised from Slack it could never be put back, since the
+        # admission policy holds the bot's token to a maxRunners of at least 1.
+        if maximum == 0:
+            raise BackendError(
+                "maxRunners is 0: the scale set's owner has paused it. Raise it where they "
+                "manage it (its chart or kubectl); queuepilot does not undo a pause",
+                retryable=False,
+            )
         value = maximum + delta
         checked(target, (before.minimum, value, None), NAMES, "maxRunners", value)
         return "maxRunners", value, Capacity(before.current, before.minimum, value)

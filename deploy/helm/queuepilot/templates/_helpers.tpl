@@ -168,8 +168,8 @@ whole number from 1.
 {{- $target = index $entry "target" | default "" | toString }}
 {{- $ceiling = index $entry "ceiling" | default "" | toString }}
 {{- end }}
-{{- if and $ceiling (not (regexMatch "^[1-9][0-9]{0,6}$" $ceiling)) }}
-{{- fail (printf "config.SCALER_TARGETS[\"%s\"]: its ceiling %s is no whole number from 1: the most runners its scale set's maxRunners and minRunners may reach, e.g. 40" $type $ceiling) }}
+{{- if and $ceiling (not (regexMatch "^([1-9][0-9]{0,5}|1000000)$" $ceiling)) }}
+{{- fail (printf "config.SCALER_TARGETS[\"%s\"]: its ceiling %s is no whole number from 1 to 1000000 (as the bot reads it): the most runners its scale set's maxRunners and minRunners may reach, e.g. 40" $type $ceiling) }}
 {{- end }}
 {{- $name := "" }}
 {{- $space := $arc }}
@@ -266,7 +266,7 @@ Secret the chart does not see, the ones the mode requires (others: <NAME>_FILE i
 
 {{/*
 "true" when GitHub's workflow_job webhook is published: as ingress.githubWebhook.enabled says (or
-ingress.githubWebhook itself, 0.27's boolean), or, unset, when the chart's own Secret holds
+ingress.githubWebhook itself, the boolean of earlier 0.28 development builds), or, unset, when the chart's own Secret holds
 GITHUB_WEBHOOK_SECRET (a Secret it does not see cannot tell it); never without ingress.enabled.
 */}}
 {{- define "queuepilot.githubWebhook" -}}
@@ -296,7 +296,7 @@ Ingress's; annotations its own only. Refuses it without a host or without TLS, n
 {{- fail "ingress.githubWebhook.host and ingress.host are empty: GitHub posts to https://<host>/webhooks/github; set one, or ingress.githubWebhook.enabled=false (and route GitHub's deliveries yourself)" }}
 {{- end }}
 {{- if not $secret }}
-{{- fail (printf "ingress.githubWebhook.tls.secretName and ingress.tls.secretName are empty: GitHub's webhook is published over TLS only (its event and delivery headers are not signed); name the Secret with %s's certificate (cert-manager's, through ingress.githubWebhook.annotations), or ingress.githubWebhook.enabled=false and publish it yourself" $host) }}
+{{- fail (printf "ingress.githubWebhook.tls.secretName and ingress.tls.secretName are empty: GitHub's webhook needs TLS on its Ingress (its event and delivery headers are not signed); name the Secret with %s's certificate (cert-manager's, through ingress.githubWebhook.annotations), or ingress.githubWebhook.enabled=false and publish it yourself" $host) }}
 {{- end }}
 {{- toJson (dict "host" $host "className" ($own.className | default .Values.ingress.className) "annotations" ($own.annotations | default dict) "secretName" $secret) }}
 {{- end }}
@@ -479,7 +479,7 @@ labels) lets anything through. A password (user:password@) is left out before ho
 {{- fail (printf "networkPolicy.extraEgress[%d] is a rule with no to and no ports: it lets the pods reach everything; name its peers (to: a namespaceSelector, podSelector or ipBlock) and its ports, or remove it" $k) }}
 {{- end }}
 {{- end }}
-{{- /* An extra ingress rule gets the pods' port whatever it says: without `from` it admits anyone. */}}
+{{- /* An extra ingress rule gets the pods' port unless it names its own: without `from` it admits anyone. */}}
 {{- range $k, $rule := $policy.extraIngress | default list }}
 {{- if not ($rule | default dict).from }}
 {{- fail (printf "networkPolicy.extraIngress[%d] is a rule with no from: it lets anyone reach the pods' port, the alert webhooks and /metrics included; name its peers (from: a namespaceSelector, podSelector or ipBlock), or remove it" $k) }}
