@@ -335,7 +335,7 @@ REFUSED_TARGETS = {
     ),
     "a ceiling of 0": (
         {"linux.2xlarge": {"cap": 10, "ceiling": 0}},
-        'config.SCALER_TARGETS["linux.2xlarge"] has no ceiling',
+        "its ceiling 0 is no whole number from 1 to 1000000",
     ),
     "a fractional ceiling": (
         {"linux.2xlarge": {"cap": 10, "ceiling": 40.5}},
@@ -372,6 +372,15 @@ def test_a_target_the_policy_cannot_bound_is_refused_with_the_fix(targets: dict,
     # Without the policy, the bot's own ceiling is the only one, and optional.
     if "has no ceiling" in said:
         render_values({**values, "rbac": {"admissionPolicy": False}})
+
+
+@pytest.mark.parametrize("given", [1000000, 1500, "40"])
+def test_a_ceiling_the_bot_takes_is_rendered_as_it_reads_it(given: int | str) -> None:
+    targets = {"linux.2xlarge": {"cap": 10, "ceiling": given}}
+    values = {**SECRET, "config": {"SCALER_TARGETS": json.dumps(targets)}}
+    variables = one(render_values(values), POLICY)["spec"]["variables"]
+    (ceilings,) = [v["expression"] for v in variables if v["name"] == "ceilings"]
+    assert ceilings == f"{{'queuepilot/linux-2xlarge': {int(given)}}}"
 
 
 def test_an_account_of_yours_is_the_one_the_policy_holds() -> None:

@@ -166,7 +166,13 @@ whole number from 1.
 {{- $target = $entry }}
 {{- else if kindIs "map" $entry }}
 {{- $target = index $entry "target" | default "" | toString }}
-{{- $ceiling = index $entry "ceiling" | default "" | toString }}
+{{- $given := index $entry "ceiling" }}
+{{- /* JSON's numbers are floats: 1000000 would print as 1e+06. */}}
+{{- if and (kindIs "float64" $given) (eq (floor $given) $given) }}
+{{- $ceiling = printf "%.0f" $given }}
+{{- else if not (kindIs "invalid" $given) }}
+{{- $ceiling = toString $given }}
+{{- end }}
 {{- end }}
 {{- if and $ceiling (not (regexMatch "^([1-9][0-9]{0,5}|1000000)$" $ceiling)) }}
 {{- fail (printf "config.SCALER_TARGETS[\"%s\"]: its ceiling %s is no whole number from 1 to 1000000 (as the bot reads it): the most runners its scale set's maxRunners and minRunners may reach, e.g. 40" $type $ceiling) }}
