@@ -76,7 +76,10 @@ class WorkflowJobs:
             self._keep_s + 3600,
             once_by,
             kind,
-            self._keep_s + 3600,  # a replay of a job's state is stale once its ID is forgotten
+            # A replay of a job's state is stale once its signature is forgotten; a delivery with
+            # no job (a ping, an event not read) is kept the hour its kind is read over, so an
+            # organization's hook that sends every event keeps an hour's keys, not a day's.
+            self._keep_s + 3600 if jobs else 3600,
             3600 + SLOT_S,
             self._kinds_kept,
         ]

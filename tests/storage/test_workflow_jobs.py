@@ -71,6 +71,19 @@ async def test_a_delivery_is_recorded_once_and_a_replay_of_an_old_state_is_stale
     assert await jobs.record("d-9", "workflow_job.queued", delivery("queued"), later) == "stale"
 
 
+async def test_a_delivery_without_a_job_is_kept_an_hour_and_a_jobs_a_day(redis: Redis) -> None:
+    """A hook that sends every event keeps an hour of their signatures, not a day's; a job's
+    delivery is kept past the day its state is, so a replay of it is stale, never new."""
+    jobs, now = WorkflowJobs(redis, KEYS), NOW.timestamp()
+    assert await jobs.record("sig-ping", "ping", None, now) == "kept"
+    assert await jobs.record("sig-ping", "ping", None, now) == "duplicate"
+    assert await jobs.record("sig-job", "workflow_job.queued", delivery("queued"), now) == (
+        "recorded"
+    )
+    assert 3500 < await redis.ttl(KEYS.github_delivery("sig-ping")) <= 3600
+    assert await redis.ttl(KEYS.github_delivery("sig-job")) > 24 * 3600
+
+
 async def test_the_record_keeps_a_day_and_its_cap_and_counts_the_last_hour(redis: Redis) -> None:
     jobs, start = WorkflowJobs(redis, KEYS, cap=3), NOW.timestamp()
     for n in range(5):
