@@ -30,7 +30,7 @@ from bot.domain.workflow_jobs import (
     kind_of,
     payload_of,
 )
-from bot.intake.delivery_limits import DeliveryLimits, Refusal
+from bot.intake.delivery_limits import DeliveryLimits, OverLimit
 from bot.intake.webhook_auth import (
     GITHUB_SIGNATURE_HEADER,
     SIGNATURE_HEADER,
@@ -240,7 +240,7 @@ class GithubWebhooks:
         log.debug("github webhook: delivery %s, %s: %s", delivery_id, kind, said["status"])
         return JsonAnswer(said)
 
-    def _over_limit(self, refusal: Refusal) -> JsonAnswer:
+    def _over_limit(self, refusal: OverLimit) -> JsonAnswer:
         # Counted, not logged: `DeliveryLimits` sums them up in a line a minute.
         self._telemetry.notifications.labels("github", refusal.reason).inc()
         return JsonAnswer(

@@ -22,7 +22,7 @@ SUMMARY_EVERY_S = 60.0
 
 
 @dataclass(frozen=True)
-class Refusal:
+class OverLimit:
     status: int  # 429 over the rate, 503 with the concurrency in progress
     reason: str  # the counter's outcome
     retry_after_s: int
@@ -40,7 +40,7 @@ class DeliveryLimits:
         self._unlogged = {"rate_limited": 0, "busy": 0}
         self._unlogged_since = 0.0
 
-    def admit(self) -> Refusal | None:
+    def admit(self) -> OverLimit | None:
         """None: the delivery is taken, and `done()` must follow its answer; else why not."""
         wait_s = self._pacing.slot_in(RATE, self._interval_s, self._burst)
         if wait_s > 0:
@@ -48,13 +48,13 @@ class DeliveryLimits:
                 f"over GITHUB_WEBHOOK_RATE: this replica takes {self._rate:g} deliveries a "
                 "second at most; redeliver it later"
             )
-            return self._refused(Refusal(429, "rate_limited", max(1, math.ceil(wait_s)), message))
+            return self._refused(OverLimit(429, "rate_limited", max(1, math.ceil(wait_s)), message))
         if self._in_progress >= self._concurrency:
             message = (
                 f"GITHUB_WEBHOOK_CONCURRENCY: {self._concurrency} deliveries are in progress "
                 "on this replica; redeliver it later"
             )
-            return self._refused(Refusal(503, "busy", 1, message))
+            return self._refused(OverLimit(503, "busy", 1, message))
         self._pacing.take(RATE, self._interval_s, self._burst)
         self._in_progress += 1
         return None
@@ -62,7 +62,7 @@ class DeliveryLimits:
     def done(self) -> None:
         self._in_progress -= 1
 
-    def _refused(self, refusal: Refusal) -> Refusal:
+    def _refused(self, refusal: OverLimit) -> OverLimit:
         now = self._pacing.now()
         if not any(self._unlogged.values()):
             self._unlogged_since = now

@@ -3,7 +3,7 @@ uses, in CEL (cel-python): what the deploy tests read the chart's policy with, a
 Kubernetes stand-in's `admission` hook runs, so a test of the bot meets the chart's own policy.
 
 As Kubernetes' policy plugin: the request matched by the policy's `matchConstraints`
-(operations, resources, a namespace's `kubernetes.io/metadata.name` label), then every
+(operations and resources: the chart's policy selects every namespace), then every
 `matchCondition` true (one in error denies, under failurePolicy Fail), `variables` evaluated (an
 error is a value, as in CEL, met only where used), every validation evaluated in order; a false
 one or one in error (failurePolicy Fail) is a denial, said by its `messageExpression`, else its
@@ -77,10 +77,6 @@ def matched(policy: dict[str, Any], given: dict[str, Any]) -> bool:
         and request["resource"]["resource"] in rule.get("resources", [])
         for rule in rules
     ):
-        return False
-    selector = (constraints.get("namespaceSelector") or {}).get("matchLabels") or {}
-    wanted = selector.get("kubernetes.io/metadata.name")
-    if wanted is not None and wanted != request["namespace"]:
         return False
     activation = _activation(given)
     return all(
