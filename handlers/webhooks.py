@@ -202,17 +202,17 @@ class GithubWebhooks:
             event, delivery_id, body, signed = await self._verified(request)
             delivered: JobDelivery | None = None
             if event == PING:
-                kind, said = PING, {"status": "pong"}
+                kind, counted, said = PING, "ping", {"status": "pong"}
             elif event != EVENT:
                 reason = f"queuepilot reads only workflow_job deliveries, not {event!r}"
-                kind, said = event, {"status": "ignored", "reason": reason}
+                kind, counted, said = event, "ignored", {"status": "ignored", "reason": reason}
             else:
                 payload = payload_of(body, _media_type(request))
                 found, kind = job_delivery(payload), kind_of(payload)
                 if isinstance(found, str):
-                    said = {"status": "ignored", "reason": found}
+                    counted, said = "ignored", {"status": "ignored", "reason": found}
                 else:
-                    delivered, said = found, {"status": "recorded"}
+                    delivered, counted, said = found, "accepted", {"status": "recorded"}
             # Once by its body as signed, whatever it is: GitHub's redelivery repeats it under
             # the same ID, and a replay under a fresh ID or event (those headers are not signed)
             # is the same body again. Any other delivery is recorded as heard, so `check` can say
@@ -234,7 +234,6 @@ class GithubWebhooks:
         if outcome == "stale":
             message = "the job's state is older than the day queuepilot keeps: nothing changed"
             return self._reject(422, "stale", message)
-        counted = "accepted" if delivered else "ping" if event == PING else "ignored"
         self._telemetry.notifications.labels("github", counted).inc()
         # Debug: a line per job state would be most of the log in a busy organization's push.
         log.debug("github webhook: delivery %s, %s: %s", delivery_id, kind, said["status"])
