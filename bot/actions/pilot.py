@@ -381,7 +381,16 @@ class Piloting:
                 if result.done
                 else incident.put_backs
             )
-            updated = incident.model_copy(update={"updated_at": now, "put_backs": put_backs})
+            update: dict[str, object] = {"updated_at": now, "put_backs": put_backs}
+            if result.done:  # its runners are not awaited any more: its follow-up ends with it
+                update["follow_ups"] = tuple(f for f in incident.follow_ups if f.at != act.at)
+                update["actions"] = tuple(
+                    e.model_copy(update={"scale": done.model_copy(update={"undone": True})})
+                    if e.at == act.at and e.scale is not None
+                    else e
+                    for e in incident.actions
+                )
+            updated = incident.model_copy(update=update)
             reply = Reply("action", BAND_ACTION, render_event(updated, event))
             answer = f"{escape(text)}. `{back}` is what it was before the act."
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(result.done, answer)
@@ -441,6 +450,8 @@ class Piloting:
         )
         text += f" ({result.left})" if result.left else ""
         undone = replace(entry, id="" if result.done else entry.id, fate=f"{text}.")
+        if result.done:  # its runners are not awaited any more: its follow-up ends with it
+            undone = replace(undone, done=done.model_copy(update={"undone": True}), follow=None)
 
         def told(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != uid:
@@ -537,6 +548,8 @@ def _last_act(found: Within, piloted: Piloted) -> tuple[str, str, str, str]:
     outcome = {True: "its runners came", False: "its runners did not come", None: ""}[done.came]
     if done.came is None and act.pending:
         outcome = "being followed"
+    if done.undone:
+        outcome = "undone"
     if done.came is not False or piloted.failed == act.at.isoformat():
         return last, outcome, piloted.failed, ""
     failed = f"its +{done.added} at {act.at:%H:%M} UTC did not come up"

@@ -86,6 +86,7 @@ class ScaleDone(BaseModel):
     came: bool | None = None  # what its follow-up found: None while not known
     seen_at: datetime | None = None  # the reading that decided it
     bought: Bought | None = None  # the drain before and after its runners came: once read
+    undone: bool = False  # put back at once by its Undo: no longer followed, nothing to judge
 
 
 class Event(BaseModel):

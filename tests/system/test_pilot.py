@@ -255,3 +255,36 @@ async def test_an_act_whose_runners_do_not_come_pauses_the_pilot_and_says_why(
         why = await eventually(paused, what="the pilot paused")
         assert why.startswith("its +6 at ") and why.endswith("did not come up")
         assert maximum(kube) == 26, "no second act"
+
+
+async def test_an_undone_act_is_no_longer_followed_so_a_resumed_pilot_stays_on(
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    pods20.queueing.set(**AT_MAXIMUM)
+    kube.add_from_fixture(minRunners=0, maxRunners=20)
+    async with run_bot(settings(settings_for, pods20, kube, tmp_path, verify=4)) as running:
+        await alert_at_maximum(running, slack)
+        act = await eventually(
+            lambda: next((m for m in replies(slack) if "queuepilot (policy)" in shown(m)), None),
+            what="the pilot's act",
+            timeout=40,
+        )
+        acted = datetime.now(UTC)
+        assert (await click(running, act, "pilot_undo")).status_code == 200
+        await eventually(lambda: maximum(kube) == 20, what="put back at once", timeout=20)
+        # A person looked at it and turns the pilot back on before the act's deadline.
+        assert (await post_event(running.http, slash(f"pilot on {QUEUEING}"))).status_code == 200
+
+        async def resumed() -> bool:
+            return (await pilot_state(running))[1] is None
+
+        await eventually(resumed, what="the pilot resumed")
+
+        async def looked_past_the_deadline() -> bool:
+            piloted, _ = await pilot_state(running)
+            return piloted.at is not None and (piloted.at - acted).total_seconds() > 4 + 2
+
+        await eventually(looked_past_the_deadline, what="the pilot's looks past the deadline")
+        _, paused = await pilot_state(running)
+        assert paused is None, f"paused again by an act that was undone: {paused}"
+        assert not any("did not come" in r or "0 registered after" in r for r in said(slack))
