@@ -9,6 +9,7 @@ started ones waited)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from bot.backends.http import BackendError
 from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings
-from bot.domain.cost import Waited, waited_of_jobs, waited_of_left
+from bot.domain.cost import LeftJob, Waited, waited_of_jobs, waited_of_left
 from bot.domain.fleet import of_type
 from bot.domain.incidents import Incident, thresholds
 from bot.domain.workflow_jobs import is_job_kind
@@ -28,6 +29,8 @@ from bot.storage.workflow_jobs import WorkflowJobs
 log = logging.getLogger(__name__)
 
 EARLIEST = timedelta(hours=1)
+
+Costed = dict[str, Waited]  # by runner type
 
 
 class CostReader:
@@ -59,44 +62,60 @@ class CostReader:
             "queued jobs (METRICS_BACKEND=hud) do"
         )
 
-    async def cost(self, incident: Incident, now: datetime) -> dict[str, Waited] | None:
-        """Per runner type the incident shows, what its jobs that got a runner since the alert
-        waited; None where no source tells it or it could not be read (the last stays)."""
-        types = sorted(incident.shown_types)
-        if not types or not self.known:
-            return None
+    async def costs(self, incidents: Sequence[Incident], now: datetime) -> dict[str, Costed]:
+        """Per incident (by ID), what the jobs of each runner type it shows that got a runner
+        since its alert waited; absent where no source tells it or it could not be read (the last
+        stays). Each source is read once for all of them, from the earliest alert on, and each
+        incident takes its own window: one tick's due incidents cost one read of the record."""
+        shown = {i.id: (i, sorted(i.shown_types)) for i in incidents if i.shown_types}
+        if not shown or not self.known:
+            return {}
         # From the alert's start, but not from a day long gone: an alert that fired long before
         # queuepilot heard it (or a replayed one) is costed from an hour before it opened.
-        since = max(incident.started_at, incident.opened_at - EARLIEST)
-        threshold = self._threshold(incident)
+        since = {key: max(i.started_at, i.opened_at - EARLIEST) for key, (i, _) in shown.items()}
+        earliest = min(since.values())
         try:
             if self._jobs is not None and await self._delivered(now):
-                jobs = await self._jobs_since(since, now)
-                found = {
-                    t: waited_of_jobs(jobs, t, since, now, threshold) for t in dict.fromkeys(types)
+                jobs = await self._jobs_since(earliest, now)
+                return {
+                    key: {
+                        t: waited_of_jobs(jobs, t, since[key], now, self._threshold(i))
+                        for t in types
+                    }
+                    for key, (i, types) in shown.items()
                 }
-            elif isinstance(self._metrics, PrometheusMetrics) or self._followed is not None:
-                found = await self._read(types, since, now, threshold)
-            else:
-                return None  # deliveries are expected and none came: nothing tells it yet
+            if not isinstance(self._metrics, PrometheusMetrics) and self._followed is None:
+                return {}  # deliveries are expected and none came: nothing tells it yet
+            left = await self._followed.left(earliest, now) if self._followed is not None else []
+            histograms: dict[tuple[datetime, float], dict[str, Waited]] = {}
+            found = {}
+            for key, (incident, types) in shown.items():
+                window = (since[key], self._threshold(incident))
+                if isinstance(self._metrics, PrometheusMetrics) and window not in histograms:
+                    histograms[window] = await self._metrics.waited(
+                        since=window[0], until=now, threshold_mins=window[1]
+                    )
+                found[key] = self._of_read(types, window, now, histograms.get(window, {}), left)
+            return found
         except (BackendError, RedisError) as exc:
-            log.warning("cost: incident %s: %s", incident.id, exc)
-            return None
-        return found
+            log.warning("cost: %s", exc)
+            return {}
 
-    async def _read(
-        self, types: list[str], since: datetime, now: datetime, threshold: float
-    ) -> dict[str, Waited]:
+    def _of_read(
+        self,
+        types: list[str],
+        window: tuple[datetime, float],
+        now: datetime,
+        histogram: dict[str, Waited],
+        left: list[LeftJob],
+    ) -> Costed:
         """ARC's histogram for the types Prometheus has one for; the HUD's followed jobs for the
         rest where it lists them (PyTorch's EC2 types beside its ARC ones)."""
-        found: dict[str, Waited] = {}
-        if isinstance(self._metrics, PrometheusMetrics):
-            every = await self._metrics.waited(since=since, until=now, threshold_mins=threshold)
-            found = {t: w for t in types if (w := of_type(every, t)) is not None}
-        rest = [t for t in types if t not in found]
-        if self._followed is not None and rest:
-            left = await self._followed.left(since, now)
+        since, threshold = window
+        found = {t: w for t in types if (w := of_type(histogram, t)) is not None}
+        if self._followed is not None:
             over = self._config.hud_jobs_over_minutes
+            rest = [t for t in types if t not in found]
             found |= {t: waited_of_left(left, t, since, now, threshold, over) for t in rest}
         return found
 

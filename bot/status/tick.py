@@ -39,7 +39,7 @@ from bot.domain.incidents import (
     with_live,
 )
 from bot.domain.message import Rendered
-from bot.fleet.cost import CostReader
+from bot.fleet.cost import Costed, CostReader
 from bot.fleet.readings import FleetReadings
 from bot.render.numbers import source_note, type_lines
 from bot.render.replies import STATUS_FALLBACK, StatusShown, drained_said, summaries
@@ -112,12 +112,15 @@ class StatusReporter:
         claims = await due.due(self.clock().timestamp(), CLAIM_S)
         reads = await self.store.read_due([c.member for c in claims])
         now = self.clock()
+        loads = [_loaded(read) for read in reads]
+        open_ = [i for x in loads if isinstance(x, Loaded) and (i := x.incident) and i.is_open]
+        costs = await self.cost.costs(open_, now) if self.cost is not None else {}
         decided: list[tuple[Claim, Commit]] = []
-        for claim, read in zip(claims, reads, strict=True):
+        for claim, read, load in zip(claims, reads, loads, strict=True):
             # A millisecond of CPU each: let webhooks and clicks in between.
             await asyncio.sleep(0)
             with logs.about(claim.member):
-                commit = await self._decided(claim, read, reading, history, now)
+                commit = await self._decided(claim, read, load, reading, history, now, costs)
             if commit is not None:
                 decided.append((claim, commit))
         applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
@@ -210,18 +213,23 @@ class StatusReporter:
         self,
         claim: Claim,
         read: DueRead,
+        load: Loaded | Exception,
         reading: Reading | None,
         history: Sequence[HistoryPoint],
         now: datetime,
+        costs: Mapping[str, Costed],
     ) -> Commit | None:
         """A claimed incident's status to commit; None when there is none (put off, or done)."""
         try:
-            loaded = read.loaded()
+            if isinstance(load, Exception):
+                raise load
+            loaded = load
             if loaded.incident is None or not loaded.incident.is_open:
                 await self.store.status_due.done(claim)
             elif read.due_at == claim.token:  # else a commit set it anew since the claim
                 logs.tag(channel=loaded.incident.channel)
-                return await self._decide(loaded, loaded.incident, reading, history, now)
+                cost = costs.get(loaded.incident.id)
+                return await self._decide(loaded, loaded.incident, reading, history, now, cost)
         except (BackendError, RedisError, TimeoutError) as exc:
             await self._again(claim, exc)
         except Exception:
@@ -242,10 +250,11 @@ class StatusReporter:
         reading: Reading | None,
         history: Sequence[HistoryPoint],
         now: datetime,
+        cost: Costed | None,
     ) -> Commit:
         if self.cost is not None and self.cost.unknown != incident.cost_unknown:
             incident = incident.model_copy(update={"cost_unknown": self.cost.unknown})
-        if self.cost is not None and (cost := await self.cost.cost(incident, now)) is not None:
+        if cost is not None:
             counted, added = counted_cost(incident.cost_counted, cost)
             self._costs[incident.id] = added
             update = {"cost": cost, "cost_at": now, "cost_counted": counted}
@@ -363,3 +372,11 @@ def status_replies(
 def drew_at(incident: Incident, posted: Snapshot) -> bool:
     """Whether the status reply that showed `posted` drew the chart (or a later edit of it)."""
     return incident.charted_at >= int(posted.at.timestamp())
+
+
+def _loaded(read: DueRead) -> Loaded | Exception:
+    """An incident read for its status, parsed once; one unreadable fails alone."""
+    try:
+        return read.loaded()
+    except Exception as exc:
+        return exc

@@ -76,7 +76,7 @@ async def test_each_type_is_costed_from_the_source_that_knows_it(
         fleet.queueing.start(waited_s=420, count=4, workflow=PULL)
 
         async def both() -> dict[str, object] | None:
-            found = await reader.cost(incident, datetime.now(UTC))
+            found = (await reader.costs([incident], datetime.now(UTC))).get(incident.id)
             arc = (found or {}).get(QUEUEING)
             return found if arc is not None and arc.jobs >= 4 else None
 
