@@ -9,7 +9,7 @@ the demo's cadence (`sandbox.stack`: a reading every `metrics_interval_s` of a f
 evaluated every 30 fleet seconds, as `sandbox.fleet_api` does). Each reading is judged by the
 bot's own `judged`, with the history the bot keeps (`troubled_gauges`) and the demo's advice
 windows and cap; the incident opens when the rule fires and shows that judgement with the
-runners added since (`with_scale_ups`), its follow-ups decided by `settled`, as the leader does.
+runners added since (`counting_scale_ups`), its follow-ups decided by `settled`, as the leader does.
 
 - **person**: the demo's scripted walk (`tests/sandbox/test_browser.py`'s visitor, through
   `sandbox.visitor`) scales up once the incident's first status is in, a status interval after
@@ -44,16 +44,17 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.config.models import Cluster, User
 
 from bench.early_warning import EPOCH, Clock, metrics_of
+from bot.actions.scale import made
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, troubled_gauges
-from bot.domain.follow_ups import following
-from bot.domain.incidents import Event, Incident, ScaleDone, with_action, with_scale_ups
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, judged_of, troubled_gauges
+from bot.domain.incidents import Event, Incident, counting_scale_ups, with_action
 from bot.domain.judgement import RECENT_READINGS, Judgement
 from bot.domain.judging import judged
 from bot.domain.pilot import PILOT, Hold, held, scale_ups, verdict
+from bot.domain.scale_ups import follow
 from bot.domain.scaling import Policy, ScaleTarget, scale_default
 from bot.status.follow_ups import settled
 from sandbox.fleet import DEMO_BURSTS, DEMO_SPEED, DEMO_TYPES, Burst, Fleet
@@ -211,21 +212,10 @@ async def scaled(
     request = ScaleRequest(target, offer.runners, incident.id, by, offer.raise_maximum)
     changed = (await arc.scale(request)).undo
     assert changed is not None, "ARC's scale-ups can be put back"
-    done = ScaleDone(
-        runner_type=target.runner_type,
-        added=offer.runners,
-        by=by,
-        at=at,
-        field=changed.field,
-        before=changed.before,
-        after=changed.after,
-        pilot=by == PILOT,
-    )
+    done = made(target.runner_type, offer.runners, by, at, changed, pilot=by == PILOT)
+    up = follow(done, judged_of(incident.live, done.runner_type), verify_s=VERIFY_S)
     text = f"Scaled by +{offer.runners}"
-    event = Event(at=at, kind="scaled", text=text, actor_name=by, scale=done)
-    follow = following(incident, done, at=at, verify_s=VERIFY_S, detail="")
-    updated = with_action(incident, event)
-    return updated.model_copy(update={"follow_ups": (*updated.follow_ups, follow)})
+    return with_action(incident, Event(at=at, kind="scaled", text=text, actor_name=by, scale=up))
 
 
 def replay(
@@ -263,7 +253,7 @@ async def _replayed(burst: Burst, who: str, *, seed: int, minutes: int, policy: 
         run.peak = max(run.peak, fleet.reading()[name].queued)
         if incident is None:
             continue
-        view = with_scale_ups(fleet_view, incident.actions)
+        view = counting_scale_ups(fleet_view, incident.actions)
         incident, _, _ = settled(incident.model_copy(update={"live": view}), view, at)
         run.came = [_minute(e.scale.seen_at) for e in incident.actions if e.scale and e.scale.came]
         if run.drained_min is not None:

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.actions.core import ActionCore, Actor, Outcome
-from bot.domain.incidents import Incident, with_scale_ups
+from bot.domain.incidents import Incident, counting_scale_ups
 from bot.domain.units import ascii_whole, is_silence_length, span_seconds
 from bot.render.mrkdwn import escape, truncate
 from bot.render.pilot import render_pilot
@@ -303,7 +303,7 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
     fleet = reading.fleet if reading is not None else None
     if fleet is not None:
         # Counting the scale-ups made since the reading, as the incidents' roots do.
-        fleet = with_scale_ups(fleet, [a for i in incidents for a in i.actions])
+        fleet = counting_scale_ups(fleet, [a for i in incidents for a in i.actions])
     error = reading.error if reading is not None else ""
     head = live_queue(readings.metrics.name, fleet, error, incidents, core.config.routing, channel)
     return Outcome(True, open_incidents(head, here, elsewhere, numbers=fleet is None))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, timedelta
 
 from bot.actions.flow import Acting, Actor, Outcome, refused
-from bot.actions.scale import Scaling, scale_done
+from bot.actions.scale import Scaling, made
 from bot.domain.early_warning import Phase, WarningState, scaled_from
 from bot.domain.fleet import of_type
 from bot.domain.judgement import Judgement
@@ -108,9 +108,9 @@ class Warnings:
             f"({scaling.backend_name})."
         )
         rid = put_back.id if put_back else ""
-        made = scale_done(runner_type, delta, name, at, result.undo)
         # Followed from the registered runners the latest reading counts, as an incident's is.
-        done = scaled_from(line, plan, rid, made, await self._judged(runner_type), self.verify_s)
+        up = made(runner_type, delta, name, at, result.undo)
+        done = scaled_from(line, plan, rid, up, await self._judged(runner_type), self.verify_s)
 
         # Said on the warning's message (the upkeep may have saved a newer version meanwhile).
         def noted(state: WarningState | None) -> WarningState | None:

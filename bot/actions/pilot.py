@@ -10,27 +10,21 @@ each act is claimed before the scaler is called, so a fail-over mid-act never ma
 from __future__ import annotations
 
 import logging
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from redis.exceptions import RedisError
 
 from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
 from bot.actions.kept_true import kept_true
-from bot.actions.scale import Scaling, scale_done
+from bot.actions.scale import Scaling, made
 from bot.actions.scale_reverts import record_id
 from bot.backends.http import BackendError
 from bot.backends.scale import Reverted, ScaleResult, Undo
 from bot.config import Settings
-from bot.domain.early_warning import (
-    Phase,
-    ScaledFrom,
-    WarningState,
-    scaled_from,
-    warning_acts,
-)
+from bot.domain.early_warning import Phase, WarningState, scaled_from, warning_acts
 from bot.domain.fleet import FleetSnapshot, of_type
-from bot.domain.incidents import Event, Incident, PutBack, ScaleDone
+from bot.domain.incidents import Event, Incident, PutBack, with_scale_ups
 from bot.domain.judgement import Judgement
 from bot.domain.pilot import (
     PILOT,
@@ -38,13 +32,13 @@ from bot.domain.pilot import (
     Paused,
     Piloted,
     PilotState,
-    ScaleUp,
     Verdict,
     held,
     pilot_acts,
     scale_ups,
     verdict,
 )
+from bot.domain.scale_ups import ScaleUp, undone
 from bot.domain.scaling import Policy
 from bot.fleet.readings import FleetReadings
 from bot.render.mrkdwn import escape, plain_text
@@ -175,7 +169,7 @@ class Piloting:
         hold): None when it was made; else why not ("": it paused the pilot, and the pause says
         why)."""
         assert self.store is not None
-        number = len([s for s in found.mine if s.done.pilot]) + 1
+        number = len([up for up in found.mine if up.pilot]) + 1
         claim = f"{number}@{since.timestamp():.0f}"
         if not await self.store.claim_act(found.key, runner_type, claim):
             why = (
@@ -258,7 +252,7 @@ class Piloting:
             line,
             plan,
             put_back.id if put_back else "",
-            scale_done(runner_type, runners, PILOT, at, result.undo, pilot=True),
+            made(runner_type, runners, PILOT, at, result.undo, pilot=True),
             found.judged,
             self.config.scale_verify_s,
         )
@@ -352,10 +346,10 @@ class Piloting:
         done = act.scale if act is not None else None
         if done is None or done.after is None or not done.field:
             return refused("That act is no longer on the incident's record: nothing was put back.")
-        undone = await self._put_back(actor, runner_type, done)
-        if isinstance(undone, Outcome):
-            return undone
-        name, result = undone
+        put_back = await self._put_back(actor, runner_type, done)
+        if isinstance(put_back, Outcome):
+            return put_back
+        name, result = put_back
         back = "unset" if done.before is None else str(done.before)
         text = (
             f"Undid the pilot's +{done.added} on {runner_type}: {result.detail}"
@@ -382,15 +376,9 @@ class Piloting:
                 else incident.put_backs
             )
             update: dict[str, object] = {"updated_at": now, "put_backs": put_backs}
-            if result.done:  # its runners are not awaited any more: its follow-up ends with it
-                update["follow_ups"] = tuple(f for f in incident.follow_ups if f.at != act.at)
-                update["actions"] = tuple(
-                    e.model_copy(update={"scale": done.model_copy(update={"undone": True})})
-                    if e.at == act.at and e.scale is not None
-                    else e
-                    for e in incident.actions
-                )
             updated = incident.model_copy(update=update)
+            if result.done:  # its runners are not awaited any more: its follow-up ends with it
+                updated = with_scale_ups(updated, {act.at: undone(done)})
             reply = Reply("action", BAND_ACTION, render_event(updated, event))
             answer = f"{escape(text)}. `{back}` is what it was before the act."
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(result.done, answer)
@@ -399,7 +387,7 @@ class Piloting:
         return await self.acting.commit(ref, kept_true(decide), with_timeline=True)
 
     async def _put_back(
-        self, actor: Actor, runner_type: str, done: ScaleDone
+        self, actor: Actor, runner_type: str, done: ScaleUp
     ) -> tuple[str, Reverted] | Outcome:
         """The act `done` put back at once, its type's pilot paused first (by whom, and the
         scaler's answer); a refusal or failure as the answer."""
@@ -432,9 +420,8 @@ class Piloting:
                 "on. Undo it from the incident's thread."
             )
         acts = warning_acts(state) if state is not None and state.uid == uid else []
-        entry = next((s for s in acts if _at(s) == at), None)
-        done = entry.done if entry is not None else None
-        if entry is None or done is None or done.after is None or not entry.id:
+        done = next((up for up in acts if up.at is not None and up.at.isoformat() == at), None)
+        if done is None or done.after is None or not done.back:
             gone = "That act is no longer the early warning's to undo: nothing was put back."
             return refused(gone)
         put_back = await self._put_back(actor, runner_type, done)
@@ -449,14 +436,13 @@ class Piloting:
             else f"{name} asked to undo it at {now:%H:%M} UTC: {result.detail}"
         )
         text += f" ({result.left})" if result.left else ""
-        undone = replace(entry, id="" if result.done else entry.id, fate=f"{text}.")
-        if result.done:  # its runners are not awaited any more: its follow-up ends with it
-            undone = replace(undone, done=done.model_copy(update={"undone": True}), follow=None)
+        # Put back, its runners are not awaited any more: its follow-up ends with it.
+        fated = (undone(done) if result.done else done).model_copy(update={"fate": f"{text}."})
 
         def told(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != uid:
                 return None
-            kept = tuple(undone if s == entry else s for s in state.scaled)
+            kept = tuple(fated if up == done else up for up in state.scaled)
             return state.with_scaled(kept)
 
         await self.warnings.save_fresh(runner_type, told)
@@ -466,11 +452,6 @@ class Piloting:
         answer += escape(result.detail)
         answer += f". `{back}` is what it was before the act; the pilot is paused for it until "
         return Outcome(result.done, answer + "someone resumes it.")
-
-
-def _at(entry: ScaledFrom) -> str:
-    at = entry.done.at if entry.done is not None else None
-    return at.isoformat() if at is not None else ""
 
 
 def _act_of(value: str) -> tuple[str, str, str]:
@@ -529,28 +510,24 @@ def _warning_ups(state: WarningState, runner_type: str) -> list[ScaleUp]:
     has them they count here, and counted twice they hold nothing back twice."""
     if of_type({state.runner_type: 1}, runner_type) is None:
         return []
-    return [
-        ScaleUp(s.done.at, s.done, s.follow is not None)
-        for s in state.scaled
-        if s.done is not None and s.done.at is not None
-    ]
+    return [up for up in state.scaled if up.at is not None]
 
 
 def _last_act(found: Within, piloted: Piloted) -> tuple[str, str, str, str]:
     """The pilot's last act on the type where it acts in words, what came of it, the last act
     whose runners did not come (its time), and why it pauses now: once per such act."""
-    acts = [s for s in found.mine if s.done.pilot]
+    acts = [up for up in found.mine if up.pilot and up.at is not None]
     if not acts:
         return piloted.last, piloted.outcome, piloted.failed, ""
     act = acts[-1]
-    done = act.done
-    last = f"+{done.added} at {act.at:%H:%M} UTC in {found.where}"
-    outcome = {True: "its runners came", False: "its runners did not come", None: ""}[done.came]
-    if done.came is None and act.pending:
+    assert act.at is not None
+    last = f"+{act.added} at {act.at:%H:%M} UTC in {found.where}"
+    outcome = {True: "its runners came", False: "its runners did not come", None: ""}[act.came]
+    if act.followed:
         outcome = "being followed"
-    if done.undone:
+    if act.undone:
         outcome = "undone"
-    if done.came is not False or piloted.failed == act.at.isoformat():
+    if act.came is not False or piloted.failed == act.at.isoformat():
         return last, outcome, piloted.failed, ""
-    failed = f"its +{done.added} at {act.at:%H:%M} UTC did not come up"
+    failed = f"its +{act.added} at {act.at:%H:%M} UTC did not come up"
     return last, outcome, act.at.isoformat(), failed

@@ -19,11 +19,18 @@ from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.config import MetricsBackend, Settings
-from bot.domain.fleet import worst_first
-from bot.domain.follow_ups import following, outcome_of
-from bot.domain.incidents import Event, Incident, PutBack, ScaleDone, with_action, with_put_back
+from bot.domain.fleet import judged_of, worst_first
+from bot.domain.incidents import (
+    Event,
+    Incident,
+    PutBack,
+    with_action,
+    with_put_back,
+    with_scale_ups,
+)
 from bot.domain.judgement import Judgement
 from bot.domain.runner_names import type_named
+from bot.domain.scale_ups import ScaleUp, follow, outcome_of
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, scale_default
 from bot.render.follow_ups import outcome_event
 from bot.render.mrkdwn import escape
@@ -238,7 +245,7 @@ class Scaling:
         result, undo, put_back = scaled
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-            done = scale_done(runner_type, delta, name, now, result.undo, pilot=bool(pilot))
+            done = made(runner_type, delta, name, now, result.undo, pilot=bool(pilot))
             text = f"Scaled {runner_type} by +{delta}: {result.detail} ({self.backend_name})"
             if pilot:
                 text = f"{name} scaled {runner_type} by +{delta}: {pilot}; {result.detail}"
@@ -272,26 +279,21 @@ class Scaling:
     def _followed(
         self, before: Incident, updated: Incident, event: Event, detail: str
     ) -> tuple[Incident, tuple[Event, ...], Reply]:
-        """The scale-up's reply and its follow-up to its effect; without readings, its outcome at
-        once: nobody can tell."""
-        done, now = event.scale, event.at
+        """The scale-up's reply, and the scale-up followed to its effect from the reading its
+        incident showed before it; without readings, its outcome at once: nobody can tell."""
+        done = event.scale
         assert done is not None, "a scale-up's event"
-        verify_s = self.config.scale_verify_s
-        follow = following(before, done, at=now, verify_s=verify_s, detail=detail)
+        number, judged = before.replies + 1, judged_of(before.live, done.runner_type)
+        up = follow(done, judged, verify_s=self.config.scale_verify_s, reply=number, detail=detail)
         if self.config.metrics_backend is MetricsBackend.ALERT:
-            outcome = outcome_of(follow, done, None, now)
+            outcome = outcome_of(up, None, event.at)
             assert outcome is not None, "without readings, decided at once"
             rendered = render_outcome(updated, event, detail, outcome, edit=True)
-            events = (event, outcome_event(done, outcome, now))
+            events = (event, outcome_event(up, outcome, event.at))
             return updated, events, Reply("action", BAND_ACTION, rendered)
-        followed = updated.model_copy(update={"follow_ups": (*updated.follow_ups, follow)})
-        reply = Reply(
-            "action",
-            BAND_ACTION,
-            render_event(updated, event, detail=detail),
-            ts_as=reply_ts(follow.reply),
-        )
-        return followed, (event,), reply
+        rendered = render_event(updated, event, detail=detail)
+        reply = Reply("action", BAND_ACTION, rendered, ts_as=reply_ts(number))
+        return with_scale_ups(updated, {event.at: up}), (event,), reply
 
     async def scale_up(
         self,
@@ -379,11 +381,11 @@ class Scaling:
         return result, reverts.plan(warning=bool(warning)), reverts.put_back(record)
 
 
-def scale_done(
+def made(
     runner_type: str, added: int, by: str, at: datetime, undo: Undo | None, *, pilot: bool = False
-) -> ScaleDone:
-    """A scale-up as its record keeps it: what it changed, from what to what."""
-    return ScaleDone(
+) -> ScaleUp:
+    """A scale-up as made: what it changed, from what to what."""
+    return ScaleUp(
         runner_type=runner_type,
         added=added,
         by=by,

@@ -21,18 +21,18 @@ from bot.actions.put_back_follows import PutBackFollows
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.config import Settings
-from bot.domain.early_warning import SCALE_UNTIL, Phase, ScaledFrom, WarningState, fate_told
+from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told
 from bot.domain.incident_fleet import type_drained
 from bot.domain.incidents import (
     Event,
     Incident,
     PutBack,
-    ScaleDone,
     with_action,
     with_put_back,
     without_put_backs,
 )
 from bot.domain.put_back_seen import Back, bounding
+from bot.domain.scale_ups import ScaleUp
 from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
@@ -304,9 +304,9 @@ class ScaleReverts:
         follow-up found, and, still followed, followed on in the incident to its deadline.
         What an older release kept (the record's words alone) is taken on as one."""
         undo, runner_type = record.undo, record.target.runner_type
-        made = [f for f in state.scaled if f.id == record.id and f.done] if state else []
+        made = [up for up in state.scaled if up.back == record.id and up.at] if state else []
         if not made:
-            whole = ScaleDone(
+            whole = ScaleUp(
                 runner_type=runner_type,
                 added=undo.after - (undo.before or 0),
                 by=record.by,
@@ -315,38 +315,37 @@ class ScaleReverts:
                 before=undo.before,
                 after=undo.after,
             )  # never the pilot's: it acted on no warning before this release
-            made = [ScaledFrom(record.id, "", done=whole)]
+            made = [whole]
         detail, put_back = f"· {self.plan()}", self.put_back(record)
 
         def told(
             incident: Incident, now: datetime, timeline: list[Event]
         ) -> tuple[Commit | None, None]:
-            if any(e.scale == made[0].done for e in timeline):
+            first = made[0]
+            if any(
+                e.scale and (e.scale.at, e.scale.field) == (first.at, first.field) for e in timeline
+            ):
                 return None, None  # said by a look that failed after it
             said = incident.model_copy(update={"updated_at": now})
             said = with_put_back(said, put_back) if put_back is not None else said
-            events, replies, follows = [], [], []
-            for k, entry in enumerate(made):
-                done = entry.done
-                assert done is not None
-                at = now + timedelta(microseconds=k)  # its own moment: a follow-up names it
+            events, replies = [], []
+            for k, done in enumerate(made):
+                at = now + timedelta(microseconds=k)  # its own moment: its buttons name it
                 was = "unset" if done.before is None else str(done.before)
                 text = (
                     f"Took on the early warning's scale-up of {runner_type} by {done.by} "
                     f"({done.field} {was} → {done.after})"
                 )
-                event = Event(at=at, kind="scaled", text=text, scale=done)
                 number = said.replies + len(replies) + 1
-                pending = entry.follow
-                ts_as = reply_ts(number) if pending is not None else ""
+                # Still followed, it goes on in the thread: its reply there is edited instead.
+                moved = {"reply": number, "detail": detail} if done.followed else {}
+                moved |= dict.fromkeys(("said", "came_said", "fate"), "")  # the warning's words
+                event = Event(at=at, kind="scaled", text=text, scale=done.model_copy(update=moved))
+                ts_as = reply_ts(number) if done.followed else ""
                 rendered = render_event(said, event, detail=detail)
                 replies.append(Reply("event", BAND_EVENT, rendered, ts_as=ts_as))
-                if pending is not None:
-                    moved = {"at": at, "reply": number, "detail": detail}
-                    follows.append(pending.model_copy(update=moved))
                 said = with_action(said, event)
                 events.append(event)
-            said = said.model_copy(update={"follow_ups": (*said.follow_ups, *follows)})
             commit = Commit(said, events=tuple(events), replies=tuple(replies), root=True)
             return commit, None
 
@@ -422,7 +421,7 @@ class ScaleReverts:
             if state is None or state.uid != record.warning:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
                 return None
-            scaled = fate_told(state.scaled, record.id, f"{text}.", ended=ended)
+            scaled = fate_told(state, record.id, f"{text}.", ended=ended)
             return state.with_scaled(scaled)
 
         if self.warnings is None:
@@ -440,7 +439,7 @@ class ScaleReverts:
         detail: str = "",
         put_back: PutBack | None = None,
         gone: set[str] | None = None,
-        scale: ScaleDone | None = None,
+        scale: ScaleUp | None = None,
         follow: bool = False,
     ) -> tuple[int, datetime] | None:
         """The event and its thread reply (`on_root`: also on the root); the incident keeps

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.domain.follow_ups import SCALE_OUTCOME
 from bot.domain.incidents import ACKNOWLEDGED_BY_ACTING, AMENDED, Event, Incident
+from bot.domain.scale_ups import SCALE_OUTCOME
 from bot.domain.shortened import shortened
 
 AREA_LABEL = "area:alerting"

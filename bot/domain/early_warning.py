@@ -22,9 +22,10 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.incidents import EARLY_WARNING, Event, FollowUp, Incident, ScaleDone
+from bot.domain.incidents import EARLY_WARNING, Event, Incident
 from bot.domain.judgement import Judgement, slope_fit
 from bot.domain.runner_names import runner_key
+from bot.domain.scale_ups import ScaleUp, follow
 from bot.domain.units import duration, number
 from bot.domain.value_string import finite
 
@@ -303,74 +304,48 @@ class Phase(StrEnum):
     DISMISSED = "dismissed"  # someone said not to warn about this type for a while
 
 
-@dataclass(frozen=True)
-class ScaledFrom:
-    """A scale-up made from a warning, as its message says it (`said`), what came of its runners
-    (`came`), and `fate`: when it goes back, then what became of it. `id`: its revert record's
-    ("": nothing puts it back). `done`: the scale-up as an incident records one, the pilot's acts
-    and Undo read it; `follow`: its runners followed until they register or it is due (None:
-    decided, or not followed)."""
-
-    id: str
-    said: str
-    fate: str = ""
-    done: ScaleDone | None = None
-    follow: FollowUp | None = None
-    came: str = ""
-
-    def dump(self) -> dict[str, object]:
-        models = {
-            "done": self.done.model_dump(mode="json") if self.done else None,
-            "follow": self.follow.model_dump(mode="json") if self.follow else None,
-        }
-        return {"id": self.id, "said": self.said, "fate": self.fate, "came": self.came} | models
-
-    @classmethod
-    def load(cls, data: dict[str, Any]) -> ScaledFrom:
-        done, follow = data.get("done"), data.get("follow")
-        return cls(
-            str(data["id"]),
-            str(data["said"]),
-            str(data.get("fate") or ""),
-            ScaleDone.model_validate(done) if done else None,
-            FollowUp.model_validate(follow) if follow else None,
-            str(data.get("came") or ""),
-        )
-
-
-def scaled_words(scaled: Sequence[ScaledFrom]) -> str:
-    return " · ".join(" ".join(w for w in (s.said, s.came, s.fate) if w) for s in scaled)
+def scaled_words(scaled: Sequence[ScaleUp]) -> str:
+    return " · ".join(up.words for up in scaled)
 
 
 def scaled_from(
-    said: str, plan: str, rid: str, done: ScaleDone, judged: Judgement | None, verify_s: float
-) -> ScaledFrom:
-    """A scale-up made from a warning, its runners followed from the registered ones `judged`
+    said: str, plan: str, rid: str, made: ScaleUp, judged: Judgement | None, verify_s: float
+) -> ScaleUp:
+    """A scale-up made from a warning, as its message says it (`said`, and `plan`: when it goes
+    back), put back by the record `rid`, its runners followed from the registered ones `judged`
     counts until `verify_s` after it."""
-    assert done.at is not None, "made at a moment"
-    baseline = judged.registered if judged is not None else None
-    follow = FollowUp(at=done.at, due=done.at + timedelta(seconds=verify_s), baseline=baseline)
-    return ScaledFrom(rid, said, plan, done, follow)
+    up = made.model_copy(update={"said": said, "fate": plan, "back": rid})
+    return follow(up, judged, verify_s=verify_s)
 
 
-def warning_acts(state: WarningState) -> list[ScaledFrom]:
+def warning_acts(state: WarningState) -> list[ScaleUp]:
     """The pilot's scale-ups from the warning, oldest first."""
-    return [s for s in state.scaled if s.done is not None and s.done.pilot]
+    return [up for up in state.scaled if up.at is not None and up.pilot]
 
 
 def fate_told(
-    scaled: Sequence[ScaledFrom], rid: str, told: str, *, ended: bool = False
-) -> tuple[ScaledFrom, ...]:
+    state: WarningState, rid: str, told: str, *, ended: bool = False
+) -> tuple[ScaleUp, ...]:
     """`told` as the fate of the first scale-up its record put back, the others with it told
     once; one not listed (scaled elsewhere) is added. `ended`: their record is done with them
     (put back, or left): nothing on the warning puts them back any more, and its Undo goes."""
-    mine = [k for k, s in enumerate(scaled) if s.id == rid]
+    scaled = state.scaled
+    mine = [k for k, up in enumerate(scaled) if up.back == rid]
     if not mine:
-        return (*scaled, ScaledFrom(rid, "", told))
+        return (*scaled, _told(state.runner_type, told, rid))
     return tuple(
-        replace(s, id="" if ended else s.id, fate=told if k == mine[0] else "") if k in mine else s
-        for k, s in enumerate(scaled)
+        up.model_copy(
+            update={"back": "" if ended else up.back, "fate": told if k == mine[0] else ""}
+        )
+        if k in mine
+        else up
+        for k, up in enumerate(scaled)
     )
+
+
+def _told(runner_type: str, words: str, rid: str = "") -> ScaleUp:
+    """A scale-up known by its words alone (one 0.27 kept, or one scaled elsewhere)."""
+    return ScaleUp(runner_type=runner_type, added=0, by="", back=rid, fate=words)
 
 
 @dataclass(frozen=True)
@@ -391,7 +366,7 @@ class WarningState:
     until: float = 0.0  # DISMISSED: until when
     held_since: float = 0.0  # ACTIVE: the last good reading's time while the fleet is unread
     scalable: bool = False  # the runner type has a scale target: the message offers Scale up
-    scaled: tuple[ScaledFrom, ...] = ()
+    scaled: tuple[ScaleUp, ...] = ()
 
     @classmethod
     def raised(
@@ -417,7 +392,7 @@ class WarningState:
             return self
         return replace(updated, version=self.version + 1, updated_at=now)
 
-    def with_scaled(self, scaled: tuple[ScaledFrom, ...]) -> WarningState:
+    def with_scaled(self, scaled: tuple[ScaleUp, ...]) -> WarningState:
         """Its scale-ups told anew, as a new version. `updated_at` stays the readings' moment: the
         episode's end and the warning's reuse are measured from it, and telling one put-back must
         not hold back the next."""
@@ -439,7 +414,8 @@ class WarningState:
         """The scale-ups, to keep beside the warning ("": none)."""
         if not self.scaled:
             return ""
-        return json.dumps([s.dump() for s in self.scaled], separators=(",", ":"))
+        dumped = [up.model_dump(mode="json", exclude_defaults=True) for up in self.scaled]
+        return json.dumps(dumped, separators=(",", ":"))
 
     @classmethod
     def load(cls, raw: str | None, scaled: str | None = None) -> WarningState | None:
@@ -448,17 +424,24 @@ class WarningState:
             data = json.loads(raw or "")
             known = {k: v for k, v in data.items() if k in _FIELDS}
             words = str(data.get("scaled") or "")
-            return cls(**{**known, "phase": Phase(data["phase"]), "scaled": _scaled(scaled, words)})
+            ups = _scaled(str(data["runner_type"]), scaled, words)
+            return cls(**{**known, "phase": Phase(data["phase"]), "scaled": ups})
         except (ValueError, TypeError, KeyError):
             return None
 
 
-def _scaled(raw: str | None, words: str) -> tuple[ScaledFrom, ...]:
-    """The scale-ups kept beside a warning; unreadable, its words alone."""
+def _scaled(runner_type: str, raw: str | None, words: str) -> tuple[ScaleUp, ...]:
+    """The scale-ups kept beside a warning: 0.27 kept each as its words and its record's ID;
+    unreadable, its words alone."""
     try:
-        return tuple(ScaledFrom.load(s) for s in json.loads(raw or "[]"))
+        return tuple(
+            ScaleUp.model_validate(up)
+            if "runner_type" in up
+            else _told(runner_type, " ".join(w for w in (up["said"], up["fate"]) if w), up["id"])
+            for up in json.loads(raw or "[]")
+        )
     except (ValueError, TypeError, KeyError, AttributeError):
-        return (ScaledFrom("", words),) if words else ()
+        return (_told(runner_type, words),) if words else ()
 
 
 _FIELDS = {f.name for f in fields_of(WarningState)}

@@ -257,6 +257,12 @@ def of_type(types: Mapping[str, V], runner_type: str) -> V | None:
     return None if name is None else types[name]
 
 
+def judged_of(view: FleetSnapshot | None, runner_type: str) -> Judgement | None:
+    """`runner_type`'s judgement in a live reading (None: not read live, or not judged)."""
+    metrics = of_type(view.runner_types, runner_type) if view and view.is_live else None
+    return metrics.judged if metrics is not None else None
+
+
 # The workflows behind the jobs OOMKilled: ARC registers a runner under its pod's name, so a
 # GitHub job's `runner_name` names the pod killed for memory (`RunnerPods.oom_pods`).
 OOM_KEEP_DAYS = 8  # kills recorded for the weekly report: its window, and a day's grace

@@ -29,8 +29,8 @@ from bot.domain.incidents import (
     Incident,
     Snapshot,
     advice_of,
+    counting_scale_ups,
     thresholds,
-    with_scale_ups,
 )
 from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement
 from bot.domain.judging import judged_as
@@ -95,7 +95,7 @@ def incident_fleet(
     )
     # The readings' history knows a type by the reading's name, not the incident's.
     read_as = {name: by_key.get(runner_key(name), name) for name in kept}
-    view = with_alert_waits(with_scale_ups(view, incident.actions), incident)
+    view = with_alert_waits(counting_scale_ups(view, incident.actions), incident)
     return with_baselines(view, history, started_at=incident.started_at, read_as=read_as)
 
 
@@ -149,7 +149,7 @@ def alert_fleet(
         ][-(RECENT_READINGS - 1) :]
         types[name] = judged_as(metrics, observed, said, within_mins, "alert")
     view = FleetSnapshot(at=now, source="alert", runner_types=types, note=note)
-    return with_scale_ups(view, incident.actions)
+    return counting_scale_ups(view, incident.actions)
 
 
 def judgement_of(

@@ -20,13 +20,20 @@ from bot.domain.alerts import (
     first_known,
     max_known,
 )
-from bot.domain.bought import Bought
 from bot.domain.cost import Waited
 from bot.domain.delivery import Delivery
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_measure, of_type
+from bot.domain.fleet import (
+    FleetSnapshot,
+    HistoryPoint,
+    RunnerTypeMetrics,
+    longest_wait,
+    of_measure,
+    of_type,
+)
 from bot.domain.jobs import Workflows
 from bot.domain.judgement import BOOT_MINS, Judgement, added
 from bot.domain.runner_names import runner_key
+from bot.domain.scale_ups import ScaleUp, credited
 from bot.domain.trend import Trend
 
 TREND_POINTS = 48
@@ -69,33 +76,20 @@ class Change(StrEnum):
     STALE = "stale"  # older than what the incident already reflects, or a duplicate delivery
 
 
-class ScaleDone(BaseModel):
-    """A scale-up as its event records it. `at`: when made (an early warning's precedes its
-    event); `after`: what the field became: a reading that does not show it predates it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    runner_type: str
-    added: int
-    by: str
-    at: datetime | None = None
-    field: str = ""
-    before: int | None = None
-    after: int | None = None
-    pilot: bool = False  # the pilot's act, not a person's
-    came: bool | None = None  # what its follow-up found: None while not known
-    seen_at: datetime | None = None  # the reading that decided it
-    bought: Bought | None = None  # the drain before and after its runners came: once read
-    undone: bool = False  # put back at once by its Undo: no longer followed, nothing to judge
-
-
 class Event(BaseModel):
     at: datetime
     kind: str  # opened, notified, alerts_changed, status, acknowledged, resolved, reopened, ...
     text: str
     actor: str | None = None  # Slack user ID for people; None for the alert source or the bot
     actor_name: str = ""  # routine replies name the actor and must not ping them
-    scale: ScaleDone | None = None  # a scale-up's (kind "scaled")
+    scale: ScaleUp | None = None  # a scale-up's (kind "scaled"), its whole life
+
+    @model_validator(mode="after")
+    def _made_at(self) -> Event:
+        """A scale-up 0.27 recorded may not say when it was made: its event's moment."""
+        if self.scale is not None and self.scale.at is None:
+            self.scale = self.scale.model_copy(update={"at": self.at})
+        return self
 
 
 def actions_taken(events: Sequence[Event]) -> list[Event]:
@@ -158,21 +152,6 @@ class PutBack(BaseModel):
     after: int
     when: str = ""  # what it waits for after the resolve ("once its queue has stayed drained")
     latest: datetime | None = None  # `SCALE_REVERT_AFTER` after the scale-up, whatever happens
-
-
-class FollowUp(BaseModel):
-    """A scale-up (the "scaled" event at `at`) followed until its runners register or `due`
-    passes. `baseline`: its type's registered runners as the latest reading showed them (None: not
-    read); `reply`: its reply's number in the thread (`Incident.replies`), edited to say the
-    outcome while no reply followed it; `detail`: what that reply said after the event."""
-
-    model_config = ConfigDict(frozen=True)
-
-    at: datetime
-    due: datetime
-    baseline: float | None = None
-    reply: int = 0
-    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -312,7 +291,6 @@ class Incident(BaseModel):
     charted_at: float = 0.0
     pictured_at: float = 0.0
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
-    follow_ups: tuple[FollowUp, ...] = ()  # scale-ups whose effect is not known yet
     replies: int = 0  # replies committed to the thread (`IncidentStore` counts them)
     follow: Follow | None = None
     workflows: Workflows | None = None  # as its latest postmortem read them
@@ -555,13 +533,13 @@ def with_action(incident: Incident, event: Event) -> Incident:
     acted = incident.model_copy(update={"actions": actions, "updated_at": event.at})
     if event.scale is None or acted.live is None:
         return acted
-    return acted.model_copy(update={"live": with_scale_ups(acted.live, acted.actions)})
+    return acted.model_copy(update={"live": counting_scale_ups(acted.live, acted.actions)})
 
 
 def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
     """The newest `MAX_ACTIONS`, and before them each responder's first, so the responders stay
     whole and in order. A scale-up that many actions back is
-    long past any reading's window (`with_scale_ups`)."""
+    long past any reading's window (`counting_scale_ups`)."""
     older, newest = actions[:-MAX_ACTIONS], actions[-MAX_ACTIONS:]
     firsts: dict[str, Event] = {}
     for event in older:
@@ -570,11 +548,11 @@ def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
     return (*firsts.values(), *newest)
 
 
-def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
+def counting_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
     """Each type's judgement counting the runners added from Slack after its reading, and for a
     boot's time before it, those the reading cannot show yet. `actions`: all of them, whatever
     came after a scale-up: only its moment decides whether it counts."""
-    done = [(d, d.at or e.at) for e in actions if (d := e.scale) is not None]
+    done = [(d, d.at or e.at) for e in actions if (d := e.scale) is not None and not d.undone]
     types = dict(view.runner_types)
     for name, metrics in view.runner_types.items():
         if (judged := metrics.judged) is None:
@@ -592,7 +570,7 @@ def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapsh
     return view.model_copy(update={"runner_types": types})
 
 
-def _reads(metrics: RunnerTypeMetrics, done: ScaleDone) -> bool:
+def _reads(metrics: RunnerTypeMetrics, done: ScaleUp) -> bool:
     """The bound it raised, where read, else the autoscaler's desired runners (which count what
     is booting)."""
     field = done.field.lower()
@@ -600,6 +578,35 @@ def _reads(metrics: RunnerTypeMetrics, done: ScaleDone) -> bool:
     if done.after is not None and bound is not None:
         return bound >= done.after
     return metrics.desired is not None
+
+
+def made_scale_ups(incident: Incident) -> list[ScaleUp]:
+    """Its scale-ups, in the order made."""
+    return [e.scale for e in incident.actions if e.scale is not None]
+
+
+def with_scale_ups(incident: Incident, changed: Mapping[datetime, ScaleUp]) -> Incident:
+    """The incident with the scale-ups of its "scaled" events at these moments `changed`."""
+    actions = tuple(
+        e.model_copy(update={"scale": changed[e.at]}) if e.scale and e.at in changed else e
+        for e in incident.actions
+    )
+    return incident.model_copy(update={"actions": actions})
+
+
+def with_bought(
+    incident: Incident,
+    history: Sequence[HistoryPoint],
+    now: datetime,
+    window: timedelta,
+    *,
+    final: bool = False,
+) -> Incident:
+    """The incident with what each scale-up whose runners came bought (`credited`)."""
+    made = {e.at: e.scale for e in incident.actions if e.scale is not None}
+    credit = credited(list(made.values()), history, now, window, final=final)
+    changed = {at: up for (at, was), up in zip(made.items(), credit, strict=True) if up != was}
+    return with_scale_ups(incident, changed) if changed else incident
 
 
 def with_put_back(incident: Incident, put_back: PutBack) -> Incident:

@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from bot.domain.fleet import of_type
-from bot.domain.incidents import Event, Incident, ScaleDone
+from bot.domain.incidents import Event, Incident, made_scale_ups
 from bot.domain.judgement import Direction, Judgement
+from bot.domain.scale_ups import ScaleUp
 from bot.domain.scaling import Policy
 from bot.domain.units import duration
 
@@ -80,16 +81,6 @@ class Verdict:
     why: str
 
 
-@dataclass(frozen=True)
-class ScaleUp:
-    """A scale-up of the type as the pilot weighs it: when, what it did, and whether its
-    follow-up is still pending."""
-
-    at: datetime
-    done: ScaleDone
-    pending: bool = False
-
-
 def pilot_acts(incident: Incident, runner_type: str) -> list[Event]:
     """The pilot's scale-ups of `runner_type` in `incident`, oldest first."""
     return [
@@ -101,13 +92,7 @@ def pilot_acts(incident: Incident, runner_type: str) -> list[Event]:
 
 def scale_ups(incident: Incident, runner_type: str) -> list[ScaleUp]:
     """The incident's scale-ups of `runner_type`, a person's or the pilot's."""
-    pending = {f.at for f in incident.follow_ups}
-    # When it was made (one an incident took on from its early warning was made before).
-    return [
-        ScaleUp(e.scale.at or e.at, e.scale, e.at in pending)
-        for e in incident.actions
-        if e.scale is not None and _same(e.scale.runner_type, runner_type)
-    ]
+    return [up for up in made_scale_ups(incident) if _same(up.runner_type, runner_type)]
 
 
 def _same(name: str, runner_type: str) -> bool:
@@ -148,18 +133,17 @@ def verdict(
         return Verdict(0, f"runners cannot start: {cause}")
     if judged.nodes_short:
         return Verdict(0, f"runners cannot start: {judged.unplaced} new runner pods find no node")
-    every = sorted((*mine, *others), key=lambda s: s.at)
-    for scaled in reversed(every):
-        done = scaled.done
-        said = f"the +{done.added} at {scaled.at:%H:%M} UTC"
-        if scaled.pending:
+    every = sorted((*mine, *others), key=_made)
+    for up in reversed(every):
+        said = f"the +{up.added} at {_made(up):%H:%M} UTC"
+        if up.followed:
             return Verdict(0, f"{said} is not verified yet")
-        if done.came is False and (resumed is None or (done.seen_at or scaled.at) > resumed):
+        if up.came is False and (resumed is None or (up.seen_at or _made(up)) > resumed):
             return Verdict(0, f"{said} did not come up")
-    if every and (quiet := now - every[-1].at) < timedelta(seconds=policy.cooldown_s):
+    if every and (quiet := now - _made(every[-1])) < timedelta(seconds=policy.cooldown_s):
         left = policy.cooldown_s - quiet.total_seconds()
         return Verdict(0, f"cooling down: {_mins(left)} left since the last scale-up")
-    added = sum(s.done.added for s in mine if s.done.pilot)
+    added = sum(up.added for up in mine if up.pilot)
     room = policy.up_to - added
     if room <= 0:
         return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}")
@@ -171,6 +155,11 @@ def verdict(
     bounds = ((policy.step, "its step"), (room, f"up_to {policy.up_to}"), (cap, "the cap"))
     bound = next(name for value, name in bounds if value == runners)
     return Verdict(runners, f"{why}, +{runners} by {bound}")
+
+
+def _made(up: ScaleUp) -> datetime:
+    assert up.at is not None, "a scale-up kept on an event or a warning says when it was made"
+    return up.at
 
 
 def _mins(seconds: float) -> str:

@@ -1,6 +1,6 @@
 """What an incident's scale-ups came to, per runner type: the one record the summary, the
 postmortem, the alert's issue and `/queue report` render. Derived from the scale-ups' own events
-(`Incident.actions`, each `ScaleDone` keeping what its follow-up found), never kept beside them."""
+(`bot.domain.scale_ups`), never kept beside them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import statistics
 from dataclasses import astuple, dataclass, field
 from datetime import datetime, timedelta
 
-from bot.domain.incidents import Incident, ScaleDone
+from bot.domain.incidents import Incident, made_scale_ups
+from bot.domain.scale_ups import ScaleUp
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def alert_fired(incident: Incident) -> datetime:
 def scale_record(incident: Incident) -> list[ScaleUps]:
     """Per runner type, in the order first scaled up (a person's scale-up, the pilot's, or one
     taken on from an early warning)."""
-    fired, made = alert_fired(incident), [e.scale for e in incident.actions if e.scale]
+    fired, made = alert_fired(incident), made_scale_ups(incident)
     types = dict.fromkeys(done.runner_type for done in made)
     record = []
     for runner_type in types:
@@ -75,13 +76,13 @@ def scale_record(incident: Incident) -> list[ScaleUps]:
     return record
 
 
-def _acts(made: list[ScaleDone], fired: datetime) -> Acts:
+def _acts(made: list[ScaleUp], fired: datetime) -> Acts:
     came = [d.came for d in made]
     runners = sum(d.added for d in made)
     return Acts(len(made), runners, came.count(True), came.count(False), _first(made, fired))
 
 
-def _first(made: list[ScaleDone], fired: datetime) -> tuple[float, ...]:
+def _first(made: list[ScaleUp], fired: datetime) -> tuple[float, ...]:
     """The minutes from the alert to the earliest reading that saw runners of `made` come; none
     before it (a scale-up from the early warning whose runners came first): capacity was there."""
     seen = [d.seen_at for d in made if d.came is True and d.seen_at is not None]

@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.incidents import with_scale_ups
+from bot.domain.incidents import counting_scale_ups
 from bot.domain.pilot import PilotState
 from bot.fleet.readings import FleetReadings
 from bot.outbound.gateway import SlackError, SlackGateway
@@ -159,7 +159,7 @@ class Home:
         incidents = [ld.incident for ld in loaded if ld.incident]
         if fleet is not None:
             # Counting the scale-ups since the reading, as each root does.
-            fleet = with_scale_ups(fleet, [a for i in incidents for a in i.actions])
+            fleet = counting_scale_ups(fleet, [a for i in incidents for a in i.actions])
         return HomeState(
             incidents=tuple(
                 Listed(ld.incident, _link(links, ld.thread and (ld.thread.channel, ld.thread.ts)))

@@ -12,7 +12,6 @@ import re
 from datetime import datetime
 
 from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
-from bot.domain.follow_ups import SCALE_OUTCOME
 from bot.domain.incidents import (
     ACKNOWLEDGED_BY_ACTING,
     AMENDED,
@@ -21,6 +20,7 @@ from bot.domain.incidents import (
     Incident,
     drafted_from,
 )
+from bot.domain.scale_ups import SCALE_OUTCOME
 from bot.domain.shortened import shortened
 from bot.render.postmortem import (
     impact_section,

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from bot.domain.bought import ASSUMED, Bought
-from bot.domain.follow_ups import SCALE_OUTCOME, Outcome
-from bot.domain.incidents import Event, Incident, ScaleDone
+from bot.domain.incidents import Event, Incident
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.put_back_seen import Back, Landed
 from bot.domain.scale_record import scale_record
+from bot.domain.scale_ups import SCALE_OUTCOME, Outcome, ScaleUp
 from bot.domain.silence_seen import Seen
 from bot.domain.units import minutes, number
 
@@ -24,7 +24,7 @@ SILENCE_SEEN, PUT_BACK_SEEN = "silence_seen", "put_back_seen"
 
 
 def outcome_said(
-    done: ScaleDone,
+    done: ScaleUp,
     outcome: Outcome,
     escaped: Callable[[str], str] = str,
     at: Callable[[datetime], str] = lambda moment: f"{moment:%H:%M} UTC",
@@ -61,7 +61,7 @@ def _queue_said(judged: Judgement) -> str:
     return "; the queue holds" if judged.direction is Direction.HOLDING else ""
 
 
-def outcome_event(done: ScaleDone, outcome: Outcome, now: datetime) -> Event:
+def outcome_event(done: ScaleUp, outcome: Outcome, now: datetime) -> Event:
     """The timeline's record of it: said by nobody, the reading decided it."""
     return Event(at=now, kind=SCALE_OUTCOME, text=outcome_said(done, outcome))
 
@@ -125,7 +125,7 @@ def record_said(
     ("the pilot added +7 on linux.2xlarge at 14:02: they came up by 14:04"), then each type's
     minutes from the alert to added capacity; nothing when nothing was scaled up."""
     made = [(e.at, e.scale) for e in incident.actions if e.scale is not None]
-    followed, more = {follow.at for follow in incident.follow_ups}, len(made) - MAX_ACTS
+    more = len(made) - MAX_ACTS
     lines = [f"_{more} earlier scale-ups not shown_"] if more > 0 else []
     for event_at, done in made[-MAX_ACTS:]:
         who = "The pilot" if done.pilot else escaped(done.by or "someone")
@@ -136,7 +136,9 @@ def record_said(
         if done.came is not None:
             said += f": they came up{seen}" if done.came else f": they did not come up{seen}"
             said += f"; {bought_said(done.bought)}" if done.bought is not None else ""
-        elif event_at not in followed:
+        elif done.undone:
+            said += ": undone"
+        elif not done.followed:
             said += ": whether they came up is not known"
         else:
             said += ": still followed" if incident.is_open else f": not known: {UNSEEN}"

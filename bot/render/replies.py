@@ -11,7 +11,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.follow_ups import Outcome
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     CAPPED,
@@ -22,13 +21,13 @@ from bot.domain.incidents import (
     Incident,
     PutBack,
     Resolution,
-    ScaleDone,
     Snapshot,
     actions_taken,
     chart_drawn,
 )
 from bot.domain.message import Rendered
 from bot.domain.put_back_seen import Back, Landed
+from bot.domain.scale_ups import Outcome, ScaleUp
 from bot.domain.silence_seen import Seen
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
@@ -395,7 +394,7 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
     return md.rendered(text, blocks)
 
 
-def pilot_buttons(ref: str, done: ScaleDone, at: datetime) -> dict[str, Any]:
+def pilot_buttons(ref: str, done: ScaleUp, at: datetime) -> dict[str, Any]:
     """Undo (puts the act back at once and pauses the pilot) and Pause pilot, under its act.
     Their value names the act: where it was made (`ref`: an incident's, or `WARNING_REF` and an
     early warning's uid), its time, its runner type (last: any text)."""
@@ -404,7 +403,7 @@ def pilot_buttons(ref: str, done: ScaleDone, at: datetime) -> dict[str, Any]:
     return md.actions([undo, md.button("Pause pilot", PILOT_PAUSE, value)])
 
 
-def _undo_confirm(done: ScaleDone) -> dict[str, Any]:
+def _undo_confirm(done: ScaleUp) -> dict[str, Any]:
     back = f"{done.field} back to {done.before}" if done.field and done.before is not None else ""
     body = (
         f"Put the pilot's +{done.added} on {done.runner_type} back now{': ' + back if back else ''}"

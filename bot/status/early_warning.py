@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from redis.exceptions import RedisError
@@ -23,7 +23,6 @@ from bot.domain.early_warning import (
     Forecast,
     Phase,
     Point,
-    ScaledFrom,
     WarningState,
     forecast,
     gauges_in_system,
@@ -31,9 +30,9 @@ from bot.domain.early_warning import (
     taken_on,
 )
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
-from bot.domain.follow_ups import outcome_of
 from bot.domain.incidents import Event, Incident
 from bot.domain.runner_names import runner_key
+from bot.domain.scale_ups import ScaleUp, decided, outcome_of
 from bot.fleet.readings import FleetReadings
 from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
 from bot.storage.early_warning import WarningStore
@@ -80,7 +79,9 @@ class EarlyWarnings:
         incidents = [incident for incident in recent if incident.is_open]
         fleet = reading.fleet
         states = await self.warnings.all()
-        followed = [name for name, state in states.items() if any(s.follow for s in state.scaled)]
+        followed = [
+            name for name, state in states.items() if any(up.followed for up in state.scaled)
+        ]
         for name in followed:
             await self._follow(name, fleet)
         if followed:  # what is decided below starts from what the follow-ups saved
@@ -200,16 +201,13 @@ class EarlyWarnings:
         return await self.permalink(thread.channel, thread.ts) or ""
 
 
-def _followed(scaled: ScaledFrom, fleet: FleetSnapshot, now: datetime) -> ScaledFrom:
-    """`scaled` with what `fleet` decides of its runners, if it does."""
-    if scaled.follow is None or scaled.done is None:
-        return scaled
-    outcome = outcome_of(scaled.follow, scaled.done, fleet, now)
+def _followed(up: ScaleUp, fleet: FleetSnapshot, now: datetime) -> ScaleUp:
+    """`up` with what `fleet` decides of its runners, if it does."""
+    outcome = outcome_of(up, fleet, now) if up.followed else None
     if outcome is None:
-        return scaled
-    done = scaled.done.model_copy(update={"came": outcome.came, "seen_at": outcome.read_at})
-    came = f"{OUTCOME_ICONS[outcome.came]} {outcome_said(done, outcome)}."
-    return replace(scaled, done=done, follow=None, came=came)
+        return up
+    said = f"{OUTCOME_ICONS[outcome.came]} {outcome_said(up, outcome)}."
+    return decided(up, outcome).model_copy(update={"came_said": said})
 
 
 def _current(state: WarningState, now: float) -> bool:

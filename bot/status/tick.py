@@ -22,7 +22,6 @@ from bot.backends.http import BackendError
 from bot.config import Settings
 from bot.domain.cost import counted_cost
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
-from bot.domain.follow_ups import credited
 from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended
 from bot.domain.incidents import (
     STATUS_SPACING,
@@ -36,6 +35,7 @@ from bot.domain.incidents import (
     resolve_drained,
     status_spaced,
     trend_end,
+    with_bought,
     with_live,
 )
 from bot.domain.message import Rendered
@@ -184,7 +184,7 @@ class StatusReporter:
                 said = await self.scaler_says(asked) if asked and self.scaler_says else {}
                 followed, events, replies = settled(incident, view, now, said)
                 # What a scale-up bought, once the readings after its runners came are in.
-                followed = credited(followed, history, now, self._credit_window)
+                followed = with_bought(followed, history, now, self._credit_window)
                 shown, bought = incident.live, followed.actions != incident.actions
                 if (
                     not (events or bought)
@@ -270,7 +270,7 @@ class StatusReporter:
         ended = follow_ended(drained, checks, needed=needed, rule=rule, cap=cap, now=now)
         if checks >= needed or ended:
             resolved = resolve_drained(drained, now=now, ended=ended)
-            resolved = credited(resolved, history, now, self._credit_window, final=True)
+            resolved = with_bought(resolved, history, now, self._credit_window, final=True)
             event = Event(at=now, kind="resolved", text=drained_said(resolved))
             events = [*await self.store.events(incident.id), event]
             return Commit(

@@ -331,8 +331,9 @@ async def test_an_early_warnings_scale_up_taken_on_counts_as_booting_from_when_i
     register. Only the scale-up the event records says when it was made: its words do not."""
     from bot.domain.alerts import parse_notification
     from bot.domain.delivery import delivery_of
-    from bot.domain.incidents import Event, GroupState, ScaleDone, with_action
+    from bot.domain.incidents import Event, GroupState, with_action
     from bot.domain.incidents import open_incident as opened
+    from bot.domain.scale_ups import ScaleUp
     from bot.storage.incident_store import Commit
 
     now = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
@@ -345,7 +346,7 @@ async def test_an_early_warnings_scale_up_taken_on_counts_as_booting_from_when_i
         channel="C1",
         now=now,
     )
-    made = ScaleDone(
+    made = ScaleUp(
         runner_type="linux.2xlarge",
         added=10,
         by="alice",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bot.actions.pilot import _warning_ups
-from bot.actions.scale import scale_done
+from bot.actions.scale import made
 from bot.backends.scale import Undo
 from bot.domain.early_warning import Phase, WarningState, scaled_from
 from bot.domain.judgement import Judgement
@@ -21,7 +21,7 @@ def test_a_folded_warnings_act_counts_for_the_cooldown_until_the_incident_took_i
     """The pilot added 6 from the warning at 09:00; the alert fired at 09:01 and the warning
     folded; the incident has not taken the act on yet (its record's next look). The incident has
     no scale-up: the act on the warning must still hold the type's cooldown."""
-    done = scale_done("linux", 6, PILOT, T, Undo("maxRunners", 20, 26), pilot=True)
+    done = made("linux", 6, PILOT, T, Undo("maxRunners", 20, 26), pilot=True)
     entry = scaled_from(
         "queuepilot (policy) scaled linux by +6.", "", "linux|maxRunners", done, None, 600
     )

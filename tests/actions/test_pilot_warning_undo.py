@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.actions.flow import Actor
 from bot.actions.pilot import Piloting
-from bot.actions.scale import scale_done
+from bot.actions.scale import made
 from bot.backends.scale import Undo
 from bot.domain.early_warning import Phase, WarningState, scaled_from
 from bot.domain.pilot import PILOT
@@ -36,7 +36,7 @@ async def test_undo_on_a_folded_warnings_message_is_refused_for_the_incidents_th
     its put-backs list it). A click on the warning's old Undo (a message not yet edited, a
     client not refreshed) does not put it back behind the incident's record: it says to undo it
     from the incident's thread."""
-    done = scale_done("linux", 6, PILOT, T, Undo("maxRunners", 20, 26), pilot=True)
+    done = made("linux", 6, PILOT, T, Undo("maxRunners", 20, 26), pilot=True)
     entry = scaled_from(
         "queuepilot (policy) scaled linux by +6.", "", "linux|maxRunners", done, None, 600
     )
@@ -75,14 +75,12 @@ def test_a_put_back_act_offers_no_undo_on_the_warnings_message() -> None:
     from bot.domain.early_warning import fate_told
     from bot.render.early_warning import render_warning
 
-    done = scale_done("linux", 6, PILOT, T, Undo("maxRunners", 20, 26), pilot=True)
+    done = made("linux", 6, PILOT, T, Undo("maxRunners", 20, 26), pilot=True)
     entry = scaled_from(
         "queuepilot (policy) scaled linux by +6.", "", "linux|maxRunners", done, None, 600
     )
     state = WarningState.raised("linux", "C1", "building", T.timestamp()).with_scaled((entry,))
     cleared = state.changed(T.timestamp() + 60, phase=Phase.CLEARED)
-    told = fate_told(
-        cleared.scaled, "linux|maxRunners", "Put linux back: maxRunners 26 → 20.", ended=True
-    )
+    told = fate_told(cleared, "linux|maxRunners", "Put linux back: maxRunners 26 → 20.", ended=True)
     back = cleared.with_scaled(told)
     assert "pilot_undo" not in json.dumps(render_warning(back).blocks)

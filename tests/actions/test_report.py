@@ -17,7 +17,8 @@ from bot.backends.metrics import AlertMetrics
 from bot.config import Settings
 from bot.domain.alerts import RunnerQueue, parse_notification
 from bot.domain.delivery import delivery_of
-from bot.domain.incidents import Event, GroupState, ScaleDone, open_incident, resolve_manually
+from bot.domain.incidents import Event, GroupState, open_incident, resolve_manually
+from bot.domain.scale_ups import ScaleUp
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.leases import Interactions
@@ -48,7 +49,7 @@ async def keep(
             "peak_types": {"linux.2xlarge": RunnerQueue(queued=peak, longest_wait_mins=40)},
         }
     )
-    done = ScaleDone(
+    done = ScaleUp(
         runner_type="linux.2xlarge", added=4, by=who, at=started, field="minRunners", **came
     )
     scaled = Event(

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.actions.flow import Actor
-from bot.actions.scale import scale_done
+from bot.actions.scale import made as made_up
 from bot.actions.scale_reverts import (
     MAX_ATTEMPTS,
     MAX_BACKOFF_S,
@@ -41,16 +41,16 @@ from bot.backends.scale.aws import ASG_DESIRED, AsgScaler
 from bot.config import Settings
 from bot.domain.early_warning import (
     Phase,
-    ScaledFrom,
     WarningState,
     fate_told,
     scaled_from,
     scaled_words,
 )
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import PutBack, ScaleDone, Status, with_put_back
+from bot.domain.incidents import PutBack, Status, with_put_back
 from bot.domain.judgement import Judgement
 from bot.domain.pilot import PILOT, Hold, pilot_acts, scale_ups, verdict
+from bot.domain.scale_ups import ScaleUp
 from bot.domain.scaling import Policy, ScaleTarget
 from bot.fleet.readings import FleetReadings
 from bot.render.early_warning import render_warning
@@ -665,7 +665,8 @@ async def test_the_warnings_message_no_longer_says_when_it_goes_back_once_it_wen
     await warned_and_scaled(reverts, warnings, arc, clock)
     plan = reverts.plan(warning=True)
     line = "alice scaled linux by +5 at 10:00 UTC: minRunners 0 → 5 (ARC)."
-    scaled = (ScaledFrom(record_id("linux", "minRunners"), line, plan),)
+    rid = record_id("linux", "minRunners")
+    scaled = (ScaleUp(runner_type="linux", added=5, by="alice", back=rid, said=line, fate=plan),)
     await moved(warnings, clock, phase=Phase.CLEARED, scaled=scaled)
     clock.pass_(minutes=16)
     await reverts.tick()
@@ -679,13 +680,17 @@ async def test_the_warnings_message_no_longer_says_when_it_goes_back_once_it_wen
 @given(ids=st.lists(st.sampled_from(["x|minRunners", "x|maxRunners", ""]), max_size=4))
 def test_a_put_back_is_told_once_in_place_of_its_own_plan(ids: list[str]) -> None:
     plan = "It goes back when its queue has stopped building, unless someone changes it."
-    scaled = [ScaledFrom(rid, f"{n} scaled x.", plan) for n, rid in enumerate(ids)]
-    told = fate_told(scaled, "x|minRunners", "Put x back.")
+    scaled = [
+        ScaleUp(runner_type="x", added=1, by="", back=rid, said=f"{n} scaled x.", fate=plan)
+        for n, rid in enumerate(ids)
+    ]
+    state = WarningState.raised("x", "C1", "building", 1.0).changed(2.0, scaled=tuple(scaled))
+    told = fate_told(state, "x|minRunners", "Put x back.")
     assert scaled_words(told).count("Put x back.") == 1
     assert [s.said for s in told if s.said] == [s.said for s in scaled], "what was scaled is kept"
     for before, after in zip(scaled, told, strict=False):
-        assert after.fate == before.fate or before.id == "x|minRunners"
-        assert plan not in after.fate or before.id != "x|minRunners"
+        assert after.fate == before.fate or before.back == "x|minRunners"
+        assert plan not in after.fate or before.back != "x|minRunners"
 
 
 async def test_each_scale_up_from_a_warning_tells_its_own_put_back_on_the_message(
@@ -763,7 +768,7 @@ async def test_a_scale_up_asked_from_a_warning_whose_alert_fired_goes_on_to_the_
     assert min_runners(kube) == 5
     [scaled] = [e for e in await store.events("1") if e.kind == "scaled"]
     assert scaled.text.startswith("Scaled linux by +5")
-    assert scaled.scale == ScaleDone(
+    assert scaled.scale == ScaleUp(
         runner_type="linux",
         added=5,
         by="alice",
@@ -792,7 +797,7 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
         "Took on the early warning's scale-up of linux by alice (minRunners 0 → 5)"
     ], "said once, in the incident's thread (whose reply says when it goes back)"
     # Made when the warning scaled, before the incident took it on.
-    assert taken[0].scale == ScaleDone(
+    assert taken[0].scale == ScaleUp(
         runner_type="linux", added=5, by="alice", at=made_at, field="minRunners", before=0, after=5
     )
     assert taken[0].at > made_at
@@ -1134,7 +1139,7 @@ async def test_a_pilot_act_still_followed_when_the_alert_fires_stays_unverified_
     result = await arc.scale(ScaleRequest(TARGET, 5, "", PILOT))
     assert result.undo is not None
     record = await reverts.remember("", TARGET, result.undo, by=PILOT, warning=state.uid)
-    done = scale_done("linux", 5, PILOT, clock(), result.undo, pilot=True)
+    done = made_up("linux", 5, PILOT, clock(), result.undo, pilot=True)
     entry = scaled_from("queuepilot (policy) scaled linux by +5.", "", record.id, done, None, 600)
     assert await warnings.save(state.with_scaled((entry,)))
     clock.pass_(minutes=2)
@@ -1147,7 +1152,7 @@ async def test_a_pilot_act_still_followed_when_the_alert_fires_stays_unverified_
     [act] = pilot_acts(incident, "linux")
     assert act.scale is not None and act.scale.came is None
     mine = scale_ups(incident, "linux")
-    pending = [s.pending for s in mine]
+    pending = [s.followed for s in mine]
     # The faster policy (cooldown 5 min): past the cooldown, within the act's 10-minute follow-up.
     policy = Policy(up_to=60, step=20, hold_s=60, cooldown_s=300)
     now = clock() + timedelta(seconds=policy.cooldown_s)
@@ -1171,7 +1176,7 @@ async def test_a_persons_scale_up_taken_on_with_the_pilots_is_not_the_pilots_to_
         result = await arc.scale(ScaleRequest(TARGET, delta, "", by))
         assert result.undo is not None
         record = await reverts.remember("", TARGET, result.undo, by=by, warning=state.uid)
-        done = scale_done("linux", delta, by, clock(), result.undo, pilot=by == PILOT)
+        done = made_up("linux", delta, by, clock(), result.undo, pilot=by == PILOT)
         entry = scaled_from(f"{by} scaled linux by +{delta}.", "", record.id, done, None, 600)
         # As the warning's Scale up and the pilot's act each say it on the message.
         assert await warnings.save_fresh(

@@ -20,7 +20,8 @@ from bot.domain.capacity import (
 )
 from bot.domain.early_warning import Thresholds
 from bot.domain.fleet import OomKill, RunnerTypeMetrics
-from bot.domain.incidents import Event, Incident, ScaleDone
+from bot.domain.incidents import Event, Incident
+from bot.domain.scale_ups import ScaleUp
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 WEEK = NOW - timedelta(days=7)
@@ -56,7 +57,7 @@ def incident(
 
 def scaled(who: str, runner_type: str = BIG) -> Event:
     """A scale-up's event as `bot.actions.scale` records it."""
-    done = ScaleDone(runner_type=runner_type, added=4, by=who, at=NOW, field="minRunners")
+    done = ScaleUp(runner_type=runner_type, added=4, by=who, at=NOW, field="minRunners")
     text = f"Scaled {runner_type} by +4: x"
     return Event(at=NOW, kind="scaled", text=text, actor="U1", actor_name=who, scale=done)
 
@@ -302,7 +303,7 @@ def test_a_scale_up_taken_on_from_an_early_warning_is_its_scalers_and_its_types_
         kind="scaled",
         text="Took on the early warning's scale-up of linux.2xlarge by alice (minRunners 16 → 21): "
         "it goes back when the incident resolves, unless someone changes it meanwhile",
-        scale=ScaleDone(runner_type=BIG, added=5, by="alice", at=NOW, field="minRunners"),
+        scale=ScaleUp(runner_type=BIG, added=5, by="alice", at=NOW, field="minRunners"),
     )
     incidents = [(incident(1, 5, 1, {BIG: (30, 12), "windows.4xlarge": (3, 4)}), [taken])]
     [big, windows] = capacity_report(incidents, LIVE, since=WEEK, now=NOW)
@@ -313,7 +314,7 @@ def test_a_scale_up_taken_on_from_an_early_warning_is_its_scalers_and_its_types_
 def test_who_took_a_scale_up_on_is_the_name_the_event_records_whatever_its_words() -> None:
     # The words of a taken-on scale-up end the name at its first " (": a display name such as
     # "Alice (she/her)" is whole only in what the event records.
-    made = ScaleDone(runner_type=BIG, added=5, by="Alice (she/her)", at=NOW, field="minRunners")
+    made = ScaleUp(runner_type=BIG, added=5, by="Alice (she/her)", at=NOW, field="minRunners")
     taken = Event(
         at=NOW + timedelta(minutes=3),
         kind="scaled",

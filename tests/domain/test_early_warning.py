@@ -17,16 +17,15 @@ from bot.domain.early_warning import (
     Forecast,
     Phase,
     Point,
-    ScaledFrom,
     Thresholds,
     WarningState,
     forecast,
-    scaled_words,
     taken_on,
 )
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.judging import judge
 from bot.domain.runner_pods import RunnerPods
+from bot.domain.scale_ups import ScaleUp
 from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -433,13 +432,16 @@ def test_no_runners_would_hold_a_queue_whose_new_pods_cannot_start() -> None:
 
 
 def test_a_warnings_scale_ups_are_kept_whole_beside_its_words() -> None:
-    line = ScaledFrom("linux|minRunners", "alice scaled linux by +5.", "It goes back later.")
+    said, fate = "alice scaled linux by +5.", "It goes back later."
+    line = ScaleUp(
+        runner_type="linux", added=5, by="al", back="linux|minRunners", said=said, fate=fate
+    )
     state = WarningState.raised("linux", "C1", "building", 1.0).changed(2.0, scaled=(line,))
     assert WarningState.load(state.dump(), state.dump_scaled()) == state
     stored = json.loads(state.dump())
     assert stored["scaled"] == "alice scaled linux by +5. It goes back later."
     unreadable = WarningState.load(state.dump(), "{not json")
-    assert unreadable is not None and unreadable.scaled == (ScaledFrom("", scaled_words((line,))),)
+    assert unreadable is not None and [up.words for up in unreadable.scaled] == [line.words]
 
 
 def _first_warning(queue: list[int], thresholds: Thresholds) -> int | None:

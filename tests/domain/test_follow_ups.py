@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.follow_ups import following, outcome_of
-from bot.domain.incidents import Event, Incident, ScaleDone, resolve_manually, with_action
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, judged_of
+from bot.domain.incidents import (
+    Event,
+    Incident,
+    made_scale_ups,
+    resolve_manually,
+    with_action,
+    with_scale_ups,
+)
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.runner_pods import PodCause, Trouble
+from bot.domain.scale_ups import ScaleUp, follow, outcome_of
 from bot.render.follow_ups import outcome_said
 from bot.render.replies import render_outcome, render_summary
 from bot.status.follow_ups import not_come, settled
@@ -44,11 +51,10 @@ def scaled_incident(reading_before: FleetSnapshot | None, **made: object) -> tup
         live=reading_before,
         replies=1,
     )
-    done = ScaleDone(runner_type=TYPE, added=7, by="alice", at=ASKED, **made)  # type: ignore[arg-type]
-    event = Event(at=ASKED, kind="scaled", text=f"Scaled {TYPE} by +7", actor="U1", scale=done)
-    follow = following(incident, done, at=ASKED, verify_s=VERIFY_S, detail="")
-    acted = with_action(incident, event)
-    return acted.model_copy(update={"follow_ups": (follow,), "replies": 2}), event
+    done = ScaleUp(runner_type=TYPE, added=7, by="alice", at=ASKED, **made)  # type: ignore[arg-type]
+    up = follow(done, judged_of(reading_before, TYPE), verify_s=VERIFY_S, reply=2)
+    event = Event(at=ASKED, kind="scaled", text=f"Scaled {TYPE} by +7", actor="U1", scale=up)
+    return with_action(incident, event).model_copy(update={"replies": 2}), event
 
 
 BEFORE = reading(ASKED - timedelta(seconds=30), registered=20, busy=20, maximum=20)
@@ -56,7 +62,7 @@ BEFORE = reading(ASKED - timedelta(seconds=30), registered=20, busy=20, maximum=
 
 def test_runners_registered_say_they_came_with_the_queue_as_judged_and_edit_the_reply() -> None:
     incident, _ = scaled_incident(BEFORE)
-    assert incident.follow_ups[0].baseline == 20
+    assert made_scale_ups(incident)[0].baseline == 20
     early = reading(ASKED + timedelta(minutes=1), registered=24, busy=24, maximum=27)
     assert settled(incident, early, ASKED + timedelta(minutes=1))[1] == (), "not yet"
     at = ASKED + timedelta(minutes=2)
@@ -64,7 +70,7 @@ def test_runners_registered_say_they_came_with_the_queue_as_judged_and_edit_the_
         at, registered=27, busy=27, maximum=27, direction=Direction.FALLING, change_per_min=-5
     )
     followed, events, replies = settled(incident, came, at)
-    assert followed.follow_ups == ()
+    assert not any(up.followed for up in made_scale_ups(followed))
     assert [e.kind for e in events] == ["scale_outcome"] and events[0].actor is None
     assert events[0].text == (
         f"+7 on {TYPE} at 14:02 UTC: 7 registered by 14:04 UTC, all busy; "
@@ -154,7 +160,7 @@ def test_without_a_pod_cause_the_scalers_own_view_is_the_cause() -> None:
 def test_a_reading_that_counts_no_runners_says_not_known_never_done() -> None:
     hud = reading(ASKED - timedelta(seconds=30), source="hud", queued=30)
     incident, _ = scaled_incident(hud)
-    assert incident.follow_ups[0].baseline is None
+    assert made_scale_ups(incident)[0].baseline is None
     later = ASKED + timedelta(minutes=5)
     assert settled(incident, reading(later, source="hud", queued=10), later)[1] == ()
     due = ASKED + timedelta(seconds=VERIFY_S)
@@ -168,7 +174,7 @@ def test_a_reading_that_counts_no_runners_says_not_known_never_done() -> None:
 def test_without_readings_it_is_not_known_at_once_in_the_scale_ups_own_reply() -> None:
     incident, event = scaled_incident(None)
     assert event.scale is not None
-    outcome = outcome_of(incident.follow_ups[0], event.scale, None, ASKED)
+    outcome = outcome_of(event.scale, None, ASKED)
     assert outcome is not None and outcome.came is None
     said = outcome_said(event.scale, outcome)
     assert (
@@ -190,7 +196,8 @@ def test_a_scale_up_still_followed_when_the_incident_resolves_is_summarized_as_n
         f"+7 on {TYPE} at <!date^" in text
         and "not known: its runners were not seen registered before the incident resolved" in text
     ), text
-    settled_first = resolved.model_copy(update={"follow_ups": ()})
+    decided = made_scale_ups(resolved)[0].model_copy(update={"due": None})
+    settled_first = with_scale_ups(resolved, {ASKED: decided})
     assert "not seen registered" not in str(render_summary(settled_first, [], now=now).blocks)
 
 

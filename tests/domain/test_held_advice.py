@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, troubled_gauges
-from bot.domain.incidents import Event, ScaleDone, with_scale_ups
+from bot.domain.incidents import Event, counting_scale_ups
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.judging import judged
+from bot.domain.scale_ups import ScaleUp
 
 START = datetime(2026, 11, 26, 12, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -152,14 +153,14 @@ def test_runners_that_came_since_count_at_once() -> None:
     booting = played([*(reading(30) for _ in range(4)), reading(30, desired=25.0, maximum=25.0)])
     assert booting[-1].runners == before.runners - 5
     scaled_at = START + 3 * MINUTE + timedelta(seconds=20)
-    done = ScaleDone(runner_type=NAME, added=5, by="U1", at=scaled_at, field="maxRunners", after=25)
+    done = ScaleUp(runner_type=NAME, added=5, by="U1", at=scaled_at, field="maxRunners", after=25)
     event = Event(at=scaled_at, kind="scaled", text="Scaled", actor="U1", scale=done)
     view = FleetSnapshot(
         at=START + 3 * MINUTE,
         source="prometheus",
         runner_types={NAME: reading(30).model_copy(update={"judged": before})},
     )
-    counted = with_scale_ups(view, [event]).runner_types[NAME].judged
+    counted = counting_scale_ups(view, [event]).runner_types[NAME].judged
     assert counted is not None and counted.runners == before.runners - 5
 
 

@@ -23,14 +23,14 @@ from bot.domain.incident_fleet import (
 from bot.domain.incidents import (
     Event,
     Incident,
-    ScaleDone,
+    counting_scale_ups,
     record_status,
     with_action,
-    with_scale_ups,
 )
 from bot.domain.judging import judged
 from bot.domain.routes import Routing, parse_routes
 from bot.domain.runner_names import derived_scale_set
+from bot.domain.scale_ups import ScaleUp
 from bot.domain.trend import sparkline
 from bot.render import mrkdwn as md
 from bot.render.numbers import type_lines
@@ -282,7 +282,7 @@ def test_the_alerts_numbers_are_one_judgement_whenever_read_and_count_a_scale_up
         at=NOW + 2 * MINUTE,
         kind="scaled",
         text="Scaled gpu by +10: minRunners 0 → 10 (ARC)",
-        scale=ScaleDone(runner_type="gpu", added=10, by="alice", at=NOW + 2 * MINUTE),
+        scale=ScaleUp(runner_type="gpu", added=10, by="alice", at=NOW + 2 * MINUTE),
     )
     after = judgement_of(with_action(alerted, scaled), "gpu", now=NOW + 3 * MINUTE)
     assert after is not None and (after.booting, after.runners) == (10, 4)
@@ -292,7 +292,7 @@ def test_the_alerts_numbers_are_one_judgement_whenever_read_and_count_a_scale_up
 def test_a_scale_up_counts_whatever_people_did_after_it() -> None:
     alerted = incident("gpu").model_copy(update={"alerted_at": NOW})
     at = NOW + 2 * MINUTE
-    scale = ScaleDone(runner_type="gpu", added=10, by="alice", at=at)
+    scale = ScaleUp(runner_type="gpu", added=10, by="alice", at=at)
     acted = with_action(alerted, Event(at=at, kind="scaled", text="Scaled gpu by +10", scale=scale))
     for kind in ("acknowledged", "diagnosed", "silenced"):
         acted = with_action(acted, Event(at=at, kind=kind, text=kind, actor="U2", actor_name="bob"))
@@ -482,7 +482,7 @@ def test_a_scale_up_counts_until_a_reading_shows_it(
         at=scaled_at,
         kind="scaled",
         text="Scaled gpu by +20: maxRunners 40 → 60 (ARC)",
-        scale=ScaleDone(
+        scale=ScaleUp(
             runner_type="gpu", added=20, by="alice", at=scaled_at, field="maxRunners", after=60
         ),
     )
@@ -492,7 +492,7 @@ def test_a_scale_up_counts_until_a_reading_shows_it(
     )  # fmt: skip
     read = judged(FleetSnapshot(at=NOW, source="prometheus", runner_types={"gpu": metrics}), [],
                   interval=MINUTE)  # fmt: skip
-    shown = with_scale_ups(read, [scaled]).runner_types["gpu"].judged
+    shown = counting_scale_ups(read, [scaled]).runner_types["gpu"].judged
     assert shown is not None
     assert shown.booting == 20
     assert shown.maximum == 60

@@ -10,10 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import Event, FollowUp, Incident, ScaleDone, with_action
+from bot.domain.incidents import Event, Incident, with_action
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.pilot import Hold, held, scale_ups, verdict
 from bot.domain.runner_pods import PodCause, Trouble
+from bot.domain.scale_ups import ScaleUp
 from bot.domain.scaling import Policy
 
 T0 = datetime(2026, 11, 28, 14, 0, tzinfo=UTC)
@@ -96,7 +97,7 @@ def test_it_declines_while_the_queue_falls_or_pods_cannot_start() -> None:
 
 
 def scaled(at: datetime, added: int, *, pilot: bool, came: bool | None = None) -> Event:
-    done = ScaleDone(runner_type=TYPE, added=added, by="alice", at=at, pilot=pilot, came=came)
+    done = ScaleUp(runner_type=TYPE, added=added, by="alice", at=at, pilot=pilot, came=came)
     return Event(at=at, kind="scaled", text="Scaled", actor=None if pilot else "U1", scale=done)
 
 
@@ -105,8 +106,11 @@ def test_a_person_s_scale_up_counts_for_the_cooldown_and_an_unverified_one_holds
     person = scaled(last.at - timedelta(minutes=4), 5, pilot=False, came=True)
     said = verdict(POLICY, hold, last, scale_ups(incident_at(last, (person,)), TYPE), last.at)
     assert said.runners == 0 and said.why == "cooling down: 6 min left since the last scale-up"
-    follow = FollowUp(at=person.at, due=person.at + timedelta(minutes=10))
-    unverified = incident_at(last, (person,)).model_copy(update={"follow_ups": (follow,)})
+    assert person.scale is not None
+    followed = person.scale.model_copy(
+        update={"came": None, "due": person.at + timedelta(minutes=10)}
+    )
+    unverified = incident_at(last, (person.model_copy(update={"scale": followed}),))
     assert verdict(POLICY, hold, last, scale_ups(unverified, TYPE), last.at).why.endswith(
         "is not verified yet"
     )

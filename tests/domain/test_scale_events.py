@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.incidents import Event, Incident, ScaleDone, with_action
+from bot.domain.incidents import Event, Incident, with_action
+from bot.domain.scale_ups import ScaleUp
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 
@@ -12,7 +13,7 @@ NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 def test_a_stored_event_without_a_scale_up_loads_and_one_with_it_round_trips() -> None:
     old = '{"at":"2026-11-23T14:00:00Z","kind":"scaled","text":"Scaled linux by +5: x"}'
     assert Event.model_validate_json(old).scale is None
-    done = ScaleDone(runner_type="linux", added=5, by="alice", at=NOW - timedelta(minutes=2))
+    done = ScaleUp(runner_type="linux", added=5, by="alice", at=NOW - timedelta(minutes=2))
     event = Event(at=NOW, kind="scaled", text="Scaled linux by +5: x", scale=done)
     assert Event.model_validate_json(event.model_dump_json()) == event
     # And as one of an incident's recent actions, stored with the incident.

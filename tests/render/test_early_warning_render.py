@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.domain.early_warning import Phase, ScaledFrom, WarningState
+from bot.domain.early_warning import Phase, WarningState
+from bot.domain.scale_ups import ScaleUp
 from bot.render.early_warning import DISMISS, SCALE, render_warning
 from bot.render.mrkdwn import escape
 from tests.render.test_messages import EVIL, assert_valid
@@ -65,7 +66,9 @@ def test_a_scalable_warning_offers_scale_up_beside_dismiss_for_the_same_warning(
 @pytest.mark.parametrize("phase", list(Phase), ids=lambda p: p.value)
 def test_what_was_scaled_from_a_warning_stays_on_it_escaped_in_every_phase(phase: Phase) -> None:
     said = f"al{EVIL}ice scaled {NAME} by +6 at 10:02 UTC: minRunners 0 → 6 (ARC)."
-    state = warning(phase).changed(1_795_500_100.0, scaled=(ScaledFrom("", said),))
+    state = warning(phase).changed(
+        1_795_500_100.0, scaled=(ScaleUp(runner_type=NAME, added=6, by="", said=said),)
+    )
     shown = render_warning(state)
     assert_valid(shown)
     texts = [

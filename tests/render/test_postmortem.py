@@ -28,7 +28,6 @@ from bot.domain.incidents import (
     Incident,
     Links,
     PutBack,
-    ScaleDone,
     Snapshot,
     Status,
     record_status,
@@ -36,6 +35,7 @@ from bot.domain.incidents import (
     resolve_manually,
 )
 from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue, workflows_seen
+from bot.domain.scale_ups import ScaleUp
 from bot.domain.trend import Trend
 from bot.domain.units import minutes, number
 from bot.render.numbers import wait_of
@@ -140,7 +140,7 @@ def timeline() -> list[Event]:
             at=at(14),
             kind="scaled",
             text="Scaled linux.2xlarge by +10 (maxRunners 20 → 30)",
-            scale=ScaleDone(runner_type=CPU, added=10, by="alice", at=at(14)),
+            scale=ScaleUp(runner_type=CPU, added=10, by="alice", at=at(14)),
             **alice,
         ),
         Event(at=at(95), kind="resolved", text="The queue drained: resolved automatically"),

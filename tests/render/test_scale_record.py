@@ -13,8 +13,7 @@ from bot.domain.alerts import RunnerQueue
 from bot.domain.capacity import TypeReport, capacity_report
 from bot.domain.cost import counted_cost, waited_of_jobs
 from bot.domain.fleet import HistoryPoint
-from bot.domain.follow_ups import credited
-from bot.domain.incidents import Event, FollowUp, Incident, Resolution, Status
+from bot.domain.incidents import Event, Incident, Resolution, Status, with_bought
 from bot.domain.scale_record import scale_record
 from bot.render.alert_issue import comment
 from bot.render.capacity import render_report
@@ -56,9 +55,9 @@ def test_with_several_types_the_minutes_name_their_type_and_unknowns_say_so() ->
 
 def test_a_scale_up_still_followed_is_said_as_such_and_nothing_scaled_says_nothing() -> None:
     followed = act(3, 2)
-    still = incident(followed).model_copy(
-        update={"follow_ups": (FollowUp(at=followed.at, due=at(13)),)}
-    )
+    assert followed.scale is not None
+    pending = followed.scale.model_copy(update={"due": at(13)})
+    still = incident(followed.model_copy(update={"scale": pending}))
     assert "still followed" in summary_text(still)
     quiet = summary_text(resolved())
     assert "added +" not in quiet and "Capacity added" not in quiet
@@ -133,9 +132,9 @@ def test_what_each_scale_up_bought_is_said_alike_by_the_summary_postmortem_and_i
     during a steady surge credited with the minutes it took off; one as the surge ended not."""
     window = timedelta(minutes=5)
     during = resolved(act(8, 5, came=True, seen=10))
-    early = credited(during, surge((6, 6), (7, 10)), at(12), window)
+    early = with_bought(during, surge((6, 6), (7, 10)), at(12), window)
     assert early.actions == during.actions, "not before its window of readings is in"
-    done = credited(during, surge((6, 6), (7, 10)), at(15), window)
+    done = with_bought(during, surge((6, 6), (7, 10)), at(15), window)
     bought = next(e.scale.bought for e in done.actions if e.scale is not None)
     assert bought is not None and bought.measured and (bought.saved_mins or 0) > 20
     said = bought_said(bought)
@@ -153,7 +152,7 @@ def test_what_each_scale_up_bought_is_said_alike_by_the_summary_postmortem_and_i
         assert said in text, name
     assert f"- +5 on {BIG} at 2026-11-23 14:04 UTC by alice: {said}" in surfaces["postmortem"]
 
-    ending = credited(
+    ending = with_bought(
         resolved(act(8, 5, came=True, seen=10)), surge((6, 1), (7, 10)), at(15), window
     )
     late = next(e.scale.bought for e in ending.actions if e.scale is not None)
@@ -164,7 +163,7 @@ def test_what_each_scale_up_bought_is_said_alike_by_the_summary_postmortem_and_i
     )
     assert bought_said(late) in summary_text(ending)
     # Resolved before its window passed: read at the resolve over what there was.
-    final = credited(during, surge((6, 6), (7, 10)), at(11), window, final=True)
+    final = with_bought(during, surge((6, 6), (7, 10)), at(11), window, final=True)
     short = next(e.scale.bought for e in final.actions if e.scale is not None)
     assert short is not None and "too few readings frame it" in short.why
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from redis.asyncio import Redis
 
-from bot.actions.scale import scale_done
+from bot.actions.scale import made
 from bot.backends.scale import Undo
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
@@ -38,15 +38,9 @@ async def test_the_reading_that_decides_a_scale_ups_follow_up_still_folds_the_wa
         await reading(n)
     state = (await replica.warnings.all())[TYPE]
     await replica.warnings.record_post(state, "1700000000.000100")
-    done = scale_done(TYPE, 2, "al", now[0], Undo("maxRunners", 20, 22))
+    done = made(TYPE, 2, "al", now[0], Undo("maxRunners", 20, 22))
     entry = scaled_from("al scaled it by +2.", "", "r1", done, None, 600)
-    entry = entry.__class__(
-        entry.id,
-        entry.said,
-        entry.fate,
-        entry.done,
-        entry.follow.model_copy(update={"baseline": 18.0}),
-    )
+    entry = entry.model_copy(update={"baseline": 18.0})
     state = (await replica.warnings.all())[TYPE]
     assert await replica.warnings.save(state.with_scaled((entry,)))
 
@@ -61,5 +55,5 @@ async def test_the_reading_that_decides_a_scale_ups_follow_up_still_folds_the_wa
     await replica.store.commit(Commit(incident, group=GroupState(incident_id="7")))
     await reading(26)
     state = (await replica.warnings.all())[TYPE]
-    assert state.scaled[0].follow is None, "followed: its runners came"
+    assert not state.scaled[0].followed and state.scaled[0].came, "followed: its runners came"
     assert state.phase is Phase.FOLDED, "the alert fired at this reading: folded, as without one"

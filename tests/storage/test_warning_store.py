@@ -7,12 +7,20 @@ import json
 
 from redis.asyncio import Redis
 
-from bot.domain.early_warning import ScaledFrom, WarningState
+from bot.domain.early_warning import WarningState
+from bot.domain.scale_ups import ScaleUp
 from bot.storage.early_warning import KEEP_S, WarningStore
 from tests.support.store import KEYS
 
-PUT_BACK = ScaledFrom("linux|minRunners", "alice scaled linux by +5.", "It goes back at 10:30.")
-LEFT = ScaledFrom("", "bob scaled linux by +2.")
+PUT_BACK = ScaleUp(
+    runner_type="linux",
+    added=5,
+    by="alice",
+    back="linux|minRunners",
+    said="alice scaled linux by +5.",
+    fate="It goes back at 10:30.",
+)
+LEFT = ScaleUp(runner_type="linux", added=2, by="bob", said="bob scaled linux by +2.")
 
 
 def scaled_up() -> WarningState:

@@ -43,7 +43,8 @@ from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.early_warning import ScaledFrom, WarningState
+from bot.domain.early_warning import WarningState
+from bot.domain.scale_ups import ScaleUp
 from bot.domain.scaling import ScaleTarget
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
@@ -364,7 +365,10 @@ async def warned_and_scaled(redis_url: str, kube: FakeKubeApi, kubeconfig: str) 
         assert result.undo is not None
         record = await reverts.remember("", WARNED_TARGET, result.undo, by=USER, warning=state.uid)
         line = f"alice scaled {WARNED} by +{WARNED_ADDS}: minRunners 0 → {WARNED_ADDS} (ARC)."
-        said = ScaledFrom(record.id, line, reverts.plan(warning=True))
+        plan = reverts.plan(warning=True)
+        said = ScaleUp(
+            runner_type=WARNED, added=WARNED_ADDS, by=USER, back=record.id, said=line, fate=plan
+        )
         assert await warnings.save(state.changed(time.time(), scaled=(said,)))
         return record
     finally:
