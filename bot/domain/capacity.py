@@ -239,7 +239,7 @@ def _report(
         (min(i.resolved_at or now, now) - max(i.started_at, since) for i, _ in incidents),
         timedelta(),
     )
-    peaks = [p for i, _ in incidents if (p := i.peak_types.get(name)) is not None]
+    peaks = [p for i, _ in incidents if (p := i.peaks.types.get(name)) is not None]
     queued = [p.queued for p in peaks if p.queued is not None]
     if history is not None and history.peak_queued is not None:
         queued.append(history.peak_queued)
@@ -250,7 +250,7 @@ def _report(
     # (a raised maximum put back since), nor the history's series.
     ran = RunnersSeen()
     for incident, _ in incidents:
-        ran = most_runners(ran, incident.peak_runners.get(name))
+        ran = most_runners(ran, incident.peaks.runners.get(name))
     if ran.maximum is not None:
         minimum, maximum = ran.minimum, ran.maximum
     duration = (live.job_duration_mins if live else None) or (history.job_mins if history else None)
@@ -265,7 +265,9 @@ def _report(
         past = {f.name: getattr(history, f.name) for f in fields(HistoryFigures)}
         past.update(hours_at_max=history.hours_at_max, hours_over=history.hours_over(thresholds))
         past.update(_waited(history))
-    costs = [cost for i, _ in incidents if (cost := of_type(i.cost, name)) is not None]
+    costs = [
+        cost for i, _ in incidents if (cost := of_type(i.queue_cost.by_type, name)) is not None
+    ]
     report = TypeReport(
         runner_type=name,
         incidents=len(incidents),

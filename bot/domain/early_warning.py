@@ -62,7 +62,7 @@ def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresh
     stated = [
         (incident, said)
         for incident in sorted(incidents, key=lambda i: i.started_at, reverse=True)
-        for numbers in (incident.numbers, incident.peak)
+        for numbers in (incident.numbers, incident.peaks.numbers)
         if (said := Thresholds(numbers.queue_size_threshold, numbers.queue_time_threshold)).known
     ]
     key = runner_key(name)

@@ -45,7 +45,7 @@ def headline(incident: Incident) -> Headline:
     total = queued_total(alert, incident.runner_types)
     if incident.is_open and (total is not None or alert.max_queue_time_mins is not None):
         return Headline(total, RunnerQueue(longest_wait_mins=alert.max_queue_time_mins))
-    peak, types = incident.peak, incident.peak_types.values()
+    peak, types = incident.peaks.numbers, incident.peaks.types.values()
     wait = measured(peak.max_queue_time_mins, types)
     start = measured(peak.slowest_start_mins, types, starts=True)
     if peak.max_queue_time_mins is None:
@@ -70,7 +70,7 @@ def still_live(incident: Incident) -> StillLive | None:
     """None when nothing is over or known to be. Where the rule only says whether each was
     crossed (PyTorch's), a number is over when it said so and jobs still queue."""
     head = headline(incident)
-    if incident.follow is not None:
+    if incident.drain.follow is not None:
         return None  # the alert cleared: resolving only stops following, nothing reopens it
     if not incident.is_open or head.worst or head.queued == 0:
         return None  # nothing queues: a wait left is a start's, not a job still waiting

@@ -189,7 +189,7 @@ def _relevant(
     from their absence, and a note. A type the incident showed before stays, under its own name:
     one that drained reads "0 queued" instead of vanishing."""
     # Followed: every type the incident has shown or its alert named; the alert's name wins.
-    followed = {runner_key(n): n for n in (*incident.peak_types, *incident.runner_types) if n}
+    followed = {runner_key(n): n for n in (*incident.peaks.types, *incident.runner_types) if n}
     absent = sorted(name for key, name in followed.items() if key not in by_key)
     # Shown from their absence, where the source says absence means nothing queued: only types a
     # reading showed this incident before. A type only its alert names is more likely spelt
@@ -225,7 +225,7 @@ def _read_before(incident: Incident) -> set[str]:
     """The types (by `runner_key`) a live reading has shown this incident: its last live view's,
     and its peaks the alert never named (only a reading adds those)."""
     named = {runner_key(name) for name in incident.runner_types}
-    read = {runner_key(n) for n in incident.peak_types} - named
+    read = {runner_key(n) for n in incident.peaks.types} - named
     if incident.live is not None and incident.live.is_live:
         read |= {runner_key(n) for n in incident.live.runner_types}
     return read
@@ -279,11 +279,11 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
         or (not view.runner_types and not _can_show_none(incident, view))
         or any(m.queued is None for m in view.runner_types.values())
     ):
-        return incident.drain_checks
+        return incident.drain.checks
     if not is_drained(view, rule):
         return 0
-    counted = incident.drain_read_at
-    return incident.drain_checks + (counted is None or view.at > counted)
+    counted = incident.drain.read_at
+    return incident.drain.checks + (counted is None or view.at > counted)
 
 
 # Every target is scraped within this of an alert: Prometheus's scrape intervals are a minute or
@@ -324,7 +324,7 @@ def follow_ended(
 ) -> str:
     """Why a queue followed after its alert cleared stops being followed (`DRAINED`, `UNDER` its
     thresholds, `CAPPED`); "" while it goes on, or when it is not followed."""
-    follow = incident.follow
+    follow = incident.drain.follow
     if follow is None:
         return ""
     if checks >= needed:

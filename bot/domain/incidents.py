@@ -8,8 +8,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from bot.domain.alerts import (
     AlertFacts,
@@ -211,6 +219,100 @@ class Snapshot(BaseModel):
     advice: dict[str, Advice] = Field(default_factory=dict)  # a live view's, per runner type
 
 
+class Peaks(BaseModel):
+    """The most the incident showed, each of its own measure: kept, not derived, since they fold
+    in every reading shown and the record keeps only the latest (`live`) and the latest statuses
+    (`trend`). `numbers`: the most jobs, the longest wait and the slowest recent start, with the
+    latest thresholds; `moment`: the first reading with the most jobs, and its types."""
+
+    numbers: QueueNumbers = QueueNumbers()
+    moment: Snapshot | None = None
+    wait_at: datetime | None = None  # the first reading with the longest wait
+    start_at: datetime | None = None  # the first reading with the slowest recent start
+    types: dict[str, RunnerQueue] = Field(default_factory=dict)  # each type's, as `numbers`
+    runners: dict[str, RunnersSeen] = Field(default_factory=dict)  # over the live readings
+
+
+class QueueCost(BaseModel):
+    """What the queue cost each type's jobs from the alert to `at` (`bot.fleet.cost`), and what
+    the dashboards' counters were given of it, by type (job-seconds, jobs delayed)."""
+
+    by_type: dict[str, Waited] = Field(default_factory=dict)
+    at: datetime | None = None
+    unknown: str = ""  # why no source tells the cost
+    counted: dict[str, tuple[float, int]] = Field(default_factory=dict)
+
+
+class Drain(BaseModel):
+    """`checks`: consecutive checks that found the queue drained; `read_at`: the reading the last
+    of them counted (a reading standing longer than a check, GitHub's paced to its quota, is one
+    check however often it is looked at); `follow`: the queue followed after its alert cleared."""
+
+    checks: int = 0
+    read_at: datetime | None = None
+    follow: Follow | None = None
+
+
+class Shown(BaseModel):
+    """What the thread shows, held still for people. `status`: what the latest new status reply
+    showed (before any, the opening numbers), which the next is compared with; `statuses`: the
+    status replies posted; `replied_since`: a reply other than a status followed the latest one
+    (editing it would show numbers newer than the reply below it); `charted_at`, `pictured_at`:
+    the trend's end when a status last drew it, and posted it as a picture (0: never), so the
+    summary leaves out what the thread shows already."""
+
+    status: Snapshot | None = None
+    statuses: int = 0
+    replied_since: bool = False
+    charted_at: float = 0.0
+    pictured_at: float = 0.0
+
+
+class Cause(BaseModel):
+    """The latest diagnostics' conclusion (`said`, plain text). A shortfall against `runner_type`'s
+    `maximum`: a reading with a higher one disproves it; or its new runner pods cannot start
+    (`pods`): a reading where they can disproves it."""
+
+    said: str = ""
+    runner_type: str = ""
+    maximum: float | None = None
+    pods: bool = False
+
+
+# Each group's fields as the record keeps them, flat, as 0.27 wrote and reads them: a rollback to
+# it reads this release's records, and this release reads its. From 0.29 the groups are kept.
+_KEPT_FLAT = {
+    "peaks": {
+        "numbers": "peak",
+        "moment": "peak_snapshot",
+        "wait_at": "peak_wait_at",
+        "start_at": "peak_start_at",
+        "types": "peak_types",
+        "runners": "peak_runners",
+    },
+    "queue_cost": {
+        "by_type": "cost",
+        "at": "cost_at",
+        "unknown": "cost_unknown",
+        "counted": "cost_counted",
+    },
+    "drain": {"checks": "drain_checks", "read_at": "drain_read_at", "follow": "follow"},
+    "shown": {
+        "status": "posted_status",
+        "statuses": "status_posts",
+        "replied_since": "replied_since_status",
+        "charted_at": "charted_at",
+        "pictured_at": "pictured_at",
+    },
+    "cause": {
+        "said": "likely_cause",
+        "runner_type": "cause_type",
+        "maximum": "cause_maximum",
+        "pods": "cause_pods",
+    },
+}
+
+
 class Incident(BaseModel):
     id: str
     # Beside the short ID people type: a button from before a Redis data loss carries the old
@@ -231,14 +333,7 @@ class Incident(BaseModel):
     description: str = ""
     links: Links = Links()
     numbers: QueueNumbers = QueueNumbers()
-    # The peaks (`peaks_seen`) are kept, not derived: they fold in every reading shown, and the
-    # record keeps only the latest (`live`) and the latest statuses (`trend`).
-    # The most jobs, the longest wait and the slowest recent start, each of its own measure;
-    # the latest thresholds.
-    peak: QueueNumbers = QueueNumbers()
-    peak_snapshot: Snapshot | None = None  # the first reading with the most jobs, and its types
-    peak_wait_at: datetime | None = None  # the first reading with the longest wait
-    peak_start_at: datetime | None = None  # the first reading with the slowest recent start
+    peaks: Peaks = Peaks()
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     other_values: dict[str, float] = Field(default_factory=dict)
     firing_count: int = 0
@@ -258,45 +353,40 @@ class Incident(BaseModel):
     truncated: tuple[str, ...] = ()
     silence: ActiveSilence | None = None
     actions: tuple[Event, ...] = ()  # what people did, and the scale-ups taken on (`with_action`)
-    likely_cause: str = ""  # the latest diagnostics' conclusion, plain text
-    # A shortfall against this type's maximum: a reading with a higher one disproves it.
-    cause_type: str = ""
-    cause_maximum: float | None = None
-    # Or new runner pods of `cause_type` that cannot start: a reading where they can disproves it.
-    cause_pods: bool = False
-    # Held still for people: what the latest new status reply showed (before any, the opening
-    # numbers): what the next status is compared with, and "since" for the quiet ones edited in.
-    posted_status: Snapshot | None = None
+    cause: Cause = Cause()
+    shown: Shown = Shown()
     trend: Trend = Field(default_factory=Trend)  # the readings: the latest statuses'
     # The reading: the live backend's latest, counting the scale-ups since; None with `alert`.
     live: FleetSnapshot | None = None
-    peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)  # each type's, as `peak`
-    # What the queue cost each type's jobs from the alert to `cost_at` (`bot.fleet.cost`).
-    cost: dict[str, Waited] = Field(default_factory=dict)
-    cost_at: datetime | None = None
-    cost_unknown: str = ""  # why no source tells the cost
-    # What the dashboards' counters were given of it, by type (job-seconds, jobs delayed).
-    cost_counted: dict[str, tuple[float, int]] = Field(default_factory=dict)
-    peak_runners: dict[str, RunnersSeen] = Field(default_factory=dict)  # over the live readings
-    drain_checks: int = 0  # consecutive checks that found the queue drained
-    # The reading the last of them counted: a reading standing longer than a check (GitHub's,
-    # paced to its quota) is one check, however many times it is looked at.
-    drain_read_at: datetime | None = None
-    status_posts: int = 0
-    # A reply other than a status went into the thread after the latest status reply: editing
-    # that reply would show, above it, numbers newer than it (`IncidentStore` sets it).
-    replied_since_status: bool = False
-    # Held still for people: the trend's end when a status last drew it, and last posted it as a
-    # picture (0: never): the summary leaves out what the thread shows already.
-    charted_at: float = 0.0
-    pictured_at: float = 0.0
+    queue_cost: QueueCost = QueueCost()
+    drain: Drain = Drain()
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
     replies: int = 0  # replies committed to the thread (`IncidentStore` counts them)
-    follow: Follow | None = None
     workflows: Workflows | None = None  # as its latest postmortem read them
     # The release whose form the record is in (`RECORD_RELEASE`); 0, absent: 0.27's, or one a
     # rolled-back 0.27 rewrote (it drops fields it does not know).
     written_by: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _grouped(cls, data: object) -> object:
+        """The groups from their fields kept flat (`_KEPT_FLAT`)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for group, fields in _KEPT_FLAT.items():
+            if kept := {name: data.pop(flat) for name, flat in fields.items() if flat in data}:
+                data[group] = kept
+        return data
+
+    @model_serializer(mode="wrap")
+    def _kept_flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for group, fields in _KEPT_FLAT.items():
+            held = data.pop(group, None)
+            if isinstance(held, dict):
+                data |= {fields[name]: value for name, value in held.items()}
+        return data
 
     @property
     def recent_actions(self) -> tuple[Event, ...]:
@@ -317,13 +407,13 @@ class Incident(BaseModel):
 
     @property
     def shown_types(self) -> set[str]:
-        return {*self.peak_types, *(self.live.runner_types if self.live else {})}
+        return {*self.peaks.types, *(self.live.runner_types if self.live else {})}
 
     @property
     def peak_summed(self) -> bool:
         """Whether the peak queue is the types' queues summed, not the alert's own figure."""
-        moment = self.peak_snapshot
-        return sums_types(moment.runner_types if moment else self.peak_types)
+        moment = self.peaks.moment
+        return sums_types(moment.runner_types if moment else self.peaks.types)
 
     @model_validator(mode="after")
     def _read_from_0_27(self) -> Incident:
@@ -334,13 +424,14 @@ class Incident(BaseModel):
         if self.written_by >= RECORD_RELEASE:
             return self
         self.written_by = RECORD_RELEASE  # in this release's form from here on
-        for name in ("posted_status", "peak_snapshot"):
-            if (moment := getattr(self, name)) is not None:
+        for group, name in ((self.shown, "status"), (self.peaks, "moment")):
+            if (moment := getattr(group, name)) is not None:
                 numbers = kept_apart(moment.numbers, moment.runner_types)
-                setattr(self, name, moment.model_copy(update={"numbers": numbers}))
-        peak = kept_apart(self.peak, self.peak_types)
-        if peak != self.peak and self.peak_start_at is None:
-            self.peak, self.peak_start_at, self.peak_wait_at = peak, self.peak_wait_at, None
+                setattr(group, name, moment.model_copy(update={"numbers": numbers}))
+        peaks = self.peaks
+        peak = kept_apart(peaks.numbers, peaks.types)
+        if peak != peaks.numbers and peaks.start_at is None:
+            peaks.numbers, peaks.start_at, peaks.wait_at = peak, peaks.wait_at, None
         return self
 
     def snapshot(self, at: datetime) -> Snapshot:
@@ -425,7 +516,8 @@ def open_incident(
     trend = incident.trend.appended(
         now, first.numbers.max_queue_size, first.runner_types, limit=TREND_POINTS
     )
-    incident = incident.model_copy(update={"posted_status": first, "trend": trend})
+    shown = incident.shown.model_copy(update={"status": first})
+    incident = incident.model_copy(update={"shown": shown, "trend": trend})
     if incident.is_test:
         # Grafana never resolves a test notification; left open it would post status forever.
         return _resolved(incident, Resolution.TEST, now)
@@ -444,7 +536,7 @@ def apply_notification(
     `still_queued`: the jobs the live reading still sees over the alert's thresholds, which a
     resolved notification leaves followed instead of resolved."""
     if delivery.status == "resolved":
-        if not incident.is_open or incident.follow is not None:
+        if not incident.is_open or incident.drain.follow is not None:
             return incident, Change.STALE
         # `now`, not the alert's endsAt: the reopen window and the duration are this incident's.
         update = {"numbers": QueueNumbers(), "runner_types": {}, "firing_count": 0}
@@ -457,14 +549,17 @@ def apply_notification(
         return incident, Change.STALE  # fired before someone resolved it by hand
     updated = _with_facts(incident, delivery.facts, now=now)
     if not incident.is_open:
-        cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "follow")
+        cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by")
         update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
+        update["drain"] = _following(incident, None)
         update |= {"status": Status.FIRING, "reopened": incident.reopened + 1}
         if incident.silence is not None:  # what failed was that resolve's end: the next tries
             update["silence"] = incident.silence.model_copy(update={"unended": ""})
         return updated.model_copy(update=update), Change.REOPENED
-    if incident.follow is not None:  # it never resolved: firing again, as the thread hears
-        return updated.model_copy(update={"follow": None}), Change.ALERTS_CHANGED
+    if incident.drain.follow is not None:  # it never resolved: firing again, as the thread hears
+        return updated.model_copy(
+            update={"drain": _following(updated, None)}
+        ), Change.ALERTS_CHANGED
     alerts = [(i.firing_count, set(i.runner_types)) for i in (incident, updated)]
     changed = alerts[0] != alerts[1]
     return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
@@ -479,16 +574,20 @@ def _followed(
     update |= {
         "numbers": QueueNumbers(queue_size_threshold=size, queue_time_threshold=time),
         "runner_types": dict.fromkeys(incident.runner_types, RunnerQueue()),
-        "follow": Follow(cleared_at=now, queued=queued),
+        "drain": _following(incident, Follow(cleared_at=now, queued=queued)),
         "updated_at": now,
     }
     return incident.model_copy(update=update)
 
 
+def _following(incident: Incident, follow: Follow | None) -> Drain:
+    return incident.drain.model_copy(update={"follow": follow})
+
+
 def thresholds(incident: Incident) -> tuple[float | None, float | None]:
     """The alert rule's size and time thresholds: its latest numbers', else the peak's (kept when
     a resolve cleared the numbers)."""
-    numbers, peak = incident.numbers, incident.peak
+    numbers, peak = incident.numbers, incident.peaks.numbers
     return (
         first_known(numbers.queue_size_threshold, peak.queue_size_threshold),
         first_known(numbers.queue_time_threshold, peak.queue_time_threshold),
@@ -515,11 +614,11 @@ def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -
 
 def resolve_drained(incident: Incident, *, now: datetime, ended: str = DRAINED) -> Incident:
     """Drained, or a followed queue no longer followed (`ended`: why)."""
-    if incident.follow is None:
+    if (follow := incident.drain.follow) is None:
         return _resolved(incident, Resolution.DRAINED, now)
-    follow = incident.follow.model_copy(update={"ended": ended})
+    ended_follow = follow.model_copy(update={"ended": ended})
     resolution = Resolution.ALERT if ended == CAPPED else Resolution.DRAINED
-    return _resolved(incident, resolution, now, follow=follow)
+    return _resolved(incident, resolution, now, drain=_following(incident, ended_follow))
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
@@ -620,6 +719,11 @@ def without_put_backs(incident: Incident, ids: set[str]) -> Incident:
     return incident.model_copy(update={"put_backs": kept})
 
 
+def shown_now(incident: Incident, **changed: object) -> Incident:
+    """The incident with what its thread shows `changed` (`Shown`'s fields)."""
+    return incident.model_copy(update={"shown": incident.shown.model_copy(update=changed)})
+
+
 def trend_end(incident: Incident) -> float:
     """What a chart drawn now ends on (0: nothing)."""
     times = incident.trend.times()
@@ -640,31 +744,27 @@ def diagnosed(
     """`short_of`: the runner type and the maximum the conclusion says it is short of;
     `pods_of`: the runner type whose new pods the conclusion says cannot start."""
     kind, maximum = short_of or (pods_of, None)
-    update = {
-        "likely_cause": likely_cause,
-        "cause_type": kind,
-        "cause_maximum": maximum,
-        "cause_pods": bool(pods_of) and short_of is None,
-    }
-    return incident.model_copy(update=update)
+    pods = bool(pods_of) and short_of is None
+    cause = Cause(said=likely_cause, runner_type=kind, maximum=maximum, pods=pods)
+    return incident.model_copy(update={"cause": cause})
 
 
 def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
     """The conclusion cleared when a live reading disproves it: the maximum it was short of was
     raised, or the type needs no higher one; the pods that could not start now can. The alert's
     numbers, standing in for a failed reading, prove nothing."""
-    cleared = {"likely_cause": "", "cause_type": "", "cause_maximum": None, "cause_pods": False}
-    if not live.is_live or (incident.cause_maximum is None and not incident.cause_pods):
+    cleared, cause = {"cause": Cause()}, incident.cause
+    if not live.is_live or (cause.maximum is None and not cause.pods):
         return {}
-    found = of_type(live.runner_types, incident.cause_type)
+    found = of_type(live.runner_types, cause.runner_type)
     judged = found.judged if found is not None else None
-    if incident.cause_pods:
+    if cause.pods:
         # Read without the pods (their sources gone), the reading says nothing of them.
         known = judged is not None and found is not None and found.pods is not None
         return cleared if known and not judged.cannot_start else {}
     if judged is None or judged.maximum is None:
         return {}
-    raised = judged.maximum > incident.cause_maximum or not judged.raise_maximum_by
+    raised = judged.maximum > cause.maximum or not judged.raise_maximum_by
     return cleared if raised else {}
 
 
@@ -686,21 +786,24 @@ def record_status(
 ) -> Incident:
     """`posted`: a new reply (not an edit of the previous one, nor nothing said). A drain check
     counted (more than before) counts `live`'s reading."""
-    counted = live is not None and drain_checks > incident.drain_checks
+    drain, shown = incident.drain, incident.shown
+    counted = live is not None and drain_checks > drain.checks
+    read_at = live.at if counted and live is not None else drain.read_at
     update = {
         "trend": incident.trend.appended(
             snapshot.at,
             snapshot.numbers.max_queue_size,
             snapshot.runner_types,
             limit=TREND_POINTS,
-            keep={incident.charted_at},  # what `chart_moved` compares with
+            keep={shown.charted_at},  # what `chart_moved` compares with
         ),
-        "drain_checks": drain_checks,
-        "drain_read_at": live.at if counted and live is not None else incident.drain_read_at,
-        "status_posts": incident.status_posts + posted,
+        "drain": drain.model_copy(update={"checks": drain_checks, "read_at": read_at}),
+        "shown": shown.model_copy(update={"statuses": shown.statuses + posted}),
     }
     if posted:
-        update |= {"posted_status": snapshot, "replied_since_status": False}
+        update["shown"] = update["shown"].model_copy(
+            update={"status": snapshot, "replied_since": False}
+        )
     return with_live(incident.model_copy(update=update), live, snapshot)
 
 
@@ -793,17 +896,19 @@ def chart_moved(incident: Incident) -> bool:
     """Whether a chart drawn now shows what the last one drawn did not: none drawn yet (or its
     end left the trend), or the queue moved by a step and a ratio since."""
     times, totals = incident.trend.times(), incident.trend.totals()
-    if incident.charted_at not in times:
+    if incident.shown.charted_at not in times:
         # Two statuses since the first point (the alert's dot, or the first reading in its
         # place): a line of the incident's own.
         return len(times) > 2
-    return moved(totals[times.index(incident.charted_at)], totals[-1], QUEUED_STEP, QUEUED_RATIO)
+    at = times.index(incident.shown.charted_at)
+    return moved(totals[at], totals[-1], QUEUED_STEP, QUEUED_RATIO)
 
 
 def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) -> Incident:
     """The incident once it shows a reading (`live` None: the alert's numbers stand), `seen`
     counted in the peaks: every number a surface showed is one the summary may be asked about."""
-    update = peaks_seen(incident, seen)
+    peaks = peaks_seen(incident.peaks, seen)
+    update: dict[str, object] = {}
     if (
         live is not None
         and live.is_live
@@ -819,8 +924,8 @@ def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) ->
         update["live"] = live
         update |= _still_likely(incident, live)
         if live.is_live:
-            update["peak_runners"] = runners_seen(incident.peak_runners, live)
-    return incident.model_copy(update=update)
+            peaks = peaks.model_copy(update={"runners": runners_seen(peaks.runners, live)})
+    return incident.model_copy(update={**update, "peaks": peaks})
 
 
 def runners_seen(before: Mapping[str, RunnersSeen], live: FleetSnapshot) -> dict[str, RunnersSeen]:
@@ -886,27 +991,27 @@ def sums_types(types: Mapping[str, RunnerQueue]) -> bool:
     return any(queue.queued is not None for queue in types.values())
 
 
-def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
-    """The peak queue is the most jobs any snapshot said, `peak_snapshot` the first moment it
-    was said; each type's peak the most it showed; the longest wait and the slowest recent start
-    each the most of its own measure shown, and when first."""
+def peaks_seen(peaks: Peaks, seen: Snapshot) -> Peaks:
+    """The peak queue is the most jobs any snapshot said, `moment` the first moment it was said;
+    each type's peak the most it showed; the longest wait and the slowest recent start each the
+    most of its own measure shown, and when first."""
     queued, waited = queued_total(seen.numbers, seen.runner_types), seen.numbers.max_queue_time_mins
-    started, start = seen.numbers.slowest_start_mins, incident.peak.slowest_start_mins
-    before, wait = incident.peak.max_queue_size, incident.peak.max_queue_time_mins
+    started, start = seen.numbers.slowest_start_mins, peaks.numbers.slowest_start_mins
+    before, wait = peaks.numbers.max_queue_size, peaks.numbers.max_queue_time_mins
     update: dict[str, object] = {
-        "peak": replace(  # thresholds follow the latest alert
+        "numbers": replace(  # thresholds follow the latest alert
             seen.numbers,
             max_queue_time_mins=max_known(wait, waited),
             slowest_start_mins=max_known(start, started),
             max_queue_size=max_known(before, queued),
         ),
-        "peak_types": peak_types_of(incident.peak_types, dict(seen.runner_types)),
+        "types": peak_types_of(peaks.types, dict(seen.runner_types)),
     }
     if queued is not None and (before is None or queued > before):
         numbers = replace(seen.numbers, max_queue_size=queued)
-        update["peak_snapshot"] = seen.model_copy(update={"numbers": numbers})
+        update["moment"] = seen.model_copy(update={"numbers": numbers})
     if waited is not None and (wait is None or waited > wait):
-        update["peak_wait_at"] = seen.at
+        update["wait_at"] = seen.at
     if started is not None and (start is None or started > start):
-        update["peak_start_at"] = seen.at
-    return update
+        update["start_at"] = seen.at
+    return peaks.model_copy(update=update)

@@ -113,8 +113,8 @@ def comment(
         title = "Resolved" if event.kind == "resolved" else TITLES.get(event.kind)
         title = title or md_escape(event.kind.replace("_", " ").capitalize(), 60)
         said = event.text
-        if event.kind == "diagnosed" and incident.likely_cause:
-            said = incident.likely_cause
+        if event.kind == "diagnosed" and incident.cause.said:
+            said = incident.cause.said
         by = f" by {who(event.actor, event.actor_name)}" if event.actor else ""
         text = f"**{title}**{by} at {utc(event.at)}: {md_escape(said, MAX_EVENT_TEXT)}"
         if event.kind == "resolved":

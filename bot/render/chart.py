@@ -132,9 +132,9 @@ def incident_chart(incident: Incident) -> ChartData:
     }
     names += sorted((n for n in peaks if n not in names), key=lambda n: (-peaks[n], n))
     title = f"Queue trend · incident {incident.id}"
-    seen = [*(live.runner_types.items() if live else ()), *_types(incident.peak_snapshot)]
+    seen = [*(live.runner_types.items() if live else ()), *_types(incident.peaks.moment)]
     starts = frozenset(name for name, queue in seen if queue.wait_of_starts)
-    data = chart_data(title, trend, worst=names, peak=incident.peak_snapshot)
+    data = chart_data(title, trend, worst=names, peak=incident.peaks.moment)
     return replace(data, starts=starts)
 
 

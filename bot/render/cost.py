@@ -74,13 +74,13 @@ def cost_lines(
     escaped as its surface escapes outside text (workflow names are the repositories'), and
     when it was read where that was before the incident ended (a source that failed since, or
     a resolve between statuses)."""
-    if not incident.cost and incident.cost_unknown:
-        return [escaped(f"Cost not known: {incident.cost_unknown}")]
-    end, read = incident.resolved_at, incident.cost_at
+    if not incident.queue_cost.by_type and incident.queue_cost.unknown:
+        return [escaped(f"Cost not known: {incident.queue_cost.unknown}")]
+    end, read = incident.resolved_at, incident.queue_cost.at
     stale = end is not None and read is not None and end - read > STALE
     until = f" (to {at(read)})" if stale and read is not None else ""
     # One line each: a name from outside with a line break in it would forge a line.
     return [
         escaped(one_line(f"Cost on {runner_type}: {cost_said(waited)}")) + until
-        for runner_type, waited in sorted(incident.cost.items())
+        for runner_type, waited in sorted(incident.queue_cost.by_type.items())
     ]

@@ -310,7 +310,7 @@ def peak_queued_label(incident: Incident) -> str:
     one type's beside the per-type peaks); before a snapshot named them, the alert's figure."""
     if not incident.peak_summed:
         return "Peak queued jobs (as the alert said)"
-    typed = sum(1 for queue in incident.peak_types.values() if queue.queued is not None)
+    typed = sum(1 for queue in incident.peaks.types.values() if queue.queued is not None)
     return "Peak queued jobs (all runner types)" if typed > 1 else "Peak queued jobs"
 
 
@@ -325,17 +325,17 @@ class Peaks(NamedTuple):
 def peak_figures(incident: Incident) -> Peaks:
     """The peak longest wait, the peak slowest recent start and the peak queue, each the most of
     its own measure, at the moment it was first reached: the record's, never recomputed."""
-    peak, types = incident.peak, incident.peak_types.values()
+    peak, types = incident.peaks.numbers, incident.peaks.types.values()
     waits = []
     for mins, starts, at in (
-        (peak.max_queue_time_mins, False, incident.peak_wait_at),
-        (peak.slowest_start_mins, True, incident.peak_start_at),
+        (peak.max_queue_time_mins, False, incident.peaks.wait_at),
+        (peak.slowest_start_mins, True, incident.peaks.start_at),
     ):
         said = wait_words(measured(mins, types, starts=starts))  # "over" as the type read it
         waits.append(Peak(f"Peak {said[0]}", said[1], at) if said else None)
     if peak.max_queue_size is None:
         return Peaks(*waits, None)
-    moment = incident.peak_snapshot
+    moment = incident.peaks.moment
     at = moment.at if moment is not None else None
     return Peaks(*waits, Peak(peak_queued_label(incident), number(peak.max_queue_size), at))
 
@@ -358,7 +358,7 @@ def drained_in(incident: Incident, bold: str = "*") -> str:
     """ "Drained in: *55 min* from the peak": from the peak queue to the resolve; "" unless the
     live readings saw the queue drain by the drain rule (to 0, or within DRAIN_MAX_QUEUED): a
     followed queue that only fell under the alert's thresholds did not drain."""
-    peak, follow = incident.peak_snapshot, incident.follow
+    peak, follow = incident.peaks.moment, incident.drain.follow
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED or not peak:
         return ""
     if follow is not None and follow.ended != DRAINED:
@@ -381,7 +381,7 @@ def left_queued(incident: Incident, bold: str = "*") -> str:
 
 
 def _resolved_anyway(incident: Incident) -> str:
-    follow = incident.follow
+    follow = incident.drain.follow
     if incident.resolution is Resolution.MANUAL:
         return "resolved by hand"
     if follow is not None and follow.ended == UNDER:
@@ -398,10 +398,10 @@ def _resolved_anyway(incident: Incident) -> str:
 def peak_rows(incident: Incident) -> list[str]:
     """Each runner type at its worst: the summary's, and the root's once resolved."""
     rows = []
-    for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
+    for name, queue in worst_first(incident.peaks.types)[:MAX_PEAK_ROWS]:
         if said := queue_numbers(queue):
             rows.append(f"• {md.runner_name(name) or 'all runner types'}: {said}")
-    more = len(incident.peak_types) - MAX_PEAK_ROWS
+    more = len(incident.peaks.types) - MAX_PEAK_ROWS
     return [*rows, f"+{more} more runner types"] if more > 0 else rows
 
 

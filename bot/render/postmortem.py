@@ -207,11 +207,11 @@ def scale_ups_section(incident: Incident) -> str:
 def _at_peak(incident: Incident) -> str:
     """Each runner type when the peak queue was seen, beside its own worst: the queue as it stood
     at its height, not as it was left."""
-    types = incident.peak_types or incident.runner_types
+    types = incident.peaks.types or incident.runner_types
     ranked = [name for name, _ in worst_first(types)]
     if not ranked:
         return ""
-    moment = incident.peak_snapshot
+    moment = incident.peaks.moment
     then = moment.runner_types if moment is not None else {}
     header = ["Runner type", "Most queued", "Worst wait"]
     align = ["---", "---:", "---"]
@@ -228,7 +228,9 @@ def _at_peak(incident: Incident) -> str:
 
 def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
     if moment is None:  # before a reading named them, the alert's own numbers
-        return "Runner types, " + ("at their worst" if incident.peak_types else "as the alert said")
+        return "Runner types, " + (
+            "at their worst" if incident.peaks.types else "as the alert said"
+        )
     if moment.runner_types:
         return f"The queue at its peak, {utc(moment.at)}, and each runner type at its own worst"
     queued = moment.numbers.max_queue_size
@@ -244,7 +246,7 @@ def _at_last_reading(incident: Incident) -> str:
     live = incident.live
     if live is None or not live.is_live or not live.runner_types:
         return ""
-    order = [n for n, _ in worst_first(incident.peak_types) if n in live.runner_types]
+    order = [n for n, _ in worst_first(incident.peaks.types) if n in live.runner_types]
     rows = []
     for name in order + sorted(set(live.runner_types) - set(order)):
         m = live.runner_types[name]
@@ -323,13 +325,13 @@ def _clock(moment: datetime) -> str:
 
 def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
     runs = [event for event in events if event.kind == "diagnosed"]
-    if not runs and not incident.likely_cause:
+    if not runs and not incident.cause.said:
         return "## Diagnosis\n\n_Diagnostics were not run during this incident._"
     parts = ["## Diagnosis"]
-    if incident.likely_cause:
-        found = _CONCLUSION.match(" ".join(incident.likely_cause.split()))
+    if incident.cause.said:
+        found = _CONCLUSION.match(" ".join(incident.cause.said.split()))
         if found is None:
-            parts.append(f"**Likely cause:** {md_escape(incident.likely_cause, 600)}")
+            parts.append(f"**Likely cause:** {md_escape(incident.cause.said, 600)}")
         else:
             lines = [f"**Likely cause:** {md_escape(found['cause'])}"]
             if found["why"]:

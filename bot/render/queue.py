@@ -139,7 +139,7 @@ def overview_line(incident: Incident, *, numbers: bool = True) -> str:
     live = shown_live(incident)
     types = live.runner_types if live is not None else incident.runner_types
     if head.worst:
-        types = incident.peak_types or types
+        types = incident.peaks.types or types
     for name, queue in sorted(types.items())[:OVERVIEW_TYPES]:
         said = [queued_said(queue.queued), wait_known(queue)]
         line += f"\n    • `{md.runner_name(name)}`: {', '.join(filter(None, said)) or 'no numbers'}"

@@ -111,7 +111,7 @@ _FOLLOW_ENDED = {
 def followed_how(incident: Incident) -> str:
     """ "alert cleared, queue drained 4 min later": how a queue followed after its alert cleared
     ended; "" for any other resolve."""
-    follow, ended = incident.follow, incident.resolved_at
+    follow, ended = incident.drain.follow, incident.resolved_at
     if follow is None or ended is None or follow.ended not in _FOLLOW_ENDED:
         return ""
     later = duration(ended - follow.cleared_at)
@@ -127,9 +127,9 @@ def drained_said(incident: Incident) -> str:
 
 def following_said(incident: Incident) -> str:
     """What the thread hears when the alert cleared with jobs still queued over its thresholds."""
-    if incident.follow is None:
+    if incident.drain.follow is None:
         return ""
-    queued = round(incident.follow.queued)
+    queued = round(incident.drain.follow.queued)
     jobs = f"{md.plural(queued, 'job')} still {'queues' if queued == 1 else 'queue'}"
     return f"The alert cleared; {jobs} over its thresholds: following until the queue drains"
 
@@ -228,8 +228,8 @@ def render_status(
 
 def _age_line(incident: Incident, at: datetime, now: datetime) -> str:
     """Open, its age at `at`: the status's moment, a minute on from the last status's."""
-    if incident.is_open and incident.follow is not None:
-        cleared = _age(at - incident.follow.cleared_at)
+    if incident.is_open and incident.drain.follow is not None:
+        cleared = _age(at - incident.drain.follow.cleared_at)
         line = f"⏳ Alert cleared *{cleared}* ago: following until the queue drains"
     elif incident.is_open:
         line = f"Firing for *{_age(at - incident.started_at)}*"
@@ -278,7 +278,7 @@ def render_summary(
         blocks.append(md.section("\n".join(lines)))
     if scaled := record_said(incident, md.escape, md.time_of):
         blocks.append(md.section("\n".join(scaled)))
-    if chart or not chart_drawn(incident, incident.charted_at):  # the last status shows it
+    if chart or not chart_drawn(incident, incident.shown.charted_at):  # the last status shows it
         blocks += _chart(incident)
     if shown := events[-MAX_TIMELINE:]:
         lines = ["*What was done*"]
@@ -334,7 +334,7 @@ def summaries(
     """The summary, and, when it leaves out the chart the last status drew, the summary with it:
     what it says instead if that status gave way to it before it was posted."""
     summary = render_summary(incident, events, now=now)
-    if not chart_drawn(incident, incident.charted_at):
+    if not chart_drawn(incident, incident.shown.charted_at):
         return summary, None
     return summary, render_summary(incident, events, now=now, chart=True)
 

@@ -84,8 +84,8 @@ def render_root(
     if live is None and stopped is not None and stopped.note and incident.is_open:
         # The live numbers stopped (the backend failed, GitHub's quota is spent): why.
         blocks.append(md.context([md.truncate(source_note(stopped), 2000)]))
-    if incident.likely_cause.strip():
-        said = md.escape(one_line(incident.likely_cause))
+    if incident.cause.said.strip():
+        said = md.escape(one_line(incident.cause.said))
         cause = md.truncate(md.in_zone(said, incident.updated_at), 600)
         blocks.append(md.section(f"🩺 *Likely cause:* {cause}"))
     ref = replies.incident_ref(incident)
@@ -120,7 +120,7 @@ def _status_line(incident: Incident, mentions: bool) -> str:
     def named(user_id: str, name: str) -> str:
         return md.mention(user_id) if mentions else md.person(user_id, name)
 
-    if incident.follow is not None and incident.is_open:
+    if incident.drain.follow is not None and incident.is_open:
         parts = ["⏳ *Alert cleared*: followed until the queue drains"]
     elif incident.is_open:
         parts = ["🔴 *Firing*"]
@@ -268,7 +268,7 @@ def _confirm(incident: Incident) -> dict[str, Any]:
     again on every change, so it is current), and confirming resolves anyway."""
     closes = "closes the incident and stops its status updates. " + (
         "Its alert cleared already: nothing reopens it."
-        if incident.follow is not None
+        if incident.drain.follow is not None
         else "If the alert fires again, it reopens."
     )
     text, confirm = f"This {closes}", "Resolve"

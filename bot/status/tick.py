@@ -28,11 +28,13 @@ from bot.domain.incidents import (
     DrainRule,
     Event,
     Incident,
+    QueueCost,
     Snapshot,
     chart_moved,
     is_material,
     record_status,
     resolve_drained,
+    shown_now,
     status_spaced,
     trend_end,
     with_bought,
@@ -252,13 +254,14 @@ class StatusReporter:
         now: datetime,
         cost: Costed | None,
     ) -> Commit:
-        if self.cost is not None and self.cost.unknown != incident.cost_unknown:
-            incident = incident.model_copy(update={"cost_unknown": self.cost.unknown})
+        costed = incident.queue_cost
+        if self.cost is not None:
+            costed = costed.model_copy(update={"unknown": self.cost.unknown})
         if cost is not None:
-            counted, added = counted_cost(incident.cost_counted, cost)
-            self._costs[incident.id] = added
-            update = {"cost": cost, "cost_at": now, "cost_counted": counted}
-            incident = incident.model_copy(update=update)
+            counted, self._costs[incident.id] = counted_cost(costed.counted, cost)
+            costed = QueueCost(by_type=cost, at=now, unknown=costed.unknown, counted=counted)
+        if costed != incident.queue_cost:
+            incident = incident.model_copy(update={"queue_cost": costed})
         view = self.readings.incident_view(incident, reading, history, now)
         current = as_snapshot(incident, view, now)
         needed = self.config.drain_checks
@@ -295,9 +298,9 @@ class StatusReporter:
         )
         every_s = self.config.status_interval_seconds
         # A queue followed after its alert cleared is looked at as often as a draining one.
-        interval = self.config.drain_check_seconds if checks or incident.follow else every_s
+        interval = self.config.drain_check_seconds if checks or incident.drain.follow else every_s
         due = now.timestamp() + min(interval, every_s)
-        last = incident.posted_status
+        last = incident.shown.status
         if kind is None and last is not None and is_material(last, current, rule):
             due = min(due, (last.at + STATUS_SPACING).timestamp())  # news, once it may be said
         return Commit(
@@ -323,12 +326,12 @@ def status_kind(incident: Incident, current: Snapshot, drain: DrainRule) -> str 
     """A new reply (STATUS) for the first status and for a material change a minute after the
     last; else an edit of the last status reply (RESTATUS) while nothing was posted below it;
     else nothing (None): the root shows the numbers."""
-    posted = incident.posted_status
-    if incident.status_posts == 0:
+    posted = incident.shown.status
+    if incident.shown.statuses == 0:
         return STATUS
     if is_material(posted, current, drain):
         return STATUS if status_spaced(posted, current) else None  # next check's, then
-    return None if incident.replied_since_status else RESTATUS
+    return None if incident.shown.replied_since else RESTATUS
 
 
 def status_replies(
@@ -344,7 +347,7 @@ def status_replies(
     """The status `kind` decided, compared with the last posted one; its chart drawn when the
     trend moved since the last drawn (an edit keeps its reply's), and with a new reply as a
     picture too where `pictures` (charts refused as blocks)."""
-    posted = incident.posted_status
+    posted = incident.shown.status
     if kind is None or posted is None:
         return updated, ()
     edit = kind == RESTATUS
@@ -362,16 +365,16 @@ def status_replies(
     replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
     if chart:
         # The summary leaves out the trend the statuses drew already.
-        updated = updated.model_copy(update={"charted_at": trend_end(updated)})
+        updated = shown_now(updated, charted_at=trend_end(updated))
     if chart and pictures and not edit:
         replies.append(chart_reply())
-        updated = updated.model_copy(update={"pictured_at": updated.charted_at})
+        updated = shown_now(updated, pictured_at=updated.shown.charted_at)
     return updated, tuple(replies)
 
 
 def drew_at(incident: Incident, posted: Snapshot) -> bool:
     """Whether the status reply that showed `posted` drew the chart (or a later edit of it)."""
-    return incident.charted_at >= int(posted.at.timestamp())
+    return incident.shown.charted_at >= int(posted.at.timestamp())
 
 
 def _loaded(read: DueRead) -> Loaded | Exception:

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from bot.domain.alert_issue import IssueLink, tells_issue
-from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank
+from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank, shown_now
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
 from bot.storage.keys import Keys, script
@@ -86,7 +86,7 @@ def summary_replies(
     reply = Reply(
         "summary", band, summary, replaces=STATUS_KINDS, instead=with_chart, ts_as=SUMMARY_TS
     )
-    return (reply,) if chart_drawn(incident, incident.pictured_at) else (reply, chart_reply())
+    return (reply,) if chart_drawn(incident, incident.shown.pictured_at) else (reply, chart_reply())
 
 
 @dataclass(frozen=True)
@@ -338,7 +338,7 @@ class IncidentStore:
         incident = change.incident
         if incident is not None and any(r.kind not in THREAD_STATUS for r in change.replies):
             # Posted below the latest status reply, which is then edited no more.
-            incident = incident.model_copy(update={"replied_since_status": True})
+            incident = shown_now(incident, replied_since=True)
         posted = [r for r in change.replies if not r.edits]
         if incident is not None and posted:
             # An edit adds no reply below: a reply edited while nothing followed it stays so.

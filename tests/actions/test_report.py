@@ -25,6 +25,7 @@ from bot.storage.leases import Interactions
 from bot.storage.send_queue import NoticeStore
 from bot.telemetry import Telemetry
 from tests.support.cores import _no_members, _no_name, action_core
+from tests.support.incidents import changed
 from tests.support.payloads import fixture_json
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -43,11 +44,10 @@ async def keep(
     incident = open_incident(
         delivery_of(firing), incident_id=str(n), uid=f"u{n}", channel="C01", now=started
     )
-    incident = incident.model_copy(
-        update={
-            "started_at": started,  # the fixture's alert began long ago
-            "peak_types": {"linux.2xlarge": RunnerQueue(queued=peak, longest_wait_mins=40)},
-        }
+    incident = changed(
+        incident,
+        started_at=started,
+        peak_types={"linux.2xlarge": RunnerQueue(queued=peak, longest_wait_mins=40)},
     )
     done = ScaleUp(
         runner_type="linux.2xlarge", added=4, by=who, at=started, field="minRunners", **came

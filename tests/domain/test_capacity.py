@@ -22,6 +22,7 @@ from bot.domain.early_warning import Thresholds
 from bot.domain.fleet import OomKill, RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
 from bot.domain.scale_ups import ScaleUp
+from tests.support.incidents import changed
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 WEEK = NOW - timedelta(days=7)
@@ -215,11 +216,10 @@ def test_a_resolved_incident_still_says_what_the_rule_fires_at() -> None:
     """The resolve clears the incident's numbers; its peak keeps the last firing thresholds, and
     a report over past incidents (all resolved, most weeks) must still use them."""
     resolved = incident(1, 10, 1, {BIG: (5, 5)})
-    resolved = resolved.model_copy(
-        update={
-            "numbers": replace(resolved.numbers, queue_size_threshold=None),
-            "peak": replace(resolved.peak, queue_size_threshold=8.0, queue_time_threshold=30.0),
-        }
+    resolved = changed(
+        resolved,
+        numbers=replace(resolved.numbers, queue_size_threshold=None),
+        peak=replace(resolved.peaks.numbers, queue_size_threshold=8.0, queue_time_threshold=30.0),
     )
     assert stated_thresholds(BIG.upper(), [resolved], ALERT) == Thresholds(8.0, 30.0)
 

@@ -118,11 +118,11 @@ def test_the_alert_clearing_over_its_thresholds_keeps_the_incident_followed() ->
     after, change = cleared(before)
 
     assert change is Change.FOLLOWED and after.is_open
-    assert after.follow is not None and after.follow.queued == 6
+    assert after.drain.follow is not None and after.drain.follow.queued == 6
     assert after.numbers == QueueNumbers(queue_size_threshold=5), "its thresholds stay"
     assert set(after.runner_types) == set(before.runner_types), "its types stay followed"
     assert all(q == RunnerQueue() for q in after.runner_types.values()), "not their numbers"
-    assert after.peak.max_queue_size == before.peak.max_queue_size
+    assert after.peaks.numbers.max_queue_size == before.peaks.numbers.max_queue_size
     assert following_said(after) == (
         "The alert cleared; 6 jobs still queue over its thresholds: following until the queue "
         "drains"
@@ -147,7 +147,7 @@ def test_the_alert_clearing_under_them_resolves_at_once_as_before() -> None:
     after, change = cleared(firing(live(linux_2xlarge=(3, 2)), queue_size_threshold=5))
 
     assert change is Change.RESOLVED and after.resolution is Resolution.ALERT
-    assert after.follow is None
+    assert after.drain.follow is None
 
 
 def followed(view: FleetSnapshot, *, cleared_at: datetime = NOW - timedelta(minutes=4)) -> Incident:
@@ -229,7 +229,7 @@ def test_resolving_by_hand_while_followed_is_not_asked_again() -> None:
 def test_an_ordinary_drain_says_what_it_said_before() -> None:
     resolved = resolve_drained(firing(live(linux_2xlarge=(0, 0))), now=NOW)
 
-    assert resolved.follow is None and resolved.resolution is Resolution.DRAINED
+    assert resolved.drain.follow is None and resolved.resolution is Resolution.DRAINED
     assert drained_said(resolved) == "The queue drained: resolved automatically"
     assert resolved_how(resolved) == "(queue drained)"
 
@@ -266,7 +266,7 @@ def test_a_followed_incident_that_fires_again_after_it_ended_is_firing_not_follo
     reopened, change = apply_notification(
         ended, firing_again, entry_id="9999999999999-5", now=NOW + 2 * MIN
     )
-    assert change is Change.REOPENED and reopened.follow is None
+    assert change is Change.REOPENED and reopened.drain.follow is None
     assert follow_ended(reopened, 0, needed=3, rule=RULE, cap=CAP, now=NOW + 3 * CAP) == ""
     resolved = delivery_of(parse_notification("grafana", fixture_json(RESOLVED)))
     again, change = apply_notification(

@@ -34,6 +34,7 @@ from bot.domain.scale_ups import ScaleUp
 from bot.domain.trend import sparkline
 from bot.render import mrkdwn as md
 from bot.render.numbers import type_lines
+from tests.support.incidents import changed
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -187,14 +188,14 @@ def test_a_reading_that_stands_longer_than_a_check_counts_as_one_drain_check() -
         view = view_of(inc, paced)
         checks = drain_checks(inc, view, DRAIN)
         inc = record_status(inc, as_snapshot(inc, view, NOW), live=view, drain_checks=checks)
-    assert inc.drain_checks == 1, "one reading, one check: still open"
+    assert inc.drain.checks == 1, "one reading, one check: still open"
 
     for minutes in (5, 10):
         later = fleet(gpu=(0, 0)).model_copy(update={"at": NOW + minutes * MINUTE})
         view = view_of(inc, Reading(later, later.at))
         checks = drain_checks(inc, view, DRAIN)
         inc = record_status(inc, as_snapshot(inc, view, NOW), live=view, drain_checks=checks)
-    assert inc.drain_checks == needed
+    assert inc.drain.checks == needed
 
 
 def test_the_trend_keeps_queued_and_wait_per_type_and_the_totals() -> None:
@@ -245,14 +246,14 @@ def test_the_first_status_shows_a_type_whose_backend_knows_only_its_wait() -> No
 
 
 def test_a_type_that_drained_stays_in_view_and_one_that_vanished_blocks_the_drain() -> None:
-    followed = incident().model_copy(
-        update={"peak_types": {"gpu": RunnerQueue(43, 10), "cpu": RunnerQueue(3, 2)}}
+    followed = changed(
+        incident(), peak_types={"gpu": RunnerQueue(43, 10), "cpu": RunnerQueue(3, 2)}
     )
     # gpu drained and is still read; cpu's listener is being recreated: no numbers for it.
     view = view_of(followed, Reading(fleet(gpu=(0, None), arm=(0, None)), NOW))
     assert list(view.runner_types) == ["gpu"] and view.runner_types["gpu"].queued == 0
     assert view.missing == ("cpu",) and "no numbers for cpu" in view.note
-    assert drain_checks(followed.model_copy(update={"drain_checks": 2}), view, DRAIN) == 2
+    assert drain_checks(changed(followed, drain_checks=2), view, DRAIN) == 2
 
 
 def test_the_judgement_shown_is_the_live_readings_else_the_alerts() -> None:
@@ -325,7 +326,7 @@ def followed(*named: str, read: Types | None = None) -> Incident:
         return inc
     last = fleet(**read).model_copy(update={"source": "hud"})
     peaks = {n: RunnerQueue(43, 20) for n in read}
-    return inc.model_copy(update={"live": last, "peak_types": {**inc.peak_types, **peaks}})
+    return changed(inc, live=last, peak_types={**inc.peaks.types, **peaks})
 
 
 def reading(

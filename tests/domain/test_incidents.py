@@ -158,7 +158,7 @@ def test_open_incident_from_the_queue_alert_shows_its_title_priority_and_numbers
     assert incident.numbers == QueueNumbers(
         max_queue_time_mins=114, max_queue_size=14, queue_time_over=True, queue_size_over=False
     )
-    assert incident.peak == incident.numbers
+    assert incident.peaks.numbers == incident.numbers
     assert incident.firing_count == 1
     assert incident.notifications == 1
     assert (incident.id, incident.uid, incident.channel) == ("7", "u7", "C1")
@@ -182,7 +182,7 @@ def test_open_incident_starts_when_the_alert_started_not_when_the_bot_heard_of_i
 def test_open_incident_takes_a_first_snapshot_so_the_first_status_post_has_a_baseline() -> None:
     incident = opened()
 
-    assert incident.posted_status == Snapshot(at=T0, numbers=incident.numbers, runner_types={})
+    assert incident.shown.status == Snapshot(at=T0, numbers=incident.numbers, runner_types={})
 
 
 def test_open_incident_from_alertmanager_keeps_the_runner_type_queue() -> None:
@@ -190,8 +190,8 @@ def test_open_incident_from_alertmanager_keeps_the_runner_type_queue() -> None:
 
     assert set(incident.runner_types) == {"linux.g5.4xlarge.nvidia.gpu"}
     assert incident.runner_types["linux.g5.4xlarge.nvidia.gpu"].queued == 14
-    assert incident.posted_status is not None
-    assert incident.posted_status.runner_types == incident.runner_types
+    assert incident.shown.status is not None
+    assert incident.shown.status.runner_types == incident.runner_types
 
 
 # -- apply_notification: the table ---------------------------------------------------------------
@@ -326,7 +326,7 @@ def test_apply_notification(row: Row) -> None:
 
     assert (change, after.incident.status) == (row.change, row.status)
     if change is not Change.STALE:
-        assert (after.incident.follow is not None) == (change is Change.FOLLOWED)
+        assert (after.incident.drain.follow is not None) == (change is Change.FOLLOWED)
     if change is Change.STALE:
         # A stale notification changes nothing anyone sees.
         assert after.incident == before.incident
@@ -344,12 +344,18 @@ def test_firing_updates_follow_the_numbers_and_the_peak_keeps_the_worst() -> Non
     state, _ = apply(incident, with_queue(payload(), wait=20, queued=2), entry(2000, 0))
     better = state.incident
     assert (better.numbers.max_queue_time_mins, better.numbers.max_queue_size) == (20, 2)
-    assert (better.peak.max_queue_time_mins, better.peak.max_queue_size) == (114, 14)
+    assert (better.peaks.numbers.max_queue_time_mins, better.peaks.numbers.max_queue_size) == (
+        114,
+        14,
+    )
 
     state, _ = apply(state, with_queue(payload(), wait=300, queued=9), entry(3000, 0))
     worse = state.incident
     assert (worse.numbers.max_queue_time_mins, worse.numbers.max_queue_size) == (300, 9)
-    assert (worse.peak.max_queue_time_mins, worse.peak.max_queue_size) == (300, 14)
+    assert (worse.peaks.numbers.max_queue_time_mins, worse.peaks.numbers.max_queue_size) == (
+        300,
+        14,
+    )
     assert worse.updated_at == T0 + timedelta(hours=1)
 
 
@@ -364,8 +370,8 @@ def test_resolved_clears_the_live_numbers_but_keeps_the_peak_for_the_summary() -
     assert resolved.numbers == QueueNumbers()
     assert resolved.runner_types == {}
     assert resolved.firing_count == 0
-    assert resolved.peak == incident.peak
-    assert resolved.peak.max_queue_time_mins == 114
+    assert resolved.peaks.numbers == incident.peaks.numbers
+    assert resolved.peaks.numbers.max_queue_time_mins == 114
     assert resolved.resolution is Resolution.ALERT
     assert resolved.resolved_by is None
     assert resolved.resolved_at == now
@@ -501,13 +507,13 @@ def test_the_peak_is_the_most_the_incident_showed(row: PeakRow) -> None:
     incident = opened()
     for n, step in enumerate(row.steps):
         incident = shown(incident, step, n)
-    moment = incident.peak_snapshot
+    moment = incident.peaks.moment
     assert moment is not None
-    assert (incident.peak.max_queue_size, incident.peak_summed) == (row.peak, row.summed)
+    assert (incident.peaks.numbers.max_queue_size, incident.peak_summed) == (row.peak, row.summed)
     assert moment.at == T0 + timedelta(minutes=row.at)
     assert moment.numbers.max_queue_size == row.peak
     assert {n: q.queued for n, q in moment.runner_types.items()} == row.at_peak
-    assert {n: q.queued for n, q in incident.peak_types.items()} == row.per_type
+    assert {n: q.queued for n, q in incident.peaks.types.items()} == row.per_type
 
 
 def test_the_peak_wait_is_the_longest_any_notification_or_reading_showed() -> None:
@@ -519,9 +525,9 @@ def test_the_peak_wait_is_the_longest_any_notification_or_reading_showed() -> No
     incident = with_live(incident, None, reading)
     incident = shown(incident, alert(20, 2, wait=30), 0)
     incident = with_live(incident, None, reading.model_copy(update={"at": T0 + timedelta(hours=1)}))
-    assert incident.peak.max_queue_time_mins == 150
-    assert incident.peak_types["cpu"].longest_wait_mins == 150
-    assert incident.peak_wait_at == reading.at, "when first shown, however long the trend"
+    assert incident.peaks.numbers.max_queue_time_mins == 150
+    assert incident.peaks.types["cpu"].longest_wait_mins == 150
+    assert incident.peaks.wait_at == reading.at, "when first shown, however long the trend"
 
 
 def test_an_alert_naming_its_types_says_their_total_as_a_reading_does() -> None:
@@ -554,9 +560,9 @@ def test_the_peak_queue_is_the_most_shown_and_never_below_a_types_peak(
             snapshot = typed(i, **what)
             totals += [sum(what.values())] if what else []
         incident = record_status(incident, snapshot)
-    peaks = [q.queued for q in incident.peak_types.values() if q.queued is not None]
-    assert incident.peak.max_queue_size == max(totals)
-    assert all(incident.peak.max_queue_size >= p for p in peaks)
+    peaks = [q.queued for q in incident.peaks.types.values() if q.queued is not None]
+    assert incident.peaks.numbers.max_queue_size == max(totals)
+    assert all(incident.peaks.numbers.max_queue_size >= p for p in peaks)
 
 
 def test_a_resolved_notification_overtaken_by_an_older_firing_one_does_not_reopen() -> None:
@@ -605,7 +611,7 @@ def test_firing_after_resolved_reopens_clears_the_ack_and_counts_the_reopen() ->
     assert reopened.acknowledged_by is None
     assert reopened.resolved_at is None and reopened.resolution is None
     assert (reopened.numbers.max_queue_time_mins, reopened.numbers.max_queue_size) == (50, 5)
-    assert reopened.peak.max_queue_time_mins == 114
+    assert reopened.peaks.numbers.max_queue_time_mins == 114
 
     resolved_again, _ = apply(state, refired(payload(GRAFANA_RESOLVED)), entry(4000, 0))
     again, change = apply(
@@ -721,7 +727,7 @@ def test_record_status_keeps_the_first_the_peak_and_the_latest_trend_points() ->
     assert snapshots[48].at.timestamp() in times, "the peak (49 queued)"
     assert times[-len(latest) :] == [s.at.timestamp() for s in latest]
     assert incident.trend.totals()[1:] == [(at - T0.timestamp()) / 60 % 50 for at in times[1:]]
-    assert incident.posted_status == snapshots[-1]
+    assert incident.shown.status == snapshots[-1]
 
 
 def test_the_trend_keeps_each_runner_types_column_aligned_and_forgets_types_gone_from_it() -> None:
@@ -795,7 +801,7 @@ def test_the_posted_status_is_stored_once_and_survives_quiet_statuses() -> None:
         for i in (10, 20)
     ]
     incident = record_status(incident, first)
-    assert incident.posted_status == first
+    assert incident.shown.status == first
     stored = json.loads(state_json(incident))
     assert "last_posted" not in stored and "last_status" not in stored, "stored once"
 
@@ -803,13 +809,13 @@ def test_the_posted_status_is_stored_once_and_survives_quiet_statuses() -> None:
         incident = Incident.model_validate_json(
             state_json(record_status(incident, snapshot, posted=False))
         )
-        assert incident.posted_status == first
+        assert incident.shown.status == first
         assert incident.trend.times()[-1] == snapshot.at.timestamp()
 
     later = Snapshot(at=T0 + timedelta(minutes=30), numbers=QueueNumbers(max_queue_size=40))
     incident = Incident.model_validate_json(state_json(record_status(incident, later)))
-    assert incident.posted_status == later
-    assert incident.status_posts == 2
+    assert incident.shown.status == later
+    assert incident.shown.statuses == 2
 
 
 def test_numbers_per_runner_type_are_stored_under_short_keys_and_0_7_state_still_reads() -> None:
@@ -846,8 +852,8 @@ def test_a_reading_diagnostics_showed_between_statuses_counts_in_the_peaks() -> 
             incident = with_live(incident, live, seen)
         else:
             incident = record_status(incident, seen, live=live)
-    assert incident.peak.max_queue_size == 30
-    assert incident.peak_types["linux.2xlarge"].queued == 30
+    assert incident.peaks.numbers.max_queue_size == 30
+    assert incident.peaks.types["linux.2xlarge"].queued == 30
 
 
 @pytest.mark.parametrize(
@@ -874,8 +880,8 @@ def test_a_cause_of_too_low_a_maximum_leaves_the_root_once_a_reading_disproves_i
     read = FleetSnapshot(at=at, source=source, runner_types={"linux.2xlarge": metrics})
     view = judged(read, [], interval=timedelta(minutes=1))
     shown = record_status(incident, as_snapshot(incident, view, at), live=view)
-    assert (shown.likely_cause == cause) is kept
-    assert (shown.cause_maximum is not None) is kept
+    assert (shown.cause.said == cause) is kept
+    assert (shown.cause.maximum is not None) is kept
 
 
 @pytest.mark.parametrize(
@@ -902,8 +908,8 @@ def test_a_cause_of_pods_that_cannot_start_leaves_the_root_once_they_can(
     read = FleetSnapshot(at=at, source=source, runner_types={"linux.2xlarge": metrics})
     view = judged(read, [], interval=timedelta(minutes=1))
     shown = record_status(incident, as_snapshot(incident, view, at), live=view)
-    assert (shown.likely_cause == cause) is kept
-    assert shown.cause_pods is kept
+    assert (shown.cause.said == cause) is kept
+    assert shown.cause.pods is kept
 
 
 def test_responders_and_the_latest_actions_come_from_what_was_done() -> None:

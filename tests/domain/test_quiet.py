@@ -10,7 +10,7 @@ from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.incidents import Advice, DrainRule, Incident, Snapshot, is_material, record_status
 from bot.status.tick import status_kind
 from bot.storage.incident_store import RESTATUS, STATUS
-from tests.support.incidents import make_incident
+from tests.support.incidents import changed, make_incident
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 DRAIN = DrainRule(max_queued=0, max_wait_mins=5)
@@ -101,6 +101,6 @@ def test_two_statuses_are_a_minute_apart_and_a_change_waits_for_it() -> None:
 
 def test_nothing_edits_a_status_with_a_reply_below_it() -> None:
     incident = record_status(make_incident(), snap(0))
-    below = incident.model_copy(update={"replied_since_status": True})
+    below = changed(incident, replied_since_status=True)
     assert status_kind(below, snap(10), DRAIN) is None, "the root has the numbers"
     assert status_kind(below, snap(10, advice=("falling", 0, 0, 0)), DRAIN) == STATUS

@@ -12,7 +12,7 @@ from bot.domain.incidents import RECORD_RELEASE, Incident, Snapshot, resolve_dra
 from bot.render import mrkdwn as md
 from bot.render.replies import render_summary
 from bot.storage.incident_store import state_json
-from tests.support.incidents import make_incident
+from tests.support.incidents import changed, make_incident
 
 T0 = datetime(2026, 11, 25, 12, tzinfo=UTC)
 GPU = "linux.g5.4xlarge.nvidia.gpu"
@@ -37,13 +37,12 @@ def with_peak_wait_of(minutes: float) -> Incident:
         runner_types={GPU: start},
     )
     # As the product changes a record (model_copy): what it wrote, not what it read.
-    incident = incident.model_copy(
-        update={
-            "peak": QueueNumbers(max_queue_time_mins=minutes, max_queue_size=12),
-            "peak_wait_at": at(7),
-            "peak_types": {GPU: start},
-            "posted_status": status,
-        }
+    incident = changed(
+        incident,
+        peak=QueueNumbers(max_queue_time_mins=minutes, max_queue_size=12),
+        peak_wait_at=at(7),
+        peak_types={GPU: start},
+        posted_status=status,
     )
     return resolve_drained(incident, now=at(12))
 
@@ -69,7 +68,7 @@ def test_a_record_0_27_wrote_has_its_statuses_and_its_peak_read_with_the_measure
 
     assert f"Peak slowest recent start: *3.5 min* at {md.time_of(at(7))}" in summary, summary
     assert "Peak longest wait" not in summary, summary
-    assert read.posted_status is not None
-    assert read.posted_status.numbers.max_queue_time_mins is None
-    assert read.posted_status.numbers.slowest_start_mins == 3.5
+    assert read.shown.status is not None
+    assert read.shown.status.numbers.max_queue_time_mins is None
+    assert read.shown.status.numbers.slowest_start_mins == 3.5
     assert json.loads(state_json(read))["written_by"] == RECORD_RELEASE, "stored in this form"

@@ -210,7 +210,7 @@ async def test_a_reading_whose_listing_names_none_of_the_types_jobs_switches_no_
     assert "Longest wait: *5 min*" in third, third
     assert f"Peak longest wait: *5 min* at {md.time_of(at(3))}" in summary, summary
     assert "- Peak longest wait: **5 min** at 2026-11-25 12:03 UTC" in postmortem, postmortem
-    assert done.peak.slowest_start_mins is None and done.peak_start_at is None
+    assert done.peaks.numbers.slowest_start_mins is None and done.peaks.start_at is None
 
 
 @settings(
@@ -235,10 +235,10 @@ def test_whatever_each_reading_lists_every_surface_says_one_measure_for_the_type
     snapshots = followed.snapshots
     assert all(s.numbers.slowest_start_mins is None for s in snapshots)
     assert all(not q.wait_of_starts for s in snapshots for q in s.runner_types.values())
-    assert done.peak.slowest_start_mins is None and done.peak_start_at is None
+    assert done.peaks.numbers.slowest_start_mins is None and done.peaks.start_at is None
     named = [minute for minute, a in enumerate(answers, start=1) if a == "named"]
     oldest = (at(named[-1]) - CREATED).total_seconds() / 60 if named else None
-    assert done.peak.max_queue_time_mins == oldest
+    assert done.peaks.numbers.max_queue_time_mins == oldest
 
 
 def test_the_reason_names_what_the_listing_could_not_do() -> None:

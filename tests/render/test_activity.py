@@ -256,5 +256,5 @@ def test_an_incident_stored_before_responders_loads_without_them() -> None:
     stored: dict[str, Any] = make_incident().model_dump(mode="json")
     del stored["actions"], stored["likely_cause"]
     incident = Incident.model_validate(stored)
-    assert incident.responders == () and incident.likely_cause == ""
+    assert incident.responders == () and incident.cause.said == ""
     assert status_text(incident) == "🔴 *Firing* · not acknowledged · ID *12*"

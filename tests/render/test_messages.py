@@ -29,7 +29,7 @@ from bot.domain.message import Rendered
 from bot.render.replies import render_event, render_status, render_summary
 from bot.render.root import ACTIONS_BLOCK_ID, incident_ref_of, render_root
 from sandbox.slack_limits import validate_blocks
-from tests.support.incidents import T0, make_incident
+from tests.support.incidents import T0, changed, make_incident
 
 EVIL = "<!channel> <!here> <!everyone> <@U0EVIL> <https://evil.example|click> &<> "
 
@@ -79,13 +79,12 @@ def hostile_incident(**changes: Any) -> Incident:
 
 
 def no_numbers(incident: Incident, **others: float) -> Incident:
-    return incident.model_copy(
-        update={
-            "numbers": QueueNumbers(),
-            "peak": QueueNumbers(),
-            "runner_types": {},
-            "other_values": others,
-        }
+    return changed(
+        incident,
+        numbers=QueueNumbers(),
+        peak=QueueNumbers(),
+        runner_types={},
+        other_values=others,
     )
 
 

@@ -41,7 +41,7 @@ from bot.domain.units import minutes, number
 from bot.render.numbers import wait_of
 from bot.render.postmortem import MAX_CHART_ROWS, md_escape, render_postmortem
 from bot.render.replies import render_summary
-from tests.support.incidents import T0, make_incident
+from tests.support.incidents import T0, changed, make_incident
 
 GOLDEN = Path(__file__).parent / "golden" / "postmortem.md"
 CPU, GPU = "linux.2xlarge", "linux.g5.4xlarge.nvidia.gpu"
@@ -84,27 +84,26 @@ def seeded(*, statuses: int = 18, **changes: Any) -> Incident:
             GPU: RunnerTypeMetrics(queued=10, busy=10, registered=10, maximum=10),
         },
     )
-    incident = incident.model_copy(
-        update={
-            "live": live,
-            "acknowledged_by": "U0ALICE",
-            "acknowledged_name": "alice",
-            "likely_cause": (
-                "Resource constraints (high confidence): linux.2xlarge: at its maximum 30 of 30"
+    incident = changed(
+        incident,
+        live=live,
+        acknowledged_by="U0ALICE",
+        acknowledged_name="alice",
+        likely_cause=(
+            "Resource constraints (high confidence): linux.2xlarge: at its maximum 30 of 30"
+        ),
+        put_backs=(
+            PutBack(
+                id="r1",
+                runner_type=CPU,
+                field="maxRunners",
+                before=20,
+                after=30,
+                when="once its queue has stayed drained 30 min",
+                latest=T0 + timedelta(hours=4),
             ),
-            "put_backs": (
-                PutBack(
-                    id="r1",
-                    runner_type=CPU,
-                    field="maxRunners",
-                    before=20,
-                    after=30,
-                    when="once its queue has stayed drained 30 min",
-                    latest=T0 + timedelta(hours=4),
-                ),
-            ),
-            "notifications": 6,
-        }
+        ),
+        notifications=6,
     )
     return resolve_drained(incident, now=RESOLVED_AT)
 
@@ -218,13 +217,13 @@ def test_the_postmortem_says_the_summarys_numbers() -> None:
     incident = seeded()
     summary = str(render_summary(incident, timeline(), now=NOW).blocks)
     impact = section(document(incident), "## Impact")
-    peak = incident.peak
+    peak = incident.peaks.numbers
     assert peak.max_queue_time_mins is not None and peak.max_queue_size is not None
     assert f"Peak longest wait: *{minutes(peak.max_queue_time_mins)}*" in summary
     assert f"Peak longest wait: **{minutes(peak.max_queue_time_mins)}**" in impact
     assert f"Peak queued jobs (all runner types): *{number(peak.max_queue_size)}*" in summary
     assert f"Peak queued jobs (all runner types): **{number(peak.max_queue_size)}**" in impact
-    for name, queue in incident.peak_types.items():
+    for name, queue in incident.peaks.types.items():
         assert queue.queued is not None
         worst = f"{number(queue.queued)} | {wait_of(queue)} |"
         assert f"| {name} | " in impact and worst in impact
@@ -293,7 +292,7 @@ def variant(change: dict[str, Any]) -> Incident:
     if change.pop("manual", False):
         open_one = incident.model_copy(update={"status": Status.FIRING, "resolved_at": None})
         incident = resolve_manually(open_one, by="U0URSULA", name="ursula", now=RESOLVED_AT)
-    return incident.model_copy(update=change)
+    return changed(incident, **change)
 
 
 # The alert said 50 at minute 10, naming no runner type: more than any reading summed.
@@ -590,16 +589,15 @@ def test_hostile_text_never_breaks_a_table_nor_makes_a_link(
     title: str, name: str, runner_type: str, workflow: str, text: str, cause: str
 ) -> None:
     runner_type = runner_type or "x"
-    incident = seeded().model_copy(
-        update={
-            "title": title,
-            "priority": name,
-            "team": workflow,
-            "links": Links(),
-            "acknowledged_name": name,
-            "likely_cause": cause,
-            "peak_types": {runner_type: RunnerQueue(queued=3, longest_wait_mins=4)},
-        }
+    incident = changed(
+        seeded(),
+        title=title,
+        priority=name,
+        team=workflow,
+        links=Links(),
+        acknowledged_name=name,
+        likely_cause=cause,
+        peak_types={runner_type: RunnerQueue(queued=3, longest_wait_mins=4)},
     )
     events = [
         Event(at=T0, kind="opened", text=text),

@@ -22,6 +22,7 @@ from bot.render.follow_ups import bought_said
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_summary
 from tests.domain.test_scale_record import BIG, GPU, PILOT, act, at, incident
+from tests.support.incidents import changed
 
 
 def resolved(*acts: object) -> Incident:
@@ -184,8 +185,11 @@ def test_the_report_says_an_incidents_cost_as_its_summary_does_and_sums_several(
     ]
     cost = waited_of_jobs(jobs, BIG, at(0), at(30), 5.0)
     shown = {BIG: RunnerQueue(queued=12)}
-    one = resolved(act(6, 7, came=True, seen=8)).model_copy(
-        update={"cost": {BIG: cost}, "runner_types": shown, "peak_types": shown}
+    one = changed(
+        resolved(act(6, 7, came=True, seen=8)),
+        cost={BIG: cost},
+        runner_types=shown,
+        peak_types=shown,
     )
     sentence = f"Cost on {BIG}: {cost_said(cost)}"
     assert sentence in summary_text(one)
@@ -213,14 +217,14 @@ def test_a_cost_read_before_the_end_says_when_and_the_counters_count_it_once() -
         }
     ]
     cost = waited_of_jobs(jobs, BIG, at(0), at(30), 5.0)
-    stale = resolved().model_copy(update={"cost": {BIG: cost}, "cost_at": at(20)})
+    stale = changed(resolved(), cost={BIG: cost}, cost_at=at(20))
     summary = summary_text(stale)
     assert (
         f"💸 Cost on {BIG}: 2 job-minutes past 5 min: 1 job in 1 workflow, pull Cost on" in summary
     )
     assert "(to <!date^" in summary and "\\nCost on" not in summary
     assert "(to 2026-11-23 14:16 UTC)" in render_postmortem(stale, [], now=at(41))
-    fresh = stale.model_copy(update={"cost_at": at(40)})
+    fresh = changed(stale, cost_at=at(40))
     assert "(to " not in summary_text(fresh)
     # Read again lower (Prometheus' increase moves a little), then back: counted once.
     marks, added = counted_cost({}, {BIG: cost})

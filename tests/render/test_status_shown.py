@@ -50,7 +50,7 @@ def test_the_sender_renders_the_status_the_tick_decided(
         at = START + timedelta(minutes=10 * (n + 1))
         view = data.draw(views(at))
         live = view if view.is_live else None
-        previous, current = incident.posted_status, as_snapshot(incident, view, at)
+        previous, current = incident.shown.status, as_snapshot(incident, view, at)
         since = previous.at if quiet and previous else None
         drain = (1, 3) if drained else None
         updated = record_status(incident, current, live=live, posted=not quiet)

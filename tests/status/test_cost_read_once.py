@@ -112,9 +112,9 @@ async def test_twenty_due_incidents_read_the_job_record_once_a_tick(redis: Redis
     called = await commands(redis)
     assert called.get("hvals") == 1, f"the record's unfinished jobs read {called.get('hvals')}x"
     incidents = await store.get_many([str(n + 1) for n in range(INCIDENTS)])
-    assert all(i.status_posts == 1 for i in incidents), "every due incident got its status"
+    assert all(i.shown.statuses == 1 for i in incidents), "every due incident got its status"
     for n, incident in enumerate(incidents):
-        waited = incident.cost["linux.4xlarge"]
+        waited = incident.queue_cost.by_type["linux.4xlarge"]
         # Its own window: the jobs started since its alert, 15 a minute and the one heard a
         # minute ago, each 6 minutes waited.
         assert waited.jobs == 15 * (n + 1) + 2, (incident.id, waited.jobs)

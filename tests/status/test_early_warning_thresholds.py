@@ -23,6 +23,7 @@ from bot.status.early_warning import EarlyWarnings
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import Commit, IncidentStore
 from tests.status.test_early_warning import CHANNEL, START, TYPE, Building
+from tests.support.incidents import changed
 from tests.support.payloads import fixture_json
 
 
@@ -110,7 +111,7 @@ async def test_an_incident_in_another_channel_naming_the_type_takes_the_warning_
         )
         incident = open_incident(firing, incident_id="9", uid="u9", channel="C2", now=on.now[0])
         named = {TYPE.upper(): RunnerQueue(queued=12)}
-        incident = incident.model_copy(update={"peak_types": named, "runner_types": named})
+        incident = changed(incident, peak_types=named, runner_types=named)
         assert await on.store.commit(Commit(incident, group=GroupState(incident_id="9")))
         await on.reading(fleet, 26)
         folded = (await on.warnings.all())[TYPE]

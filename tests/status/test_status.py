@@ -95,7 +95,7 @@ async def test_two_replicas_ticking_at_once_give_each_due_incident_one_status(
         await asyncio.gather(*(replica.tick() for replica in replicas))
 
         incidents = await store.get_many([str(n) for n in range(count)])
-        assert [i.status_posts for i in incidents] == [1] * count
+        assert [i.shown.statuses for i in incidents] == [1] * count
         posted = sum(t.status_posts._value.get() for t in telemetry)
         assert posted == count
         for n in range(count):

@@ -81,9 +81,9 @@ async def test_a_reply_below_the_status_is_kept_with_the_incident(redis: Redis) 
     store = IncidentStore(redis, PREFIX)
     new = await opened(store)
     await store.commit(Commit(new, version=1, replies=(reply("status", "status", BAND_STATUS),)))
-    assert (await store.get("1")).replied_since_status is False  # type: ignore[union-attr]
+    assert (await store.get("1")).shown.replied_since is False  # type: ignore[union-attr]
     await store.commit(Commit(new, version=2, replies=(reply("acknowledged"),)))
-    assert (await store.get("1")).replied_since_status is True  # type: ignore[union-attr]
+    assert (await store.get("1")).shown.replied_since is True  # type: ignore[union-attr]
 
 
 async def sent_texts(queue: SendQueue) -> list[str]:

@@ -71,19 +71,24 @@ async def keep_resolved(
             alert["values"]["queue_size_threshold"], alert["values"]["queue_time_threshold"] = (
                 thresholds
             )
-    incident = open_incident(
-        delivery_of(parse_notification("grafana", payload)),
-        incident_id=str(n),
-        uid=f"u{n}",
-        channel=channel,
-        now=started,
-    ).model_copy(
-        update={
-            "started_at": started,  # the fixture's alert began long ago
-            "peak_types": {runner_type: RunnerQueue(queued=queued, longest_wait_mins=wait_mins)},
-        }
+    incident = changed(
+        open_incident(
+            delivery_of(parse_notification("grafana", payload)),
+            incident_id=str(n),
+            uid=f"u{n}",
+            channel=channel,
+            now=started,
+        ),
+        started_at=started,
+        peak_types={runner_type: RunnerQueue(queued=queued, longest_wait_mins=wait_mins)},
     )
     group = GroupState(incident_id=incident.id)
     assert await store.commit(Commit(incident, group=group, group_hash=incident.group_hash))
     done = resolve_manually(incident, by="U2", name="al", now=started + timedelta(hours=hours))
     assert await store.commit(Commit(done, version=1))
+
+
+def changed(incident: Incident, **fields: Any) -> Incident:
+    """`incident` with `fields` changed, named as its record keeps them (`peak_types`, `follow`:
+    flat, as 0.27 wrote them), validated as a record read back is."""
+    return Incident.model_validate(incident.model_dump() | fields)

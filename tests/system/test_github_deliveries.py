@@ -131,12 +131,12 @@ async def test_an_incidents_cost_is_read_from_githubs_job_times(
 
         async def cost() -> str:
             incident = await running.bot.store.get("1")
-            waited = incident.cost.get(BIG) if incident is not None else None
+            waited = incident.queue_cost.by_type.get(BIG) if incident is not None else None
             return "" if waited is None or waited.jobs < 2 else str(waited)
 
         await eventually(cost, what="the incident's cost read from the deliveries", timeout=30)
         incident = await running.bot.store.get("1")
         assert incident is not None
-        waited = incident.cost[BIG]
+        waited = incident.queue_cost.by_type[BIG]
         assert (waited.jobs, round(waited.minutes), waited.source) == (2, 16, "GitHub's job times")
         assert waited.branches == 1 and waited.prs is None

@@ -14,6 +14,7 @@ from bot.domain.alerts import RunnerQueue, parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.incidents import GroupState, open_incident, resolve_manually
 from bot.storage.incident_store import Commit, IncidentStore
+from tests.support.incidents import changed
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, leader_of, run_bot
 from tests.support.slack import CHANNEL, Slack
@@ -25,14 +26,16 @@ async def kept(
     payload = fixture_json("grafana/queue-alert-firing.json")
     payload["groupKey"] = f"weekly-{n}"
     started = datetime.now(UTC) - timedelta(days=2, hours=n)
-    incident = open_incident(
-        delivery_of(parse_notification("grafana", payload)),
-        incident_id=f"w{n}",
-        uid=f"u{n}",
-        channel=channel,
-        now=started,
-    ).model_copy(
-        update={"started_at": started, "peak_types": {runner_type: RunnerQueue(queued=30)}}
+    incident = changed(
+        open_incident(
+            delivery_of(parse_notification("grafana", payload)),
+            incident_id=f"w{n}",
+            uid=f"u{n}",
+            channel=channel,
+            now=started,
+        ),
+        started_at=started,
+        peak_types={runner_type: RunnerQueue(queued=30)},
     )
     group = GroupState(incident_id=incident.id)
     assert await store.commit(Commit(incident, group=group, group_hash=incident.group_hash))
