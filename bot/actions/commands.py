@@ -280,7 +280,7 @@ async def _incident_for(core: ActionCore, channel: str, command: Command) -> str
     if not here and command.verb == "postmortem":
         recent, _ = _split(core, channel, await core.recent(MAX_LINES))
         if recent:  # the index is by last change, and writing one up is one
-            return max(recent, key=lambda i: i.resolved_at or i.started_at).id
+            return max(recent, key=lambda i: i.resolved.at or i.started_at).id
         if not elsewhere:
             return Outcome(
                 False, "No incident to write up yet. `/queue incidents` lists recent ones."

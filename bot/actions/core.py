@@ -110,9 +110,9 @@ class ActionCore:
             def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
                 if not incident.is_open:
                     return None, refused(f"Incident {incident.id} is already resolved.")
-                if incident.acknowledged_by == actor.user_id:
+                if incident.acknowledged.by == actor.user_id:
                     return None, Outcome(True, f"You already own incident {incident.id}.")
-                previous = incident.acknowledged_name or incident.acknowledged_by
+                previous = incident.acknowledged.name or incident.acknowledged.by
                 if previous:
                     kind, text = "handed_over", f"Taken over from {previous}"
                     answer = f"You took incident {incident.id} over from {escape(previous)}."
@@ -175,7 +175,7 @@ class ActionCore:
             def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
                 # Read once, kept: the copy on the alert's issue renders this record too.
                 types = sorted(incident.shown_types or incident.runner_types)
-                seen = workflows_seen(jobs, note, types=types, ended=incident.resolved_at)
+                seen = workflows_seen(jobs, note, types=types, ended=incident.resolved.at)
                 incident = incident.model_copy(update={"workflows": seen})
                 markdown = render_postmortem(incident, timeline, now=now)
                 text = (

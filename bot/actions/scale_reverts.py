@@ -382,7 +382,7 @@ class ScaleReverts:
         drained = await self._drained(record.target.runner_type)
         if drained is False:
             return None, replace(record, queued_at=at), again
-        since = max((incident.resolved_at or now).timestamp(), record.queued_at)
+        since = max((incident.resolved.at or now).timestamp(), record.queued_at)
         if at >= since + settle:
             return f"the incident resolved and its queue stayed drained {_span(settle)}", record, at
         # Looked at again as usual while the queue can be read, else when the time is up.

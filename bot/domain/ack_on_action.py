@@ -25,7 +25,7 @@ def acknowledged_by_acting(
 ) -> tuple[Incident, tuple[Event, ...]]:
     """The incident and `events` with the acknowledgement the first person's act among them
     makes, just after that act; unchanged when it is resolved or someone has it already."""
-    if incident.acknowledged_by or not incident.is_open:
+    if incident.acknowledged.by or not incident.is_open:
         return incident, tuple(events)
     for i, act in enumerate(events):
         if act.actor and act.kind in TAKES_ON:

@@ -163,7 +163,7 @@ def capacity_report(
     the thresholds or at its maximum (or `only`), worst first."""
     grouped: dict[str, list[tuple[Incident, Sequence[Event]]]] = {}
     for incident, events in incidents:
-        if incident.started_at > now or (incident.resolved_at or now) < since:
+        if incident.started_at > now or (incident.resolved.at or now) < since:
             continue
         for name in _types_of(incident):
             grouped.setdefault(name, []).append((incident, events))
@@ -236,7 +236,7 @@ def _report(
     thresholds: Thresholds,
 ) -> TypeReport:
     firing = sum(
-        (min(i.resolved_at or now, now) - max(i.started_at, since) for i, _ in incidents),
+        (min(i.resolved.at or now, now) - max(i.started_at, since) for i, _ in incidents),
         timedelta(),
     )
     peaks = [p for i, _ in incidents if (p := i.peaks.types.get(name)) is not None]

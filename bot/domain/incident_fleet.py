@@ -103,7 +103,7 @@ def with_alert_waits(view: FleetSnapshot, incident: Incident) -> FleetSnapshot:
     """Each queueing type whose reading knows no wait judged with the alert's wait for it (of the
     type it names; of the one type shown, when it names none), said as the alert's and when. The
     reading's own numbers stay as read: an old alert's wait never holds up a drain."""
-    said_at = incident.alerted_at or incident.opened_at
+    said_at = incident.notified.at or incident.opened_at
     types = dict(view.runner_types)
     for name, metrics in view.runner_types.items():
         j = metrics.judged
@@ -138,7 +138,7 @@ def alert_fleet(
         types[ALL_TYPES] = RunnerTypeMetrics(
             queued=numbers.max_queue_size, longest_wait_mins=numbers.max_queue_time_mins
         )
-    said = incident.alerted_at or incident.opened_at
+    said = incident.notified.at or incident.opened_at
     trend = incident.trend
     for name, metrics in types.items():
         queued = trend.totals() if name == ALL_TYPES else trend.queued_of(name)

@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    ValidatorFunctionWrapHandler,
     model_serializer,
     model_validator,
 )
@@ -45,7 +46,7 @@ from bot.domain.scale_ups import ScaleUp, credited
 from bot.domain.trend import Trend
 
 TREND_POINTS = 48
-RECORD_RELEASE = 28  # the release whose records this module writes (`Incident.written_by`)
+RECORD_RELEASE = 28  # the release whose records this module writes (`written_by`, kept flat)
 RECENT_ACTIONS = 3  # on the root; the timeline keeps them all
 # Kept on the record, with each responder's first action: a weeks-long incident stays one read.
 MAX_ACTIONS = 200
@@ -279,6 +280,28 @@ class Cause(BaseModel):
     pods: bool = False
 
 
+class Acknowledged(BaseModel):
+    by: str | None = None  # a Slack user ID
+    name: str = ""
+
+
+class Resolved(BaseModel):
+    """How the incident resolved (`at` None: it has not, or it fired again since); `by`: who,
+    where a person resolved it."""
+
+    at: datetime | None = None
+    how: Resolution | None = None
+    by: str | None = None
+    by_name: str = ""
+
+
+class Notified(BaseModel):
+    """The notifications of its alert group it took in, and when the latest firing one came."""
+
+    count: int = 0
+    at: datetime | None = None
+
+
 # Each group's fields as the record keeps them, flat, as 0.27 wrote and reads them: a rollback to
 # it reads this release's records, and this release reads its. From 0.29 the groups are kept.
 _KEPT_FLAT = {
@@ -310,6 +333,14 @@ _KEPT_FLAT = {
         "maximum": "cause_maximum",
         "pods": "cause_pods",
     },
+    "acknowledged": {"by": "acknowledged_by", "name": "acknowledged_name"},
+    "resolved": {
+        "at": "resolved_at",
+        "how": "resolution",
+        "by": "resolved_by",
+        "by_name": "resolved_by_name",
+    },
+    "notified": {"count": "notifications", "at": "alerted_at"},
 }
 
 
@@ -323,7 +354,6 @@ class Incident(BaseModel):
     group_hash: str
     source: Source
     is_test: bool = False
-    status: Status = Status.FIRING
     title: str
     priority: str | None = None
     team: str | None = None
@@ -341,14 +371,9 @@ class Incident(BaseModel):
     started_at: datetime
     opened_at: datetime
     updated_at: datetime
-    alerted_at: datetime | None = None  # the latest firing notification
-    resolved_at: datetime | None = None
-    resolution: Resolution | None = None
-    resolved_by: str | None = None
-    resolved_by_name: str = ""
-    acknowledged_by: str | None = None
-    acknowledged_name: str = ""
-    notifications: int = 0
+    notified: Notified = Notified()
+    resolved: Resolved = Resolved()
+    acknowledged: Acknowledged = Acknowledged()
     reopened: int = 0
     truncated: tuple[str, ...] = ()
     silence: ActiveSilence | None = None
@@ -363,21 +388,23 @@ class Incident(BaseModel):
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
     replies: int = 0  # replies committed to the thread (`IncidentStore` counts them)
     workflows: Workflows | None = None  # as its latest postmortem read them
-    # The release whose form the record is in (`RECORD_RELEASE`); 0, absent: 0.27's, or one a
-    # rolled-back 0.27 rewrote (it drops fields it does not know).
-    written_by: int = 0
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _grouped(cls, data: object) -> object:
-        """The groups from their fields kept flat (`_KEPT_FLAT`)."""
+    def _read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Incident:
+        """The groups from their fields kept flat (`_KEPT_FLAT`); `status` follows `resolved`.
+        A record written before `RECORD_RELEASE` (0.27's, or one a rolled-back 0.27 rewrote: it
+        drops what it does not know, `written_by` too) is read as `_apart` says."""
         if not isinstance(data, dict):
-            return data
+            return handler(data)
         data = dict(data)
+        written = data.pop("written_by", 0)
+        data.pop("status", None)
         for group, fields in _KEPT_FLAT.items():
             if kept := {name: data.pop(flat) for name, flat in fields.items() if flat in data}:
                 data[group] = kept
-        return data
+        incident = handler(data)
+        return incident if written >= RECORD_RELEASE else _apart(incident)
 
     @model_serializer(mode="wrap")
     def _kept_flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -386,7 +413,7 @@ class Incident(BaseModel):
             held = data.pop(group, None)
             if isinstance(held, dict):
                 data |= {fields[name]: value for name, value in held.items()}
-        return data
+        return data | {"status": self.status.value, "written_by": RECORD_RELEASE}
 
     @property
     def recent_actions(self) -> tuple[Event, ...]:
@@ -402,8 +429,12 @@ class Incident(BaseModel):
         return tuple(Responder(user_id=user, name=name) for user, name in named.items())
 
     @property
+    def status(self) -> Status:
+        return Status.FIRING if self.resolved.at is None else Status.RESOLVED
+
+    @property
     def is_open(self) -> bool:
-        return self.status is Status.FIRING
+        return self.resolved.at is None
 
     @property
     def shown_types(self) -> set[str]:
@@ -415,29 +446,25 @@ class Incident(BaseModel):
         moment = self.peaks.moment
         return sums_types(moment.runner_types if moment else self.peaks.types)
 
-    @model_validator(mode="after")
-    def _read_from_0_27(self) -> Incident:
-        """0.27 kept the slowest recent start as the longest wait where it was the longer (its
-        type said which), and a rollback to it rewrites records without `written_by`: such a
-        record has its statuses' and its peak's two measures set apart, its peak wait kept as
-        the start it was. A record this release wrote has them apart and is read as written."""
-        if self.written_by >= RECORD_RELEASE:
-            return self
-        self.written_by = RECORD_RELEASE  # in this release's form from here on
-        for group, name in ((self.shown, "status"), (self.peaks, "moment")):
-            if (moment := getattr(group, name)) is not None:
-                numbers = kept_apart(moment.numbers, moment.runner_types)
-                setattr(group, name, moment.model_copy(update={"numbers": numbers}))
-        peaks = self.peaks
-        peak = kept_apart(peaks.numbers, peaks.types)
-        if peak != peaks.numbers and peaks.start_at is None:
-            peaks.numbers, peaks.start_at, peaks.wait_at = peak, peaks.wait_at, None
-        return self
-
     def snapshot(self, at: datetime) -> Snapshot:
         queued = queued_total(self.numbers, self.runner_types)
         numbers = replace(self.numbers, max_queue_size=queued)
         return Snapshot(at=at, numbers=numbers, runner_types=dict(self.runner_types))
+
+
+def _apart(incident: Incident) -> Incident:
+    """0.27 kept the slowest recent start as the longest wait where it was the longer (its type
+    said which): its statuses' and its peak's two measures set apart, its peak wait kept as the
+    start it was. A record this release wrote has them apart and is read as written."""
+    shown, peaks = incident.shown, incident.peaks
+    for group, name in ((shown, "status"), (peaks, "moment")):
+        if (moment := getattr(group, name)) is not None:
+            numbers = kept_apart(moment.numbers, moment.runner_types)
+            setattr(group, name, moment.model_copy(update={"numbers": numbers}))
+    peak = kept_apart(peaks.numbers, peaks.types)
+    if peak != peaks.numbers and peaks.start_at is None:
+        peaks.numbers, peaks.start_at, peaks.wait_at = peak, peaks.wait_at, None
+    return incident
 
 
 class GroupState(BaseModel):
@@ -491,7 +518,8 @@ def noted(group: GroupState, delivery: Delivery, entry_id: str) -> GroupState:
 
 
 def is_reopenable(incident: Incident, now: datetime, window: timedelta) -> bool:
-    return incident.resolved_at is not None and now - incident.resolved_at <= window
+    at = incident.resolved.at
+    return at is not None and now - at <= window
 
 
 def open_incident(
@@ -540,19 +568,20 @@ def apply_notification(
             return incident, Change.STALE
         # `now`, not the alert's endsAt: the reopen window and the duration are this incident's.
         update = {"numbers": QueueNumbers(), "runner_types": {}, "firing_count": 0}
-        update["notifications"] = incident.notifications + 1
+        update["notified"] = incident.notified.model_copy(
+            update={"count": incident.notified.count + 1}
+        )
         if still_queued:
             return _followed(incident, still_queued, now, update), Change.FOLLOWED
         return _resolved(incident, Resolution.ALERT, now, **update), Change.RESOLVED
-    resolved_ms = incident.resolved_at.timestamp() * 1000 if incident.resolved_at else 0.0
-    if incident.resolution is Resolution.MANUAL and entry_order(entry_id)[0] < resolved_ms:
+    resolved = incident.resolved
+    resolved_ms = resolved.at.timestamp() * 1000 if resolved.at else 0.0
+    if resolved.how is Resolution.MANUAL and entry_order(entry_id)[0] < resolved_ms:
         return incident, Change.STALE  # fired before someone resolved it by hand
     updated = _with_facts(incident, delivery.facts, now=now)
     if not incident.is_open:
-        cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by")
-        update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
-        update["drain"] = _following(incident, None)
-        update |= {"status": Status.FIRING, "reopened": incident.reopened + 1}
+        update = {"resolved": Resolved(), "acknowledged": Acknowledged()}
+        update |= {"drain": _following(incident, None), "reopened": incident.reopened + 1}
         if incident.silence is not None:  # what failed was that resolve's end: the next tries
             update["silence"] = incident.silence.model_copy(update={"unended": ""})
         return updated.model_copy(update=update), Change.REOPENED
@@ -597,19 +626,25 @@ def thresholds(incident: Incident) -> tuple[float | None, float | None]:
 def repeated(incident: Incident, *, now: datetime) -> Incident:
     """The delivery the incident was just UPDATED with, again: only the count moves."""
     return incident.model_copy(
-        update={"notifications": incident.notifications + 1, "updated_at": now, "alerted_at": now}
+        update={"notified": Notified(count=incident.notified.count + 1, at=now), "updated_at": now}
     )
 
 
 def _resolved(
-    incident: Incident, resolution: Resolution, now: datetime, **update: object
+    incident: Incident,
+    resolution: Resolution,
+    now: datetime,
+    *,
+    by: str | None = None,
+    by_name: str = "",
+    **update: object,
 ) -> Incident:
-    resolved = {"status": Status.RESOLVED, "resolution": resolution, "resolved_by": None}
-    return incident.model_copy(update={**resolved, "resolved_at": now, "updated_at": now, **update})
+    resolved = Resolved(at=now, how=resolution, by=by, by_name=by_name)
+    return incident.model_copy(update={"resolved": resolved, "updated_at": now, **update})
 
 
 def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
-    return _resolved(incident, Resolution.MANUAL, now, resolved_by=by, resolved_by_name=name)
+    return _resolved(incident, Resolution.MANUAL, now, by=by, by_name=name)
 
 
 def resolve_drained(incident: Incident, *, now: datetime, ended: str = DRAINED) -> Incident:
@@ -622,7 +657,7 @@ def resolve_drained(incident: Incident, *, now: datetime, ended: str = DRAINED) 
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
-    update = {"acknowledged_by": by, "acknowledged_name": name, "updated_at": now}
+    update = {"acknowledged": Acknowledged(by=by, name=name), "updated_at": now}
     return incident.model_copy(update=update)
 
 
@@ -971,9 +1006,8 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
         "links": Links(**links, issue=incident.links.issue),  # the issue is ours, not the alert's
         "runner_types": dict(facts.runner_types),
         "other_values": dict(facts.other_values),
-        "notifications": incident.notifications + 1,
+        "notified": Notified(count=incident.notified.count + 1, at=now),
         "updated_at": now,
-        "alerted_at": now,
     }
     updated = incident.model_copy(update=update)
     return with_live(updated, None, updated.snapshot(now))

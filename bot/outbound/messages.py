@@ -73,7 +73,7 @@ async def read_root(desk: Desk, incident_id: str, earlier: InFlight | None) -> P
         # Found by a lookup, drawn from an earlier state: an edit checks it at once. Else only
         # an owner named in the post (mentioned in edits) makes an edit differ by itself.
         digest = digest_of(drawn) if isinstance(drawn, Rendered) else ""
-        named = bool(incident.acknowledged_by or incident.resolved_by)
+        named = bool(incident.acknowledged.by or incident.resolved.by)
         differs = not digest or (named and digest != digest_of(desk.root(incident, mentions=True)))
         await out.queue.record_root(
             incident,

@@ -76,7 +76,7 @@ def cost_lines(
     a resolve between statuses)."""
     if not incident.queue_cost.by_type and incident.queue_cost.unknown:
         return [escaped(f"Cost not known: {incident.queue_cost.unknown}")]
-    end, read = incident.resolved_at, incident.queue_cost.at
+    end, read = incident.resolved.at, incident.queue_cost.at
     stale = end is not None and read is not None and end - read > STALE
     until = f" (to {at(read)})" if stale and read is not None else ""
     # One line each: a name from outside with a line break in it would forge a line.

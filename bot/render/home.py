@@ -34,8 +34,9 @@ DIVIDER = {"type": "divider"}
 
 
 # The state a viewer sees of an incident: a change in any is published at once.
-_SHOWN = {"id", "uid", "status", "title", "priority", "channel", "started_at", "reopened"}
-_SHOWN |= {"acknowledged_by", "acknowledged_name", "silence"}
+# Its status is `resolved`'s, and said beside these by the record's form.
+_SHOWN = {"id", "uid", "title", "priority", "channel", "started_at", "reopened"}
+_SHOWN |= {"acknowledged", "silence"}
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,8 @@ def _incident_text(listed: Listed, now: datetime, fleet: FleetSnapshot | None) -
     started += f"{duration(now - incident.started_at)} ago>"
     facts = [f"in <#{md.escape(incident.channel)}>"] if incident.channel else []
     facts.append(f"started {started}")
-    if incident.acknowledged_by:
-        facts.append(f"{md.person(incident.acknowledged_by, incident.acknowledged_name)} is on it")
+    if incident.acknowledged.by:
+        facts.append(f"{md.person(incident.acknowledged.by, incident.acknowledged.name)} is on it")
     else:
         facts.append("⚠️ nobody has acknowledged it")
     if incident.silence is not None:

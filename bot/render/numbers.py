@@ -359,11 +359,11 @@ def drained_in(incident: Incident, bold: str = "*") -> str:
     live readings saw the queue drain by the drain rule (to 0, or within DRAIN_MAX_QUEUED): a
     followed queue that only fell under the alert's thresholds did not drain."""
     peak, follow = incident.peaks.moment, incident.drain.follow
-    if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED or not peak:
+    if incident.resolved.at is None or incident.resolved.how is not Resolution.DRAINED or not peak:
         return ""
     if follow is not None and follow.ended != DRAINED:
         return ""
-    return figure("Drained in", duration(incident.resolved_at - peak.at), " from the peak", bold)
+    return figure("Drained in", duration(incident.resolved.at - peak.at), " from the peak", bold)
 
 
 def left_queued(incident: Incident, bold: str = "*") -> str:
@@ -371,7 +371,7 @@ def left_queued(incident: Incident, bold: str = "*") -> str:
     last live reading still saw when it resolved other than by draining, and why it resolved
     anyway; "" when none or not known."""
     view = incident.live
-    if incident.resolved_at is None or view is None or not view.is_live:
+    if incident.resolved.at is None or view is None or not view.is_live:
         return ""
     queued = sum(m.queued or 0 for m in view.runner_types.values())
     why = _resolved_anyway(incident)
@@ -382,14 +382,14 @@ def left_queued(incident: Incident, bold: str = "*") -> str:
 
 def _resolved_anyway(incident: Incident) -> str:
     follow = incident.drain.follow
-    if incident.resolution is Resolution.MANUAL:
+    if incident.resolved.how is Resolution.MANUAL:
         return "resolved by hand"
     if follow is not None and follow.ended == UNDER:
         return "the alert cleared and the queue fell under its thresholds"
-    if follow is not None and follow.ended == CAPPED and incident.resolved_at is not None:
-        followed = duration(incident.resolved_at - follow.cleared_at)
+    if follow is not None and follow.ended == CAPPED and incident.resolved.at is not None:
+        followed = duration(incident.resolved.at - follow.cleared_at)
         return f"the alert cleared; following stopped at its cap, {followed} later"
-    if incident.resolution is Resolution.ALERT:
+    if incident.resolved.how is Resolution.ALERT:
         return "the alert cleared under its thresholds"
     # Drained by the drain rule: what it left (within DRAIN_MAX_QUEUED) is drained.
     return ""

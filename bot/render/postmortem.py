@@ -124,13 +124,13 @@ def render_postmortem(incident: Incident, events: Sequence[Event], *, now: datet
 
 
 def summary_section(incident: Incident, events: Sequence[Event], now: datetime) -> str:
-    ended = incident.resolved_at
-    if incident.resolution is Resolution.MANUAL and incident.resolved_by:
-        how = f"(resolved by {who(incident.resolved_by, incident.resolved_by_name)})"
+    ended = incident.resolved.at
+    if incident.resolved.how is Resolution.MANUAL and incident.resolved.by:
+        how = f"(resolved by {who(incident.resolved.by, incident.resolved.by_name)})"
     elif followed := replies.followed_how(incident):
         how = f"({followed})"
     else:
-        how = _ENDED.get(incident.resolution, "") if incident.resolution else ""
+        how = _ENDED.get(incident.resolved.how, "") if incident.resolved.how else ""
     rows = [
         ("Alert", md_escape(incident.title)),
         ("Priority", md_escape(incident.priority or "", 20) or "not given"),
@@ -139,8 +139,8 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
         ("Ended", f"{utc(ended)} {how}".strip() if ended else "still firing"),
         ("Duration", duration((ended or now) - incident.started_at) + ("" if ended else " so far")),
     ]
-    if incident.acknowledged_by:
-        rows.append(("Acknowledged by", who(incident.acknowledged_by, incident.acknowledged_name)))
+    if incident.acknowledged.by:
+        rows.append(("Acknowledged by", who(incident.acknowledged.by, incident.acknowledged.name)))
     for label, done in (
         ("Actions taken", actions_taken(events)),
         ("Requests refused", [e for e in events if e.kind == REFUSED]),
@@ -148,7 +148,7 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
         if done:
             people = list(dict.fromkeys(who(e.actor, e.actor_name) for e in done))
             rows.append((label, f"{len(done)}, by {', '.join(people)}"))
-    rows.append(("Notifications", str(incident.notifications)))
+    rows.append(("Notifications", str(incident.notified.count)))
     if incident.reopened:
         rows.append(("Reopened", f"{incident.reopened}×"))
     table = _table(("Incident", md_escape(incident.id, 40)), rows)

@@ -92,13 +92,13 @@ def incident_ref(incident: Incident) -> str:
 def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
     """What follows "Resolved": who for a responder (mentioned only in an edited root, which
     notifies nobody), how for the source."""
-    if incident.resolution is Resolution.MANUAL and incident.resolved_by:
+    if incident.resolved.how is Resolution.MANUAL and incident.resolved.by:
         if mentions:
-            return f"by {md.mention(incident.resolved_by)}"
-        return f"by {md.person(incident.resolved_by, incident.resolved_by_name)}"
+            return f"by {md.mention(incident.resolved.by)}"
+        return f"by {md.person(incident.resolved.by, incident.resolved.by_name)}"
     if followed := followed_how(incident):
         return f"({followed})"
-    return RESOLVED_BY.get(incident.resolution, "") if incident.resolution else ""
+    return RESOLVED_BY.get(incident.resolved.how, "") if incident.resolved.how else ""
 
 
 _FOLLOW_ENDED = {
@@ -111,7 +111,7 @@ _FOLLOW_ENDED = {
 def followed_how(incident: Incident) -> str:
     """ "alert cleared, queue drained 4 min later": how a queue followed after its alert cleared
     ended; "" for any other resolve."""
-    follow, ended = incident.drain.follow, incident.resolved_at
+    follow, ended = incident.drain.follow, incident.resolved.at
     if follow is None or ended is None or follow.ended not in _FOLLOW_ENDED:
         return ""
     later = duration(ended - follow.cleared_at)
@@ -234,12 +234,12 @@ def _age_line(incident: Incident, at: datetime, now: datetime) -> str:
     elif incident.is_open:
         line = f"Firing for *{_age(at - incident.started_at)}*"
     else:
-        took = duration((incident.resolved_at or now) - incident.started_at)
+        took = duration((incident.resolved.at or now) - incident.started_at)
         line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
     if incident.silence is not None:
         line += f" · 🔕 silenced until {md.time_of(incident.silence.until)}"
-    if incident.acknowledged_by:
-        owner = md.person(incident.acknowledged_by, incident.acknowledged_name)
+    if incident.acknowledged.by:
+        owner = md.person(incident.acknowledged.by, incident.acknowledged.name)
         return f"{line} · acknowledged by {owner}"
     return f"{line} · not acknowledged" if incident.is_open else line
 
@@ -255,7 +255,7 @@ def render_summary(
 ) -> Rendered:
     """How long, how bad, how it ended, who did what (events oldest first); its chart unless the
     last status drew the same one (`chart`: whatever the last status)."""
-    took = duration((incident.resolved_at or now) - incident.started_at)
+    took = duration((incident.resolved.at or now) - incident.started_at)
     incident_id = md.escape(incident.id)
     if incident.is_open:
         head = f"🔴 *Incident {incident_id} still firing*"
@@ -302,7 +302,7 @@ SILENCE_ENDED = "🔕 Its silence was ended at resolve: if the alert fires again
 
 def _ended_at_resolve(incident: Incident, events: Sequence[Event]) -> bool:
     """The silence watch ended the incident's silence at its resolve (nobody did: no actor)."""
-    ended = incident.resolved_at
+    ended = incident.resolved.at
     return ended is not None and any(
         e.kind == "unsilenced" and e.actor is None and e.at >= ended for e in events
     )
@@ -364,14 +364,14 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
         items.append(drained)
     if left := left_queued(incident):
         items.append(left)
-    if incident.acknowledged_by:
-        owner = md.person(incident.acknowledged_by, incident.acknowledged_name)
+    if incident.acknowledged.by:
+        owner = md.person(incident.acknowledged.by, incident.acknowledged.name)
         items.append(f"Acknowledged by {owner}")
     if taken := actions_taken(events):
         people = list(dict.fromkeys(md.person(e.actor, e.actor_name) for e in taken))
         shown = ", ".join(people[:5]) + (f" and {len(people) - 5} more" if len(people) > 5 else "")
         items.append(f"Actions taken: *{len(taken)}*, by {shown}")
-    items.append(f"Notifications: *{incident.notifications}*")
+    items.append(f"Notifications: *{incident.notified.count}*")
     if incident.reopened:
         items.append(f"Reopened: *{incident.reopened}×*")
     return items

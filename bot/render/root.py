@@ -128,12 +128,12 @@ def _status_line(incident: Incident, mentions: bool) -> str:
             parts.append(f"{incident.firing_count} alerts")
     else:
         # How long it lasted, from the alert's own start: the queue hurt before the bot heard.
-        ended = incident.resolved_at
+        ended = incident.resolved.at
         took = ended and f"after {duration(ended - incident.started_at)}"
         resolved = ("✅ *Resolved*", replies.resolved_how(incident, mentions=mentions), took)
         parts = [" ".join(filter(None, resolved))]
-    if incident.acknowledged_by:
-        owner = named(incident.acknowledged_by, incident.acknowledged_name)
+    if incident.acknowledged.by:
+        owner = named(incident.acknowledged.by, incident.acknowledged.name)
         parts.append(f"acknowledged by {owner}")
     elif incident.is_open:
         parts.append("not acknowledged")
@@ -157,7 +157,7 @@ def _action(event: Event) -> str:
 
 def _responders(incident: Incident) -> str:
     """Who acted, in order of first action, the owner left out (the status line names them)."""
-    others = [r for r in incident.responders if r.user_id != incident.acknowledged_by]
+    others = [r for r in incident.responders if r.user_id != incident.acknowledged.by]
     if not others:
         return ""
     names = ", ".join(md.person(r.user_id, r.name) for r in others[:MAX_RESPONDERS])
@@ -175,8 +175,8 @@ def _headline_label(incident: Incident, head: Headline) -> str:
         # The alert's and the readings' worst, each at its own moment: the summary's peaks.
         return "*Worst seen*"
     said = f"*As the alert says* · {_source(incident)}"
-    if incident.alerted_at is not None:
-        said += f" at {md.time_of(incident.alerted_at)}"
+    if incident.notified.at is not None:
+        said += f" at {md.time_of(incident.notified.at)}"
     return said
 
 
@@ -197,7 +197,7 @@ def _facts(incident: Incident) -> list[str]:
     team = [f"Team: {md.escaped(incident.team, 200)}"] if incident.team else []
     source = f"Source: {_source(incident)}"
     said = [f"Incident *{md.escape(incident.id)}*", f"Started {started}", *team, source]
-    return [*said, md.plural(incident.notifications, "notification")]
+    return [*said, md.plural(incident.notified.count, "notification")]
 
 
 def _source(incident: Incident) -> str:
@@ -231,7 +231,7 @@ def _links(incident: Incident) -> list[str]:
 
 
 def _actions(incident: Incident, ref: str) -> dict[str, Any]:
-    if incident.acknowledged_by:
+    if incident.acknowledged.by:
         elements = [md.button("Take over", "incident_ack", ref)]
     else:
         elements = [md.button("Acknowledge", "incident_ack", ref, "primary")]

@@ -71,7 +71,7 @@ async def test_queue_answers_for_its_channel_and_for_all_from_a_dm(redis: Redis)
 
     await opened(store, 3, ROCM)
     acked = await run_command(core, AL, "ack", channel=ROCM)
-    assert acked.ok and (await store.load("3")).incident.acknowledged_by == "U1"  # type: ignore[union-attr]
+    assert acked.ok and (await store.load("3")).incident.acknowledged.by == "U1"  # type: ignore[union-attr]
 
 
 async def test_queue_and_its_jobs_answer_for_the_runner_types_the_channel_owns(

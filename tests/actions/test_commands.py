@@ -284,7 +284,7 @@ async def test_an_action_without_an_id_asks_which_when_several_are_open(redis_ur
     assert not outcome.ok
     assert "3 incidents are open" in outcome.message and "/queue ack" in outcome.message
     assert all(f"#{n}" in outcome.message for n in (1, 2, 3))
-    assert all(i.acknowledged_by is None for i in await core.open_incidents()), "nothing acted on"
+    assert all(i.acknowledged.by is None for i in await core.open_incidents()), "nothing acted on"
 
 
 async def test_an_action_without_an_id_acts_on_the_one_open_incident(redis_url: str) -> None:
@@ -294,7 +294,7 @@ async def test_an_action_without_an_id_acts_on_the_one_open_incident(redis_url: 
 
     assert outcome.ok and "incident 1" in outcome.message
     [incident] = await core.open_incidents()
-    assert (incident.acknowledged_by, incident.acknowledged_name) == ("U1", "al")
+    assert (incident.acknowledged.by, incident.acknowledged.name) == ("U1", "al")
 
 
 async def test_a_reference_from_before_a_data_loss_never_acts_on_a_new_incident(
@@ -308,7 +308,7 @@ async def test_a_reference_from_before_a_data_loss_never_acts_on_a_new_incident(
 
     assert not outcome.ok and "no longer known" in outcome.message
     [incident] = await core.open_incidents()
-    assert incident.acknowledged_by is None
+    assert incident.acknowledged.by is None
     assert (await core.acknowledge(Actor("U1", "al"), "1:u1")).ok, "its own reference works"
 
 
@@ -351,7 +351,7 @@ async def test_extra_words_are_refused_and_nothing_is_done(
     assert not outcome.ok
     assert mrkdwn_to_text(outcome.message).startswith(usage), "as Slack shows it"
     incidents = await core.open_incidents()
-    assert [(i.acknowledged_by, i.silence) for i in incidents] == [(None, None)] * 2
+    assert [(i.acknowledged.by, i.silence) for i in incidents] == [(None, None)] * 2
     assert grafana.silences == {}, "no silence was made"
 
 
@@ -407,9 +407,9 @@ async def test_acknowledge_racing_resolve_ends_consistently(redis_url: str) -> N
         (incident,) = await core.recent(1)
         assert not incident.is_open and resolve.ok
         if ack.ok:
-            assert incident.acknowledged_by == "U1"
+            assert incident.acknowledged.by == "U1"
         else:
-            assert "already resolved" in ack.message and incident.acknowledged_by is None
+            assert "already resolved" in ack.message and incident.acknowledged.by is None
         await core.acting.store._redis.flushdb()  # type: ignore[attr-defined]  # next round afresh
 
 

@@ -34,6 +34,7 @@ from bot.storage.incident_store import SUMMARY_EDIT, SUMMARY_TS, Commit, Inciden
 from tests.actions import test_scale_reverts as reverts
 from tests.actions.test_scale_reverts import TARGET, Clock, arc_settings, min_runners, sweep
 from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.incidents import changed
 from tests.support.running import eventually, run_bot
 from tests.support.scale import RUNNER, open_incident
 from tests.support.slack import Slack, post_event, slash, thread_texts
@@ -59,7 +60,7 @@ POSTMORTEM = Event(at=RESOLVED_AT + timedelta(minutes=1), kind="postmortem", tex
 
 def resolved(incident: Incident) -> Incident:
     update = {"status": Status.RESOLVED, "resolved_at": RESOLVED_AT, "updated_at": RESOLVED_AT}
-    return with_put_back(incident, PUT_BACK).model_copy(update=update)
+    return changed(with_put_back(incident, PUT_BACK), **update)
 
 
 def put_back(before: Incident) -> Commit:
@@ -109,7 +110,7 @@ def test_nothing_is_said_while_open_reopened_or_unchanged() -> None:
     assert told_again(open_one, [], put_back(open_one), BACK_AT).replies == ()
     before = resolved(incident("1"))
     reopened = put_back(before)
-    reopened = Commit(reopened.incident.model_copy(update={"status": Status.FIRING}))  # type: ignore[union-attr]
+    reopened = Commit(changed(reopened.incident, resolved_at=None))  # type: ignore[union-attr]
     assert told_again(before, [RESOLVE], reopened, BACK_AT).replies == ()
     same = Commit(before.model_copy(update={"updated_at": BACK_AT}), root=False)
     assert told_again(before, [RESOLVE, POSTMORTEM], same, BACK_AT).replies == ()
@@ -127,8 +128,10 @@ async def test_two_replicas_putting_back_at_once_edit_the_summary_once(
     loaded = await store.load("1")
     assert loaded.incident is not None
     at = clock()
-    done = with_put_back(loaded.incident, first.put_back(record)).model_copy(
-        update={"status": Status.RESOLVED, "updated_at": at, "resolved_at": at}
+    done = changed(
+        with_put_back(loaded.incident, first.put_back(record)),
+        updated_at=at,
+        resolved_at=at,
     )
     events = [
         Event(at=at, kind="resolved", text="Resolved"),

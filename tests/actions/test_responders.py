@@ -104,7 +104,7 @@ async def test_an_act_leaves_someone_elses_acknowledgement_alone(redis: Redis) -
     assert (await core.acknowledge(Actor("U0BOB", "bob"), "1")).ok
     assert (await core.diagnosing.diagnose(Actor("U0ALICE", "alice"), "1")).ok
     incident = await store.get("1")
-    assert incident is not None and incident.acknowledged_name == "bob"
+    assert incident is not None and incident.acknowledged.name == "bob"
     said = json.dumps(
         summaries(incident, await store.events("1"), now=T0)[0].blocks, ensure_ascii=False
     )

@@ -63,6 +63,7 @@ from sandbox.serve import serve_in_thread
 from tests.support.chart_admission import chart_policy
 from tests.support.cores import action_core
 from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.incidents import changed
 from tests.support.mutations import json_values
 from tests.support.running import eventually, run_bot
 from tests.support.scale import RUNNER, form_values, open_incident, view_submission
@@ -155,8 +156,11 @@ async def resolve(redis: Redis, clock: Clock) -> None:
     loaded = await store.load("1")
     assert loaded.incident is not None
     at = clock()
-    done = loaded.incident.model_copy(
-        update={"status": Status.RESOLVED, "updated_at": at, "resolved_at": at}
+    done = changed(
+        loaded.incident,
+        status=Status.RESOLVED,
+        updated_at=at,
+        resolved_at=at,
     )
     assert await store.commit(Commit(done, version=loaded.version, thread=loaded.thread))
 

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from bot.domain.ack_on_action import acknowledged_by_acting
-from bot.domain.incidents import ACKNOWLEDGED_BY_ACTING, Event, Incident, Status, acknowledge
+from bot.domain.incidents import ACKNOWLEDGED_BY_ACTING, Event, Incident, acknowledge
+from tests.support.incidents import changed
 from tests.support.store import T0, incident
 
 NOW = T0 + timedelta(minutes=3)
@@ -19,7 +20,7 @@ SEEN = Event(at=NOW, kind="silence_seen", text="Alertmanager shows it")
 
 def test_a_persons_first_act_is_followed_by_their_acknowledgement() -> None:
     taken, events = acknowledged_by_acting(incident("1"), (SILENCED, SEEN), now=NOW)
-    assert (taken.acknowledged_by, taken.acknowledged_name) == ("U1", "alice")
+    assert (taken.acknowledged.by, taken.acknowledged.name) == ("U1", "alice")
     assert [(e.kind, e.text, e.actor_name) for e in events] == [
         ("silenced", "Silenced for 1 h", "alice"),
         (ACKNOWLEDGED_BY_ACTING, "Acknowledged (silenced)", "alice"),
@@ -33,7 +34,13 @@ def test_a_persons_first_act_is_followed_by_their_acknowledgement() -> None:
         (incident("1"), (PILOT,)),  # the pilot is no person
         (incident("1"), (Event(at=NOW, kind="postmortem", text="Drafted", actor="U1"),)),
         (acknowledge(incident("1"), by="U2", name="bob", now=T0), (SILENCED,)),
-        (incident("1").model_copy(update={"status": Status.RESOLVED}), (SILENCED,)),
+        (
+            changed(
+                incident("1"),
+                resolved_at=T0,
+            ),
+            (SILENCED,),
+        ),
     ],
     ids=["pilot", "a postmortem draft", "already bob's", "resolved"],
 )

@@ -146,7 +146,7 @@ def test_the_alert_clearing_over_its_thresholds_keeps_the_incident_followed() ->
 def test_the_alert_clearing_under_them_resolves_at_once_as_before() -> None:
     after, change = cleared(firing(live(linux_2xlarge=(3, 2)), queue_size_threshold=5))
 
-    assert change is Change.RESOLVED and after.resolution is Resolution.ALERT
+    assert change is Change.RESOLVED and after.resolved.how is Resolution.ALERT
     assert after.drain.follow is None
 
 
@@ -207,7 +207,7 @@ def test_the_summary_comes_once_with_the_combined_reason(
 ) -> None:
     resolved = resolve_drained(followed(live(linux_2xlarge=(0, 0))), now=NOW, ended=ended)
 
-    assert resolved.resolution is resolution and not resolved.is_open
+    assert resolved.resolved.how is resolution and not resolved.is_open
     assert resolved_how(resolved) == f"({said})"
     assert drained_said(resolved) == f"Resolved: {said}"
     assert said in render_summary(resolved, [], now=NOW).blocks[0]["text"]["text"]
@@ -222,14 +222,14 @@ def test_resolving_by_hand_while_followed_is_not_asked_again() -> None:
 
     assert still_live(incident) is None
     resolved = resolve_manually(incident, by="U0ALICE", name="alice", now=NOW)
-    assert resolved.resolution is Resolution.MANUAL
+    assert resolved.resolved.how is Resolution.MANUAL
     assert "alice" in resolved_how(resolved)
 
 
 def test_an_ordinary_drain_says_what_it_said_before() -> None:
     resolved = resolve_drained(firing(live(linux_2xlarge=(0, 0))), now=NOW)
 
-    assert resolved.drain.follow is None and resolved.resolution is Resolution.DRAINED
+    assert resolved.drain.follow is None and resolved.resolved.how is Resolution.DRAINED
     assert drained_said(resolved) == "The queue drained: resolved automatically"
     assert resolved_how(resolved) == "(queue drained)"
 

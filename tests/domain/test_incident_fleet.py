@@ -275,7 +275,10 @@ def test_the_judgement_shown_is_the_live_readings_else_the_alerts() -> None:
 def test_the_alerts_numbers_are_one_judgement_whenever_read_and_count_a_scale_up() -> None:
     """With only the alert's numbers, the form, diagnostics and the root judge the same numbers
     the same way at any time, and a scale-up made since counts as booting at once."""
-    alerted = incident("gpu").model_copy(update={"alerted_at": NOW})
+    alerted = changed(
+        incident("gpu"),
+        alerted_at=NOW,
+    )
     early = judgement_of(alerted, "gpu", now=NOW + MINUTE)
     late = judgement_of(alerted, "gpu", now=NOW + 25 * MINUTE)
     assert early == late and early is not None and early.runners == 14
@@ -291,7 +294,10 @@ def test_the_alerts_numbers_are_one_judgement_whenever_read_and_count_a_scale_up
 
 
 def test_a_scale_up_counts_whatever_people_did_after_it() -> None:
-    alerted = incident("gpu").model_copy(update={"alerted_at": NOW})
+    alerted = changed(
+        incident("gpu"),
+        alerted_at=NOW,
+    )
     at = NOW + 2 * MINUTE
     scale = ScaleUp(runner_type="gpu", added=10, by="alice", at=at)
     acted = with_action(alerted, Event(at=at, kind="scaled", text="Scaled gpu by +10", scale=scale))
@@ -506,7 +512,10 @@ def test_where_the_reading_knows_no_wait_the_alerts_stands_in_said_as_the_alerts
     line says the alert's 114 min and when the alert said it, where it read "not known"; the CPU
     type keeps the reading's wait. The drain reads the reading's numbers, never the old alert's."""
     said_at = NOW - 2 * MINUTE
-    inc = incident("gpu", "cpu").model_copy(update={"alerted_at": said_at})
+    inc = changed(
+        incident("gpu", "cpu"),
+        alerted_at=said_at,
+    )
     reading = judged(fleet(gpu=(14, None), cpu=(3, 2)), [], interval=MINUTE)
     view = view_of(inc, Reading(reading, NOW))
     cpu, gpu = type_lines(view)
@@ -515,8 +524,10 @@ def test_where_the_reading_knows_no_wait_the_alerts_stands_in_said_as_the_alerts
     assert cpu.startswith("• cpu: *3* queued · longest wait *2 min* · ")
     assert view.runner_types["gpu"].longest_wait_mins is None
     # An alert naming no type speaks for the one type shown, not for one of several.
-    fleetwide = incident().model_copy(
-        update={"numbers": QueueNumbers(max_queue_time_mins=0.3), "alerted_at": said_at}
+    fleetwide = changed(
+        incident(),
+        numbers=QueueNumbers(max_queue_time_mins=0.3),
+        alerted_at=said_at,
     )
     alone = view_of(fleetwide, Reading(judged(fleet(gpu=(14, None)), [], interval=MINUTE), NOW))
     assert "longest wait *0.3 min* as the alert said at" in type_lines(alone)[0]

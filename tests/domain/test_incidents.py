@@ -160,7 +160,7 @@ def test_open_incident_from_the_queue_alert_shows_its_title_priority_and_numbers
     )
     assert incident.peaks.numbers == incident.numbers
     assert incident.firing_count == 1
-    assert incident.notifications == 1
+    assert incident.notified.count == 1
     assert (incident.id, incident.uid, incident.channel) == ("7", "u7", "C1")
     assert incident.links.runbook == "https://hud.pytorch.org/metrics"
     assert [m.name for m in incident.silence_matchers] == [
@@ -332,7 +332,7 @@ def test_apply_notification(row: Row) -> None:
         assert after.incident == before.incident
     else:
         assert after.group.last_entry == row.entry_id
-        assert after.incident.notifications == before.incident.notifications + 1
+        assert after.incident.notified.count == before.incident.notified.count + 1
 
 
 # -- what each change carries --------------------------------------------------------------------
@@ -372,9 +372,9 @@ def test_resolved_clears_the_live_numbers_but_keeps_the_peak_for_the_summary() -
     assert resolved.firing_count == 0
     assert resolved.peaks.numbers == incident.peaks.numbers
     assert resolved.peaks.numbers.max_queue_time_mins == 114
-    assert resolved.resolution is Resolution.ALERT
-    assert resolved.resolved_by is None
-    assert resolved.resolved_at == now
+    assert resolved.resolved.how is Resolution.ALERT
+    assert resolved.resolved.by is None
+    assert resolved.resolved.at == now
 
 
 def typed(at_min: int, **queued: float) -> Snapshot:
@@ -595,7 +595,7 @@ def test_a_resolved_entry_handled_before_its_firing_keeps_the_group_from_opening
 def test_firing_after_resolved_reopens_clears_the_ack_and_counts_the_reopen() -> None:
     acked = acknowledge(opened(), by="U0ALICE", name="alice", now=T0 + timedelta(minutes=5))
     state, _ = apply(acked, payload(GRAFANA_RESOLVED), RESOLVED_ENTRY)
-    assert state.incident.acknowledged_by == "U0ALICE"
+    assert state.incident.acknowledged.by == "U0ALICE"
 
     state, change = apply(
         state,
@@ -608,8 +608,8 @@ def test_firing_after_resolved_reopens_clears_the_ack_and_counts_the_reopen() ->
     assert change is Change.REOPENED
     assert reopened.is_open
     assert reopened.reopened == 1
-    assert reopened.acknowledged_by is None
-    assert reopened.resolved_at is None and reopened.resolution is None
+    assert reopened.acknowledged.by is None
+    assert reopened.resolved.at is None and reopened.resolved.how is None
     assert (reopened.numbers.max_queue_time_mins, reopened.numbers.max_queue_size) == (50, 5)
     assert reopened.peaks.numbers.max_queue_time_mins == 114
 
@@ -628,9 +628,9 @@ def test_grafana_resolving_after_a_manual_resolve_is_stale_so_no_second_summary(
     after = state.incident
 
     assert change is Change.STALE
-    assert after.resolution is Resolution.MANUAL
-    assert after.resolved_by == "U0ALICE"
-    assert after.resolved_at == T0 + timedelta(minutes=30)
+    assert after.resolved.how is Resolution.MANUAL
+    assert after.resolved.by == "U0ALICE"
+    assert after.resolved.at == T0 + timedelta(minutes=30)
 
 
 def test_resolved_twice_is_stale_and_keeps_the_first_resolution_time() -> None:
@@ -639,8 +639,8 @@ def test_resolved_twice_is_stale_and_keeps_the_first_resolution_time() -> None:
     twice, change = apply(once, payload(GRAFANA_RESOLVED), entry(3000, 0), at=timedelta(hours=5))
 
     assert change is Change.STALE
-    assert twice.incident.resolved_at == once.incident.resolved_at
-    assert twice.incident.notifications == once.incident.notifications
+    assert twice.incident.resolved.at == once.incident.resolved.at
+    assert twice.incident.notified.count == once.incident.notified.count
 
 
 # -- acknowledge and resolve racing --------------------------------------------------------------
@@ -653,8 +653,8 @@ def test_ack_after_resolve_does_not_reopen_the_incident() -> None:
 
     assert acked.status is Status.RESOLVED
     assert not acked.is_open  # the action core refuses the ack on this
-    assert acked.resolved_by == "U0BOB"
-    assert acked.resolution is Resolution.MANUAL
+    assert acked.resolved.by == "U0BOB"
+    assert acked.resolved.how is Resolution.MANUAL
 
 
 def test_resolve_after_ack_keeps_who_owned_it() -> None:
@@ -663,17 +663,17 @@ def test_resolve_after_ack_keeps_who_owned_it() -> None:
     resolved = resolve_manually(acked, by="U0BOB", name="bob", now=T0 + timedelta(minutes=20))
 
     assert resolved.status is Status.RESOLVED
-    assert resolved.resolution is Resolution.MANUAL
-    assert resolved.resolved_by == "U0BOB"
-    assert resolved.resolved_at == T0 + timedelta(minutes=20)
-    assert resolved.acknowledged_by == "U0ALICE"
+    assert resolved.resolved.how is Resolution.MANUAL
+    assert resolved.resolved.by == "U0BOB"
+    assert resolved.resolved.at == T0 + timedelta(minutes=20)
+    assert resolved.acknowledged.by == "U0ALICE"
 
 
 def test_acknowledge_records_who_and_when() -> None:
     acked = acknowledge(opened(), by="U0ALICE", name="alice", now=T0 + timedelta(minutes=5))
 
     assert acked.is_open
-    assert (acked.acknowledged_by, acked.acknowledged_name) == ("U0ALICE", "alice")
+    assert (acked.acknowledged.by, acked.acknowledged.name) == ("U0ALICE", "alice")
     assert acked.updated_at == T0 + timedelta(minutes=5)
 
 

@@ -76,7 +76,7 @@ def test_each_type_counts_people_and_the_pilot_and_what_came_of_them() -> None:
 
 def test_minutes_count_from_when_the_alert_fired_and_never_below_zero() -> None:
     fired = incident()
-    assert alert_fired(fired) == FIRED != fired.alerted_at
+    assert alert_fired(fired) == FIRED != fired.notified.at
     early = scale_record(incident(act(-10, 5, came=True, seen=-2)))
     assert early[0].capacity_mins == (0.0,), "from the early warning: there when it fired"
 

@@ -130,7 +130,7 @@ async def test_a_backlog_of_one_group_applies_in_order_as_if_one_by_one(
             incident = await running.bot.store.get("1")
             assert incident is not None and incident.reopened == 1
             # Every notification that was not stale counted once: 20 + the resolve + 10.
-            assert incident.notifications == 31
+            assert incident.notified.count == 31
             assert _applied(running, "opened") == 1
             assert _applied(running, "resolved") == 1
             assert _applied(running, "reopened") == 1

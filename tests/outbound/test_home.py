@@ -18,7 +18,7 @@ from bot.domain.incidents import GroupState, Incident
 from bot.storage.incident_store import Commit
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
-from tests.support.incidents import T0, make_incident
+from tests.support.incidents import T0, changed, make_incident
 from tests.support.slack import BOT_TOKEN
 
 VIEWERS = [f"U0VIEW{n}" for n in range(5)]
@@ -91,7 +91,11 @@ async def test_each_change_reaches_each_viewer_once_and_numbers_wait_their_turn(
     assert len(published(slack)) == len(VIEWERS)
 
     # A change of state: once to each viewer, however many rounds look.
-    owned = ci.model_copy(update={"acknowledged_by": "U0VIEW1", "acknowledged_name": "bea"})
+    owned = changed(
+        ci,
+        acknowledged_by="U0VIEW1",
+        acknowledged_name="bea",
+    )
     await commit(first, owned, version=1)
     await rounds(first, first, first)
     after = published(slack)[len(VIEWERS) :]
@@ -131,7 +135,10 @@ async def test_a_viewer_gone_for_a_day_is_left_alone(
     assert first.home is not None
     await first.home.opened(VIEWERS[0])
     clock.now += timedelta(days=1, minutes=1)
-    resolved = incident.model_copy(update={"acknowledged_by": "U0VIEW1"})
+    resolved = changed(
+        incident,
+        acknowledged_by="U0VIEW1",
+    )
     await commit(first, resolved, version=1)
     await rounds(first)
     assert published(slack) == [VIEWERS[0]]

@@ -71,7 +71,7 @@ def demo_incident() -> Incident:
 
 
 def summary_chart(incident: Incident) -> dict:
-    done = incident.resolved_at or OPENED
+    done = incident.resolved.at or OPENED
     rendered = render_summary(incident, [], now=done, chart=True)
     [block] = [b for b in rendered.blocks if b["type"] == BLOCK_TYPE]
     return block["chart"]
@@ -79,7 +79,7 @@ def summary_chart(incident: Incident) -> dict:
 
 def test_the_summary_chart_starts_at_the_alert_and_holds_the_peak_it_names() -> None:
     incident = demo_incident()
-    summary = str(render_summary(incident, [], now=incident.resolved_at).blocks[1])
+    summary = str(render_summary(incident, [], now=incident.resolved.at).blocks[1])
     chart = summary_chart(incident)
 
     assert "Peak queued jobs: *32* at " in summary
@@ -120,7 +120,7 @@ def test_a_long_incident_keeps_its_first_reading_and_its_peak_among_twenty_momen
 
 def test_a_long_postmortem_table_keeps_the_peak_and_the_reading_after_each_action() -> None:
     incident = long_incident()
-    done = incident.resolved_at
+    done = incident.resolved.at
     assert done is not None
     scaled = Event(
         at=OPENED + timedelta(minutes=11.5), kind="scaled", text="Scaled up", actor="U0ALICE"
@@ -136,7 +136,7 @@ def test_a_long_postmortem_table_keeps_the_peak_and_the_reading_after_each_actio
 
 def test_the_postmortem_table_lists_each_moment_that_matters_once() -> None:
     incident = demo_incident()
-    done = incident.resolved_at
+    done = incident.resolved.at
     assert done is not None
     events = [
         Event(at=OPENED, kind="opened", text="Alert fired"),

@@ -109,7 +109,7 @@ def by_hand() -> Incident:
 
 def surfaces(incident: Incident) -> dict[str, str]:
     """What each reader sees of the resolve: the summary, the postmortem, the GitHub comment."""
-    done = incident.resolved_at
+    done = incident.resolved.at
     assert done is not None and not incident.is_open
     resolve = Event(at=done, kind="resolved", text="Resolved")
     events = [Event(at=T0, kind="opened", text="Alert fired"), resolve]

@@ -17,7 +17,7 @@ from bot.domain.incidents import Incident, Resolution, Status
 from bot.render.digest import DigestEntry, render_digest
 from bot.render.queue import overview_line
 from bot.render.root import render_root
-from tests.support.incidents import make_incident
+from tests.support.incidents import changed, make_incident
 from tests.support.root_headline import root_headline
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
@@ -58,7 +58,7 @@ def incidents(draw: st.DrawFn) -> Incident:
         "resolution": Resolution.MANUAL,
         "resolved_at": NOW + timedelta(minutes=5),
     }
-    return incident.model_copy(update=update)
+    return changed(incident, **update)
 
 
 @settings(max_examples=200, deadline=None)

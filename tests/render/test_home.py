@@ -30,7 +30,7 @@ from bot.render.home import (
 )
 from sandbox.slack_methods import check_view
 from tests.render.test_messages import ENTITY, EVIL, texts_of
-from tests.support.incidents import T0, make_incident
+from tests.support.incidents import T0, changed, make_incident
 
 NOW = T0 + timedelta(minutes=42)
 LINK = "https://acme.slack.com/archives/C0CIQUEUE/p1758042060000100"
@@ -65,8 +65,10 @@ def warning(runner_type: str = "linux.4xlarge", phase: Phase = Phase.ACTIVE) -> 
 
 
 def two_channels() -> HomeState:
-    ci = make_incident(id="12", channel="C0CIQUEUE").model_copy(
-        update={"acknowledged_by": "U0ALICE", "acknowledged_name": "alice"}
+    ci = changed(
+        make_incident(id="12", channel="C0CIQUEUE"),
+        acknowledged_by="U0ALICE",
+        acknowledged_name="alice",
     )
     gpu = make_incident(
         id="13",
@@ -188,7 +190,11 @@ def test_the_state_digest_moves_with_state_and_the_numbers_digest_with_numbers()
     assert render_home(home, NOW) != render_home(home, NOW + timedelta(minutes=5))
     assert digests(home) == before
 
-    owned = gpu.incident.model_copy(update={"acknowledged_by": "U0BOB", "acknowledged_name": "bob"})
+    owned = changed(
+        gpu.incident,
+        acknowledged_by="U0BOB",
+        acknowledged_name="bob",
+    )
     silenced = ci.incident.model_copy(
         update={
             "silence": ActiveSilence(
@@ -196,14 +202,14 @@ def test_the_state_digest_moves_with_state_and_the_numbers_digest_with_numbers()
             )
         }
     )
-    for changed in (
+    for other in (
         HomeState(**{**home.__dict__, "incidents": (Listed(owned, LINK), ci)}),
         HomeState(**{**home.__dict__, "incidents": (gpu, Listed(silenced))}),
         HomeState(**{**home.__dict__, "incidents": (gpu, Listed(ci.incident, LINK))}),
         HomeState(**{**home.__dict__, "incidents": (gpu,), "open_count": 1}),
         HomeState(**{**home.__dict__, "warnings": ()}),
     ):
-        assert digests(changed).state != before.state
+        assert digests(other).state != before.state
 
     busier = gpu.incident.model_copy(
         update={

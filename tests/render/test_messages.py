@@ -35,7 +35,11 @@ EVIL = "<!channel> <!here> <!everyone> <@U0EVIL> <https://evil.example|click> &<
 
 
 def acknowledged(incident: Incident, by: str = "U123ABC", name: str = "ann") -> Incident:
-    return incident.model_copy(update={"acknowledged_by": by, "acknowledged_name": name})
+    return changed(
+        incident,
+        acknowledged_by=by,
+        acknowledged_name=name,
+    )
 
 
 def resolved(incident: Incident, *, by: str | None = None) -> Incident:
@@ -49,7 +53,7 @@ def resolved(incident: Incident, *, by: str | None = None) -> Incident:
     if not by:
         update["numbers"] = QueueNumbers()
         update["runner_types"] = {}
-    return incident.model_copy(update=update)
+    return changed(incident, **update)
 
 
 def hostile_incident(**changes: Any) -> Incident:
@@ -97,7 +101,7 @@ def incidents() -> Iterator[tuple[str, Incident]]:
         yield f"{kind}-test", base.model_copy(update={"is_test": True})
         yield f"{kind}-no-numbers", no_numbers(base, C=3.0, reducer=2.5)
         cleared = {"numbers": QueueNumbers(), "peak": QueueNumbers()}
-        yield f"{kind}-only-other-values", base.model_copy(update=cleared)
+        yield f"{kind}-only-other-values", changed(base, **cleared)
         yield f"{kind}-nothing-at-all", no_numbers(base).model_copy(update={"links": Links()})
         yield f"{kind}-hostile-actors", resolved(acknowledged(base, EVIL), by=EVIL)
         yield f"{kind}-reopened", base.model_copy(update={"reopened": 2, "firing_count": 3})

@@ -91,7 +91,7 @@ def jobs(at_: datetime) -> JobsView:
 
 def test_the_resolve_comment_names_the_workflows_the_postmortem_names() -> None:
     incident, events = resolved(), timeline()
-    seen = workflows_seen(jobs(at(25)), "", types=[GPU], ended=incident.resolved_at)
+    seen = workflows_seen(jobs(at(25)), "", types=[GPU], ended=incident.resolved.at)
     recorded = incident.model_copy(update={"workflows": seen})
     resolve = events[4]
 

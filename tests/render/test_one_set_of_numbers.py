@@ -27,7 +27,6 @@ from bot.domain.incident_fleet import alert_fleet, as_snapshot, judgement_of
 from bot.domain.incidents import (
     Incident,
     Resolution,
-    Status,
     record_status,
     sums_types,
     with_live,
@@ -41,7 +40,7 @@ from bot.render.numbers import wait_of
 from bot.render.replies import render_status, render_summary
 from bot.render.root import render_root
 from bot.render.scale_modal import ScaleForm, render_scale_form
-from tests.support.incidents import make_incident
+from tests.support.incidents import changed, make_incident
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 TYPES = ("linux.2xlarge", "linux.4xlarge", "linux.g5.4xlarge.nvidia.gpu")
@@ -154,14 +153,12 @@ def shown_queued(shown: str) -> float:
 
 def alert_resolved(incident: Incident, at: datetime) -> Incident:
     """As the alert's resolve leaves it: its numbers cleared, its peaks kept."""
-    return incident.model_copy(
-        update={
-            "status": Status.RESOLVED,
-            "resolution": Resolution.ALERT,
-            "resolved_at": at,
-            "numbers": QueueNumbers(),
-            "runner_types": {},
-        }
+    return changed(
+        incident,
+        resolution=Resolution.ALERT,
+        resolved_at=at,
+        numbers=QueueNumbers(),
+        runner_types={},
     )
 
 

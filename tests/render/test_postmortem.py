@@ -186,7 +186,7 @@ def document(
     incident = incident if incident is not None else seeded()
     if jobs is not None or jobs_note:
         types = sorted(incident.shown_types or incident.runner_types)
-        seen = workflows_seen(jobs, jobs_note, types=types, ended=incident.resolved_at)
+        seen = workflows_seen(jobs, jobs_note, types=types, ended=incident.resolved.at)
         incident = incident.model_copy(update={"workflows": seen})
     return render_postmortem(incident, timeline() if events is None else events, now=NOW)
 
@@ -286,11 +286,18 @@ def variant(change: dict[str, Any]) -> Incident:
     change = dict(change)
     incident = seeded()
     if change.pop("open", False):
-        incident = seeded().model_copy(
-            update={"status": Status.FIRING, "resolved_at": None, "resolution": None}
+        incident = changed(
+            seeded(),
+            status=Status.FIRING,
+            resolved_at=None,
+            resolution=None,
         )
     if change.pop("manual", False):
-        open_one = incident.model_copy(update={"status": Status.FIRING, "resolved_at": None})
+        open_one = changed(
+            incident,
+            status=Status.FIRING,
+            resolved_at=None,
+        )
         incident = resolve_manually(open_one, by="U0URSULA", name="ursula", now=RESOLVED_AT)
     return changed(incident, **change)
 

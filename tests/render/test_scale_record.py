@@ -27,8 +27,11 @@ from tests.support.incidents import changed
 
 def resolved(*acts: object) -> Incident:
     done = incident(*acts)  # type: ignore[arg-type]
-    return done.model_copy(
-        update={"status": Status.RESOLVED, "resolved_at": at(40), "resolution": Resolution.ALERT}
+    return changed(
+        done,
+        status=Status.RESOLVED,
+        resolved_at=at(40),
+        resolution=Resolution.ALERT,
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 from bot.domain.incidents import ActiveSilence, Incident, Resolution, Status
 from bot.render.replies import render_summary
 from bot.render.root import render_root
-from tests.support.incidents import T0, make_incident
+from tests.support.incidents import T0, changed, make_incident
 
 UNTIL = T0 + timedelta(hours=2)
 DATE = f"<!date^{int(UNTIL.timestamp())}^"
@@ -26,7 +26,7 @@ def silenced(*, open_: bool = False, **changes: object) -> Incident:
     if open_:
         return incident
     ended = {"status": Status.RESOLVED, "resolved_at": T0 + timedelta(minutes=40)}
-    return incident.model_copy(update={**ended, "resolution": Resolution.ALERT})
+    return changed(incident, **{**ended, "resolution": Resolution.ALERT})
 
 
 def summary_of(incident: Incident) -> str:

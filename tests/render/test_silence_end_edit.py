@@ -9,6 +9,7 @@ from bot.actions.kept_true import told_again
 from bot.domain.incidents import ActiveSilence, Event, Status, unsilenced
 from bot.render.replies import summaries
 from bot.storage.incident_store import SUMMARY_EDIT, Commit
+from tests.support.incidents import changed
 from tests.support.store import T0, incident
 
 RESOLVED_AT = T0 + timedelta(minutes=10)
@@ -21,7 +22,7 @@ def test_ending_the_silence_at_resolve_keeps_the_summary_saying_so() -> None:
         by="U0ALICE", by_name="alice", at=T0,
     )  # fmt: skip
     update = {"status": Status.RESOLVED, "resolved_at": RESOLVED_AT, "silence": silence}
-    before = incident("1").model_copy(update=update)
+    before = changed(incident("1"), **update)
     posted = repr(summaries(before, [RESOLVE], now=RESOLVED_AT)[0].blocks)
     assert "Its silence was ended at resolve" in posted
     # SilenceWatch._end_at_resolve's `ended` commit, run through kept_true.

@@ -16,6 +16,7 @@ from bot.storage.incident_store import ATTEMPTS, MAX_OUTBOX, Commit, IncidentSto
 from bot.storage.state_marker import FoundRoot, StateMarker
 from bot.storage.streams import INTAKE_GROUP as GROUP
 from bot.storage.streams import NotificationStream
+from tests.support.incidents import changed
 from tests.support.running import eventually
 from tests.support.store import (
     CHANNEL,
@@ -122,7 +123,10 @@ async def test_a_commit_computed_from_an_old_version_is_refused_and_writes_nothi
         Commit(resolved, version=loaded.version, events=(event,), stop_status=True)
     )
 
-    stale = new.model_copy(update={"notifications": 99})
+    stale = changed(
+        new,
+        notifications=99,
+    )
     late = Event(at=T0, kind="alerts_changed", text="late")
     refused = await store.commit(
         Commit(stale, version=loaded.version, events=(late,), replies=(reply("late"),))

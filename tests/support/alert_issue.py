@@ -21,6 +21,7 @@ from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
 from bot.storage.incident_store import Commit, IncidentStore, IssueLinks
 from bot.storage.leases import Leases
+from tests.support.incidents import changed as regrouped
 from tests.support.store import KEYS, PREFIX, T0, opened
 
 REPO = "pytorch/alerts"
@@ -151,7 +152,7 @@ async def commit_event(store: IncidentStore, incident: Incident, kind: str, at: 
         changed = resolve_manually(loaded.incident, by="U1", name="alice", now=at)
     else:
         update = {"status": Status.FIRING, "resolved_at": None, "resolution": None}
-        changed = loaded.incident.model_copy(update=update)
+        changed = regrouped(loaded.incident, **update)
     event = Event(at=at, kind=kind, text=kind)
     commit = Commit(changed, version=loaded.version, events=(event,))
     assert await store.commit(commit, now=at.timestamp())
