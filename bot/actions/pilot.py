@@ -129,17 +129,17 @@ class Piloting:
         assert self.store is not None
         kept = {"last": piloted.last, "outcome": piloted.outcome, "failed": piloted.failed}
         if not self.config.pilot_enabled:
-            return Piloted("", now, **kept)
+            return Piloted(why="", at=now, **kept)
         if found is None:
-            return Piloted(NO_INCIDENT, now, **kept)
+            return Piloted(why=NO_INCIDENT, at=now, **kept)
         last, outcome, failed_at, failed = _last_act(found, piloted)
         if failed:  # once per act: a person who resumes it is not overruled
-            paused = Paused(PILOT, failed, now)
+            paused = Paused(by=PILOT, why=failed, at=now)
             await self.store.pause(runner_type, paused)
         said = {"last": last, "outcome": outcome, "failed": failed_at}
         if paused is not None:
             # A pause starts the hold again: what was asked before it is not acted on after.
-            return Piloted("", now, **said)
+            return Piloted(why="", at=now, **said)
         hold = held(piloted.hold, found.judged, policy.hold_s)
         others = [s for s in every if s not in found.mine]
         resumed = await self.store.resumed(runner_type)
@@ -154,13 +154,15 @@ class Piloting:
             within="incident" if found.incident else "early warning",
         )
         if not decided.runners or hold is None:
-            return Piloted(decided.why, now, hold, **said)
+            return Piloted(why=decided.why, at=now, hold=hold, **said)
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
-        await self.store.save(runner_type, Piloted(f"acting: {decided.why}", now, hold, **said))
+        await self.store.save(
+            runner_type, Piloted(why=f"acting: {decided.why}", at=now, hold=hold, **said)
+        )
         acted = await self._act(found, runner_type, decided, hold.since)
         if acted is None:  # made: the next act waits for a hold of its own
-            return Piloted(f"acted: {decided.why}", now, None, **said)
-        return Piloted(acted, now, hold, **said)
+            return Piloted(why=f"acted: {decided.why}", at=now, hold=None, **said)
+        return Piloted(why=acted, at=now, hold=hold, **said)
 
     async def _act(
         self, found: Within, runner_type: str, decided: Verdict, since: datetime
@@ -270,7 +272,7 @@ class Piloting:
 
     async def _pause(self, runner_type: str, why: str) -> None:
         assert self.store is not None
-        await self.store.pause(runner_type, Paused(PILOT, why, self.acting.clock()))
+        await self.store.pause(runner_type, Paused(by=PILOT, why=why, at=self.acting.clock()))
 
     async def switch(
         self, actor: Actor, on: bool, runner_type: str = "", *, interaction: str | None = None
@@ -300,7 +302,9 @@ class Piloting:
             if on:
                 await self.store.resume(t, self.acting.clock())
             else:
-                await self.store.pause(t, Paused(name, "paused from Slack", self.acting.clock()))
+                await self.store.pause(
+                    t, Paused(by=name, why="paused from Slack", at=self.acting.clock())
+                )
         said = ", ".join(f"`{escape(t)}`" for t in types)
         if on:
             off = "" if self.config.pilot_enabled else " (PILOT_ENABLED=false still stops it)"
@@ -397,7 +401,8 @@ class Piloting:
         name = await self.acting.name(actor)
         assert self.store is not None
         await self.store.pause(
-            runner_type, Paused(name, f"its +{done.added} was undone", self.acting.clock())
+            runner_type,
+            Paused(by=name, why=f"its +{done.added} was undone", at=self.acting.clock()),
         )
         try:
             result = await reverts.undo_now(target, Undo(done.field, done.before, done.after))

@@ -430,35 +430,20 @@ class ScaleReverts:
             log.warning("scale reverts: warning kept changing; not told: %s", text)
 
     async def _say(
-        self,
-        incident_id: str,
-        text: str,
-        kind: str = "scale_reverted",
-        *,
-        on_root: bool = False,
-        detail: str = "",
-        put_back: PutBack | None = None,
-        gone: set[str] | None = None,
-        scale: ScaleUp | None = None,
-        follow: bool = False,
+        self, incident_id: str, text: str, *, gone: set[str], follow: bool
     ) -> tuple[int, datetime] | None:
-        """The event and its thread reply (`on_root`: also on the root); the incident keeps
-        `put_back` and drops the records `gone`. `follow`: the reply's ts is kept for an edit,
-        and its number and time returned."""
+        """The put-backs' event and its thread reply; the incident drops the records `gone`.
+        `follow`: the reply's ts is kept for an edit, and its number and time returned."""
 
         def told(
-            incident: Incident, now: datetime, timeline: list[Event]
+            incident: Incident, now: datetime, _: list[Event]
         ) -> tuple[Commit | None, tuple[int, datetime] | None]:
-            if scale is not None and any(e.scale == scale for e in timeline):
-                return None, None  # said by a look that failed after it
-            event = Event(at=now, kind=kind, text=text, scale=scale)
+            event = Event(at=now, kind="scale_reverted", text=text)
             number = incident.replies + 1
-            rendered = render_event(incident, event, detail=detail)
+            rendered = render_event(incident, event)
             reply = Reply("event", BAND_EVENT, rendered, ts_as=reply_ts(number) if follow else "")
-            said = without_put_backs(incident, gone or set()).model_copy(update={"updated_at": now})
-            said = with_put_back(said, put_back) if put_back is not None else said
-            said = with_action(said, event) if on_root else said
-            return Commit(said, events=(event,), replies=(reply,), root=on_root), (number, now)
+            said = without_put_backs(incident, gone).model_copy(update={"updated_at": now})
+            return Commit(said, events=(event,), replies=(reply,), root=False), (number, now)
 
         fresh = await self.store.commit_fresh(
             incident_id, kept_true(told), clock=self.clock, with_timeline=True

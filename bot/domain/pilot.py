@@ -7,10 +7,11 @@ additions in one incident stay within `up_to` (`maxReplicas`, counted as runners
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PositiveInt
 
 from bot.domain.fleet import of_type
 from bot.domain.incidents import Event, Incident, made_scale_ups
@@ -23,14 +24,15 @@ PILOT = "queuepilot (policy)"  # who the timeline says acted: no person's permis
 WARNING_REF = "warning:"  # an act's buttons name an early warning (its uid after), not an incident
 
 
-@dataclass(frozen=True)
-class Hold:
+class Hold(BaseModel):
     """The advice has asked for runners at every reading since `since`. `asks` are the readings
     of the last hold that a later one did not undercut, oldest first (a sliding window's
     minimum): the first is the least asked over the window, the last the latest reading."""
 
-    since: datetime
-    asks: tuple[tuple[datetime, int], ...]
+    model_config = ConfigDict(frozen=True)
+
+    since: AwareDatetime
+    asks: tuple[tuple[AwareDatetime, PositiveInt], ...] = Field(min_length=1)
 
     @property
     def least(self) -> int:
@@ -40,23 +42,6 @@ class Hold:
     def at(self) -> datetime:
         return self.asks[-1][0]
 
-    def dump(self) -> dict[str, object]:
-        asks = [[at.isoformat(), asked] for at, asked in self.asks]
-        return {"since": self.since.isoformat(), "asks": asks}
-
-    @classmethod
-    def load(cls, data: object) -> Hold | None:
-        """From `dump()`'s shape; None when it is not that shape."""
-        if not isinstance(data, dict):
-            return None
-        try:
-            since = datetime.fromisoformat(data["since"])
-            asks = tuple((datetime.fromisoformat(at), int(n)) for at, n in data["asks"])
-        except (KeyError, TypeError, ValueError):
-            return None
-        aware = since.tzinfo is not None and all(at.tzinfo for at, _ in asks)
-        return cls(since, asks) if aware and asks and all(n > 0 for _, n in asks) else None
-
 
 def held(hold: Hold | None, judged: Judgement | None, hold_s: float) -> Hold | None:
     """The hold after the reading `judged`: a reading that asks for no runners ends it; the
@@ -65,12 +50,12 @@ def held(hold: Hold | None, judged: Judgement | None, hold_s: float) -> Hold | N
     if judged is None or asked <= 0:
         return None
     if hold is None:
-        return Hold(judged.at, ((judged.at, asked),))
+        return Hold(since=judged.at, asks=((judged.at, asked),))
     if judged.at <= hold.at:
         return hold
     start = judged.at - timedelta(seconds=hold_s)
     kept = [(at, n) for at, n in hold.asks if n < asked and at >= start]
-    return Hold(hold.since, (*kept, (judged.at, asked)))
+    return Hold(since=hold.since, asks=(*kept, (judged.at, asked)))
 
 
 @dataclass(frozen=True)
@@ -166,26 +151,13 @@ def _mins(seconds: float) -> str:
     return duration(timedelta(seconds=seconds))
 
 
-@dataclass(frozen=True)
-class Paused:
+class Paused(BaseModel):
     by: str  # a person's name, or the pilot's when its own act failed
     why: str
     at: datetime
 
-    def dump(self) -> str:
-        return json.dumps({"by": self.by, "why": self.why, "at": self.at.isoformat()})
 
-    @classmethod
-    def load(cls, raw: object) -> Paused | None:
-        try:
-            data = json.loads(raw)  # type: ignore[arg-type]
-            return cls(str(data["by"]), str(data["why"]), datetime.fromisoformat(data["at"]))
-        except (TypeError, ValueError, KeyError):
-            return None
-
-
-@dataclass(frozen=True)
-class Piloted:
+class Piloted(BaseModel):
     """What the leader last made of a type: `why` it acts or not, as `/queue pilot` says it;
     its last act ("+7 at 14:02 in incident 12") and what came of it."""
 
@@ -195,24 +167,6 @@ class Piloted:
     last: str = ""
     outcome: str = ""
     failed: str = ""  # the last act whose runners did not come, as its time: paused for once
-
-    def dump(self) -> str:
-        data = asdict(self) | {
-            "at": self.at.isoformat() if self.at else None,
-            "hold": self.hold.dump() if self.hold else None,
-        }
-        return json.dumps(data, separators=(",", ":"))
-
-    @classmethod
-    def load(cls, raw: object) -> Piloted:
-        """An unreadable record reads as none: the hold starts again, which only delays an act."""
-        try:
-            data = json.loads(raw)  # type: ignore[arg-type]
-            at = datetime.fromisoformat(data["at"]) if data.get("at") else None
-            texts = {k: str(data.get(k) or "") for k in ("why", "last", "outcome", "failed")}
-            return cls(at=at, hold=Hold.load(data.get("hold")), **texts)
-        except (TypeError, ValueError, KeyError, AttributeError):
-            return cls()
 
 
 @dataclass(frozen=True)

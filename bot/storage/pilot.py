@@ -5,7 +5,9 @@ fails over mid-act. The leader writes the first, people the second: one writer e
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TypeVar
 
+from pydantic import BaseModel, ValidationError
 from redis.asyncio import Redis
 
 from bot.domain.pilot import Paused, Piloted
@@ -33,15 +35,16 @@ class PilotStore:
             [key for t in types for key in (k.pilot(t), k.pilot_paused(t))]
         )
         return {
-            t: (Piloted.load(state), Paused.load(paused) if paused else None)
+            t: (_read(Piloted, state) or Piloted(), _read(Paused, paused))
             for t, state, paused in zip(types, raws[0::2], raws[1::2], strict=True)
         }
 
     async def save(self, runner_type: str, state: Piloted) -> None:
-        await self._redis.set(self._keys.pilot(runner_type), state.dump(), ex=STATE_S)
+        await self._redis.set(self._keys.pilot(runner_type), state.model_dump_json(), ex=STATE_S)
 
     async def pause(self, runner_type: str, paused: Paused) -> None:
-        await self._redis.set(self._keys.pilot_paused(runner_type), paused.dump(), ex=PAUSE_S)
+        key = self._keys.pilot_paused(runner_type)
+        await self._redis.set(key, paused.model_dump_json(), ex=PAUSE_S)
 
     async def kept_paused(self, runner_type: str) -> None:
         await self._redis.expire(self._keys.pilot_paused(runner_type), PAUSE_S)
@@ -62,8 +65,7 @@ class PilotStore:
             return None
 
     async def paused(self, runner_type: str) -> Paused | None:
-        raw = await self._redis.get(self._keys.pilot_paused(runner_type))
-        return Paused.load(raw) if raw else None
+        return _read(Paused, await self._redis.get(self._keys.pilot_paused(runner_type)))
 
     async def claim_act(self, incident_id: str, runner_type: str, act: str) -> bool:
         """Whether this is the first claim of the incident's act `act` on the type (its number
@@ -74,3 +76,15 @@ class PilotStore:
     async def release_act(self, incident_id: str, runner_type: str, act: str) -> None:
         """An act that changed nothing may be made again."""
         await self._redis.delete(self._keys.pilot_act(incident_id, runner_type, act))
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _read(model: type[M], raw: str | None) -> M | None:
+    """None for none, or one unreadable: a state read as none only starts the hold again, which
+    delays an act; a pause read as none is a pilot someone must pause again."""
+    try:
+        return model.model_validate_json(raw) if raw else None
+    except ValidationError:
+        return None

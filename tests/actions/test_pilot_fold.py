@@ -29,7 +29,9 @@ def test_a_folded_warnings_act_counts_for_the_cooldown_until_the_incident_took_i
     folded = state.changed(T.timestamp() + 60, phase=Phase.FOLDED, incident_id="7")
     others = _warning_ups(folded, "linux")  # what `_tick` passes as every other scale-up
     now = T + timedelta(minutes=1, seconds=10)
-    hold = Hold(now - timedelta(seconds=10), ((now - timedelta(seconds=10), 10), (now, 10)))
+    hold = Hold(
+        since=now - timedelta(seconds=10), asks=((now - timedelta(seconds=10), 10), (now, 10))
+    )
     judged = Judgement(at=now, queued=40.0, runners=10, needed=10, registered=40.0)
     decided = verdict(POLICY, hold, judged, [], now, others=others)
     assert decided.runners == 0, decided

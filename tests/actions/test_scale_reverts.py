@@ -1160,7 +1160,9 @@ async def test_a_pilot_act_still_followed_when_the_alert_fires_stays_unverified_
     # The faster policy (cooldown 5 min): past the cooldown, within the act's 10-minute follow-up.
     policy = Policy(up_to=60, step=20, hold_s=60, cooldown_s=300)
     now = clock() + timedelta(seconds=policy.cooldown_s)
-    hold = Hold(now - timedelta(minutes=2), ((now - timedelta(minutes=2), 10), (now, 10)))
+    hold = Hold(
+        since=now - timedelta(minutes=2), asks=((now - timedelta(minutes=2), 10), (now, 10))
+    )
     decided = verdict(policy, hold, judged(now), mine, now)
     assert decided.runners == 0 and "not verified yet" in decided.why, (decided, pending)
 

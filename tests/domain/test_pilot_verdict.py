@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident, with_action
@@ -150,8 +152,10 @@ def test_an_act_never_exceeds_any_bound_nor_any_ask_of_the_hold(
 
 def test_a_hold_survives_its_stored_shape_and_refuses_another() -> None:
     hold, _ = replay([9, 12, 7, 10])
-    assert hold is not None and Hold.load(hold.dump()) == hold
-    assert Hold.load({"since": "x", "asks": []}) is None and Hold.load(None) is None
+    assert hold is not None and Hold.model_validate_json(hold.model_dump_json()) == hold
+    for stored in ({"since": "x", "asks": []}, {"since": T0.isoformat(), "asks": []}):
+        with pytest.raises(ValidationError):
+            Hold.model_validate(stored)
 
 
 def test_the_bound_that_limits_an_act_is_the_one_named() -> None:

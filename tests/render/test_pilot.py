@@ -29,7 +29,7 @@ def state(
     last: str = "",
     outcome: str = "",
 ) -> PilotState:
-    piloted = Piloted(why, NOW, last=last, outcome=outcome)
+    piloted = Piloted(why=why, at=NOW, last=last, outcome=outcome)
     return PilotState(runner_type, POLICY, piloted, paused, enabled)
 
 
@@ -46,7 +46,7 @@ def test_an_active_pilot_says_its_policy_and_what_it_is_doing() -> None:
 
 
 def test_a_paused_pilot_says_by_whom_why_and_when_and_off_says_the_setting() -> None:
-    paused = Paused("alice", "paused from Slack", NOW - timedelta(minutes=5))
+    paused = Paused(by="alice", why="paused from Slack", at=NOW - timedelta(minutes=5))
     text = render_pilot([state(paused=paused), state("linux.4xlarge", enabled=False)], "/queue")
     assert f"paused* by *alice* <!date^{int(paused.at.timestamp())}^{{ago}}|" in text
     assert "paused from Slack" in text
@@ -67,7 +67,7 @@ def test_no_pilot_declared_says_how_to_declare_one() -> None:
 
 
 def test_a_hostile_runner_type_and_texts_are_inert() -> None:
-    paused = Paused(EVIL, EVIL, NOW)
+    paused = Paused(by=EVIL, why=EVIL, at=NOW)
     text = render_pilot([state(EVIL, why=EVIL, last=EVIL, outcome=EVIL, paused=paused)], "/q<!x>")
     assert "<!channel>" not in text and "<@U0EVIL>" not in text and "<https://" not in text
     assert "&lt;!channel&gt;" in text
@@ -96,7 +96,7 @@ def test_the_home_shows_the_pilot_only_where_a_type_has_one() -> None:
 
 def test_a_pause_is_a_change_of_state_and_what_it_is_doing_a_change_of_numbers() -> None:
     home = HomeState(pilots=(state(),))
-    paused = HomeState(pilots=(state(paused=Paused("alice", "paused from Slack", NOW)),))
+    paused = HomeState(pilots=(state(paused=Paused(by="alice", why="paused from Slack", at=NOW)),))
     moved = HomeState(pilots=(state(why="waiting: the advice asks for no runners"),))
     assert digests(paused).state != digests(home).state
     assert digests(moved).state == digests(home).state
