@@ -15,8 +15,8 @@ from datetime import datetime
 
 from redis.exceptions import RedisError
 
+from bot.actions.amends import amending
 from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
-from bot.actions.kept_true import kept_true
 from bot.actions.scale import Scaling, made
 from bot.actions.scale_reverts import record_id
 from bot.backends.http import BackendError
@@ -387,8 +387,8 @@ class Piloting:
             answer = f"{escape(text)}. `{back}` is what it was before the act."
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(result.done, answer)
 
-        # Undone after the resolve, the summary that said it goes back is told anew.
-        return await self.acting.commit(ref, kept_true(decide), with_timeline=True)
+        # Undone after the resolve, the summary that said it goes back is edited to say so.
+        return await self.acting.commit(ref, amending(decide), with_timeline=True)
 
     async def _put_back(
         self, actor: Actor, runner_type: str, done: ScaleUp

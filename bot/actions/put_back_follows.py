@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pydantic import TypeAdapter, ValidationError
 from redis.asyncio import Redis
 
-from bot.actions.kept_true import kept_true
+from bot.actions.amends import amending
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler
 from bot.config import Settings
@@ -118,7 +118,7 @@ class PutBackFollows:
             return Commit(updated, events=events, replies=(reply,), root=False), None
 
         fresh = await self.store.commit_fresh(
-            followed.incident_id, kept_true(told), clock=self.clock, with_timeline=True
+            followed.incident_id, amending(told), clock=self.clock, with_timeline=True
         )
         if not fresh.found or fresh.busy:
             log.info("put-back follow-ups: incident %s not told: %s", followed.incident_id, seen)

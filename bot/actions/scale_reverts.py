@@ -16,7 +16,7 @@ from pydantic import Field, PlainValidator, TypeAdapter, ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.actions.kept_true import kept_true
+from bot.actions.amends import amending
 from bot.actions.put_back_follows import PutBackFollows
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
@@ -148,7 +148,7 @@ class ScaleReverts:
                 return Commit(without_put_backs(incident, {rid}), root=False), None
 
             await self.store.commit_fresh(
-                earlier.incident_id, kept_true(handed_on), clock=self.clock, with_timeline=True
+                earlier.incident_id, amending(handed_on), clock=self.clock, with_timeline=True
             )
         return record
 
@@ -350,7 +350,7 @@ class ScaleReverts:
             return commit, None
 
         fresh = await self.store.commit_fresh(
-            record.incident_id, kept_true(told), clock=self.clock, with_timeline=True
+            record.incident_id, amending(told), clock=self.clock, with_timeline=True
         )
         if fresh.busy:
             log.warning("scale reverts: incident %s kept changing; not told", record.incident_id)
@@ -446,7 +446,7 @@ class ScaleReverts:
             return Commit(said, events=(event,), replies=(reply,), root=False), (number, now)
 
         fresh = await self.store.commit_fresh(
-            incident_id, kept_true(told), clock=self.clock, with_timeline=True
+            incident_id, amending(told), clock=self.clock, with_timeline=True
         )
         if not fresh.found:
             log.info("scale reverts: incident %s gone: %s", incident_id, text)

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
+from bot.actions.amends import amending
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Outcome, failed, refused
-from bot.actions.kept_true import kept_true
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
@@ -176,8 +176,8 @@ class Silencing:
             return refused(f"Incident {incident.id}'s silence is changing right now: {lock.what}.")
         try:
             await within(silencer.expire(removed.silence_id), self._timeout_s, silencer.name)
-            # Removed after the resolve, the summary that said it stays is told anew.
-            change = kept_true(_unsilenced(removed, actor, name))
+            # Removed after the resolve, the summary that said it stays is edited to say so.
+            change = amending(_unsilenced(removed, actor, name))
             return await self.acting.commit(ref, change, with_timeline=True)
         except BackendError as exc:
             reason = escape(str(exc))
@@ -389,7 +389,7 @@ class SilenceWatch:
             return change(incident, now), None
 
         await self.store.commit_fresh(
-            incident_id, kept_true(recorded), clock=self.clock, with_timeline=True
+            incident_id, amending(recorded), clock=self.clock, with_timeline=True
         )
 
 

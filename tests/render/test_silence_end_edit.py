@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.actions.kept_true import told_again
+from bot.actions.amends import told_again
 from bot.domain.incidents import ActiveSilence, Event, Status, unsilenced
 from bot.render.replies import summaries
 from bot.storage.incident_store import SUMMARY_EDIT, Commit
@@ -25,7 +25,7 @@ def test_ending_the_silence_at_resolve_keeps_the_summary_saying_so() -> None:
     before = changed(incident("1"), **update)
     posted = repr(summaries(before, [RESOLVE], now=RESOLVED_AT)[0].blocks)
     assert "Its silence was ended at resolve" in posted
-    # SilenceWatch._end_at_resolve's `ended` commit, run through kept_true.
+    # SilenceWatch._end_at_resolve's `ended` commit, run through amended.
     at = RESOLVED_AT + timedelta(seconds=5)
     event = Event(at=at, kind="unsilenced", text="Silence ended in Alertmanager at resolve")
     commit = told_again(before, [RESOLVE], Commit(unsilenced(before, now=at), events=(event,)), at)

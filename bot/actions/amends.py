@@ -31,7 +31,7 @@ from bot.storage.incident_store import (
 T = TypeVar("T")
 
 
-def kept_true(change: Change[T]) -> Change[T]:
+def amending(change: Change[T]) -> Change[T]:
     """`change`, with what its commit makes the summary and the postmortem say otherwise; it
     needs the timeline (`commit_fresh(..., with_timeline=True)`)."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bot.actions.kept_true import told_again
+from bot.actions.amends import told_again
 from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
