@@ -151,12 +151,9 @@ def _came_up(scaled: ScaleUps) -> list[str]:
     came += f", {every.not_known} not known" if every.not_known else ""
     if (median := scaled.capacity_median) is None:
         return [came]
-    if len(mins) == 1:
-        return [came, f"capacity added {minutes(median)} after the alert"]
-    return [
-        came,
-        f"capacity added a median {minutes(median)} after the alert ({len(mins)} incidents)",
-    ]
+    many = len(mins) != 1
+    added = f"capacity added {'a median ' if many else ''}{minutes(median)} after the alert"
+    return [came, added + (f" ({len(mins)} incidents)" if many else "")]
 
 
 def _pending(report: TypeReport) -> str:

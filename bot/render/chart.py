@@ -16,7 +16,6 @@ from functools import cached_property
 from itertools import islice
 from typing import Any
 
-from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import worst_first
 from bot.domain.incidents import Incident, Snapshot
 from bot.domain.message import Rendered
@@ -131,15 +130,10 @@ def incident_chart(incident: Incident) -> ChartData:
         name: max((q or 0 for _, q, _ in trend.points(name)), default=0) for name in trend.names()
     }
     names += sorted((n for n in peaks if n not in names), key=lambda n: (-peaks[n], n))
-    title = f"Queue trend · incident {incident.id}"
-    seen = [*(live.runner_types.items() if live else ()), *_types(incident.peaks.moment)]
+    title, peak = f"Queue trend · incident {incident.id}", incident.peaks.moment
+    seen = [queue for view in (live, peak) if view for queue in view.runner_types.items()]
     starts = frozenset(name for name, queue in seen if queue.wait_of_starts)
-    data = chart_data(title, trend, worst=names, peak=incident.peaks.moment)
-    return replace(data, starts=starts)
-
-
-def _types(snapshot: Snapshot | None) -> list[tuple[str, RunnerQueue]]:
-    return list(snapshot.runner_types.items()) if snapshot is not None else []
+    return replace(chart_data(title, trend, worst=names, peak=peak), starts=starts)
 
 
 def chart_block(data: ChartData) -> dict[str, Any] | None:

@@ -16,7 +16,6 @@ from bot.render.replies import pilot_buttons
 DISMISS = "warning_dismiss"
 SCALE = "warning_scale"
 DISMISS_FOR_S = 3600
-MAX_VALUE = 2000  # Slack's limit for a button's value
 MAX_ID = 100  # of an incident's ID, in a link's label: the link must fit its line whole
 
 
@@ -47,7 +46,7 @@ def render_warning(state: WarningState) -> Rendered:
                 "queue stops building, carried on by the incident if the alert fires."
             )
         # The uid, so a button of an older warning never acts on a newer one of the same type.
-        value = f"{state.uid}:{state.runner_type}"[:MAX_VALUE]
+        value = f"{state.uid}:{state.runner_type}"[: md.MAX_BUTTON_VALUE]
         buttons = [md.button("Scale up…", SCALE, value)] if state.scalable else []
         buttons.append(md.button("Dismiss for 1 h", DISMISS, value))
         blocks = [

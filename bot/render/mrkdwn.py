@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from itertools import accumulate
 from typing import Any
 
 from bot.domain.message import Rendered
@@ -40,6 +41,7 @@ MAX_FIELD = 2000
 MAX_CONTEXT_ELEMENTS = 10
 MAX_TEXT_OBJECT = 3000
 MAX_BUTTON_TEXT = 75
+MAX_BUTTON_VALUE = 2000  # Slack's limit for a button's value
 MAX_FALLBACK = 3000
 MAX_RUNNER_NAME = 80
 
@@ -112,14 +114,8 @@ def truncate(text: str, limit: int) -> str:
 
 def fit_lines(lines: list[str], limit: int) -> list[str]:
     """The leading lines that fit in `limit` characters joined by newlines."""
-    kept: list[str] = []
-    size = -1
-    for line in lines:
-        size += len(line) + 1
-        if size > limit:
-            break
-        kept.append(line)
-    return kept
+    sizes = accumulate(len(line) + 1 for line in lines)  # each line and the newline before it
+    return [line for line, size in zip(lines, sizes, strict=True) if size - 1 <= limit]
 
 
 _FALLBACKS = {"{time}": "%H:%M UTC", "{time_secs}": "%H:%M:%S UTC"}
@@ -212,6 +208,12 @@ def plain(text: str, limit: int = MAX_BUTTON_TEXT) -> dict[str, Any]:
 def button(text: str, action_id: str, value: str, style: str = "") -> dict[str, Any]:
     made = {"type": "button", "text": plain(text), "action_id": action_id, "value": value}
     return made | {"style": style} if style else made
+
+
+def confirm(title: str, text: str, yes: str, no: str) -> dict[str, Any]:
+    """A button's "are you sure?" dialog."""
+    said = {"title": plain(title, 100), "text": plain(text, 300)}
+    return said | {"confirm": plain(yes, 30), "deny": plain(no, 30)}
 
 
 def actions(elements: list[dict[str, Any]], block_id: str = "") -> dict[str, Any]:

@@ -1,40 +1,15 @@
 """The queue's numbers in words: every message that says how many jobs queue, how long they wait,
 how busy the runners are, what to do about it or what the worst was, says it through here.
 
-How one reading becomes text. The leader reads the fleet (a `FleetSnapshot`) and
-`bot.domain.judging` decides, once per runner type, what the reading means (a `Judgement`: the
-queue, the wait and how it was measured, the runners, the direction, the advice). The incident
-keeps that reading (`Incident.live`), its compact form in statuses and the trend (`Snapshot`),
-and the worst it showed (its peaks). Nothing here decides or recomputes; it only phrases:
-
-- a runner type's line: `type_parts` (its judgement's numbers, then its advice), listed worst
-  first by `type_lines` in the root (live or the alert's), a status, `/queue`, diagnostics and
-  the App Home;
-- the wait: `wait_part` for a judgement, `wait_of` for a queue (label and value as it was
-  measured: "longest wait 12 min", "slowest recent start over 60 min"), both in `_wait_words`'
-  one spelling (the domain's own text names no wait);
-- the advice: `advice_parts`, the judgement's direction and advice in its own words;
-- the headline: `root_figures` (the root's, against the alert's thresholds), `head_figures` (one
-  line: the storm digest, `/queue`, a notification), `status_figures` (a status, each number's
-  change since the last: only between two readings of the same measure), `still_live_said` (a
-  Resolve's question and the timeline); the longest wait (the oldest job's age) and the slowest
-  recent start are two rows, never one label over either;
-- the past: `peak_figures` (each measure's peak with its own moment, never another's: the
-  summary, the postmortem, a resolved root), `peak_rows`, `drained_in`, `left_queued`, and the
-  tables' cells.
-
-Per surface, the calls from a reading to its text:
-- the root: `status/tick._roots_to_reading -> outbound/desk.edit_root -> render/root.render_root
-  -> root_figures, type_lines` (its notification text `head_figures`);
-- a status: `tick._decide -> outbound/messages.read_reply -> render/replies.render_shown ->
-  render_status -> status_figures, type_lines and gone_lines | type_changes`;
-- the summary: `replies.summaries -> render_summary -> peak_said(peak_figures), drained_in,
-  peak_rows`, from `tick._decide` (the queue drained), `intake/consumer._update` (the alert
-  resolved) and `actions/core.resolve` (resolved by hand).
-
-So the root's "• linux.2xlarge: *43* queued · longest wait *10 min*", a status's "Queued jobs:
-*43* (▲ +6)" and the summary's "Peak queued jobs: *43* at 14:05" are one reading in one set of
-words: a label names one measure, and a number beside a peak or a change is of that measure.
+The leader reads the fleet (a `FleetSnapshot`) and `bot.domain.judging` decides, once per runner
+type, what the reading means (a `Judgement`). The incident keeps that reading (`Incident.live`),
+its compact form in statuses and the trend (`Snapshot`), and the worst it showed (its peaks).
+Nothing here decides or recomputes; it only phrases, in one set of words: the root's
+"• linux.2xlarge: *43* queued · longest wait *10 min*", a status's "Queued jobs: *43* (▲ +6)" and
+the summary's "Peak queued jobs: *43* at 14:05" are one reading. A label names one measure, and a
+number beside a peak or a change is of that measure: the longest wait (the oldest job's age) and
+the slowest recent start are two rows, never one label over either; a change is only between two
+readings of the same measure; each peak is its own measure's, at its own moment.
 """
 
 from __future__ import annotations
@@ -43,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
+from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, measured, source_name, worst_first
 from bot.domain.headline import Headline, StillLive
 from bot.domain.incidents import (
@@ -68,13 +43,6 @@ EMPTY = Trend()
 NOT_KNOWN = "longest wait not known"
 # How a moment is written: a Slack date in a message, UTC in a file.
 Clock = Callable[[datetime], str]
-
-
-def absent_text(view: FleetSnapshot) -> str:
-    """What a source that lists no job of a type said of it: nothing queued, or, from one that
-    counts only jobs queued longer than a threshold, nothing queued longer than that."""
-    over = view.queued_over_mins
-    return f"none queued over {minutes(over)}" if over else "none queued"
 
 
 def queued_said(queued: float | None, *, bold: bool = False) -> str:
@@ -137,16 +105,11 @@ def _labelled(said: tuple[str, str] | None, bold: bool) -> str:
 
 
 def wait_known(queue: RunnerQueue | RunnerTypeMetrics) -> str:
-    """A queue's wait as measured (its judgement's where judged), or while jobs queue that it is
-    not known."""
+    """A queue's wait as measured (its judgement's where judged), or NOT_KNOWN while jobs queue."""
     judged = queue.judged if isinstance(queue, RunnerTypeMetrics) else None
     if judged is not None:
         return wait_part(judged, bold=False)
     return wait_of(queue) or (NOT_KNOWN if queue.queued else "")
-
-
-def advice_parts(j: Judgement) -> list[str]:
-    return [part for part in (j.heading, j.advice) if part]
 
 
 def type_parts(
@@ -158,7 +121,7 @@ def type_parts(
         return [absent] if absent else [], []
     judged = queue.judged if isinstance(queue, RunnerTypeMetrics) else None
     if judged is not None:
-        return judged_parts(judged), advice_parts(judged)
+        return judged_parts(judged), [part for part in (judged.heading, judged.advice) if part]
     parts = (queued_said(queue.queued, bold=bold), wait_of(queue, bold=bold))
     return [part for part in parts if part], []
 
@@ -169,8 +132,7 @@ def queue_numbers(queue: RunnerQueue | RunnerTypeMetrics) -> str:
 
 
 def head_figures(head: Headline, *, queued_first: bool = False) -> list[str]:
-    """The headline's longest wait (and slowest recent start) and queued jobs, as every one-line
-    surface says them."""
+    """The headline's waits and queued jobs, as every one-line surface says them."""
     waits = [wait_of(head.wait), wait_of(head.start) if head.start is not None else ""]
     queued = [queued_said(head.queued)]
     return [figure for figure in (queued + waits if queued_first else waits + queued) if figure]
@@ -182,7 +144,10 @@ def type_lines(
     """The worst `top` types, then how many more were left out; on the App Home (`home`), the
     names as code and each type's maximum."""
     ranked = worst_first(view.runner_types)
-    absent = absent_text(view)
+    # What a source that lists no job of a type said of it: from one that counts only jobs
+    # queued longer than a threshold, nothing queued longer than that.
+    over = view.queued_over_mins
+    absent = f"none queued over {minutes(over)}" if over else "none queued"
     lines = []
     for name, metrics in ranked[:top]:
         here = absent if name in view.absent else ""
@@ -208,16 +173,8 @@ def _maximum(metrics: RunnerTypeMetrics) -> list[str]:
     return [part for part in (busy, maximum is not None and f"max {number(maximum)}") if part]
 
 
-def capped_rows(rows: list[str]) -> list[str]:
-    shown = rows[:MAX_RUNNER_ROWS]
-    if len(rows) > len(shown):
-        shown.append(f"+{len(rows) - len(shown)} more runner types")
-    return shown
-
-
 def source_note(view: FleetSnapshot) -> str:
-    """Where the numbers come from, when a paced reading was made, and what went wrong if they
-    are the alert's instead."""
+    """Where the numbers come from, and what went wrong if they are the alert's instead."""
     note = md.in_zone(md.escape(view.note), view.at)  # "GitHub's quota … until 14:02:07 UTC"
     if view.note and not view.is_live:
         return f"⚠️ {note}"
@@ -244,10 +201,6 @@ def _comparable(now: RunnerQueue, was: RunnerQueue | None) -> float | None:
     return was.longest_wait_mins if bool(now.wait_of_starts) == bool(was.wait_of_starts) else None
 
 
-def _measure_of(numbers: QueueNumbers, starts: bool) -> float | None:
-    return numbers.slowest_start_mins if starts else numbers.max_queue_time_mins
-
-
 def status_figures(current: Snapshot, previous: Snapshot | None) -> tuple[list[str], str]:
     """A status's headline as its fields ("Queued jobs: *43* (▲ +6)") and as its notification's
     line ("queued jobs 43 (▲ +6)"): a change only from the same measure (a sum of the types'
@@ -259,7 +212,7 @@ def status_figures(current: Snapshot, previous: Snapshot | None) -> tuple[list[s
             continue
         wait = measured(mins, current.runner_types.values(), starts=starts)
         label, value = wait_words(wait) or ("", "")
-        was = before and _measure_of(before, starts)
+        was = before and (before.slowest_start_mins if starts else before.max_queue_time_mins)
         earlier = previous and measured(was, previous.runner_types.values(), starts=starts)
         delta = change(mins, _comparable(wait, earlier or None), "min")
         items.append((label.capitalize(), value, delta))
@@ -288,7 +241,9 @@ def type_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
             delta = change(queue.longest_wait_mins, _comparable(queue, was), "min")
             parts.append(f"{wait}{paren(delta)}")
         rows.append(f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}")
-    return capped_rows(rows + gone_lines(previous, current.runner_types))
+    rows += gone_lines(previous, current.runner_types)
+    more = len(rows) - MAX_RUNNER_ROWS
+    return [*rows[:MAX_RUNNER_ROWS], f"+{more} more runner types"] if more > 0 else rows
 
 
 def gone_lines(previous: Snapshot | None, now: Mapping[str, object]) -> list[str]:

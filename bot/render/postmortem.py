@@ -40,6 +40,7 @@ MAX_TIMELINE = 200  # timeline rows; the earliest are said to be left out
 MAX_CHART_ROWS = 12  # rows of "Queue over time"
 RENOTIFIED = frozenset({"updated", "notified"})  # repeats of the alert: one row per run
 ALL_TYPES = "all runner types"
+CLOCK = "%Y-%m-%d %H:%M"  # UTC, written out: a file has no reader's time zone
 
 # Markdown's special characters each get a backslash (CommonMark allows one before any ASCII
 # punctuation), and so do `://` and `www.`, which GitHub would turn into links.
@@ -82,7 +83,7 @@ def md_escape(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def utc(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M UTC")
+    return f"{_clock(moment)} UTC"
 
 
 def who(user_id: str | None, name: str = "") -> str:
@@ -233,8 +234,7 @@ def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
         )
     if moment.runner_types:
         return f"The queue at its peak, {utc(moment.at)}, and each runner type at its own worst"
-    queued = moment.numbers.max_queue_size
-    said = queued_cell(queued)
+    said = queued_cell(moment.numbers.max_queue_size)
     return (
         f"At its peak, {utc(moment.at)}, the alert said {said} queued, naming no runner type; "
         "each runner type at its own worst"
@@ -320,7 +320,7 @@ def _timeline(incident: Incident, events: Sequence[Event]) -> str:
 
 
 def _clock(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M")
+    return moment.strftime(CLOCK)
 
 
 def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
@@ -364,7 +364,7 @@ def _queue_over_time(incident: Incident, events: Sequence[Event]) -> str:
     row = {at: tuple(point_cell(cells[n].get(at)) for n in series) for at in times}
     changed = [at for i, at in enumerate(times) if i == 0 or row[at] != row[times[i - 1]]]
     kept = _moments(changed, data.peak_at, [e.at for e in actions_taken(events)])
-    shape = "%Y-%m-%d %H:%M"
+    shape = CLOCK
     if len({datetime.fromtimestamp(at, tz=UTC).strftime(shape) for at in kept}) < len(kept):
         shape += ":%S"  # two rows in one minute
     rows = [(datetime.fromtimestamp(at, tz=UTC).strftime(shape), *row[at]) for at in kept]

@@ -11,14 +11,7 @@ from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
 from bot.render import mrkdwn as md
-from bot.render.numbers import (
-    EMPTY,
-    head_figures,
-    queued_said,
-    read_at,
-    type_lines,
-    wait_known,
-)
+from bot.render.numbers import EMPTY, head_figures, queued_said, read_at, type_lines, wait_known
 
 LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
 OVERVIEW_TYPES = 5  # an incident's runner types in its `/queue` line

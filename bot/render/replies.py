@@ -81,7 +81,6 @@ RESOLVED_BY = {
 
 
 PILOT_UNDO, PILOT_PAUSE = "pilot_undo", "pilot_pause"
-MAX_VALUE = 2000  # Slack's limit for a button's value
 
 
 def incident_ref(incident: Incident) -> str:
@@ -378,8 +377,7 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
 
 
 def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rendered:
-    """A one-line reply for something that happened; `detail` is mrkdwn already made safe (a
-    Slack date, say) that follows the escaped text."""
+    """A one-line reply for an event; `detail`: mrkdwn already made safe, after the text."""
     said = md.in_zone(md.escaped(event.text, 2000), event.at)
     line = f"{_EVENT_ICONS.get(event.kind, '•')} {said}"
     line += f" {detail}" if detail else ""
@@ -398,7 +396,7 @@ def pilot_buttons(ref: str, done: ScaleUp, at: datetime) -> dict[str, Any]:
     """Undo (puts the act back at once and pauses the pilot) and Pause pilot, under its act.
     Their value names the act: where it was made (`ref`: an incident's, or `WARNING_REF` and an
     early warning's uid), its time, its runner type (last: any text)."""
-    value = f"{ref}|{at.isoformat()}|{done.runner_type}"[:MAX_VALUE]
+    value = f"{ref}|{at.isoformat()}|{done.runner_type}"[: md.MAX_BUTTON_VALUE]
     undo = md.button("Undo", PILOT_UNDO, value) | {"confirm": _undo_confirm(done)}
     return md.actions([undo, md.button("Pause pilot", PILOT_PAUSE, value)])
 
@@ -408,12 +406,8 @@ def _undo_confirm(done: ScaleUp) -> dict[str, Any]:
     body = (
         f"Put the pilot's +{done.added} on {done.runner_type} back now{': ' + back if back else ''}"
     )
-    return {
-        "title": md.plain("Undo the pilot's act?", 100),
-        "text": md.plain(f"{body}, and pause its pilot until someone resumes it.", 300),
-        "confirm": md.plain("Undo", 30),
-        "deny": md.plain("Keep it", 30),
-    }
+    then = f"{body}, and pause its pilot until someone resumes it."
+    return md.confirm("Undo the pilot's act?", then, "Undo", "Keep it")
 
 
 def _join(*parts: str) -> str:

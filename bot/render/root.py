@@ -275,13 +275,8 @@ def _confirm(incident: Incident) -> dict[str, Any]:
     if (live := still_live(incident)) is not None:
         said = f"Still live: {still_live_said(live)}, and the alert is still firing."
         text, confirm = f"{said} Resolving anyway {closes}", "Resolve anyway"
-    return {
-        "title": md.plain(f"Resolve incident {incident.id}?", 100),
-        "text": md.plain(text, 300),
-        "confirm": md.plain(confirm, 30),
-        "deny": md.plain("Cancel", 30),
-        "style": "danger",
-    }
+    asked = md.confirm(f"Resolve incident {incident.id}?", text, confirm, "Cancel")
+    return asked | {"style": "danger"}
 
 
 def render_still_live(incident: Incident, live: StillLive) -> Rendered:

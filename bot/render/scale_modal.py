@@ -120,8 +120,7 @@ def render_scale_form(
     # the target has no maximum to raise.
     if preview.can_raise_maximum and (capacity is None or capacity.maximum is not None):
         blocks += _raise_maximum_choice(preview)
-    if managed := _managed(preview):
-        blocks.append(md.context([managed]))
+    blocks += _managed(preview)
     if preview.revert_after_s is not None and not preview.cannot_undo:
         after = "the warning" if form.warning else "the incident"
         keep = {
@@ -197,8 +196,7 @@ def render_scale_confirm(
         lines.append(f"Put back {_plan(preview)}, unless someone changes it meanwhile.")
     blocks = [md.section("\n".join(lines))]
     blocks += _against_advice(form, preview)
-    if managed := _managed(preview):
-        blocks.append(md.context([managed]))
+    blocks += _managed(preview)
     blocks.append(md.context([about]))
     return _modal(CONFIRM_VIEW, form, blocks, submit="Scale up")
 
@@ -246,15 +244,16 @@ def _plan(preview: ScalePreview) -> str:
     return f"when {preview.until} or after {duration(timedelta(seconds=after_s))}"
 
 
-def _managed(preview: ScalePreview) -> str:
+def _managed(preview: ScalePreview) -> list[dict[str, Any]]:
     """That the target's own tool (Helm, Argo CD) will put its value back anyway."""
     manager = preview.capacity.managed_by if preview.capacity else None
     if manager is None:
-        return ""
-    return (
+        return []
+    said = (
         f"⚠️ This scale set is managed by {md.escape(manager.describe())}: "
         f"{md.escape(manager.undoes)}, undoing this scale-up whatever is chosen here."
     )
+    return [md.context([said])]
 
 
 def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
@@ -263,13 +262,11 @@ def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
     raise_min = {"text": md.plain("Raise minRunners (the floor)"), "value": RAISE_MIN}
     blocks: list[dict[str, Any]] = []
     if capacity is not None and capacity.at_maximum:
-        blocks.append(
-            md.section(
-                f"⚠️ This scale set is at its maximum ({capacity.maximum} runners): ARC runs "
-                "min(minRunners + assigned jobs, maxRunners), so raising minRunners changes "
-                "nothing."
-            )
+        at_maximum = (
+            f"⚠️ This scale set is at its maximum ({capacity.maximum} runners): ARC runs "
+            "min(minRunners + assigned jobs, maxRunners), so raising minRunners changes nothing."
         )
+        blocks.append(md.section(at_maximum))
     radio = {
         "type": "radio_buttons",
         "action_id": VALUE,
