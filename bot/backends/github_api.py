@@ -251,9 +251,9 @@ class GithubApi:
             sent = self._clock()
             wait = self._blocked_until - sent
             if wait > 0:
-                message = f"GitHub's rate limit: no calls until {_hms(self._blocked_until)} "
-                message += f"(another {wait:.0f} s)"
-                raise BackendError(message, retryable=True, retry_after_s=wait)
+                said = f"GitHub's rate limit: no calls until {_hms(self._blocked_until)} "
+                said += f"(another {wait:.0f} s)"
+                raise BackendError(said, retryable=True, retry_after_s=wait)
             token = await self._auth.token() if self._auth is not None else self._token
             response = await send(token)
             if response.status_code == 401 and self._auth is not None:
@@ -273,15 +273,12 @@ class GithubApi:
         """A 403/429 as GitHub's "Exceeding the rate limit" asks: `retry-after`, else the quota's
         reset, else one to two minutes, doubling; an answer to a call sent before the last limit
         adds none."""
-        headers = response.headers
-        now = self._clock()
+        headers, status, now = response.headers, response.status_code, self._clock()
         retry_after = number_of(headers.get("retry-after"))
         reset = number_of(headers.get("x-ratelimit-reset"))
         exhausted = headers.get("x-ratelimit-remaining") == "0"
         says_secondary = "secondary rate limit" in response.text.lower()
-        if not (
-            says_secondary or exhausted or retry_after is not None or response.status_code == 429
-        ):
+        if not (says_secondary or exhausted or retry_after is not None or status == 429):
             return error_of("GitHub", response)  # a token without the permission
         primary = exhausted and reset is not None and not says_secondary
         new = after_limit or now >= self._blocked_until
@@ -298,12 +295,9 @@ class GithubApi:
             self._limited_at = now
         self._blocked_until = max(self._blocked_until, until)
         which = "rate limit is exhausted" if primary else "secondary rate limit stops calls"
-        return BackendError(
-            f"GitHub's {which} until {_hms(self._blocked_until)}",
-            retryable=True,
-            status=response.status_code,
-            retry_after_s=max(self._blocked_until - now, 0.0),
-        )
+        wait = max(self._blocked_until - now, 0.0)
+        said = f"GitHub's {which} until {_hms(self._blocked_until)}"
+        return BackendError(said, retryable=True, status=status, retry_after_s=wait)
 
     def _observe(self, rate: Rate | None) -> None:
         """Answers may come out of order: within one window the lowest `remaining` stands."""
@@ -417,22 +411,17 @@ class AppInstallationToken:
     async def _find_installation(self, github: httpx.AsyncClient) -> int:
         where = installation_of(self._config)
         if not where:
-            raise BackendError(
-                "the GitHub App's installation is unknown: set GITHUB_APP_INSTALLATION_ID",
-                retryable=False,
-            )
+            said = "the GitHub App's installation is unknown: set GITHUB_APP_INSTALLATION_ID"
+            raise BackendError(said, retryable=False)
         try:
             answer = await self._app_call(github, "GET", where, expect=(200,))
         except BackendError as exc:
             if exc.status != 404:
                 raise
             on = where.removesuffix("/installation").split("/", 2)[-1]
-            raise BackendError(
-                f"the GitHub App is not installed on {on} (GET {where} answered 404): install "
-                "it there, or set GITHUB_APP_INSTALLATION_ID",
-                retryable=False,
-                status=404,
-            ) from None
+            said = f"the GitHub App is not installed on {on} (GET {where} answered 404): install "
+            said += "it there, or set GITHUB_APP_INSTALLATION_ID"
+            raise BackendError(said, retryable=False, status=404) from None
         found = answer.get("id")
         if not isinstance(found, int) or isinstance(found, bool):
             raise BackendError(UNEXPECTED, retryable=True)

@@ -28,14 +28,7 @@ from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.config.models import Cluster, User
 
-from bot.backends.http import (
-    BackendError,
-    Counted,
-    error_of,
-    outcome_of,
-    shortened,
-    unanswered,
-)
+from bot.backends.http import BackendError, Counted, error_of, outcome_of, shortened, unanswered
 from bot.config import SettingsError
 from bot.config.loading import file_variables, secret_settings
 from bot.domain.alerts import time_of
@@ -63,7 +56,6 @@ class KubeAccess:
     def client(
         self, timeout_s: float, transport: httpx.AsyncBaseTransport | None = None
     ) -> AsyncClient:
-        """A client whose calls give up after `timeout_s`."""
         config = self.config._replace(user=self.config.user or User())  # lightkube needs one
         if self.plugin is not None:
             verify = verify_cluster(config.cluster, config.user, config.abs_file)
@@ -105,9 +97,11 @@ def _from_file(path: Path, named_by: str, environ: Mapping[str, str]) -> KubeAcc
     try:
         return from_kubeconfig(path, environ)
     except BackendError as exc:
-        other = "point SCALER_KUBECONFIG at another" if named_by == "SCALER_KUBECONFIG" else (
-            "set SCALER_KUBECONFIG to another"
-        )  # fmt: skip
+        other = (
+            "point SCALER_KUBECONFIG at another"
+            if named_by == "SCALER_KUBECONFIG"
+            else ("set SCALER_KUBECONFIG to another")
+        )
         raise SettingsError(f"{NO_ACCESS} through {named_by}: {exc}. Fix it, or {other}") from None
 
 
@@ -159,10 +153,8 @@ def from_kubeconfig(path: Path, environ: Mapping[str, str]) -> KubeAccess:
     if not isinstance(server, str) or not server.startswith(("https://", "http://")):
         raise wrong(": the cluster has no server")
     if (config.user or User()).auth_provider:
-        raise wrong(
-            ": its user has an auth-provider, which kubectl no longer runs: use an exec plugin or "
-            "a service-account token"
-        )
+        said = ": its user has an auth-provider, which kubectl no longer runs: use an exec plugin "
+        raise wrong(said + "or a service-account token")
     _check_tls(config, f"kubeconfig {path}")
     section = plugins.get(config.context.user) if config.context.user else None
     if section is None:
@@ -326,10 +318,8 @@ class ExecPlugin:
         if not isinstance(printed, dict) or printed.get("kind") != "ExecCredential":
             raise self._failed("printed something other than an ExecCredential")
         if printed.get("apiVersion") != self.api_version:
-            raise self._failed(
-                f"printed an ExecCredential of {str(printed.get('apiVersion'))[:60]}, not of the "
-                f"{self.api_version} its kubeconfig names"
-            )
+            said = f"printed an ExecCredential of {str(printed.get('apiVersion'))[:60]}, not of "
+            raise self._failed(f"{said}the {self.api_version} its kubeconfig names")
         status = printed.get("status") if isinstance(printed.get("status"), dict) else {}
         token = status.get("token")
         if not isinstance(token, str) or not token:
@@ -342,9 +332,8 @@ class ExecPlugin:
         return token, at
 
     def _failed(self, what: str, *, retryable: bool = False) -> CredentialError:
-        return CredentialError(
-            f"the kubeconfig's exec plugin {self.name} {what}", retryable=retryable
-        )
+        said = f"the kubeconfig's exec plugin {self.name} {what}"
+        return CredentialError(said, retryable=retryable)
 
 
 class ExecAuth(httpx.AsyncBaseTransport):
@@ -394,17 +383,14 @@ def exec_plugin(
     if not isinstance(command, str) or not command:
         raise _wrong("its user's exec plugin names no command")
     if version not in EXEC_VERSIONS:
-        raise _wrong(
-            f"its user's exec plugin asks for apiVersion {str(version)[:60]}: queuepilot speaks "
-            f"{' and '.join(EXEC_VERSIONS)} (ask the plugin's maintainers for one of them)"
-        )
+        said = f"its user's exec plugin asks for apiVersion {str(version)[:60]}: queuepilot speaks "
+        said += f"{' and '.join(EXEC_VERSIONS)} (ask the plugin's maintainers for one of them)"
+        raise _wrong(said)
     mode = section.get("interactiveMode") or ("" if version == EXEC_VERSIONS[0] else "IfAvailable")
     if mode not in ("Never", "IfAvailable"):
         said = "gives no interactiveMode" if not mode else f"asks for interactiveMode {mode}"[:80]
-        raise _wrong(
-            f"its user's exec plugin {said}: set interactiveMode: Never (queuepilot runs the "
-            "plugin with no terminal to prompt on)"
-        )
+        said = f"its user's exec plugin {said}: set interactiveMode: Never (queuepilot runs the "
+        raise _wrong(said + "plugin with no terminal to prompt on)")
     args, env = section.get("args") or [], section.get("env") or []
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise _wrong("its user's exec args are not a list of strings")

@@ -40,13 +40,14 @@ class Silencer:
     """Alertmanager's API v2, which Grafana serves for its own Alertmanager (its service account
     needs `alert.silences:create`, `:write` and `:read`: the Editor role)."""
 
+    # `created_status`: Alertmanager answers 200 to a new silence; Grafana 202.
     def __init__(
         self,
         name: str,
         api_url: str,
         *,
         headers: Mapping[str, str] | None = None,
-        created_status: int = 200,  # Alertmanager answers 200 to a new silence; Grafana 202
+        created_status: int = 200,
         timeout_s: float = 10.0,
         client: httpx.AsyncClient | None = None,
         counted: Counted = uncounted,
@@ -107,7 +108,6 @@ class Silencer:
 
 
 def alertmanager_silencer(url: str, **options: Any) -> Silencer:
-    """`options`: `Silencer`'s timeout, client and counter."""
     return Silencer("Alertmanager", url.rstrip("/") + "/api/v2", **options)
 
 

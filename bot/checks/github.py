@@ -73,20 +73,16 @@ async def _sizing(settings: Settings, api: GithubApi) -> Finding:
     except BackendError as exc:
         return fail(SUBJECT, f"listing the runs: {exc}")
     share, interval = settings.github_reading_share, settings.metrics_interval_seconds
+    runs, first = f"{size.runs} runs queued or in progress", size.pages + size.runs
     if settings.github_webhook_secret is not None:
-        return ok(
-            SUBJECT,
-            f"{size.runs} runs queued or in progress: with GITHUB_WEBHOOK_SECRET the readings "
-            f"come from GitHub's workflow_job deliveries at no request (every {interval} s); "
-            f"polling only reconciles, every {duration(timedelta(seconds=RECONCILE_S))}, about "
-            f"{size.pages} listing pages and the runs a missed delivery left wrong (the first "
-            f"reads every run's jobs once, {size.pages + size.runs})",
-        )
-    cost = (
-        f"{size.runs} runs queued or in progress: a reading costs about {size.cost} requests "
-        f"({size.pages} listing pages and the runs that changed since the last; the first after "
-        f"a start reads every run's jobs, {size.pages + size.runs})"
-    )
+        said = f"{runs}: with GITHUB_WEBHOOK_SECRET the readings come from GitHub's workflow_job "
+        said += f"deliveries at no request (every {interval} s); polling only reconciles, every "
+        said += f"{duration(timedelta(seconds=RECONCILE_S))}, about {size.pages} listing pages "
+        said += "and the runs a missed delivery left wrong (the first reads every run's jobs "
+        return ok(SUBJECT, f"{said}once, {first})")
+    cost = f"{runs}: a reading costs about {size.cost} requests ({size.pages} listing pages and "
+    cost += "the runs that changed since the last; the first after a start reads every run's "
+    cost += f"jobs, {first})"
     if size.every_s is None:
         return ok(SUBJECT, f"{cost}; GitHub states no rate limit: a reading every {interval} s")
     every = duration(timedelta(seconds=max(size.every_s, interval)))
@@ -101,11 +97,8 @@ def _quota(body: object) -> Finding:
     left, limit = int(core.get("remaining", 0)), int(core.get("limit", 0))
     quota = f"{left} of {limit} API calls left this hour"
     if limit and left < LOW_QUOTA * limit:
-        return warn(
-            SUBJECT,
-            f"the token works, but {quota}: something else spends its quota",
-            "give queuepilot a token of its own",
-        )
+        said = f"the token works, but {quota}: something else spends its quota"
+        return warn(SUBJECT, said, "give queuepilot a token of its own")
     return ok(SUBJECT, f"the token works: {quota}")
 
 
@@ -199,9 +192,8 @@ async def probe_hud(settings: Settings) -> list[Finding]:
         try:
             if settings.metrics_backend is MetricsBackend.HUD:
                 types = len((await hud.read(now=now)).runner_types)
-                findings.append(
-                    ok(HUD, f"{settings.hud_query}: {types} runner types with jobs queued now")
-                )
+                said = f"{settings.hud_query}: {types} runner types with jobs queued now"
+                findings.append(ok(HUD, said))
             if settings.jobs_backend in (JobsBackend.HUD, JobsBackend.AUTO):
                 listing = await hud.queued_jobs(now=now)
                 findings.append(ok(HUD, f"queued_jobs: {len(listing.jobs)} jobs queued now"))

@@ -43,22 +43,12 @@ def findings(heard: dict[str, tuple[int, float]], now: float) -> list[Finding]:
         )
         found.append(ok(SUBJECT, f"in the last hour: {kinds}"))
     if not any(is_job_kind(kind) for kind in heard):
-        found.append(
-            warn(
-                SUBJECT,
-                "no workflow_job delivery in the last hour: is the webhook on the org or repo, "
-                f"sending Workflow jobs, to {ENDPOINT}?",
-                SET_UP,
-            )
-        )
+        said = "no workflow_job delivery in the last hour: is the webhook on the org or repo, "
+        found.append(warn(SUBJECT, f"{said}sending Workflow jobs, to {ENDPOINT}?", SET_UP))
     others = sorted(kind for kind in heard if kind != PING and not is_job_kind(kind))
     if others:
-        found.append(
-            warn(
-                SUBJECT,
-                f"subscribed to more than queuepilot reads: {', '.join(others)} (only "
-                "workflow_job is read; the rest is answered and ignored)",
-                "in the webhook's settings, let it send individual events: Workflow jobs only",
-            )
-        )
+        said = f"subscribed to more than queuepilot reads: {', '.join(others)} (only "
+        said += "workflow_job is read; the rest is answered and ignored)"
+        fix = "in the webhook's settings, let it send individual events: Workflow jobs only"
+        found.append(warn(SUBJECT, said, fix))
     return found

@@ -30,6 +30,15 @@ SEES = {
     CADVISOR: "CPU throttling, memory near its limit",
     NODE_EXPORTER: "runner nodes whose disks are saturated, OOM kills of pods ARC deleted",
 }
+CUSTOM_EMPTY = (
+    'try those queries in Prometheus\'s UI; for a field with no such number, set its query to ""'
+)
+NO_EVENT = "ARC's job metrics appear after a listener's first job event"
+NO_EVENT_FIX = (
+    "nothing to do if no job ran since the listeners started; else check that the listeners' "
+    "metrics are scraped"
+)
+DAY_LATER = "they compare with the same hour a day before, and fill in after a day of scraping"
 NO_POD = (
     "no ARC runner pod in the last 30 min (named <runner set>-runner-…, owned by an "
     "EphemeralRunner)"
@@ -59,14 +68,10 @@ async def probe(settings: Settings) -> list[Finding]:
     for field, answer in answers.items():
         types[field] = sorted({metrics.runner_type(labels) for labels, _ in answer} - {""})
         if answer and not types[field]:
-            findings.append(
-                fail(
-                    SUBJECT,
-                    f"{field} returns series without the {label!r} label",
-                    f"set PROMETHEUS_RUNNER_TYPE_LABEL to the label naming the runner type, or "
-                    f"keep {label!r} in the query (sum by ({label}) (…))",
-                )
-            )
+            fix = "set PROMETHEUS_RUNNER_TYPE_LABEL to the label naming the runner type, or "
+            fix += f"keep {label!r} in the query (sum by ({label}) (…))"
+            said = f"{field} returns series without the {label!r} label"
+            findings.append(fail(SUBJECT, said, fix))
             del types[field]
     found = _answered(settings, types) + _targets(settings, types) + pods
     return findings + found + _asked(settings, metrics)
@@ -115,12 +120,9 @@ def _answered(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
     for field, seen in types.items():
         if seen:
             by_types.setdefault(tuple(seen), []).append(field)
+    plural = {seen: "s" * (len(seen) != 1) for seen in by_types}
     findings = [
-        ok(
-            SUBJECT,
-            f"{', '.join(fields)}: {len(seen)} runner type{'s' * (len(seen) != 1)} "
-            f"({_shown(seen)})",
-        )
+        ok(SUBJECT, f"{', '.join(fields)}: {len(seen)} runner type{plural[seen]} ({_shown(seen)})")
         for seen, fields in by_types.items()
     ]
     custom = [f for f in empty if f in settings.prometheus_queries]
@@ -128,28 +130,10 @@ def _answered(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
     later = [f for f in empty if f in DAY_BEFORE and f not in custom]
     events = [f for f in empty if f not in (*custom, *gauges, *later)]
     said = [
-        (
-            custom,
-            Verdict.WARN,
-            "no series for {} (PROMETHEUS_QUERIES)",
-            "try those queries in Prometheus's UI; for a field with no such number, set its query "
-            'to ""',
-        ),
+        (custom, Verdict.WARN, "no series for {} (PROMETHEUS_QUERIES)", CUSTOM_EMPTY),
         (gauges, Verdict.WARN, "no series for ARC's listener gauges {}", SCRAPE_ARC),
-        (
-            events,
-            Verdict.WARN,
-            "no series yet for {}: ARC's job metrics appear after a listener's first job event",
-            "nothing to do if no job ran since the listeners started; else check that the "
-            "listeners' metrics are scraped",
-        ),
-        (
-            later,
-            Verdict.OK,
-            "no data yet for {}: they compare with the same hour a day before, and fill "
-            "in after a day of scraping",
-            "",
-        ),
+        (events, Verdict.WARN, "no series yet for {}: " + NO_EVENT, NO_EVENT_FIX),
+        (later, Verdict.OK, "no data yet for {}: " + DAY_LATER, ""),
     ]
     return findings + [
         Finding(verdict, SUBJECT, detail.format(", ".join(fields)), fix)
@@ -163,16 +147,12 @@ def _targets(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
     seen = {runner_type for found in types.values() for runner_type in found}
     if not seen or settings.scaler_backend is ScalerBackend.NONE:
         return []
-    suffix = settings.prometheus_name_suffix
+    fix = f"its scale set's series are named by the {settings.prometheus_runner_type_label!r} "
+    fix += f"label (less PROMETHEUS_NAME_SUFFIX, {settings.prometheus_name_suffix}): give its "
+    fix += "scale set in RUNNER_SCALE_SETS if its name is not the derived one; the series seen "
+    fix += f"are {_shown(sorted(seen))}"
     return [
-        warn(
-            SUBJECT,
-            f"scale target {runner_type!r} has no series in Prometheus",
-            f"its scale set's series are named by the {settings.prometheus_runner_type_label!r} "
-            f"label (less PROMETHEUS_NAME_SUFFIX, {suffix}): give its scale set in "
-            f"RUNNER_SCALE_SETS if its name is not the derived one; the series seen are "
-            f"{_shown(sorted(seen))}",
-        )
+        warn(SUBJECT, f"scale target {runner_type!r} has no series in Prometheus", fix)
         for runner_type in settings.scaler_targets
         if runner_type not in seen
     ]

@@ -26,6 +26,11 @@ NO_PERSISTENCE = (
     "turn on AOF (appendonly yes) or RDB snapshots (save 3600 1 300 100 60 10000); on a managed "
     "Redis, its persistence or backup setting"
 )
+EVICTION_FIX = (
+    "set maxmemory-policy noeviction (CONFIG SET and redis.conf, or the managed Redis's "
+    "parameter group); when full, Redis then refuses writes and the webhook answers 503, "
+    "so Grafana and Alertmanager send again"
+)
 
 
 async def probe(settings: Settings, redis: Redis) -> list[Finding]:
@@ -50,12 +55,9 @@ async def probe(settings: Settings, redis: Redis) -> list[Finding]:
 def _version(version: str, where: str) -> Finding:
     numbers = tuple(int(re.sub(r"\D", "", part) or 0) for part in version.split(".")[:3])
     if numbers < MIN_VERSION:
-        return fail(
-            SUBJECT,
-            f"Redis {version} at {where} is too old: queuepilot needs 6.2 or newer (XAUTOCLAIM, "
-            "with which a replica takes over a crashed one's notifications)",
-            "upgrade Redis to 6.2 or newer (7.x recommended)",
-        )
+        said = f"Redis {version} at {where} is too old: queuepilot needs 6.2 or newer (XAUTOCLAIM, "
+        said += "with which a replica takes over a crashed one's notifications)"
+        return fail(SUBJECT, said, "upgrade Redis to 6.2 or newer (7.x recommended)")
     return ok(SUBJECT, f"Redis {version} at {where}")
 
 
@@ -63,20 +65,14 @@ async def _role(redis: Redis, wait_replicas: int) -> Finding:
     replication = await redis.info("replication")
     role = replication.get("role", "master")
     if role != "master":
-        return fail(
-            SUBJECT,
-            f"REDIS_URL reaches a {role}, which refuses writes",
-            "point REDIS_URL at the master, or use Sentinel (REDIS_SENTINELS), which finds it",
-        )
+        fix = "point REDIS_URL at the master, or use Sentinel (REDIS_SENTINELS), which finds it"
+        return fail(SUBJECT, f"REDIS_URL reaches a {role}, which refuses writes", fix)
     replicas = int(replication.get("connected_slaves", 0))
     if replicas < wait_replicas:
-        return warn(
-            SUBJECT,
-            f"REDIS_WAIT_REPLICAS is {wait_replicas}, but {replicas} replica"
-            f"{'s are' if replicas != 1 else ' is'} connected: accepted notifications are "
-            "answered without waiting for a copy",
-            "connect the replicas (replicaof), or lower REDIS_WAIT_REPLICAS",
-        )
+        said = f"REDIS_WAIT_REPLICAS is {wait_replicas}, but {replicas} replica"
+        said += f"{'s are' if replicas != 1 else ' is'} connected: accepted notifications are "
+        said += "answered without waiting for a copy"
+        return warn(SUBJECT, said, "connect the replicas (replicaof), or lower REDIS_WAIT_REPLICAS")
     copies = f", {replicas} replica{'s' if replicas != 1 else ''} connected" if replicas else ""
     return ok(SUBJECT, f"role master{copies}")
 
@@ -88,25 +84,15 @@ async def _persistence(redis: Redis) -> Finding:
         return ok(SUBJECT, "persistence: AOF" + (f" (appendfsync {fsync})" if fsync else ""))
     save = await _config(redis, "save")
     if save is None:
-        return warn(
-            SUBJECT,
-            "persistence unknown: AOF is off and Redis refused CONFIG GET save (a managed Redis "
-            "or an ACL); without snapshots either, a restart loses accepted notifications and "
-            "open incidents",
-            "make sure RDB snapshots or AOF are on: " + NO_PERSISTENCE,
-        )
+        said = "persistence unknown: AOF is off and Redis refused CONFIG GET save (a managed Redis "
+        said += "or an ACL); without snapshots either, a restart loses accepted notifications and "
+        said += "open incidents"
+        return warn(SUBJECT, said, "make sure RDB snapshots or AOF are on: " + NO_PERSISTENCE)
     if not save.strip():
-        return warn(
-            SUBJECT,
-            "no persistence (AOF off, no RDB snapshots): works, but a restart loses accepted "
-            "notifications and open incidents",
-            NO_PERSISTENCE,
-        )
-    return ok(
-        SUBJECT,
-        f"persistence: RDB snapshots (save {save}); a crash loses the changes since the last "
-        "one (appendonly yes keeps them)",
-    )
+        said = "no persistence (AOF off, no RDB snapshots): works, but a restart loses accepted "
+        return warn(SUBJECT, said + "notifications and open incidents", NO_PERSISTENCE)
+    said = f"persistence: RDB snapshots (save {save}); a crash loses the changes since the last "
+    return ok(SUBJECT, said + "one (appendonly yes keeps them)")
 
 
 async def _memory(redis: Redis) -> Finding:
@@ -116,24 +102,15 @@ async def _memory(redis: Redis) -> Finding:
     if not limit:
         return ok(SUBJECT, f"memory: no maxmemory, {info.get('used_memory_human', '?')} used")
     if policy != "noeviction":
-        return fail(
-            SUBJECT,
-            f"maxmemory-policy {policy} with maxmemory {info.get('maxmemory_human', limit)}: "
-            "Redis may evict open incidents, accepted notifications and the leases that keep "
-            "two replicas from posting twice",
-            "set maxmemory-policy noeviction (CONFIG SET and redis.conf, or the managed Redis's "
-            "parameter group); when full, Redis then refuses writes and the webhook answers 503, "
-            "so Grafana and Alertmanager send again",
-        )
-    used = int(info.get("used_memory", 0) or 0)
-    share = used / limit
+        said = f"maxmemory-policy {policy} with maxmemory {info.get('maxmemory_human', limit)}: "
+        said += "Redis may evict open incidents, accepted notifications and the leases that keep "
+        said += "two replicas from posting twice"
+        return fail(SUBJECT, said, EVICTION_FIX)
+    share = int(info.get("used_memory", 0) or 0) / limit
     if share >= FULL_SHARE:
-        return warn(
-            SUBJECT,
-            f"memory {share:.0%} of maxmemory used: when full, writes are refused and webhooks "
-            "answer 503",
-            "raise maxmemory, or shorten INCIDENT_RETENTION_DAYS",
-        )
+        said = f"memory {share:.0%} of maxmemory used: when full, writes are refused and webhooks "
+        fix = "raise maxmemory, or shorten INCIDENT_RETENTION_DAYS"
+        return warn(SUBJECT, said + "answer 503", fix)
     return ok(SUBJECT, f"memory: noeviction, {share:.0%} of maxmemory used")
 
 
@@ -155,30 +132,22 @@ async def _sentinels(target: SentinelTarget) -> Finding:
     named = {address for address, _ in answers if address}
     problems = [problem for _, problem in answers if problem]
     if not named:
-        return fail(
-            SUBJECT,
-            f"no Sentinel names a master {target.master!r}: {problems[0]}",
-            "check REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_SENTINEL_PASSWORD",
-        )
+        fix = "check REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_SENTINEL_PASSWORD"
+        return fail(SUBJECT, f"no Sentinel names a master {target.master!r}: {problems[0]}", fix)
     if len(named) > 1:
-        return fail(
-            SUBJECT,
-            f"the Sentinels disagree on master {target.master!r}: {', '.join(sorted(named))}",
-            "wait for the failover to settle; if it lasts, check the Sentinels' quorum",
-        )
-    master = named.pop()
-    count = len(target.sentinels)
+        said = f"the Sentinels disagree on master {target.master!r}: {', '.join(sorted(named))}"
+        fix = "wait for the failover to settle; if it lasts, check the Sentinels' quorum"
+        return fail(SUBJECT, said, fix)
+    master, count = named.pop(), len(target.sentinels)
     if problems:
-        return warn(
-            SUBJECT,
-            f"{count - len(problems)} of {count} Sentinels name {master} as master "
-            f"{target.master!r}; the others: {problems[0]}",
-            "a failover needs a quorum of Sentinels: bring the others back",
-        )
+        said = f"{count - len(problems)} of {count} Sentinels name {master} as master "
+        said += f"{target.master!r}; the others: {problems[0]}"
+        return warn(SUBJECT, said, "a failover needs a quorum of Sentinels: bring the others back")
     return ok(SUBJECT, f"all {count} Sentinels name {master} as master {target.master!r}")
 
 
 async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str, str]:
+    # One try: a Sentinel that is down says so at once, not after seconds of backoff.
     client = Redis(
         host=host,
         port=port,
@@ -186,7 +155,6 @@ async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str,
         socket_timeout=2,
         socket_connect_timeout=2,
         decode_responses=True,
-        # One try: a Sentinel that is down says so at once, not after seconds of backoff.
         retry=Retry(NoBackoff(), 0),
     )
     try:

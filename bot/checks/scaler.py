@@ -19,7 +19,7 @@ from bot.config import ScalerBackend, Settings, SettingsError
 from bot.domain.scaling import ScaleTarget
 from bot.factory import build_scaler, scale_targets
 
-KUBERNETES, SQS, ASG = "kubernetes", "sqs", "aws-asg"
+KUBERNETES, SQS, ASG, SCALING = "kubernetes", "sqs", "aws-asg", "scaling"
 GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
 VERBS = ("get", "patch")
 ROLE_PENDING = "QUEUEPILOT_ROLE_PENDING"
@@ -50,14 +50,9 @@ def scaling(settings: Settings) -> list[Finding]:
         return []
     found = []
     if not settings.scale_allowed_users:
-        found.append(
-            fail(
-                "scaling",
-                f"SCALER_BACKEND is {settings.scaler_backend.value} but SCALE_ALLOWED_USERS is "
-                "empty: nobody can scale (every Scale up is refused)",
-                ALLOW,
-            )
-        )
+        said = f"SCALER_BACKEND is {settings.scaler_backend.value} but SCALE_ALLOWED_USERS is "
+        said += "empty: nobody can scale (every Scale up is refused)"
+        found.append(fail(SCALING, said, ALLOW))
     for target in scale_targets(settings).values():
         found += _ceiling(settings, target)
     return found
@@ -73,41 +68,27 @@ def _ceiling(settings: Settings, target: ScaleTarget) -> list[Finding]:
             return []
         # RBAC's patch takes the whole object: the chart's admission policy, holding the token
         # to each set's ceiling, is the one bound outside the bot, and it needs the ceiling.
-        return [
-            warn(
-                "scaling",
-                f"{runner_type}: no ceiling: nothing outside the bot bounds what its token may "
-                f"set on {target.target} (the chart's admission policy, which holds each scale "
-                "set to its ceiling, requires one)",
-                f'give {entry} a "ceiling", the most runners its scale set should ever have '
-                f'(e.g. "ceiling": {max(target.cap, 40)}); the chart renders the same entry '
-                "into its admission policy",
-            )
-        ]
+        said = f"{runner_type}: no ceiling: nothing outside the bot bounds what its token may "
+        said += f"set on {target.target} (the chart's admission policy, which holds each scale "
+        fix = f'give {entry} a "ceiling", the most runners its scale set should ever have '
+        said += "set to its ceiling, requires one)"
+        fix += f'(e.g. "ceiling": {max(target.cap, 40)}); the chart renders the same entry '
+        return [warn(SCALING, said, fix + "into its admission policy")]
     found = []
+    raise_it = f'at most {ceiling}, or raise its "ceiling"'
     if target.cap > ceiling:
         cap = (
             "its cap"
             if settings.scaler_targets[runner_type].cap
-            else f"SCALE_DEFAULT_CAP ({settings.scale_default_cap})"
+            else (f"SCALE_DEFAULT_CAP ({settings.scale_default_cap})")
         )
-        found.append(
-            fail(
-                "scaling",
-                f"{runner_type}: {cap}, the most one request may add, is {target.cap}, above "
-                f"its ceiling of {ceiling}: a request for the cap is always refused",
-                f'set {entry} "cap" to at most {ceiling}, or raise its "ceiling"',
-            )
-        )
+        said = f"{runner_type}: {cap}, the most one request may add, is {target.cap}, above "
+        said += f"its ceiling of {ceiling}: a request for the cap is always refused"
+        found.append(fail(SCALING, said, f'set {entry} "cap" to {raise_it}'))
     if target.pilot is not None and target.pilot.up_to > ceiling:
-        found.append(
-            warn(
-                "scaling",
-                f"{runner_type}: its pilot's up_to, {target.pilot.up_to} runners, is above its "
-                f"ceiling of {ceiling}: the pilot's acts past the ceiling would be refused",
-                f'lower {entry} "pilot" "up_to" to at most {ceiling}, or raise its "ceiling"',
-            )
-        )
+        said = f"{runner_type}: its pilot's up_to, {target.pilot.up_to} runners, is above its "
+        said += f"ceiling of {ceiling}: the pilot's acts past the ceiling would be refused"
+        found.append(warn(SCALING, said, f'lower {entry} "pilot" "up_to" to {raise_it}'))
     return found
 
 
@@ -140,12 +121,9 @@ async def _target(
         return _refused(exc, access, shown)
     denied = " or ".join(verb for verb, yes in allowed.items() if not yes)
     if denied and pending == namespace:
-        return warn(
-            KUBERNETES,
-            f"{shown}: may not {denied} {RESOURCE}.{GROUP} yet: the chart's Role "
-            f"in {namespace} is applied by this upgrade",
-            "`helm test` checks it once the upgrade is done",
-        )
+        said = f"{shown}: may not {denied} {RESOURCE}.{GROUP} yet: the chart's Role in {namespace} "
+        said += "is applied by this upgrade"
+        return warn(KUBERNETES, said, "`helm test` checks it once the upgrade is done")
     if denied:
         fix = RBAC.format(namespace=namespace, name=name, runner_type=target.runner_type)
         return fail(KUBERNETES, f"{shown}: may not {denied} {RESOURCE}.{GROUP}", fix)
@@ -159,11 +137,9 @@ async def _target(
     assert capacity is not None
     bounds = f"minRunners {capacity.minimum}, maxRunners {capacity.maximum or 'unset'}"
     if capacity.maximum is not None and (capacity.minimum or 0) > capacity.maximum:
-        return fail(
-            KUBERNETES,
-            f"{shown}: {bounds}: minRunners above maxRunners",
-            f"set minRunners to at most maxRunners (kubectl edit {RESOURCE} -n {namespace} {name})",
-        )
+        fix = f"set minRunners to at most maxRunners (kubectl edit {RESOURCE} -n {namespace} "
+        fix += f"{name})"
+        return fail(KUBERNETES, f"{shown}: {bounds}: minRunners above maxRunners", fix)
     now = f", {capacity.current} runners now" if capacity.current is not None else ""
     return ok(KUBERNETES, f"{shown}: get and patch allowed; {bounds}{now}")
 
@@ -223,18 +199,12 @@ async def probe_sqs(settings: Settings) -> list[Finding]:
 
 def _sqs_refused(queue: str, said: str) -> Finding:
     if "AccessDenied" in said:
-        return warn(
-            SQS,
-            f"queue {queue} not read: {said}",
-            "nothing to do if the bot's role has sqs:SendMessage on it (all it needs); "
-            "sqs:GetQueueAttributes lets this check see the queue",
-        )
+        fix = "nothing to do if the bot's role has sqs:SendMessage on it (all it needs); "
+        fix += "sqs:GetQueueAttributes lets this check see the queue"
+        return warn(SQS, f"queue {queue} not read: {said}", fix)
     if any(gone in said for gone in ("NonExistentQueue", "QueueDoesNotExist")):
-        return fail(
-            SQS,
-            f"queue {queue}: {said}",
-            "set SCALER_SQS_QUEUE_URL to the scale-up queue's URL (…/<environment>-queued-builds)",
-        )
+        fix = "set SCALER_SQS_QUEUE_URL to the scale-up queue's URL (…/<environment>-queued-builds)"
+        return fail(SQS, f"queue {queue}: {said}", fix)
     return fail(SQS, said, CREDENTIALS)
 
 

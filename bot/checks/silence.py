@@ -51,17 +51,14 @@ async def _grafana(grafana: Silencer, where: str) -> list[Finding]:
     if created.status_code == 400:
         # Grafana's route admits create or write rights before it reads the body; which of the
         # two, and the rights on each rule's folder, it checks only on a real silence.
-        findings.append(
-            ok(SUBJECT, "the token may create or edit silences (folder rights: per silence)")
-        )
-    else:  # an empty silence taken: no Grafana does; take it back
-        silence_id = str(json_object(created, "Grafana").get("silenceID") or "")
-        if silence_id:
-            await grafana.expire(silence_id)
-        findings.append(
-            warn(SUBJECT, f"Grafana took an empty silence ({silence_id or 'no ID'}), expired again")
-        )
-    return findings
+        said = "the token may create or edit silences (folder rights: per silence)"
+        return [*findings, ok(SUBJECT, said)]
+    # An empty silence taken: no Grafana does; take it back.
+    silence_id = str(json_object(created, "Grafana").get("silenceID") or "")
+    if silence_id:
+        await grafana.expire(silence_id)
+    said = f"Grafana took an empty silence ({silence_id or 'no ID'}), expired again"
+    return [*findings, warn(SUBJECT, said)]
 
 
 def _grafana_refused(exc: BackendError, where: str, what: str) -> Finding:
@@ -84,13 +81,8 @@ async def _alertmanager(alertmanager: Silencer, where: str) -> list[Finding]:
         return [fail(SUBJECT, f"Alertmanager at {where}: {exc}", fix)]
     version = _get(status, "versionInfo", "version") or "?"
     cluster = _get(status, "cluster", "status") or "?"
-    return [
-        ok(
-            SUBJECT,
-            f"Alertmanager {version} at {where}: cluster {cluster}, reads silences "
-            f"({_active(listed)} active)",
-        )
-    ]
+    said = f"Alertmanager {version} at {where}: cluster {cluster}, reads silences "
+    return [ok(SUBJECT, f"{said}({_active(listed)} active)")]
 
 
 def _active(response: httpx.Response) -> int:

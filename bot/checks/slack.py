@@ -97,29 +97,21 @@ async def probe(settings: Settings) -> list[Finding]:
 
 def _refused_token(error: str, api_url: str) -> Finding:
     if error in TOKEN_REFUSED:
-        return fail(
-            SUBJECT,
-            f"auth.test refused SLACK_BOT_TOKEN: {error}",
-            "set SLACK_BOT_TOKEN to the Bot User OAuth Token (xoxb-…) under OAuth & "
-            "Permissions of the app installed in your workspace",
-        )
+        fix = "set SLACK_BOT_TOKEN to the Bot User OAuth Token (xoxb-…) under OAuth & "
+        fix += "Permissions of the app installed in your workspace"
+        return fail(SUBJECT, f"auth.test refused SLACK_BOT_TOKEN: {error}", fix)
     if error == "ratelimited":
         return warn(SUBJECT, "auth.test was rate-limited: not checked", "run the check again")
-    return fail(
-        SUBJECT,
-        f"auth.test at {api_url}: {error}",
-        "SLACK_API_URL must be Slack's Web API (https://slack.com/api/), reachable from here",
-    )
+    fix = "SLACK_API_URL must be Slack's Web API (https://slack.com/api/), reachable from here"
+    return fail(SUBJECT, f"auth.test at {api_url}: {error}", fix)
 
 
 def _identity(data: Mapping[str, Any]) -> Finding:
     who = f"@{data.get('user', '?')} ({data.get('user_id', '?')})"
     if not data.get("bot_id"):
-        return fail(
-            SUBJECT,
-            f"SLACK_BOT_TOKEN is {who}'s user token, not the app's bot token",
-            "use the Bot User OAuth Token (xoxb-…) under OAuth & Permissions",
-        )
+        said = f"SLACK_BOT_TOKEN is {who}'s user token, not the app's bot token"
+        fix = "use the Bot User OAuth Token (xoxb-…) under OAuth & Permissions"
+        return fail(SUBJECT, said, fix)
     return ok(SUBJECT, f"auth.test: {who} in {data.get('team', '?')} ({data.get('team_id', '?')})")
 
 

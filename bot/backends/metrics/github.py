@@ -80,8 +80,8 @@ class GithubMetrics:
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         if self._record is not None:
-            fed = await self._fed(self._record, now)
-            live = [job for job in fed.jobs if not is_ghost(job, fed.runs)]
+            fed, jobs = await self._fed(self._record, now)
+            live = [job for job in jobs if not is_ghost(job, fed.runs)]
             return fleet_of(live, fed.runners, now=now, every_job_listed=fed.complete, fed=True)
         async with self._reading:
             listed, runners = await all_or_none([self._runs(), self._runners()])
@@ -99,10 +99,10 @@ class GithubMetrics:
         """The last reading's jobs while it stands; past it, the runs and their jobs read again.
         Fed by deliveries: the record's jobs, and those finished in the last RECONCILE_S."""
         if self._record is not None:
-            fed = await self._fed(self._record, now)
+            fed, jobs = await self._fed(self._record, now)
             at = now.timestamp()
             done = self._ours(await self._record.done(at - RECONCILE_S, at))
-            return queued_jobs_of(fed.runs, fed.jobs + done, complete=fed.complete)
+            return queued_jobs_of(fed.runs, jobs + done, complete=fed.complete)
         async with self._reading:
             last = self._last
             if last is None or now.timestamp() >= last.until:
@@ -197,10 +197,12 @@ class GithubMetrics:
         self._last = Last(runs, Listing(items, complete), at + every)
         return self._last
 
-    async def _fed(self, record: JobRecord, now: datetime) -> Fed:
-        """The record's jobs still to finish, reconciled first when due. A failed reconcile is
-        retried RECONCILE_S later, the record standing meanwhile (the first one must succeed:
-        the runners come from it)."""
+    async def _fed(
+        self, record: JobRecord, now: datetime
+    ) -> tuple[Reconciled, list[dict[str, Any]]]:
+        """The last reconcile (run first when due) and the record's jobs still to finish. A failed
+        reconcile is retried RECONCILE_S later, the record standing meanwhile (the first one must
+        succeed: the runners come from it)."""
         async with self._reading:
             last = self._reconciled
             if last is None or now.timestamp() >= last.until:
@@ -213,7 +215,7 @@ class GithubMetrics:
                     last = last._replace(until=now.timestamp() + RECONCILE_S)
                 self._reconciled = last
             jobs = self._ours(await record.live())
-        return Fed(last.runs, last.runners, jobs, last.complete)
+        return last, jobs
 
     async def _reconcile(self, record: JobRecord, now: datetime) -> Reconciled:
         """The runs and runners listed; the jobs read of each run the record may have wrong (see
@@ -349,13 +351,6 @@ class Reconciled(NamedTuple):
     runners: list[Any]
     complete: bool  # every queued and running run listed, and each run read in full
     until: float
-
-
-class Fed(NamedTuple):
-    runs: dict[Any, dict[str, Any]]
-    runners: list[Any]
-    jobs: list[dict[str, Any]]
-    complete: bool
 
 
 class Known(NamedTuple):

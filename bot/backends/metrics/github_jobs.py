@@ -54,11 +54,8 @@ def fleet_of(
     for runner in runners:
         if not isinstance(runner, dict):
             continue
-        listed = runner.get("labels")
-        listed = listed if isinstance(listed, list) else []
-        labels = {
-            str(label.get("name", "")).casefold() for label in listed if isinstance(label, dict)
-        }
+        listed = runner.get("labels") if isinstance(runner.get("labels"), list) else []
+        labels = {str(n.get("name", "")).casefold() for n in listed if isinstance(n, dict)}
         state = "busy" if runner.get("busy") is True else "idle"
         state = state if runner.get("status") == "online" else "offline"
         for label in labels & set(folded):
@@ -111,14 +108,8 @@ def queued_jobs_of(
         else:
             found.append(queued)
     note = f"{unreadable} unreadable GitHub jobs left out" if unreadable else ""
-    return JobsListing(
-        tuple(found),
-        ghosts,
-        complete and not unreadable,
-        note,
-        finished=tuple(finished),
-        runners=runners,
-    )
+    whole = complete and not unreadable
+    return JobsListing(tuple(found), ghosts, whole, note, finished=tuple(finished), runners=runners)
 
 
 def is_ghost(job: Any, runs: Mapping[Any, Any]) -> bool:

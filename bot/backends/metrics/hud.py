@@ -77,9 +77,8 @@ class HudMetrics:
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         jobs, skipped = job_rows(await self._rows(JOBS_QUERY, {}), now=now)
-        return JobsListing(
-            tuple(jobs), complete=not skipped, note=_note(skipped), listed_over_mins=self._jobs_over
-        )
+        note, over = _note(skipped), self._jobs_over
+        return JobsListing(tuple(jobs), complete=not skipped, note=note, listed_over_mins=over)
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
         times = {"startTime": _hud_time(start), "stopTime": _hud_time(end)}
@@ -91,10 +90,8 @@ class HudMetrics:
         # `parameters` is required (the route JSON-parses it): at least "{}".
         shown = json.dumps(parameters, separators=(",", ":"))
         path, params = f"/api/clickhouse/{query}", {"parameters": shown}
-        response = await request(
-            self._client, HUD, "GET", path, counted=self._counted, params=params
-        )
-        return json_of(response, HUD)
+        answer = await request(self._client, HUD, "GET", path, counted=self._counted, params=params)
+        return json_of(answer, HUD)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -107,9 +104,8 @@ def _note(skipped: int) -> str:
 def _each(rows: Any, read: Callable[[dict[str, Any]], T | None]) -> tuple[list[T], int]:
     """What `read` makes of each row, and how many rows it could not read (left out)."""
     if not isinstance(rows, list):
-        raise BackendError(
-            f"{HUD} answered with something that is not a list of rows", retryable=True
-        )
+        message = f"{HUD} answered with something that is not a list of rows"
+        raise BackendError(message, retryable=True)
     found = [read(row) if isinstance(row, dict) else None for row in rows]
     return [item for item in found if item is not None], sum(item is None for item in found)
 
@@ -126,6 +122,8 @@ def job_rows(rows: Any, *, now: datetime) -> tuple[list[QueuedJob], int]:
             return None
         workflow, _, job = name.partition(" / ")
         parts = url.split("/")  # https://github.com/<owner>/<name>/actions/…
+        branch = row.get("head_branch")
+        # The job's URL names it (…/job/<id>): the same job listed again is not a new arrival.
         return QueuedJob(
             runner_type=machine[:200],
             workflow=workflow[:200],
@@ -133,13 +131,10 @@ def job_rows(rows: Any, *, now: datetime) -> tuple[list[QueuedJob], int]:
             repository="/".join(parts[3:5]) if len(parts) > 5 and parts[2] else "",
             url=url[:2000],
             created_at=now - timedelta(seconds=queue_s),
-            trigger=trigger_of_hud(
-                row.get("source_type"), row.get("event"), row.get("head_branch")
-            ),
+            trigger=trigger_of_hud(row.get("source_type"), row.get("event"), branch),
             run_attempt=1,
-            # The job's URL names it (…/job/<id>): the same job listed again is not a new arrival.
             source_id="hud:" + url[-200:],
-            branch=one_line(row.get("head_branch"), 200),
+            branch=one_line(branch, 200),
         )
 
     return _each(rows, read)

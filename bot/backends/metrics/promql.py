@@ -379,7 +379,6 @@ Vector = list[tuple[dict[str, str], float]]
 
 
 def result_of(body: Mapping[str, Any]) -> tuple[Any, Any]:
-    """A query's answer as (resultType, result)."""
     if body.get("status") != "success":
         error = body.get("error") or body.get("errorType") or "an error"
         raise BackendError(f"Prometheus answered {str(error)[:200]}", retryable=False)
@@ -407,9 +406,8 @@ def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], dict[flo
     """A range query's answer as (labels, {unix time: value}), only finite values."""
     result_type, result = result_of(body)
     if result_type != "matrix" or not isinstance(result, list):
-        raise BackendError(
-            f"Prometheus answered a {str(result_type)[:20]}, not a range vector", retryable=False
-        )
+        message = f"Prometheus answered a {str(result_type)[:20]}, not a range vector"
+        raise BackendError(message, retryable=False)
     series = []
     for item in result:
         if isinstance(item, dict):

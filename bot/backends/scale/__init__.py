@@ -148,15 +148,8 @@ def checked(
 ) -> None:
     """Refuse `field` = `value` above the target's ceiling, or leaving `counts` invalid."""
     if target.ceiling is not None and value > target.ceiling:
-        raise BackendError(
-            f"{field} would become {value}, above the ceiling of {target.ceiling} configured "
-            f"for {target.runner_type}",
-            retryable=False,
-        )
-    found = problem(*counts, names)
-    if found:
-        raise BackendError(
-            f"{field} {value} would leave {found}, which the autoscaler cannot run with: nothing "
-            "was changed",
-            retryable=False,
-        )
+        said = f"{field} would become {value}, above the ceiling of {target.ceiling} configured "
+        raise BackendError(f"{said}for {target.runner_type}", retryable=False)
+    if found := problem(*counts, names):
+        said = f"{field} {value} would leave {found}, which the autoscaler cannot run with"
+        raise BackendError(said + ": nothing was changed", retryable=False)

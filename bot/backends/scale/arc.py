@@ -107,11 +107,8 @@ class ArcScaler(Scaler):
                 return Reverted(True, f"{field} was already back to {_shown(undo.before)}")
             if now != undo.after:
                 who = changed_by(runner_set, field)
-                return Reverted(
-                    False,
-                    f"{field} is {_shown(now)} now, not the {undo.after} set from Slack"
-                    + (f"; changed by {who}" if who else ""),
-                )
+                said = f"{field} is {_shown(now)} now, not the {undo.after} set from Slack"
+                return Reverted(False, said + (f"; changed by {who}" if who else ""))
             value, left = _way_back(runner_set, undo)
             if value == undo.after:
                 return Reverted(False, left)
@@ -141,18 +138,20 @@ class ArcScaler(Scaler):
         space, _, name = target.target.rpartition("/")  # `namespace/name`, or a bare name
         space = space or self._namespace
         if not (LABEL.fullmatch(space) and SUBDOMAIN.fullmatch(name)):
-            raise BackendError(
-                f"{target.target} is not `namespace/name` of an AutoscalingRunnerSet",
-                retryable=False,
-            )
+            said = f"{target.target} is not `namespace/name` of an AutoscalingRunnerSet"
+            raise BackendError(said, retryable=False)
         request = (
             self._client.get(RUNNER_SETS, name, namespace=space)
             if patch is None
             else self._client.patch(
-                RUNNER_SETS, name, patch, namespace=space,
-                patch_type=PatchType.MERGE, field_manager=FIELD_MANAGER,
+                RUNNER_SETS,
+                name,
+                patch,
+                namespace=space,
+                patch_type=PatchType.MERGE,
+                field_manager=FIELD_MANAGER,
             )
-        )  # fmt: skip
+        )
         try:
             found = await call(
                 request, self._counted, timeout_s=self._timeout_s, server=self._server
@@ -171,24 +170,17 @@ def forbidden(exc: BackendError, verb: str, namespace: str, name: str) -> Backen
     whole = exc.whole if isinstance(exc, Refusal) else str(exc)
     policy = DENIED.search(whole)
     if policy:
-        return BackendError(
-            f"{SERVICE} answered 403 Forbidden: its admission policy {policy.group(1)[:100]} "
-            f"denied the change: {shortened(policy.group(2), DENIED_SAID)}. Its ceilings are "
-            "SCALER_TARGETS' `ceiling`s, as the chart rendered them; the bot's own (the same "
-            "entries) should match. To go past one, or change a set no entry names, change "
-            "SCALER_TARGETS and `helm upgrade`",
-            retryable=False,
-            status=403,
-        )
+        said = f"{SERVICE} answered 403 Forbidden: its admission policy {policy.group(1)[:100]} "
+        said += f"denied the change: {shortened(policy.group(2), DENIED_SAID)}. Its ceilings are "
+        said += "SCALER_TARGETS' `ceiling`s, as the chart rendered them; the bot's own (the same "
+        said += "entries) should match. To go past one, or change a set no entry names, change "
+        return BackendError(said + "SCALER_TARGETS and `helm upgrade`", retryable=False, status=403)
     asker = ASKER.search(whole)
     who = asker.group(1) if asker else "the bot's service account"
-    return BackendError(
-        f"{SERVICE} answered 403 Forbidden: {who} may not {verb} the AutoscalingRunnerSet "
-        f"{namespace}/{name}. Its Role in {namespace} must allow get and patch on "
-        "autoscalingrunnersets (apiGroup actions.github.com)",
-        retryable=False,
-        status=403,
-    )
+    said = f"{SERVICE} answered 403 Forbidden: {who} may not {verb} the AutoscalingRunnerSet "
+    said += f"{namespace}/{name}. Its Role in {namespace} must allow get and patch on "
+    said += "autoscalingrunnersets (apiGroup actions.github.com)"
+    return BackendError(said, retryable=False, status=403)
 
 
 def _part(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -280,33 +272,25 @@ def _planned(
     minimum, maximum = before.minimum or 0, before.maximum
     if raise_maximum:
         if maximum is None:
-            raise BackendError(
-                "maxRunners is not set (unbounded): nothing to raise", retryable=False
-            )
+            said = "maxRunners is not set (unbounded): nothing to raise"
+            raise BackendError(said, retryable=False)
         # 0 is its owner's pause: raised from Slack it could never be put back, since the
         # admission policy holds the bot's token to a maxRunners of at least 1.
         if maximum == 0:
-            raise BackendError(
-                "maxRunners is 0: the scale set's owner has paused it. Raise it where they "
-                "manage it (its chart or kubectl); queuepilot does not undo a pause",
-                retryable=False,
-            )
+            said = "maxRunners is 0: the scale set's owner has paused it. Raise it where they "
+            said += "manage it (its chart or kubectl); queuepilot does not undo a pause"
+            raise BackendError(said, retryable=False)
         value = maximum + delta
         checked(target, (before.minimum, value, None), NAMES, "maxRunners", value)
         return "maxRunners", value, Capacity(before.current, before.minimum, value)
     if before.at_maximum:
-        raise BackendError(
-            f"the scale set is at its maximum ({maximum} runners): raising minRunners changes "
-            "nothing. Raise maxRunners instead",
-            retryable=False,
-        )
+        said = f"the scale set is at its maximum ({maximum} runners): raising minRunners changes "
+        raise BackendError(said + "nothing. Raise maxRunners instead", retryable=False)
     value = minimum + delta
     if maximum is not None and value > maximum:
-        raise BackendError(
-            f"minRunners would become {value}, above maxRunners ({maximum}): ask for at most "
-            f"+{max(maximum - minimum, 0)}, or raise maxRunners",
-            retryable=False,
-        )
+        said = f"minRunners would become {value}, above maxRunners ({maximum}): ask for at most "
+        said += f"+{max(maximum - minimum, 0)}, or raise maxRunners"
+        raise BackendError(said, retryable=False)
     checked(target, (value, maximum, None), NAMES, "minRunners", value)
     return "minRunners", value, Capacity(before.current, value, maximum)
 

@@ -58,9 +58,8 @@ def client(service: str, config: Settings, *, region: str | None = None) -> Any:
         import boto3
         from botocore.config import Config
     except ImportError:
-        raise BackendError(
-            "the AWS scalers need boto3: install queuepilot with the `aws` extra", retryable=False
-        ) from None
+        said = "the AWS scalers need boto3: install queuepilot with the `aws` extra"
+        raise BackendError(said, retryable=False) from None
     timeout = config.backend_timeout_seconds
     retries = {"max_attempts": 2, "mode": "standard"}
     return boto3.client(
@@ -215,18 +214,16 @@ class SqsScaler(Scaler):
         installation: int | str = self._config.scaler_sqs_installation_id
         if isinstance(installation, str) and installation.isdigit():
             installation = int(installation)
-        body = json.dumps(
-            {
-                "id": str(uuid.uuid4()),
-                "eventType": "workflow_job",
-                "repositoryName": repository,
-                "repositoryOwner": owner,
-                "installationId": installation or 0,
-                "runnerLabels": [label],
-                "callbackUrl": CALLBACK,
-            },
-            separators=(",", ":"),
-        )
+        event = {
+            "id": str(uuid.uuid4()),
+            "eventType": "workflow_job",
+            "repositoryName": repository,
+            "repositoryOwner": owner,
+            "installationId": installation or 0,
+            "runnerLabels": [label],
+            "callbackUrl": CALLBACK,
+        }
+        body = json.dumps(event, separators=(",", ":"))
         if len(body.encode()) > MAX_BODY:
             raise BackendError(f"a scale-up message would pass {MAX_BODY} bytes", retryable=False)
         return body
@@ -277,26 +274,22 @@ class AsgScaler(Scaler):
         if desired == before:
             return Reverted(True, f"{ASG_DESIRED} was already back to {before}")
         if desired != undo.after:
-            return Reverted(
-                False, f"{ASG_DESIRED} is {desired} now, not the {undo.after} set from Slack"
-            )
+            said = f"{ASG_DESIRED} is {desired} now, not the {undo.after} set from Slack"
+            return Reverted(False, said)
         # The group's bounds may have moved since: go back only as far as they let.
         value = min(max(before, minimum), maximum)
         if value == undo.after or not minimum <= value <= maximum:
-            return Reverted(
-                False,
-                f"{ASG_DESIRED} stays {undo.after}: the group's MinSize is {minimum} and MaxSize "
-                f"{maximum} now, and AWS keeps the desired capacity between them",
-            )
+            said = f"{ASG_DESIRED} stays {undo.after}: the group's MinSize is {minimum} and "
+            said += f"MaxSize {maximum} now, and AWS keeps the desired capacity between them"
+            return Reverted(False, said)
         await self._set(target, value)
         size = "MinSize" if value == minimum else "MaxSize"
         left = (
             f"{ASG_DESIRED} stays {value}, not {before}: the group's {size} is {value} now, "
             "and AWS keeps the desired capacity within its sizes"
         )
-        return Reverted(
-            True, f"{ASG_DESIRED} {undo.after} → {value}", left if value != before else ""
-        )
+        left = left if value != before else ""
+        return Reverted(True, f"{ASG_DESIRED} {undo.after} → {value}", left)
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
         return failed_activities({"Activities": await self._activities(target)}, datetime.now(UTC))
@@ -388,14 +381,10 @@ def _said(activity: dict[str, Any], *keys: str) -> str:
 
 
 def _desired(target: ScaleTarget, delta: int, desired: int, minimum: int, maximum: int) -> int:
-    """The desired capacity `delta` more asks for, or the refusal."""
     value = desired + delta
     if value > maximum:
-        raise BackendError(
-            f"desired capacity would become {value}, above the group's MaxSize "
-            f"({maximum}): ask for at most +{max(maximum - desired, 0)}",
-            retryable=False,
-        )
+        said = f"desired capacity would become {value}, above the group's MaxSize ({maximum}): ask "
+        raise BackendError(f"{said}for at most +{max(maximum - desired, 0)}", retryable=False)
     checked(target, (minimum, maximum, value), ASG_NAMES, ASG_DESIRED, value)
     return value
 

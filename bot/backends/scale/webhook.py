@@ -42,17 +42,15 @@ class WebhookScaler(Scaler):
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         target = scale.target
-        body = json.dumps(
-            {
-                "runner_type": target.runner_type,
-                "delta": scale.delta,
-                "target": target.target,
-                "incident_id": scale.incident_id,
-                "requested_by": scale.requested_by,
-                "request_id": scale.request_id,
-            },
-            separators=(",", ":"),
-        ).encode()
+        asked = {
+            "runner_type": target.runner_type,
+            "delta": scale.delta,
+            "target": target.target,
+            "incident_id": scale.incident_id,
+            "requested_by": scale.requested_by,
+            "request_id": scale.request_id,
+        }
+        body = json.dumps(asked, separators=(",", ":")).encode()
         stamp = int(time.time())
         signed = {TIMESTAMP_HEADER: str(stamp), SIGNATURE_HEADER: sign(self._secret, stamp, body)}
         response = await request(
