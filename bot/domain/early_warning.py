@@ -393,9 +393,9 @@ class WarningState:
         return replace(updated, version=self.version + 1, updated_at=now)
 
     def with_scaled(self, scaled: tuple[ScaleUp, ...]) -> WarningState:
-        """Its scale-ups as they are now, as a new version. `updated_at` stays the readings' moment: the
-        episode's end and the warning's reuse are measured from it, and telling one put-back must
-        not hold back the next."""
+        """Its scale-ups as they are now, as a new version. `updated_at` stays the readings'
+        moment: the episode's end and the warning's reuse are measured from it, and telling one
+        put-back must not hold back the next."""
         if scaled == self.scaled:
             return self
         return replace(self, scaled=scaled, version=self.version + 1)
