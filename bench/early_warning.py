@@ -3,9 +3,9 @@
 `python -m bench.early_warning` replays simulated days on `sandbox.fleet.Fleet` (its own clock,
 no waiting): a reading every fleet minute, mapped to the bot's `RunnerTypeMetrics` as the
 `prometheus` backend reads ARC's gauges, fed to the bot's own forecast
-(`bot.domain.early_warning.forecast`, with the upkeep's rule: a standing warning needs its growth
-to stop to be withdrawn), beside the fleet's Grafana rule (`sandbox.fleet_alerts.QueueRule`,
-evaluated every 30 fleet seconds). It measures:
+(`bot.domain.reading.early_warning.forecast`, with the upkeep's rule: a standing warning needs
+its growth to stop to be withdrawn), beside the fleet's Grafana rule
+(`sandbox.fleet_alerts.QueueRule`, evaluated every 30 fleet seconds). It measures:
 
 - **lead time**: from the first warning of an episode to the rule firing (target: at least 5
   fleet minutes for the demo's burst);
@@ -24,8 +24,8 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.early_warning import NOISE_READINGS, Point, Thresholds, forecast
-from bot.domain.fleet import RunnerTypeMetrics
+from bot.domain.reading.early_warning import NOISE_READINGS, Point, Thresholds, forecast
+from bot.domain.reading.fleet import RunnerTypeMetrics
 from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, TypeReading
 from sandbox.fleet_alerts import QueueRule, RuleConfig
 

@@ -49,13 +49,13 @@ from bot.backends.kube import KubeAccess
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, judged_of, troubled_gauges
-from bot.domain.incidents import Event, Incident, counting_scale_ups, with_action
-from bot.domain.judgement import RECENT_READINGS, Judgement
-from bot.domain.judging import judged
-from bot.domain.pilot import PILOT, Hold, held, scale_ups, verdict
-from bot.domain.scale_ups import follow
-from bot.domain.scaling import Policy, ScaleTarget, scale_default
+from bot.domain.incident.incidents import Event, Incident, counting_scale_ups, with_action
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, judged_of, troubled_gauges
+from bot.domain.reading.judgement import RECENT_READINGS, Judgement
+from bot.domain.reading.judging import judged
+from bot.domain.scale.pilot import PILOT, Hold, held, scale_ups, verdict
+from bot.domain.scale.scale_ups import follow
+from bot.domain.scale.scaling import Policy, ScaleTarget, scale_default
 from bot.status.follow_ups import settled
 from sandbox.fleet import DEMO_BURSTS, DEMO_SPEED, DEMO_TYPES, Burst, Fleet
 from sandbox.fleet_alerts import QueueRule, RuleConfig

@@ -20,11 +20,17 @@ from datetime import UTC, datetime, timedelta
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.domain.alerts import parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
-from bot.domain.incident_fleet import MAX_VIEW_TYPES, as_snapshot
-from bot.domain.incidents import TREND_POINTS, GroupState, Incident, open_incident, record_status
+from bot.domain.alerting.alerts import parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incident_fleet import MAX_VIEW_TYPES, as_snapshot
+from bot.domain.incident.incidents import (
+    TREND_POINTS,
+    GroupState,
+    Incident,
+    open_incident,
+    record_status,
+)
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
 from bot.fleet.readings import FleetReadings
 from bot.status.tick import StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore

@@ -42,7 +42,7 @@ from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks.watch import ProbeWatch
 from bot.config import Settings, memory
-from bot.domain.routes import MAX_ROUTES
+from bot.domain.alerting.routes import MAX_ROUTES
 from bot.fleet.cost import CostReader
 from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.fleet.readings_history import ReadingsHistory

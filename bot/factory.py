@@ -28,7 +28,7 @@ from bot.config import (
     SilenceBackend,
 )
 from bot.config.memory import DEFAULT_CACHES, Cache
-from bot.domain.scaling import Policy, ScaleTarget
+from bot.domain.scale.scaling import Policy, ScaleTarget
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from redis.exceptions import RedisError
 
-from bot.domain.capacity import Schedule
+from bot.domain.reading.capacity import Schedule
 from bot.storage.leases import Leadership
 from bot.telemetry import Telemetry
 

@@ -20,9 +20,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.config import Settings
-from bot.domain.alerts import ENDPOINT, PayloadError, Source, parse_json_body, parse_notification
-from bot.domain.workflow_jobs import ENDPOINT as GITHUB_PATH
-from bot.domain.workflow_jobs import (
+from bot.domain.alerting.alerts import (
+    ENDPOINT,
+    PayloadError,
+    Source,
+    parse_json_body,
+    parse_notification,
+)
+from bot.domain.queue_cost.workflow_jobs import ENDPOINT as GITHUB_PATH
+from bot.domain.queue_cost.workflow_jobs import (
     EVENT,
     PING,
     JobDelivery,

@@ -70,7 +70,7 @@ from bot.backends.metrics.promql import (
     range_queries,
     render,
 )
-from bot.domain.runner_pods import NEEDS
+from bot.domain.reading.runner_pods import NEEDS
 from sandbox.fleet import Fleet, Job, TypeReading, in_real_time, minutes, workflow_ref
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
 from sandbox.fleet_pages import rule_page, silence_form

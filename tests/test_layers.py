@@ -36,7 +36,7 @@ MODULES = sorted(ROOT.rglob("*.py"))
 
 
 def part(module: str) -> str:
-    """The package (or top module) of bot a module belongs to: bot.domain.fleet -> domain."""
+    """The package (or top module) of bot a module belongs to: bot.domain.scale.pilot -> domain."""
     return module.split(".")[1]
 
 

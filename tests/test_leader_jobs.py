@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot import leader
-from bot.domain.capacity import DAYS, Schedule, parse_schedule
+from bot.domain.reading.capacity import DAYS, Schedule, parse_schedule
 from tests.support.running import eventually
 
 

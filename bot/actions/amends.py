@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
 
-from bot.domain.incidents import AMENDED, POSTMORTEM, Event, Incident, drafted_from
+from bot.domain.incident.incidents import AMENDED, POSTMORTEM, Event, Incident, drafted_from
 from bot.render import mrkdwn as md
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_event, summaries

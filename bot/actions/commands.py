@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.actions.core import ActionCore, Actor, Outcome
-from bot.domain.incidents import Incident, counting_scale_ups
+from bot.domain.incident.incidents import Incident, counting_scale_ups
 from bot.domain.units import ascii_whole, is_silence_length, span_seconds
 from bot.render.mrkdwn import escape, truncate
 from bot.render.pilot import render_pilot

@@ -15,10 +15,9 @@ from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
 from bot.config import Settings
-from bot.domain.fleet import of_type
-from bot.domain.headline import still_live
-from bot.domain.incident_fleet import judgement_of
-from bot.domain.incidents import (
+from bot.domain.incident.headline import still_live
+from bot.domain.incident.incident_fleet import judgement_of
+from bot.domain.incident.incidents import (
     POSTMORTEM,
     Event,
     Incident,
@@ -26,9 +25,10 @@ from bot.domain.incidents import (
     resolve_manually,
     with_action,
 )
-from bot.domain.jobs import workflows_seen
-from bot.domain.judgement import Judgement
-from bot.domain.scaling import ScaleOwner, ScalePreview
+from bot.domain.queue_cost.jobs import workflows_seen
+from bot.domain.reading.fleet import of_type
+from bot.domain.reading.judgement import Judgement
+from bot.domain.scale.scaling import ScaleOwner, ScalePreview
 from bot.render.mrkdwn import escape
 from bot.render.numbers import still_live_said
 from bot.render.postmortem import render_postmortem

@@ -13,14 +13,14 @@ from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused
 from bot.actions.scale import Scaling
 from bot.backends.http import BackendError
 from bot.config import Settings
-from bot.domain.causes import JOBS_SOURCES
-from bot.domain.diagnostics import Cause, Diagnosis, Evidence, diagnose
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import Event, Incident, diagnosed, with_action, with_live
-from bot.domain.jobs import JobsView, surging
-from bot.domain.routes import Routing
-from bot.domain.runner_names import runner_key
+from bot.domain.alerting.routes import Routing
+from bot.domain.incident.incident_fleet import as_snapshot
+from bot.domain.incident.incidents import Event, Incident, diagnosed, with_action, with_live
+from bot.domain.queue_cost.jobs import JobsView, surging
+from bot.domain.reading.causes import JOBS_SOURCES
+from bot.domain.reading.diagnostics import Cause, Diagnosis, Evidence, diagnose
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.reading.runner_names import runner_key
 from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.render.diagnostics import render_diagnostics
 from bot.render.jobs import MAX_TYPES, render_jobs

@@ -9,9 +9,9 @@ from datetime import UTC, timedelta
 
 from bot.actions.flow import Acting, Actor, Outcome, refused
 from bot.actions.scale import Scaling, made
-from bot.domain.early_warning import Phase, WarningState, scaled_from
-from bot.domain.fleet import of_type
-from bot.domain.judgement import Judgement
+from bot.domain.reading.early_warning import Phase, WarningState, scaled_from
+from bot.domain.reading.fleet import of_type
+from bot.domain.reading.judgement import Judgement
 from bot.fleet.readings import FleetReadings
 from bot.render.early_warning import DISMISS_FOR_S
 from bot.render.mrkdwn import escape, slack_date, truncate

@@ -20,8 +20,8 @@ from redis.exceptions import MaxConnectionsError, RedisError
 
 from bot import logs
 from bot.config import Settings
-from bot.domain.ack_on_action import acknowledged_by_acting
-from bot.domain.incidents import REFUSED, Event, Incident
+from bot.domain.incident.ack_on_action import acknowledged_by_acting
+from bot.domain.incident.incidents import REFUSED, Event, Incident
 from bot.render.mrkdwn import escape, plain_text
 from bot.storage.connection import POOL_WAIT_S
 from bot.storage.incident_store import Commit, IncidentStore, Loaded

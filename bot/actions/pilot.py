@@ -1,6 +1,6 @@
 """The pilot: opt-in per runner type (SCALER_TARGETS' `pilot`), it scales a type up on its own
 while an incident or, before the alert, an early warning is open for it, within the type's
-policy (`bot.domain.pilot.verdict`), through the same path a person's Scale up takes (the
+policy (`bot.domain.scale.pilot.verdict`), through the same path a person's Scale up takes (the
 fleet-wide lock, the scaler's checks, the put-back, the follow-up), as itself: no person's
 permission is borrowed. Each act is said once, with Undo and Pause pilot: a reply in the
 incident's thread, or on the warning's message. An act that fails, is undone or whose runners do
@@ -22,11 +22,11 @@ from bot.actions.scale_reverts import record_id
 from bot.backends.http import BackendError
 from bot.backends.scale import Reverted, ScaleResult, Undo
 from bot.config import Settings
-from bot.domain.early_warning import Phase, WarningState, scaled_from, warning_acts
-from bot.domain.fleet import FleetSnapshot, of_type
-from bot.domain.incidents import Event, Incident, PutBack, with_scale_ups
-from bot.domain.judgement import Judgement
-from bot.domain.pilot import (
+from bot.domain.incident.incidents import Event, Incident, PutBack, with_scale_ups
+from bot.domain.reading.early_warning import Phase, WarningState, scaled_from, warning_acts
+from bot.domain.reading.fleet import FleetSnapshot, of_type
+from bot.domain.reading.judgement import Judgement
+from bot.domain.scale.pilot import (
     PILOT,
     WARNING_REF,
     Paused,
@@ -38,8 +38,8 @@ from bot.domain.pilot import (
     scale_ups,
     verdict,
 )
-from bot.domain.scale_ups import ScaleUp, undone
-from bot.domain.scaling import Policy
+from bot.domain.scale.scale_ups import ScaleUp, undone
+from bot.domain.scale.scaling import Policy
 from bot.fleet.readings import FleetReadings
 from bot.render.mrkdwn import escape, plain_text
 from bot.render.replies import render_event

@@ -18,9 +18,9 @@ from bot.actions.amends import amending
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler
 from bot.config import Settings
-from bot.domain.incidents import Event, Incident
-from bot.domain.put_back_seen import Back, Landed, landed
-from bot.domain.scaling import Capacity
+from bot.domain.incident.incidents import Event, Incident
+from bot.domain.scale.put_back_seen import Back, Landed, landed
+from bot.domain.scale.scaling import Capacity
 from bot.render.follow_ups import PUT_BACK_SEEN, back_said
 from bot.render.replies import render_back_seen
 from bot.storage.due_set import put_back_follows, sweep

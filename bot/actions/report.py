@@ -15,8 +15,8 @@ from bot.actions.flow import Acting, Actor, Outcome
 from bot.backends.http import BackendError, within
 from bot.backends.metrics import QueueHistory
 from bot.config import Settings
-from bot.domain.capacity import TypeHistory, TypeReport, capacity_report, report_channels
-from bot.domain.incidents import Incident
+from bot.domain.incident.incidents import Incident
+from bot.domain.reading.capacity import TypeHistory, TypeReport, capacity_report, report_channels
 from bot.fleet.readings import FleetReadings
 from bot.render.capacity import render_report, report_message
 from bot.storage.send_queue import NoticeStore

@@ -19,8 +19,7 @@ from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.config import MetricsBackend, Settings
-from bot.domain.fleet import judged_of, worst_first
-from bot.domain.incidents import (
+from bot.domain.incident.incidents import (
     Event,
     Incident,
     PutBack,
@@ -28,10 +27,11 @@ from bot.domain.incidents import (
     with_put_back,
     with_scale_ups,
 )
-from bot.domain.judgement import Judgement
-from bot.domain.runner_names import type_named
-from bot.domain.scale_ups import ScaleUp, follow, outcome_of
-from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, scale_default
+from bot.domain.reading.fleet import judged_of, worst_first
+from bot.domain.reading.judgement import Judgement
+from bot.domain.reading.runner_names import type_named
+from bot.domain.scale.scale_ups import ScaleUp, follow, outcome_of
+from bot.domain.scale.scaling import Capacity, ScalePreview, ScaleTarget, scale_default
 from bot.render.follow_ups import outcome_event
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event, render_outcome

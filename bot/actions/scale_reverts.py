@@ -21,9 +21,8 @@ from bot.actions.put_back_follows import PutBackFollows
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.config import Settings
-from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told
-from bot.domain.incident_fleet import type_drained
-from bot.domain.incidents import (
+from bot.domain.incident.incident_fleet import type_drained
+from bot.domain.incident.incidents import (
     Event,
     Incident,
     PutBack,
@@ -31,9 +30,10 @@ from bot.domain.incidents import (
     with_put_back,
     without_put_backs,
 )
-from bot.domain.put_back_seen import Back, bounding
-from bot.domain.scale_ups import ScaleUp
-from bot.domain.scaling import ScaleTarget
+from bot.domain.reading.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told
+from bot.domain.scale.put_back_seen import Back, bounding
+from bot.domain.scale.scale_ups import ScaleUp
+from bot.domain.scale.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
 from bot.pacing import wait_after

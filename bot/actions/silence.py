@@ -21,8 +21,15 @@ from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Outcome, failed, re
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
-from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
-from bot.domain.silence_seen import SilenceState, seen_of
+from bot.domain.incident.incidents import (
+    ActiveSilence,
+    Event,
+    Incident,
+    silenced,
+    unsilenced,
+    with_action,
+)
+from bot.domain.incident.silence_seen import SilenceState, seen_of
 from bot.domain.units import duration, is_silence_length
 from bot.pacing import wait_after
 from bot.render.follow_ups import SILENCE_SEEN, seen_said

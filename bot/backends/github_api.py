@@ -30,7 +30,7 @@ from bot.backends.http import (
 )
 from bot.config import Settings
 from bot.config.memory import DEFAULT_CACHES
-from bot.domain.alerts import time_of
+from bot.domain.alerting.alerts import time_of
 from bot.pacing import Backoff
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from lightkube.config.models import Cluster, User
 from bot.backends.http import BackendError, Counted, error_of, outcome_of, shortened, unanswered
 from bot.config import SettingsError
 from bot.config.loading import file_variables, secret_settings
-from bot.domain.alerts import time_of
+from bot.domain.alerting.alerts import time_of
 
 SERVICE = "The Kubernetes API"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")

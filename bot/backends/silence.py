@@ -20,8 +20,8 @@ from bot.backends.http import (
     request,
     uncounted,
 )
-from bot.domain.alerts import Matcher, time_of
-from bot.domain.silence_seen import SilenceState
+from bot.domain.alerting.alerts import Matcher, time_of
+from bot.domain.incident.silence_seen import SilenceState
 
 
 @dataclass(frozen=True)

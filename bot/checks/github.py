@@ -14,7 +14,7 @@ from bot.backends.metrics.github_feed import RECONCILE_S
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, Verdict, fail, ok, warn
 from bot.config import JobsBackend, MetricsBackend, Settings
-from bot.domain.alert_issue import AREA_LABEL
+from bot.domain.alerting.alert_issue import AREA_LABEL
 from bot.domain.units import duration
 from bot.factory import build_issues, github_auth
 

@@ -12,8 +12,8 @@ from redis.exceptions import RedisError
 
 from bot.checks import Finding, ok, warn
 from bot.config import Settings
+from bot.domain.queue_cost.workflow_jobs import ENDPOINT, PING, is_job_kind
 from bot.domain.units import duration
-from bot.domain.workflow_jobs import ENDPOINT, PING, is_job_kind
 from bot.storage.keys import Keys
 from bot.storage.workflow_jobs import WorkflowJobs
 

@@ -13,7 +13,7 @@ from bot.backends.http import BackendError
 from bot.backends.metrics.prometheus import PROBE, PrometheusMetrics, gathered
 from bot.checks import Finding, Verdict, fail, ok, warn
 from bot.config import ScalerBackend, Settings
-from bot.domain.runner_pods import CADVISOR, KSM, NEEDS, NODE_EXPORTER, SAID, source_of
+from bot.domain.reading.runner_pods import CADVISOR, KSM, NEEDS, NODE_EXPORTER, SAID, source_of
 from bot.factory import build_metrics
 
 SUBJECT = "prometheus"

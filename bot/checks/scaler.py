@@ -16,7 +16,7 @@ from bot.backends.scale import aws
 from bot.backends.scale.arc import ArcScaler
 from bot.checks import Finding, fail, ok, shown_url, warn
 from bot.config import ScalerBackend, Settings, SettingsError
-from bot.domain.scaling import ScaleTarget
+from bot.domain.scale.scaling import ScaleTarget
 from bot.factory import build_scaler, scale_targets
 
 KUBERNETES, SQS, ASG, SCALING = "kubernetes", "sqs", "aws-asg", "scaling"

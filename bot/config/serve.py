@@ -11,9 +11,9 @@ from bot.config.settings import (
     SettingsError,
     SilenceBackend,
 )
-from bot.domain.fleet import FIELDS, unknown_fields
-from bot.domain.hud_queries import threshold_minutes
-from bot.domain.incident_fleet import absence_can_drain
+from bot.domain.incident.incident_fleet import absence_can_drain
+from bot.domain.reading.fleet import FIELDS, unknown_fields
+from bot.domain.reading.hud_queries import threshold_minutes
 
 OR_APP = "GITHUB_TOKEN or a GitHub App (GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY)"
 # A backend chosen, and what it cannot do without: "SILENCE_BACKEND=grafana needs GRAFANA_URL".

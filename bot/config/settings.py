@@ -13,12 +13,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, mo
 from pydantic_settings import NoDecode
 
 from bot.config import values
-from bot.domain.capacity import Schedule, parse_schedule
-from bot.domain.early_warning import Thresholds
-from bot.domain.incidents import DrainRule
+from bot.domain.alerting.routes import Route, Routing, parse_routes
+from bot.domain.incident.incidents import DrainRule
 from bot.domain.message import ChartStyle
-from bot.domain.routes import Route, Routing, parse_routes
-from bot.domain.runner_names import RunnerNames, scale_set_problem
+from bot.domain.reading.capacity import Schedule, parse_schedule
+from bot.domain.reading.early_warning import Thresholds
+from bot.domain.reading.runner_names import RunnerNames, scale_set_problem
 from bot.storage.connection import (
     SENTINEL_SCHEME,
     RedisSetupError,

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BeforeValidator, SecretStr
 from pydantic_settings import NoDecode
 
-from bot.domain.promql_selector import parse_selector, selector_text
+from bot.domain.alerting.promql_selector import parse_selector, selector_text
 from bot.domain.units import span_seconds
 from bot.storage.connection import RedisSetupError, parse_sentinels, refuse_unusable_url
 

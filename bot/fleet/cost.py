@@ -19,10 +19,10 @@ from bot.backends.http import BackendError
 from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings
-from bot.domain.cost import LeftJob, Waited, waited_of_jobs, waited_of_left
-from bot.domain.fleet import of_type
-from bot.domain.incidents import Incident, thresholds
-from bot.domain.workflow_jobs import is_job_kind
+from bot.domain.incident.incidents import Incident, thresholds
+from bot.domain.queue_cost.cost import LeftJob, Waited, waited_of_jobs, waited_of_left
+from bot.domain.queue_cost.workflow_jobs import is_job_kind
+from bot.domain.reading.fleet import of_type
 from bot.storage.listed_jobs import ListedJobs
 from bot.storage.workflow_jobs import WorkflowJobs
 

@@ -24,7 +24,10 @@ from redis.exceptions import RedisError
 from bot.backends.http import BackendError, within
 from bot.backends.metrics import QueuedJobs, QueueMetrics
 from bot.config import Settings
-from bot.domain.fleet import (
+from bot.domain.incident.incident_fleet import incident_fleet
+from bot.domain.incident.incidents import Incident
+from bot.domain.queue_cost.jobs import JobsView, jobs_view
+from bot.domain.reading.fleet import (
     OOM_NAMING,
     WORKFLOW_CHARS,
     FleetSnapshot,
@@ -35,11 +38,8 @@ from bot.domain.fleet import (
     with_job_waits,
     with_workflows,
 )
-from bot.domain.incident_fleet import incident_fleet
-from bot.domain.incidents import Incident
-from bot.domain.jobs import JobsView, jobs_view
-from bot.domain.judgement import RECENT_READINGS
-from bot.domain.judging import judged
+from bot.domain.reading.judgement import RECENT_READINGS
+from bot.domain.reading.judging import judged
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.fleet import JobArrivals, OomKillRecord, ReadingStore
 from bot.storage.keys import Keys

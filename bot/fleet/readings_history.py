@@ -16,8 +16,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bot.domain.capacity import FleetHistory, TypeHistory
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.capacity import FleetHistory, TypeHistory
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.storage.fleet import ReadingStore
 from bot.storage.keys import Keys
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from bot import logs
 from bot.config import Settings
-from bot.domain import incidents
-from bot.domain.delivery import Delivery, named
-from bot.domain.incident_fleet import still_queued
-from bot.domain.incidents import Change, Event, Incident, is_reopenable
-from bot.domain.routes import channel_for
+from bot.domain.alerting.delivery import Delivery, named
+from bot.domain.alerting.routes import channel_for
+from bot.domain.incident import incidents
+from bot.domain.incident.incident_fleet import still_queued
+from bot.domain.incident.incidents import Change, Event, Incident, is_reopenable
 from bot.intake.group_loop import GroupLoop
 from bot.pacing import wait_after
 from bot.render.replies import following_said, render_event, summaries

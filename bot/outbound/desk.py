@@ -14,7 +14,7 @@ from functools import partial
 from typing import TypeVar
 
 from bot.config import Settings
-from bot.domain.incidents import Incident
+from bot.domain.incident.incidents import Incident
 from bot.domain.message import Rendered, digest_of
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.early_warning import render_warning

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from redis.exceptions import RedisError
 
 from bot.config import Settings
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.incidents import counting_scale_ups
-from bot.domain.pilot import PilotState
+from bot.domain.incident.incidents import counting_scale_ups
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.scale.pilot import PilotState
 from bot.fleet.readings import FleetReadings
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.home import (

@@ -1,5 +1,5 @@
 """What the alert's GitHub issue says: the body of an issue queuepilot opens, and one comment per
-moment of the incident (`bot.domain.alert_issue`), as GitHub-flavoured Markdown.
+moment of the incident (`bot.domain.alerting.alert_issue`), as GitHub-flavoured Markdown.
 
 Every outside text is escaped as the postmortem escapes it, and `unlinked` keeps GitHub from
 linking its @mentions and issue references; each comment ends with its hidden mark
@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
-from bot.domain.incidents import (
+from bot.domain.alerting.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
+from bot.domain.incident.incidents import (
     ACKNOWLEDGED_BY_ACTING,
     AMENDED,
     POSTMORTEM,
@@ -20,7 +20,7 @@ from bot.domain.incidents import (
     Incident,
     drafted_from,
 )
-from bot.domain.scale_ups import SCALE_OUTCOME
+from bot.domain.scale.scale_ups import SCALE_OUTCOME
 from bot.domain.shortened import shortened
 from bot.render.postmortem import (
     impact_section,

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.domain.capacity import NO_TYPE, TypeReport
-from bot.domain.fleet import OOM_KEEP_DAYS
 from bot.domain.message import Rendered
-from bot.domain.scale_record import ScaleUps
+from bot.domain.reading.capacity import NO_TYPE, TypeReport
+from bot.domain.reading.fleet import OOM_KEEP_DAYS
+from bot.domain.scale.scale_record import ScaleUps
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_CATEGORIES, chart, series_labels

@@ -16,10 +16,10 @@ from functools import cached_property
 from itertools import islice
 from typing import Any
 
-from bot.domain.fleet import worst_first
-from bot.domain.incidents import Incident, Snapshot
+from bot.domain.incident.incidents import Incident, Snapshot
+from bot.domain.incident.trend import Trend
 from bot.domain.message import Rendered
-from bot.domain.trend import Trend
+from bot.domain.reading.fleet import worst_first
 from bot.domain.units import minutes, number
 from bot.render import mrkdwn as md
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from bot.domain.cost import Waited
-from bot.domain.incidents import Incident
+from bot.domain.incident.incidents import Incident
+from bot.domain.queue_cost.cost import Waited
 from bot.domain.shortened import one_line
 from bot.domain.units import minutes, number
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.domain.diagnostics import Diagnosis, Verdict
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.incidents import Incident
-from bot.domain.jobs import JobsView
+from bot.domain.incident.incidents import Incident
 from bot.domain.message import Rendered
+from bot.domain.queue_cost.jobs import JobsView
+from bot.domain.reading.diagnostics import Diagnosis, Verdict
+from bot.domain.reading.fleet import FleetSnapshot
 from bot.domain.units import minutes, number
 from bot.render import mrkdwn as md
 from bot.render.jobs import footnotes, headline, source_of

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.domain.headline import headline
-from bot.domain.incidents import Incident, severity_rank
+from bot.domain.incident.headline import headline
+from bot.domain.incident.incidents import Incident, severity_rank
 from bot.domain.message import Rendered
 from bot.domain.units import duration
 from bot.render import mrkdwn as md

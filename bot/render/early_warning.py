@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.domain.early_warning import Phase, WarningState, scaled_words, warning_acts
 from bot.domain.message import Rendered
-from bot.domain.pilot import WARNING_REF
+from bot.domain.reading.early_warning import Phase, WarningState, scaled_words, warning_acts
+from bot.domain.scale.pilot import WARNING_REF
 from bot.render import mrkdwn as md
 from bot.render.replies import pilot_buttons
 

@@ -8,13 +8,13 @@ import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from bot.domain.bought import ASSUMED, Bought
-from bot.domain.incidents import Event, Incident
-from bot.domain.judgement import Direction, Judgement
-from bot.domain.put_back_seen import Back, Landed
-from bot.domain.scale_record import scale_record
-from bot.domain.scale_ups import SCALE_OUTCOME, Outcome, ScaleUp
-from bot.domain.silence_seen import Seen
+from bot.domain.incident.incidents import Event, Incident
+from bot.domain.incident.silence_seen import Seen
+from bot.domain.reading.judgement import Direction, Judgement
+from bot.domain.scale.bought import ASSUMED, Bought
+from bot.domain.scale.put_back_seen import Back, Landed
+from bot.domain.scale.scale_record import scale_record
+from bot.domain.scale.scale_ups import SCALE_OUTCOME, Outcome, ScaleUp
 from bot.domain.units import minutes, number
 
 OUTCOME_ICONS = {True: "✅", False: "⚠️", None: "❔"}

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.domain.early_warning import Phase, WarningState
-from bot.domain.fleet import FleetSnapshot, of_type, source_name, worst_first
-from bot.domain.headline import headline, shown_live
-from bot.domain.incidents import Incident
-from bot.domain.pilot import PilotState
+from bot.domain.incident.headline import headline, shown_live
+from bot.domain.incident.incidents import Incident
+from bot.domain.reading.early_warning import Phase, WarningState
+from bot.domain.reading.fleet import FleetSnapshot, of_type, source_name, worst_first
+from bot.domain.scale.pilot import PilotState
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.numbers import head_figures, read_at, type_lines, type_parts

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.domain.fleet import source_name
-from bot.domain.jobs import JobsView, WorkflowQueue, queued_said, surging
+from bot.domain.queue_cost.jobs import JobsView, WorkflowQueue, queued_said, surging
+from bot.domain.reading.fleet import source_name
 from bot.domain.units import duration, minutes
 from bot.render import mrkdwn as md
 

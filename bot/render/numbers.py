@@ -1,9 +1,10 @@
 """The queue's numbers in words: every message that says how many jobs queue, how long they wait,
 how busy the runners are, what to do about it or what the worst was, says it through here.
 
-The leader reads the fleet (a `FleetSnapshot`) and `bot.domain.judging` decides, once per runner
-type, what the reading means (a `Judgement`). The incident keeps that reading (`Incident.live`),
-its compact form in statuses and the trend (`Snapshot`), and the worst it showed (its peaks).
+The leader reads the fleet (a `FleetSnapshot`) and `bot.domain.reading.judging` decides, once per
+runner type, what the reading means (a `Judgement`). The incident keeps that reading
+(`Incident.live`), its compact form in statuses and the trend (`Snapshot`), and the worst it
+showed (its peaks).
 Nothing here decides or recomputes; it only phrases, in one set of words: the root's
 "• linux.2xlarge: *43* queued · longest wait *10 min*", a status's "Queued jobs: *43* (▲ +6)" and
 the summary's "Peak queued jobs: *43* at 14:05" are one reading. A label names one measure, and a
@@ -18,10 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, measured, source_name, worst_first
-from bot.domain.headline import Headline, StillLive
-from bot.domain.incidents import (
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.headline import Headline, StillLive
+from bot.domain.incident.incidents import (
     CAPPED,
     DRAINED,
     UNDER,
@@ -31,8 +31,15 @@ from bot.domain.incidents import (
     sums_types,
     thresholds,
 )
-from bot.domain.judgement import Judgement
-from bot.domain.trend import SPARK_POINTS, Trend, sparkline
+from bot.domain.incident.trend import SPARK_POINTS, Trend, sparkline
+from bot.domain.reading.fleet import (
+    FleetSnapshot,
+    RunnerTypeMetrics,
+    measured,
+    source_name,
+    worst_first,
+)
+from bot.domain.reading.judgement import Judgement
 from bot.domain.units import change, duration, minutes, number
 from bot.render import mrkdwn as md
 

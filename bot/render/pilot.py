@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from bot.domain.pilot import PilotState
+from bot.domain.scale.pilot import PilotState
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.queue import MAX_ANSWER

@@ -12,10 +12,17 @@ import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from bot.domain.fleet import worst_first
-from bot.domain.incidents import REFUSED, Event, Incident, Resolution, Snapshot, actions_taken
-from bot.domain.jobs import Workflows
-from bot.domain.scale_record import alert_fired, scale_record
+from bot.domain.incident.incidents import (
+    REFUSED,
+    Event,
+    Incident,
+    Resolution,
+    Snapshot,
+    actions_taken,
+)
+from bot.domain.queue_cost.jobs import Workflows
+from bot.domain.reading.fleet import worst_first
+from bot.domain.scale.scale_record import alert_fired, scale_record
 from bot.domain.units import duration, minutes, number
 from bot.render import replies
 from bot.render.chart import incident_chart, sampled

@@ -4,12 +4,12 @@ reading it comes from, and the open incidents with their roots' numbers.
 
 from __future__ import annotations
 
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.headline import headline, shown_live
-from bot.domain.incidents import Incident
-from bot.domain.routes import Routing
-from bot.domain.runner_names import runner_key
-from bot.domain.trend import Trend
+from bot.domain.alerting.routes import Routing
+from bot.domain.incident.headline import headline, shown_live
+from bot.domain.incident.incidents import Incident
+from bot.domain.incident.trend import Trend
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.reading.runner_names import runner_key
 from bot.render import mrkdwn as md
 from bot.render.numbers import EMPTY, head_figures, queued_said, read_at, type_lines, wait_known
 

@@ -10,9 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import (
+from bot.domain.incident.incident_fleet import as_snapshot
+from bot.domain.incident.incidents import (
     CAPPED,
     DRAINED,
     UNDER,
@@ -25,10 +24,11 @@ from bot.domain.incidents import (
     actions_taken,
     chart_drawn,
 )
+from bot.domain.incident.silence_seen import Seen
 from bot.domain.message import Rendered
-from bot.domain.put_back_seen import Back, Landed
-from bot.domain.scale_ups import Outcome, ScaleUp
-from bot.domain.silence_seen import Seen
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.scale.put_back_seen import Back, Landed
+from bot.domain.scale.scale_ups import Outcome, ScaleUp
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart

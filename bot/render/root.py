@@ -11,13 +11,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot.domain.alert_issue import issue_number
-from bot.domain.fleet import source_name
-from bot.domain.headline import Headline, StillLive, headline, shown_live, still_live
-from bot.domain.incident_fleet import alert_fleet
-from bot.domain.incidents import Event, Incident
-from bot.domain.judgement import DRAIN_TARGET_MINS
+from bot.domain.alerting.alert_issue import issue_number
+from bot.domain.incident.headline import Headline, StillLive, headline, shown_live, still_live
+from bot.domain.incident.incident_fleet import alert_fleet
+from bot.domain.incident.incidents import Event, Incident
 from bot.domain.message import Rendered
+from bot.domain.reading.fleet import source_name
+from bot.domain.reading.judgement import DRAIN_TARGET_MINS
 from bot.domain.shortened import one_line
 from bot.domain.units import duration
 from bot.render import mrkdwn as md

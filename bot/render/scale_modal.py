@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-from bot.domain.judgement import Judgement
-from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview
+from bot.domain.reading.judgement import Judgement
+from bot.domain.scale.scaling import Capacity, ScaleOwner, ScalePreview
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
 from bot.render.numbers import judged_parts

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.domain.capacity import TypeReport
-from bot.domain.waited import HOURS_OF_WEEK, Covered, summed
+from bot.domain.queue_cost.waited import HOURS_OF_WEEK, Covered, summed
+from bot.domain.reading.capacity import TypeReport
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_TITLE, chart
 

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from bot.backends.http import BackendError
 from bot.backends.issues import NOT_THERE, GithubIssues, Issue
 from bot.config import Settings
-from bot.domain.alert_issue import (
+from bot.domain.alerting.alert_issue import (
     AREA_LABEL,
     THREAD_MOMENT,
     IssueLink,
@@ -44,7 +44,7 @@ from bot.domain.alert_issue import (
     issue_title,
     pending,
 )
-from bot.domain.incidents import Event, Incident
+from bot.domain.incident.incidents import Event, Incident
 from bot.pacing import Pacing, wait_after
 from bot.render.alert_issue import comment, issue_body
 from bot.render.replies import render_event

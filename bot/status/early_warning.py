@@ -1,7 +1,7 @@
 """The early warning's upkeep: once per fleet reading, which runner types get a warning.
 
 A reading's warnings are decided once, by whoever claims it first. Per runner type the forecast
-(`bot.domain.early_warning`) says whether its queue crosses the alert's thresholds within
+(`bot.domain.reading.early_warning`) says whether its queue crosses the alert's thresholds within
 `EARLY_WARNING_MINUTES`. A warning is raised once the build is beyond the readings' noise, edited
 as its forecast moves, cleared once it no longer crosses within the horizon, folded into the
 incident once the alert fires, held back while dismissed.
@@ -17,7 +17,8 @@ from datetime import datetime
 from redis.exceptions import RedisError
 
 from bot.config import Settings
-from bot.domain.early_warning import (
+from bot.domain.incident.incidents import Event, Incident
+from bot.domain.reading.early_warning import (
     NOISE_READINGS,
     REUSE_S,
     Forecast,
@@ -29,10 +30,9 @@ from bot.domain.early_warning import (
     stated_thresholds,
     taken_on,
 )
-from bot.domain.fleet import FleetSnapshot, HistoryPoint
-from bot.domain.incidents import Event, Incident
-from bot.domain.runner_names import runner_key
-from bot.domain.scale_ups import ScaleUp, decided, outcome_of
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint
+from bot.domain.reading.runner_names import runner_key
+from bot.domain.scale.scale_ups import ScaleUp, decided, outcome_of
 from bot.fleet.readings import FleetReadings
 from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
 from bot.storage.early_warning import WarningStore

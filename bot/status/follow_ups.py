@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.incidents import Event, Incident, with_scale_ups
-from bot.domain.scale_ups import ScaleUp, decided, outcome_of
+from bot.domain.incident.incidents import Event, Incident, with_scale_ups
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.scale.scale_ups import ScaleUp, decided, outcome_of
 from bot.render.follow_ups import outcome_event
 from bot.render.replies import render_outcome
 from bot.storage.incident_store import BAND_ACTION, Reply, reply_ts

@@ -20,10 +20,8 @@ from redis.exceptions import RedisError
 from bot import logs
 from bot.backends.http import BackendError
 from bot.config import Settings
-from bot.domain.cost import counted_cost
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
-from bot.domain.incident_fleet import as_snapshot, drain_checks, follow_ended
-from bot.domain.incidents import (
+from bot.domain.incident.incident_fleet import as_snapshot, drain_checks, follow_ended
+from bot.domain.incident.incidents import (
     STATUS_SPACING,
     DrainRule,
     Event,
@@ -41,6 +39,8 @@ from bot.domain.incidents import (
     with_live,
 )
 from bot.domain.message import Rendered
+from bot.domain.queue_cost.cost import counted_cost
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, Reading
 from bot.fleet.cost import Costed, CostReader
 from bot.fleet.readings import FleetReadings
 from bot.render.numbers import source_note, type_lines

@@ -9,7 +9,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from bot.domain.early_warning import WarningState
+from bot.domain.reading.early_warning import WarningState
 from bot.storage.connection import wait_bell
 from bot.storage.incident_store import ATTEMPTS, BAND_EVENT
 from bot.storage.keys import Keys, script

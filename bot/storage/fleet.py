@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.fleet import OOM_KEEP_DAYS, KilledPod, OomKill
-from bot.domain.jobs import Arrivals, FinishedJob, QueuedJob
+from bot.domain.queue_cost.jobs import Arrivals, FinishedJob, QueuedJob
+from bot.domain.reading.fleet import OOM_KEEP_DAYS, KilledPod, OomKill
 from bot.storage.keys import Keys, script
 
 

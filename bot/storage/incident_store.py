@@ -16,8 +16,15 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.domain.alert_issue import IssueLink, tells_issue
-from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank, shown_now
+from bot.domain.alerting.alert_issue import IssueLink, tells_issue
+from bot.domain.incident.incidents import (
+    Event,
+    GroupState,
+    Incident,
+    chart_drawn,
+    severity_rank,
+    shown_now,
+)
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
 from bot.storage.keys import Keys, script
@@ -427,7 +434,7 @@ def _or_raise(value: Any) -> Any:
 
 def state_json(incident: Incident) -> str:
     """Unset numbers left out (read back as None), numbers per runner type under short keys
-    (`bot.domain.alerts.stored_short`)."""
+    (`bot.domain.alerting.alerts.stored_short`)."""
     return incident.model_dump_json(exclude_none=True, exclude_defaults=True, by_alias=True)
 
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import orjson
 from redis.asyncio import Redis
 
-from bot.domain.cost import FOLLOW_GAP, LeftJob
-from bot.domain.jobs import JobsListing, QueuedJob, Trigger
+from bot.domain.queue_cost.cost import FOLLOW_GAP, LeftJob
+from bot.domain.queue_cost.jobs import JobsListing, QueuedJob, Trigger
 from bot.storage.keys import Keys, script
 
 KEEP_S = 24 * 3600

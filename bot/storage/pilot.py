@@ -10,7 +10,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 from redis.asyncio import Redis
 
-from bot.domain.pilot import Paused, Piloted
+from bot.domain.scale.pilot import Paused, Piloted
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 

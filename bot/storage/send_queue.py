@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from bot.domain.incidents import Incident
+from bot.domain.incident.incidents import Incident
 from bot.domain.message import Rendered
 from bot.storage import incident_store
 from bot.storage.connection import wait_bell

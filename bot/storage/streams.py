@@ -19,8 +19,13 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from bot.domain.alerts import Notification, PayloadError, parse_json_body, parse_notification
-from bot.domain.delivery import Delivery, delivery_of
+from bot.domain.alerting.alerts import (
+    Notification,
+    PayloadError,
+    parse_json_body,
+    parse_notification,
+)
+from bot.domain.alerting.delivery import Delivery, delivery_of
 from bot.storage.keys import Keys, script
 
 DEAD_LETTER_MAXLEN = 10_000

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from bot.domain.workflow_jobs import JobDelivery
+from bot.domain.queue_cost.workflow_jobs import JobDelivery
 from bot.storage.keys import Keys, script
 
 # GitHub cancels a job queued for a day; a finished one is kept that long for the queue's cost.

@@ -18,8 +18,8 @@ from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.alert_issue import Moment, moment_key, tells_issue
-from bot.domain.incidents import (
+from bot.domain.alerting.alert_issue import Moment, moment_key, tells_issue
+from bot.domain.incident.incidents import (
     AMENDED,
     Event,
     Incident,

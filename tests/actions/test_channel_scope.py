@@ -12,10 +12,10 @@ from redis.asyncio import Redis
 
 from bot.actions.commands import run_command
 from bot.actions.core import Actor
-from bot.domain.alerts import parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.incidents import GroupState, open_incident
-from bot.domain.routes import Routing, parse_routes
+from bot.domain.alerting.alerts import parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.alerting.routes import Routing, parse_routes
+from bot.domain.incident.incidents import GroupState, open_incident
 from bot.storage.incident_store import Commit, IncidentStore
 from sandbox.serve import RunningServer
 from tests.support.cores import action_core

@@ -23,10 +23,10 @@ from bot.actions.commands import (
 )
 from bot.actions.core import ActionCore, Actor
 from bot.backends.silence import Silencer
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import record_status
-from bot.domain.judging import judged
+from bot.domain.incident.incident_fleet import as_snapshot
+from bot.domain.incident.incidents import record_status
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics
+from bot.domain.reading.judging import judged
 from bot.render.numbers import EMPTY, type_lines
 from bot.render.queue import _trend_of
 from bot.render.root import render_root
@@ -205,9 +205,9 @@ def test_parse_duration_refuses(text: str) -> None:
 async def open_many(redis_url: str, count: int, silencer: Silencer | None = None) -> ActionCore:
     from redis.asyncio import Redis
 
-    from bot.domain.alerts import parse_notification
-    from bot.domain.delivery import delivery_of
-    from bot.domain.incidents import GroupState, open_incident
+    from bot.domain.alerting.alerts import parse_notification
+    from bot.domain.alerting.delivery import delivery_of
+    from bot.domain.incident.incidents import GroupState, open_incident
     from bot.storage.incident_store import Commit, IncidentStore
     from tests.support.payloads import fixture_json
 
@@ -254,7 +254,7 @@ async def test_each_incident_is_listed_with_the_numbers_its_root_says(
     the alert's own figure (its rule's maximum: 14 beside a live 30, 10 beside 4 + 10)."""
     from redis.asyncio import Redis
 
-    from bot.domain.incidents import GroupState
+    from bot.domain.incident.incidents import GroupState
     from bot.storage.incident_store import Commit, IncidentStore
 
     now = datetime.now(UTC)

@@ -14,9 +14,9 @@ from bot.backends.http import BackendError
 from bot.backends.kube import kube_access
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.jobs import QueuedJob, Trigger
-from bot.domain.scaling import ScaleTarget
+from bot.domain.queue_cost.jobs import QueuedJob, Trigger
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.scale.scaling import ScaleTarget
 from bot.storage.fleet import JobArrivals
 from bot.storage.incident_store import IncidentStore
 from sandbox.serve import RunningServer
@@ -106,10 +106,10 @@ class FailingMetrics:
 async def test_a_failing_metrics_backend_leaves_the_report_on_the_alerts_numbers(
     redis_url: str,
 ) -> None:
-    from bot.domain.alerts import parse_notification
-    from bot.domain.delivery import delivery_of
-    from bot.domain.incidents import GroupState
-    from bot.domain.incidents import open_incident as opened
+    from bot.domain.alerting.alerts import parse_notification
+    from bot.domain.alerting.delivery import delivery_of
+    from bot.domain.incident.incidents import GroupState
+    from bot.domain.incident.incidents import open_incident as opened
     from bot.storage.incident_store import Commit
 
     redis = Redis.from_url(redis_url, decode_responses=True)
@@ -163,10 +163,10 @@ async def test_a_listener_frozen_for_a_quarter_hour_is_named_and_the_advice_is_t
 ) -> None:
     """The readings of every minute are kept; after 17 of them with the same assigned count and
     idle runners, the report names the stalled listener instead of advising to scale."""
-    from bot.domain.alerts import parse_notification
-    from bot.domain.delivery import delivery_of
-    from bot.domain.incidents import GroupState
-    from bot.domain.incidents import open_incident as opened
+    from bot.domain.alerting.alerts import parse_notification
+    from bot.domain.alerting.delivery import delivery_of
+    from bot.domain.incident.incidents import GroupState
+    from bot.domain.incident.incidents import open_incident as opened
     from bot.storage.incident_store import Commit
 
     now = [datetime(2026, 11, 23, 14, 0, tzinfo=UTC)]
@@ -206,10 +206,10 @@ async def test_the_report_names_the_surging_workflow_with_its_jobs_and_advises_d
     """38 periodic jobs arrived in the last hour against 12 the same hour a day before: the
     report lists the workflows behind the queue with links, names the surge with its numbers,
     and its next step is to cancel or defer the workflow."""
-    from bot.domain.alerts import parse_notification
-    from bot.domain.delivery import delivery_of
-    from bot.domain.incidents import GroupState
-    from bot.domain.incidents import open_incident as opened
+    from bot.domain.alerting.alerts import parse_notification
+    from bot.domain.alerting.delivery import delivery_of
+    from bot.domain.incident.incidents import GroupState
+    from bot.domain.incident.incidents import open_incident as opened
     from bot.storage.incident_store import Commit
 
     _, server = github_jobs
@@ -286,10 +286,10 @@ async def test_the_autoscalers_own_failures_are_the_likely_cause_with_its_words(
 
 
 async def open_fixture_incident(store: IncidentStore) -> None:
-    from bot.domain.alerts import parse_notification
-    from bot.domain.delivery import delivery_of
-    from bot.domain.incidents import GroupState
-    from bot.domain.incidents import open_incident as opened
+    from bot.domain.alerting.alerts import parse_notification
+    from bot.domain.alerting.delivery import delivery_of
+    from bot.domain.incident.incidents import GroupState
+    from bot.domain.incident.incidents import open_incident as opened
     from bot.storage.incident_store import Commit
 
     payload = fixture_json("grafana/queue-alert-firing.json")
@@ -329,11 +329,11 @@ async def test_an_early_warnings_scale_up_taken_on_counts_as_booting_from_when_i
     """The incident took the warning's +10 on just now; they were added a minute before, so the
     next step waits for them: a reading without desired runners cannot see them until they
     register. Only the scale-up the event records says when it was made: its words do not."""
-    from bot.domain.alerts import parse_notification
-    from bot.domain.delivery import delivery_of
-    from bot.domain.incidents import Event, GroupState, with_action
-    from bot.domain.incidents import open_incident as opened
-    from bot.domain.scale_ups import ScaleUp
+    from bot.domain.alerting.alerts import parse_notification
+    from bot.domain.alerting.delivery import delivery_of
+    from bot.domain.incident.incidents import Event, GroupState, with_action
+    from bot.domain.incident.incidents import open_incident as opened
+    from bot.domain.scale.scale_ups import ScaleUp
     from bot.storage.incident_store import Commit
 
     now = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)

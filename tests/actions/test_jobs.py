@@ -17,7 +17,7 @@ from bot.backends.metrics import AlertMetrics, QueueMetrics
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.config import Settings
-from bot.domain.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
+from bot.domain.queue_cost.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
 from bot.render.jobs import render_jobs
 from bot.storage.fleet import JobArrivals
 from bot.storage.incident_store import IncidentStore

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 from bot.actions.pilot import _warning_ups
 from bot.actions.scale import made
 from bot.backends.scale import Undo
-from bot.domain.early_warning import Phase, WarningState, scaled_from
-from bot.domain.judgement import Judgement
-from bot.domain.pilot import PILOT, Hold, verdict
-from bot.domain.scaling import Policy
+from bot.domain.reading.early_warning import Phase, WarningState, scaled_from
+from bot.domain.reading.judgement import Judgement
+from bot.domain.scale.pilot import PILOT, Hold, verdict
+from bot.domain.scale.scaling import Policy
 
 T = datetime(2026, 11, 24, 9, tzinfo=UTC)
 POLICY = Policy(up_to=60, step=20, hold_s=0, cooldown_s=600)

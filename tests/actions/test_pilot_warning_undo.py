@@ -11,9 +11,9 @@ from bot.actions.flow import Actor
 from bot.actions.pilot import Piloting
 from bot.actions.scale import made
 from bot.backends.scale import Undo
-from bot.domain.early_warning import Phase, WarningState, scaled_from
-from bot.domain.pilot import PILOT
-from bot.domain.scaling import ScaleTarget
+from bot.domain.reading.early_warning import Phase, WarningState, scaled_from
+from bot.domain.scale.pilot import PILOT
+from bot.domain.scale.scaling import ScaleTarget
 
 T = datetime(2026, 11, 24, 9, tzinfo=UTC)
 
@@ -72,7 +72,7 @@ def test_a_put_back_act_offers_no_undo_on_the_warnings_message() -> None:
     message): no Undo or Pause pilot stands under an act nothing can put back any more."""
     import json
 
-    from bot.domain.early_warning import fate_told
+    from bot.domain.reading.early_warning import fate_told
     from bot.render.early_warning import render_warning
 
     done = made("linux", 6, PILOT, T, Undo("maxRunners", 20, 26), pilot=True)

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from bot.actions.commands import HELP, Command, parse_command, run_command
 from bot.actions.flow import Actor
-from bot.domain.incidents import resolve_manually
+from bot.domain.incident.incidents import resolve_manually
 from bot.storage.incident_store import Commit, IncidentStore
 from tests.support.cores import action_core
 from tests.support.payloads import fixture_json

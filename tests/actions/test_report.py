@@ -15,10 +15,10 @@ from bot.actions.flow import Acting, Authorizer
 from bot.actions.report import Report
 from bot.backends.metrics import AlertMetrics
 from bot.config import Settings
-from bot.domain.alerts import RunnerQueue, parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.incidents import Event, GroupState, open_incident, resolve_manually
-from bot.domain.scale_ups import ScaleUp
+from bot.domain.alerting.alerts import RunnerQueue, parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incidents import Event, GroupState, open_incident, resolve_manually
+from bot.domain.scale.scale_ups import ScaleUp
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.leases import Interactions

@@ -39,19 +39,19 @@ from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
 from bot.backends.scale.aws import ASG_DESIRED, AsgScaler
 from bot.config import Settings
-from bot.domain.early_warning import (
+from bot.domain.incident.incidents import PutBack, Status, with_put_back
+from bot.domain.reading.early_warning import (
     Phase,
     WarningState,
     fate_told,
     scaled_from,
     scaled_words,
 )
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import PutBack, Status, with_put_back
-from bot.domain.judgement import Judgement
-from bot.domain.pilot import PILOT, Hold, pilot_acts, scale_ups, verdict
-from bot.domain.scale_ups import ScaleUp
-from bot.domain.scaling import Policy, ScaleTarget
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.judgement import Judgement
+from bot.domain.scale.pilot import PILOT, Hold, pilot_acts, scale_ups, verdict
+from bot.domain.scale.scale_ups import ScaleUp
+from bot.domain.scale.scaling import Policy, ScaleTarget
 from bot.fleet.readings import FleetReadings
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root

@@ -15,7 +15,7 @@ from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.scaling import ScaleTarget
+from bot.domain.scale.scaling import ScaleTarget
 from tests.support.chart_admission import chart_policy
 from tests.support.fakes.kube_api import RECORDED, FakeKubeApi
 

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.backends.scale import Reverted, ScaleRequest, Undo
 from bot.backends.scale.aws import AsgScaler, SqsScaler, activity_since, failed_activities
 from bot.config import Settings
-from bot.domain.scaling import ScaleTarget
+from bot.domain.scale.scaling import ScaleTarget
 from tests.support.mutations import json_values
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot

@@ -25,7 +25,7 @@ from bot.backends.scale.arc import _capacity
 from bot.backends.scale.webhook import sign, verify, webhook_result
 from bot.backends.silence import silence_state
 from bot.config import SettingsError
-from bot.domain.scaling import ScaleTarget
+from bot.domain.scale.scaling import ScaleTarget
 from tests.support.mutations import json_values, mutated, objects
 
 REQUEST = ScaleRequest(ScaleTarget("t", "x", cap=5), 2, "1", "al")

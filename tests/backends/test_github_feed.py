@@ -25,8 +25,8 @@ from bot.backends.metrics.github_feed import (
     last_changes,
     runs_to_read,
 )
-from bot.domain.jobs import runner_type_of
-from bot.domain.workflow_jobs import JobDelivery, job_delivery, listed_job
+from bot.domain.queue_cost.jobs import runner_type_of
+from bot.domain.queue_cost.workflow_jobs import JobDelivery, job_delivery, listed_job
 from bot.storage.workflow_jobs import WorkflowJobs
 from tests.backends.test_github_quota import settings
 from tests.support.busy_github import REPO, BusyGithub

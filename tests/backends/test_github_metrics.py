@@ -22,7 +22,7 @@ from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.github_jobs import fleet_of, queued_jobs_of
 from bot.config import Settings
 from bot.config.memory import cache_bytes
-from bot.domain.jobs import Trigger
+from bot.domain.queue_cost.jobs import Trigger
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.github_api import FakeGithub
 

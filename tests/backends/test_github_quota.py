@@ -19,8 +19,8 @@ from bot.backends.github_api import GithubApi, Rate, rate_of
 from bot.backends.issues import GithubIssues
 from bot.backends.metrics.github import GithubMetrics, reading_pace
 from bot.config import Settings
-from bot.domain.fleet import Reading
-from bot.domain.incidents import Event, Incident, acknowledge, with_action
+from bot.domain.incident.incidents import Event, Incident, acknowledge, with_action
+from bot.domain.reading.fleet import Reading
 from bot.fleet.readings import FleetReadings
 from bot.pacing import Pacing
 from bot.render.numbers import source_note

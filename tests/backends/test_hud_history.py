@@ -18,7 +18,7 @@ from bot.actions.core import Actor
 from bot.backends.http import BackendError
 from bot.backends.metrics.hud import HudMetrics, history_rows
 from bot.config import Settings
-from bot.domain.early_warning import Thresholds
+from bot.domain.reading.early_warning import Thresholds
 from bot.storage.incident_store import IncidentStore
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.cores import action_core

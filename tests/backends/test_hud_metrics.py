@@ -18,7 +18,7 @@ from bot.backends.metrics.hud import (
     per_label,
 )
 from bot.config import Settings
-from bot.domain.jobs import JobsListing, Trigger
+from bot.domain.queue_cost.jobs import JobsListing, Trigger
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.hud_api import FakeHud
 

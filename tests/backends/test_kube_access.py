@@ -23,7 +23,7 @@ from bot.checks import Verdict
 from bot.checks.run import render
 from bot.checks.scaler import probe_arc
 from bot.config import Settings, SettingsError
-from bot.domain.scaling import ScaleTarget
+from bot.domain.scale.scaling import ScaleTarget
 from sandbox.serve import serve_in_thread
 from tests.support.fakes import kube_token
 from tests.support.fakes.kube_api import RECORDED, FakeKubeApi

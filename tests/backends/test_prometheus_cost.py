@@ -10,7 +10,7 @@ import pytest
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings
-from bot.domain.cost import ARC
+from bot.domain.queue_cost.cost import ARC
 from bot.render.cost import cost_said
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.running import eventually

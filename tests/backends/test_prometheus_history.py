@@ -21,8 +21,8 @@ from bot.backends.http import BackendError
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.promql import parse_matrix, step_s
 from bot.config import Settings
-from bot.domain.early_warning import Thresholds
-from bot.domain.fleet import OomKill
+from bot.domain.reading.early_warning import Thresholds
+from bot.domain.reading.fleet import OomKill
 from bot.storage.fleet import OomKillRecord
 from bot.storage.incident_store import IncidentStore
 from sandbox.redis_server import free_port

@@ -19,12 +19,12 @@ from bot.backends.metrics.prometheus import (
     workflow_of,
 )
 from bot.config import Settings
-from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FIELDS as PROMETHEUS_FIELDS
-from bot.domain.fleet import FleetSnapshot, Reading
-from bot.domain.incident_fleet import incident_fleet
-from bot.domain.incidents import Incident
-from bot.domain.jobs import JobsListing
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.incident_fleet import incident_fleet
+from bot.domain.incident.incidents import Incident
+from bot.domain.queue_cost.jobs import JobsListing
+from bot.domain.reading.fleet import FIELDS as PROMETHEUS_FIELDS
+from bot.domain.reading.fleet import FleetSnapshot, Reading
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.running import eventually
 

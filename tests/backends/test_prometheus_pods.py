@@ -20,10 +20,10 @@ from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.backends.metrics.promql import RUNNER_POD
 from bot.config import Settings
-from bot.domain.causes import pod_causes
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.runner_pods import (
+from bot.domain.reading.causes import pod_causes
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.reading.fleet import RunnerTypeMetrics as M
+from bot.domain.reading.runner_pods import (
     CADVISOR,
     DISK,
     DISK_BUSY,

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings, load_settings
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.promql_selector import parse_selector, selector_text
-from bot.domain.runner_pods import NEEDS
+from bot.domain.alerting.promql_selector import parse_selector, selector_text
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.reading.runner_pods import NEEDS
 from bot.factory import build_metrics
 from tests.domain.test_promql_selector import SELECTORS
 from tests.support.fakes.arc_clusters import TwoClusters

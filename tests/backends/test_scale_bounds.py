@@ -17,7 +17,7 @@ from bot.backends.kube import kube_access
 from bot.backends.scale import Reverted, ScaleRequest, Undo, problem
 from bot.backends.scale.arc import NAMES, ArcScaler
 from bot.config import Settings
-from bot.domain.scaling import ScaleTarget
+from bot.domain.scale.scaling import ScaleTarget
 from tests.support.fakes.kube_api import RECORDED, FakeKubeApi
 
 TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=50)

@@ -17,7 +17,7 @@ from bot.backends.kube import kube_access
 from bot.backends.scale import Reverted, ScaleRequest, Undo
 from bot.backends.scale.arc import ArcScaler, changed_by, ephemeral_failures
 from bot.config import Settings, load_settings
-from bot.domain.scaling import ScaleTarget
+from bot.domain.scale.scaling import ScaleTarget
 from bot.factory import scale_targets
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values

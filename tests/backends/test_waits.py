@@ -19,9 +19,9 @@ from bot.backends.metrics.prometheus import (
     bucket_quantile,
 )
 from bot.config import Settings
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import is_drained
-from bot.domain.incidents import DrainRule
+from bot.domain.incident.incident_fleet import is_drained
+from bot.domain.incident.incidents import DrainRule
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.render.numbers import wait_of
 from bot.storage.fleet import JobArrivals

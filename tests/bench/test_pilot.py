@@ -22,7 +22,7 @@ from bench.pilot import (
     replay,
     report,
 )
-from bot.domain.scaling import Policy
+from bot.domain.scale.scaling import Policy
 from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES
 from sandbox.stack import SCALE_CAP, STATUS_INTERVAL_S
 

@@ -9,7 +9,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from bot.backends.metrics.promql import defaults
-from bot.domain.runner_pods import NEEDS
+from bot.domain.reading.runner_pods import NEEDS
 from sandbox.slack_methods import ALL_SCOPES
 from tests.checks.conftest import check_env, lines, run_check
 from tests.support.processes import REPO

@@ -23,7 +23,7 @@ from bot.backends.metrics.prometheus import all_queries
 from bot.checks import Finding, Verdict
 from bot.checks.run import bounded, probe_all, render
 from bot.config import Settings
-from bot.domain.runner_pods import NEEDS
+from bot.domain.reading.runner_pods import NEEDS
 from sandbox.github_issues import TOKEN
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.silence_api import READ, FakeSilenceApi

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from bot.backends.metrics.promql import RUNNER_POD, RUNNER_SET
-from bot.domain.alerts import AlertFacts, RunnerQueue, parse_json_body, parse_notification
-from bot.domain.delivery import facts_of
+from bot.domain.alerting.alerts import AlertFacts, RunnerQueue, parse_json_body, parse_notification
+from bot.domain.alerting.delivery import facts_of
 from tests.deploy.manifests import SECRET, render_values
 from tests.support.servers import require_binary
 

@@ -336,7 +336,7 @@ NAMING: dict[str, tuple[dict, dict, list[str]]] = {
 @pytest.mark.parametrize("case", NAMING)
 def test_the_role_names_the_scale_sets_the_bot_addresses(case: str) -> None:
     """The chart maps runner types to scale sets in its template, the bot in
-    bot/domain/runner_names.py and bot/factory.py: from the same values, the same sets."""
+    bot/domain/reading/runner_names.py and bot/factory.py: from the same values, the same sets."""
     targets, explicit, expected = NAMING[case]
     ceilinged = {
         runner_type: {**({"target": entry} if isinstance(entry, str) else entry), "ceiling": 40}

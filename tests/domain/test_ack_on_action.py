@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from bot.domain.ack_on_action import acknowledged_by_acting
-from bot.domain.incidents import ACKNOWLEDGED_BY_ACTING, Event, Incident, acknowledge
+from bot.domain.incident.ack_on_action import acknowledged_by_acting
+from bot.domain.incident.incidents import ACKNOWLEDGED_BY_ACTING, Event, Incident, acknowledge
 from tests.support.incidents import changed
 from tests.support.store import T0, incident
 

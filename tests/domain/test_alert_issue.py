@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bot.backends.http import BackendError
 from bot.backends.issues import issue_of
-from bot.domain.alert_issue import (
+from bot.domain.alerting.alert_issue import (
     THREAD_MOMENT,
     IssueLink,
     Moment,
@@ -28,7 +28,7 @@ from bot.domain.alert_issue import (
     team_labels,
     tells_issue,
 )
-from bot.domain.incidents import Event
+from bot.domain.incident.incidents import Event
 from bot.render.alert_issue import MAX_BODY, WORD_JOINER, comment, issue_body, unlinked
 from bot.render.postmortem import md_escape, render_postmortem
 from tests.support.incidents import T0, make_incident

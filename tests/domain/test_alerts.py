@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.domain.alerts import (
+from bot.domain.alerting.alerts import (
     Matcher,
     Notification,
     PayloadError,
@@ -24,7 +24,12 @@ from bot.domain.alerts import (
     parse_notification,
     parse_value_string,
 )
-from bot.domain.delivery import MAX_MATCHERS, facts_of, matchers_from_silence_url, parse_matcher
+from bot.domain.alerting.delivery import (
+    MAX_MATCHERS,
+    facts_of,
+    matchers_from_silence_url,
+    parse_matcher,
+)
 from tests.support.payloads import FIXTURES
 
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.json"))
@@ -537,7 +542,7 @@ def test_grafana_no_data_alert_keeps_every_matcher_of_its_link() -> None:
 
 def test_a_silence_url_urlsplit_refuses_gives_no_matchers() -> None:
     """Found by the property test: an unclosed IPv6 bracket made the whole notification fail."""
-    from bot.domain.delivery import matchers_from_silence_url
+    from bot.domain.alerting.delivery import matchers_from_silence_url
 
     url = "https://[lay.grafana.org/alerting/silence/new?matcher=alertname%3DT2"
     assert matchers_from_silence_url(url) == ()

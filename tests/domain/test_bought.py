@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.bought import Reading, bought
+from bot.domain.scale.bought import Reading, bought
 
 T0 = datetime(2026, 11, 28, 14, 0, tzinfo=UTC)
 CAME = T0 + timedelta(minutes=10)  # the runners registered

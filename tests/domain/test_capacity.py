@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.alerts import RunnerQueue
-from bot.domain.capacity import (
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.incidents import Event, Incident
+from bot.domain.reading.capacity import (
     NO_TYPE,
     Schedule,
     TypeHistory,
@@ -18,10 +19,9 @@ from bot.domain.capacity import (
     report_channels,
     stated_thresholds,
 )
-from bot.domain.early_warning import Thresholds
-from bot.domain.fleet import OomKill, RunnerTypeMetrics
-from bot.domain.incidents import Event, Incident
-from bot.domain.scale_ups import ScaleUp
+from bot.domain.reading.early_warning import Thresholds
+from bot.domain.reading.fleet import OomKill, RunnerTypeMetrics
+from bot.domain.scale.scale_ups import ScaleUp
 from tests.support.incidents import changed
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)

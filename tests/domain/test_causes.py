@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.causes import RULES, Cause, Evidence, Facts, Found, said
-from bot.domain.diagnostics import Diagnosis, Verdict, diagnose
-from bot.domain.fleet import FleetSnapshot, HistoryPoint
-from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.jobs import Slower, Surge, Trigger
-from bot.domain.runner_pods import RunnerPods
+from bot.domain.queue_cost.jobs import Slower, Surge, Trigger
+from bot.domain.reading.causes import RULES, Cause, Evidence, Facts, Found, said
+from bot.domain.reading.diagnostics import Diagnosis, Verdict, diagnose
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint
+from bot.domain.reading.fleet import RunnerTypeMetrics as M
+from bot.domain.reading.runner_pods import RunnerPods
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.cost import (
+from bot.domain.queue_cost.cost import (
     ARC,
     GITHUB,
     HUD,

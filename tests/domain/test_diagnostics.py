@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.diagnostics import (
+from bot.domain.reading.diagnostics import (
     Cause,
     Verdict,
     arrivals,
@@ -17,9 +17,9 @@ from bot.domain.diagnostics import (
     duration,
     utilization,
 )
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.judging import judged
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.reading.fleet import RunnerTypeMetrics as M
+from bot.domain.reading.judging import judged
 
 NOW = datetime(2026, 11, 22, 18, 0, tzinfo=UTC)
 

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.causes import Evidence
-from bot.domain.diagnostics import Cause, Verdict, diagnose
-from bot.domain.fleet import FleetSnapshot, HistoryPoint
-from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.judging import judged
+from bot.domain.reading.causes import Evidence
+from bot.domain.reading.diagnostics import Cause, Verdict, diagnose
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint
+from bot.domain.reading.fleet import RunnerTypeMetrics as M
+from bot.domain.reading.judging import judged
 
 NOW = datetime(2026, 11, 22, 14, 5, tzinfo=UTC)
 T = "linux.2xlarge"

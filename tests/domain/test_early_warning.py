@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.early_warning import (
+from bot.domain.reading.early_warning import (
     NOISE_READINGS,
     Forecast,
     Phase,
@@ -22,10 +22,10 @@ from bot.domain.early_warning import (
     forecast,
     taken_on,
 )
-from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.judging import judge
-from bot.domain.runner_pods import RunnerPods
-from bot.domain.scale_ups import ScaleUp
+from bot.domain.reading.fleet import RunnerTypeMetrics
+from bot.domain.reading.judging import judge
+from bot.domain.reading.runner_pods import RunnerPods
+from bot.domain.scale.scale_ups import ScaleUp
 from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)

@@ -7,13 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.alert_issue import Moment, moment_key, moments
-from bot.domain.alerts import QueueNumbers, RunnerQueue, parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.headline import still_live
-from bot.domain.incident_fleet import follow_ended, still_queued
-from bot.domain.incidents import (
+from bot.domain.alerting.alert_issue import Moment, moment_key, moments
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue, parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.headline import still_live
+from bot.domain.incident.incident_fleet import follow_ended, still_queued
+from bot.domain.incident.incidents import (
     CAPPED,
     DRAINED,
     UNDER,
@@ -26,6 +25,7 @@ from bot.domain.incidents import (
     resolve_drained,
     resolve_manually,
 )
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.alert_issue import comment
 from bot.render.replies import (
     drained_said,

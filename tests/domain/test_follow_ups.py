@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, judged_of
-from bot.domain.incidents import (
+from bot.domain.incident.incidents import (
     Event,
     Incident,
     made_scale_ups,
@@ -14,9 +13,10 @@ from bot.domain.incidents import (
     with_action,
     with_scale_ups,
 )
-from bot.domain.judgement import Direction, Judgement
-from bot.domain.runner_pods import PodCause, Trouble
-from bot.domain.scale_ups import ScaleUp, follow, outcome_of
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics, judged_of
+from bot.domain.reading.judgement import Direction, Judgement
+from bot.domain.reading.runner_pods import PodCause, Trouble
+from bot.domain.scale.scale_ups import ScaleUp, follow, outcome_of
 from bot.render.follow_ups import outcome_said
 from bot.render.replies import render_outcome, render_summary
 from bot.status.follow_ups import not_come, settled

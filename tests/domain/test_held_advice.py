@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, troubled_gauges
-from bot.domain.incidents import Event, counting_scale_ups
-from bot.domain.judgement import Direction, Judgement
-from bot.domain.judging import judged
-from bot.domain.scale_ups import ScaleUp
+from bot.domain.incident.incidents import Event, counting_scale_ups
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, troubled_gauges
+from bot.domain.reading.judgement import Direction, Judgement
+from bot.domain.reading.judging import judged
+from bot.domain.scale.scale_ups import ScaleUp
 
 START = datetime(2026, 11, 26, 12, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

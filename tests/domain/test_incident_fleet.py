@@ -8,9 +8,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics
-from bot.domain.incident_fleet import (
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.alerting.routes import Routing, parse_routes
+from bot.domain.incident.incident_fleet import (
     DrainRule,
     as_snapshot,
     drain_checks,
@@ -20,18 +20,18 @@ from bot.domain.incident_fleet import (
     type_drained,
     with_baselines,
 )
-from bot.domain.incidents import (
+from bot.domain.incident.incidents import (
     Event,
     Incident,
     counting_scale_ups,
     record_status,
     with_action,
 )
-from bot.domain.judging import judged
-from bot.domain.routes import Routing, parse_routes
-from bot.domain.runner_names import derived_scale_set
-from bot.domain.scale_ups import ScaleUp
-from bot.domain.trend import sparkline
+from bot.domain.incident.trend import sparkline
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics
+from bot.domain.reading.judging import judged
+from bot.domain.reading.runner_names import derived_scale_set
+from bot.domain.scale.scale_ups import ScaleUp
 from bot.render import mrkdwn as md
 from bot.render.numbers import type_lines
 from tests.support.incidents import changed

@@ -19,11 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue, Source, parse_notification
-from bot.domain.delivery import Delivery, delivery_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import (
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue, Source, parse_notification
+from bot.domain.alerting.delivery import Delivery, delivery_of
+from bot.domain.incident.incident_fleet import as_snapshot
+from bot.domain.incident.incidents import (
     MAX_ACTIONS,
     TREND_POINTS,
     Change,
@@ -46,8 +45,9 @@ from bot.domain.incidents import (
     with_action,
     with_live,
 )
-from bot.domain.runner_pods import RunnerPods
-from bot.domain.trend import Trend
+from bot.domain.incident.trend import Trend
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.runner_pods import RunnerPods
 from bot.render.chart import chart_block, incident_chart
 from bot.storage.incident_store import state_json
 from tests.support.incidents import make_incident
@@ -868,8 +868,8 @@ def test_a_reading_diagnostics_showed_between_statuses_counts_in_the_peaks() -> 
 def test_a_cause_of_too_low_a_maximum_leaves_the_root_once_a_reading_disproves_it(
     source: str, maximum: float, queued: float, kept: bool
 ) -> None:
-    from bot.domain.incidents import diagnosed
-    from bot.domain.judging import judged
+    from bot.domain.incident.incidents import diagnosed
+    from bot.domain.reading.judging import judged
 
     cause = "Autoscaling configuration (high confidence): linux.2xlarge: 17 short"
     incident = diagnosed(make_incident(), cause, short_of=("linux.2xlarge", 20.0))
@@ -896,8 +896,8 @@ def test_a_cause_of_too_low_a_maximum_leaves_the_root_once_a_reading_disproves_i
 def test_a_cause_of_pods_that_cannot_start_leaves_the_root_once_they_can(
     source: str, pods: RunnerPods | None, kept: bool
 ) -> None:
-    from bot.domain.incidents import diagnosed
-    from bot.domain.judging import judged
+    from bot.domain.incident.incidents import diagnosed
+    from bot.domain.reading.judging import judged
 
     cause = "Runner pods cannot be scheduled (high confidence): linux.2xlarge: 12 runner pods"
     incident = diagnosed(make_incident(), cause, pods_of="linux.2xlarge")

@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, with_job_waits
-from bot.domain.jobs import (
+from bot.domain.queue_cost.jobs import (
     Arrivals,
     JobsListing,
     QueuedJob,
@@ -18,6 +17,7 @@ from bot.domain.jobs import (
     trigger_of,
     trigger_of_hud,
 )
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics, with_job_waits
 
 NOW = datetime(2026, 8, 21, 16, 30, tzinfo=UTC)
 GPU = "linux.g5.4xlarge.nvidia.gpu"

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics
-from bot.domain.judgement import Direction, added, direction_of
-from bot.domain.judging import judge, judged
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics
+from bot.domain.reading.judgement import Direction, added, direction_of
+from bot.domain.reading.judging import judge, judged
 from bot.render.numbers import wait_part
 
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)

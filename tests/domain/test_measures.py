@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import DrainRule, Snapshot, is_material, peak_types_of
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incident_fleet import as_snapshot
+from bot.domain.incident.incidents import DrainRule, Snapshot, is_material, peak_types_of
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from tests.support.incidents import make_incident
 
 T0 = datetime(2026, 11, 25, 12, tzinfo=UTC)

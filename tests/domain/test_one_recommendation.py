@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.diagnostics import diagnose
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics
-from bot.domain.incident_fleet import judgement_of
-from bot.domain.judging import judged
+from bot.domain.incident.incident_fleet import judgement_of
+from bot.domain.reading.diagnostics import diagnose
+from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics
+from bot.domain.reading.judging import judged
 from bot.render.numbers import type_lines
 from tests.support.incidents import make_incident
 

@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import Event, Incident, with_action
-from bot.domain.judgement import Direction, Judgement
-from bot.domain.pilot import Hold, held, scale_ups, verdict
-from bot.domain.runner_pods import PodCause, Trouble
-from bot.domain.scale_ups import ScaleUp
-from bot.domain.scaling import Policy
+from bot.domain.incident.incidents import Event, Incident, with_action
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.judgement import Direction, Judgement
+from bot.domain.reading.runner_pods import PodCause, Trouble
+from bot.domain.scale.pilot import Hold, held, scale_ups, verdict
+from bot.domain.scale.scale_ups import ScaleUp
+from bot.domain.scale.scaling import Policy
 
 T0 = datetime(2026, 11, 28, 14, 0, tzinfo=UTC)
 TYPE = "linux.2xlarge"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.alerts import OPERATORS, Matcher
-from bot.domain.promql_selector import parse_selector, selector_text, vector
+from bot.domain.alerting.alerts import OPERATORS, Matcher
+from bot.domain.alerting.promql_selector import parse_selector, selector_text, vector
 
 NAMES = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,12}", fullmatch=True).filter(
     lambda name: name != "__name__"

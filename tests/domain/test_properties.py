@@ -18,10 +18,15 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.alerts import PayloadError, parse_json_body, parse_notification
-from bot.domain.delivery import Delivery, delivery_of, group_hash, matchers_from_silence_url
-from bot.domain.incidents import Change, apply_notification, open_incident, repeated
-from bot.domain.value_string import parse_value_string
+from bot.domain.alerting.alerts import PayloadError, parse_json_body, parse_notification
+from bot.domain.alerting.delivery import (
+    Delivery,
+    delivery_of,
+    group_hash,
+    matchers_from_silence_url,
+)
+from bot.domain.alerting.value_string import parse_value_string
+from bot.domain.incident.incidents import Change, apply_notification, open_incident, repeated
 from bot.render.root import render_root
 from sandbox.slack_limits import check_content, validate_blocks
 from tests.support.mutations import FAST, JSON, NOW, mangled_bytes, mutated

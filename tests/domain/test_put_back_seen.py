@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.put_back_seen import Back, bounding, landed
-from bot.domain.scaling import Capacity, ScaleTarget
+from bot.domain.scale.put_back_seen import Back, bounding, landed
+from bot.domain.scale.scaling import Capacity, ScaleTarget
 from bot.render.follow_ups import back_said
 
 TARGET = ScaleTarget("linux.2xlarge", "arc-runners/linux", cap=20)

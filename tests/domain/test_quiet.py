@@ -6,8 +6,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.incidents import Advice, DrainRule, Incident, Snapshot, is_material, record_status
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incidents import (
+    Advice,
+    DrainRule,
+    Incident,
+    Snapshot,
+    is_material,
+    record_status,
+)
 from bot.status.tick import status_kind
 from bot.storage.incident_store import RESTATUS, STATUS
 from tests.support.incidents import changed, make_incident

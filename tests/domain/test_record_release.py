@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.incidents import RECORD_RELEASE, Incident, Snapshot, resolve_drained
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incidents import RECORD_RELEASE, Incident, Snapshot, resolve_drained
 from bot.render import mrkdwn as md
 from bot.render.replies import render_summary
 from bot.storage.incident_store import state_json

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from bot.domain.judgement import Direction, rise_of
+from bot.domain.reading.judgement import Direction, rise_of
 from tests.domain.test_held_advice import played, reading
 
 OPEN = {"busy": 10.0, "registered": 10.0, "desired": 10.0, "maximum": 200.0}

@@ -10,9 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, parse_notification
-from bot.domain.delivery import facts_of
-from bot.domain.routes import Route, Routing, channel_for, parse_routes
+from bot.domain.alerting.alerts import (
+    AlertFacts,
+    Matcher,
+    QueueNumbers,
+    RunnerQueue,
+    parse_notification,
+)
+from bot.domain.alerting.delivery import facts_of
+from bot.domain.alerting.routes import Route, Routing, channel_for, parse_routes
 from tests.support.payloads import fixture_json
 
 DEFAULT = "C0DEFAULT"

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bot.domain.alerts import AlertFacts, QueueNumbers, RunnerQueue
-from bot.domain.routes import Route, channel_for, parse_routes
+from bot.domain.alerting.alerts import AlertFacts, QueueNumbers, RunnerQueue
+from bot.domain.alerting.routes import Route, channel_for, parse_routes
 
 AMTOOL = shutil.which("amtool")
 pytestmark = pytest.mark.skipif(AMTOOL is None, reason="amtool (prometheus-alertmanager) absent")

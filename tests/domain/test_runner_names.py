@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from bot.domain.runner_names import (
+from bot.domain.reading.runner_names import (
     RunnerNames,
     ScaleSetName,
     derived_scale_set,

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.backends.metrics.prometheus_pods import runner_pods
-from bot.domain.causes import Cause, pod_causes
-from bot.domain.diagnostics import diagnose
-from bot.domain.fleet import OOM_NAMING, FleetSnapshot, with_workflows
-from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.judgement import added
-from bot.domain.judging import judge
-from bot.domain.runner_pods import (
+from bot.domain.reading.causes import Cause, pod_causes
+from bot.domain.reading.diagnostics import diagnose
+from bot.domain.reading.fleet import OOM_NAMING, FleetSnapshot, with_workflows
+from bot.domain.reading.fleet import RunnerTypeMetrics as M
+from bot.domain.reading.judgement import added
+from bot.domain.reading.judging import judge
+from bot.domain.reading.runner_pods import (
     CADVISOR,
     DISK,
     NODE_EXPORTER,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.incidents import Event, Incident, with_action
-from bot.domain.scale_ups import ScaleUp
+from bot.domain.incident.incidents import Event, Incident, with_action
+from bot.domain.scale.scale_ups import ScaleUp
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.incidents import Event, Incident
-from bot.domain.scale_record import Acts, ScaleUps, alert_fired, scale_record
-from bot.domain.scale_ups import ScaleUp
+from bot.domain.incident.incidents import Event, Incident
+from bot.domain.scale.scale_record import Acts, ScaleUps, alert_fired, scale_record
+from bot.domain.scale.scale_ups import ScaleUp
 
 FIRED = datetime(2026, 11, 23, 13, 56, tzinfo=UTC)
 BIG, GPU = "linux.2xlarge", "linux.g5.4xlarge.nvidia.gpu"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from bot.domain.scaling import ManagedBy, managed_by
+from bot.domain.scale.scaling import ManagedBy, managed_by
 from tests.support.mutations import json_values
 
 SET, NAMESPACE, APP = "linux-2xlarge", "arc-runners", "arc-runners"

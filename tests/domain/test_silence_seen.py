@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.domain.alerts import Matcher
-from bot.domain.silence_seen import SilenceState, seen_of, selects
+from bot.domain.alerting.alerts import Matcher
+from bot.domain.incident.silence_seen import SilenceState, seen_of, selects
 from bot.render.follow_ups import seen_said
 
 ENDS = datetime(2026, 3, 4, 15, 2, tzinfo=UTC)

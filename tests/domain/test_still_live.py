@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.headline import StillLive, still_live
-from bot.domain.incidents import Status
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.headline import StillLive, still_live
+from bot.domain.incident.incidents import Status
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.numbers import still_live_said
 from tests.support.incidents import T0, make_incident
 

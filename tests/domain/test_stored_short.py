@@ -12,12 +12,12 @@ import pytest
 from pydantic import BaseModel
 
 import bot.domain
-from bot.domain.judgement import Judgement
+from bot.domain.reading.judgement import Judgement
 
 
 def stored_models() -> list[type[BaseModel]]:
     found = []
-    for info in pkgutil.iter_modules(bot.domain.__path__, "bot.domain."):
+    for info in pkgutil.walk_packages(bot.domain.__path__, "bot.domain."):
         module = importlib.import_module(info.name)
         for model in vars(module).values():
             if (

@@ -8,17 +8,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.alerts import RunnerQueue
-from bot.domain.capacity import TypeHistory, capacity_report
-from bot.domain.early_warning import Thresholds
-from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.incidents import Incident
-from bot.domain.waited import (
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.incidents import Incident
+from bot.domain.queue_cost.waited import (
     by_hour_of_week,
     covered_by_max,
     covered_by_min,
     job_hours,
 )
+from bot.domain.reading.capacity import TypeHistory, capacity_report
+from bot.domain.reading.early_warning import Thresholds
+from bot.domain.reading.fleet import RunnerTypeMetrics
 from tests.support.fakes.queue_week import MONDAY, simulated
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)

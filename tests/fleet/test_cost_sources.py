@@ -13,9 +13,9 @@ from redis.asyncio import Redis
 from bot.backends.metrics.hud import job_rows
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings
-from bot.domain.alerts import RunnerQueue
-from bot.domain.cost import ARC, HUD
-from bot.domain.jobs import JobsListing
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.queue_cost.cost import ARC, HUD
+from bot.domain.queue_cost.jobs import JobsListing
 from bot.fleet.cost import CostReader
 from bot.storage.listed_jobs import ListedJobs
 from bot.storage.workflow_jobs import WorkflowJobs

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.jobs import FinishedJob, QueuedJob, Trigger
+from bot.domain.queue_cost.jobs import FinishedJob, QueuedJob, Trigger
 from bot.storage.fleet import JobArrivals, job_slot
 from bot.storage.keys import Keys
 

@@ -20,10 +20,9 @@ from redis.asyncio import Redis
 
 from bot.backends.http import BackendError
 from bot.config import Settings
-from bot.domain.alerts import QueueNumbers
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, with_job_waits
-from bot.domain.incident_fleet import as_snapshot, is_drained
-from bot.domain.incidents import (
+from bot.domain.alerting.alerts import QueueNumbers
+from bot.domain.incident.incident_fleet import as_snapshot, is_drained
+from bot.domain.incident.incidents import (
     DrainRule,
     Event,
     Incident,
@@ -31,8 +30,9 @@ from bot.domain.incidents import (
     record_status,
     resolve_drained,
 )
-from bot.domain.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
-from bot.domain.judging import judged
+from bot.domain.queue_cost.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics, with_job_waits
+from bot.domain.reading.judging import judged
 from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.render import mrkdwn as md
 from bot.render.postmortem import render_postmortem

@@ -11,9 +11,9 @@ from redis.asyncio import Redis
 
 from bot.backends.http import BackendError
 from bot.config import Settings
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.jobs import JobsListing
-from bot.domain.runner_pods import RunnerPods
+from bot.domain.queue_cost.jobs import JobsListing
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.runner_pods import RunnerPods
 from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.storage.fleet import JobArrivals
 from bot.storage.keys import Keys

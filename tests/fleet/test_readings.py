@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings
 from bot.storage.keys import Keys
 from tests.support.running import eventually

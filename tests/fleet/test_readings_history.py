@@ -14,8 +14,8 @@ from bot.actions.report import Report
 from bot.backends.metrics import AlertMetrics
 from bot.backends.metrics.github_jobs import fleet_of
 from bot.config import Settings
-from bot.domain.early_warning import Thresholds
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.early_warning import Thresholds
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.incident_store import IncidentStore

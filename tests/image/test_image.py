@@ -96,8 +96,8 @@ def test_draws_the_trend_chart_on_a_read_only_root(image: Image, tmp_path: Path)
     a temporary one if that were not writable."""
     code = """
 from datetime import UTC, datetime
-from bot.domain.alerts import RunnerQueue
-from bot.domain.trend import Trend
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.trend import Trend
 from bot.render.chart import ChartData, render_chart
 trend = Trend()
 for at, queued, wait in ((0, 3, 1), (60, 9, 4)):

@@ -15,8 +15,8 @@ from redis.exceptions import RedisError
 from starlette.applications import Starlette
 
 from bot.config import Settings
-from bot.domain.alerts import Notification, parse_notification
-from bot.domain.delivery import Delivery, delivery_of
+from bot.domain.alerting.alerts import Notification, parse_notification
+from bot.domain.alerting.delivery import Delivery, delivery_of
 from bot.storage.streams import NOTIFICATION_KEPT_BYTES, NotificationStream
 from bot.telemetry import Telemetry
 from handlers import webhooks

@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.domain.alerts import parse_json_body, parse_notification
+from bot.domain.alerting.alerts import parse_json_body, parse_notification
 from bot.intake.consumer import MAX_CONFLICTS, Intake
 from bot.storage.incident_store import Commit, GroupLoad, IncidentStore
 from bot.storage.streams import NotificationStream

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.domain.alerts import parse_json_body, parse_notification
+from bot.domain.alerting.alerts import parse_json_body, parse_notification
 from bot.intake.consumer import Intake
 from bot.storage.incident_store import IncidentStore
 from bot.storage.streams import NotificationStream

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from bot.app import Bot, build_bot
-from bot.domain.alerts import RunnerQueue
-from bot.domain.incidents import GroupState, Incident
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.incidents import GroupState, Incident
 from bot.storage.incident_store import Commit
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator

@@ -13,8 +13,8 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.domain.alerts import parse_notification
-from bot.domain.delivery import delivery_of
+from bot.domain.alerting.alerts import parse_notification
+from bot.domain.alerting.delivery import delivery_of
 from bot.intake.consumer import Intake
 from bot.outbound.history_scan import Found, Scan
 from bot.outbound.lost_state import Phase, Read, StateGuard

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bot.app import Bot, build_bot
-from bot.domain.incidents import GroupState, Incident
+from bot.domain.incident.incidents import GroupState, Incident
 from bot.domain.message import Rendered
 from bot.outbound import send
 from bot.outbound.desk import Upload

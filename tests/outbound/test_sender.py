@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.domain.alerts import QueueNumbers
-from bot.domain.incidents import Snapshot
+from bot.domain.alerting.alerts import QueueNumbers
+from bot.domain.incident.incidents import Snapshot
 from bot.outbound.send import JITTER_MARGIN, ChannelSender
 from bot.pacing import Pacing
 from bot.render.mrkdwn import rendered, section

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.config import Settings
-from bot.domain.alerts import QueueNumbers
-from bot.domain.incidents import Incident, severity_rank
+from bot.domain.alerting.alerts import QueueNumbers
+from bot.domain.incident.incidents import Incident, severity_rank
 from bot.outbound.storm import continuation_due, edit_within_s
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from sandbox.slack_limits import validate_blocks

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.incidents import Event, Incident, acknowledge, diagnosed, with_action
+from bot.domain.incident.incidents import Event, Incident, acknowledge, diagnosed, with_action
 from bot.domain.shortened import ELLIPSIS
 from bot.render.mrkdwn import escape, truncate
 from bot.render.root import render_root

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.domain.capacity import TypeReport
+from bot.domain.reading.capacity import TypeReport
 from bot.render.capacity import MAX_TYPES, render_report, report_message
 
 

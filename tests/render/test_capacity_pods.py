@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.domain.capacity import TypeReport
+from bot.domain.reading.capacity import TypeReport
 from bot.render.capacity import render_report
 
 BASE = TypeReport(runner_type="linux.2xlarge", incidents=2, firing=timedelta(hours=3))

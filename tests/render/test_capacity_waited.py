@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from bot.domain.alerts import RunnerQueue
-from bot.domain.capacity import TypeReport, capacity_report
-from bot.domain.early_warning import Thresholds
-from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.incidents import Incident
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.incidents import Incident
+from bot.domain.reading.capacity import TypeReport, capacity_report
+from bot.domain.reading.early_warning import Thresholds
+from bot.domain.reading.fleet import RunnerTypeMetrics
 from bot.render.capacity import render_report, report_message
 from bot.render.chart import MAX_CATEGORIES, MAX_LABEL, MAX_TITLE
 from bot.render.waited import BANDS, MAX_SERIES

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.alerts import RunnerQueue
-from bot.domain.incidents import Snapshot
-from bot.domain.trend import Trend
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.incidents import Snapshot
+from bot.domain.incident.trend import Trend
 from bot.render.chart import MAX_SERIES, chart_data, incident_chart, render_chart
 from tests.support.incidents import make_incident
 

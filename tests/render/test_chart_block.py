@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.alerts import RunnerQueue
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.trend import Trend
 from bot.domain.message import Rendered
-from bot.domain.trend import Trend
 from bot.render.chart import (
     ChartData,
     blames_charts,

@@ -11,11 +11,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
-from bot.domain.alerts import parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import (
+from bot.domain.alerting.alerts import parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incident_fleet import as_snapshot
+from bot.domain.incident.incidents import (
     Event,
     Incident,
     open_incident,
@@ -23,6 +22,7 @@ from bot.domain.incidents import (
     resolve_drained,
     with_live,
 )
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.chart import BLOCK_TYPE
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_summary

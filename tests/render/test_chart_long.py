@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.domain.incidents import TREND_POINTS, Incident, resolve_drained
+from bot.domain.incident.incidents import TREND_POINTS, Incident, resolve_drained
 from bot.storage.incident_store import state_json
 from tests.render.test_chart_holds import OPENED, opened, reading, status, summary_chart
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.domain.cost import ARC, GITHUB, NO_PRS_GITHUB, NO_WORKFLOW_ARC, Tally, Waited
+from bot.domain.queue_cost.cost import ARC, GITHUB, NO_PRS_GITHUB, NO_WORKFLOW_ARC, Tally, Waited
 from bot.render.cost import cost_said
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.domain.diagnostics import diagnose
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.message import Rendered
+from bot.domain.reading.diagnostics import diagnose
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.reading.fleet import RunnerTypeMetrics as M
 from bot.render.diagnostics import render_diagnostics
 from tests.support.incidents import make_incident
 

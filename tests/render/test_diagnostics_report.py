@@ -5,11 +5,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.causes import Evidence
-from bot.domain.diagnostics import diagnose
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.jobs import Arrivals, JobsListing, JobsView, QueuedJob, Trigger, jobs_view, surging
+from bot.domain.queue_cost.jobs import (
+    Arrivals,
+    JobsListing,
+    JobsView,
+    QueuedJob,
+    Trigger,
+    jobs_view,
+    surging,
+)
+from bot.domain.reading.causes import Evidence
+from bot.domain.reading.diagnostics import diagnose
+from bot.domain.reading.fleet import FleetSnapshot
+from bot.domain.reading.fleet import RunnerTypeMetrics as M
 from bot.render.diagnostics import render_diagnostics
 from tests.support.incidents import make_incident
 

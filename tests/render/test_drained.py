@@ -10,12 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.alert_issue import Moment, moment_key
-from bot.domain.alerts import QueueNumbers, parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import as_snapshot, follow_ended, still_queued
-from bot.domain.incidents import (
+from bot.domain.alerting.alert_issue import Moment, moment_key
+from bot.domain.alerting.alerts import QueueNumbers, parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incident_fleet import as_snapshot, follow_ended, still_queued
+from bot.domain.incident.incidents import (
     DrainRule,
     Event,
     Incident,
@@ -24,6 +23,7 @@ from bot.domain.incidents import (
     resolve_drained,
     resolve_manually,
 )
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.alert_issue import comment
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_summary

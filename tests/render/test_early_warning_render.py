@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.domain.early_warning import Phase, WarningState
-from bot.domain.scale_ups import ScaleUp
+from bot.domain.reading.early_warning import Phase, WarningState
+from bot.domain.scale.scale_ups import ScaleUp
 from bot.render.early_warning import DISMISS, SCALE, render_warning
 from bot.render.mrkdwn import escape
 from tests.render.test_messages import EVIL, assert_valid

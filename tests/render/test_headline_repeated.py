@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import Incident, Resolution, Status
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incidents import Incident, Resolution, Status
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.digest import DigestEntry, render_digest
 from bot.render.queue import overview_line
 from bot.render.root import render_root

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from slack_sdk.models.blocks import Block
 
-from bot.domain.alerts import RunnerQueue
-from bot.domain.early_warning import Phase, WarningState
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import ActiveSilence, Incident
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.incidents import ActiveSilence, Incident
+from bot.domain.reading.early_warning import Phase, WarningState
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.home import (
     MAX_HOME_BLOCKS,
     HomeState,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.incidents import Event, resolve_manually, with_action
+from bot.domain.incident.incidents import Event, resolve_manually, with_action
 from bot.render import mrkdwn as md
 from bot.render.replies import render_event, render_summary
 from bot.render.root import render_root

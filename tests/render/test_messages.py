@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import (
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incident_fleet import as_snapshot
+from bot.domain.incident.incidents import (
     Event,
     Incident,
     Links,
@@ -26,6 +25,7 @@ from bot.domain.incidents import (
     resolve_drained,
 )
 from bot.domain.message import Rendered
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.replies import render_event, render_status, render_summary
 from bot.render.root import ACTIONS_BLOCK_ID, incident_ref_of, render_root
 from sandbox.slack_limits import validate_blocks
@@ -433,7 +433,7 @@ def test_no_links_no_links_block() -> None:
     ids=["not-silenced", "silenced-in-grafana", "silenced-in-alertmanager"],
 )
 def test_the_silence_link_names_where_the_silence_is(backend: str | None, label: str) -> None:
-    from bot.domain.incidents import ActiveSilence, silenced
+    from bot.domain.incident.incidents import ActiveSilence, silenced
 
     grafana = "https://grafana.example/alerting/silence/new?matcher=alertname%3DQ"
     incident = make_incident(links=Links(silence=grafana))
@@ -744,7 +744,7 @@ def test_a_cut_alert_says_so_on_the_root() -> None:
 
 
 def test_a_silence_shows_on_the_root_and_in_status_replies_without_a_ping() -> None:
-    from bot.domain.incidents import ActiveSilence, silenced
+    from bot.domain.incident.incidents import ActiveSilence, silenced
 
     until = T0 + timedelta(hours=2)
     silence = ActiveSilence(

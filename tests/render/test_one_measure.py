@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.alert_issue import Moment, moment_key
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.capacity import capacity_report
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import Event, Incident, Snapshot, record_status, resolve_drained
+from bot.domain.alerting.alert_issue import Moment, moment_key
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incident_fleet import as_snapshot
+from bot.domain.incident.incidents import Event, Incident, Snapshot, record_status, resolve_drained
+from bot.domain.reading.capacity import capacity_report
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render import mrkdwn as md
 from bot.render.alert_issue import comment
 from bot.render.capacity import render_report

@@ -11,11 +11,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.alert_issue import Moment, moment_key
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.capacity import capacity_report
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import (
+from bot.domain.alerting.alert_issue import Moment, moment_key
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incidents import (
     Event,
     Incident,
     Snapshot,
@@ -25,8 +23,16 @@ from bot.domain.incidents import (
     resolve_manually,
     with_live,
 )
-from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue, workflows_seen
-from bot.domain.judging import judged
+from bot.domain.queue_cost.jobs import (
+    JobsView,
+    RunnerTypeJobs,
+    Trigger,
+    WorkflowQueue,
+    workflows_seen,
+)
+from bot.domain.reading.capacity import capacity_report
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.judging import judged
 from bot.render.alert_issue import comment, unlinked
 from bot.render.capacity import render_report
 from bot.render.numbers import peak_rows, type_lines

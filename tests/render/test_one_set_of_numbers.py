@@ -19,20 +19,20 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.diagnostics import diagnose
-from bot.domain.early_warning import Forecast, Point, Thresholds, WarningState, forecast
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import alert_fleet, as_snapshot, judgement_of
-from bot.domain.incidents import (
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incident_fleet import alert_fleet, as_snapshot, judgement_of
+from bot.domain.incident.incidents import (
     Incident,
     Resolution,
     record_status,
     sums_types,
     with_live,
 )
-from bot.domain.judging import judged
-from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, scale_default
+from bot.domain.reading.diagnostics import diagnose
+from bot.domain.reading.early_warning import Forecast, Point, Thresholds, WarningState, forecast
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.judging import judged
+from bot.domain.scale.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, scale_default
 from bot.domain.units import minutes, number
 from bot.render.diagnostics import render_diagnostics
 from bot.render.early_warning import render_warning

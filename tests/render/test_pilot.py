@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bot.domain.pilot import Paused, Piloted, PilotState
-from bot.domain.scaling import Policy
+from bot.domain.scale.pilot import Paused, Piloted, PilotState
+from bot.domain.scale.scaling import Policy
 from bot.render.home import HomeState, digests, render_home
 from bot.render.mrkdwn import MAX_SECTION
 from bot.render.pilot import DECLARE, render_pilot

@@ -11,10 +11,10 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from bot.domain.early_warning import Point, Thresholds, WarningState, forecast
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import EARLY_WARNING, Event, Incident
-from bot.domain.judgement import Judgement
+from bot.domain.incident.incidents import EARLY_WARNING, Event, Incident
+from bot.domain.reading.early_warning import Point, Thresholds, WarningState, forecast
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.judgement import Judgement
 from bot.render.early_warning import render_warning
 from bot.render.replies import render_summary
 from bot.render.root import render_root

@@ -19,9 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import (
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incidents import (
     EARLY_WARNING,
     REFUSED,
     Event,
@@ -34,9 +33,16 @@ from bot.domain.incidents import (
     resolve_drained,
     resolve_manually,
 )
-from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue, workflows_seen
-from bot.domain.scale_ups import ScaleUp
-from bot.domain.trend import Trend
+from bot.domain.incident.trend import Trend
+from bot.domain.queue_cost.jobs import (
+    JobsView,
+    RunnerTypeJobs,
+    Trigger,
+    WorkflowQueue,
+    workflows_seen,
+)
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.scale.scale_ups import ScaleUp
 from bot.domain.units import minutes, number
 from bot.render.numbers import wait_of
 from bot.render.postmortem import MAX_CHART_ROWS, md_escape, render_postmortem

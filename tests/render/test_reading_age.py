@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.domain.fleet import FleetSnapshot, Reading, RunnerTypeMetrics
-from bot.domain.incident_fleet import incident_fleet
-from bot.domain.routes import Routing
+from bot.domain.alerting.routes import Routing
+from bot.domain.incident.incident_fleet import incident_fleet
+from bot.domain.reading.fleet import FleetSnapshot, Reading, RunnerTypeMetrics
 from bot.render.queue import live_queue
 from bot.render.root import render_root
 from tests.support.incidents import make_incident

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, managed_by
+from bot.domain.scale.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, managed_by
 from bot.render.scale_modal import ScaleForm, render_scale_confirm, render_scale_form
 from tests.render.test_messages import EVIL, assert_inert, texts_of
 

@@ -18,9 +18,9 @@ from bot.backends.kube import KubeAccess
 from bot.backends.scale.arc import ArcScaler
 from bot.backends.scale.aws import AsgScaler
 from bot.config import Settings
-from bot.domain.early_warning import Phase, WarningState
-from bot.domain.judgement import Judgement, added
-from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, scale_default
+from bot.domain.reading.early_warning import Phase, WarningState
+from bot.domain.reading.judgement import Judgement, added
+from bot.domain.scale.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, scale_default
 from bot.render.scale_modal import (
     RAISE_MAX,
     ScaleForm,

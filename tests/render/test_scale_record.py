@@ -8,13 +8,13 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
-from bot.domain.alert_issue import Moment, moment_key, moments
-from bot.domain.alerts import RunnerQueue
-from bot.domain.capacity import TypeReport, capacity_report
-from bot.domain.cost import counted_cost, waited_of_jobs
-from bot.domain.fleet import HistoryPoint
-from bot.domain.incidents import Event, Incident, Resolution, Status, with_bought
-from bot.domain.scale_record import scale_record
+from bot.domain.alerting.alert_issue import Moment, moment_key, moments
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.incidents import Event, Incident, Resolution, Status, with_bought
+from bot.domain.queue_cost.cost import counted_cost, waited_of_jobs
+from bot.domain.reading.capacity import TypeReport, capacity_report
+from bot.domain.reading.fleet import HistoryPoint
+from bot.domain.scale.scale_record import scale_record
 from bot.render.alert_issue import comment
 from bot.render.capacity import render_report
 from bot.render.cost import cost_said

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.domain.incidents import ActiveSilence, Incident, Resolution, Status
+from bot.domain.incident.incidents import ActiveSilence, Incident, Resolution, Status
 from bot.render.replies import render_summary
 from bot.render.root import render_root
 from tests.support.incidents import T0, changed, make_incident

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.actions.amends import told_again
-from bot.domain.incidents import ActiveSilence, Event, Status, unsilenced
+from bot.domain.incident.incidents import ActiveSilence, Event, Status, unsilenced
 from bot.render.replies import summaries
 from bot.storage.incident_store import SUMMARY_EDIT, Commit
 from tests.support.incidents import changed

@@ -9,11 +9,11 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.alerts import parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.incidents import Incident, open_incident, record_status
+from bot.domain.alerting.alerts import parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incident_fleet import as_snapshot
+from bot.domain.incident.incidents import Incident, open_incident, record_status
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.replies import StatusShown, render_shown, render_status
 from tests.support.payloads import fixture_json
 

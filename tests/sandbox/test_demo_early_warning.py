@@ -14,7 +14,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from bot.domain.fleet import Reading
+from bot.domain.reading.fleet import Reading
 from bot.storage.keys import Keys
 from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
 from tests.support.running import eventually

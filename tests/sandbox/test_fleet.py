@@ -28,10 +28,10 @@ from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.backends.silence import SilenceRequest, alertmanager_silencer
 from bot.config import Settings
-from bot.domain.alerts import Matcher, parse_notification
-from bot.domain.delivery import facts_of
-from bot.domain.jobs import Arrivals, Trigger, jobs_view, surging
-from bot.domain.scaling import ScaleTarget
+from bot.domain.alerting.alerts import Matcher, parse_notification
+from bot.domain.alerting.delivery import facts_of
+from bot.domain.queue_cost.jobs import Arrivals, Trigger, jobs_view, surging
+from bot.domain.scale.scaling import ScaleTarget
 from sandbox.fleet import (
     DEMO_BURSTS,
     DEMO_TYPES,

@@ -11,7 +11,7 @@ import httpx
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.promql import WAITED, render
 from bot.config import Settings
-from bot.domain.cost import ARC
+from bot.domain.queue_cost.cost import ARC
 from sandbox.fleet import STEP_S, Fleet, workflow_ref
 from sandbox.fleet_api import CUT, FleetApi, FleetApiConfig
 from sandbox.serve import serve_in_thread

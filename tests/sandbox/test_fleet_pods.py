@@ -14,9 +14,9 @@ import pytest
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.promql import defaults
 from bot.config import Settings
-from bot.domain.causes import pod_causes
-from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.runner_pods import Trouble
+from bot.domain.reading.causes import pod_causes
+from bot.domain.reading.fleet import RunnerTypeMetrics as M
+from bot.domain.reading.runner_pods import Trouble
 from sandbox.fleet import DEMO_TEAM_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec
 from sandbox.fleet_api import FleetApi, FleetApiConfig
 from sandbox.stack import SCALE_SETS

@@ -13,8 +13,8 @@ from redis.asyncio import Redis
 
 from bot.backends.http import BackendError
 from bot.backends.issues import Issue
-from bot.domain.alert_issue import THREAD_MOMENT, group_mark, issue_title
-from bot.domain.incidents import (
+from bot.domain.alerting.alert_issue import THREAD_MOMENT, group_mark, issue_title
+from bot.domain.incident.incidents import (
     Event,
     acknowledge,
     resolve_manually,

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.ack_on_action import acknowledged_by_acting
-from bot.domain.incidents import Event, with_action
+from bot.domain.incident.ack_on_action import acknowledged_by_acting
+from bot.domain.incident.incidents import Event, with_action
 from bot.storage.incident_store import Commit
 from tests.support.alert_issue import Clock, FakeIssues, keeper, opened_due, with_thread
 from tests.support.store import T0

@@ -11,10 +11,10 @@ from typing import Any
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.incidents import GroupState
-from bot.domain.workflow_jobs import JobDelivery, job_delivery
+from bot.domain.alerting.alerts import RunnerQueue
+from bot.domain.incident.incidents import GroupState
+from bot.domain.queue_cost.workflow_jobs import JobDelivery, job_delivery
+from bot.domain.reading.fleet import FleetSnapshot
 from bot.fleet.cost import CostReader
 from bot.fleet.readings import FleetReadings
 from bot.status.tick import StatusReporter

@@ -14,11 +14,11 @@ from redis.asyncio import Redis
 
 from bot.backends.http import BackendError
 from bot.config import Settings, load_settings
-from bot.domain.alerts import parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.early_warning import Phase
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import EARLY_WARNING, GroupState, open_incident, resolve_manually
+from bot.domain.alerting.alerts import parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incidents import EARLY_WARNING, GroupState, open_incident, resolve_manually
+from bot.domain.reading.early_warning import Phase
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings
 from bot.status.early_warning import EarlyWarnings
 from bot.storage.early_warning import WarningStore

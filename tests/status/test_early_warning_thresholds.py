@@ -13,11 +13,11 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.domain.alerts import RunnerQueue, parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.early_warning import Phase
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.incidents import GroupState, apply_notification, open_incident
+from bot.domain.alerting.alerts import RunnerQueue, parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incidents import GroupState, apply_notification, open_incident
+from bot.domain.reading.early_warning import Phase
+from bot.domain.reading.fleet import FleetSnapshot
 from bot.fleet.readings import FleetReadings
 from bot.status.early_warning import EarlyWarnings
 from bot.storage.early_warning import WarningStore

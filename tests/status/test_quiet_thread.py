@@ -20,11 +20,11 @@ from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.kube import kube_access
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.alerts import parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import GroupState, open_incident
-from bot.domain.scaling import ScaleTarget
+from bot.domain.alerting.alerts import parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incidents import GroupState, open_incident
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.scale.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings
 from bot.render.chart import BLOCK_TYPE, chart_block, incident_chart
 from bot.render.replies import StatusShown, render_shown

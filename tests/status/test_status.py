@@ -11,10 +11,10 @@ from typing import Any
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.domain.alerts import parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.incidents import GroupState, open_incident
+from bot.domain.alerting.alerts import parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incidents import GroupState, open_incident
+from bot.domain.reading.fleet import FleetSnapshot
 from bot.fleet.readings import FleetReadings
 from bot.status.tick import StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore

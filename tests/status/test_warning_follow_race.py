@@ -9,10 +9,10 @@ from redis.asyncio import Redis
 
 from bot.actions.scale import made
 from bot.backends.scale import Undo
-from bot.domain.alerts import parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.early_warning import Phase, scaled_from
-from bot.domain.incidents import GroupState, open_incident
+from bot.domain.alerting.alerts import parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incidents import GroupState, open_incident
+from bot.domain.reading.early_warning import Phase, scaled_from
 from bot.storage.incident_store import Commit
 from tests.status.test_early_warning import CHANNEL, START, TYPE, Building, Replica
 from tests.support.payloads import fixture_json

@@ -14,8 +14,8 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.backends.metrics.hud import job_rows
-from bot.domain.cost import waited_of_left
-from bot.domain.jobs import JobsListing
+from bot.domain.queue_cost.cost import waited_of_left
+from bot.domain.queue_cost.jobs import JobsListing
 from bot.storage.listed_jobs import ListedJobs
 from tests.support.store import KEYS
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.fleet import OOM_KEEP_DAYS, OomKill
+from bot.domain.reading.fleet import OOM_KEEP_DAYS, OomKill
 from bot.storage.fleet import OomKillRecord
 from tests.support.store import KEYS
 

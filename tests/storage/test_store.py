@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from bot.domain.incidents import Event, GroupState, Incident, resolve_manually
+from bot.domain.incident.incidents import Event, GroupState, Incident, resolve_manually
 from bot.storage.incident_store import ATTEMPTS, MAX_OUTBOX, Commit, IncidentStore, ThreadRef
 from bot.storage.state_marker import FoundRoot, StateMarker
 from bot.storage.streams import INTAKE_GROUP as GROUP

@@ -7,8 +7,8 @@ import json
 
 from redis.asyncio import Redis
 
-from bot.domain.early_warning import WarningState
-from bot.domain.scale_ups import ScaleUp
+from bot.domain.reading.early_warning import WarningState
+from bot.domain.scale.scale_ups import ScaleUp
 from bot.storage.early_warning import KEEP_S, WarningStore
 from tests.support.store import KEYS
 

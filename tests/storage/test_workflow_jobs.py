@@ -11,7 +11,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bot.domain.workflow_jobs import JobDelivery, job_delivery
+from bot.domain.queue_cost.workflow_jobs import JobDelivery, job_delivery
 from bot.storage.workflow_jobs import SLOT_S, WorkflowJobs
 from tests.support.payloads import fixture_json
 from tests.support.store import KEYS

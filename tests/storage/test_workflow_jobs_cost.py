@@ -9,8 +9,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bot.domain.cost import GITHUB, waited_of_jobs
-from bot.domain.workflow_jobs import JobDelivery, job_delivery
+from bot.domain.queue_cost.cost import GITHUB, waited_of_jobs
+from bot.domain.queue_cost.workflow_jobs import JobDelivery, job_delivery
 from bot.render.cost import cost_said
 from bot.storage.workflow_jobs import WorkflowJobs
 from tests.support.payloads import fixture_json

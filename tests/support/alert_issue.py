@@ -15,8 +15,8 @@ from redis.asyncio import Redis
 from bot.backends.http import BackendError
 from bot.backends.issues import GithubIssues, Issue
 from bot.config import Settings
-from bot.domain.alert_issue import issue_title
-from bot.domain.incidents import Event, Incident, Status, resolve_manually
+from bot.domain.alerting.alert_issue import issue_title
+from bot.domain.incident.incidents import Event, Incident, Status, resolve_manually
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
 from bot.storage.incident_store import Commit, IncidentStore, IssueLinks

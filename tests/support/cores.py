@@ -21,8 +21,8 @@ from bot.backends.metrics import AlertMetrics, QueuedJobs, QueueHistory, QueueMe
 from bot.backends.scale import Scaler
 from bot.backends.silence import Silencer, grafana_silencer
 from bot.config import Settings
-from bot.domain.routes import Routing
-from bot.domain.scaling import ScaleTarget
+from bot.domain.alerting.routes import Routing
+from bot.domain.scale.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings, JobsWatch
 from bot.storage.early_warning import WarningStore
 from bot.storage.fleet import JobArrivals

@@ -5,9 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue, parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.incidents import GroupState, Incident, Links, open_incident, resolve_manually
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue, parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incidents import (
+    GroupState,
+    Incident,
+    Links,
+    open_incident,
+    resolve_manually,
+)
 from bot.storage.incident_store import Commit, IncidentStore
 from tests.support.payloads import fixture_json
 

@@ -4,7 +4,7 @@ The root, a status reply and the diagnostics report each show one fleet reading:
 "Queued jobs" headline (the root and a status), and the type's line: how many jobs queue, the
 longest wait, and the reading's judgement: the direction and the advice ("▲ rising +1.2 jobs/min ·
 +6 runners would drain it in 30 min", "▼ falling 2.0 jobs/min · none: it clears in ~7 min"), in
-the words `bot.domain.judgement.Judgement` gives all three.
+the words `bot.domain.reading.judgement.Judgement` gives all three.
 
 They show the same reading only at certain moments, which the page itself tells apart: the root
 and a status are rendered from the incident when they are sent, and every status commit adds a
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.domain.trend import BARS
+from bot.domain.incident.trend import BARS
 
 # The judgement's parts: where the queue heads, and the advice.
 OUTLOOK = re.compile(r"^(?:▲ rising|▼ falling|holding$|\+\d+ runners? |none: )")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import Incident
+from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incident.incidents import Incident
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.root import render_root
 from tests.support.incidents import make_incident
 

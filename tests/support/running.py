@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from bot.app import Bot, build_app, build_bot
 from bot.config import Settings, load_settings
-from bot.domain.judgement import DIRECTION_READINGS
+from bot.domain.reading.judgement import DIRECTION_READINGS
 from sandbox.serve import StoppingServer, serve_in_thread
 from tests.support.payloads import fixture_json
 from tests.support.servers import RedisServer, free_port

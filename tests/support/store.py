@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 
-from bot.domain.alerts import Notification, parse_notification
-from bot.domain.delivery import Delivery, delivery_of
-from bot.domain.incidents import GroupState, Incident, open_incident
+from bot.domain.alerting.alerts import Notification, parse_notification
+from bot.domain.alerting.delivery import Delivery, delivery_of
+from bot.domain.incident.incidents import GroupState, Incident, open_incident
 from bot.domain.message import Rendered
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.keys import Keys

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.domain.fleet import RunnerTypeMetrics
+from bot.domain.reading.fleet import RunnerTypeMetrics
 from tests.support.fakes.arc_script import NAMESPACE, ScriptedScaleSet, Step
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import as_group

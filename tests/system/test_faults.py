@@ -301,8 +301,8 @@ async def test_a_resolved_entry_handled_before_its_older_firing_opens_nothing(
 ) -> None:
     """Two entries of a new group, handled in the wrong order (a delayed or reclaimed entry):
     the resolved one first, then the firing one accepted before it."""
-    from bot.domain.alerts import parse_notification
-    from bot.domain.delivery import delivery_of
+    from bot.domain.alerting.alerts import parse_notification
+    from bot.domain.alerting.delivery import delivery_of
 
     firing = delivery_of(parse_notification("grafana", fixture_json(FIRING)))
     resolved = delivery_of(parse_notification("grafana", fixture_json(RESOLVED)))
@@ -322,7 +322,7 @@ async def test_state_left_by_0_1_0_neither_wedges_its_groups_nor_loses_its_strea
     """An upgrade: 0.1.0 left its incident and group as plain strings, and an accepted
     notification (raw body) in the stream. The new version applies the entry and opens the
     group again, without tripping over the old keys."""
-    from bot.domain.delivery import group_hash
+    from bot.domain.alerting.delivery import group_hash
 
     store = sync_redis(redis_url)
     payload = fixture_json(FIRING)

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.actions.commands import run_command
 from bot.actions.core import Actor
-from bot.domain.workflow_jobs import JobDelivery, job_delivery
+from bot.domain.queue_cost.workflow_jobs import JobDelivery, job_delivery
 from sandbox.serve import RunningServer
 from tests.support.fakes.github_api import FakeGithub
 from tests.support.payloads import fixture_json

@@ -43,9 +43,9 @@ from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.early_warning import WarningState
-from bot.domain.scale_ups import ScaleUp
-from bot.domain.scaling import ScaleTarget
+from bot.domain.reading.early_warning import WarningState
+from bot.domain.scale.scale_ups import ScaleUp
+from bot.domain.scale.scaling import ScaleTarget
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
 from sandbox.silence_api import FakeSilenceApi

@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from bot.config import Settings, SettingsError, check_serve
-from bot.domain.alerts import parse_json_body, parse_notification
+from bot.domain.alerting.alerts import parse_json_body, parse_notification
 from bot.storage.connection import (
     RedisSetupError,
     SentinelTarget,

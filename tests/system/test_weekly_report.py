@@ -10,9 +10,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.domain.alerts import RunnerQueue, parse_notification
-from bot.domain.delivery import delivery_of
-from bot.domain.incidents import GroupState, open_incident, resolve_manually
+from bot.domain.alerting.alerts import RunnerQueue, parse_notification
+from bot.domain.alerting.delivery import delivery_of
+from bot.domain.incident.incidents import GroupState, open_incident, resolve_manually
 from bot.storage.incident_store import Commit, IncidentStore
 from tests.support.incidents import changed
 from tests.support.payloads import fixture_json

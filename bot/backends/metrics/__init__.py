@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from bot.domain.capacity import FleetHistory
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.jobs import JobsListing
+from bot.domain.queue_cost.jobs import JobsListing
+from bot.domain.reading.capacity import FleetHistory
+from bot.domain.reading.fleet import FleetSnapshot
 
 
 class QueueMetrics(Protocol):

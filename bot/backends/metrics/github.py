@@ -31,10 +31,10 @@ from bot.backends.metrics.github_feed import (
 )
 from bot.backends.metrics.github_jobs import fleet_of, is_ghost, path_of, queued_jobs_of
 from bot.config import Settings
-from bot.domain.alerts import time_of
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.jobs import JobsListing
-from bot.domain.workflow_jobs import JobDelivery, listed_job
+from bot.domain.alerting.alerts import time_of
+from bot.domain.queue_cost.jobs import JobsListing
+from bot.domain.queue_cost.workflow_jobs import JobDelivery, listed_job
+from bot.domain.reading.fleet import FleetSnapshot
 
 log = logging.getLogger(__name__)
 

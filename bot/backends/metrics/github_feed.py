@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from bot.domain.alerts import time_of
-from bot.domain.workflow_jobs import RANK, JobDelivery, listed_job
+from bot.domain.alerting.alerts import time_of
+from bot.domain.queue_cost.workflow_jobs import RANK, JobDelivery, listed_job
 
 RECONCILE_S = 600.0  # the runs and runners are listed this often; the deliveries say the rest
 # Runs whose jobs one reconcile reads at most: at GitHub's few hundred milliseconds a request,

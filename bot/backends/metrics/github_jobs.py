@@ -8,9 +8,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from bot.domain.alerts import time_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.jobs import (
+from bot.domain.alerting.alerts import time_of
+from bot.domain.queue_cost.jobs import (
     RUNNERS_NAMED,
     FinishedJob,
     JobsListing,
@@ -18,6 +17,7 @@ from bot.domain.jobs import (
     runner_type_of,
     trigger_of,
 )
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 
 
 def path_of(url: Any) -> str:

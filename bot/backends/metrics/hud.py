@@ -20,11 +20,16 @@ from bot.backends.http import (
     uncounted,
 )
 from bot.config import Settings
-from bot.domain.alerts import max_known, time_of
-from bot.domain.capacity import FleetHistory, TypeHistory
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.hud_queries import AGGREGATE, BY_LABEL, DEFAULT_PARAMETERS, threshold_minutes
-from bot.domain.jobs import JobsListing, QueuedJob, trigger_of_hud
+from bot.domain.alerting.alerts import max_known, time_of
+from bot.domain.queue_cost.jobs import JobsListing, QueuedJob, trigger_of_hud
+from bot.domain.reading.capacity import FleetHistory, TypeHistory
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.reading.hud_queries import (
+    AGGREGATE,
+    BY_LABEL,
+    DEFAULT_PARAMETERS,
+    threshold_minutes,
+)
 from bot.domain.shortened import one_line
 
 T = TypeVar("T")

@@ -41,11 +41,11 @@ from bot.backends.metrics.promql import (
     step_s,
 )
 from bot.config import Settings
-from bot.domain.capacity import FleetHistory, TypeHistory
-from bot.domain.cost import Waited, bucket_bound, waited_of_buckets
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
-from bot.domain.jobs import Arrivals, JobsListing, workflow_of
-from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
+from bot.domain.queue_cost.cost import Waited, bucket_bound, waited_of_buckets
+from bot.domain.queue_cost.jobs import Arrivals, JobsListing, workflow_of
+from bot.domain.reading.capacity import FleetHistory, TypeHistory
+from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
+from bot.domain.reading.runner_pods import NEEDS, RunnerPods, not_scraped
 from bot.domain.units import span_seconds
 
 T = TypeVar("T")

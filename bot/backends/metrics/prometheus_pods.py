@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 
 from bot.backends.http import number_of
 from bot.backends.metrics.promql import QUERIES, Vector, combined
-from bot.domain.runner_pods import (
+from bot.domain.reading.runner_pods import (
     DISK,
     NODE_READINGS,
     OOM_PODS_KEPT,

@@ -31,9 +31,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 from bot.backends.http import BackendError
-from bot.domain.judgement import BOOT_MINS
-from bot.domain.promql_selector import vector
-from bot.domain.runner_pods import CREATING_MINS, DISK_BUSY, WINDOW_MINS
+from bot.domain.alerting.promql_selector import vector
+from bot.domain.reading.judgement import BOOT_MINS
+from bot.domain.reading.runner_pods import CREATING_MINS, DISK_BUSY, WINDOW_MINS
 
 _KEPT, _ADDED = 58, 5  # Kubernetes cuts a GenerateName to 58 characters, then adds 5
 _BASE = "-runner-"

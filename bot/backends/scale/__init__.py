@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from bot.backends.http import BackendError
-from bot.domain.scaling import Capacity, ScaleTarget
+from bot.domain.scale.scaling import Capacity, ScaleTarget
 
 MAX_FAILURES = 5
 

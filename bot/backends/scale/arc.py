@@ -24,8 +24,8 @@ from bot.backends.scale import (
     refused,
 )
 from bot.config import Settings
-from bot.domain.alerts import time_of
-from bot.domain.scaling import Capacity, ScaleTarget, managed_by
+from bot.domain.alerting.alerts import time_of
+from bot.domain.scale.scaling import Capacity, ScaleTarget, managed_by
 
 RUNNER_SETS = create_namespaced_resource(
     "actions.github.com", "v1alpha1", "AutoscalingRunnerSet", "autoscalingrunnersets"

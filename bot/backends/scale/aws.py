@@ -31,8 +31,8 @@ from bot.backends.scale import (
     refused,
 )
 from bot.config import Settings
-from bot.domain.alerts import time_of
-from bot.domain.scaling import Capacity, ScaleTarget
+from bot.domain.alerting.alerts import time_of
+from bot.domain.scale.scaling import Capacity, ScaleTarget
 
 T = TypeVar("T")
 THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", "SlowDown"})

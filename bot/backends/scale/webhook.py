@@ -14,7 +14,7 @@ import httpx
 from bot.backends.http import Counted, backend_client, request, uncounted
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, count_of
 from bot.config import Settings
-from bot.domain.scaling import Capacity
+from bot.domain.scale.scaling import Capacity
 
 TIMESTAMP_HEADER = "X-Queuepilot-Timestamp"
 SIGNATURE_HEADER = "X-Queuepilot-Signature"

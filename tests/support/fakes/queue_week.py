@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bot.domain.capacity import TypeHistory
+from bot.domain.reading.capacity import TypeHistory
 
 STEP_S = 300
 MAXIMUM = 20

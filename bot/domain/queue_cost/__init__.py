@@ -1,0 +1,1 @@
+"""The jobs behind the queue and what the queue cost them."""

@@ -1,0 +1,170 @@
+"""A reading judged once: each runner type's `Judgement`, its runner pods' causes included, from
+its numbers, the readings before it and the advice held over a window. Every surface renders the
+judgement; none recomputes it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from bot.domain.alerting.value_string import finite
+from bot.domain.reading.causes import pod_causes
+from bot.domain.reading.fleet import (
+    FleetSnapshot,
+    HistoryPoint,
+    RunnerTypeMetrics,
+    of_type,
+    source_name,
+)
+from bot.domain.reading.judgement import (
+    DRAIN_TARGET_MINS,
+    RECENT_READINGS,
+    RISE_READINGS,
+    Advised,
+    Judgement,
+    advise,
+    direction_of,
+    rise_of,
+    running_of,
+    sure_slopes,
+)
+
+
+def judged(
+    fleet: FleetSnapshot,
+    recent: Sequence[HistoryPoint],
+    *,
+    interval: timedelta,
+    within_mins: float = DRAIN_TARGET_MINS,
+    window: timedelta = timedelta(0),
+    rise: timedelta = timedelta(0),
+    caps: Mapping[str, int] | None = None,
+) -> FleetSnapshot:
+    """`fleet` judged against the `recent` readings (any order), the advice stabilized over
+    `window` (falling) and `rise` (rising), and within the `caps` of one scale request by type;
+    a type a past reading kept no gauges of had nothing queued and was advised nothing then."""
+    # The direction's readings, and at a fast cadence all of the rise window's.
+    since = fleet.at - max(interval * (RECENT_READINGS + 0.5), rise, window)
+    ordered = sorted((p for p in recent if p.at < fleet.at), key=lambda p: p.at)
+    before = [p for p in ordered if since <= p.at]
+    held = [p for p in ordered if fleet.at - max(window, rise) < p.at]
+    if (window or rise) and len(held) < RISE_READINGS - 1:
+        held = before[-(RISE_READINGS - 1) :]  # a rise holds over three recent readings at least
+    types = {}
+    for name, m in fleet.runner_types.items():
+        observed = [(p.at.timestamp(), p.gauges_of(name).get("queued", 0.0)) for p in before]
+        earlier = [_advised(p.at, p.gauges_of(name)) for p in held]
+        types[name] = judged_as(
+            m,
+            observed,
+            fleet.at,
+            within_mins,
+            fleet.source,
+            earlier,
+            window / timedelta(minutes=1),
+            rise_mins=rise / timedelta(minutes=1),
+            cap=of_type(caps or {}, name),
+        )
+    return fleet.model_copy(update={"runner_types": types})
+
+
+def _advised(at: datetime, gauges: Mapping[str, float]) -> Advised:
+    own, supply, shown = int(gauges.get("own", 0)), gauges.get("sup", 0.0), gauges.get("adv", 0)
+    return Advised(at.timestamp(), own, supply, int(shown))
+
+
+# Why a source may give no wait for a type that queues.
+WAIT_UNKNOWN = {
+    "alert": "the alert does not say",
+    "prometheus": "ARC times jobs only as they start, and none started in the last hour",
+}
+
+
+def judged_as(
+    m: RunnerTypeMetrics,
+    observed: Sequence[tuple[float, float]],
+    at: datetime,
+    within: float,
+    source: str,
+    earlier: Sequence[Advised] = (),
+    window_mins: float = 0.0,
+    *,
+    rise_mins: float = 0.0,
+    cap: int | None = None,
+) -> RunnerTypeMetrics:
+    """`m` judged as `source` read it at `at`."""
+    why = WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")
+    verdict = judge(
+        m,
+        observed,
+        at=at,
+        within_mins=within,
+        wait_unknown=why,
+        earlier=earlier,
+        window_mins=window_mins,
+        rise_mins=rise_mins,
+        cap=cap,
+    )
+    return m.model_copy(update={"judged": verdict})
+
+
+def judge(
+    metrics: RunnerTypeMetrics,
+    observed: Sequence[tuple[float, float]],
+    *,
+    at: datetime,
+    within_mins: float = DRAIN_TARGET_MINS,
+    wait_unknown: str = "",
+    earlier: Sequence[Advised] = (),
+    window_mins: float = 0.0,
+    rise_mins: float = 0.0,
+    cap: int | None = None,
+) -> Judgement:
+    """What `metrics` mean. `observed`: (epoch seconds, queued) at the readings before, and
+    `earlier`: the advice within the last `window_mins`, both oldest first."""
+    queued = finite(metrics.queued)
+    points = [(t, value) for t, value in observed if math.isfinite(value)]
+    if queued is not None:
+        points.append((at.timestamp(), queued))
+    direction, rate = direction_of(points, rise_mins * 60)
+    running = running_of(metrics.registered, metrics.busy)
+    desired = finite(metrics.desired)
+    wait = finite(metrics.longest_wait_mins)
+    duration = finite(metrics.job_duration_mins)
+    pods = metrics.pods
+    stuck = pods.cannot_start if pods else 0
+    judgement = Judgement(
+        at=at,
+        queued=queued,
+        wait_mins=wait,
+        wait_over=bool(metrics.wait_over) and wait is not None,
+        wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
+        wait_unknown="" if wait is not None or not queued else metrics.wait_unknown or wait_unknown,
+        direction=direction,
+        change_per_min=rate,
+        busy=finite(metrics.busy),
+        registered=finite(metrics.registered),
+        # Pods that cannot start are wanted but not booting: they drain nothing.
+        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
+        maximum=finite(metrics.maximum),
+        within_mins=within_mins,
+        causes=pod_causes(metrics),
+        cannot_start=pods.withholding if pods else 0,
+        held=stuck,
+        unplaced=round(pods.unschedulable or 0) if pods else 0,
+        window_mins=window_mins,
+        cap=cap,
+    )
+    arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
+    net = 0.0 if arrivals is None or completions is None else max(arrivals - completions, 0.0)
+    sure = sure_slopes(points)
+    return advise(
+        judgement,
+        duration=duration,
+        net_arrivals=net,
+        sure=sure,
+        earlier=earlier,
+        rise_mins=rise_mins,
+        trend=rise_of(points),
+    )
