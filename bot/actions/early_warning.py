@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, timedelta
 
 from bot.actions.flow import Acting, Actor, Outcome, refused
-from bot.actions.scale import Scaling, made
-from bot.domain.reading.early_warning import Phase, WarningState, scaled_from
+from bot.actions.scale import Scaling
+from bot.domain.reading.early_warning import Phase, WarningState
 from bot.domain.reading.fleet import of_type
 from bot.domain.reading.judgement import Judgement
 from bot.fleet.readings import FleetReadings
@@ -24,10 +24,6 @@ class Warnings:
     store: WarningStore
     scaling: Scaling
     readings: FleetReadings | None = None  # a live backend's: a scale-up is followed from them
-
-    @property
-    def verify_s(self) -> float:
-        return self.scaling.config.scale_verify_s
 
     async def dismiss(
         self, actor: Actor, runner_type: str, uid: str, *, interaction: str | None = None
@@ -102,24 +98,9 @@ class Warnings:
         scaled = await scaling.scale_up(name, runner_type, delta, raise_maximum, keep, warning=uid)
         if isinstance(scaled, Outcome):
             return scaled
-        (result, plan, put_back), at = scaled, self.acting.clock()
-        line = (
-            f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {result.detail} "
-            f"({scaling.backend_name})."
-        )
-        rid = put_back.id if put_back else ""
-        # Followed from the registered runners the latest reading counts, as an incident's is.
-        up = made(runner_type, delta, name, at, result.undo)
-        done = scaled_from(line, plan, rid, up, await self._judged(runner_type), self.verify_s)
-
-        # Said on the warning's message (the upkeep may have saved a newer version meanwhile).
-        def noted(state: WarningState | None) -> WarningState | None:
-            if state is None or state.uid != uid:
-                return None
-            return state.with_scaled((*state.scaled, done))
-
-        await self.store.save_fresh(runner_type, noted)
-        shown = escape(result.detail)
+        judged = await self._judged(runner_type)  # its runners followed from the latest reading
+        await scaling.record_on_warning(self.store, uid, name, runner_type, delta, scaled, judged)
+        shown = escape(scaled[0].detail)
         return Outcome(True, f"You scaled `{_name(runner_type)}` by +{delta}: {shown}.")
 
     async def _judged(self, runner_type: str) -> Judgement | None:

@@ -17,13 +17,13 @@ from redis.exceptions import RedisError
 
 from bot.actions.amends import amending
 from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
-from bot.actions.scale import Scaling, made
+from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import record_id
 from bot.backends.http import BackendError
-from bot.backends.scale import Reverted, ScaleResult, Undo
+from bot.backends.scale import Reverted, Undo
 from bot.config import Settings
-from bot.domain.incident.incidents import Event, Incident, PutBack, with_scale_ups
-from bot.domain.reading.early_warning import Phase, WarningState, scaled_from, warning_acts
+from bot.domain.incident.incidents import Event, Incident, with_scale_ups
+from bot.domain.reading.early_warning import Phase, WarningState, warning_acts
 from bot.domain.reading.fleet import FleetSnapshot, of_type
 from bot.domain.reading.judgement import Judgement
 from bot.domain.scale.pilot import (
@@ -224,51 +224,24 @@ class Piloting:
                     ref, "", PILOT, runner_type, runners, scaled, pilot=why
                 )
             else:
-                assert warning is not None
-                recorded = await self._on_warning(warning, runner_type, runners, scaled, why, found)
+                assert warning is not None and self.warnings is not None
+                kept = await self.scaling.record_on_warning(
+                    self.warnings,
+                    warning.uid,
+                    PILOT,
+                    runner_type,
+                    runners,
+                    scaled,
+                    found.judged,
+                    pilot=why,
+                )
+                recorded = Outcome(kept, "")
         except RedisError:
             recorded = Outcome(False, "")
         if not recorded.ok:  # made, and put back in time, but the thread cannot say so
             await self._pause(runner_type, f"its +{runners} was made but not recorded")
             return ""
         return None
-
-    async def _on_warning(
-        self,
-        warning: WarningState,
-        runner_type: str,
-        runners: int,
-        scaled: tuple[ScaleResult, str, PutBack | None],
-        why: str,
-        found: Within,
-    ) -> Outcome:
-        """The act on the warning's message, followed as its upkeep follows a person's."""
-        assert self.warnings is not None
-        result, plan, put_back = scaled
-        at = self.acting.clock()
-        line = (
-            f"{PILOT} scaled {runner_type} by +{runners} at {at:%H:%M} UTC: {why}; "
-            f"{result.detail} ({self.scaling.backend_name})."
-        )
-        entry = scaled_from(
-            line,
-            plan,
-            put_back.id if put_back else "",
-            made(runner_type, runners, PILOT, at, result.undo, pilot=True),
-            found.judged,
-            self.config.scale_verify_s,
-        )
-
-        found = []
-
-        def noted(state: WarningState | None) -> WarningState | None:
-            if state is None or state.uid != warning.uid:
-                return None  # replaced or gone meanwhile: nothing says the act
-            found.append(state)
-            return state.with_scaled((*state.scaled, entry))
-
-        kept = await self.warnings.save_fresh(runner_type, noted)
-        return Outcome(kept and bool(found), "")
 
     async def _pause(self, runner_type: str, why: str) -> None:
         assert self.store is not None

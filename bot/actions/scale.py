@@ -27,6 +27,7 @@ from bot.domain.incident.incidents import (
     with_put_back,
     with_scale_ups,
 )
+from bot.domain.reading.early_warning import WarningState, scaled_from
 from bot.domain.reading.fleet import judged_of, worst_first
 from bot.domain.reading.judgement import Judgement
 from bot.domain.reading.runner_names import type_named
@@ -35,6 +36,7 @@ from bot.domain.scale.scaling import Capacity, ScalePreview, ScaleTarget, scale_
 from bot.render.follow_ups import outcome_event
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event, render_outcome
+from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, reply_ts
 from bot.storage.leases import Deposed, Held
 
@@ -228,6 +230,38 @@ class Scaling:
         if isinstance(scaled, Outcome):
             return scaled
         return await self.record(ref, actor.user_id, name, runner_type, delta, scaled)
+
+    async def record_on_warning(
+        self,
+        warnings: WarningStore,
+        uid: str,
+        name: str,
+        runner_type: str,
+        delta: int,
+        scaled: tuple[ScaleResult, str, PutBack | None],
+        judged: Judgement | None,
+        *,
+        pilot: str = "",
+    ) -> bool:
+        """A scale-up made from the early warning `uid`, said on its message and followed from
+        the registered runners `judged` counts, as an incident's is; whether the warning kept it
+        (the upkeep may have saved a newer version meanwhile). `pilot`: the pilot made it, why."""
+        (result, plan, put_back), at = scaled, self.acting.clock()
+        why = f"{pilot}; " if pilot else ""
+        line = f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {why}{result.detail} "
+        line += f"({self.backend_name})."
+        up = made(runner_type, delta, name, at, result.undo, pilot=bool(pilot))
+        rid = put_back.id if put_back else ""
+        entry = scaled_from(line, plan, rid, up, judged, self.config.scale_verify_s)
+        kept = []
+
+        def noted(state: WarningState | None) -> WarningState | None:
+            if state is None or state.uid != uid:
+                return None  # replaced or gone meanwhile: nothing says the scale-up
+            kept.append(state)
+            return state.with_scaled((*state.scaled, entry))
+
+        return await warnings.save_fresh(runner_type, noted) and bool(kept)
 
     async def record(
         self,

@@ -363,7 +363,7 @@ class Incident(BaseModel):
     description: str = ""
     links: Links = Links()
     numbers: QueueNumbers = QueueNumbers()
-    peaks: Peaks = Peaks()
+    peaks: Peaks = Field(default_factory=Peaks)
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     other_values: dict[str, float] = Field(default_factory=dict)
     firing_count: int = 0
@@ -371,20 +371,20 @@ class Incident(BaseModel):
     started_at: datetime
     opened_at: datetime
     updated_at: datetime
-    notified: Notified = Notified()
-    resolved: Resolved = Resolved()
-    acknowledged: Acknowledged = Acknowledged()
+    notified: Notified = Field(default_factory=Notified)
+    resolved: Resolved = Field(default_factory=Resolved)
+    acknowledged: Acknowledged = Field(default_factory=Acknowledged)
     reopened: int = 0
     truncated: tuple[str, ...] = ()
     silence: ActiveSilence | None = None
     actions: tuple[Event, ...] = ()  # what people did, and the scale-ups taken on (`with_action`)
-    cause: Cause = Cause()
-    shown: Shown = Shown()
+    cause: Cause = Field(default_factory=Cause)
+    shown: Shown = Field(default_factory=Shown)
     trend: Trend = Field(default_factory=Trend)  # the readings: the latest statuses'
     # The reading: the live backend's latest, counting the scale-ups since; None with `alert`.
     live: FleetSnapshot | None = None
-    queue_cost: QueueCost = QueueCost()
-    drain: Drain = Drain()
+    queue_cost: QueueCost = Field(default_factory=QueueCost)
+    drain: Drain = Field(default_factory=Drain)
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
     replies: int = 0  # replies committed to the thread (`IncidentStore` counts them)
     workflows: Workflows | None = None  # as its latest postmortem read them
