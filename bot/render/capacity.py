@@ -10,7 +10,7 @@ from typing import Any
 from bot.domain.message import Rendered
 from bot.domain.reading.capacity import NO_TYPE, TypeReport
 from bot.domain.reading.fleet import OOM_KEEP_DAYS
-from bot.domain.scale.scale_record import ScaleUps
+from bot.domain.scale.scale_record import TypeScaled
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_CATEGORIES, chart, series_labels
@@ -142,7 +142,7 @@ def _type_line(report: TypeReport) -> str:
     return f"• *{name}*: " + " · ".join(parts)
 
 
-def _came_up(scaled: ScaleUps) -> list[str]:
+def _came_up(scaled: TypeScaled) -> list[str]:
     """ "2 of 3 came up (the pilot's 1 of 1), 1 not known", "capacity added a median 6 min after
     the alert (4 incidents)": what came of the type's scale-ups, from its incidents' records."""
     every, pilot, mins = scaled.all, scaled.pilot, scaled.capacity_mins

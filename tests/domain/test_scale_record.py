@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bot.domain.incident.incidents import Event, Incident
-from bot.domain.scale.scale_record import Acts, ScaleUps, alert_fired, scale_record
+from bot.domain.scale.scale_record import Acts, TypeScaled, alert_fired, scale_record
 from bot.domain.scale.scale_ups import ScaleUp
 
 FIRED = datetime(2026, 11, 23, 13, 56, tzinfo=UTC)
@@ -70,7 +70,7 @@ def test_each_type_counts_people_and_the_pilot_and_what_came_of_them() -> None:
     assert big.people == Acts(count=2, runners=8, came=1, not_came=1, capacity_mins=(12.0,))
     assert big.capacity_mins == (6.0,), "the first reading that saw any come"
     assert (big.all.count, big.all.came, big.all.not_came, big.all.not_known) == (3, 2, 1, 0)
-    assert gpu == ScaleUps(GPU, people=Acts(count=1, runners=2))
+    assert gpu == TypeScaled(GPU, people=Acts(count=1, runners=2))
     assert gpu.all.not_known == 1 and gpu.capacity_median is None
 
 

@@ -37,7 +37,7 @@ from bot.domain.reading.fleet import (
 from bot.domain.reading.judgement import to_drain
 from bot.domain.reading.runner_names import runner_key
 from bot.domain.reading.runner_pods import STUCK_SHARE
-from bot.domain.scale.scale_record import ScaleUps, scale_record
+from bot.domain.scale.scale_record import TypeScaled, scale_record
 from bot.domain.units import number
 
 NO_TYPE = ""  # incidents whose alert and readings named no runner type
@@ -113,7 +113,7 @@ class TypeReport(HistoryFigures):
     peak_wait: RunnerQueue | None = None  # the longest oldest job's age, as it was measured
     peak_start: RunnerQueue | None = None  # the slowest recent start: its own measure
     scale_ups: Mapping[str, int] = field(default_factory=dict)  # who -> how many
-    scaled: ScaleUps | None = None  # what came of them, over its incidents' scale records
+    scaled: TypeScaled | None = None  # what came of them, over its incidents' scale records
     minimum: float | None = None
     maximum: float | None = None
     busy: float | None = None  # the most its incidents saw busy, of `registered`
@@ -259,7 +259,7 @@ def _report(
         done.by or "someone" for done in made if done is not None and _same(done.runner_type, name)
     )
     records = (r for i, _ in incidents for r in scale_record(i) if _same(r.runner_type, name))
-    scaled = reduce(ScaleUps.plus, records, ScaleUps(name))
+    scaled = reduce(TypeScaled.plus, records, TypeScaled(name))
     past: dict[str, object] = {}
     if history is not None:
         past = {f.name: getattr(history, f.name) for f in fields(HistoryFigures)}

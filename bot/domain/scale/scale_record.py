@@ -33,7 +33,7 @@ class Acts:
 
 
 @dataclass(frozen=True)
-class ScaleUps:
+class TypeScaled:
     """A runner type's scale-ups, by people and by the pilot; `capacity_mins`, one per incident,
     the minutes from its alert to added capacity, whoever added it."""
 
@@ -50,11 +50,11 @@ class ScaleUps:
     def capacity_median(self) -> float | None:
         return statistics.median(self.capacity_mins) if self.capacity_mins else None
 
-    def plus(self, other: ScaleUps) -> ScaleUps:
+    def plus(self, other: TypeScaled) -> TypeScaled:
         """Over several incidents (the report's window)."""
         mins = (*self.capacity_mins, *other.capacity_mins)
         people, pilot = self.people.plus(other.people), self.pilot.plus(other.pilot)
-        return ScaleUps(self.runner_type, people, pilot, mins)
+        return TypeScaled(self.runner_type, people, pilot, mins)
 
 
 def alert_fired(incident: Incident) -> datetime:
@@ -63,7 +63,7 @@ def alert_fired(incident: Incident) -> datetime:
     return incident.started_at
 
 
-def scale_record(incident: Incident) -> list[ScaleUps]:
+def scale_record(incident: Incident) -> list[TypeScaled]:
     """Per runner type, in the order first scaled up (a person's scale-up, the pilot's, or one
     taken on from an early warning)."""
     fired, made = alert_fired(incident), made_scale_ups(incident)
@@ -72,7 +72,7 @@ def scale_record(incident: Incident) -> list[ScaleUps]:
     for runner_type in types:
         of = [done for done in made if done.runner_type == runner_type]
         people, pilot = (_acts([d for d in of if d.pilot is by], fired) for by in (False, True))
-        record.append(ScaleUps(runner_type, people, pilot, _first(of, fired)))
+        record.append(TypeScaled(runner_type, people, pilot, _first(of, fired)))
     return record
 
 
