@@ -114,10 +114,11 @@ def sweep(
     *,
     settle_s: float = 0,
     readings: FleetReadings | None = None,
+    timeout_s: float = 2,
 ) -> ScaleReverts:
     store = IncidentStore(redis, PREFIX)
     config = Settings(
-        scale_revert_after=after_s, backend_timeout_seconds=2, scale_revert_settle=settle_s
+        scale_revert_after=after_s, backend_timeout_seconds=timeout_s, scale_revert_settle=settle_s
     )
     return ScaleReverts(redis, KEYS, store, scaler, config=config, clock=clock, readings=readings)
 
@@ -417,16 +418,19 @@ async def test_a_permanent_failure_is_reported_once_and_dropped(
 
 
 async def test_a_put_back_the_admission_policy_denies_is_said_in_its_words_once_and_dropped(
-    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+    redis: Redis, kube: FakeKubeApi, tmp_path: Path, clock: Clock
 ) -> None:
     """The API server runs the chart's own policy. The scale-up was made within its ceiling; then
     a helm upgrade dropped the runner type from SCALER_TARGETS, and the policy denies every
     change of its set: the put-back is told once in the policy's words, never as RBAC's, and
-    not tried again."""
+    not tried again. A put-back whose answer did not come within the timeout is tried again,
+    rightly: the time allowed here is one a loaded machine's policy judgement never runs out."""
+    path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
+    arc = ArcScaler(Settings(backend_timeout_seconds=20), kube_access(str(path), {}))
     named = {"target": "/".join(SET), "cap": 20, "ceiling": 40}
     kube.admission = chart_policy({"linux": named})
     await opened(IncidentStore(redis, PREFIX))
-    reverts = sweep(redis, arc, clock)
+    reverts = sweep(redis, arc, clock, timeout_s=20)
     await scaled(reverts, arc)
     kube.admission = chart_policy({"other": {**named, "target": "arc-runners/other"}})
     await resolve(redis, clock)
