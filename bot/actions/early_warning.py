@@ -10,7 +10,7 @@ from datetime import UTC, timedelta
 from bot.actions.flow import Acting, Actor, Outcome, refused
 from bot.actions.scale import Scaling
 from bot.domain.reading.early_warning import Phase, WarningState
-from bot.domain.reading.fleet import of_type
+from bot.domain.reading.fleet import judged_of
 from bot.domain.reading.judgement import Judgement
 from bot.fleet.readings import FleetReadings
 from bot.render.early_warning import DISMISS_FOR_S
@@ -105,9 +105,7 @@ class Warnings:
 
     async def _judged(self, runner_type: str) -> Judgement | None:
         reading = await self.readings.latest() if self.readings is not None else None
-        fleet = reading.fleet if reading is not None and not reading.error else None
-        metrics = of_type(fleet.runner_types, runner_type) if fleet is not None else None
-        return metrics.judged if metrics is not None else None
+        return judged_of(reading.fleet if reading and not reading.error else None, runner_type)
 
     async def _active(
         self, runner_type: str, uid: str, *, folded: bool = False
