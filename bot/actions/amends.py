@@ -75,11 +75,11 @@ def amended(before: Incident, after: Incident, changes: Sequence[Event], now: da
     """The event that says what changed since the postmortem was drafted: what happened, else
     the put-backs a later incident's scale-up took on (they go back with that one)."""
     said = [e.text.rstrip(".") for e in changes]
-    kept = {p.id for p in after.put_backs}
+    kept = {up.back for up in after.put_backs}
     said += [
-        f"{p.runner_type} {p.field} {p.after} goes back with a later incident's scale-up"
-        for p in before.put_backs
-        if p.id not in kept and not changes
+        f"{up.runner_type} {up.field} {up.after} goes back with a later incident's scale-up"
+        for up in before.put_backs
+        if up.back not in kept and not changes
     ]
     what = "; ".join(said) or "what the incident records changed"
     return Event(at=now, kind=AMENDED, text=f"Since the postmortem was drafted: {what}")

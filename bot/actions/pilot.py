@@ -18,7 +18,6 @@ from redis.exceptions import RedisError
 from bot.actions.amends import amending
 from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
 from bot.actions.scale import Scaling
-from bot.actions.scale_reverts import record_id
 from bot.backends.http import BackendError
 from bot.backends.scale import Reverted, Undo
 from bot.config import Settings
@@ -335,26 +334,15 @@ class Piloting:
         )
         text += f" ({result.left})" if result.left else ""
         text += "; the pilot is paused for it until someone resumes it"
-        rid = record_id(runner_type, done.field)
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
             event = Event(
                 at=now, kind="pilot_undone", text=text, actor=actor.user_id, actor_name=name
             )
-            # What went back leaves the incident's put-backs; an earlier scale-up it continued
-            # still goes back, from where the act began.
-            put_backs = (
-                tuple(
-                    p.model_copy(update={"after": done.before}) if p.id == rid else p
-                    for p in incident.put_backs
-                    if not (result.done and p.id == rid and p.before == done.before)
-                )
-                if result.done
-                else incident.put_backs
-            )
-            update: dict[str, object] = {"updated_at": now, "put_backs": put_backs}
-            updated = incident.model_copy(update=update)
-            if result.done:  # its runners are not awaited any more: its follow-up ends with it
+            updated = incident.model_copy(update={"updated_at": now})
+            # Its runners are not awaited any more, and it does not go back again; an earlier
+            # scale-up it continued still goes back, from where the act began.
+            if result.done:
                 updated = with_scale_ups(updated, {act.at: undone(done)})
             reply = Reply("action", BAND_ACTION, render_event(updated, event))
             answer = f"{escape(text)}. `{back}` is what it was before the act."

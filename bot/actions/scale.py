@@ -15,16 +15,14 @@ from typing import TypeVar
 from redis.exceptions import RedisError
 
 from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused, unrecorded
-from bot.actions.scale_reverts import ScaleReverts
+from bot.actions.scale_reverts import RevertRecord, ScaleReverts
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.config import MetricsBackend, Settings
 from bot.domain.incident.incidents import (
     Event,
     Incident,
-    PutBack,
     with_action,
-    with_put_back,
     with_scale_ups,
 )
 from bot.domain.reading.early_warning import WarningState, scaled_from
@@ -238,7 +236,7 @@ class Scaling:
         name: str,
         runner_type: str,
         delta: int,
-        scaled: tuple[ScaleResult, str, PutBack | None],
+        scaled: tuple[ScaleResult, str, RevertRecord | None],
         judged: Judgement | None,
         *,
         pilot: str = "",
@@ -246,12 +244,14 @@ class Scaling:
         """A scale-up made from the early warning `uid`, said on its message and followed from
         the registered runners `judged` counts, as an incident's is; whether the warning kept it
         (the upkeep may have saved a newer version meanwhile). `pilot`: the pilot made it, why."""
-        (result, plan, put_back), at = scaled, self.acting.clock()
+        (result, plan, record), at = scaled, self.acting.clock()
         why = f"{pilot}; " if pilot else ""
         line = f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {why}{result.detail} "
         line += f"({self.backend_name})."
-        up = made(runner_type, delta, name, at, result.undo, pilot=bool(pilot))
-        rid = put_back.id if put_back else ""
+        up = self._going_back(
+            made(runner_type, delta, name, at, result.undo, pilot=bool(pilot)), record
+        )
+        rid = up.back
         entry = scaled_from(line, plan, rid, up, judged, self.config.scale_verify_s)
         kept = []
 
@@ -270,16 +270,17 @@ class Scaling:
         name: str,
         runner_type: str,
         delta: int,
-        scaled: tuple[ScaleResult, str, PutBack | None],
+        scaled: tuple[ScaleResult, str, RevertRecord | None],
         *,
         pilot: str = "",
     ) -> Outcome:
         """A scale-up made, on its incident: its event, its put-back, its reply and its
         follow-up. `pilot`: the pilot made it, and why (no person: `user_id` is "")."""
-        result, undo, put_back = scaled
+        result, undo, record = scaled
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
             done = made(runner_type, delta, name, now, result.undo, pilot=bool(pilot))
+            done = self._going_back(done, record)
             text = f"Scaled {runner_type} by +{delta}: {result.detail} ({self.backend_name})"
             if pilot:
                 text = f"{name} scaled {runner_type} by +{delta}: {pilot}; {result.detail}"
@@ -287,14 +288,12 @@ class Scaling:
                 at=now, kind="scaled", text=text, actor=user_id or None, actor_name=name, scale=done
             )
             updated = with_action(incident, event)
-            if put_back is not None:
-                updated = with_put_back(updated, put_back)
             # When it goes back is said once, in the thread: not in the root's latest actions nor
             # the summary's timeline, nor the answer (the modal said it); that it stays is news.
             detail = f"· {escape(undo)}" if undo else ""
             updated, events, reply = self._followed(incident, updated, event, detail)
             answer = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
-            answer += f" {escape(undo)}" if undo and put_back is None else ""
+            answer += f" {escape(undo)}" if undo and record is None else ""
             if not incident.is_open:
                 answer += " The incident had resolved meanwhile."
             return Commit(updated, events=events, replies=(reply,)), Outcome(True, answer)
@@ -338,7 +337,7 @@ class Scaling:
         keep: bool,
         incident_id: str = "",
         warning: str = "",
-    ) -> tuple[ScaleResult, str, PutBack | None] | Outcome:
+    ) -> tuple[ScaleResult, str, RevertRecord | None] | Outcome:
         """The backend's call under the type's fleet-wide lock (kept for the cooldown), recorded to
         be put back: its result, what its message says of undoing it, and what puts it back (None:
         it stays); a failure as the answer."""
@@ -412,7 +411,12 @@ class Scaling:
             log.error("scale-up of %s not recorded for its revert: %s", target, exc)
             stays = f"It could not be recorded to be put back ({unrecorded(exc)}): it stays."
             return result, stays, None
-        return result, reverts.plan(warning=bool(warning)), reverts.put_back(record)
+        return result, reverts.plan(warning=bool(warning)), record
+
+    def _going_back(self, up: ScaleUp, record: RevertRecord | None) -> ScaleUp:
+        if record is None or self.reverts is None:
+            return up
+        return self.reverts.going_back(up, record)
 
 
 def made(

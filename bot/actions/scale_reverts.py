@@ -25,9 +25,7 @@ from bot.domain.incident.incident_fleet import type_drained
 from bot.domain.incident.incidents import (
     Event,
     Incident,
-    PutBack,
     with_action,
-    with_put_back,
     without_put_backs,
 )
 from bot.domain.reading.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told
@@ -143,7 +141,7 @@ class ScaleReverts:
             def handed_on(
                 incident: Incident, _: datetime, __: list[Event]
             ) -> tuple[Commit | None, None]:
-                if all(p.id != rid for p in incident.put_backs):
+                if all(up.back != rid for up in incident.put_backs):
                     return None, None
                 return Commit(without_put_backs(incident, {rid}), root=False), None
 
@@ -160,18 +158,16 @@ class ScaleReverts:
         when = f"when {until} or after {_span(after)}" if after else f"when {until}"
         return f"It goes back {when}, unless someone changes it meanwhile."
 
-    def put_back(self, record: RevertRecord) -> PutBack:
-        after = self.config.scale_revert_after
-        settle = self.config.scale_revert_settle
-        return PutBack(
-            id=record.id,
-            runner_type=record.target.runner_type,
-            field=record.undo.field,
-            before=record.undo.before,
-            after=record.undo.after,
-            when=f"once its queue has stayed drained {_span(settle)}" if settle else "",
-            latest=datetime.fromtimestamp(record.scaled_at + after, UTC) if after else None,
-        )
+    def going_back(self, up: ScaleUp, record: RevertRecord) -> ScaleUp:
+        """`up` as the record that puts it back says: to what, when, and by when at the latest."""
+        after, settle = self.config.scale_revert_after, self.config.scale_revert_settle
+        back = {
+            "back": record.id,
+            "back_to": record.undo.before,
+            "back_when": f"once its queue has stayed drained {_span(settle)}" if settle else "",
+            "back_by": datetime.fromtimestamp(record.scaled_at + after, UTC) if after else None,
+        }
+        return up.model_copy(update=back)
 
     @property
     def settle_said(self) -> str:
@@ -316,7 +312,8 @@ class ScaleReverts:
                 after=undo.after,
             )  # never the pilot's: it acted on no warning before this release
             made = [whole]
-        detail, put_back = f"· {self.plan()}", self.put_back(record)
+        made[-1] = self.going_back(made[-1], record)
+        detail = f"· {self.plan()}"
 
         def told(
             incident: Incident, now: datetime, timeline: list[Event]
@@ -327,7 +324,6 @@ class ScaleReverts:
             ):
                 return None, None  # said by a look that failed after it
             said = incident.model_copy(update={"updated_at": now})
-            said = with_put_back(said, put_back) if put_back is not None else said
             events, replies = [], []
             for k, done in enumerate(made):
                 at = now + timedelta(microseconds=k)  # its own moment: its buttons name it

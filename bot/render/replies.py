@@ -18,7 +18,6 @@ from bot.domain.incident.incidents import (
     ActiveSilence,
     Event,
     Incident,
-    PutBack,
     Resolution,
     Snapshot,
     actions_taken,
@@ -344,16 +343,13 @@ def _chart(incident: Incident) -> list[dict[str, Any]]:
     return [block] if block is not None else []
 
 
-def put_back_said(
-    put_back: PutBack, escaped: Callable[[str], str], at: Callable[[datetime], str]
-) -> str:
+def put_back_said(up: ScaleUp, escaped: Callable[[str], str], at: Callable[[datetime], str]) -> str:
     """ "linux.2xlarge maxRunners 30 goes back to 20 once its queue has stayed drained 30 min
     (at the latest 14:05)": what the thread's own put-back reply will say was done."""
-    before = "unset" if put_back.before is None else str(put_back.before)
-    line = f"{escaped(put_back.runner_type)} {escaped(put_back.field)} {put_back.after} "
-    line += f"goes back to {before}" + (f" {escaped(put_back.when)}" if put_back.when else "")
-    latest = put_back.latest
-    return line + (f" (at the latest {at(latest)})" if latest is not None else "")
+    before = "unset" if up.back_to is None else str(up.back_to)
+    line = f"{escaped(up.runner_type)} {escaped(up.field)} {up.after} "
+    line += f"goes back to {before}" + (f" {escaped(up.back_when)}" if up.back_when else "")
+    return line + (f" (at the latest {at(up.back_by)})" if up.back_by is not None else "")
 
 
 def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from bot.actions.amends import told_again
+from bot.actions.scale import made
 from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
@@ -23,31 +24,34 @@ from bot.domain.incident.incidents import (
     AMENDED,
     Event,
     Incident,
-    PutBack,
     Status,
-    with_put_back,
     without_put_backs,
 )
+from bot.domain.scale.scale_ups import ScaleUp
 from bot.render.alert_issue import comment
 from bot.render.replies import summaries
 from bot.storage.incident_store import SUMMARY_EDIT, SUMMARY_TS, Commit, IncidentStore
 from tests.actions import test_scale_reverts as reverts
 from tests.actions.test_scale_reverts import TARGET, Clock, arc_settings, min_runners, sweep
 from tests.support.fakes.kube_api import FakeKubeApi
-from tests.support.incidents import changed
+from tests.support.incidents import changed, with_scaled
 from tests.support.running import eventually, run_bot
 from tests.support.scale import RUNNER, open_incident
 from tests.support.slack import Slack, post_event, slash, thread_texts
 from tests.support.store import KEYS, PREFIX, T0, incident, opened
 
 kube, arc, clock = reverts.kube, reverts.arc, reverts.clock  # its fixtures: 40 runners, a clock
-PUT_BACK = PutBack(
-    id="linux|maxRunners",
+PUT_BACK = ScaleUp(
     runner_type="linux",
+    added=5,
+    by="alice",
+    at=T0,
     field="maxRunners",
     before=20,
     after=25,
-    when="once its queue has stayed drained 2 min",
+    back="linux|maxRunners",
+    back_to=20,
+    back_when="once its queue has stayed drained 2 min",
 )
 RESOLVED_AT = T0 + timedelta(minutes=10)
 BACK_AT = RESOLVED_AT + timedelta(minutes=3)
@@ -60,12 +64,12 @@ POSTMORTEM = Event(at=RESOLVED_AT + timedelta(minutes=1), kind="postmortem", tex
 
 def resolved(incident: Incident) -> Incident:
     update = {"status": Status.RESOLVED, "resolved_at": RESOLVED_AT, "updated_at": RESOLVED_AT}
-    return changed(with_put_back(incident, PUT_BACK), **update)
+    return changed(with_scaled(incident, PUT_BACK), **update)
 
 
 def put_back(before: Incident) -> Commit:
     event = Event(at=BACK_AT, kind="scale_reverted", text=f"{PUT} (ARC)")
-    return Commit(without_put_backs(before, {PUT_BACK.id}), events=(event,), root=False)
+    return Commit(without_put_backs(before, {PUT_BACK.back}), events=(event,), root=False)
 
 
 def text_of(blocks: list[dict[str, Any]]) -> str:
@@ -106,7 +110,7 @@ def test_a_postmortem_drafted_before_the_put_back_is_told_what_changed() -> None
 
 
 def test_nothing_is_said_while_open_reopened_or_unchanged() -> None:
-    open_one = with_put_back(incident("1"), PUT_BACK)
+    open_one = with_scaled(incident("1"), PUT_BACK)
     assert told_again(open_one, [], put_back(open_one), BACK_AT).replies == ()
     before = resolved(incident("1"))
     reopened = put_back(before)
@@ -129,7 +133,9 @@ async def test_two_replicas_putting_back_at_once_edit_the_summary_once(
     assert loaded.incident is not None
     at = clock()
     done = changed(
-        with_put_back(loaded.incident, first.put_back(record)),
+        with_scaled(
+            loaded.incident, first.going_back(made("linux", 5, "alice", at, result.undo), record)
+        ),
         updated_at=at,
         resolved_at=at,
     )

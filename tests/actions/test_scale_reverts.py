@@ -39,7 +39,7 @@ from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
 from bot.backends.scale.aws import ASG_DESIRED, AsgScaler
 from bot.config import Settings
-from bot.domain.incident.incidents import PutBack, Status, with_put_back
+from bot.domain.incident.incidents import Status
 from bot.domain.reading.early_warning import (
     Phase,
     WarningState,
@@ -63,7 +63,7 @@ from sandbox.serve import serve_in_thread
 from tests.support.chart_admission import chart_policy
 from tests.support.cores import action_core
 from tests.support.fakes.kube_api import FakeKubeApi
-from tests.support.incidents import changed
+from tests.support.incidents import changed, with_scaled
 from tests.support.mutations import json_values
 from tests.support.running import eventually, run_bot
 from tests.support.scale import RUNNER, form_values, open_incident, view_submission
@@ -312,14 +312,13 @@ async def commit_put_back(store: IncidentStore, incident_id: str, undo: Undo) ->
     """What the scale-up's own commit records on its incident (`Scaling`)."""
     loaded = await store.load(incident_id)
     assert loaded.incident is not None
-    put_back = PutBack(
-        id=record_id("linux", undo.field),
-        runner_type="linux",
-        field=undo.field,
-        before=undo.before,
-        after=undo.after,
+    up = made_up(
+        "linux", undo.after - (undo.before or 0), "alice", loaded.incident.updated_at, undo
     )
-    updated = with_put_back(loaded.incident, put_back)
+    rid = record_id("linux", undo.field)
+    updated = with_scaled(
+        loaded.incident, up.model_copy(update={"back": rid, "back_to": undo.before})
+    )
     assert await store.commit(Commit(updated, version=loaded.version, thread=loaded.thread))
 
 
@@ -803,9 +802,19 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
     assert [e.text for e in taken] == [
         "Took on the early warning's scale-up of linux by alice (minRunners 0 → 5)"
     ], "said once, in the incident's thread (whose reply says when it goes back)"
-    # Made when the warning scaled, before the incident took it on.
+    # Made when the warning scaled, before the incident took it on; its record puts it back to
+    # 0, 4 h after it at the latest.
     assert taken[0].scale == ScaleUp(
-        runner_type="linux", added=5, by="alice", at=made_at, field="minRunners", before=0, after=5
+        runner_type="linux",
+        added=5,
+        by="alice",
+        at=made_at,
+        field="minRunners",
+        before=0,
+        after=5,
+        back="linux|minRunners",
+        back_to=0,
+        back_by=made_at + timedelta(hours=4),
     )
     assert taken[0].at > made_at
     assert await shown_scaled(warnings) == "Incident 1 took it on."

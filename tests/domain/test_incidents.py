@@ -44,10 +44,12 @@ from bot.domain.incident.incidents import (
     resolve_manually,
     with_action,
     with_live,
+    without_put_backs,
 )
 from bot.domain.incident.trend import Trend
 from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.reading.runner_pods import RunnerPods
+from bot.domain.scale.scale_ups import ScaleUp
 from bot.render.chart import chart_block, incident_chart
 from bot.storage.incident_store import state_json
 from tests.support.incidents import make_incident
@@ -937,6 +939,26 @@ def test_weeks_of_actions_keep_the_stored_record_bounded_and_the_responders_whol
     back = Incident.model_validate_json(state_json(incident))
     assert [r.user_id for r in back.responders] == ["A", "B", "C"], "the responders whole"
     assert [e.text for e in back.recent_actions] == ["1997", "1998", "1999"]
+
+
+def test_a_scale_up_still_to_go_back_stays_on_the_record_past_weeks_of_actions() -> None:
+    """Its summary says it goes back: it is kept however many actions came after it, and goes
+    with the rest once it went back."""
+    up = ScaleUp(
+        runner_type="linux", added=5, by="A", at=T0, field="maxRunners", before=20, after=25
+    )
+    going = up.model_copy(update={"back": "linux|maxRunners", "back_to": 20})
+    incident = with_action(make_incident(), Event(at=T0, kind="scaled", text="+5", scale=going))
+    for k in range(1, 400):
+        event = Event(at=T0 + timedelta(minutes=k), kind="diagnosed", text=f"{k}", actor="A")
+        incident = with_action(incident, event)
+    back = Incident.model_validate_json(state_json(incident))
+    assert [(p.back, p.back_to, p.after) for p in back.put_backs] == [("linux|maxRunners", 20, 25)]
+    assert len(back.actions) == MAX_ACTIONS + 2, "the newest, the responder's first, and it"
+    gone = without_put_backs(back, {"linux|maxRunners"})
+    assert gone.put_backs == ()
+    later = with_action(gone, Event(at=T0 + timedelta(days=1), kind="diagnosed", text="x"))
+    assert len(later.actions) == MAX_ACTIONS + 1, "it goes with the older ones"
 
 
 def test_a_long_incidents_chart_starts_at_its_open_and_holds_an_early_peak() -> None:

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
 from bot.domain.incident.incidents import RECORD_RELEASE, Incident, Snapshot, resolve_drained
+from bot.domain.scale.scale_ups import ScaleUp
 from bot.render import mrkdwn as md
 from bot.render.replies import render_summary
 from bot.storage.incident_store import state_json
-from tests.support.incidents import changed, make_incident
+from tests.support.incidents import changed, make_incident, with_scaled
 
 T0 = datetime(2026, 11, 25, 12, tzinfo=UTC)
 GPU = "linux.g5.4xlarge.nvidia.gpu"
@@ -72,3 +73,58 @@ def test_a_record_0_27_wrote_has_its_statuses_and_its_peak_read_with_the_measure
     assert read.shown.status.numbers.max_queue_time_mins is None
     assert read.shown.status.numbers.slowest_start_mins == 3.5
     assert json.loads(state_json(read))["written_by"] == RECORD_RELEASE, "stored in this form"
+
+
+def scaled_twice() -> Incident:
+    """Two scale-ups of one record (maxRunners 20 → 25 → 30), the second still to go back to
+    20 once the queue settles, at the latest four hours after it."""
+    incident = make_incident(started_at=T0, opened_at=T0)
+    for minute, (before, after) in ((3, (20, 25)), (5, (25, 30))):
+        up = ScaleUp(
+            runner_type=GPU,
+            added=5,
+            by="alice",
+            at=at(minute),
+            field="maxRunners",
+            before=before,
+            after=after,
+            back=f"{GPU}|maxRunners",
+            back_to=20,
+            back_when="once its queue has stayed drained 30 min",
+            back_by=at(minute + 240),
+        )
+        incident = with_scaled(incident, up)
+    return incident
+
+
+def test_a_put_back_is_kept_as_0_27_keeps_it_and_read_back_onto_its_scale_up() -> None:
+    """0.27 reads what goes back from its own list: it is written there for a rolled-back
+    replica; what 0.27 then wrote (its list, and scale-ups without the put-back, as it knows
+    none of it) is read back onto the latest scale-up of the list's type and field."""
+    incident = scaled_twice()
+    written = json.loads(state_json(incident))
+    assert written["put_backs"] == [
+        {
+            "id": f"{GPU}|maxRunners",
+            "runner_type": GPU,
+            "field": "maxRunners",
+            "before": 20,
+            "after": 30,
+            "when": "once its queue has stayed drained 30 min",
+            "latest": at(245).isoformat(),
+        }
+    ], "one put-back, from the first scale-up's value to the second's"
+    assert loaded(json.dumps(written)) == incident, "read back as written"
+
+    old = written | {"actions": [], "put_backs": written["put_backs"]}
+    for action in written["actions"]:
+        scale = {k: v for k, v in action["scale"].items() if not k.startswith("back")}
+        old["actions"].append(action | {"scale": scale})
+    del old["written_by"]
+    read = loaded(json.dumps(old))
+    [going] = read.put_backs
+    assert (going.at, going.back_to, going.after, going.back_by) == (at(5), 20, 30, at(245))
+    assert [e.scale.back for e in read.actions if e.scale] == ["", f"{GPU}|maxRunners"]
+
+    old["put_backs"] = []  # a rolled-back 0.27 put it back
+    assert loaded(json.dumps(old)).put_backs == ()

@@ -26,7 +26,6 @@ from bot.domain.incident.incidents import (
     Event,
     Incident,
     Links,
-    PutBack,
     Snapshot,
     Status,
     record_status,
@@ -47,7 +46,7 @@ from bot.domain.units import minutes, number
 from bot.render.numbers import wait_of
 from bot.render.postmortem import MAX_CHART_ROWS, md_escape, render_postmortem
 from bot.render.replies import render_summary
-from tests.support.incidents import T0, changed, make_incident
+from tests.support.incidents import T0, changed, make_incident, with_scaled
 
 GOLDEN = Path(__file__).parent / "golden" / "postmortem.md"
 CPU, GPU = "linux.2xlarge", "linux.g5.4xlarge.nvidia.gpu"
@@ -56,6 +55,7 @@ NOW = T0 + timedelta(hours=2)
 SECTIONS = [
     "## Summary",
     "## Impact",
+    "## Scale-ups",
     "## Timeline",
     "## Diagnosis",
     "## Queue over time",
@@ -98,20 +98,22 @@ def seeded(*, statuses: int = 18, **changes: Any) -> Incident:
         likely_cause=(
             "Resource constraints (high confidence): linux.2xlarge: at its maximum 30 of 30"
         ),
-        put_backs=(
-            PutBack(
-                id="r1",
-                runner_type=CPU,
-                field="maxRunners",
-                before=20,
-                after=30,
-                when="once its queue has stayed drained 30 min",
-                latest=T0 + timedelta(hours=4),
-            ),
-        ),
         notifications=6,
     )
-    return resolve_drained(incident, now=RESOLVED_AT)
+    going_back = ScaleUp(
+        runner_type=CPU,
+        added=10,
+        by="alice",
+        at=T0 + timedelta(minutes=14),
+        field="maxRunners",
+        before=20,
+        after=30,
+        back="r1",
+        back_to=20,
+        back_when="once its queue has stayed drained 30 min",
+        back_by=T0 + timedelta(hours=4),
+    )
+    return resolve_drained(with_scaled(incident, going_back), now=RESOLVED_AT)
 
 
 WARNED = (

@@ -8,12 +8,14 @@ from typing import Any
 from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue, parse_notification
 from bot.domain.alerting.delivery import delivery_of
 from bot.domain.incident.incidents import (
+    Event,
     GroupState,
     Incident,
     Links,
     open_incident,
     resolve_manually,
 )
+from bot.domain.scale.scale_ups import ScaleUp
 from bot.storage.incident_store import Commit, IncidentStore
 from tests.support.payloads import fixture_json
 
@@ -98,3 +100,10 @@ def changed(incident: Incident, **fields: Any) -> Incident:
     """`incident` with `fields` changed, named as its record keeps them (`peak_types`, `follow`:
     flat, as 0.27 wrote them), validated as a record read back is."""
     return Incident.model_validate(incident.model_dump() | fields)
+
+
+def with_scaled(incident: Incident, up: ScaleUp) -> Incident:
+    """`incident` with the "scaled" event of `up` (one still to go back: its `back` set)."""
+    at = up.at or incident.updated_at
+    event = Event(at=at, kind="scaled", text=f"Scaled {up.runner_type} by +{up.added}", scale=up)
+    return incident.model_copy(update={"actions": (*incident.actions, event)})

@@ -151,18 +151,6 @@ class ActiveSilence(BaseModel):
         return not self.kept and not self.unended
 
 
-class PutBack(BaseModel):
-    """A scale-up still to go back (`id`: its revert record's), for the summary to tell."""
-
-    id: str
-    runner_type: str
-    field: str
-    before: int | None  # None: the field was unset, and is unset again
-    after: int
-    when: str = ""  # what it waits for after the resolve ("once its queue has stayed drained")
-    latest: datetime | None = None  # `SCALE_REVERT_AFTER` after the scale-up, whatever happens
-
-
 @dataclass(frozen=True)
 class DrainRule:
     """DRAIN_MAX_QUEUED, DRAIN_MAX_WAIT_MINUTES: drained when every type shown is within both."""
@@ -385,7 +373,6 @@ class Incident(BaseModel):
     live: FleetSnapshot | None = None
     queue_cost: QueueCost = Field(default_factory=QueueCost)
     drain: Drain = Field(default_factory=Drain)
-    put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
     replies: int = 0  # replies committed to the thread (`IncidentStore` counts them)
     workflows: Workflows | None = None  # as its latest postmortem read them
 
@@ -403,7 +390,10 @@ class Incident(BaseModel):
         for group, fields in _KEPT_FLAT.items():
             if kept := {name: data.pop(flat) for name, flat in fields.items() if flat in data}:
                 data[group] = kept
+        put_backs = data.pop("put_backs", [])
         incident = handler(data)
+        if put_backs != [_put_back_kept(up) for up in incident.put_backs]:
+            incident = _going_back(incident, put_backs)  # a rolled-back 0.27 changed them
         return incident if written >= RECORD_RELEASE else _apart(incident)
 
     @model_serializer(mode="wrap")
@@ -413,7 +403,12 @@ class Incident(BaseModel):
             held = data.pop(group, None)
             if isinstance(held, dict):
                 data |= {fields[name]: value for name, value in held.items()}
-        return data | {"status": self.status.value, "written_by": RECORD_RELEASE}
+        put_backs = [_put_back_kept(up) for up in self.put_backs]
+        return data | {
+            "status": self.status.value,
+            "put_backs": put_backs,
+            "written_by": RECORD_RELEASE,
+        }
 
     @property
     def recent_actions(self) -> tuple[Event, ...]:
@@ -427,6 +422,12 @@ class Incident(BaseModel):
             if event.actor:
                 named.setdefault(event.actor, event.actor_name)
         return tuple(Responder(user_id=user, name=name) for user, name in named.items())
+
+    @property
+    def put_backs(self) -> tuple[ScaleUp, ...]:
+        """Its scale-ups still to go back, one a record (the latest it made), in that order."""
+        last = {up.back: up for e in self.actions if (up := e.scale) is not None and up.back}
+        return tuple(last.values())
 
     @property
     def status(self) -> Status:
@@ -465,6 +466,40 @@ def _apart(incident: Incident) -> Incident:
     if peak != peaks.numbers and peaks.start_at is None:
         peaks.numbers, peaks.start_at, peaks.wait_at = peak, peaks.wait_at, None
     return incident
+
+
+# 0.27 kept the scale-ups still to go back as a list of their own, and reads only that: it is
+# written for a rolled-back 0.27 and read back, whoever wrote it, onto the scale-ups it names.
+_PUT_BACK_KEPT = {"id": "back", "before": "back_to", "when": "back_when", "latest": "back_by"}
+
+
+_NOT_BACK: dict[str, Any] = {"back": "", "back_to": None, "back_when": "", "back_by": None}
+
+
+def _put_back_kept(up: ScaleUp) -> dict[str, Any]:
+    kept = {name: getattr(up, field) for name, field in _PUT_BACK_KEPT.items()}
+    kept["latest"] = up.back_by.isoformat() if up.back_by else None
+    return kept | {"runner_type": up.runner_type, "field": up.field, "after": up.after}
+
+
+def _going_back(incident: Incident, put_backs: Any) -> Incident:
+    """The scale-ups `put_backs` names marked to go back, no others: the latest scale-up of its
+    type and field, to the value it names (one an undone act continued ends where it began)."""
+    ups = {e.at: e.scale.model_copy(update=_NOT_BACK) for e in incident.actions if e.scale}
+    for kept in put_backs if isinstance(put_backs, list) else ():
+        if not isinstance(kept, dict):
+            continue
+        mine = [
+            at
+            for at, up in ups.items()
+            if (up.runner_type, up.field) == (kept.get("runner_type"), kept.get("field"))
+            and not up.undone
+        ]
+        landed = [at for at in mine if ups[at].after == kept.get("after")] or mine
+        if landed:
+            fields = {f: kept.get(name) for name, f in _PUT_BACK_KEPT.items()}
+            ups[landed[-1]] = ScaleUp.model_validate(ups[landed[-1]].model_dump() | fields)
+    return with_scale_ups(incident, ups)
 
 
 class GroupState(BaseModel):
@@ -672,14 +707,17 @@ def with_action(incident: Incident, event: Event) -> Incident:
 
 def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
     """The newest `MAX_ACTIONS`, and before them each responder's first, so the responders stay
-    whole and in order. A scale-up that many actions back is
-    long past any reading's window (`counting_scale_ups`)."""
+    whole and in order, and each scale-up still to go back, so its summary says so. A scale-up
+    that many actions back is long past any reading's window (`counting_scale_ups`)."""
     older, newest = actions[:-MAX_ACTIONS], actions[-MAX_ACTIONS:]
-    firsts: dict[str, Event] = {}
+    seen: set[str] = set()
+    kept = []
     for event in older:
-        if event.actor:
-            firsts.setdefault(event.actor, event)
-    return (*firsts.values(), *newest)
+        first = bool(event.actor) and event.actor not in seen
+        seen.add(event.actor or "")
+        if first or (event.scale is not None and event.scale.back):
+            kept.append(event)
+    return (*kept, *newest)
 
 
 def counting_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
@@ -743,15 +781,14 @@ def with_bought(
     return with_scale_ups(incident, changed) if changed else incident
 
 
-def with_put_back(incident: Incident, put_back: PutBack) -> Incident:
-    # One of the same record (scaled again) is replaced.
-    kept = tuple(p for p in incident.put_backs if p.id != put_back.id)
-    return incident.model_copy(update={"put_backs": (*kept, put_back)})
-
-
 def without_put_backs(incident: Incident, ids: set[str]) -> Incident:
-    kept = tuple(p for p in incident.put_backs if p.id not in ids)
-    return incident.model_copy(update={"put_backs": kept})
+    """Nothing on the incident puts back the records `ids` any more (gone, or handed on)."""
+    gone = {
+        e.at: e.scale.model_copy(update=_NOT_BACK)
+        for e in incident.actions
+        if e.scale is not None and e.scale.back in ids
+    }
+    return with_scale_ups(incident, gone)
 
 
 def shown_now(incident: Incident, **changed: object) -> Incident:

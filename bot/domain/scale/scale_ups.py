@@ -26,9 +26,10 @@ class ScaleUp(BaseModel):
     runners as the latest reading before it showed them; None: not read), and its reply
     (`reply`, its number in the thread, `detail` what followed its event) is edited to say what
     came of them. `came`: what the reading at `seen_at` found (None: not known yet, or never).
-    On an early warning's message, `said` is its line, `came_said` what came of it and `fate`
-    when it goes back, then what became of it; `back` names the record that puts it back ("":
-    nothing does any more)."""
+    `back` names the record that puts it back ("": nothing does any more), to `back_to` (None:
+    unset) `back_when` and at the latest `back_by`; a later scale-up of the same record carries
+    them on. On an early warning's message, `said` is its line, `came_said` what came of it and
+    `fate` when it goes back, then what became of it."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -49,6 +50,9 @@ class ScaleUp(BaseModel):
     bought: Bought | None = None  # once read, where its runners came
     undone: bool = False  # put back at once by its Undo: nothing more to follow or judge
     back: str = ""
+    back_to: int | None = None
+    back_when: str = ""  # what it waits for after the resolve ("once its queue has stayed …")
+    back_by: datetime | None = None  # `SCALE_REVERT_AFTER` after the scale-up, whatever happens
     said: str = ""
     came_said: str = ""
     fate: str = ""
