@@ -341,10 +341,6 @@ def _readings(
         if isinstance(source, GithubMetrics):
             source.fed_by(stores.workflow_jobs)
     fence = stores.leadership.fence
-
-    def leads() -> bool:
-        return fence.held is not None
-
     # Advice is capped where queuepilot scales: past one request's cap nobody can act on it.
     caps = {t.runner_type: t.cap for t in backends.targets.values()} if backends.scaler else {}
     readings = FleetReadings(
@@ -355,7 +351,7 @@ def _readings(
         clock=clock,
         jobs=jobs,
         kept=kept,
-        leads=leads,
+        leads=lambda: fence.held is not None,
         caps=caps,
     )
     return readings, jobs, metrics if isinstance(metrics, QueueHistory) else kept
@@ -380,15 +376,12 @@ def _core(
 ) -> ActionCore:
     """The one action core that every button, command and form acts through."""
     store, redis, warnings = stores.store, stores.redis, stores.warnings
-    authorizer = Authorizer(settings, group_members=gateway.usergroup_members)
-    interactions = Interactions(redis, settings.redis_prefix)
-    named = gateway.display_name
     acting = Acting(
         store,
         gateway.telemetry,
-        interactions,
-        authorizer,
-        display_name=named,
+        Interactions(redis, settings.redis_prefix),
+        Authorizer(settings, group_members=gateway.usergroup_members),
+        display_name=gateway.display_name,
         clock=clock,
         ack_on_action=settings.ack_on_action,
     )
@@ -503,9 +496,8 @@ def _ticks(
     if core.piloting.policies:
         ticks["pilot"] = core.piloting.tick
     if early_warning:
-        warnings = stores.warnings
         ticks["early-warning"] = EarlyWarnings(
-            readings, store, warnings, config=settings, clock=clock, permalink=link
+            readings, store, stores.warnings, config=settings, clock=clock, permalink=link
         ).tick
     if backends.issues is not None:
         links = IssueLinks(stores.redis, stores.keys, retention_s=stores.retention_s)
@@ -538,17 +530,15 @@ def _outbound(
     gateway: SlackGateway,
     clock: Callable[[], datetime],
 ) -> Outbound:
-    redis, kept_s = stores.redis, stores.retention_s
-    early_warning = _early_warnings(settings, backends)
     return Outbound(
         store=stores.store,
         queue=stores.queue,
-        storms=StormQueue(redis, settings.redis_prefix, retention_s=kept_s),
+        storms=StormQueue(stores.redis, settings.redis_prefix, retention_s=stores.retention_s),
         slack=gateway,
         telemetry=gateway.telemetry,
-        charts=ChartDelivery(redis, stores.keys, settings.chart_style),
+        charts=ChartDelivery(stores.redis, stores.keys, settings.chart_style),
         notices=stores.notices,
-        warnings=stores.warnings if early_warning else None,
+        warnings=stores.warnings if _early_warnings(settings, backends) else None,
         config=settings,
         clock=clock,
     )

@@ -109,7 +109,6 @@ async def _hold(leadership: Leadership, task: asyncio.Task[None], stop: asyncio.
 
 
 async def _stopped(task: asyncio.Task[None]) -> None:
-    """Wait for the work to stop on its own, then cancel what is left of it."""
     done, _ = await asyncio.wait({task}, timeout=STOP_WORK_S)
     if not done:
         task.cancel()

@@ -82,11 +82,8 @@ def interaction_of(body: dict[str, Any]) -> str | None:
 
 
 def channel_of(body: dict[str, Any]) -> str:
-    return (
-        text_at(body, "container", "channel_id")
-        or _id_of(body.get("channel"))
-        or text_at(body, "channel_id")
-    )
+    clicked = text_at(body, "container", "channel_id")
+    return clicked or _id_of(body.get("channel")) or text_at(body, "channel_id")
 
 
 async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:
@@ -145,8 +142,7 @@ async def tell(
         calls.labels("response_url", "connection_error").inc()
         log.warning("could not answer %s: %s", user, type(exc).__name__)
         return
-    calls.labels(
-        "response_url", "ok" if answer.status_code == 200 else f"http_{answer.status_code}"
-    ).inc()
-    if answer.status_code != 200:
-        log.warning("could not answer %s: response_url answered %d", user, answer.status_code)
+    status = answer.status_code
+    calls.labels("response_url", "ok" if status == 200 else f"http_{status}").inc()
+    if status != 200:
+        log.warning("could not answer %s: response_url answered %d", user, status)

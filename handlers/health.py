@@ -32,9 +32,8 @@ def register(
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> JSONResponse:
-        """Ready when Redis answers (without it no notification can be accepted): a follower as
-        much as the leader, which the body names for whoever looks at one that does not lead,
-        with what the leader is doing that holds anything back (`state`)."""
+        """Ready when Redis answers (without it no notification can be accepted), a follower as
+        much as the leader; the body names the leader and what it holds back (`state`)."""
         try:
             await redis.ping()
             leading = await role()

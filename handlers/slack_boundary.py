@@ -145,10 +145,9 @@ def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
 
 
 def slack_request(request: Request, body: bytes) -> AsyncBoltRequest:
-    """Bolt's request for what Slack sent. Bolt runs a request naming a lazy function in its
-    headers (`X-Slack-Bolt-Lazy-*`, which Slack's signature does not cover) as that function
-    alone, here: the leader's work would skip the requests stream. Only Bolt's own Lambda
-    adapter sends them, so they are dropped."""
+    """Bolt's request for what Slack sent, less the `X-Slack-Bolt-Lazy-*` headers (unsigned, sent
+    only by Bolt's Lambda adapter): Bolt would run that lazy function alone, here, and the
+    leader's work would skip the requests stream."""
     built = to_async_bolt_request(request, body)
     built.lazy_only, built.lazy_function_name = False, None
     return built

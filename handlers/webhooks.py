@@ -36,7 +36,7 @@ from bot.domain.queue_cost.workflow_jobs import (
     kind_of,
     payload_of,
 )
-from bot.intake.delivery_limits import DeliveryLimits, OverLimit
+from bot.intake.delivery_limits import DeliveryLimits
 from bot.intake.webhook_auth import (
     GITHUB_SIGNATURE_HEADER,
     SIGNATURE_HEADER,
@@ -69,59 +69,45 @@ class AlertWebhooks:
     """Each endpoint requires every credential configured for it; one with none refuses everything
     unless ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED says the network is private."""
 
-    def __init__(
-        self,
-        stream: NotificationStream,
-        telemetry: Telemetry,
-        *,
-        config: Settings,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, stream: NotificationStream, telemetry: Telemetry, *, config: Settings):
         self._stream = stream
         self._telemetry = telemetry
         self._config = config
         self._token = secret_of(config.alert_webhook_token)
         self._hmac_secret = secret_of(config.alert_webhook_hmac_secret)
-        user, password = (
-            config.alert_webhook_basic_user,
-            secret_of(config.alert_webhook_basic_password),
-        )
+        user = config.alert_webhook_basic_user
+        password = secret_of(config.alert_webhook_basic_password)
         self._basic = (user, password) if user is not None and password is not None else None
-        self._max_body = config.alert_max_body_bytes
-        self._clock = clock
 
     async def answer(self, request: Request, source: Source) -> JsonAnswer:
         try:
             self._authenticate(request, source)
             media_type = _media_type(request)
             if media_type != "application/json" and not media_type.endswith("+json"):
-                shown = media_type or "none"
-                message = f"expected Content-Type application/json, got {shown}"
+                message = f"expected Content-Type application/json, got {media_type or 'none'}"
                 raise _Rejected(415, "content_type", message)
-            body = await _body(request, self._max_body)
+            body = await _body(request, self._config.alert_max_body_bytes)
             if source == "grafana" and self._hmac_secret:
                 problem = grafana_signature_problem(
                     body,
                     request.headers.get(SIGNATURE_HEADER),
                     request.headers.get(TIMESTAMP_HEADER),
                     self._hmac_secret,
-                    now=self._clock(),
+                    now=time.time(),
                     require_timestamp=not self._config.alert_webhook_hmac_allow_no_timestamp,
                 )
                 if problem is not None:
                     raise _Rejected(401, "bad_signature", problem)
             notification = parse_notification(source, parse_json_body(body))
+            entry_id = await self._stream.append(notification, body, time.time())
         except _Rejected as exc:
-            return self._reject(source, *exc.args)
+            return rejected(self._telemetry, source, *exc.args)
         except PayloadError as exc:
-            return self._reject(source, 400, "invalid", str(exc))
-        try:
-            entry_id = await self._stream.append(notification, body, self._clock())
+            return rejected(self._telemetry, source, 400, "invalid", str(exc))
         except RedisError as exc:
             log.error("webhook: cannot persist a %s notification: %s", source, exc)
-            return self._reject(
-                source, 503, "unavailable", "cannot persist the notification now; retry"
-            )
+            message = "cannot persist the notification now; retry"
+            return rejected(self._telemetry, source, 503, "unavailable", message)
         self._telemetry.notifications.labels(source, "accepted").inc()
         # Debug: a line per notification is a fifth of the intake's CPU in a flood.
         log.debug(
@@ -150,12 +136,8 @@ class AlertWebhooks:
             allowed.append(basic_ok(header, *self._basic))
         if allowed and not any(allowed):
             reason = "missing" if header is None else "wrong"
-            raise _Rejected(
-                401, "unauthorized", f"{reason} credentials in the Authorization header"
-            )
-
-    def _reject(self, source: Source, status: int, reason: str, message: str) -> JsonAnswer:
-        return rejected(self._telemetry, source, status, reason, message)
+            message = f"{reason} credentials in the Authorization header"
+            raise _Rejected(401, "unauthorized", message)
 
 
 GITHUB_CONTENT_TYPES = ("application/json", "application/x-www-form-urlencoded")
@@ -180,7 +162,6 @@ class GithubWebhooks:
         telemetry: Telemetry,
         *,
         config: Settings,
-        clock: Callable[[], float] = time.time,
         pacing: Pacing | None = None,
         body_wait_s: float = GITHUB_BODY_WAIT_S,
     ) -> None:
@@ -189,7 +170,6 @@ class GithubWebhooks:
         self._secret = secret_of(config.github_webhook_secret)
         self._max_body = min(config.alert_max_body_bytes, GITHUB_MAX_BODY_BYTES)
         self._body_wait_s = body_wait_s
-        self._clock = clock
         self._limits = DeliveryLimits(
             config.github_webhook_rate, config.github_webhook_concurrency, pacing=pacing
         )
@@ -197,7 +177,13 @@ class GithubWebhooks:
     async def answer(self, request: Request) -> JsonAnswer:
         refusal = self._limits.admit()
         if refusal is not None:
-            return self._over_limit(refusal)
+            # Counted, not logged: `DeliveryLimits` sums them up in a line a minute.
+            self._telemetry.notifications.labels("github", refusal.reason).inc()
+            return JsonAnswer(
+                {"status": "rejected", "error": refusal.message},
+                status_code=refusal.status,
+                headers={"Retry-After": str(refusal.retry_after_s)},
+            )
         try:
             return await self._taken(request)
         finally:
@@ -223,36 +209,28 @@ class GithubWebhooks:
             # the same ID, and a replay under a fresh ID or event (those headers are not signed)
             # is the same body again. Any other delivery is recorded as heard, so `check` can say
             # the webhook sends more than queuepilot reads.
-            outcome = await self._jobs.record(signed, kind[:KIND_CAP], delivered, self._clock())
+            outcome = await self._jobs.record(signed, kind[:KIND_CAP], delivered, time.time())
+            if outcome == "duplicate":
+                message = (
+                    f"delivery {delivery_id} (or another of the same body) was already recorded: "
+                    "nothing changed"
+                )
+                raise _Rejected(409, "duplicate", message)
+            if outcome == "stale":
+                message = "the job's state is older than the day queuepilot keeps: nothing changed"
+                raise _Rejected(422, "stale", message)
         except _Rejected as exc:
-            return self._reject(*exc.args)
+            return rejected(self._telemetry, "github", *exc.args)
         except PayloadError as exc:
-            return self._reject(400, "invalid", str(exc))
-        except RedisError as exc:
-            log.error("github webhook: cannot record delivery %s: %s", _shown(request), exc)
-            return self._reject(503, "unavailable", "cannot record the delivery now; redeliver it")
-        if outcome == "duplicate":
-            message = (
-                f"delivery {delivery_id} (or another of the same body) was already recorded: "
-                "nothing changed"
-            )
-            return self._reject(409, "duplicate", message)
-        if outcome == "stale":
-            message = "the job's state is older than the day queuepilot keeps: nothing changed"
-            return self._reject(422, "stale", message)
+            return rejected(self._telemetry, "github", 400, "invalid", str(exc))
+        except RedisError as exc:  # only the record reaches Redis: the delivery is verified
+            log.error("github webhook: cannot record delivery %s: %s", delivery_id, exc)
+            message = "cannot record the delivery now; redeliver it"
+            return rejected(self._telemetry, "github", 503, "unavailable", message)
         self._telemetry.notifications.labels("github", counted).inc()
         # Debug: a line per job state would be most of the log in a busy organization's push.
         log.debug("github webhook: delivery %s, %s: %s", delivery_id, kind, said["status"])
         return JsonAnswer(said)
-
-    def _over_limit(self, refusal: OverLimit) -> JsonAnswer:
-        # Counted, not logged: `DeliveryLimits` sums them up in a line a minute.
-        self._telemetry.notifications.labels("github", refusal.reason).inc()
-        return JsonAnswer(
-            {"status": "rejected", "error": refusal.message},
-            status_code=refusal.status,
-            headers={"Retry-After": str(refusal.retry_after_s)},
-        )
 
     async def _verified(self, request: Request) -> tuple[str, str, bytes, str]:
         """The event, the delivery's ID, the body of a delivery GitHub signed and its signature,
@@ -288,9 +266,6 @@ class GithubWebhooks:
             raise _Rejected(401, "bad_signature", problem)
         return event, delivery_id, body, signature.strip().lower()
 
-    def _reject(self, status: int, reason: str, message: str) -> JsonAnswer:
-        return rejected(self._telemetry, "github", status, reason, message)
-
 
 def rejected(
     telemetry: Telemetry, source: str, status: int, reason: str, message: str
@@ -312,10 +287,6 @@ async def _body(request: Request, limit: int) -> bytes:
 
 def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-def _shown(request: Request) -> str:
-    return request.headers.get("x-github-delivery", "?")[:DELIVERY_ID_CAP]
 
 
 Answer = Callable[[Request], Awaitable[Response]]
@@ -364,11 +335,9 @@ async def read_limited(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
+    body = bytearray()
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
+        body += chunk
+        if len(body) > limit:
             raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return bytes(body)

@@ -97,11 +97,8 @@ def _from_file(path: Path, named_by: str, environ: Mapping[str, str]) -> KubeAcc
     try:
         return from_kubeconfig(path, environ)
     except BackendError as exc:
-        other = (
-            "point SCALER_KUBECONFIG at another"
-            if named_by == "SCALER_KUBECONFIG"
-            else ("set SCALER_KUBECONFIG to another")
-        )
+        own = named_by == "SCALER_KUBECONFIG"
+        other = "point SCALER_KUBECONFIG at another" if own else "set SCALER_KUBECONFIG to another"
         raise SettingsError(f"{NO_ACCESS} through {named_by}: {exc}. Fix it, or {other}") from None
 
 
@@ -284,10 +281,10 @@ class ExecPlugin:
 
     async def _run(self, timeout_s: float) -> tuple[str, datetime | None]:
         # What client-go tells a plugin; a bot has no terminal to prompt on.
-        info: dict[str, Any] = {"apiVersion": self.api_version, "kind": "ExecCredential"}
-        info["spec"] = {"interactive": False}
+        spec: dict[str, Any] = {"interactive": False}
         if self.cluster is not None:
-            info["spec"]["cluster"] = self.cluster
+            spec["cluster"] = self.cluster
+        info = {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}
         env = {**self.env, "KUBERNETES_EXEC_INFO": json.dumps(info)}
         try:
             process = await asyncio.create_subprocess_exec(
@@ -405,19 +402,16 @@ def exec_plugin(
         raise _wrong(f"its user's exec plugin {command} is not found: {fix}")
     kept = {k: v for k, v in environ.items() if k.upper() not in _SECRETS}
     variables = {**kept, **{p["name"]: str(p.get("value") or "") for p in env}}
-    asked = section.get("provideClusterInfo") is True
-    return ExecPlugin(str(version), found, tuple(args), variables, _cluster_info(cluster, asked))
+    info = _cluster_info(cluster or {}) if section.get("provideClusterInfo") is True else None
+    return ExecPlugin(str(version), found, tuple(args), variables, info)
 
 
 def _wrong(said: str) -> BackendError:
     return BackendError(said, retryable=False)
 
 
-def _cluster_info(cluster: Mapping[str, Any] | None, asked: bool) -> dict[str, Any] | None:
+def _cluster_info(cluster: Mapping[str, Any]) -> dict[str, Any]:
     """ExecCredential's spec.cluster, as client-go sends it under provideClusterInfo."""
-    if not asked:
-        return None
-    cluster = cluster or {}
     info: dict[str, Any] = {"server": str(cluster.get("server") or "")}
     info |= {name: cluster[name] for name in _CLUSTER_FIELDS if cluster.get(name) not in (None, "")}
     for entry in cluster.get("extensions") or []:

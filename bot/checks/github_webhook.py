@@ -24,13 +24,13 @@ SET_UP = (
 )
 
 
-async def probe(settings: Settings, redis: Redis, *, now: float | None = None) -> list[Finding]:
-    at = time.time() if now is None else now
+async def probe(settings: Settings, redis: Redis) -> list[Finding]:
+    now = time.time()
     try:
-        heard = await WorkflowJobs(redis, Keys(settings.redis_prefix)).heard(at)
+        heard = await WorkflowJobs(redis, Keys(settings.redis_prefix)).heard(now)
     except RedisError as exc:
         return [warn(SUBJECT, f"cannot read the deliveries heard: {exc}")]
-    return findings(heard, at)
+    return findings(heard, now)
 
 
 def findings(heard: dict[str, tuple[int, float]], now: float) -> list[Finding]:

@@ -38,8 +38,6 @@ from bot.storage.connection import build_redis
 LABELS = {Verdict.OK: ("ok", "32"), Verdict.WARN: ("warn", "33"), Verdict.FAIL: ("FAIL", "31")}
 SUBJECT_WIDTH = 11  # the least; a longer subject ("github issues") widens the column for all
 HIDDEN = "•••"
-
-
 Probe = Callable[[], Awaitable[list[Finding]]]
 
 

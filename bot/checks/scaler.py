@@ -70,18 +70,15 @@ def _ceiling(settings: Settings, target: ScaleTarget) -> list[Finding]:
         # to each set's ceiling, is the one bound outside the bot, and it needs the ceiling.
         said = f"{runner_type}: no ceiling: nothing outside the bot bounds what its token may "
         said += f"set on {target.target} (the chart's admission policy, which holds each scale "
-        fix = f'give {entry} a "ceiling", the most runners its scale set should ever have '
         said += "set to its ceiling, requires one)"
+        fix = f'give {entry} a "ceiling", the most runners its scale set should ever have '
         fix += f'(e.g. "ceiling": {max(target.cap, 40)}); the chart renders the same entry '
         return [warn(SCALING, said, fix + "into its admission policy")]
     found = []
     raise_it = f'at most {ceiling}, or raise its "ceiling"'
     if target.cap > ceiling:
-        cap = (
-            "its cap"
-            if settings.scaler_targets[runner_type].cap
-            else (f"SCALE_DEFAULT_CAP ({settings.scale_default_cap})")
-        )
+        own = settings.scaler_targets[runner_type].cap
+        cap = "its cap" if own else f"SCALE_DEFAULT_CAP ({settings.scale_default_cap})"
         said = f"{runner_type}: {cap}, the most one request may add, is {target.cap}, above "
         said += f"its ceiling of {ceiling}: a request for the cap is always refused"
         found.append(fail(SCALING, said, f'set {entry} "cap" to {raise_it}'))

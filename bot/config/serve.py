@@ -32,8 +32,7 @@ NOTES = {"grafana_token": " (a service-account token allowed to create and remov
 
 
 def check_serve(settings: Settings) -> None:
-    problems = serve_problems(settings)
-    if problems:
+    if problems := serve_problems(settings):
         raise SettingsError(problems)
 
 

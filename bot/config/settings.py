@@ -110,8 +110,7 @@ class ScaleTargetSetting(BaseModel):
 
 
 def _scale_set(name: str) -> str:
-    problem = scale_set_problem(name)
-    if problem:
+    if problem := scale_set_problem(name):
         raise ValueError(problem)
     return name
 
@@ -525,9 +524,8 @@ class Settings(*reversed(GROUPS), title="Settings"):  # type: ignore[misc]
 
     @property
     def scalable(self) -> frozenset[str]:
-        if self.scaler_backend is ScalerBackend.NONE:
-            return frozenset()
-        return frozenset(self.scaler_targets)
+        none = self.scaler_backend is ScalerBackend.NONE
+        return frozenset() if none else frozenset(self.scaler_targets)
 
     @property
     def scale_verify_s(self) -> float:

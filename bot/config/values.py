@@ -114,10 +114,8 @@ def _without_credentials(value: str) -> str:
     return (scheme + sep + rest).split("?", 1)[0][:60]
 
 
-def _url(schemes: tuple[str, ...], example: str, kind: Any = str) -> Any:
-    def check(value: str | None) -> str | None:
-        if value is None:
-            return None
+def _url(schemes: tuple[str, ...], example: str) -> Any:
+    def check(value: str) -> str:
         parts = urlsplit(value)
         shown = _without_credentials(value)
         if parts.scheme.lower() in schemes and (parts.netloc or parts.scheme == "unix"):
@@ -130,7 +128,7 @@ def _url(schemes: tuple[str, ...], example: str, kind: Any = str) -> Any:
             f"e.g. {hint[:80]}"
         )
 
-    return Annotated[kind, AfterValidator(check), f"URL ({', '.join(s + '://' for s in schemes)})"]
+    return Annotated[str, AfterValidator(check), f"URL ({', '.join(s + '://' for s in schemes)})"]
 
 
 def _token(prefix: str, what: str) -> AfterValidator:
@@ -151,11 +149,9 @@ _PEM_FIX = (
 )
 
 
-def rsa_private_key(value: SecretStr | None) -> SecretStr | None:
+def rsa_private_key(value: SecretStr) -> SecretStr:
     """PEM, RSA, unencrypted, as GitHub generates it; a literal `\\n` (an env file's line) is a
     line break. The message never repeats the value (a secret)."""
-    if value is None:
-        return None
     text = value.get_secret_value().strip().replace("\\n", "\n")
     try:
         from cryptography.exceptions import UnsupportedAlgorithm
@@ -235,7 +231,7 @@ _namespace = _matching(
 
 
 HttpUrl = _url(("http", "https"), "https://host:port")
-OptionalHttpUrl = _url(("http", "https"), "https://host", str | None)
+OptionalHttpUrl = _url(("http", "https"), "https://host") | None
 RedisUrl = Annotated[
     _url(("redis", "rediss", "unix", "redis+sentinel"), "redis://localhost:6379/0"),
     AfterValidator(_redis_url),
@@ -253,9 +249,9 @@ def json_map(value: Any) -> Any:
 JsonObject = json_map(Any)
 BotToken = Annotated[SecretStr | None, _token("xoxb-", "a bot token"), "secret (xoxb-…)"]
 AppToken = Annotated[SecretStr | None, _token("xapp-", "an app-level token"), "secret (xapp-…)"]
-AppPrivateKey = Annotated[
-    SecretStr | None, AfterValidator(rsa_private_key), "secret (PEM RSA private key)"
-]
+AppPrivateKey = (
+    Annotated[SecretStr, AfterValidator(rsa_private_key), "secret (PEM RSA private key)"] | None
+)
 AppId = Annotated[str, AfterValidator(_app_id), "App ID or client ID"]
 ChannelId = Annotated[str, AfterValidator(_channel_id), "channel ID (C…, G…)"]
 MemberIds = _comma_list(_member_id, "comma-separated member (U…, W…) and user-group (S…) IDs")

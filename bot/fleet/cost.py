@@ -43,13 +43,10 @@ class CostReader:
     ) -> None:
         self._config = config
         self._metrics = metrics
+        self._prometheus = metrics if isinstance(metrics, PrometheusMetrics) else None
         self._jobs = jobs if config.github_webhook_secret is not None else None
         self._followed = followed  # the HUD's listings, where it lists the jobs
-
-    @property
-    def known(self) -> bool:
-        prometheus = isinstance(self._metrics, PrometheusMetrics)
-        return self._jobs is not None or prometheus or self._followed is not None
+        self.known = self._jobs is not None or self._prometheus is not None or followed is not None
 
     @property
     def unknown(self) -> str:
@@ -75,7 +72,10 @@ class CostReader:
         since = {key: max(i.started_at, i.opened_at - EARLIEST) for key, (i, _) in shown.items()}
         earliest = min(since.values())
         try:
-            if self._jobs is not None and await self._delivered(now):
+            heard = await self._jobs.heard(now.timestamp()) if self._jobs is not None else {}
+            # A workflow_job heard in the last hour: a record nobody writes (its webhook not
+            # published yet) tells no cost, where ARC's may.
+            if any(is_job_kind(kind) for kind in heard):
                 jobs = await self._jobs_since(earliest, now)
                 return {
                     key: {
@@ -84,15 +84,15 @@ class CostReader:
                     }
                     for key, (i, types) in shown.items()
                 }
-            if not isinstance(self._metrics, PrometheusMetrics) and self._followed is None:
+            if self._prometheus is None and self._followed is None:
                 return {}  # deliveries are expected and none came: nothing tells it yet
             left = await self._followed.left(earliest, now) if self._followed is not None else []
             histograms: dict[tuple[datetime, float], dict[str, Waited]] = {}
             found = {}
             for key, (incident, types) in shown.items():
                 window = (since[key], self._threshold(incident))
-                if isinstance(self._metrics, PrometheusMetrics) and window not in histograms:
-                    histograms[window] = await self._metrics.waited(
+                if self._prometheus is not None and window not in histograms:
+                    histograms[window] = await self._prometheus.waited(
                         since=window[0], until=now, threshold_mins=window[1]
                     )
                 found[key] = self._of_read(types, window, now, histograms.get(window, {}), left)
@@ -118,13 +118,6 @@ class CostReader:
             rest = [t for t in types if t not in found]
             found |= {t: waited_of_left(left, t, since, now, threshold, over) for t in rest}
         return found
-
-    async def _delivered(self, now: datetime) -> bool:
-        """Whether GitHub's deliveries come (a workflow_job heard in the last hour): a record
-        nobody writes (its webhook not published yet) tells no cost, where ARC's may."""
-        assert self._jobs is not None
-        heard = await self._jobs.heard(now.timestamp())
-        return any(is_job_kind(kind) for kind in heard)
 
     async def _jobs_since(self, since: datetime, now: datetime) -> list[dict[str, Any]]:
         """The record's jobs still to finish and those finished since, each once (one that

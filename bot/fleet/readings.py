@@ -194,12 +194,11 @@ class FleetReadings:
             every = self.every(fleet)
             held = math.ceil(max(window, rise) / every) + 1 if every else 0
             recent = await self.history(last=max(RECENT_READINGS, held))
-            target = self._config.drain_target_minutes
             fleet = judged(
                 fleet,
                 recent,
                 interval=every,
-                within_mins=target,
+                within_mins=self._config.drain_target_minutes,
                 window=window,
                 rise=rise,
                 caps=self._caps,

@@ -94,8 +94,8 @@ class ReadingsHistory:
 
 
 def _numbers(m: RunnerTypeMetrics) -> list[float | None]:
-    known = [v for v in (m.registered, m.busy) if v is not None]
-    level = m.desired if m.desired is not None else (max(known) if known else None)
+    running = max((v for v in (m.registered, m.busy) if v is not None), default=None)
+    level = m.desired if m.desired is not None else running
     # Nothing queued is no wait (GitHub has no oldest job to date one from).
     wait = 0.0 if m.longest_wait_mins is None and m.queued == 0 else m.longest_wait_mins
     return [m.queued, wait, level, m.maximum, m.job_duration_mins]  # read back only if finite

@@ -90,9 +90,8 @@ class Intake:
             if entry.delivery is None:
                 await self.handle(entry)
         pending = [e for e in entries if e.delivery is not None]
-        what = f"a batch of {len(pending)} entries"
         if len(pending) > 1 and await self._loop.retried(
-            partial(self._apply_all, pending), what, None
+            partial(self._apply_all, pending), f"a batch of {len(pending)} entries", None
         ):
             return
         for entry in list(pending):

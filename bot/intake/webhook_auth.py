@@ -33,14 +33,12 @@ def _credentials(authorization: str | None, scheme: str) -> str | None:
 def bearer_ok(authorization: str | None, token: str) -> bool:
     """An empty configured token accepts nothing: never "any bearer token will do"."""
     credentials = _credentials(authorization, "bearer")
-    if credentials is None or not token:
-        return False
-    return _same(credentials, token)
+    return credentials is not None and bool(token) and _same(credentials, token)
 
 
 def basic_ok(authorization: str | None, username: str, password: str) -> bool:
-    """RFC 7617, UTF-8. Both parts are compared even when the first differs, so timing does not
-    reveal a valid username."""
+    """RFC 7617, UTF-8. Both parts are compared even when the first differs (`&`, not `and`), so
+    timing does not reveal a valid username."""
     credentials = _credentials(authorization, "basic")
     if credentials is None or not password:
         return False
@@ -51,9 +49,7 @@ def basic_ok(authorization: str | None, username: str, password: str) -> bool:
     given_user, colon, given_password = decoded.partition(":")
     if not colon:
         return False
-    user_ok = _same(given_user, username)
-    password_ok = _same(given_password, password)
-    return user_ok and password_ok
+    return _same(given_user, username) & _same(given_password, password)
 
 
 def grafana_signature_problem(

@@ -1,11 +1,10 @@
-"""The Slack gateway: every Web API call the bot makes goes through here, and its answer is
-classified once: a 429 holds the method for `Retry-After` (`bot.pacing`); a refused connection is
-safe to repeat; a timeout, a dropped connection, a 5xx or `internal_error` is uncertain (a post
-must be looked up before it is sent again); anything else is permanent. Retries are the callers'.
-At start-up `check_channels` says in the log whether the app is in every channel it will post to
-(`SLACK_CHANNEL`, each route's), when an operator deploys rather than at the first alert; never
-fatal: the other channels work, and a Slack that cannot answer now is no configuration error.
-"""
+"""The Slack gateway: every Web API call goes through here, its answer classified once: a 429
+holds the method for `Retry-After` (`bot.pacing`); a refused connection is safe to repeat; a
+timeout, a dropped connection, a 5xx or `internal_error` is uncertain (a post must be looked up
+before it is sent again); anything else is permanent. Retries are the callers'. At start-up
+`check_channels` logs whether the app is in every channel it posts to, when an operator deploys
+rather than at the first alert; never fatal: the other channels work, and a Slack that cannot
+answer now is no configuration error."""
 
 from __future__ import annotations
 
@@ -280,10 +279,9 @@ class SlackGateway:
         interval_ms: int | None = None,
         **params: Any,
     ) -> dict[str, Any]:
-        """A call made in its `turn` (so waiters do not all call the instant a hold ends); a 429
-        is waited out and the call made again, up to `tries` times. Every answer goes to the
-        pacing, which learns a history method's pace from them (`Pacing.refused`); `interval_ms`
-        (else the method's slot) is the least spacing the caller asks for before Slack said any."""
+        """A call in its `turn` (so waiters do not all call the instant a hold ends), a 429 waited
+        out up to `tries` times. The pacing learns a history method's pace from every answer;
+        `interval_ms` (else the method's slot) is the least spacing before Slack said any."""
         attempt = 1
         spacing_ms = _SLOTS_MS.get(method, 0) if interval_ms is None else interval_ms
         while True:
@@ -333,9 +331,9 @@ class SlackGateway:
     async def links(
         self, messages: Sequence[Message], *, ask_at_most: int | None = None
     ) -> dict[Message, str]:
-        """The links known of `messages` ("" where Slack has none), asking Slack for at most
-        `ask_at_most` not kept; one left out is not known yet. A permalink never changes, so each
-        is asked once and kept; a link is a courtesy, so this never raises and never waits long."""
+        """The links known of `messages` ("" where Slack has none; left out: not known yet), asking
+        for `ask_at_most` not kept. A permalink never changes, so each is asked once and kept; a
+        link is a courtesy, so this never raises and never waits long."""
         wanted = list(dict.fromkeys(messages))
         try:
             known = await self.permalinks.kept(wanted)
@@ -391,19 +389,19 @@ async def check_channels(gateway: SlackGateway, uses: Mapping[str, str]) -> dict
             if exc.error != "channel_not_found":  # Slack down, rate limited: not a finding
                 members_log.warning("channel %s (%s): not checked: %s", channel, use, exc.error)
                 continue
-            problems[channel] = "channel_not_found"
+            problem: str | None = "channel_not_found"
         else:
             problem = why_cannot_post(info)
-            if problem is None:
-                continue
-            problems[channel] = problem
+        if problem is None:
+            continue
+        problems[channel] = problem
         members_log.error(
             "channel %s (%s): queuepilot cannot post there (%s): %s; its incidents are "
             "dropped until then",
             channel,
             use,
-            problems[channel],
-            FIX.get(problems[channel], INVITE),
+            problem,
+            FIX.get(problem, INVITE),
         )
     return problems
 

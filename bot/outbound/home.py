@@ -61,8 +61,8 @@ class Home:
     _: KW_ONLY
     config: Settings
     clock: Callable[[], datetime]
-    marker: StateMarker | None = None  # says when Redis lost the state, for the line about it
-    pilots: Callable[[], Awaitable[Sequence[PilotState]]] | None = None  # the pilots' states
+    marker: StateMarker  # says when Redis lost the state, for the line about it
+    pilots: Callable[[], Awaitable[Sequence[PilotState]]]
     # Rounds ended: what a test of "nothing more" waits on.
     rounds: int = field(default=0, init=False)
 
@@ -173,12 +173,12 @@ class Home:
             backend=self.readings.metrics.name if fleet is not None else "",
             command=self.config.slash_command,
             lost=await self._lost(),
-            pilots=tuple(await self.pilots()) if self.pilots is not None else (),
+            pilots=tuple(await self.pilots()),
         )
 
     async def _lost(self) -> StateLost | None:
         """Said for a day after Redis lost the state: long enough for everyone to see it."""
-        marker = await self.marker.read() if self.marker is not None else None
+        marker = await self.marker.read()
         if marker is None or marker.lost_at is None:
             return None
         if self.clock().timestamp() - marker.lost_at > LOST_SHOWN_S:
@@ -189,10 +189,8 @@ class Home:
     async def _fleet(self) -> tuple[FleetSnapshot | None, str]:
         metrics = self.readings.metrics
         if not metrics.live:
-            return (
-                None,
-                f"No live metrics ({metrics.name}): the incidents show the alerts' numbers.",
-            )
+            note = f"No live metrics ({metrics.name}): the incidents show the alerts' numbers."
+            return None, note
         reading = await self.readings.latest()
         if reading is None or reading.fleet is None:
             why = reading.error if reading is not None and reading.error else "no reading yet"

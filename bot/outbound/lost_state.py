@@ -48,6 +48,7 @@ UNREAD_AGAIN_S = 600.0  # at most this long before a first start reads a failing
 GIVE_UP_AFTER = 8  # failures in a row (5xx, timeouts) after which a channel's read is given up
 SAY_EVERY_S = 30.0  # how often a long read says in the log how far it has got
 GUIDE = "docs/operations.md, Backup and restore"
+UNSURE = "state: cannot tell yet whether Redis lost the state (%s): checked again each tick"
 
 
 class Phase(Enum):
@@ -62,9 +63,7 @@ class Phase(Enum):
     # an opening goes on, a group that may find its root waits for its channel's read (the hold).
     NUMBERED = "numbered"
     SAID = "said"  # the loss said (log, metric, marker), the read goes on for roots: as NUMBERED
-    # The read failed before the numbering was known: an opening waits for the next tick's read,
-    # or the guess.
-    FAILED = "failed"
+    FAILED = "failed"  # the read failed before the numbering: openings wait for a read or the guess
     # A first start not told: no root read, but channels kept failing; read again after a back-off.
     RETRY = "retry"
     STOPPED = "stopped"  # the lead lost mid-read: what waits is the next leader's (`Deposed`)
@@ -124,10 +123,7 @@ class StateGuard:
         try:
             await self._look()
         except RedisError as exc:
-            log.warning(
-                "state: cannot tell yet whether Redis lost the state (%s): checked again each tick",
-                exc,
-            )
+            log.warning(UNSURE, exc)
 
     async def end_of_term(self) -> None:
         """Any phase of a read → STOPPED: the read ends with the lead (the next leader reads
@@ -197,9 +193,8 @@ class StateGuard:
         await self.end_of_term()
 
     async def _look(self) -> asyncio.Task[None] | None:
-        """STEADY stays while the marker stands (renewed); missing, or standing while a read of
-        Slack's history after a loss is unfinished, a read begins (`_begin`). The read under
-        way, if any, is returned."""
+        """STEADY while the marker stands (renewed); missing, or standing with a loss's read
+        unfinished, a read begins (`_begin`). Returns the read under way, if any."""
         async with self._lock:
             if (read := self.read) is not None and read.task is not None and not read.task.done():
                 return read.task
@@ -260,17 +255,16 @@ class StateGuard:
         leaves it to the next tick (`_failed`)."""
         read.guess = asyncio.create_task(self._guess(read), name="state-check-numbers")
         try:
-            read.scan.found.bot_id = await self._own_bot()
+            if not self._bot_id:
+                self._bot_id = str((await self.slack.call("auth.test")).get("bot_id") or "")
+            read.scan.found.bot_id = self._bot_id
             await read_all(self.slack, read.scan, lambda: self._step(read, now))
             await self._conclude(read, now)
         except Deposed:
             self._end(Phase.STOPPED)
             log.info("state: the read of Slack's history stops with the lead")
         except (SlackError, RedisError) as exc:
-            log.warning(
-                "state: cannot tell yet whether Redis lost the state (%s): checked again each tick",
-                str(exc) or type(exc).__name__,
-            )
+            log.warning(UNSURE, str(exc) or type(exc).__name__)
             self._failed()
         except Exception:
             log.exception("state: the read of Slack's history failed: checked again each tick")
@@ -463,11 +457,6 @@ class StateGuard:
                     "state: Redis failed (%s); writing what was read again in %.1f s", exc, wait
                 )
                 await asyncio.sleep(wait)
-
-    async def _own_bot(self) -> str:
-        if not self._bot_id:
-            self._bot_id = str((await self.slack.call("auth.test")).get("bot_id") or "")
-        return self._bot_id
 
     async def _number_above(self, highest: int) -> None:
         await self.marker.record_loss(None, highest=highest, roots={}, keep_s=1)

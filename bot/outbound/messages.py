@@ -2,11 +2,9 @@
 
 A queue member is `<kind>:<key>`: `root` (the incident's root), `replies` (the thread's first
 waiting reply: an answer, an event, a status, a chart's PNG, a postmortem's Markdown), `warning`
-(an early warning), `notice` (the capacity report). `read` turns a member into the `Post` its
-kind's reader gives, or None when nothing is left to post (with that recorded); `drop` is how one
-leaves the queue when Slack refuses it for good. The sender (`bot.outbound.send`) then draws,
-marks, sends and records it. Every post is found again by its metadata, a file by its name.
-"""
+(an early warning), `notice` (the capacity report). `read` gives the member's `Post`, or None when
+nothing is left to post (that recorded); `drop` takes one Slack refuses for good off the queue.
+Every post is found again by its metadata, a file by its name."""
 
 from __future__ import annotations
 

@@ -110,7 +110,10 @@ class ChannelSender:
     async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
         backoff = Backoff(BACKOFF_MAX_S)
         while True:
-            _honour_a_swallowed_cancel()
+            # A cancel swallowed in a Redis call (redis-py's reads can swallow one) still counts on
+            # the task: honoured here, or the loop outlives its replica's shutdown, renewing on.
+            if (task := asyncio.current_task()) is not None and task.cancelling():
+                raise asyncio.CancelledError
             try:
                 await step()
                 backoff.reset()
@@ -241,8 +244,8 @@ class ChannelSender:
             if answer is Answer.CHARTS_REFUSED:
                 # Pictures from now on; this goes again at once, read without its chart.
                 await out.charts.refused(exc.error)
-                return
-            await post.refuse(exc.error)
+            else:
+                await post.refuse(exc.error)
             return
         await post.record(ts, drawn)
 
@@ -291,11 +294,3 @@ async def _send_to(out: Outbound, channel: str) -> None:
         log.error("senders: the sender of %s failed: %r", channel, exc)
     finally:
         log.info("senders: stopped sending to %s", channel)
-
-
-def _honour_a_swallowed_cancel() -> None:
-    """A cancel swallowed in a Redis call (redis-py's reads can swallow one) still counts on the
-    task: honoured here, or a sender's loop outlives its replica's shutdown, renewing forever."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError

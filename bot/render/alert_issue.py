@@ -132,6 +132,5 @@ def comment(
 
 
 def unlinked(markdown: str) -> str:
-    """Markdown made with `md_escape`, as GitHub gets it: its escaped @mentions and issue
-    references read the same and link nothing."""
+    """`md_escape`'s Markdown, its @mentions and issue references linking nothing on GitHub."""
     return _REFERENCE.sub(lambda found: found[0] + WORD_JOINER, markdown)

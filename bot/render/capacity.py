@@ -143,8 +143,7 @@ def _type_line(report: TypeReport) -> str:
 
 
 def _came_up(scaled: TypeScaled) -> list[str]:
-    """ "2 of 3 came up (the pilot's 1 of 1), 1 not known", "capacity added a median 6 min after
-    the alert (4 incidents)": what came of the type's scale-ups, from its incidents' records."""
+    """ "2 of 3 came up (the pilot's 1 of 1), 1 not known", "capacity added a median 6 min …"."""
     every, pilot, mins = scaled.all, scaled.pilot, scaled.capacity_mins
     came = f"{every.came} of {every.count} came up"
     came += f" (the pilot's {pilot.came} of {pilot.count})" if pilot.count else ""

@@ -40,9 +40,8 @@ Point = tuple[float, float | None, float | None]  # (unix time, queued, longest 
 
 @dataclass(frozen=True)
 class ChartData:
-    """The worst types' columns of the trend, expanded into points once, with the incident's
-    peak reading where the trend did not keep it (the root follows readings between statuses,
-    the trend only the statuses'): the chart holds the peak the text says."""
+    """The worst types' points, with the peak reading where the trend did not keep it (the root
+    follows readings between statuses, the trend only statuses'), so it holds the text's peak."""
 
     title: str
     trend: Trend = field(default_factory=Trend)
@@ -85,10 +84,8 @@ class ChartData:
             waits = [w for _, _, w in points if w is not None]
             text = f"{name or 'all runner types'}:"
             if queued:
-                text += (
-                    f" queued from {number(queued[0])} to {number(queued[-1])}"
-                    f" (peak {number(max(queued))})"
-                )
+                first, last, top = (number(q) for q in (queued[0], queued[-1], max(queued)))
+                text += f" queued from {first} to {last} (peak {top})"
             if waits:
                 label = "slowest recent start" if name in self.starts else "longest wait"
                 text += f", {label} peak {minutes(max(waits))}"
@@ -97,16 +94,13 @@ class ChartData:
 
 
 def points_of(trend: Trend, name: str, peak: Snapshot | None = None) -> list[Point]:
-    """`name`'s points in the trend, and at the `peak` reading when the trend has no point then
-    (a type that reading did not show was not queueing)."""
+    """With the `peak` reading's point (a type that reading did not show was not queueing)."""
     points = trend.points(name)
-    if peak is None or name not in peak.runner_types:
-        return points
-    at = _second(peak.at)
-    if at in trend.times():
+    if peak is None or name not in peak.runner_types or _second(peak.at) in trend.times():
         return points
     queue = peak.runner_types[name]
-    return sorted([*points, (at, queue.queued, queue.longest_wait_mins)], key=lambda p: p[0])
+    at_peak = (_second(peak.at), queue.queued, queue.longest_wait_mins)
+    return sorted([*points, at_peak], key=lambda p: p[0])
 
 
 def _second(moment: datetime) -> float:
@@ -137,8 +131,7 @@ def incident_chart(incident: Incident) -> ChartData:
 
 
 def chart_block(data: ChartData) -> dict[str, Any] | None:
-    """Queued jobs per runner type at up to 20 moments, evenly spread from the first to the
-    latest, the peak's among them; None when there is no line to draw."""
+    """Queued jobs at up to 20 moments spread evenly, the peak's among them; None: no line."""
     series = data.series
     times = sampled(data.times, MAX_CATEGORIES, data.peak_at)
     if len(times) < 2:
@@ -258,9 +251,8 @@ _BOUNDARY = re.compile(r"(?<=[._-])")
 
 
 def _leading(name: str, most: int) -> str:
-    """The leading parts that fit before "…" and then the last parts that still fit after it
-    (a plain cut where the leading parts would leave less than half the room); `_trailing`
-    keeps the end alone."""
+    """Leading parts, "…", then last parts that fit (a plain cut where the leading parts would
+    leave less than half the room)."""
     if len(name) <= most:
         return name
     parts = _BOUNDARY.split(name)

@@ -16,9 +16,8 @@ STALE = timedelta(minutes=1)  # a cost read longer before the end says when it w
 
 
 def cost_said(waited: Waited) -> str:
-    """ "412 job-minutes past 5 min: 63 jobs in 9 workflows, pull 41%, 17 PRs, 12 branches ·
-    1,240 job-minutes waited by 180 jobs · longest 38 min (ARC's job start times)", then what the
-    source cannot tell and why."""
+    """ "412 job-minutes past 5 min: 63 jobs in 9 workflows, … · 1,240 job-minutes waited by 180
+    jobs · longest 38 min (ARC's job start times)", then what the source cannot tell and why."""
     threshold = minutes(waited.threshold_mins)
     # A source that sees only the longer waits says so beside every count of them.
     seen = f" queued past {minutes(waited.seen_over_mins)}" if waited.seen_over_mins else ""
@@ -70,10 +69,9 @@ def _counted(count: int, one: str, many: str = "") -> str:
 def cost_lines(
     incident: Incident, escaped: Callable[[str], str], at: Callable[[datetime], str]
 ) -> list[str]:
-    """The record's cost, a line per runner type ("Cost on linux.2xlarge: …"), each sentence
-    escaped as its surface escapes outside text (workflow names are the repositories'), and
-    when it was read where that was before the incident ended (a source that failed since, or
-    a resolve between statuses)."""
+    """A line per runner type, escaped as its surface escapes outside text (workflow names are
+    the repositories'), and when it was read if before the incident ended (a source that failed
+    since, or a resolve between statuses)."""
     if not incident.queue_cost.by_type and incident.queue_cost.unknown:
         return [escaped(f"Cost not known: {incident.queue_cost.unknown}")]
     end, read = incident.resolved.at, incident.queue_cost.at

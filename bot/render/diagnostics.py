@@ -37,12 +37,11 @@ def render_diagnostics(
         note = md.in_zone(md.escape(snapshot.note), snapshot.at)
         blocks.append(md.context([md.truncate(f"⚠️ {note}", 500)]))
     if diagnosis.cause is None:
-        why = md.in_zone(md.escaped(diagnosis.why, 600), snapshot.at)
-        lines = [f"*Likely cause:* not determined ({why})"]
+        cause = f"not determined ({md.in_zone(md.escaped(diagnosis.why, 600), snapshot.at)})"
     else:
         where = f" on {md.runner_name(diagnosis.lead_type)}" if diagnosis.lead_type else ""
         cause = f"{diagnosis.cause.value}{where} ({diagnosis.confidence} confidence)"
-        lines = [f"*Likely cause:* {cause}"]
+    lines = [f"*Likely cause:* {cause}"]
     if diagnosis.recommendation:
         lines.append(f"*Next:* {md.escaped(diagnosis.recommendation, 600)}")
     blocks.append(md.section("\n".join(lines)))

@@ -43,9 +43,8 @@ def render_digest(
     part: int = 0,
     storm_entries: Sequence[DigestEntry] | None = None,
 ) -> Rendered:
-    """Digest message `part` (0 the first) listing `entries`, while the storm lasts and as its
-    summary once `over`. The first message counts `storm_entries`, every group (by default its
-    own)."""
+    """Message `part` (0 the first) of the storm, its summary once `over`; the first counts
+    `storm_entries`, every group (by default its own)."""
     counted = entries if part > 0 or storm_entries is None else storm_entries
     total, threaded = len(counted), sum(1 for entry in counted if entry.threaded)
     noun = "alert group" if total == 1 else "alert groups"

@@ -19,18 +19,15 @@ DISMISS_FOR_S = 3600
 MAX_ID = 100  # of an incident's ID, in a link's label: the link must fit its line whole
 
 
-def _moment(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, UTC)
-
-
 def _at(timestamp: float) -> str:
-    return md.time_of(_moment(timestamp))
+    return md.time_of(datetime.fromtimestamp(timestamp, UTC))
 
 
 def render_warning(state: WarningState) -> Rendered:
     name, said = md.escaped(state.runner_type, 200), md.escaped(state.text, 1500)
     warned = _at(state.warned_at)
-    words = md.in_zone(md.escaped(scaled_words(state.scaled), 1000), _moment(state.updated_at))
+    updated = datetime.fromtimestamp(state.updated_at, UTC)
+    words = md.in_zone(md.escaped(scaled_words(state.scaled), 1000), updated)
     scaled = [f"↗️ {words}"] if state.scaled else []
     if state.phase is Phase.ACTIVE:
         if state.held_since:
@@ -42,7 +39,7 @@ def render_warning(state: WarningState) -> Rendered:
         else:
             head = f"⏳ *Early warning* · {said}"
             note = (
-                f"From the fleet's readings, updated {_at(state.updated_at)}; withdrawn if the "
+                f"From the fleet's readings, updated {md.time_of(updated)}; withdrawn if the "
                 "queue stops building, carried on by the incident if the alert fires."
             )
         # The uid, so a button of an older warning never acts on a newer one of the same type.

@@ -30,8 +30,7 @@ def outcome_said(
     at: Callable[[datetime], str] = lambda moment: f"{moment:%H:%M} UTC",
 ) -> str:
     """ "+7 on linux.2xlarge at 14:02: 7 registered by 14:04, all busy; the queue falls 5
-    jobs/min", "+7 asked at 14:02: 2 registered after 10 min; <why>", or "+7 on linux.2xlarge at
-    14:02: not known: <why>"; `at` says a time (plain by default, as the timeline keeps it)."""
+    jobs/min"; `at` says a time (plain by default, as the timeline keeps it)."""
     asked, judged = done.at or outcome.read_at, outcome.judged
     on = f"+{done.added} on {escaped(done.runner_type)} at {at(asked)}"
     if outcome.came is None or judged is None or judged.registered is None:
@@ -62,7 +61,7 @@ def _queue_said(judged: Judgement) -> str:
 
 
 def outcome_event(done: ScaleUp, outcome: Outcome, now: datetime) -> Event:
-    """The timeline's record of it: said by nobody, the reading decided it."""
+    """Said by nobody: the reading decided it."""
     return Event(at=now, kind=SCALE_OUTCOME, text=outcome_said(done, outcome))
 
 
@@ -71,9 +70,7 @@ def seen_said(
     escaped: Callable[[str], str] = str,
     at: Callable[[datetime], str] = lambda moment: f"{moment:%H:%M} UTC",
 ) -> str:
-    """ "active in Alertmanager until 15:02 UTC, matching the alert", "pending in Grafana until
-    its start at 15:02 UTC, …", "Alertmanager shows it expired", "its matchers do not match the
-    alert: …" or "not known: <why>"."""
+    """ "active in Alertmanager until 15:02 UTC, matching the alert", or what is wrong with it."""
     backend, state = escaped(seen.backend), seen.state
     if seen.unread:
         return f"not known: {escaped(seen.unread)}"
@@ -100,8 +97,7 @@ def back_said(
     escaped: Callable[[str], str] = str,
     at: Callable[[datetime], str] = lambda moment: f"{moment:%H:%M} UTC",
 ) -> str:
-    """ "maxRunners of linux.2xlarge back to 20 at 15:10: 20 runners by 15:14; <spares>", "…:
-    still 26 runners after 10 min" or "…: not known: <why>"."""
+    """ "maxRunners of linux.2xlarge back to 20 at 15:10: 20 runners by 15:14; <spares>"."""
     field = f"{escaped(back.field)} of {escaped(back.target.runner_type)}"
     to = "unset again" if back.bound is None else f"back to {back.bound}"
     head = f"{field} {to} at {at(said_at)}"
@@ -121,17 +117,15 @@ MAX_ACTS = 6  # the summary's latest scale-ups; the timeline keeps them all
 def record_said(
     incident: Incident, escaped: Callable[[str], str], at: Callable[[datetime], str]
 ) -> list[str]:
-    """The summary's lines of the scale record: each scale-up, who made it and what came of it
-    ("the pilot added +7 on linux.2xlarge at 14:02: they came up by 14:04"), then each type's
-    minutes from the alert to added capacity; nothing when nothing was scaled up."""
+    """The summary's lines of the scale record: each scale-up, who made it and what came of it,
+    then each type's minutes from the alert to added capacity."""
     made = [(e.at, e.scale) for e in incident.actions if e.scale is not None]
     more = len(made) - MAX_ACTS
     lines = [f"_{more} earlier scale-ups not shown_"] if more > 0 else []
     for event_at, done in made[-MAX_ACTS:]:
         who = "The pilot" if done.pilot else escaped(done.by or "someone")
-        said = (
-            f"{who} added +{done.added} on {escaped(done.runner_type)} at {at(done.at or event_at)}"
-        )
+        when = at(done.at or event_at)
+        said = f"{who} added +{done.added} on {escaped(done.runner_type)} at {when}"
         seen = f" by {at(done.seen_at)}" if done.seen_at is not None else ""
         if done.came is not None:
             said += f": they came up{seen}" if done.came else f": they did not come up{seen}"
@@ -151,10 +145,8 @@ def record_said(
 
 
 def bought_said(bought: Bought) -> str:
-    """What a scale-up's runners bought, as every record says it: "it took ~6 min off the drain
-    (the queue fell 1.0 jobs/min before they came, 4.0 after; against the drain before it,
-    arrivals held at 6.0 jobs/min (6.1 after))", or why that is not measurable; the rate after
-    is the one its runners would have made with the arrivals before."""
+    """What a scale-up's runners bought, as every record says it ("it took ~6 min off the
+    drain …"); the rate after is the one its runners would have made with the arrivals before."""
     if not bought.measured:
         return f"what it bought is not measurable: {bought.why}"
     before, after = bought.fell_before or 0.0, bought.fell_after or 0.0

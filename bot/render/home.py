@@ -60,8 +60,7 @@ class StateLost:
 
 @dataclass(frozen=True)
 class HomeState:
-    """`incidents` are the most recently opened of `open_count`; `fleet` is the latest live
-    reading (None: no live backend, or none read yet, `fleet_note` says which)."""
+    """`incidents`: the latest opened of `open_count`; `fleet` None: `fleet_note` says why."""
 
     incidents: tuple[Listed, ...] = ()
     open_count: int = 0
@@ -123,11 +122,10 @@ def digests(home: HomeState) -> Digests:
             for p in home.pilots
         ],
     }
+    fleet = type_lines(home.fleet, top=MAX_FLEET_TYPES, home=True) if home.fleet is not None else []
     numbers = {
         "incidents": [_worst_line(listed.incident, home.fleet) for listed in home.incidents],
-        "fleet": type_lines(home.fleet, top=MAX_FLEET_TYPES, home=True)
-        if home.fleet is not None
-        else [],
+        "fleet": fleet,
         "pilots": [p.piloted.why for p in home.pilots],  # what it is doing moves every reading
     }
     return Digests(_hashed(state), _hashed(numbers))

@@ -30,11 +30,8 @@ def render_jobs(
     if others:
         head += " · the types this channel owns"
         belong = "type with queued jobs belongs" if others == 1 else "types with queued jobs belong"
-        foot.insert(
-            0,
-            f"_{others} other runner {belong} to other channels: "
-            f"{md.escape('`/queue jobs <runner-type>`')} shows one._",
-        )
+        shows = md.escape("`/queue jobs <runner-type>`")
+        foot.insert(0, f"_{others} other runner {belong} to other channels: {shows} shows one._")
     room = limit - len(head) - sum(len(f) + 1 for f in foot) - 60
     kept = md.fit_lines(body, max(room, 0))
     if len(kept) < len(body):
@@ -109,9 +106,8 @@ def _workflow_line(w: WorkflowQueue, view: JobsView) -> str:
     if w.longest_wait_mins is not None:
         line += f", longest wait {duration(timedelta(minutes=w.longest_wait_mins))}"
     if w.oldest_url:
-        line += (
-            f", oldest: {md.link(w.oldest_url, md.truncate(w.oldest_job or 'the job', MAX_JOB))}"
-        )
+        job = md.truncate(w.oldest_job or "the job", MAX_JOB)
+        line += f", oldest: {md.link(w.oldest_url, job)}"
     if w.last_hour is not None or w.day_before is not None:
         line += f" · {w.last_hour or 0} arrived in the last hour"
         if view.history:

@@ -58,8 +58,7 @@ def escaped(text: str, limit: int) -> str:
 def plain_text(mrkdwn: str) -> str:
     """Mrkdwn made here as plain text (a date's fallback, a link's label, a mention's user ID):
     for an answer kept as a timeline line, escaped again wherever it is shown."""
-    text = _MENTION.sub(r"\1", _LABELLED.sub(r"\1", mrkdwn))
-    text = _BOLD.sub(r"\1", text)
+    text = _BOLD.sub(r"\1", _MENTION.sub(r"\1", _LABELLED.sub(r"\1", mrkdwn)))
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
@@ -67,9 +66,7 @@ def link(url: str, label: str) -> str:
     """`<url|label>` for a plain http(s) URL; otherwise the escaped label, so nothing is forged.
     Slack decodes entities inside the URL too: Grafana URLs carry `&` between parameters."""
     url = url.strip()
-    if not is_linkable(url):
-        return escape(label)
-    return f"<{escape(url)}|{escape(label)}>"
+    return f"<{escape(url)}|{escape(label)}>" if is_linkable(url) else escape(label)
 
 
 def is_linkable(url: str) -> bool:
@@ -83,8 +80,7 @@ def is_linkable(url: str) -> bool:
 
 
 def link_label(text: str) -> str:
-    """A link's label: Slack ends the URL at the first "|", and one more makes the token read two
-    ways."""
+    """Slack ends a link's URL at the first "|": one more in its label makes it read two ways."""
     return text.replace("|", "¦")
 
 
@@ -106,9 +102,8 @@ def runner_name(name: str) -> str:
 
 
 def truncate(text: str, limit: int) -> str:
-    """Text within `limit` characters, whole clauses dropped and "…" where they were
-    (`shortened`): never inside `&amp;` or a `<…>` token, half of which would show garbage or a
-    dangling `<` Slack tries to parse; plain text (a chart's title) is cut the same way."""
+    """Text within `limit`, whole clauses dropped for "…", never inside `&amp;` or a `<…>` token:
+    half of one shows garbage or a dangling `<` Slack parses (plain text is cut the same way)."""
     return shortened(text, limit, _TOKEN)
 
 

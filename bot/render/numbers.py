@@ -1,16 +1,12 @@
 """The queue's numbers in words: every message that says how many jobs queue, how long they wait,
 how busy the runners are, what to do about it or what the worst was, says it through here.
 
-The leader reads the fleet (a `FleetSnapshot`) and `bot.domain.reading.judging` decides, once per
-runner type, what the reading means (a `Judgement`). The incident keeps that reading
-(`Incident.live`), its compact form in statuses and the trend (`Snapshot`), and the worst it
-showed (its peaks).
-Nothing here decides or recomputes; it only phrases, in one set of words: the root's
-"• linux.2xlarge: *43* queued · longest wait *10 min*", a status's "Queued jobs: *43* (▲ +6)" and
-the summary's "Peak queued jobs: *43* at 14:05" are one reading. A label names one measure, and a
-number beside a peak or a change is of that measure: the longest wait (the oldest job's age) and
-the slowest recent start are two rows, never one label over either; a change is only between two
-readings of the same measure; each peak is its own measure's, at its own moment.
+`bot.domain.reading.judging` decides once per runner type what a reading means (a `Judgement`);
+the incident keeps the reading, its compact form (`Snapshot`) and its peaks. Nothing here decides
+or recomputes, so the root's "*43* queued", a status's "Queued jobs: *43* (▲ +6)" and the
+summary's "Peak queued jobs: *43* at 14:05" are one reading. A label names one measure: the
+longest wait (the oldest job's age) and the slowest recent start are two rows; a change is only
+between readings of one measure; each peak is its own measure's, at its own moment.
 """
 
 from __future__ import annotations
@@ -60,8 +56,7 @@ def queued_said(queued: float | None, *, bold: bool = False) -> str:
 
 
 def busy_said(busy: float | None, registered: float | None) -> str:
-    """ "busy 20/24": runners busy of those registered (a registered count read below the busy
-    one is older than it)."""
+    """ "busy 20/24" (a registered count read below the busy one is older than it)."""
     if busy is None:
         return ""
     known = registered is not None
@@ -148,8 +143,7 @@ def head_figures(head: Headline, *, queued_first: bool = False) -> list[str]:
 def type_lines(
     view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPES, home: bool = False
 ) -> list[str]:
-    """The worst `top` types, then how many more were left out; on the App Home (`home`), the
-    names as code and each type's maximum."""
+    """The worst `top` types, then how many more; on the App Home, names as code and maximums."""
     ranked = worst_first(view.runner_types)
     # What a source that lists no job of a type said of it: from one that counts only jobs
     # queued longer than a threshold, nothing queued longer than that.
@@ -201,17 +195,15 @@ def read_at(fleet: FleetSnapshot) -> str:
 
 
 def _comparable(now: RunnerQueue, was: RunnerQueue | None) -> float | None:
-    """The earlier wait where it is the same measure as now's; a wait "over" a bound has no
-    change to tell: its number is the bound."""
+    """The earlier wait of now's measure; a wait "over" a bound has no change: it is the bound."""
     if was is None or now.wait_over or was.wait_over:
         return None
     return was.longest_wait_mins if bool(now.wait_of_starts) == bool(was.wait_of_starts) else None
 
 
 def status_figures(current: Snapshot, previous: Snapshot | None) -> tuple[list[str], str]:
-    """A status's headline as its fields ("Queued jobs: *43* (▲ +6)") and as its notification's
-    line ("queued jobs 43 (▲ +6)"): a change only from the same measure (a sum of the types'
-    queues is no change from the alert's own figure)."""
+    """A status's fields ("Queued jobs: *43* (▲ +6)") and notification line: a change only from
+    the same measure (a sum of the types' queues is no change from the alert's own figure)."""
     now_n, before = current.numbers, previous.numbers if previous else None
     items = []
     for starts, mins in ((False, now_n.max_queue_time_mins), (True, now_n.slowest_start_mins)):
@@ -249,8 +241,7 @@ def type_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
             parts.append(f"{wait}{paren(delta)}")
         rows.append(f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}")
     rows += gone_lines(previous, current.runner_types)
-    more = len(rows) - MAX_RUNNER_ROWS
-    return [*rows[:MAX_RUNNER_ROWS], f"+{more} more runner types"] if more > 0 else rows
+    return _capped(rows[:MAX_RUNNER_ROWS], len(rows) - MAX_RUNNER_ROWS)
 
 
 def gone_lines(previous: Snapshot | None, now: Mapping[str, object]) -> list[str]:
@@ -267,15 +258,6 @@ class Peak(NamedTuple):
     at: datetime | None
 
 
-def peak_queued_label(incident: Incident) -> str:
-    """What the peak queue is, wherever shown: of several types, their sum at one moment (never
-    one type's beside the per-type peaks); before a snapshot named them, the alert's figure."""
-    if not incident.peak_summed:
-        return "Peak queued jobs (as the alert said)"
-    typed = sum(1 for queue in incident.peaks.types.values() if queue.queued is not None)
-    return "Peak queued jobs (all runner types)" if typed > 1 else "Peak queued jobs"
-
-
 class Peaks(NamedTuple):
     """The incident's peaks as its record keeps them, each of one measure at its own moment."""
 
@@ -285,8 +267,7 @@ class Peaks(NamedTuple):
 
 
 def peak_figures(incident: Incident) -> Peaks:
-    """The peak longest wait, the peak slowest recent start and the peak queue, each the most of
-    its own measure, at the moment it was first reached: the record's, never recomputed."""
+    """Each peak at the moment it was first reached: the record's, never recomputed."""
     peak, types = incident.peaks.numbers, incident.peaks.types.values()
     waits = []
     for mins, starts, at in (
@@ -297,9 +278,15 @@ def peak_figures(incident: Incident) -> Peaks:
         waits.append(Peak(f"Peak {said[0]}", said[1], at) if said else None)
     if peak.max_queue_size is None:
         return Peaks(*waits, None)
+    # Of several types, their sum at one moment (never one type's beside the per-type peaks);
+    # before a snapshot named them, the alert's figure.
+    label = "Peak queued jobs (as the alert said)"
+    if incident.peak_summed:
+        typed = sum(1 for queue in types if queue.queued is not None)
+        label = "Peak queued jobs (all runner types)" if typed > 1 else "Peak queued jobs"
     moment = incident.peaks.moment
     at = moment.at if moment is not None else None
-    return Peaks(*waits, Peak(peak_queued_label(incident), number(peak.max_queue_size), at))
+    return Peaks(*waits, Peak(label, number(peak.max_queue_size), at))
 
 
 def peak_said(item: Peak, clock: Clock, bold: str = "*") -> str:
@@ -363,7 +350,10 @@ def peak_rows(incident: Incident) -> list[str]:
     for name, queue in worst_first(incident.peaks.types)[:MAX_PEAK_ROWS]:
         if said := queue_numbers(queue):
             rows.append(f"• {md.runner_name(name) or 'all runner types'}: {said}")
-    more = len(incident.peaks.types) - MAX_PEAK_ROWS
+    return _capped(rows, len(incident.peaks.types) - MAX_PEAK_ROWS)
+
+
+def _capped(rows: list[str], more: int) -> list[str]:
     return [*rows, f"+{more} more runner types"] if more > 0 else rows
 
 
@@ -371,41 +361,34 @@ def root_figures(incident: Incident, head: Headline) -> list[str]:
     """The headline's wait and queued jobs against the alert's thresholds (else the alert's
     other values), a peak beside a number only as the same measure, at its own moment. A live
     headline has none beside it, and says how many types were not read."""
-    current, live = incident.numbers, head.live
-    peaks = peak_figures(incident)
-    queued_peak = peaks.queued
-    unread, overs = "", (current.queue_time_over, current.queue_size_over)
+    live, unread = head.live, ""
     queued = None if head.worst or head.queued is None else number(head.queued)
     if live is not None:
         types: Iterable[RunnerQueue | RunnerTypeMetrics] = live.runner_types.values()
-        peaks = Peaks(None, None, None)
-        queued_peak = None
-        overs = (None, None)
+        peaks, overs = Peaks(None, None, None), (None, None)
         if live.missing:  # a sum without them would read as fewer than there are
             unread = f"{len(live.missing)} runner types unread"
     else:
-        types = incident.runner_types.values()
+        types, peaks = incident.runner_types.values(), peak_figures(incident)
+        overs = (incident.numbers.queue_time_over, incident.numbers.queue_size_over)
         if queued is not None and incident.peak_summed != sums_types(incident.runner_types):
-            queued_peak = None  # a sum of the types is no peak of the alert's own figure
+            peaks = peaks._replace(queued=None)  # the types' sum is no peak of the alert's own
     summed = sum(1 for queue in types if queue.queued is not None)
     size_limit, time_limit = thresholds(incident)
+    size_said = _against(size_limit, overs[1], number, summed=summed)
     rows = [
         *_wait_rows(head, peaks, _against(time_limit, overs[0], minutes)),
-        (
-            "queued jobs",
-            queued,
-            queued_peak,
-            [_against(size_limit, overs[1], number, summed=summed), unread],
-        ),
+        ("queued jobs", queued, peaks.queued, [size_said, unread]),
     ]
     items = []
     for label, value, top, notes in rows:
-        if value is None and top is not None:
-            items.append(peak_said(top, md.time_of) + paren(", ".join(filter(None, notes))))
-        elif value is not None:
-            if top is not None and top.value != value:
-                notes.append(f"peak {top.value}{at_said(top, md.time_of)}")
-            items.append(figure(label.capitalize(), value, paren(", ".join(filter(None, notes)))))
+        if value is not None and top is not None and top.value != value:
+            notes.append(f"peak {top.value}{at_said(top, md.time_of)}")
+        said = paren(", ".join(filter(None, notes)))
+        if value is not None:
+            items.append(figure(label.capitalize(), value, said))
+        elif top is not None:
+            items.append(peak_said(top, md.time_of) + said)
     return items or [
         f"{md.escaped(name, 100)} = *{number(value)}*"
         for name, value in incident.other_values.items()
@@ -417,8 +400,7 @@ Row = tuple[str, str | None, Peak | None, list[str | None]]
 
 def _wait_rows(head: Headline, peaks: Peaks, against: str | None) -> list[Row]:
     """The headline's wait, then the slowest recent start beside an oldest job's age, each beside
-    the peak of its own measure (a resolved headline: the peaks alone). The threshold is the
-    alert's queue time, said beside the first."""
+    its own measure's peak (resolved: the peaks alone); `against` is said beside the first."""
     if head.worst:
         return [("", None, peaks.wait, [against]), ("", None, peaks.start, [])]
     said, of_starts = wait_words(head.wait), bool(head.wait.wait_of_starts)

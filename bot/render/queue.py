@@ -28,9 +28,8 @@ def live_queue(
     routing: Routing,
     channel: str,
 ) -> str:
-    """`/queue`'s live queue by runner type from `source`'s latest reading (`error`: why the
-    latest read failed): in a team's channel the types it owns, with the sparklines of the open
-    incident that shows most of them."""
+    """`source`'s latest reading by runner type (`error`: why the latest read failed); in a
+    team's channel, the types it owns."""
     if fleet is None:
         why = md.escape(error or "no reading yet")
         return md.truncate(f"⚠️ No live numbers from {md.escape(source)}: {why}", MAX_ANSWER // 2)
@@ -60,8 +59,7 @@ def live_queue(
 
 
 def _trend_of(fleet: FleetSnapshot, incidents: list[Incident]) -> Trend:
-    """The trend of the open incident that shows most of these runner types, for the sparklines
-    its root shows (none open: the reading alone)."""
+    """The open incident's trend that shows most of these types: the sparklines its root shows."""
     listed = {runner_key(name) for name in fleet.runner_types}
 
     def shared(incident: Incident) -> int:
@@ -106,8 +104,7 @@ def say_which(verb: str, incidents: list[Incident], total: int, channel: str) ->
 
 
 def capped(head: str, lines: list[str], total: int) -> str:
-    """`head` and as many lines as fit MAX_LINES and MAX_ANSWER, then how many of `total` were
-    left out (room reserved for it)."""
+    """`head`, the lines that fit, then how many of `total` were left out (room kept for it)."""
     kept = md.fit_lines(lines[:MAX_LINES], MAX_ANSWER - len(head) - 101)
     if total > len(kept):
         more = md.escape("`/queue <command> <ID>` acts on one of them.")
@@ -120,8 +117,7 @@ def _channels(channels: set[str]) -> str:
 
 
 def overview_line(incident: Incident, *, numbers: bool = True) -> str:
-    """The incident with its root's numbers and runner types, from the same source as its root
-    (the live reading, else the alert; resolved, the worst seen)."""
+    """The incident with its root's numbers and runner types, from its root's source."""
     state = "firing" if incident.is_open else "resolved"
     line = f"*#{md.escape(incident.id)}* {md.escaped(incident.title, 150)} — {state}"
     if not numbers:

@@ -238,17 +238,18 @@ def _actions(incident: Incident, ref: str) -> dict[str, Any]:
     if incident.silence is not None:
         elements.append(md.button("Remove silence", "incident_unsilence", ref))
     else:
-        elements.append(
-            {
-                "type": "static_select",
-                "action_id": "incident_silence",
-                "placeholder": md.plain("Silence…"),
-                "option_groups": [
-                    _silence_group("Ends when it resolves", ""),
-                    _silence_group("Kept after it resolves", KEEP_SILENCE),
-                ],
-            }
-        )
+        # Durations in seconds, as the handler reads them, then whether it outlives the resolve.
+        groups = [("Ends when it resolves", ""), ("Kept after it resolves", KEEP_SILENCE)]
+        select = {
+            "type": "static_select",
+            "action_id": "incident_silence",
+            "placeholder": md.plain("Silence…"),
+            "option_groups": [
+                {"label": md.plain(label), "options": _silence_options(suffix)}
+                for label, suffix in groups
+            ],
+        }
+        elements.append(select)
     elements += [
         md.button("Scale up…", "incident_scale", ref),
         md.button("Run diagnostics", "incident_diagnose", ref),
@@ -257,15 +258,12 @@ def _actions(incident: Incident, ref: str) -> dict[str, Any]:
     return md.actions(elements, ACTIONS_BLOCK_ID)
 
 
-def _silence_group(label: str, suffix: str) -> dict[str, Any]:
-    """Durations in seconds, as the handler reads them; `suffix`: what else was chosen."""
-    options = [{"text": md.plain(said), "value": f"{s}{suffix}"} for s, said in SILENCE_OPTIONS]
-    return {"label": md.plain(label), "options": options}
+def _silence_options(suffix: str) -> list[dict[str, Any]]:
+    return [{"text": md.plain(said), "value": f"{s}{suffix}"} for s, said in SILENCE_OPTIONS]
 
 
 def _confirm(incident: Incident) -> dict[str, Any]:
-    """Resolve's one question: while the queue is still live, what is (the root is rendered
-    again on every change, so it is current), and confirming resolves anyway."""
+    """While the queue is still live, what is (current: the root is rendered on every change)."""
     closes = "closes the incident and stops its status updates. " + (
         "Its alert cleared already: nothing reopens it."
         if incident.drain.follow is not None
@@ -280,16 +278,15 @@ def _confirm(incident: Incident) -> dict[str, Any]:
 
 
 def render_still_live(incident: Incident, live: StillLive) -> Rendered:
-    """The answer to a Resolve while the queue is still live: what is, against the alert's
-    thresholds, and a way to resolve anyway (a button, and the command for those who typed one)."""
+    """A Resolve's answer while the queue is still live: a button, and a command for those who
+    typed one."""
     incident_id = md.escape(incident.id)
     text = (
         f"Incident {incident_id} is still live: {still_live_said(live)} and the alert is still "
         f"firing. Resolve it anyway? The button below, or `/queue resolve {incident_id} anyway`."
     )
-    resolve = md.button(
-        "Resolve anyway", "incident_resolve_anyway", replies.incident_ref(incident), "danger"
-    )
+    ref = replies.incident_ref(incident)
+    resolve = md.button("Resolve anyway", "incident_resolve_anyway", ref, "danger")
     return md.rendered(text, [md.section(text), md.actions([resolve])])
 
 

@@ -75,15 +75,14 @@ def render_scale_form(
 ) -> dict[str, Any]:
     """Step one. `preview` is None while the capacity is read (the modal opens first: Slack's
     trigger expires in 3 seconds): no input then, and nothing to submit."""
-    heading = md.section("")
+    about = ""
     if (warned := owner.warning) is not None:
         # Its words are an older reading's: the numbers below are the reading the advice is.
         raised = md.time_of(datetime.fromtimestamp(warned.warned_at, UTC))
-        about = f"{md.escaped(warned.runner_type, 200)}, raised {raised}"
-        heading = md.section(f"*Early warning* · {about}")
+        about = f"*Early warning* · {md.escaped(warned.runner_type, 200)}, raised {raised}"
     elif (incident := owner.incident) is not None:
-        title = md.truncate(title_text(incident), 500)
-        heading = md.section(f"*Incident {md.escape(incident.id)}* · {title}")
+        about = f"*Incident {md.escape(incident.id)}* · {md.truncate(title_text(incident), 500)}"
+    heading = md.section(about)
     if preview is None:
         waiting = md.context(["Reading the current capacity and the latest advice…"])
         return _modal(SCALE_VIEW, form, [heading, waiting], submit="")
@@ -202,9 +201,8 @@ def render_scale_confirm(
 
 
 def _against_advice(form: ScaleForm, preview: ScalePreview) -> list[dict[str, Any]]:
-    """The amount asked beside the advice now: where the advice moved since the form opened, or
-    differs from what was typed, it is said and offered; where new pods cannot start, more
-    runners would wait the same, and that is said whatever was typed."""
+    """The advice now, said and offered where it moved or differs from what was typed; where new
+    pods cannot start, more runners would wait the same, and that is said whatever was typed."""
     advice = preview.recommended
     if advice is None:
         return []

@@ -48,8 +48,8 @@ def covered_said(covered: Covered) -> str:
 
 
 def busiest_hour(hours: Sequence[float]) -> tuple[str, float, int] | None:
-    """The UTC hour of the week the most job-hours were waited in ("Tue 14:00–15:00 UTC"), the
-    earliest of equals, with its job-hours and how many other hours were as busy."""
+    """The busiest hour ("Tue 14:00–15:00 UTC", the earliest of equals), its job-hours and how
+    many other hours were as busy."""
     if len(hours) != HOURS_OF_WEEK or max(hours) <= 0:
         return None
     top = max(range(HOURS_OF_WEEK), key=lambda i: (hours[i], -i))
@@ -59,8 +59,7 @@ def busiest_hour(hours: Sequence[float]) -> tuple[str, float, int] | None:
 
 
 def total_line(reports: Sequence[TypeReport]) -> str | None:
-    """ "412 job-hours waited in all (the queue summed over the window); the busiest hour of the
-    week Tue 14:00–15:00 UTC, 38 job-hours": the report's total, over every type it read."""
+    """ "412 job-hours waited in all (…); the busiest hour of the week …": every type read."""
     known = [r for r in reports if r.waited_hours is not None]
     if not known:
         return None
@@ -74,8 +73,7 @@ def total_line(reports: Sequence[TypeReport]) -> str | None:
 
 
 def hour_of_week_chart(reports: Sequence[TypeReport], days: int) -> list[dict[str, Any]]:
-    """The bar chart of the job-hours waited by UTC day and 4-hour band over all the types
-    read, and its alt text (the block has none) in a context under it; [] when none waited."""
+    """The chart, and its alt text in a context under it (the block has none)."""
     hours = summed([r.waited_by_hour for r in reports if r.waited_by_hour])
     if not hours or sum(hours) <= 0:
         return []

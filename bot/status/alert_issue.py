@@ -127,7 +127,7 @@ class AlertIssues:
                 await step.save()
                 again = later.at
             except BackendError as exc:
-                again = await self._after(step, exc)
+                again = await self._failed(step, exc)
             # Done is not done if a commit marked it again meanwhile: the next pass tells that.
             if again is None:
                 await self.store.issue_due.done(claim)
@@ -136,7 +136,7 @@ class AlertIssues:
         finally:
             await self.leases.release(lease)
 
-    async def _after(self, step: IssuePass, exc: BackendError) -> float | None:
+    async def _failed(self, step: IssuePass, exc: BackendError) -> float | None:
         """When to go on after a call failed: at once when the linked issue was not there (it
         is followed, or looked for again), else as the failure says."""
         if step.link.linked and exc.status in NOT_THERE:
@@ -147,11 +147,7 @@ class AlertIssues:
                 exc = lookup
             except Later as later:
                 return later.at or self.clock().timestamp()
-        return await self._failed(step, exc)
-
-    async def _failed(self, step: IssuePass, exc: BackendError) -> float | None:
-        now = self.clock().timestamp()
-        link = step.link
+        now, link = self.clock().timestamp(), step.link
         if exc.retryable:
             failures = link.failures + 1
             wait = exc.retry_after_s
@@ -214,10 +210,8 @@ class IssuePass:
     async def call(self) -> None:
         """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
         (another pass may have begun)."""
-        owner = self.owner
-        away_s = await owner.pacing.wait_for_slot(
-            SLOT, owner.config.github_issues_interval_ms, within_s=SLOT_WAIT_S
-        )
+        owner, interval_ms = self.owner, self.owner.config.github_issues_interval_ms
+        away_s = await owner.pacing.wait_for_slot(SLOT, interval_ms, within_s=SLOT_WAIT_S)
         now = owner.clock().timestamp()
         if away_s:
             raise Later(now + away_s)
@@ -296,8 +290,7 @@ class IssuePass:
         self.link = self.link.model_copy(update={"searches": searches + 1})
         if not self.incident.is_open:
             return None
-        waits = SEARCH_AGAIN_S
-        wait = waits[searches] if searches < len(waits) else REFUSED_RETRY_S
+        wait = SEARCH_AGAIN_S[searches] if searches < len(SEARCH_AGAIN_S) else REFUSED_RETRY_S
         return self.owner.clock().timestamp() + wait
 
     async def tell(self, moment: Moment, timeline: list[Event]) -> None:

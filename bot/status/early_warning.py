@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
+from itertools import islice
 
 from redis.exceptions import RedisError
 
@@ -212,9 +213,8 @@ def _followed(up: ScaleUp, fleet: FleetSnapshot, now: datetime) -> ScaleUp:
 
 def _current(state: WarningState, now: float) -> bool:
     """Still this episode's warning (active, or cleared a moment ago): edited, not posted anew."""
-    if state.phase is Phase.ACTIVE:
-        return True
-    return state.phase is Phase.CLEARED and now - state.updated_at < REUSE_S
+    cleared_now = state.phase is Phase.CLEARED and now - state.updated_at < REUSE_S
+    return state.phase is Phase.ACTIVE or cleared_now
 
 
 def _covering(name: str, channel: str, incidents: Sequence[Incident]) -> Incident | None:
@@ -228,11 +228,5 @@ def _covering(name: str, channel: str, incidents: Sequence[Incident]) -> Inciden
 
 def _past(name: str, history: Sequence[HistoryPoint], before: datetime) -> list[Point]:
     """The type's jobs in the system at earlier readings, oldest first."""
-    points = []
-    for point in history:
-        if point.at >= before:
-            continue
-        points.append(Point(point.at, gauges_in_system(point.gauges.get(name, {}))))
-        if len(points) == PAST:
-            break
-    return points[::-1]
+    earlier = islice((p for p in history if p.at < before), PAST)
+    return [Point(p.at, gauges_in_system(p.gauges.get(name, {}))) for p in earlier][::-1]

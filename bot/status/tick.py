@@ -188,11 +188,8 @@ class StatusReporter:
                 # What a scale-up bought, once the readings after its runners came are in.
                 followed = with_bought(followed, history, now, self._credit_window)
                 shown, bought = incident.live, followed.actions != incident.actions
-                if (
-                    not (events or bought)
-                    and shown is not None
-                    and reads_alike(incident, shown, view)
-                ):
+                quiet = not (events or bought) and shown is not None
+                if quiet and reads_alike(incident, shown, view):
                     continue
                 current = as_snapshot(incident, view, view.at)
                 before = as_snapshot(incident, shown, shown.at) if shown is not None else None
@@ -264,12 +261,11 @@ class StatusReporter:
             incident = incident.model_copy(update={"queue_cost": costed})
         view = self.readings.incident_view(incident, reading, history, now)
         current = as_snapshot(incident, view, now)
-        needed = self.config.drain_checks
-        checks = drain_checks(incident, view, self.config.drain_rule)
+        rule, needed = self.config.drain_rule, self.config.drain_checks
+        checks = drain_checks(incident, view, rule)
         live = view if (view.is_live or view.note) else None
         drained = record_status(incident, current, live=live, drain_checks=0, posted=False)
         cap = timedelta(seconds=self.config.drain_follow_max)
-        rule = self.config.drain_rule
         ended = follow_ended(drained, checks, needed=needed, rule=rule, cap=cap, now=now)
         if checks >= needed or ended:
             resolved = resolve_drained(drained, now=now, ended=ended)
@@ -284,7 +280,7 @@ class StatusReporter:
                 version=loaded.version,
                 thread=loaded.thread,
             )
-        kind = status_kind(incident, current, self.config.drain_rule)
+        kind = status_kind(incident, current, rule)
         posted = kind == STATUS
         updated = record_status(incident, current, live=live, drain_checks=checks, posted=posted)
         updated, replies = status_replies(
@@ -316,10 +312,9 @@ class StatusReporter:
 def reads_alike(incident: Incident, before: FleetSnapshot, after: FleetSnapshot) -> bool:
     """Whether the root would read the same from `after` as from `before`: its runner types'
     lines and where they come from, as rendered (one definition of what it shows)."""
-    trend = incident.trend
-    return source_note(before) == source_note(after) and type_lines(before, trend) == type_lines(
-        after, trend
-    )
+    if source_note(before) != source_note(after):
+        return False
+    return type_lines(before, incident.trend) == type_lines(after, incident.trend)
 
 
 def status_kind(incident: Incident, current: Snapshot, drain: DrainRule) -> str | None:
@@ -351,7 +346,9 @@ def status_replies(
     if kind is None or posted is None:
         return updated, ()
     edit = kind == RESTATUS
-    chart = chart_moved(updated) or (edit and drew_at(incident, posted))
+    # An edit keeps the chart when the reply it edits (or a later edit of it) drew one.
+    drawn = incident.shown.charted_at >= int(posted.at.timestamp())
+    chart = chart_moved(updated) or (edit and drawn)
     shown = StatusShown(
         current=current,
         previous=posted,
@@ -370,11 +367,6 @@ def status_replies(
         replies.append(chart_reply())
         updated = shown_now(updated, pictured_at=updated.shown.charted_at)
     return updated, tuple(replies)
-
-
-def drew_at(incident: Incident, posted: Snapshot) -> bool:
-    """Whether the status reply that showed `posted` drew the chart (or a later edit of it)."""
-    return incident.shown.charted_at >= int(posted.at.timestamp())
 
 
 def _loaded(read: DueRead) -> Loaded | Exception:

@@ -114,10 +114,8 @@ class JobArrivals:
             for slot in slots:
                 pipe.hgetall(k.job_durations(slot))
             answers = await pipe.execute()
-        arrivals, durations = (
-            answers[-4 * SLOTS_AN_HOUR : -2 * SLOTS_AN_HOUR],
-            answers[-2 * SLOTS_AN_HOUR :],
-        )
+        arrivals = answers[-4 * SLOTS_AN_HOUR : -2 * SLOTS_AN_HOUR]
+        durations = answers[-2 * SLOTS_AN_HOUR :]
         day_before = _summed(arrivals[SLOTS_AN_HOUR:])
         return Arrivals(
             last_hour=_summed(arrivals[:SLOTS_AN_HOUR]),
@@ -160,10 +158,6 @@ def _mean_minutes(hashes: list[dict[str, str]]) -> dict[TypeWorkflow, float]:
 OOM_CAP = 10_000
 
 
-def _kill_field(pod: str, uid: str) -> str:
-    return f"{pod}/{uid}"
-
-
 class OomKillRecord:
     """Written from each reading, once per (pod, uid) (ARC recreates a failed runner's pod under
     its name, so the uid tells kills apart), with its runner type, workflow and first sighting."""
@@ -183,7 +177,7 @@ class OomKillRecord:
         args: list[str | int] = [int(now.timestamp()), int(oldest.timestamp()), self._cap]
         args.append(OOM_KEEP_DAYS * 86400)
         for kill in kills:
-            args += [_kill_field(kill.pod, kill.uid), kill.runner_type, kill.workflow]
+            args += [f"{kill.pod}/{kill.uid}", kill.runner_type, kill.workflow]
         keys = [self._keys.oom_kills, self._keys.oom_kills_at]
         stored = await self._record(keys=keys, args=args)
         return {

@@ -342,16 +342,15 @@ class IncidentStore:
             thread = {"channel": change.thread.channel, "ts": change.thread.ts}
             spec.update(adopts=True, thread=json.dumps(thread), group_hash=change.group_hash)
         ttl_s = self.retention_s
-        incident = change.incident
-        if incident is not None and any(r.kind not in THREAD_STATUS for r in change.replies):
-            # Posted below the latest status reply, which is then edited no more.
-            incident = shown_now(incident, replied_since=True)
-        posted = [r for r in change.replies if not r.edits]
-        if incident is not None and posted:
+        if (incident := change.incident) is not None:
+            if any(r.kind not in THREAD_STATUS for r in change.replies):
+                # Posted below the latest status reply, which is then edited no more.
+                incident = shown_now(incident, replied_since=True)
             # An edit adds no reply below: a reply edited while nothing followed it stays so.
-            incident = incident.model_copy(update={"replies": incident.replies + len(posted)})
-        if incident is not None:
-            ttl_s = min(TEST_RETENTION_S, ttl_s) if incident.is_test else ttl_s
+            if posted := sum(1 for r in change.replies if not r.edits):
+                incident = incident.model_copy(update={"replies": incident.replies + posted})
+            if incident.is_test:
+                ttl_s = min(TEST_RETENTION_S, ttl_s)
             spec.update(
                 id=incident.id,
                 uid=incident.uid,

@@ -5,7 +5,6 @@ read at each status; kept a day, like GitHub's own jobs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import orjson
@@ -71,7 +70,7 @@ def _encoded(job: QueuedJob) -> bytes:
 def _decoded(raw: str | bytes) -> LeftJob | None:
     """A stored "<gone by>\\t<last listed>\\t<job>"; None for one that does not read."""
     text = raw.decode() if isinstance(raw, bytes) else raw
-    parts: Sequence[str] = text.split("\t", 2)
+    parts = text.split("\t", 2)
     try:
         gone, last, job = float(parts[0]), float(parts[1]), orjson.loads(parts[2])
         return LeftJob(

@@ -6,6 +6,7 @@ an event's name is the sender's word."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,9 +67,6 @@ class WorkflowJobs:
     async def _call(
         self, once_by: str, kind: str, jobs: Sequence[JobDelivery], now: float
     ) -> int | str:
-        keys = self._keys
-        slot = keys.github_events_slot(int(now // SLOT_S))
-        delivery = keys.github_delivery(once_by or "-")
         args: list[Any] = [
             now,
             now - self._keep_s,
@@ -85,18 +83,11 @@ class WorkflowJobs:
         ]
         for job in jobs:
             args += [job.id, job.rank, job.at.timestamp(), orjson.dumps(job.job)]
-        result = await self._record(
-            keys=[
-                keys.github_jobs,
-                keys.github_jobs_at,
-                keys.github_jobs_done,
-                keys.github_jobs_done_at,
-                delivery,
-                keys.github_events,
-                slot,
-            ],
-            args=args,
-        )
+        k = self._keys
+        keys = [k.github_jobs, k.github_jobs_at, k.github_jobs_done, k.github_jobs_done_at]
+        keys += [k.github_delivery(once_by or "-"), k.github_events]
+        keys.append(k.github_events_slot(int(now // SLOT_S)))
+        result = await self._record(keys=keys, args=args)
         return str(result) if isinstance(result, str | bytes) else int(result)
 
     async def live(self) -> list[dict[str, Any]]:
@@ -114,29 +105,21 @@ class WorkflowJobs:
     async def heard(self, now: float) -> dict[str, tuple[int, float]]:
         """Each kind of delivery heard in the last hour ("workflow_job.queued"): how many, and
         when the last came (epoch seconds)."""
-        keys = self._keys
-        last = await self._redis.zrangebyscore(
-            keys.github_events, now - 3600, "+inf", withscores=True
-        )
+        k = self._keys
+        last = await self._redis.zrangebyscore(k.github_events, now - 3600, "+inf", withscores=True)
         if not last:
             return {}
         first = int(now // SLOT_S) - HOUR_SLOTS + 1
         async with self._redis.pipeline(transaction=False) as pipe:
             for slot in range(first, first + HOUR_SLOTS):
-                pipe.hgetall(keys.github_events_slot(slot))
+                pipe.hgetall(k.github_events_slot(slot))
             slots = await pipe.execute()
-        counts: dict[str, int] = {}
+        counts = Counter[str]()
         for counted in slots:
-            for kind, n in counted.items():
-                counts[kind] = counts.get(kind, 0) + int(n)
+            counts.update({kind: int(n) for kind, n in counted.items()})
         return {str(kind): (counts.get(kind, 1), float(at)) for kind, at in last}
 
 
 def _decoded(raws: Sequence[str | None]) -> list[dict[str, Any]]:
-    jobs = []
-    for raw in raws:
-        if raw:
-            job = orjson.loads(raw)
-            if isinstance(job, dict):
-                jobs.append(job)
-    return jobs
+    jobs = (orjson.loads(raw) for raw in raws if raw)
+    return [job for job in jobs if isinstance(job, dict)]

@@ -268,8 +268,7 @@ class GithubMetrics:
         return Reconciled(runs, runners.items, complete and not left, at + every)
 
     async def _jobs_read(self, paths: dict[Any, str]) -> tuple[list[JobDelivery], set[Any], int]:
-        """The jobs of each run in `paths` (its API path), as their deliveries would say them;
-        the runs read to the end; the requests counted."""
+        """Each run's jobs as deliveries, the runs read to the end, and the requests counted."""
         read = await all_or_none([self._run_jobs(path) for path in paths.values()])
         found: list[JobDelivery] = []
         for path, jobs in zip(paths.values(), read, strict=True):

@@ -97,9 +97,8 @@ def ended(job: Mapping[str, Any], now: datetime) -> JobDelivery | None:
 def fixed(
     before: Mapping[Any, Mapping[str, Any]], found: Iterable[JobDelivery], since: float
 ) -> list[str]:
-    """What a reconcile's listing changed in the record (`before`: its jobs, those finished
-    since `since` among them), as the log says it: "3 jobs a missed delivery left queued are
-    completed"."""
+    """What a reconcile's listing changed in the record (`before`: its jobs, those finished since
+    `since` among them), for the log: "3 jobs a missed delivery left queued are completed"."""
     moves: Counter[tuple[str, str]] = Counter()
     for delivery in found:
         was = before.get(delivery.id)

@@ -337,22 +337,22 @@ def failed_activities(answer: object, now: datetime) -> list[str]:
     found: list[tuple[datetime, str]] = []
     for started, activity in _started(activities, now - ASG_RECENT):
         if started <= now + ASG_RECENT and activity.get("StatusCode") in ASG_FAILED:
-            said = f"scaling {_what(activity)} at {started:%H:%M} UTC: {_said(activity)}"
+            what = "cancelled" if activity.get("StatusCode") == "Cancelled" else "failed"
+            said = f"scaling {what} at {started:%H:%M} UTC: {_said(activity)}"
             found.append((started, said))
     found.sort(key=lambda pair: pair[0], reverse=True)
     return [text[:400] for _, text in found[:MAX_FAILURES]]
 
 
 def activity_since(activities: object, at: datetime) -> str:
-    """The group's newest activity since `at`, as a scale-up that did not come is explained:
-    "the group's last activity failed: We currently do not have sufficient …", what it did
-    else, or that it did nothing."""
+    """Why a scale-up did not come, from the group's newest activity since `at`: "the group's
+    last activity failed: We currently do not have sufficient …", what it did else, or nothing."""
     found = _started(activities, at)
     if not found:
         return "the group shows no scaling activity since"
     activity = max(found, key=lambda pair: pair[0])[1]
     if activity.get("StatusCode") in ASG_FAILED:
-        what = "was cancelled" if _what(activity) == "cancelled" else "failed"
+        what = "was cancelled" if activity.get("StatusCode") == "Cancelled" else "failed"
         return f"the group's last activity {what}: {_said(activity)}"[:400]
     status = activity.get("StatusCode") or "status unknown"
     return f"the group's last activity ({status}): {_said(activity, 'Description')}"[:400]
@@ -366,10 +366,6 @@ def _started(activities: object, after: datetime) -> list[tuple[datetime, dict[s
         if started is not None and started >= after:
             found.append((started, activity))
     return found
-
-
-def _what(activity: dict[str, Any]) -> str:
-    return "cancelled" if activity.get("StatusCode") == "Cancelled" else "failed"
 
 
 def _said(activity: dict[str, Any], *keys: str) -> str:

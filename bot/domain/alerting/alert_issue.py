@@ -25,7 +25,6 @@ MOMENTS = frozenset(
 THREAD_MOMENT = "thread"  # the first thing an issue hears: where the incident's thread is
 MAX_TITLE = 256  # GitHub's
 MAX_LABEL = 50  # GitHub refuses a longer label name (422)
-TEAM_PREFIX = "Team:"
 # alerting-infra's issue body: ``- *Fingerprint*: `<hex>` `` (lambdas/collector/src/index.ts).
 _PIPELINE_KEY = re.compile(r"\*Fingerprint\*: `([0-9a-f]{64})`")
 
@@ -36,15 +35,10 @@ def priority_label(priority: str | None) -> str | None:
     return f"P{found[1]}" if found else None
 
 
-def teams_of(team: str | None) -> tuple[str, ...]:
-    """Lower-case, spaces as hyphens (alerting-infra's `extractTeams`)."""
-    teams = (re.sub(r"\s+", "-", part.strip().lower()) for part in (team or "").split(","))
-    return tuple(dict.fromkeys(t for t in teams if t))
-
-
 def team_labels(team: str | None) -> tuple[str, ...]:
-    labels = (f"{TEAM_PREFIX}{t}"[:MAX_LABEL] for t in teams_of(team))
-    return tuple(dict.fromkeys(labels))
+    """A team lower-case, spaces as hyphens (alerting-infra's `extractTeams`)."""
+    teams = (re.sub(r"\s+", "-", part.strip().lower()) for part in (team or "").split(","))
+    return tuple(dict.fromkeys(f"Team:{t}"[:MAX_LABEL] for t in teams if t))
 
 
 def issue_title(incident: Incident) -> str:
@@ -111,14 +105,12 @@ class Moment:
 
 
 def moments(timeline: list[Event]) -> list[Moment]:
-    told = [Moment(THREAD_MOMENT)]
-    seen = {THREAD_MOMENT}
+    told = {THREAD_MOMENT: Moment(THREAD_MOMENT)}
     for event in timeline:
-        key = moment_key(event)
-        if event.kind in MOMENTS and key not in seen:
-            seen.add(key)
-            told.append(Moment(key, event))
-    return told
+        if event.kind in MOMENTS:
+            key = moment_key(event)
+            told.setdefault(key, Moment(key, event))
+    return list(told.values())
 
 
 class IssueLink(BaseModel):

@@ -96,8 +96,7 @@ def _values(value: object) -> dict[str, float]:
         return {}
     if not isinstance(value, dict):
         raise ValueError(f"must be an object or null, got {_json_type(value)}")
-    numbers = {str(k): finite(v) for k, v in value.items()}
-    return {k: v for k, v in numbers.items() if v is not None}
+    return {str(k): n for k, v in value.items() if (n := finite(v)) is not None}
 
 
 _RFC3339 = re.compile(
@@ -275,8 +274,6 @@ def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
     # Walked level by level, so depth costs no recursion.
     level = [data] if isinstance(data, dict | list) else []
     for _ in range(max_depth):
-        if not level:
-            return data
         children = (item.values() if isinstance(item, dict) else item for item in level)
         level = [v for values in children for v in values if isinstance(v, dict | list)]
     if level:
@@ -285,8 +282,7 @@ def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
 
 
 def max_known(a: float | None, b: float | None) -> float | None:
-    """None is "not reported", not zero: it neither erases a known number nor pulls a maximum
-    down."""
+    """None is "not reported", not zero: it neither erases a known number nor lowers a maximum."""
     if a is None:
         return b
     return a if b is None else max(a, b)

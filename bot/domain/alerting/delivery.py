@@ -116,7 +116,7 @@ PIPELINE_SOURCE = "grafana"  # every webhook its collector takes is read by its 
 
 
 def pipeline_rule(notification: Notification) -> str:
-    first = notification.alerts[0].labels if notification.alerts else {}
+    first = notification.alerts[0].labels
     named = first.get("rulename") or first.get("alertname")
     return (named or notification.group_labels.get("alertname") or "").strip()
 
@@ -125,9 +125,8 @@ def pipeline_key(notification: Notification, rule: str) -> str:
     """alerting-infra's fingerprint of the alert; "" without a title (it refuses such an alert)."""
     if not rule:
         return ""
-    alarm = notification.alerts[0].fingerprint if notification.alerts else ""
     inputs = {"source": PIPELINE_SOURCE, "title": rule.lower(), "account_id": notification.org_id}
-    inputs["alarm_id"] = alarm
+    inputs["alarm_id"] = notification.alerts[0].fingerprint
     canonical = "|".join(f"{key}={inputs[key]}" for key in sorted(inputs) if inputs[key])
     return hashlib.sha256(canonical.encode()).hexdigest()
 

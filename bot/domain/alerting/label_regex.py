@@ -18,8 +18,7 @@ _GO_CAPTURE_NAME = re.compile(r"\(\?P<([^>]*)>")
 def label_regex(pattern: str) -> re2._Regexp:
     """So `a)|(b` is `^(?:a)|(b)$` and takes `axyz`; a refusal is a ValueError with its reason."""
     composed = f"^(?:{pattern})$"
-    refused = _refused_by_go(composed)
-    if refused:
+    if refused := _refused_by_go(composed):
         raise ValueError(refused)
     try:
         return re2.compile(composed, _RE2_OPTIONS)

@@ -99,9 +99,7 @@ def _value(text: str, i: int, said: str) -> tuple[str, int]:
         raise ValueError(f'{said}{shown[:40]}: quote the value: {said}"{shown[:40]}"')
     value: list[str] = []
     i += 1
-    while i < len(text) and text[i] != quote:
-        if text[i] == "\n" and quote != "`":
-            break
+    while i < len(text) and text[i] != quote and (quote == "`" or text[i] != "\n"):
         if text[i] == "\\" and quote != "`":
             char, i = _escape(text, i + 1, quote, said)
             value.append(char)

@@ -82,9 +82,7 @@ class Routing:
 
     def owns(self, channel: str, runner_type: str) -> bool:
         """Without routes every type is every channel's."""
-        if not self.routes or not channel:
-            return True
-        return self.channel_of_type(runner_type) == channel
+        return not self.routes or not channel or self.channel_of_type(runner_type) == channel
 
     @property
     def channels(self) -> frozenset[str]:

@@ -29,11 +29,13 @@ def acknowledged_by_acting(
         return incident, tuple(events)
     for i, act in enumerate(events):
         if act.actor and act.kind in TAKES_ON:
-            text = f"Acknowledged ({TAKES_ON[act.kind]})"
             ack = Event(
-                at=act.at, kind=ACKNOWLEDGED_BY_ACTING, text=text, actor=act.actor,
+                at=act.at,
+                kind=ACKNOWLEDGED_BY_ACTING,
+                text=f"Acknowledged ({TAKES_ON[act.kind]})",
+                actor=act.actor,
                 actor_name=act.actor_name,
-            )  # fmt: skip
+            )
             taken = acknowledge(incident, by=act.actor, name=act.actor_name, now=now)
             return taken, (*events[: i + 1], ack, *events[i + 1 :])
     return incident, tuple(events)

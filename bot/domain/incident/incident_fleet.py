@@ -199,17 +199,15 @@ def _relevant(
     named = {runner_key(name) for name in incident.runner_types if name}
     matched = named & {*by_key, *(runner_key(n) for n in empty)}
     note = ""
-    if matched:
-        chosen = {key for key in matched if key in by_key}
-    else:
-        chosen = {
+    chosen = followed.keys() & by_key.keys()
+    if not matched:
+        chosen |= {
             key
             for key, n, m in ranked_all
             if (m.queued or 0) > 0 and (routing is None or routing.owns(incident.channel, n))
         }
         if named:
             note = "none of the alert's runner types is in the reading: showing all that queue"
-    chosen |= {key for key in followed if key in by_key}
     ranked = [(followed.get(key, n), m) for key, n, m in ranked_all if key in chosen]
     # Nothing queued and no wait known: last, as `worst_first` puts them.
     ranked += [(name, NOTHING_QUEUED) for name in empty]
@@ -273,11 +271,9 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
     blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, rule.max_wait_mins)
     if (
         blind
-        or view.missing
-        or view.hidden_queueing
+        or not _readable(view)
         or (named and not any(runner_key(n) in named for n in view.runner_types))
         or (not view.runner_types and not _can_show_none(incident, view))
-        or any(m.queued is None for m in view.runner_types.values())
     ):
         return incident.drain.checks
     if not is_drained(view, rule):

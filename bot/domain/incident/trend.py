@@ -72,7 +72,8 @@ class Trend(BaseModel):
         )
         while len(grown) > limit:
             grown = grown._without(grown._thinnest(limit, keep))
-        return grown._shown()
+        shown = [n for n in queued if grown.queued[n].strip(",") or grown.waits[n].strip(",")]
+        return grown.keeping(shown)
 
     def _thinnest(self, limit: int, keep: Collection[float]) -> int:
         """The status to forget: the first, the peak, those `keep` names and the latest half
@@ -101,11 +102,6 @@ class Trend(BaseModel):
             queued={n: cut(c) for n, c in self.queued.items()},
             waits={n: cut(c) for n, c in self.waits.items()},
         )
-
-    def _shown(self) -> Trend:
-        """Without the types that no kept status shows."""
-        shown = [n for n in self.queued if self.queued[n].strip(",") or self.waits[n].strip(",")]
-        return self.keeping(shown)
 
     def times(self) -> list[float]:
         return [float(cell) for cell in self.at.split(",")] if self.at else []

@@ -61,22 +61,20 @@ class Tally:
 
 @dataclass(frozen=True, kw_only=True)
 class Waited(Tally):
-    """What the jobs of one runner type that started in a window waited, as `source` tells it.
-    `longest_over`: the longest wait is only a bound ("over 60 min", a histogram's last bucket).
-    `workflows`: each workflow's share (`NO_WORKFLOW` for jobs whose source names none). `prs`,
-    `branches`: those of the jobs past the threshold (from ARC's buckets: a ref with half a job
-    or more past it), distinct counts, None where `not_known` says why. `unreadable`: jobs or series
-    left out, their values no wait (or, from the HUD, their start unknown by more than
-    `FOLLOW_GAP`). `seen_over_mins`: jobs that waited less are not in the counts."""
+    """What the jobs of one runner type that started in a window waited, as `source` tells it."""
 
     source: str
     threshold_mins: float
     longest_mins: float | None = None
-    longest_over: bool = False
-    workflows: Mapping[str, Tally] = field(default_factory=dict)
+    longest_over: bool = False  # the longest is only a bound ("over 60 min": the last bucket)
+    workflows: Mapping[str, Tally] = field(default_factory=dict)  # `NO_WORKFLOW`: none named
+    # Distinct among the jobs past the threshold (from ARC's buckets: a ref with half a job or
+    # more past it); None where `not_known` says why.
     prs: int | None = None
     branches: int | None = None
     not_known: Mapping[str, str] = field(default_factory=dict)  # what -> why
+    # Jobs or series whose values are no wait (from the HUD: jobs whose start is unknown by more
+    # than `FOLLOW_GAP`), left out.
     unreadable: int = 0
     seen_over_mins: float = 0.0  # the source sees only jobs that waited longer (the HUD's list)
 
@@ -243,21 +241,18 @@ def summed(costs: Sequence[Waited]) -> Waited | None:
 
 
 def _of_waits(waits: Sequence[tuple[str, float]], threshold_mins: float) -> dict[str, Any]:
-    """Each job's (workflow, minutes waited) as a `Waited`'s totals, longest and workflows."""
     by_workflow: dict[str, list[float]] = {}
     for workflow, minutes in waits:
         by_workflow.setdefault(workflow, []).append(minutes)
-    tallies = {name: _tally_of(found, threshold_mins) for name, found in by_workflow.items()}
+    tallies: dict[str, Tally] = {}
+    for name, found in by_workflow.items():
+        past = [minutes - threshold_mins for minutes in found if minutes > threshold_mins]
+        tallies[name] = Tally(len(found), sum(found), len(past), sum(past))
     return {
         **vars(_added(tallies.values())),
         "longest_mins": max((m for _, m in waits), default=None),
         "workflows": tallies,
     }
-
-
-def _tally_of(waits: list[float], threshold_mins: float) -> Tally:
-    past = [minutes - threshold_mins for minutes in waits if minutes > threshold_mins]
-    return Tally(len(waits), sum(waits), len(past), sum(past))
 
 
 def _added(tallies: Iterable[Tally]) -> Tally:

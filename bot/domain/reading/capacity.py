@@ -38,7 +38,7 @@ from bot.domain.reading.judgement import to_drain
 from bot.domain.reading.runner_names import runner_key
 from bot.domain.reading.runner_pods import STUCK_SHARE
 from bot.domain.scale.scale_record import TypeScaled, scale_record
-from bot.domain.units import number
+from bot.domain.units import number, plural
 
 NO_TYPE = ""  # incidents whose alert and readings named no runner type
 RECOMMEND_INCIDENTS = 2
@@ -54,8 +54,7 @@ Series = Mapping[float, float]  # unix time -> value, one per step of a range qu
 
 @dataclass(frozen=True, kw_only=True)
 class HistoryFigures:
-    """What a backend's history says of one runner type over the report's window, and the
-    report shows as it is."""
+    """What a backend's history says of one runner type over the window, shown as it is."""
 
     wait_p50_mins: float | None = None
     wait_p90_mins: float | None = None
@@ -133,7 +132,6 @@ class TypeReport(HistoryFigures):
 
     @property
     def share_at_max(self) -> float | None:
-        """The share of the job-hours waited that were waited at the maximum."""
         if not self.waited_hours or self.waited_at_max_hours is None:
             return None
         return self.waited_at_max_hours / self.waited_hours
@@ -141,8 +139,6 @@ class TypeReport(HistoryFigures):
 
 @dataclass(frozen=True)
 class Raise:
-    """The raise a recommendation names: `field` from `was` to `to`."""
-
     field: str  # "maxRunners" or "minRunners"
     was: float
     to: float
@@ -183,8 +179,7 @@ def capacity_report(
         on_nodes = round(past.node_oom_kills or 0) if past else 0
         if killed or on_nodes:
             workflows = ranked_workflows(k.workflow for k in killed)  # those whose pods were caught
-            kills_seen = max(len(killed), on_nodes)
-            report = replace(report, oom_kills=kills_seen, oom_workflows=workflows)
+            report = replace(report, oom_kills=max(len(killed), on_nodes), oom_workflows=workflows)
         # Without thresholds to judge it by, a type whose history queued at all is shown.
         unjudged = report.hours_over is None and (report.peak_queued or 0) > 0
         over = max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
@@ -303,15 +298,13 @@ def _covered(history: TypeHistory, raised: Raise, waited: float | None) -> Cover
     step: above the maximum while at it, or warm where the level was under the new minimum."""
     if not waited or not history.level:
         return None
-    if raised.field == "maxRunners":
-        if not history.maximum:
-            return None
-        more = raised.to - raised.was
-        served = covered_by_max(
-            history.queued, history.level, history.maximum, history.step_s, more
-        )
-    else:
+    if raised.field == "minRunners":
         served = covered_by_min(history.queued, history.level, history.step_s, raised.to)
+    elif history.maximum:
+        steps = (history.queued, history.level, history.maximum, history.step_s)
+        served = covered_by_max(*steps, raised.to - raised.was)
+    else:
+        return None
     return Covered(raised.field, served, waited)
 
 
@@ -326,7 +319,7 @@ def _recommendation(report: TypeReport, duration: float | None) -> tuple[str, Ra
     if not often or not report.runner_type:
         return "", None
     hours = report.firing.total_seconds() / 3600
-    why = f"{report.incidents} incident{'s' if report.incidents != 1 else ''}, {hours:.1f} h firing"
+    why = f"{plural(report.incidents, 'incident')}, {hours:.1f} h firing"
     if at_top >= 1:
         why = f"at its maximum {at_top:.0f} h, {why}"
     stuck = report.unschedulable_hours or 0.0
@@ -358,10 +351,8 @@ def _warmer(report: TypeReport, why: str) -> tuple[str, Raise | None]:
     of = f" of {number(report.maximum)}" if report.maximum else ""
     held = f"never at its maximum{of}" if not report.hours_at_max else f"rarely at its maximum{of}"
     if report.minimum is None or report.maximum is None:
-        return (
-            f"{why}, {held}: not the ceiling; a larger minRunners (warm runners) may be due",
-            None,
-        )
+        said = f"{why}, {held}: not the ceiling; a larger minRunners (warm runners) may be due"
+        return said, None
     to = min(report.maximum, report.minimum + math.ceil(peak))
     if to <= report.minimum:
         return f"{why}, {held}: not the ceiling, and its minimum is its maximum", None

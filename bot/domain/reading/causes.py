@@ -293,10 +293,8 @@ OOM_FIX = (
     "raise the runner's memory or move those jobs to a larger type; each kill reruns a job and "
     "lengthens the queue"
 )
-# Every cause named, the one whose fix comes first first: the cause, which of the runbook's five
-# it refines, its condition, then the evidence and advice it formats with what the condition cites
-# (and `name`, the runner type). A pod that cannot start makes "more runners" the wrong advice:
-# the new ones would wait the same.
+# Every cause named, the one whose fix comes first first. A pod that cannot start makes "more
+# runners" the wrong advice: the new ones would wait the same.
 RULES = (
     Rule(Cause.LISTENER_STALLED, Cause.INFRASTRUCTURE, _stalled,
          "{assigned} jobs assigned and unchanged for {held:.0f} min while {room}",

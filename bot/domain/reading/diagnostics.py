@@ -22,7 +22,7 @@ from bot.domain.reading.causes import (
 )
 from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.reading.judgement import Direction, Judgement
-from bot.domain.units import minutes, number
+from bot.domain.units import minutes, number, plural
 
 FOCUS = 3  # runner types diagnosed: the worst queues
 BUSY = 0.9  # a fleet this busy cannot absorb a queue
@@ -260,14 +260,13 @@ def _against(name: str, ratio: float, warn: float, bad: float, said: str) -> Che
 
 def constraints(m: RunnerTypeMetrics) -> Check:
     """Scale-up errors point hard at a constraint, a tenth of the runners offline less so."""
-    problems, bad = [], False
+    problems = []
     running = m.registered if m.registered is not None else m.desired
     if m.maximum is not None and running is not None and running >= m.maximum:
         problems.append(f"{AT_MAXIMUM} ({number(running)}/{number(m.maximum)})")
-        bad = True
     if m.scale_errors:
         problems.append(f"{number(m.scale_errors)} scale-up errors")
-        bad = True
+    bad = bool(problems)  # offline runners alone are a warning
     if m.offline:
         problems.append(f"{number(m.offline)} runners offline")
     if m.maximum is None and m.scale_errors is None and m.offline is None:
@@ -290,8 +289,7 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
         return Check(AUTOSCALING, Verdict.UNKNOWN, needs)
     most = number(j.maximum)
     if j.cannot_start:
-        pods = "pod" if j.cannot_start == 1 else "pods"
-        stuck = f"{j.cannot_start} new runner {pods} cannot start"
+        stuck = f"{plural(j.cannot_start, 'new runner pod')} cannot start"
         return Check(AUTOSCALING, Verdict.OK, f"{stuck}: the maximum of {most} is not the limit")
     if j.nodes_short:
         pods = "pod finds" if j.unplaced == 1 else "pods find"

@@ -72,8 +72,6 @@ def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresh
 
 @dataclass(frozen=True)
 class Point:
-    """One past reading of a runner type: when, and its jobs in the system."""
-
     at: datetime
     in_system: float
 
@@ -150,7 +148,6 @@ def forecast(
     in_mins, crosses = crossing
     if not sustained and now.queued < MIN_QUEUED and in_mins >= boot_mins:
         return None
-    ahead = now.judged
     return Forecast(
         runner_type=name,
         queued=now.queued,
@@ -159,7 +156,7 @@ def forecast(
         runners=runners,
         in_mins=in_mins,
         crosses=crosses,
-        advice=ahead.advice if ahead is not None else "",
+        advice=now.judged.advice if now.judged is not None else "",
     )
 
 
@@ -183,9 +180,7 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     """Jobs in the system per minute, or None without the evidence of a build (a standing warning
     needs none): arrivals minus completions where the backend counts both, else the slope."""
     window = points[-WINDOW:]
-    fit = None
-    if len(window) == WINDOW:
-        fit = slope_fit(_minutes(window), [p.in_system for p in window])
+    fit = _fit(window) if len(window) == WINDOW else None
     span = _minutes(window)[-1] if fit is not None else 0.0
     if fit is not None and span < WINDOW - 1 and 0 < fit[0] * span < MIN_RISE:
         # Readings seconds apart rise little across five: the line reaches back as far as it
@@ -194,8 +189,7 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
         last = window[-1].at
         reach = [p for p in points[-NOISE_READINGS:] if (last - p.at).total_seconds() / 60 <= back]
         if len(reach) > WINDOW:
-            window = reach
-            fit = slope_fit(_minutes(window), [p.in_system for p in window])
+            window, fit = reach, _fit(reach)
     if fit is None:
         return None
     slope, error = fit
@@ -203,7 +197,7 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     recent = points[-NOISE_READINGS:]
     changes = [p for k, p in enumerate(recent) if k == 0 or p.in_system != recent[k - 1].in_system]
     noise = _noise(changes) / _spread(window) ** 0.5
-    span = (window[-1].at - window[0].at).total_seconds() / 60
+    span = _minutes(window)[-1]
     evident = (
         slope >= T_MIN * error and slope >= T_NOISE * noise and slope * span >= MIN_RISE - 1e-9
     )
@@ -220,6 +214,10 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
 
 def _minutes(points: Sequence[Point]) -> list[float]:
     return [(p.at - points[0].at).total_seconds() / 60 for p in points]
+
+
+def _fit(points: Sequence[Point]) -> tuple[float, float] | None:
+    return slope_fit(_minutes(points), [p.in_system for p in points])
 
 
 def _spread(points: Sequence[Point]) -> float:
@@ -264,8 +262,7 @@ def _crossing(
     maximum = finite(now.maximum)
     maximum = maximum if maximum is not None else registered
     duration = finite(now.job_duration_mins)
-    if duration is not None and duration <= 0:
-        duration = None
+    duration = duration if duration and duration > 0 else None
     forming = not now.queued
     waited = 0.0 if forming else None if now.wait_of_starts else finite(now.longest_wait_mins)
     formed_at: float | None = None if forming else 0.0
@@ -329,18 +326,14 @@ def fate_told(
     """`told` as the fate of the first scale-up its record put back, the others with it told
     once; one not listed (scaled elsewhere) is added. `ended`: their record is done with them
     (put back, or left): nothing on the warning puts them back any more, and its Undo goes."""
-    scaled = state.scaled
-    mine = [k for k, up in enumerate(scaled) if up.back == rid]
+    mine = [k for k, up in enumerate(state.scaled) if up.back == rid]
     if not mine:
-        return (*scaled, _told(state.runner_type, told, rid))
-    return tuple(
-        up.model_copy(
-            update={"back": "" if ended else up.back, "fate": told if k == mine[0] else ""}
-        )
-        if k in mine
-        else up
-        for k, up in enumerate(scaled)
-    )
+        return (*state.scaled, _told(state.runner_type, told, rid))
+    scaled = list(state.scaled)
+    for k in mine:
+        fate = told if k == mine[0] else ""
+        scaled[k] = scaled[k].model_copy(update={"back": "" if ended else rid, "fate": fate})
+    return tuple(scaled)
 
 
 def _told(runner_type: str, words: str, rid: str = "") -> ScaleUp:

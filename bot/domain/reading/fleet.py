@@ -16,9 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerting.alerts import RunnerQueue, stored_short
 from bot.domain.queue_cost.jobs import JobsView
-from bot.domain.reading.judgement import (
-    Judgement,
-)
+from bot.domain.reading.judgement import Judgement
 from bot.domain.reading.runner_names import type_named
 from bot.domain.reading.runner_pods import NEEDS, RunnerPods
 from bot.domain.units import minutes
@@ -292,12 +290,10 @@ def kills_of(fleet: FleetSnapshot) -> list[OomKill]:
     ]
 
 
-def ranked_workflows(
-    workflows: Iterable[str], kept: int = WORKFLOWS_NAMED
-) -> tuple[tuple[str, int], ...]:
+def ranked_workflows(workflows: Iterable[str]) -> tuple[tuple[str, int], ...]:
     """(workflow, kills), most first, the unnamed ("") left out."""
     counted = Counter(w[:WORKFLOW_CHARS] for w in workflows if w)
-    return tuple(sorted(counted.items(), key=lambda item: (-item[1], item[0]))[:kept])
+    return tuple(sorted(counted.items(), key=lambda item: (-item[1], item[0]))[:WORKFLOWS_NAMED])
 
 
 def with_workflows(

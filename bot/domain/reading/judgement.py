@@ -118,11 +118,8 @@ class Judgement(BaseModel):
         if self.nodes_short:
             return f"none until nodes fit: {self._no_node}"
         if self.cannot_start and self.needed:
-            pods = "pod" if self.cannot_start == 1 else "pods"
-            return (
-                f"none until pods start: {self.cannot_start} new runner {pods} cannot start, "
-                "and more runners would wait the same way"
-            )
+            stuck = f"{plural(self.cannot_start, 'new runner pod')} cannot start"
+            return f"none until pods start: {stuck}, and more runners would wait the same way"
         if (mins := self.clears_in_mins) is not None:
             return f"none: it clears {'within a minute' if mins < 1 else f'in ~{eta(mins)}'}"
         if self.booting and self.queued:
@@ -336,9 +333,7 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     if j.maximum is not None:
         update["maximum"] = j.maximum - j.maximum_added + maximum_by
     base = j.model_copy(update=update)
-    if not j.needed:
-        return base
-    return _fitted(base, j.needed, f"+{runners} added since this reading")
+    return _fitted(base, j.needed, f"+{runners} added since this reading") if j.needed else base
 
 
 def direction_of(

@@ -131,7 +131,6 @@ def judge(
     running = running_of(metrics.registered, metrics.busy)
     desired = finite(metrics.desired)
     wait = finite(metrics.longest_wait_mins)
-    duration = finite(metrics.job_duration_mins)
     pods = metrics.pods
     stuck = pods.cannot_start if pods else 0
     judgement = Judgement(
@@ -158,12 +157,11 @@ def judge(
     )
     arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
     net = 0.0 if arrivals is None or completions is None else max(arrivals - completions, 0.0)
-    sure = sure_slopes(points)
     return advise(
         judgement,
-        duration=duration,
+        duration=finite(metrics.job_duration_mins),
         net_arrivals=net,
-        sure=sure,
+        sure=sure_slopes(points),
         earlier=earlier,
         rise_mins=rise_mins,
         trend=rise_of(points),
