@@ -41,42 +41,25 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["QUEUEPILOT_PORT_BAND"] = f"{low}-{low + 3999}"
 
 
-# The longest files start first, the browser walk (about a minute) before all, then the files
-# with a test of 15 s and more or that take the most time in all (`--durations=0`, 15 s to
-# 1.5 min each), longest first, then the rest of the end-to-end directories: the workers
-# (`--dist worksteal`) take the collection in blocks from the front and steal from the back,
-# so a long test left near the end runs alone while the other workers sit idle (with only the
-# directories first, a run ended on the trajectories' 30-50 s tests, ~40 s past an even share
-# on a loaded machine). Files keep their tests together (their module fixtures are set up
-# once).
-LONG_FIRST = (
-    "tests/sandbox/test_browser.py",
-    "tests/sandbox/test_demo_record.py",
-    "tests/system/test_trajectories.py",
-    "tests/sandbox/test_demo.py",
-    "tests/sandbox/test_demo_early_warning.py",
-    "tests/system/test_live_metrics.py",
-    "tests/system/test_org_storm.py",
-    "tests/outbound/test_sender.py",
-    "tests/system/test_faults.py",
-    "tests/outbound/test_storm.py",
-    "tests/system/test_chart_blocks.py",
-    "tests/system/test_alertmanager_e2e.py",
-    "tests/system/test_upgrade.py",
-    "tests/sandbox/test_demo_causes.py",
-    "tests/sandbox/",
-    "tests/system/",
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        path = item.nodeid.split("::", 1)[0]
-        return next(
-            (n for n, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)), len(LONG_FIRST)
-        )
-
-    items.sort(key=rank)  # stable: each file's tests in their order
+    """Each worker's share begins with its part of the long tests (`slow`: 10 s to 1.5 min).
+    `--dist worksteal` hands each worker an equal, contiguous share of the collection and an
+    idle one steals the back half of the longest queue: a long test at the back of a share runs
+    while the others sit idle, and long tests bunched in one share run one after another there
+    (with the longest files first, one worker took all of them and ran 75 s past the rest)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if workers < 2 or not slow:
+        return
+    rest = [item for item in items if not item.get_closest_marker("slow")]
+    ordered: list[pytest.Item] = []
+    for k in range(workers):  # the shares as xdist cuts them: what is left over those to come
+        share = (len(items) - len(ordered)) // (workers - k)
+        mine = slow[k::workers]
+        taken = max(share - len(mine), 0)
+        ordered += mine + rest[:taken]
+        rest = rest[taken:]
+    items[:] = ordered + rest
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -74,6 +74,7 @@ def truth(gh: BusyGithub) -> dict[int, dict[str, Any]]:
     return {job["id"]: job for run in gh.actions.runs[REPO] for job in run["jobs"]}
 
 
+@pytest.mark.slow
 async def test_a_busy_repository_fed_by_deliveries_spends_under_a_tenth_of_the_hour(
     redis: Redis, caplog: pytest.LogCaptureFixture
 ) -> None:

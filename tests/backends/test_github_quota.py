@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
@@ -72,6 +73,7 @@ class Seen:
             self.readings.append((fleet.at, fleet.absent_means_empty, source_note(fleet)))
 
 
+@pytest.mark.slow
 async def test_a_busy_repository_read_for_three_hours_keeps_its_share_of_githubs_quota(
     redis: Redis,
 ) -> None:
@@ -211,6 +213,7 @@ def test_the_pace_is_the_shortest_interval_whose_readings_fit_the_share_left_unt
     assert reading_pace(busy_due(), 6, others, share=0.6, now=3600.0, shortest=60.0)[0] == 270.0
 
 
+@pytest.mark.slow
 async def test_jobs_asked_every_minute_and_beside_a_reading_spend_within_the_share() -> None:
     """`/queue jobs`, diagnostics and a jobs-only client (JOBS_BACKEND=github beside Prometheus:
     asked every reading) are served the last listing while it stands: half an hour of them

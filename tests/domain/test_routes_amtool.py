@@ -222,6 +222,7 @@ def facts(labels: Labels, *, teams_from_annotations: bool) -> AlertFacts:
     case=([["team=rocm", "priority=~P[12]"]], {"team": "rocm", "priority": "P1"}),
     teams_from_annotations=True,
 )
+@pytest.mark.slow
 def test_routes_are_refused_and_taken_as_amtool_refuses_and_takes_them(
     tmp_path_factory: pytest.TempPathFactory,
     case: tuple[Routes, Labels],

@@ -161,6 +161,7 @@ def counted(slack: Slack) -> tuple[int, str]:
         return len(top) - len(storm), shown(storm[-1]) if storm else ""
 
 
+@pytest.mark.slow
 async def test_a_full_digest_with_no_root_waiting_counts_a_late_group_as_more_and_ends(
     settings_for: Callable[..., Settings], slack: Slack
 ) -> None:

@@ -98,6 +98,7 @@ def two_channels(redis_server: RedisServer) -> Iterator[Sandbox]:
     yield from browsed(redis_server, "qphome", config)
 
 
+@pytest.mark.slow
 def test_the_home_tab_shows_both_channels_incidents_and_the_gpu_pods_no_node_fits(
     two_channels: Sandbox,
 ) -> None:
@@ -145,6 +146,7 @@ def test_the_home_tab_shows_both_channels_incidents_and_the_gpu_pods_no_node_fit
     assert_each_team_in_its_channel(two_channels)
 
 
+@pytest.mark.slow
 def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: Sandbox) -> None:
     with visitor.chromium_page(sandbox.page_url) as page:
         root = visitor.see_the_incident(page, within_ms=STEP_MS)

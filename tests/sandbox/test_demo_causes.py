@@ -48,6 +48,7 @@ def replies_text(sandbox: Sandbox) -> str:
     return "\n".join(m.text + str(m.blocks) for m in replies)
 
 
+@pytest.mark.slow
 async def test_a_stalled_listener_is_named_and_the_advice_is_to_restart_it(
     stalled: Sandbox,
 ) -> None:

@@ -145,6 +145,7 @@ async def _submit_scale(sandbox: Sandbox, warning: Any) -> tuple[str, int, int] 
     return field, before, int(amount)
 
 
+@pytest.mark.slow
 async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
     sandbox: Sandbox,
 ) -> None:
@@ -221,6 +222,7 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
     )
 
 
+@pytest.mark.slow
 async def test_dismiss_holds_the_warning_back(sandbox: Sandbox, redis_server: RedisServer) -> None:
     warning = await warned(sandbox)
     async with httpx.AsyncClient(timeout=10) as client:

@@ -87,6 +87,7 @@ def gpu_line(answer: str) -> str:
     return next((p for p in answer.split("\n\n") if GPU in p), "")
 
 
+@pytest.mark.slow
 async def test_the_pilot_acts_once_on_2xlarge_is_followed_and_declines_on_the_gpu_type(
     sandbox: Sandbox,
 ) -> None:

@@ -116,6 +116,7 @@ async def command(sandbox: Sandbox, text: str) -> None:
     assert answer.status_code == 200, answer.text
 
 
+@pytest.mark.slow
 async def test_the_demos_root_says_a_wait_and_its_record_is_in_real_minutes_with_its_warning(
     sandbox: Sandbox, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -160,6 +160,7 @@ def _issues(github: GithubStandIn) -> list[dict[str, Any]]:
     return github.issues(REPO)
 
 
+@pytest.mark.slow
 async def test_two_replicas_a_lost_answer_and_a_secondary_limit_comment_once(
     issue_settings: Callable[..., Settings], github: GithubStandIn, slack: Slack
 ) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, read_after, run_bot
@@ -16,6 +18,7 @@ from tests.system.test_live_metrics import FIRING, LIVE_S, RESOLVED, live, text_
 FOLLOWING = "following until the queue drains"
 
 
+@pytest.mark.slow
 async def test_the_thread_follows_a_queue_its_alert_cleared_over_until_it_drains(
     settings_for: Any, slack: Slack, arc_fleet: ArcFleet
 ) -> None:

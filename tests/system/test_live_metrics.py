@@ -319,6 +319,7 @@ async def test_with_the_hud_the_incident_closes_itself_once_its_labels_leave_the
         assert "no numbers for" not in said and "these are the alert" not in said
 
 
+@pytest.mark.slow
 async def test_with_a_hud_threshold_past_the_drain_limit_an_empty_answer_closes_nothing(
     settings_for: Any, slack: Slack, hud: tuple[FakeHud, RunningServer]
 ) -> None:

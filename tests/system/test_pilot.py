@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.domain.scale.pilot import Paused, Piloted
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
@@ -129,6 +131,7 @@ async def test_it_acts_once_after_the_hold_its_runners_are_followed_and_it_puts_
     assert len(patches) == 2, "one act, one put-back"
 
 
+@pytest.mark.slow
 async def test_while_pods_cannot_start_it_declines_and_a_person_s_raise_is_said_not_to_come(
     settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
@@ -162,6 +165,7 @@ async def test_while_pods_cannot_start_it_declines_and_a_person_s_raise_is_said_
         assert maximum(kube) == 25
 
 
+@pytest.mark.slow
 async def test_a_wobble_at_the_maximum_moves_it_at_most_once(
     settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
@@ -192,6 +196,7 @@ async def test_a_wobble_at_the_maximum_moves_it_at_most_once(
         assert len(acts) <= 1, acts
 
 
+@pytest.mark.slow
 async def test_undo_puts_the_act_back_at_once_and_pauses_the_pilot(
     settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
@@ -224,6 +229,7 @@ async def test_undo_puts_the_act_back_at_once_and_pauses_the_pilot(
         assert len([r for r in said(slack) if "queuepilot (policy) scaled" in r]) == 1
 
 
+@pytest.mark.slow
 async def test_an_act_whose_runners_do_not_come_pauses_the_pilot_and_says_why(
     settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
@@ -257,6 +263,7 @@ async def test_an_act_whose_runners_do_not_come_pauses_the_pilot_and_says_why(
         assert maximum(kube) == 26, "no second act"
 
 
+@pytest.mark.slow
 async def test_an_undone_act_is_no_longer_followed_so_a_resumed_pilot_stays_on(
     settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:

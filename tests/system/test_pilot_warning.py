@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.running import RunningBot, eventually, read_after, run_bot
@@ -111,6 +113,7 @@ async def pilot_paused(running: RunningBot) -> str:
     return paused.why if paused is not None else ""
 
 
+@pytest.mark.slow
 async def test_it_acts_on_an_early_warning_before_any_alert_and_undo_puts_it_back(
     settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:

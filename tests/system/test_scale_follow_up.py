@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.fakes.arc_exporter import AT_MAXIMUM, QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import fixture_json
@@ -94,6 +96,7 @@ async def test_runners_that_register_are_said_in_the_scale_ups_own_reply(
         assert "⏱️ Capacity added " in summary and " after the alert" in summary
 
 
+@pytest.mark.slow
 async def test_pods_pending_unschedulable_are_said_when_the_deadline_passes(
     settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import fixture_json
@@ -164,6 +166,7 @@ async def test_the_incidents_form_offers_the_roots_advice_as_arc_accepts_it(
         assert not [t for t in texts if "Could not scale" in t or "above maxRunners" in t]
 
 
+@pytest.mark.slow
 async def test_the_warnings_form_offers_the_current_readings_advice_as_arc_accepts_it(
     settings_for: Any, slack: Slack, arc_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
@@ -234,6 +237,7 @@ async def test_the_warnings_form_offers_the_current_readings_advice_as_arc_accep
         assert not [t for t in ephemeral_texts(slack) if "Could not scale" in t]
 
 
+@pytest.mark.slow
 async def test_the_review_says_the_advice_moved_and_takes_the_new_amount(
     settings_for: Any, slack: Slack, arc_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:

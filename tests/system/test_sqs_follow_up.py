@@ -35,6 +35,7 @@ def replies(slack: Slack) -> list[str]:
     return [shown(m) for m in slack.emulator.thread(CHANNEL, roots[0].ts)[1:]] if roots else []
 
 
+@pytest.mark.slow
 async def test_an_sqs_scale_up_that_starts_no_instance_is_said_by_the_deadline(
     settings_for: Any, slack: Slack, aws: str, github_jobs: tuple[FakeGithub, RunningServer]
 ) -> None:
