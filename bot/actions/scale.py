@@ -15,7 +15,7 @@ from typing import TypeVar
 from redis.exceptions import RedisError
 
 from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused, unrecorded
-from bot.actions.scale_reverts import RevertRecord, ScaleReverts
+from bot.actions.scale_reverts import PutBackDue, ScaleReverts
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.config import MetricsBackend, Settings
@@ -236,7 +236,7 @@ class Scaling:
         name: str,
         runner_type: str,
         delta: int,
-        scaled: tuple[ScaleResult, str, RevertRecord | None],
+        scaled: tuple[ScaleResult, str, PutBackDue | None],
         judged: Judgement | None,
         *,
         pilot: str = "",
@@ -270,7 +270,7 @@ class Scaling:
         name: str,
         runner_type: str,
         delta: int,
-        scaled: tuple[ScaleResult, str, RevertRecord | None],
+        scaled: tuple[ScaleResult, str, PutBackDue | None],
         *,
         pilot: str = "",
     ) -> Outcome:
@@ -337,7 +337,7 @@ class Scaling:
         keep: bool,
         incident_id: str = "",
         warning: str = "",
-    ) -> tuple[ScaleResult, str, RevertRecord | None] | Outcome:
+    ) -> tuple[ScaleResult, str, PutBackDue | None] | Outcome:
         """The backend's call under the type's fleet-wide lock (kept for the cooldown), recorded to
         be put back: its result, what its message says of undoing it, and what puts it back (None:
         it stays); a failure as the answer."""
@@ -413,7 +413,7 @@ class Scaling:
             return result, stays, None
         return result, reverts.plan(warning=bool(warning)), record
 
-    def _going_back(self, up: ScaleUp, record: RevertRecord | None) -> ScaleUp:
+    def _going_back(self, up: ScaleUp, record: PutBackDue | None) -> ScaleUp:
         if record is None or self.reverts is None:
             return up
         return self.reverts.going_back(up, record)

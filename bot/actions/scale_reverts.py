@@ -62,8 +62,10 @@ _Moment = Annotated[float, Field(allow_inf_nan=False)]
 
 
 @dataclass(frozen=True)
-class RevertRecord:
-    """What one scale-up changed, owned by its incident or early warning (`warning`: its uid)."""
+class PutBackDue:
+    """When and how a runner type's field goes back, as a status or a silence check is due: what
+    its scale-ups changed (`undo`: from the first one's value before to the last one's after),
+    for the incident or early warning (`warning`: its uid) whose scale-ups they are."""
 
     id: str
     incident_id: str
@@ -81,7 +83,7 @@ class RevertRecord:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def load(cls, text: str | None) -> RevertRecord | None:
+    def load(cls, text: str | None) -> PutBackDue | None:
         """None when it is not `dump()`'s shape, so the sweep drops it at once rather than failing
         on it at every look; fields a later release adds are left to that release."""
         try:
@@ -90,7 +92,7 @@ class RevertRecord:
             return None
 
 
-_STORED = TypeAdapter(RevertRecord)
+_STORED = TypeAdapter(PutBackDue)
 
 
 def record_id(runner_type: str, field: str) -> str:
@@ -119,20 +121,20 @@ class ScaleReverts:
 
     async def remember(
         self, incident_id: str, target: ScaleTarget, undo: Undo, *, by: str, warning: str = ""
-    ) -> RevertRecord:
+    ) -> PutBackDue:
         """An earlier record of the same type and field that this scale-up continues keeps its
         value before: that goes back. One that something else changed since (Helm, kubectl, a
         scale-up kept) is not continued: the change between is someone else's, and stays."""
         now = self.clock().timestamp()
         rid = record_id(target.runner_type, undo.field)
-        earlier = RevertRecord.load(await self._due.data(rid))
+        earlier = PutBackDue.load(await self._due.data(rid))
         if (
             earlier is not None
             and earlier.target.target == target.target
             and earlier.undo.after == undo.before
         ):
             undo = replace(undo, before=earlier.undo.before)
-        record = RevertRecord(
+        record = PutBackDue(
             rid, incident_id, target, undo, self.scaler.name, by, now, warning=warning
         )
         await self._due.schedule(rid, now + self._check_s, record.dump())
@@ -158,7 +160,7 @@ class ScaleReverts:
         when = f"when {until} or after {_span(after)}" if after else f"when {until}"
         return f"It goes back {when}, unless someone changes it meanwhile."
 
-    def going_back(self, up: ScaleUp, record: RevertRecord) -> ScaleUp:
+    def going_back(self, up: ScaleUp, record: PutBackDue) -> ScaleUp:
         """`up` as the record that puts it back says: to what, when, and by when at the latest."""
         after, settle = self.config.scale_revert_after, self.config.scale_revert_settle
         back = {
@@ -217,7 +219,7 @@ class ScaleReverts:
         claim = await self._due.claim(rid, self.clock().timestamp(), lease_s)
         if claim is None:
             return None  # not due any more
-        record = RevertRecord.load(await self._due.data(rid))
+        record = PutBackDue.load(await self._due.data(rid))
         if record is None:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)
             await self._due.done(claim)
@@ -267,7 +269,7 @@ class ScaleReverts:
             return None
         return record.incident_id, text, back
 
-    def _unforeseen(self, record: RevertRecord) -> BackendError:
+    def _unforeseen(self, record: PutBackDue) -> BackendError:
         """A failure no backend classified (a bug, an answer of a shape not foreseen), tried
         again as a transient one: left to escape, it was tried at every look, uncounted and
         never told. Its traceback is logged at each attempt, as the thread points at the log."""
@@ -276,8 +278,8 @@ class ScaleReverts:
         return BackendError(message, retryable=True)
 
     async def _hand_over(
-        self, claim: Claim, record: RevertRecord, state: WarningState | None
-    ) -> RevertRecord | None:
+        self, claim: Claim, record: PutBackDue, state: WarningState | None
+    ) -> PutBackDue | None:
         """The alert fired: the incident that took the warning on owns its scale-up now. The new
         owner is kept before anything is said, or a Redis error between would hand it over at
         every look; `taken_from` stays until the thread and the warning are told, so a look after
@@ -294,7 +296,7 @@ class ScaleReverts:
         await self._say_on_warning(warning, f"Incident {record.incident_id} took it on")
         return replace(record, taken_from="")
 
-    async def _take_on(self, record: RevertRecord, state: WarningState | None) -> None:
+    async def _take_on(self, record: PutBackDue, state: WarningState | None) -> None:
         """Each scale-up the warning made under `record` becomes the incident's, as it was made:
         by whom (the pilot's stays the pilot's, with its Undo), from what to what, what its
         follow-up found, and, still followed, followed on in the incident to its deadline.
@@ -352,8 +354,8 @@ class ScaleReverts:
             log.warning("scale reverts: incident %s kept changing; not told", record.incident_id)
 
     async def _why_now(
-        self, record: RevertRecord, state: WarningState | None, now: datetime
-    ) -> tuple[str | None, RevertRecord, float]:
+        self, record: PutBackDue, state: WarningState | None, now: datetime
+    ) -> tuple[str | None, PutBackDue, float]:
         """Why `record` goes back now (None: it stays), the record as kept, when to look again."""
         at, after = now.timestamp(), self.config.scale_revert_after
         again = at + self._check_s
@@ -395,23 +397,21 @@ class ScaleReverts:
             return None
         return type_drained(reading.fleet, runner_type, self.config.drain_rule)
 
-    async def _earlier_to_go_back(self, record: RevertRecord) -> bool:
+    async def _earlier_to_go_back(self, record: PutBackDue) -> bool:
         """Whether a field of the same target that goes back before this one's is still raised:
         going back part of the way now would leave it raised for good."""
         order = self.scaler.revert_order
         if record.undo.field not in order:
             return False
         for earlier in order[: order.index(record.undo.field)]:
-            other = RevertRecord.load(
+            other = PutBackDue.load(
                 await self._due.data(record_id(record.target.runner_type, earlier))
             )
             if other is not None and other.target.target == record.target.target:
                 return True
         return False
 
-    async def _say_on_warning(
-        self, record: RevertRecord, text: str, *, ended: bool = False
-    ) -> None:
+    async def _say_on_warning(self, record: PutBackDue, text: str, *, ended: bool = False) -> None:
 
         def said(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != record.warning:
@@ -455,7 +455,7 @@ class ScaleReverts:
         while it is `undo.after`; its record then puts back only what came before it, or goes.
         Raises `BackendError`."""
         rid = record_id(target.runner_type, undo.field)
-        held = RevertRecord.load(await self._due.data(rid))
+        held = PutBackDue.load(await self._due.data(rid))
         if held is not None:
             # Out of the looks' way while it goes back: a look that claimed the record loses its
             # claim, and none claims it before it is rewritten below.
@@ -466,7 +466,7 @@ class ScaleReverts:
             self.config.backend_timeout_seconds,
             self.scaler.name,
         )
-        record = RevertRecord.load(await self._due.data(rid))
+        record = PutBackDue.load(await self._due.data(rid))
         if not result.done or record is None or record.undo.after != undo.after:
             return result
         if record.undo.before == undo.before:
@@ -498,7 +498,7 @@ def _span(seconds: float) -> str:
     return duration(timedelta(seconds=seconds))
 
 
-def _said(record: RevertRecord, why: str, result: Reverted) -> str:
+def _said(record: PutBackDue, why: str, result: Reverted) -> str:
     runner_type = record.target.runner_type
     if result.done and result.left:
         return (

@@ -30,7 +30,7 @@ from bot.actions.scale import made as made_up
 from bot.actions.scale_reverts import (
     MAX_ATTEMPTS,
     MAX_BACKOFF_S,
-    RevertRecord,
+    PutBackDue,
     ScaleReverts,
     record_id,
 )
@@ -497,7 +497,7 @@ async def test_an_unforeseen_put_back_error_is_tried_as_attempts_then_said_once(
     for attempt in range(1, MAX_ATTEMPTS):
         clock.pass_(seconds=MAX_BACKOFF_S + 1)
         await reverts.tick()
-        record = RevertRecord.load(await due.data(record_id("linux", ASG_DESIRED)))
+        record = PutBackDue.load(await due.data(record_id("linux", ASG_DESIRED)))
         assert record is not None and record.attempts == attempt
     assert not await said(redis), "not yet: attempts are left"
     for _ in range(3):
@@ -567,8 +567,8 @@ async def test_redis_going_away_is_waited_out(
 
 @given(st.text(max_size=300) | st.builds(json.dumps, json_values))
 def test_a_stored_record_is_read_back_or_refused(text: str) -> None:
-    record = RevertRecord.load(text)
-    assert record is None or RevertRecord.load(record.dump()) == record
+    record = PutBackDue.load(text)
+    assert record is None or PutBackDue.load(record.dump()) == record
 
 
 @pytest.mark.parametrize(

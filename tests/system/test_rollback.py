@@ -38,7 +38,7 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from bot.actions.scale_reverts import RevertRecord, ScaleReverts
+from bot.actions.scale_reverts import PutBackDue, ScaleReverts
 from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
@@ -340,7 +340,7 @@ async def previous_release_alone(
         assert f"ID *{number}*" in text_of(root(slack, message.ts))
 
 
-async def warned_and_scaled(redis_url: str, kube: FakeKubeApi, kubeconfig: str) -> RevertRecord:
+async def warned_and_scaled(redis_url: str, kube: FakeKubeApi, kubeconfig: str) -> PutBackDue:
     """An early warning of another runner type, scaled up from, as this release stores both (the
     scale-up recorded to go back once the warning is over); 0.27.0 reads them from then on."""
     scale_set = kube.add_from_fixture(WARNED_SET[1], minRunners=0, maxRunners=120)
@@ -375,7 +375,7 @@ async def warned_and_scaled(redis_url: str, kube: FakeKubeApi, kubeconfig: str) 
         await client.aclose()
 
 
-async def still_standing(store: redis.Redis, kube: FakeKubeApi, record: RevertRecord) -> None:
+async def still_standing(store: redis.Redis, kube: FakeKubeApi, record: PutBackDue) -> None:
     """0.27.0 has looked at the warning's scale-up, again and again, and kept it."""
 
     def looked_again() -> bool:
