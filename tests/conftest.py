@@ -41,6 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["QUEUEPILOT_PORT_BAND"] = f"{low}-{low + 3999}"
 
 
+@pytest.hookimpl(trylast=True)  # after `-m`, `-k` and `--deselect` chose the tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each worker's share begins with its part of the long tests (`slow`: 10 s to 1.5 min).
     `--dist worksteal` hands each worker an equal, contiguous share of the collection and an

@@ -77,7 +77,7 @@ def amended(before: Incident, after: Incident, changes: Sequence[Event], now: da
     said = [e.text.rstrip(".") for e in changes]
     kept = {up.back for up in after.put_backs}
     said += [
-        f"{up.runner_type} {up.field} {up.after} goes back with a later incident's scale-up"
+        f"{up.runner_type} {up.field} {up.back_from} goes back with a later incident's scale-up"
         for up in before.put_backs
         if up.back not in kept and not changes
     ]

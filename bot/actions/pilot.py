@@ -340,10 +340,13 @@ class Piloting:
                 at=now, kind="pilot_undone", text=text, actor=actor.user_id, actor_name=name
             )
             updated = incident.model_copy(update={"updated_at": now})
-            # Its runners are not awaited any more, and it does not go back again; an earlier
-            # scale-up it continued still goes back, from where the act began.
-            if result.done:
-                updated = with_scale_ups(updated, {act.at: undone(done)})
+            if result.done:  # its runners are not awaited any more
+                gone = undone(done)
+                if done.back and done.back_to != done.before:
+                    # It continued an earlier scale-up, which still goes back, from where the act
+                    # began: the act keeps the put-back's marks (`ScaleUp.back_from`).
+                    gone = gone.model_copy(update={"back": done.back})
+                updated = with_scale_ups(updated, {act.at: gone})
             reply = Reply("action", BAND_ACTION, render_event(updated, event))
             answer = f"{escape(text)}. `{back}` is what it was before the act."
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(result.done, answer)

@@ -24,6 +24,7 @@ from bot.domain.incident.incidents import (
     Incident,
     with_action,
     with_scale_ups,
+    without_put_backs,
 )
 from bot.domain.reading.early_warning import WarningState, scaled_from
 from bot.domain.reading.fleet import judged_of, worst_first
@@ -287,7 +288,9 @@ class Scaling:
             event = Event(
                 at=now, kind="scaled", text=text, actor=user_id or None, actor_name=name, scale=done
             )
-            updated = with_action(incident, event)
+            # One scale-up a record: the latest says what goes back, from where and by when.
+            earlier = without_put_backs(incident, {done.back}) if done.back else incident
+            updated = with_action(earlier, event)
             # When it goes back is said once, in the thread: not in the root's latest actions nor
             # the summary's timeline, nor the answer (the modal said it); that it stays is news.
             detail = f"· {escape(undo)}" if undo else ""

@@ -314,7 +314,10 @@ class ScaleReverts:
                 after=undo.after,
             )  # never the pilot's: it acted on no warning before this release
             made = [whole]
-        made[-1] = self.going_back(made[-1], record)
+        # One scale-up a record: the latest says what goes back, from where and by when.
+        made = [up.model_copy(update={"back": ""}) for up in made[:-1]] + [
+            self.going_back(made[-1], record)
+        ]
         detail = f"· {self.plan()}"
 
         def told(
@@ -325,7 +328,7 @@ class ScaleReverts:
                 e.scale and (e.scale.at, e.scale.field) == (first.at, first.field) for e in timeline
             ):
                 return None, None  # said by a look that failed after it
-            said = incident.model_copy(update={"updated_at": now})
+            said = without_put_backs(incident, {record.id}).model_copy(update={"updated_at": now})
             events, replies = [], []
             for k, done in enumerate(made):
                 at = now + timedelta(microseconds=k)  # its own moment: its buttons name it

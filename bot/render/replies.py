@@ -347,7 +347,7 @@ def put_back_said(up: ScaleUp, escaped: Callable[[str], str], at: Callable[[date
     """ "linux.2xlarge maxRunners 30 goes back to 20 once its queue has stayed drained 30 min
     (at the latest 14:05)": what the thread's own put-back reply will say was done."""
     before = "unset" if up.back_to is None else str(up.back_to)
-    line = f"{escaped(up.runner_type)} {escaped(up.field)} {up.after} "
+    line = f"{escaped(up.runner_type)} {escaped(up.field)} {up.back_from} "
     line += f"goes back to {before}" + (f" {escaped(up.back_when)}" if up.back_when else "")
     return line + (f" (at the latest {at(up.back_by)})" if up.back_by is not None else "")
 

@@ -7,11 +7,20 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
-from bot.domain.incident.incidents import RECORD_RELEASE, Incident, Snapshot, resolve_drained
+from bot.domain.incident.incidents import (
+    RECORD_RELEASE,
+    Incident,
+    Snapshot,
+    resolve_drained,
+    with_scale_ups,
+    without_put_backs,
+)
 from bot.domain.scale.scale_ups import ScaleUp
 from bot.render import mrkdwn as md
-from bot.render.replies import render_summary
+from bot.render.replies import put_back_said, render_summary
 from bot.storage.incident_store import state_json
 from tests.support.incidents import changed, make_incident, with_scaled
 
@@ -93,7 +102,8 @@ def scaled_twice() -> Incident:
             back_when="once its queue has stayed drained 30 min",
             back_by=at(minute + 240),
         )
-        incident = with_scaled(incident, up)
+        # As `Scaling` records it: the latest scale-up of a record alone says what goes back.
+        incident = with_scaled(without_put_backs(incident, {up.back}), up)
     return incident
 
 
@@ -128,3 +138,48 @@ def test_a_put_back_is_kept_as_0_27_keeps_it_and_read_back_onto_its_scale_up() -
 
     old["put_backs"] = []  # a rolled-back 0.27 put it back
     assert loaded(json.dumps(old)).put_backs == ()
+
+
+def test_an_undone_act_that_continued_a_scale_up_says_the_rest_goes_back_from_where_it_began() -> (
+    None
+):
+    """The pilot's +5 (25 -> 30) continued a person's +5 (20 -> 25); undone, the field goes back
+    from 25 to 20 by the act's deadline, and a rolled-back 0.27's list is read back onto it."""
+    incident = scaled_twice()
+    act = incident.actions[-1].scale
+    assert act is not None
+    undone = act.model_copy(update={"undone": True, "due": None})  # its marks kept (`pilot`)
+    incident = with_scale_ups(incident, {incident.actions[-1].at: undone})
+    [going] = incident.put_backs
+    said = put_back_said(going, md.escape, md.time_of)
+    assert said.startswith(f"{GPU} maxRunners 25 goes back to 20"), said
+    written = json.loads(state_json(incident))
+    assert [(p["before"], p["after"]) for p in written["put_backs"]] == [(20, 25)]
+    old = written | {
+        "actions": [
+            a | {"scale": {k: v for k, v in a["scale"].items() if not k.startswith("back")}}
+            for a in written["actions"]
+        ]
+    }
+    assert loaded(json.dumps(old)).put_backs == incident.put_backs
+
+
+@pytest.mark.parametrize(
+    "put_backs",
+    [
+        None,
+        "x",
+        [7, "x", None],
+        [{"runner_type": GPU, "field": "maxRunners", "after": 30}],
+        [{"id": f"{GPU}|maxRunners", "runner_type": GPU, "field": "maxRunners", "when": None}],
+        [{"id": "r", "runner_type": GPU, "field": "maxRunners", "after": 30, "before": "ten"}],
+    ],
+)
+def test_a_stored_list_of_put_backs_in_no_known_shape_is_passed_over(put_backs: object) -> None:
+    """The record is read whatever the list holds; a list that is not one keeps the marks."""
+    written = json.loads(state_json(scaled_twice())) | {"put_backs": put_backs}
+    read = loaded(json.dumps(written))
+    if not isinstance(put_backs, list):
+        assert [p.after for p in read.put_backs] == [30]
+    else:
+        assert read.put_backs == ()

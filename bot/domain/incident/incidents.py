@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    ValidationError,
     ValidatorFunctionWrapHandler,
     model_serializer,
     model_validator,
@@ -390,9 +391,10 @@ class Incident(BaseModel):
         for group, fields in _KEPT_FLAT.items():
             if kept := {name: data.pop(flat) for name, flat in fields.items() if flat in data}:
                 data[group] = kept
-        put_backs = data.pop("put_backs", [])
+        put_backs = data.pop("put_backs", None)
         incident = handler(data)
-        if put_backs != [_put_back_kept(up) for up in incident.put_backs]:
+        kept = [_put_back_kept(up) for up in incident.put_backs]
+        if isinstance(put_backs, list) and put_backs != kept:
             incident = _going_back(incident, put_backs)  # a rolled-back 0.27 changed them
         return incident if written >= RECORD_RELEASE else _apart(incident)
 
@@ -425,9 +427,8 @@ class Incident(BaseModel):
 
     @property
     def put_backs(self) -> tuple[ScaleUp, ...]:
-        """Its scale-ups still to go back, one a record (the latest it made), in that order."""
-        last = {up.back: up for e in self.actions if (up := e.scale) is not None and up.back}
-        return tuple(last.values())
+        """Its scale-ups still to go back, in the order made: one a record, the latest of it."""
+        return tuple(up for e in self.actions if (up := e.scale) is not None and up.back)
 
     @property
     def status(self) -> Status:
@@ -479,26 +480,32 @@ _NOT_BACK: dict[str, Any] = {"back": "", "back_to": None, "back_when": "", "back
 def _put_back_kept(up: ScaleUp) -> dict[str, Any]:
     kept = {name: getattr(up, field) for name, field in _PUT_BACK_KEPT.items()}
     kept["latest"] = up.back_by.isoformat() if up.back_by else None
-    return kept | {"runner_type": up.runner_type, "field": up.field, "after": up.after}
+    return kept | {"runner_type": up.runner_type, "field": up.field, "after": up.back_from}
 
 
-def _going_back(incident: Incident, put_backs: Any) -> Incident:
+def _going_back(incident: Incident, put_backs: list[Any]) -> Incident:
     """The scale-ups `put_backs` names marked to go back, no others: the latest scale-up of its
-    type and field, to the value it names (one an undone act continued ends where it began)."""
+    type and field, the one it goes back from where one is. An entry that is not 0.27's shape
+    is passed over: a record is always read."""
     ups = {e.at: e.scale.model_copy(update=_NOT_BACK) for e in incident.actions if e.scale}
-    for kept in put_backs if isinstance(put_backs, list) else ():
+    for kept in put_backs:
         if not isinstance(kept, dict):
             continue
         mine = [
             at
             for at, up in ups.items()
             if (up.runner_type, up.field) == (kept.get("runner_type"), kept.get("field"))
-            and not up.undone
         ]
-        landed = [at for at in mine if ups[at].after == kept.get("after")] or mine
-        if landed:
-            fields = {f: kept.get(name) for name, f in _PUT_BACK_KEPT.items()}
+        landed = [at for at in mine if ups[at].back_from == kept.get("after")] or [
+            at for at in mine if not ups[at].undone
+        ]
+        if not landed:
+            continue
+        fields = {f: kept.get(name) for name, f in _PUT_BACK_KEPT.items()}
+        try:
             ups[landed[-1]] = ScaleUp.model_validate(ups[landed[-1]].model_dump() | fields)
+        except ValidationError:
+            continue
     return with_scale_ups(incident, ups)
 
 

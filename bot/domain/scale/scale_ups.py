@@ -62,6 +62,12 @@ class ScaleUp(BaseModel):
         return self.due is not None
 
     @property
+    def back_from(self) -> int | None:
+        """What its put-back starts from: an undone act's own value before it (an earlier
+        scale-up it continued still goes back, from there)."""
+        return self.before if self.undone else self.after
+
+    @property
     def words(self) -> str:
         """As an early warning's message says it."""
         return " ".join(w for w in (self.said, self.came_said, self.fate) if w)
