@@ -136,6 +136,14 @@ class Piloting:
             paused = Paused(by=PILOT, why=failed, at=now)
             await self.store.pause(runner_type, paused)
         said = {"last": last, "outcome": outcome, "failed": failed_at}
+        if paused is None and piloted.why.startswith(ACTING) and piloted.hold is not None:
+            # The look that kept it never ended: its leader stopped mid-act. Its claim still
+            # held, the act may have been made, whatever the readings ask now (they may show it
+            # already): a person looks before the pilot goes on.
+            claim = _claim(found, piloted.hold.since)
+            if await self.store.act_claimed(found.key, runner_type, claim):
+                await self._pause(runner_type, _mid_act(found))
+                return Piloted(why="", at=now, **said)
         if paused is not None:
             # A pause starts the hold again: what was asked before it is not acted on after.
             return Piloted(why="", at=now, **said)
@@ -156,7 +164,7 @@ class Piloting:
             return Piloted(why=decided.why, at=now, hold=hold, **said)
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
         await self.store.save(
-            runner_type, Piloted(why=f"acting: {decided.why}", at=now, hold=hold, **said)
+            runner_type, Piloted(why=f"{ACTING}{decided.why}", at=now, hold=hold, **said)
         )
         acted = await self._act(found, runner_type, decided, hold.since)
         if acted is None:  # made: the next act waits for a hold of its own
@@ -170,14 +178,9 @@ class Piloting:
         hold): None when it was made; else why not ("": it paused the pilot, and the pause says
         why)."""
         assert self.store is not None
-        number = len([up for up in found.mine if up.pilot]) + 1
-        claim = f"{number}@{since.timestamp():.0f}"
+        claim = _claim(found, since)
         if not await self.store.claim_act(found.key, runner_type, claim):
-            why = (
-                f"an act on it was begun by a replica that stopped mid-act ({found.where}"
-                f"); look at its scale set or group before resuming"
-            )
-            await self._pause(runner_type, why)
+            await self._pause(runner_type, _mid_act(found))
             return ""
         try:
             preview = await self.scaling.preview(
@@ -421,6 +424,21 @@ class Piloting:
         answer += escape(result.detail)
         answer += f". `{back}` is what it was before the act; the pilot is paused for it until "
         return Outcome(result.done, answer + "someone resumes it.")
+
+
+ACTING = "acting: "  # kept before the act's call, replaced once the look ends
+
+
+def _claim(found: Within, since: datetime) -> str:
+    """The act a hold ending at `since` makes where the pilot acts: its number there, the hold."""
+    return f"{len([up for up in found.mine if up.pilot]) + 1}@{since.timestamp():.0f}"
+
+
+def _mid_act(found: Within) -> str:
+    return (
+        f"an act on it was begun by a replica that stopped mid-act ({found.where}); look at its "
+        "scale set or group before resuming"
+    )
 
 
 def _act_of(value: str) -> tuple[str, str, str]:

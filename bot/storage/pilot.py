@@ -73,6 +73,10 @@ class PilotStore:
         key = self._keys.pilot_act(incident_id, runner_type, act)
         return await self._leases.claim_once(key, ACT_CLAIM_S * 1000)
 
+    async def act_claimed(self, incident_id: str, runner_type: str, act: str) -> bool:
+        """Whether the act `act` was claimed and not released since: begun, perhaps made."""
+        return bool(await self._redis.exists(self._keys.pilot_act(incident_id, runner_type, act)))
+
     async def release_act(self, incident_id: str, runner_type: str, act: str) -> None:
         """An act that changed nothing may be made again."""
         await self._redis.delete(self._keys.pilot_act(incident_id, runner_type, act))
