@@ -344,12 +344,7 @@ class Piloting:
             )
             updated = incident.model_copy(update={"updated_at": now})
             if result.done:  # its runners are not awaited any more
-                gone = undone(done)
-                if done.back and done.back_to != done.before:
-                    # It continued an earlier scale-up, which still goes back, from where the act
-                    # began: the act keeps the put-back's marks (`ScaleUp.back_from`).
-                    gone = gone.model_copy(update={"back": done.back})
-                updated = with_scale_ups(updated, {act.at: gone})
+                updated = with_scale_ups(updated, {act.at: undone(done)})
             reply = Reply("action", BAND_ACTION, render_event(updated, event))
             answer = f"{escape(text)}. `{back}` is what it was before the act."
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(result.done, answer)
@@ -393,7 +388,7 @@ class Piloting:
             )
         acts = warning_acts(state) if state is not None and state.uid == uid else []
         done = next((up for up in acts if up.at is not None and up.at.isoformat() == at), None)
-        if done is None or done.after is None or not done.back:
+        if done is None or done.after is None or not done.back or done.undone:
             gone = "That act is no longer the early warning's to undo: nothing was put back."
             return refused(gone)
         put_back = await self._put_back(actor, runner_type, done)

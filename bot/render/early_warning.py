@@ -76,6 +76,6 @@ def _pilot_act(state: WarningState) -> list[dict[str, Any]]:
     back; once an incident took the warning on, they are on its reply in the thread."""
     acts = warning_acts(state)
     last = acts[-1] if acts else None
-    if last is None or last.at is None or not last.back:
+    if last is None or last.at is None or not last.back or last.undone:
         return []
     return [pilot_buttons(f"{WARNING_REF}{state.uid}", last, last.at)]

@@ -84,3 +84,63 @@ def test_a_put_back_act_offers_no_undo_on_the_warnings_message() -> None:
     told = fate_told(cleared, "linux|maxRunners", "Put linux back: maxRunners 26 → 20.", ended=True)
     back = cleared.with_scaled(told)
     assert "pilot_undo" not in json.dumps(render_warning(back).blocks)
+
+
+async def test_an_undone_act_that_continued_a_persons_scale_up_keeps_its_words_and_no_undo() -> (
+    None
+):
+    """A person raised linux 20 → 26 from the warning, then the pilot 26 → 30. Undoing the
+    pilot's act puts linux back to 26 only: the person's scale-up still goes back to 20. The
+    message then offers no Undo under the undone act; when the record puts linux back, the
+    person's line says so and the act's keeps what its Undo did."""
+    import json
+
+    from bot.domain.reading.early_warning import fate_told
+    from bot.render.early_warning import render_warning
+
+    rid = "linux|maxRunners"
+    person = made("linux", 6, "al", T, Undo("maxRunners", 20, 26))
+    person = scaled_from("al scaled linux by +6.", "", rid, person, None, 600)
+    later = T.replace(minute=5)
+    act = made("linux", 4, PILOT, later, Undo("maxRunners", 26, 30), pilot=True)
+    act = scaled_from("queuepilot (policy) scaled linux by +4.", "", rid, act, None, 600)
+    act = act.model_copy(update={"back_to": 20})  # the record's: where the person found it
+    state = WarningState.raised("linux", "C1", "building", T.timestamp())
+    state = state.with_scaled((person, act))
+    undone: list[Undo] = []
+
+    async def undo_now(target: ScaleTarget, undo: Undo) -> Any:
+        undone.append(undo)
+        return SimpleNamespace(done=True, detail="maxRunners 30 → 26", left="")
+
+    async def name(actor: Actor) -> str:
+        return "bo"
+
+    async def pause(runner_type: str, paused: Any) -> None:
+        return None
+
+    piloting = Piloting.__new__(Piloting)
+    piloting.scaling = SimpleNamespace(  # type: ignore[assignment]
+        reverts=SimpleNamespace(undo_now=undo_now),
+        targets={"linux": ScaleTarget("linux", "arc-runners/x", cap=20)},
+        backend_name="ARC",
+    )
+    piloting.acting = SimpleNamespace(name=name, clock=lambda: later)  # type: ignore[assignment]
+    piloting.store = SimpleNamespace(pause=pause)  # type: ignore[assignment]
+    warnings = Warnings(state)
+    piloting.warnings = warnings  # type: ignore[assignment]
+    outcome = await piloting._undo_on_warning(
+        Actor("U2", "bo"), state.uid, later.isoformat(), "linux"
+    )
+    assert outcome.ok and undone == [Undo("maxRunners", 26, 30)], outcome
+    after_undo = warnings.state
+    assert "pilot_undo" not in json.dumps(render_warning(after_undo).blocks)
+    again = await piloting._undo_on_warning(
+        Actor("U2", "bo"), state.uid, later.isoformat(), "linux"
+    )
+    assert not again.ok and len(undone) == 1, again  # a second click puts nothing back
+
+    told = fate_told(after_undo, rid, "Put linux back: maxRunners 26 → 20.", ended=True)
+    said = json.dumps(render_warning(after_undo.with_scaled(told)).blocks, ensure_ascii=False)
+    assert "al scaled linux by +6. Put linux back: maxRunners 26 → 20." in said, said
+    assert "+4. Undone by bo at <!date^" in said and ": maxRunners 30 → 26." in said, said

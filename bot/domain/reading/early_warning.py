@@ -324,16 +324,16 @@ def fate_told(
     state: WarningState, rid: str, told: str, *, ended: bool = False
 ) -> tuple[ScaleUp, ...]:
     """`told` as the fate of the first scale-up its record put back, the others with it told
-    once; one not listed (scaled elsewhere) is added. `ended`: their record is done with them
-    (put back, or left): nothing on the warning puts them back any more, and its Undo goes."""
-    mine = [k for k, up in enumerate(state.scaled) if up.back == rid]
-    if not mine:
-        return (*state.scaled, _told(state.runner_type, told, rid))
+    once; one not listed (scaled elsewhere) is added. An undone act keeps its own fate (its
+    Undo). `ended`: their record is done with them (put back, or left): nothing on the warning
+    puts them back any more, and its Undo goes."""
+    marked = [k for k, up in enumerate(state.scaled) if up.back == rid]
+    mine = [k for k in marked if not state.scaled[k].undone]
     scaled = list(state.scaled)
-    for k in mine:
-        fate = told if k == mine[0] else ""
+    for k in marked:
+        fate = told if mine and k == mine[0] else "" if k in mine else scaled[k].fate
         scaled[k] = scaled[k].model_copy(update={"back": "" if ended else rid, "fate": fate})
-    return tuple(scaled)
+    return tuple(scaled) if mine else (*scaled, _told(state.runner_type, told, rid))
 
 
 def _told(runner_type: str, words: str, rid: str = "") -> ScaleUp:

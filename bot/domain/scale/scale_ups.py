@@ -145,8 +145,11 @@ def decided(up: ScaleUp, outcome: Outcome) -> ScaleUp:
 
 
 def undone(up: ScaleUp) -> ScaleUp:
-    """Put back at once by its Undo: its follow-up ends with it, and nothing puts it back."""
-    return up.model_copy(update={"due": None, "undone": True, "back": ""})
+    """Put back at once by its Undo: its follow-up ends with it. One that began its record takes
+    the put-back with it; one that continued an earlier scale-up keeps the marks, as that one
+    still goes back, from where this one began (`back_from`)."""
+    continued = up.back and up.back_to != up.before
+    return up.model_copy(update={"due": None, "undone": True, "back": up.back if continued else ""})
 
 
 def cause_of(judged: Judgement, said: str = "") -> str:
