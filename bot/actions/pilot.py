@@ -130,6 +130,10 @@ class Piloting:
         if not self.config.pilot_enabled:
             return Piloted(why="", at=now, **kept)
         if found is None:
+            if piloted.why.startswith(ACTING):
+                # A stopped leader's act stays marked until a look finds where it was made (a
+                # new leader's first reading may be stale) and can check its claim.
+                return piloted.model_copy(update={"at": now})
             return Piloted(why=NO_INCIDENT, at=now, **kept)
         last, outcome, failed_at, failed = _last_act(found, piloted)
         if failed:  # once per act: a person who resumes it is not overruled
