@@ -175,9 +175,11 @@ def test_an_empty_thread_says_so() -> None:
 
 
 def demo_env(**extra: str) -> dict[str, str]:
-    """The caller's environment without REDIS_URL/PORT, so the demo starts its own Redis."""
+    """The caller's environment without REDIS_URL/PORT, so the demo starts its own Redis; its
+    page on a port of its own (`DEMO_PORT` 0), never the preferred 8080 that a demo in another
+    worker, or the developer's own, may hold or take the moment this one lets it go."""
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PORT")}
-    return env | {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"} | extra
+    return env | {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "DEMO_PORT": "0"} | extra
 
 
 def demo_command(*args: str) -> list[str]:
