@@ -31,6 +31,32 @@ class Warnings:
         return True
 
 
+def piloting_on(warnings: Warnings, undone: list[Undo], detail: str, at: datetime) -> Piloting:
+    """The pilot's Undo path on `warnings`, its scaler putting back (into `undone`) as `detail`
+    says, at `at`."""
+
+    async def undo_now(target: ScaleTarget, undo: Undo) -> Any:
+        undone.append(undo)
+        return SimpleNamespace(done=True, detail=detail, left="")
+
+    async def name(actor: Actor) -> str:
+        return actor.name
+
+    async def pause(runner_type: str, paused: Any) -> None:
+        return None
+
+    piloting = Piloting.__new__(Piloting)
+    piloting.scaling = SimpleNamespace(  # type: ignore[assignment]
+        reverts=SimpleNamespace(undo_now=undo_now),
+        targets={"linux": ScaleTarget("linux", "arc-runners/x", cap=20)},
+        backend_name="ARC",
+    )
+    piloting.acting = SimpleNamespace(name=name, clock=lambda: at)  # type: ignore[assignment]
+    piloting.store = SimpleNamespace(pause=pause)  # type: ignore[assignment]
+    piloting.warnings = warnings  # type: ignore[assignment]
+    return piloting
+
+
 async def test_undo_on_a_folded_warnings_message_is_refused_for_the_incidents_thread() -> None:
     """The alert fired and incident 7 took the pilot's act on (its reply in the thread has Undo;
     its put-backs list it). A click on the warning's old Undo (a message not yet edited, a
@@ -43,26 +69,7 @@ async def test_undo_on_a_folded_warnings_message_is_refused_for_the_incidents_th
     state = WarningState.raised("linux", "C1", "building", T.timestamp()).with_scaled((entry,))
     folded = state.changed(T.timestamp() + 60, phase=Phase.FOLDED, incident_id="7")
     undone: list[Undo] = []
-
-    async def undo_now(target: ScaleTarget, undo: Undo) -> Any:
-        undone.append(undo)
-        return SimpleNamespace(done=True, detail="maxRunners 26 → 20", left="")
-
-    async def name(actor: Actor) -> str:
-        return "al"
-
-    async def pause(runner_type: str, paused: Any) -> None:
-        return None
-
-    piloting = Piloting.__new__(Piloting)
-    piloting.scaling = SimpleNamespace(  # type: ignore[assignment]
-        reverts=SimpleNamespace(undo_now=undo_now),
-        targets={"linux": ScaleTarget("linux", "arc-runners/x", cap=20)},
-        backend_name="ARC",
-    )
-    piloting.acting = SimpleNamespace(name=name, clock=lambda: T)  # type: ignore[assignment]
-    piloting.store = SimpleNamespace(pause=pause)  # type: ignore[assignment]
-    piloting.warnings = Warnings(folded)  # type: ignore[assignment]
+    piloting = piloting_on(Warnings(folded), undone, "maxRunners 26 → 20", T)
     outcome = await piloting._undo_on_warning(Actor("U1", "al"), folded.uid, T.isoformat(), "linux")
     assert undone == [], outcome
 
@@ -108,27 +115,8 @@ async def test_an_undone_act_that_continued_a_persons_scale_up_keeps_its_words_a
     state = WarningState.raised("linux", "C1", "building", T.timestamp())
     state = state.with_scaled((person, act))
     undone: list[Undo] = []
-
-    async def undo_now(target: ScaleTarget, undo: Undo) -> Any:
-        undone.append(undo)
-        return SimpleNamespace(done=True, detail="maxRunners 30 → 26", left="")
-
-    async def name(actor: Actor) -> str:
-        return "bo"
-
-    async def pause(runner_type: str, paused: Any) -> None:
-        return None
-
-    piloting = Piloting.__new__(Piloting)
-    piloting.scaling = SimpleNamespace(  # type: ignore[assignment]
-        reverts=SimpleNamespace(undo_now=undo_now),
-        targets={"linux": ScaleTarget("linux", "arc-runners/x", cap=20)},
-        backend_name="ARC",
-    )
-    piloting.acting = SimpleNamespace(name=name, clock=lambda: later)  # type: ignore[assignment]
-    piloting.store = SimpleNamespace(pause=pause)  # type: ignore[assignment]
     warnings = Warnings(state)
-    piloting.warnings = warnings  # type: ignore[assignment]
+    piloting = piloting_on(warnings, undone, "maxRunners 30 → 26", later)
     outcome = await piloting._undo_on_warning(
         Actor("U2", "bo"), state.uid, later.isoformat(), "linux"
     )
