@@ -129,25 +129,24 @@ class Piloting:
         kept = {"last": piloted.last, "outcome": piloted.outcome, "failed": piloted.failed}
         if not self.config.pilot_enabled:
             return Piloted(why="", at=now, **kept)
+        if paused is None and piloted.acting:
+            # The look that kept it never ended: its leader stopped mid-act. Its claim still
+            # held, the act may have been made, whatever the readings ask now (they may show it
+            # already, or be too stale to show the incident): a person looks before the pilot
+            # goes on. Released, it changed nothing; recorded, it is on the record.
+            key, _, claim = piloted.acting.rpartition(" ")
+            if await self.store.act_claimed(key, runner_type, claim) and not _recorded(
+                found, key, claim
+            ):
+                await self._pause(runner_type, _mid_act(key))
+                return Piloted(why="", at=now, **kept)
         if found is None:
-            if piloted.why.startswith(ACTING):
-                # A stopped leader's act stays marked until a look finds where it was made (a
-                # new leader's first reading may be stale) and can check its claim.
-                return piloted.model_copy(update={"at": now})
             return Piloted(why=NO_INCIDENT, at=now, **kept)
         last, outcome, failed_at, failed = _last_act(found, piloted)
         if failed:  # once per act: a person who resumes it is not overruled
             paused = Paused(by=PILOT, why=failed, at=now)
             await self.store.pause(runner_type, paused)
         said = {"last": last, "outcome": outcome, "failed": failed_at}
-        if paused is None and piloted.why.startswith(ACTING) and piloted.hold is not None:
-            # The look that kept it never ended: its leader stopped mid-act. Its claim still
-            # held, the act may have been made, whatever the readings ask now (they may show it
-            # already): a person looks before the pilot goes on.
-            claim = _claim(found, piloted.hold.since)
-            if await self.store.act_claimed(found.key, runner_type, claim):
-                await self._pause(runner_type, _mid_act(found))
-                return Piloted(why="", at=now, **said)
         if paused is not None:
             # A pause starts the hold again: what was asked before it is not acted on after.
             return Piloted(why="", at=now, **said)
@@ -167,24 +166,26 @@ class Piloting:
         if not decided.runners or hold is None:
             return Piloted(why=decided.why, at=now, hold=hold, **said)
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
+        claim = _claim(found, hold.since)
+        mark = f"{found.key} {claim}"
         await self.store.save(
-            runner_type, Piloted(why=f"{ACTING}{decided.why}", at=now, hold=hold, **said)
+            runner_type,
+            Piloted(why=f"{ACTING}{decided.why}", at=now, hold=hold, acting=mark, **said),
         )
-        acted = await self._act(found, runner_type, decided, hold.since)
+        acted = await self._act(found, runner_type, decided, claim)
         if acted is None:  # made: the next act waits for a hold of its own
             return Piloted(why=f"acted: {decided.why}", at=now, hold=None, **said)
         return Piloted(why=acted, at=now, hold=hold, **said)
 
     async def _act(
-        self, found: Within, runner_type: str, decided: Verdict, since: datetime
+        self, found: Within, runner_type: str, decided: Verdict, claim: str
     ) -> str | None:
-        """The act, claimed first (the incident's or warning's next act on the type, for this
-        hold): None when it was made; else why not ("": it paused the pilot, and the pause says
-        why)."""
+        """The act, claimed first (`claim`: the incident's or warning's next act on the type,
+        for this hold): None when it was made; else why not ("": it paused the pilot, and the
+        pause says why)."""
         assert self.store is not None
-        claim = _claim(found, since)
         if not await self.store.claim_act(found.key, runner_type, claim):
-            await self._pause(runner_type, _mid_act(found))
+            await self._pause(runner_type, _mid_act(found.key))
             return ""
         try:
             preview = await self.scaling.preview(
@@ -329,6 +330,8 @@ class Piloting:
         done = act.scale if act is not None else None
         if done is None or done.after is None or not done.field:
             return refused("That act is no longer on the incident's record: nothing was put back.")
+        if done.undone:
+            return refused("That act was undone already: nothing was put back.")
         put_back = await self._put_back(actor, runner_type, done)
         if isinstance(put_back, Outcome):
             return put_back
@@ -433,11 +436,22 @@ def _claim(found: Within, since: datetime) -> str:
     return f"{len([up for up in found.mine if up.pilot]) + 1}@{since.timestamp():.0f}"
 
 
-def _mid_act(found: Within) -> str:
+def _mid_act(key: str) -> str:
+    """Why the pilot pauses for an act begun where `key` names (a claim's)."""
+    where = "its early warning" if key.startswith(WARNING_REF) else f"incident {key}"
     return (
-        f"an act on it was begun by a replica that stopped mid-act ({found.where}); look at its "
+        f"an act on it was begun by a replica that stopped mid-act ({where}); look at its "
         "scale set or group before resuming"
     )
+
+
+def _recorded(found: Within | None, key: str, claim: str) -> bool:
+    """Whether the act `claim` names is on the record of `found` (where it was made): its
+    leader stopped after recording it, before the look ended."""
+    number = int(claim.partition("@")[0] or 0)
+    if found is None or found.key != key:
+        return False
+    return len([up for up in found.mine if up.pilot]) >= number
 
 
 def _act_of(value: str) -> tuple[str, str, str]:

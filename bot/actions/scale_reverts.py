@@ -298,9 +298,9 @@ class ScaleReverts:
 
     async def _take_on(self, record: PutBackDue, state: WarningState | None) -> None:
         """Each scale-up the warning made under `record` becomes the incident's, as it was made:
-        by whom (the pilot's stays the pilot's, with its Undo), from what to what, what its
-        follow-up found, and, still followed, followed on in the incident to its deadline.
-        What an older release kept (the record's words alone) is taken on as one."""
+        by whom (the pilot's stays the pilot's, with its Undo unless undone), from what to what,
+        what its follow-up found, and, still followed, followed on in the incident to its
+        deadline. What an older release kept (the record's words alone) is taken on as one."""
         undo, runner_type = record.undo, record.target.runner_type
         made = [up for up in state.scaled if up.back == record.id and up.at] if state else []
         if not made:
@@ -335,7 +335,7 @@ class ScaleReverts:
                 was = "unset" if done.before is None else str(done.before)
                 text = (
                     f"Took on the early warning's scale-up of {runner_type} by {done.by} "
-                    f"({done.field} {was} → {done.after})"
+                    f"({done.field} {was} → {done.after}{', undone' if done.undone else ''})"
                 )
                 number = said.replies + len(replies) + 1
                 # Still followed, it goes on in the thread: its reply there is edited instead.

@@ -383,8 +383,9 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
         line = f"{line} · by {who}"
     text = f"Incident {md.escape(incident.id)}: {md.escape(event.text)}"
     blocks = [md.section(line)]
-    if event.kind == "scaled" and event.scale is not None and event.scale.pilot:
-        blocks.append(pilot_buttons(incident_ref(incident), event.scale, event.at))
+    up = event.scale
+    if event.kind == "scaled" and up is not None and up.pilot and not up.undone:
+        blocks.append(pilot_buttons(incident_ref(incident), up, event.at))
     return md.rendered(text, blocks)
 
 

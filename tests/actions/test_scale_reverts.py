@@ -1211,3 +1211,52 @@ async def test_a_persons_scale_up_taken_on_with_the_pilots_is_not_the_pilots_to_
     assert [(a.scale.added, a.scale.before) for a in acts if a.scale] == [(3, 5)], acts
     taken = [e.scale for e in incident.actions if e.scale and not e.scale.pilot]
     assert [(d.by, d.added, d.before) for d in taken] == [("alice", 5, 0)], taken
+
+
+async def test_an_undone_act_taken_on_from_the_warning_says_so_and_offers_no_undo(
+    redis: Redis, arc: ArcScaler, clock: Clock
+) -> None:
+    """alice added 5 from the warning, the pilot 3 more, and someone undid the pilot's act there
+    (linux back to 5). The incident takes both on: the pilot's reply in the thread says it was
+    undone and has no Undo to click, and alice's 5 still go back at the resolve, from 5."""
+    from bot.domain.scale.scale_ups import undone
+    from bot.render.replies import render_event
+
+    store = IncidentStore(redis, PREFIX)
+    await opened(store)
+    reverts, warnings = warning_sweep(redis, arc, clock)
+    state = WarningState.raised("linux", "C1", "linux: queue building", clock().timestamp())
+    assert await warnings.save(state)
+    for by, delta in (("alice", 5), (PILOT, 3)):
+        result = await arc.scale(ScaleRequest(TARGET, delta, "", by))
+        assert result.undo is not None
+        record = await reverts.remember("", TARGET, result.undo, by=by, warning=state.uid)
+        done = reverts.going_back(
+            made_up("linux", delta, by, clock(), result.undo, pilot=by == PILOT), record
+        )
+        entry = scaled_from(f"{by} scaled linux by +{delta}.", "", record.id, done, None, 600)
+        assert await warnings.save_fresh(
+            "linux", lambda s, e=entry: s.with_scaled((*s.scaled, e)) if s else None
+        )
+        clock.pass_(minutes=1)
+        undo = result.undo
+    # The pilot's Undo on the message: back to where alice's scale-up left it.
+    assert (await reverts.undo_now(TARGET, undo)).done
+    assert await warnings.save_fresh(
+        "linux",
+        lambda s: (
+            s.with_scaled(tuple(undone(u) if u.pilot else u for u in s.scaled)) if s else None
+        ),
+    )
+    await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")
+    for _ in range(3):
+        clock.pass_(seconds=16)
+        await reverts.tick()
+    incident = await store.get("1")
+    assert incident is not None
+    [act] = pilot_acts(incident, "linux")
+    assert act.scale is not None and act.scale.undone
+    reply = render_event(incident, act)
+    assert ", undone)" in reply.text and "pilot_undo" not in json.dumps(reply.blocks), reply
+    [going] = incident.put_backs
+    assert (going.back_to, going.back_from) == (undo.before - 5, undo.before), going

@@ -167,6 +167,9 @@ class Piloted(BaseModel):
     last: str = ""
     outcome: str = ""
     failed: str = ""  # the last act whose runners did not come, as its time: paused for once
+    # The act under way, as it was claimed ("<where> <claim>"): kept before the scaler's call and
+    # gone once the look ends, so a leader that finds it met a predecessor stopped mid-act.
+    acting: str = ""
 
 
 @dataclass(frozen=True)
