@@ -17,15 +17,17 @@ from bot.domain.incident.incident_fleet import as_snapshot
 from bot.domain.incident.incidents import (
     Event,
     Incident,
+    chart_drawn,
     open_incident,
     record_status,
     resolve_drained,
+    trend_end,
     with_live,
 )
 from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.render.chart import BLOCK_TYPE
 from bot.render.postmortem import render_postmortem
-from bot.render.replies import render_summary
+from bot.render.replies import render_summary, summaries
 from tests.support.payloads import fixture_json
 
 OPENED = datetime(2026, 11, 22, 18, 13, 35, tzinfo=UTC)
@@ -154,3 +156,22 @@ def test_the_postmortem_table_lists_each_moment_that_matters_once() -> None:
     assert "2026-11-22 18:16:05" in times, "the reading after the scale-up"
     assert cells[-1].startswith("0"), "drained"
     assert len(rows) == len(set(rows))
+
+
+def test_a_peak_after_the_last_statuss_chart_puts_a_chart_in_the_summary() -> None:
+    """The first status drew its chart at 24 queued; the queue rose to 36 at a reading the root
+    followed before the next status could come (a minute on), then drained and resolved. The
+    status's chart does not reach the summary's peak: the summary draws its own, which does.
+    (A loaded demo's thread showed a last chart of 24 under "Peak queued jobs: 36".)"""
+    incident = status(opened(), reading(OPENED + timedelta(seconds=20), 24))
+    drawn = incident.shown.model_copy(update={"charted_at": trend_end(incident)})
+    incident = incident.model_copy(update={"shown": drawn})
+    assert chart_drawn(incident, incident.shown.charted_at), "the status's chart is the latest"
+    incident = followed(incident, reading(OPENED + timedelta(seconds=30), 36))
+    incident = resolve_drained(incident, now=OPENED + timedelta(seconds=50))
+
+    summary, with_chart = summaries(incident, [], now=OPENED + timedelta(seconds=50))
+    assert with_chart is None, "the summary itself carries the chart"
+    [block] = [b for b in summary.blocks if b["type"] == BLOCK_TYPE]
+    assert "Peak queued jobs: *36* at " in str(summary.blocks)
+    assert max(p["value"] for p in block["chart"]["series"][0]["data"]) == 36

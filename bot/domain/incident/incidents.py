@@ -810,6 +810,11 @@ def trend_end(incident: Incident) -> float:
 
 
 def chart_drawn(incident: Incident, drawn_at: float) -> bool:
+    """Whether the chart drawn ending at `drawn_at` shows what one drawn now would: no status
+    since, and no peak since (a chart draws the peak's reading, a status or not)."""
+    peak = incident.peaks.moment
+    if peak is not None and int(peak.at.timestamp()) > drawn_at:
+        return False
     return drawn_at > 0 and drawn_at == trend_end(incident)
 
 
