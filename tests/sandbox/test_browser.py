@@ -14,6 +14,7 @@ screenshot of the end, and the texts compared, are saved in `build/test-artifact
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import os
 import re
@@ -95,10 +96,11 @@ def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
 
 @pytest.fixture
 def two_channels(redis_server: RedisServer) -> Iterator[Sandbox]:
-    """The demo with the GPU team's surge beside the 2xlarge one, a fleet minute a second, a
+    """The demo with the GPU team's surge beside the 2xlarge one, at ×40 (at ×60 the GPU
+    incident, 41 s long, had resolved before a loaded machine's visitor ran its diagnostics), a
     status every 5 s."""
     config = SandboxConfig(
-        speed=60, metrics_interval_s=1, status_interval_s=5, team_burst_at_min=1.0
+        speed=40, metrics_interval_s=1, status_interval_s=5, team_burst_at_min=1.0
     )
     yield from browsed(redis_server, "qphome", config)
 
@@ -291,10 +293,11 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
     )
     for step in (*steps, ": Put ", "Postmortem"):
         assert sum(step in r.text + str(r.files) for r in replies) == 1, f"{step}:\n{said}"
-    statuses = [r for r in replies if r.text.startswith("Status update: ")]
+    statuses = [float(r.ts) for r in replies if r.text.startswith("Status update: ")]
     assert len(replies) == len(statuses) + len(steps) + 2, said
-    life = float(replies[-1].ts) - float(incident.ts)
-    assert 1 <= len(statuses) <= 1 + life // STATUS_SPACING.total_seconds(), f"{life}:\n{said}"
+    # A minute apart by their readings; posted a few seconds either way on a loaded machine.
+    spaced = STATUS_SPACING.total_seconds() - 10
+    assert statuses and all(b - a >= spaced for a, b in itertools.pairwise(statuses)), said
     # The summary as it stands, for the notes that quote the demo.
     summary = [r.blocks for r in replies if " resolved after " in r.text]
     (ARTIFACTS / "demo-summary.json").write_text(json.dumps(summary, ensure_ascii=False))

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from sandbox.live_demo import PREFERRED_PAGE_PORT
 from sandbox.slack_api import Message
 from sandbox.transcript import mrkdwn_to_text, render_block, render_thread
 from tests.support.servers import require_binary
@@ -239,13 +240,22 @@ def test_running_demo_prints_the_page_first_opens_the_incident_and_stops_on_ctrl
     tmp_path: Path,
 ) -> None:
     """The path a visitor gets: `make demo`'s command, its fleet sped up as its pace note
-    offers (`DEMO_ARGS=--speed=…`; the SIGTERM test below runs it at its default speed)."""
+    offers (`DEMO_ARGS=--speed=…`; the SIGTERM test below runs it at its default speed). With
+    no DEMO_PORT and the preferred page port held (by the developer's own demo, say), the page
+    takes another port and says which."""
     require_binary("redis-server")
-    with (tmp_path / "stderr").open("w+", encoding="utf-8") as stderr:
+    env = {k: v for k, v in demo_env().items() if k != "DEMO_PORT"}
+    with (
+        (tmp_path / "stderr").open("w+", encoding="utf-8") as stderr,
+        socket.socket() as held,
+    ):
+        with contextlib.suppress(OSError):  # held by someone else already: held all the same
+            held.bind(("127.0.0.1", PREFERRED_PAGE_PORT))
+            held.listen()
         process = subprocess.Popen(
             demo_command("--speed", "60"),
             cwd=REPO,
-            env=demo_env(),
+            env=env,
             stdout=subprocess.PIPE,
             stderr=stderr,
             encoding="utf-8",
@@ -253,7 +263,8 @@ def test_running_demo_prints_the_page_first_opens_the_incident_and_stops_on_ctrl
         try:
             lines = LineReader(process.stdout)
             first = lines.until("\n", timeout=60)
-            assert re.match(r"queuepilot demo: open http://127\.0\.0\.1:\d+/ ", first), first
+            page = re.match(r"queuepilot demo: open http://127\.0\.0\.1:(\d+)/ ", first)
+            assert page is not None and int(page.group(1)) != PREFERRED_PAGE_PORT, first
             # The fleet's burst makes the alert fire, and the bot opens the incident, in ~10 s.
             started = first + lines.until("[new root]", timeout=120)
             process.send_signal(signal.SIGINT)
@@ -270,7 +281,7 @@ def test_running_demo_prints_the_page_first_opens_the_incident_and_stops_on_ctrl
     assert process.returncode == 0, output
     assert "Traceback" not in output
     assert "Stopping" in output
-    for port in listening_ports(started):
+    for port in set(listening_ports(started)) - {PREFERRED_PAGE_PORT}:
         assert_nothing_listens(port)
 
 
