@@ -39,7 +39,7 @@ from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
 from bot.backends.scale.aws import ASG_DESIRED, AsgScaler
 from bot.config import Settings
-from bot.domain.incident.incidents import Status
+from bot.domain.incident.incidents import Incident, Status
 from bot.domain.reading.early_warning import (
     Phase,
     WarningState,
@@ -50,10 +50,11 @@ from bot.domain.reading.early_warning import (
 from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.reading.judgement import Judgement
 from bot.domain.scale.pilot import PILOT, Hold, pilot_acts, scale_ups, verdict
-from bot.domain.scale.scale_ups import ScaleUp
+from bot.domain.scale.scale_ups import ScaleUp, undone
 from bot.domain.scale.scaling import Policy, ScaleTarget
 from bot.fleet.readings import FleetReadings
 from bot.render.early_warning import render_warning
+from bot.render.replies import render_event
 from bot.render.root import render_root
 from bot.storage.due_set import scale_revert_records
 from bot.storage.early_warning import WarningStore
@@ -1179,34 +1180,57 @@ async def test_a_pilot_act_still_followed_when_the_alert_fires_stays_unverified_
     assert decided.runners == 0 and "not verified yet" in decided.why, (decided, pending)
 
 
-async def test_a_persons_scale_up_taken_on_with_the_pilots_is_not_the_pilots_to_undo(
-    redis: Redis, arc: ArcScaler, clock: Clock
-) -> None:
-    """alice added 5 from the warning, the pilot 3 more (the record continues alice's). The
-    incident takes on one scale-up of 8: the pilot's Undo must not put alice's 5 back, nor its
-    up_to count them."""
+async def alice_then_the_pilot(
+    redis: Redis, arc: ArcScaler, clock: Clock, *, undo_the_pilot: bool = False
+) -> tuple[Incident, Undo]:
+    """alice adds 5 from linux's warning, the pilot 3 more (its record continues alice's), each
+    said on the warning's message as they are; `undo_the_pilot`: the pilot's act is undone
+    there. The alert fires, the warning folds, and incident 1 takes the scale-ups on: the
+    incident, and the pilot's act's undo."""
     store = IncidentStore(redis, PREFIX)
     await opened(store)
     reverts, warnings = warning_sweep(redis, arc, clock)
     state = WarningState.raised("linux", "C1", "linux: queue building", clock().timestamp())
     assert await warnings.save(state)
+    undo = None
     for by, delta in (("alice", 5), (PILOT, 3)):
         result = await arc.scale(ScaleRequest(TARGET, delta, "", by))
         assert result.undo is not None
-        record = await reverts.remember("", TARGET, result.undo, by=by, warning=state.uid)
-        done = made_up("linux", delta, by, clock(), result.undo, pilot=by == PILOT)
+        undo = result.undo
+        record = await reverts.remember("", TARGET, undo, by=by, warning=state.uid)
+        done = reverts.going_back(
+            made_up("linux", delta, by, clock(), undo, pilot=by == PILOT), record
+        )
         entry = scaled_from(f"{by} scaled linux by +{delta}.", "", record.id, done, None, 600)
-        # As the warning's Scale up and the pilot's act each say it on the message.
         assert await warnings.save_fresh(
             "linux", lambda s, e=entry: s.with_scaled((*s.scaled, e)) if s else None
         )
         clock.pass_(minutes=1)
+    assert undo is not None
+    if undo_the_pilot:  # its Undo on the message: back to where alice's scale-up left it
+        assert (await reverts.undo_now(TARGET, undo)).done
+        assert await warnings.save_fresh(
+            "linux",
+            lambda s: (
+                s.with_scaled(tuple(undone(u) if u.pilot else u for u in s.scaled)) if s else None
+            ),
+        )
     await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")
     for _ in range(3):
         clock.pass_(seconds=16)
         await reverts.tick()
     incident = await store.get("1")
     assert incident is not None
+    return incident, undo
+
+
+async def test_a_persons_scale_up_taken_on_with_the_pilots_is_not_the_pilots_to_undo(
+    redis: Redis, arc: ArcScaler, clock: Clock
+) -> None:
+    """alice added 5 from the warning, the pilot 3 more (the record continues alice's). The
+    incident takes on one scale-up of 8: the pilot's Undo must not put alice's 5 back, nor its
+    up_to count them."""
+    incident, _ = await alice_then_the_pilot(redis, arc, clock)
     acts = pilot_acts(incident, "linux")
     assert [(a.scale.added, a.scale.before) for a in acts if a.scale] == [(3, 5)], acts
     taken = [e.scale for e in incident.actions if e.scale and not e.scale.pilot]
@@ -1219,41 +1243,7 @@ async def test_an_undone_act_taken_on_from_the_warning_says_so_and_offers_no_und
     """alice added 5 from the warning, the pilot 3 more, and someone undid the pilot's act there
     (linux back to 5). The incident takes both on: the pilot's reply in the thread says it was
     undone and has no Undo to click, and alice's 5 still go back at the resolve, from 5."""
-    from bot.domain.scale.scale_ups import undone
-    from bot.render.replies import render_event
-
-    store = IncidentStore(redis, PREFIX)
-    await opened(store)
-    reverts, warnings = warning_sweep(redis, arc, clock)
-    state = WarningState.raised("linux", "C1", "linux: queue building", clock().timestamp())
-    assert await warnings.save(state)
-    for by, delta in (("alice", 5), (PILOT, 3)):
-        result = await arc.scale(ScaleRequest(TARGET, delta, "", by))
-        assert result.undo is not None
-        record = await reverts.remember("", TARGET, result.undo, by=by, warning=state.uid)
-        done = reverts.going_back(
-            made_up("linux", delta, by, clock(), result.undo, pilot=by == PILOT), record
-        )
-        entry = scaled_from(f"{by} scaled linux by +{delta}.", "", record.id, done, None, 600)
-        assert await warnings.save_fresh(
-            "linux", lambda s, e=entry: s.with_scaled((*s.scaled, e)) if s else None
-        )
-        clock.pass_(minutes=1)
-        undo = result.undo
-    # The pilot's Undo on the message: back to where alice's scale-up left it.
-    assert (await reverts.undo_now(TARGET, undo)).done
-    assert await warnings.save_fresh(
-        "linux",
-        lambda s: (
-            s.with_scaled(tuple(undone(u) if u.pilot else u for u in s.scaled)) if s else None
-        ),
-    )
-    await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")
-    for _ in range(3):
-        clock.pass_(seconds=16)
-        await reverts.tick()
-    incident = await store.get("1")
-    assert incident is not None
+    incident, undo = await alice_then_the_pilot(redis, arc, clock, undo_the_pilot=True)
     [act] = pilot_acts(incident, "linux")
     assert act.scale is not None and act.scale.undone
     reply = render_event(incident, act)
