@@ -74,13 +74,19 @@ class Pacing:
         return max(self._held_until.get(method, 0.0) - self._clock(), 0.0)
 
     def answered(self, method: str, sent_at: float) -> None:
-        """The mark a next 429 measures a learned pace from (`sent_at`: this clock's)."""
+        """The mark a next 429 measures a learned pace from (`sent_at`: this clock's). At a
+        learned pace the next call waits a whole spacing from this answer, not from the sending:
+        Slack counted the call somewhere in between, and a slow network or a busy Slack would
+        otherwise bring the next one a little early (a 429, and a second's hold or more)."""
         if method not in LEARNED:
             return
         self._answered_at[method] = max(self._answered_at.get(method, 0.0), sent_at)
         run = self._answered_run[method] = self._answered_run.get(method, 0) + 1
         if run >= FORGET_AFTER:
             self._spacing.pop(method, None)
+        elif spacing := self._spacing.get(method):
+            slot = self._clock() + spacing
+            self._next_slot[method] = max(self._next_slot.get(method, 0.0), slot)
 
     def refused(self, method: str, retry_after_s: float) -> None:
         """A 429: a history method's calls are from now on at least as far apart as the last

@@ -108,3 +108,20 @@ def test_a_learned_pace_is_forgotten_after_a_run_of_answered_calls() -> None:
     assert pacing.spacing_s(history) == 30, "kept while calls go at that pace"
     pacing.answered(history, 30.0 * FORGET_AFTER)
     assert pacing.spacing_s(history) == 0, "forgotten after a run of answered calls"
+
+
+async def test_at_a_learned_pace_the_next_call_waits_a_whole_spacing_from_the_answer() -> None:
+    """Slack counts a call somewhere between its sending and its answer: a read sent at 200 s
+    and answered at 200.4 s (a slow network, a busy Slack) takes the next slot at 230.4 s,
+    not 230 s, so the next call cannot reach Slack less than the pace after this one did."""
+    now = [100.0]
+    pacing = Pacing(clock=lambda: now[0])
+    history = "conversations.history"
+    pacing.answered(history, 100.0)
+    now[0] = 101.0
+    pacing.refused(history, 29)
+    now[0] = 200.0
+    assert await pacing.wait_for_slot(history, 0, within_s=0) == 0
+    now[0] = 200.4
+    pacing.answered(history, 200.0)
+    assert await pacing.wait_for_slot(history, 0, within_s=0) == 30
