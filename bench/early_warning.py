@@ -119,6 +119,9 @@ class Warner:
         self._active.add(name)
         return started
 
+    def standing(self, name: str) -> bool:
+        return name in self._active
+
 
 def rule_thresholds() -> Thresholds:
     config = RuleConfig()

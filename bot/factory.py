@@ -81,7 +81,13 @@ def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
         cap = entry.cap or settings.scale_default_cap
         pilot = entry.pilot
         policy = (
-            Policy(pilot.up_to, pilot.step, pilot.hold_seconds, pilot.cooldown_seconds)
+            Policy(
+                pilot.up_to,
+                pilot.step,
+                pilot.hold_seconds,
+                pilot.cooldown_seconds,
+                pilot.period_seconds,
+            )
             if pilot is not None
             else None
         )

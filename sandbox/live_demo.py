@@ -205,12 +205,12 @@ def pilot_note(speed: float) -> str:
     """What `--pilot` turns on, in the intro: which types, within what, and what to watch."""
     policy = pilot_policy(speed)
     return (
-        f"The pilot is on for {' and '.join(PILOT_TYPES)}: once an incident's advice has asked "
-        f"for runners {policy['hold_seconds']} s, it scales up on its own by at most "
-        f"{policy['step']}, {policy['up_to']} in all, {policy['cooldown_seconds']} s between "
-        "acts; its reply has Undo and Pause pilot, and its runners are followed until they "
-        "register. On the GPU type it declines while new pods cannot start: /queue pilot says "
-        "why. "
+        f"The pilot is on for {' and '.join(PILOT_TYPES)}: once its readings have wanted more "
+        f"runners for {policy['hold_seconds']} s, it scales up on its own by the least they "
+        f"wanted beyond the runners there are, at most {policy['step']} an act, again "
+        f"{policy['period_seconds']} s on while the queue climbs, {policy['up_to']} in all; its "
+        "reply has Undo and Pause pilot, and its runners are followed until they register. On "
+        "the GPU type it declines while new pods cannot start: /queue pilot says why. "
     )
 
 

@@ -54,13 +54,19 @@ SCALE_CAP = 20  # the most one scale request adds to a demo runner type
 # The most runners a demo scale set may be given, as the chart's admission policy holds it: room
 # for the story's raises above its largest maxRunners, and a bound all the same.
 SCALE_CEILING = 100
-# `--pilot`: the pilot's policy on these types, in the fleet's seconds (its hold and cooldown
-# divided by the speed, as `FLEET_MINUTES`): on 2xlarge it acts once the advice held, and its
-# runners come; on the GPU type it declines, its pods cannot start. A cooldown as long as the
-# demo's incident, as a cautious first policy has: one act per incident, followed to its runners
-# (the advice still asks for a runner or two while the last jobs drain).
+# `--pilot`: the pilot's policy on these types, in the fleet's seconds (its hold, period and
+# cooldown divided by the speed, as `FLEET_MINUTES`): on 2xlarge it acts once its readings wanted
+# more runners for a minute (longer than a spike of four readings), by the least they wanted
+# less the runners there are, again half a minute on while the climb goes on, and its runners
+# come; on the GPU type it declines, its pods cannot start. Its up_to is one request's cap.
 PILOT_TYPES = ("linux.2xlarge", "linux.g5.4xlarge.nvidia.gpu")
-PILOT_POLICY = {"up_to": 20, "step": 10, "hold_seconds": 180, "cooldown_seconds": 1800}
+PILOT_POLICY = {
+    "up_to": 20,
+    "step": 10,
+    "hold_seconds": 60,
+    "period_seconds": 30,
+    "cooldown_seconds": 600,
+}
 GPU_CHANNEL_NAME = "gpu-ci-incidents"
 GPU_ROUTE = {"match": ['runner_type=~"linux\\.g5\\..*"'], "channel": GPU_CHANNEL}
 BOT_TOKEN = "xoxb-sandbox"
@@ -204,7 +210,7 @@ def start_sandbox(
 
 def pilot_policy(speed: float) -> dict[str, int]:
     """`PILOT_POLICY` for a fleet `speed` times faster: its seconds divided by the speed."""
-    timed = ("hold_seconds", "cooldown_seconds")
+    timed = ("hold_seconds", "period_seconds", "cooldown_seconds")
     return {k: round(v / speed) if k in timed else v for k, v in PILOT_POLICY.items()}
 
 

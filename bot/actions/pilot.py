@@ -21,10 +21,10 @@ from bot.actions.scale import Scaling
 from bot.backends.http import BackendError
 from bot.backends.scale import Reverted, Undo
 from bot.config import Settings
-from bot.domain.incident.incidents import Event, Incident, with_scale_ups
+from bot.domain.incident.incidents import Event, Incident, counting, with_scale_ups
 from bot.domain.reading.early_warning import Phase, WarningState, warning_acts
 from bot.domain.reading.fleet import FleetSnapshot, of_type
-from bot.domain.reading.judgement import Judgement
+from bot.domain.reading.judgement import Judgement, asking
 from bot.domain.scale.pilot import (
     PILOT,
     WARNING_REF,
@@ -173,9 +173,10 @@ class Piloting:
             Piloted(why=f"{ACTING}{decided.why}", at=now, hold=hold, acting=mark, **said),
         )
         acted = await self._act(found, runner_type, decided, claim)
-        if acted is None:  # made: the next act waits for a hold of its own
-            return Piloted(why=f"acted: {decided.why}", at=now, hold=None, **said)
-        return Piloted(why=acted, at=now, hold=hold, **said)
+        # Made, the window goes on: the next act, a period on, adds what it still wants beyond
+        # the capacity this one brought.
+        why = f"acted: {decided.why}" if acted is None else acted
+        return Piloted(why=why, at=now, hold=hold, **said)
 
     async def _act(
         self, found: Within, runner_type: str, decided: Verdict, claim: str
@@ -189,7 +190,9 @@ class Piloting:
             return ""
         try:
             preview = await self.scaling.preview(
-                runner_type, found.judged, timeout_s=self.config.backend_timeout_seconds
+                runner_type,
+                asking(found.judged, decided.runners),
+                timeout_s=self.config.backend_timeout_seconds,
             )
             # A pause while the capacity was read (someone's Pause, Undo or `off`) stops it.
             stopped = await self.store.paused(runner_type)
@@ -497,10 +500,11 @@ def _warning_for(
     state = of_type(warnings, runner_type)
     if state is None or state.phase is not Phase.ACTIVE or state.held_since or fleet is None:
         return None
-    metrics = of_type(fleet.runner_types, runner_type)
+    mine = _warning_ups(state, runner_type)
+    # Its acts count as capacity while they boot, as an incident's do.
+    metrics = of_type(counting(fleet, mine).runner_types, runner_type)
     if metrics is None or metrics.judged is None:
         return None
-    mine = _warning_ups(state, runner_type)
     key = f"{WARNING_REF}{state.uid}"
     return Within(key, "its early warning", metrics.judged, mine, warning=state)
 

@@ -16,7 +16,8 @@ MAX_TYPE = 700  # one type's lines, so that several fit one answer
 DECLARE = (
     "No runner type has a pilot. To let queuepilot scale a type up on its own, within a policy, "
     'give its SCALER_TARGETS entry one: `"pilot": {"up_to": 60, "step": 20, "hold_seconds": 180, '
-    '"cooldown_seconds": 600}` (docs/pilot.md: start with a small step and a low up_to).'
+    '"period_seconds": 60, "cooldown_seconds": 600}` (docs/pilot.md: start with a small step and '
+    "a low up_to)."
 )
 
 
@@ -36,8 +37,10 @@ def render_pilot(states: Sequence[PilotState], command: str) -> str:
 
 def pilot_text(state: PilotState) -> str:
     p = state.policy
-    hold, cooldown = (duration(timedelta(seconds=s)) for s in (p.hold_s, p.cooldown_s))
-    policy = f"up_to {p.up_to}, step {p.step}, hold {hold}, cooldown {cooldown}"
+    hold, period, cooldown = (
+        duration(timedelta(seconds=s)) for s in (p.hold_s, p.period_s, p.cooldown_s)
+    )
+    policy = f"up_to {p.up_to}, step {p.step}, hold {hold}, period {period}, cooldown {cooldown}"
     lines = [f"*`{md.runner_name(state.runner_type)}`* · {policy}", _state(state)]
     if last := state.piloted.last:
         came = f": {md.escaped(state.piloted.outcome, 200)}" if state.piloted.outcome else ""

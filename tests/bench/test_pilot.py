@@ -1,7 +1,8 @@
-"""`bench.pilot` on a shortened replay of the demo's burst: what its figures mean. The pilot acts
-only once the incident is open and the advice held through its hold, within its step, up_to and
-cooldown; the person acts once the first status is in; capacity comes after a runner's boot; the
-queue drains in the order of the runners added, not of the first to come."""
+"""`bench.pilot` on the demo's burst and a plain surge: what its figures mean. The pilot acts on
+the early warning or the incident once its readings wanted more runners through its hold, again
+a period on while they still do, within its step and up_to; the person acts once the first status
+is in (the demo) or a minute after the alert (the surge); capacity comes after a runner's boot;
+the queue drains in the order of the runners added, not of the first to come."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import re
 import pytest
 
 from bench.pilot import (
-    FASTER,
+    DEMO,
     NOBODY,
     PERSON,
     PILOT_RUN,
     POLICY,
+    SLOWER,
+    SURGE,
     VERIFY_S,
     Run,
     measure,
@@ -23,38 +26,41 @@ from bench.pilot import (
     report,
 )
 from bot.domain.scale.scaling import Policy
-from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES
+from sandbox.fleet import DEMO_TYPES
 from sandbox.stack import SCALE_CAP, STATUS_INTERVAL_S
 
-BURST = DEMO_BURSTS[0]
+BURST = DEMO.burst
 BOOT_MINS = next(spec.boot_minutes for spec in DEMO_TYPES if spec.name == BURST.runner_type)
 MINUTES = 30  # past the person's act and its runners' boot
-FASTER_RUN = Run(PILOT_RUN, FASTER).label
+SLOWER_RUN = Run(PILOT_RUN, SLOWER, POLICY).label
 
 
 @pytest.mark.parametrize("policy", [POLICY, Policy(up_to=12, step=4, hold_s=180, cooldown_s=240)])
 def test_the_pilot_acts_after_its_hold_within_its_policy_and_its_runners_come_after_a_boot(
     policy: Policy,
 ) -> None:
-    run = replay(BURST, PILOT_RUN, minutes=MINUTES, policy=policy)
-    assert run.fired_min is not None and run.acts
+    """It acts on the early warning or the incident, once its readings wanted more for its
+    hold, a period apart at least, each act within its step and all within up_to."""
+    run = replay(DEMO, PILOT_RUN, minutes=MINUTES, policy=policy)
+    assert run.fired_min is not None and run.warned_min is not None and run.acts
+    assert run.warned_min < run.fired_min, "the early warning comes before the alert"
     starts = [minute for minute, _ in run.acts]
-    assert min(starts) >= run.fired_min + policy.hold_s / 60  # never before the incident opens
+    assert min(starts) >= run.warned_min + policy.hold_s / 60  # never before its hold
     assert all(0 < runners <= policy.step for _, runners in run.acts)
     assert run.added <= policy.up_to
-    assert all(b - a >= policy.cooldown_s / 60 for a, b in itertools.pairwise(starts))
+    assert all(b - a >= policy.period_s / 60 for a, b in itertools.pairwise(starts))
     assert run.came_min is not None
     assert starts[0] + BOOT_MINS <= run.came_min <= starts[0] + VERIFY_S / 60
 
 
 def test_the_person_acts_once_the_first_status_is_in_by_what_the_form_offers() -> None:
-    run = replay(BURST, PERSON, minutes=MINUTES)
+    run = replay(DEMO, PERSON, minutes=MINUTES)
     assert run.fired_min is not None
     [(minute, runners)] = run.acts
     assert minute >= run.fired_min + STATUS_INTERVAL_S / 60
     assert 0 < runners <= SCALE_CAP
     assert run.came_min is not None and run.came_min >= minute + BOOT_MINS
-    nobody = replay(BURST, NOBODY, minutes=MINUTES)
+    nobody = replay(DEMO, NOBODY, minutes=MINUTES)
     assert not nobody.acts and nobody.came_min is None
     assert nobody.fired_min == run.fired_min  # one alert, whoever scales after it
 
@@ -65,44 +71,62 @@ def test_it_prints_the_minutes_to_capacity_for_the_person_and_the_pilot(
     found = measure(seeds=range(2), minutes=MINUTES)
     report(found)
     printed = capsys.readouterr().out
-    [[_, person, *pilots]] = found["demo"].values()
-    for run in (person, *pilots):
-        pattern = rf"\s+{re.escape(run.label)}\s+[+-]"  # its row: the acts follow the label
-        line = next(line for line in printed.splitlines() if re.match(pattern, line))
-        assert f"{run.since_fired(run.came_min):.1f}" in line
-    for pilot in pilots:
-        assert f"{pilot.label}: its capacity came" in printed
+    for story in (DEMO, SURGE):
+        _, person, *pilots = found[story]["seed 7"]
+        section = printed[printed.index(f"{story.name}: ") :]
+        for run in (person, *pilots):
+            pattern = rf"\s+{re.escape(run.label)}\s+[+-]"  # its row: the acts follow the label
+            line = next(line for line in section.splitlines() if re.match(pattern, line))
+            assert f"{run.since_fired(run.came_min):.1f}" in line
+        for pilot in pilots:
+            assert f"{pilot.label}: its capacity came" in printed
+    assert re.search(r"pilot: median drain 0\.\d\dx the person's", printed)
 
 
 def test_each_policys_seeds_are_replayed_with_that_policy() -> None:
-    spread = measure(seeds=range(2), minutes=MINUTES)["spread"]
-    assert set(spread) == {NOBODY, PERSON, PILOT_RUN, FASTER_RUN}
-    for run in (*spread[PILOT_RUN], *spread[FASTER_RUN]):
+    spread = measure(seeds=range(2), minutes=MINUTES, stories=(DEMO,))[DEMO]["spread"]
+    assert set(spread) == {NOBODY, PERSON, PILOT_RUN, SLOWER_RUN}
+    for run in (*spread[PILOT_RUN], *spread[SLOWER_RUN]):
         starts = [minute for minute, _ in run.acts]
         assert run.policy is not None
-        assert all(b - a >= run.policy.cooldown_s / 60 for a, b in itertools.pairwise(starts))
-    # Within the demo's cooldown the pilot acts once; the faster one follows the surge.
-    assert all(len(run.acts) == 1 for run in spread[PILOT_RUN])
-    assert all(len(run.acts) > 1 for run in spread[FASTER_RUN])
+        assert all(b - a >= run.policy.period_s / 60 for a, b in itertools.pairwise(starts))
+    # The demo's pilot follows the climb: more than one act, all of up_to at most.
+    assert all(len(run.acts) > 1 and run.added <= POLICY.up_to for run in spread[PILOT_RUN])
 
 
-def test_capacity_added_sooner_holds_the_peak_lower_and_acting_on_drains_first() -> None:
-    """The rule resolves once no job waited over 2 minutes: served oldest first, the backlog
-    must be gone, which takes runners. The advice sees the climb at the alert, so the pilot's
-    first act comes minutes before the person's first status and the queue peaks lower; the
-    faster policy, acting on as the surge goes on, drains first. (The demo's, held by a cooldown
-    as long as the incident, acts once: when it drains depends on what its one act took.)"""
-    person, pilot, faster = (
-        replay(BURST, PERSON),
-        replay(BURST, PILOT_RUN),
-        replay(BURST, PILOT_RUN, policy=FASTER),
+def test_the_pilot_drains_the_demo_s_burst_in_at_most_four_fifths_of_the_person_s_time() -> None:
+    """The pilot acts on the early warning and again while the queue climbs, sized from what
+    its readings wanted less the runners there are: its capacity comes before the person's
+    first status, the queue peaks lower, and it drains in at most 0.8 of the person's time;
+    a cautious pilot (3-minute hold and period) is between the two."""
+    person, pilot, slower = (
+        replay(DEMO, PERSON),
+        replay(DEMO, PILOT_RUN),
+        replay(DEMO, PILOT_RUN, policy=SLOWER),
     )
-    (person_came, person_drained), (pilot_came, _), (faster_came, faster_drained) = (
-        came_and_drained(run) for run in (person, pilot, faster)
+    (person_came, person_drained), (pilot_came, pilot_drained), (slower_came, _) = (
+        came_and_drained(run) for run in (person, pilot, slower)
     )
-    assert faster_came < pilot_came < person_came
-    assert max(pilot.peak, faster.peak) < person.peak
-    assert faster_drained < person_drained
+    assert pilot_came < slower_came < person_came
+    assert pilot.peak < slower.peak < person.peak
+    fired = person.fired_min
+    assert fired is not None
+    assert pilot_drained - fired <= 0.8 * (person_drained - fired)
+
+
+def test_on_a_plain_surge_the_pilot_s_capacity_comes_first_and_its_queue_drains_no_later() -> None:
+    """A job a second against 20 runners: a person who submits the form's default (+cap) a
+    minute after the alert against the pilot acting on the early warning, 20 an act."""
+    person, pilot = (
+        replay(SURGE, PERSON, minutes=MINUTES),
+        replay(SURGE, PILOT_RUN, minutes=MINUTES),
+    )
+    (person_came, person_drained), (pilot_came, pilot_drained) = (
+        came_and_drained(run) for run in (person, pilot)
+    )
+    assert pilot_came < person_came and pilot_drained <= person_drained
+    assert pilot.peak < person.peak
+    assert all(0 < runners <= SURGE.policy.step for _, runners in pilot.acts)
 
 
 def came_and_drained(run: Run) -> tuple[float, float]:
@@ -114,7 +138,7 @@ def test_the_demos_root_climbs_to_the_peak_in_at_most_three_amounts() -> None:
     """The demo's incident replayed at the demo's own cadence: the advice sees the climb from
     the alert on (its growth from the advice window's readings), so it rises in a few steps
     within HPA's tolerance, not a runner a reading, and never back down."""
-    advised = replay(BURST, NOBODY).advised_to_peak
+    advised = replay(DEMO, NOBODY).advised_to_peak
     assert advised and advised == sorted(advised), advised
     assert len(set(advised)) <= 3, advised
     # The queue alone at its peak (37 jobs of ~5.7 min in 30 min) asks 8: the growth is counted.

@@ -39,7 +39,7 @@ def said(*states: PilotState) -> str:
 
 def test_an_active_pilot_says_its_policy_and_what_it_is_doing() -> None:
     text = said(state(last="+7 at 14:02 UTC in incident 12", outcome="its runners came"))
-    assert "`linux.2xlarge` · up_to 60, step 20, hold 3 min, cooldown 10 min" in text
+    assert "`linux.2xlarge` · up_to 60, step 20, hold 3 min, period 1 min, cooldown 10 min" in text
     assert f"on: {WAITING}" in text
     assert "Last act: +7 at 14:02 UTC in incident 12: its runners came" in text
     assert "/queue pilot off|on [runner-type]" in text

@@ -148,10 +148,7 @@ async def test_while_pods_cannot_start_it_declines_and_a_person_s_raise_is_said_
             return piloted.why if "pods" in piloted.why else ""
 
         why = await eventually(declined, what="the pilot declining", timeout=40)
-        assert why == (
-            "the advice asks for no runners (none until pods start: 4 new runner pods cannot "
-            "start, and more runners would wait the same way)"
-        )
+        assert why.startswith("runners cannot start: 4 "), why
         assert (
             await post_event(running.http, slash(f"scale {QUEUEING} +5 max"))
         ).status_code == 200

@@ -49,7 +49,7 @@ async def test_queue_pilot_shows_switches_and_refuses_and_the_home_and_pause_but
     )
     async with run_bot(settings) as running:
         shown = await asked(running, slack, "pilot")
-        assert f"*`{TYPE}`* · up_to 60, step 20, hold 3 min, cooldown 10 min" in shown
+        assert f"*`{TYPE}`* · up_to 60, step 20, hold 3 min, period 1 min, cooldown 10 min" in shown
         assert "*on*:" in shown and "paused" not in shown
 
         said = await asked(running, slack, "pilot off")

@@ -731,7 +731,13 @@ def counting_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSn
     """Each type's judgement counting the runners added from Slack after its reading, and for a
     boot's time before it, those the reading cannot show yet. `actions`: all of them, whatever
     came after a scale-up: only its moment decides whether it counts."""
-    done = [(d, d.at or e.at) for e in actions if (d := e.scale) is not None and not d.undone]
+    made = [d.model_copy(update={"at": d.at or e.at}) for e in actions if (d := e.scale)]
+    return counting(view, made)
+
+
+def counting(view: FleetSnapshot, made: Sequence[ScaleUp]) -> FleetSnapshot:
+    """`counting_scale_ups` of scale-ups kept elsewhere (an early warning's), each with its time."""
+    done = [(d, d.at) for d in made if d.at is not None and not d.undone]
     types = dict(view.runner_types)
     for name, metrics in view.runner_types.items():
         if (judged := metrics.judged) is None:

@@ -157,6 +157,15 @@ class Judgement(BaseModel):
         return (running_of(self.registered, self.busy) or 0.0) + self.booting
 
     @property
+    def desired(self) -> float:
+        """The capacity this reading alone asks for, as HPA's desired replicas: the runners it
+        found running and booting and those it wanted beyond them; the capacity there is while
+        new pods cannot start."""
+        if self.cannot_start:
+            return self.supply
+        return self.supply - self.added_since + self.own
+
+    @property
     def _held_note(self) -> str:
         """Said where only the window advises, so a falling queue beside it contradicts nothing:
         a person reads why the runners are still advised, not the bot's bookkeeping."""
@@ -316,6 +325,12 @@ def _fitted(j: Judgement, needed: int, why: str) -> Judgement:
             why += f"; only {room} fit under the maximum of {number(j.maximum)}"
     update = {"runners": runners, "needed": needed, "raise_maximum_by": raise_by, "why": why}
     return j.model_copy(update={**update, "nodes_short": nodes_short})
+
+
+def asking(j: Judgement, runners: int) -> Judgement:
+    """The judgement advising `runners` now (the pilot sizes its acts on its own window), with
+    the maximum's raise they need: what a scale form shown it offers."""
+    return _fitted(j, runners + j.booting, j.why)
 
 
 def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:

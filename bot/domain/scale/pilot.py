@@ -1,41 +1,46 @@
 """The pilot's judgement for one runner type at one reading: act (by how many runners, and why)
-or decline (why not), within the type's policy, as Kubernetes' HPA bounds a scale-up with its
-`behavior`: the advice must have asked through the whole hold (`stabilizationWindowSeconds`),
-and the least it asked is taken; one act adds at most `step` (a policy's `value`), none comes
-within `cooldown_seconds` of the type's last scale-up (its `periodSeconds`), and the pilot's own
-additions in one incident stay within `up_to` (`maxReplicas`, counted as runners added)."""
+or decline (why not), within the type's policy, as Kubernetes' HPA scales up with its
+`behavior`. Each reading asks for a desired capacity (`Judgement.desired`); an act adds the least
+desired over the up window (`hold_seconds`, HPA's `stabilizationWindowSeconds`) less the capacity
+there is, runners booting and its own earlier acts included, so it never asks twice for one
+need; at most `step` an act, again after `period_seconds` (HPA's `periodSeconds`) while the
+window still wants more, and its additions in one incident within `up_to` (`maxReplicas`,
+counted as runners added). `cooldown_seconds` is the quiet after a person's scale-up: the pilot
+does not fight a person, and its own acts never cool it down."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PositiveFloat
 
 from bot.domain.incident.incidents import Event, Incident, made_scale_ups
 from bot.domain.reading.fleet import of_type
 from bot.domain.reading.judgement import Direction, Judgement
 from bot.domain.scale.scale_ups import ScaleUp
 from bot.domain.scale.scaling import Policy
-from bot.domain.units import duration
+from bot.domain.units import duration, number
 
 PILOT = "queuepilot (policy)"  # who the timeline says acted: no person's permission is borrowed
 WARNING_REF = "warning:"  # an act's buttons name an early warning (its uid after), not an incident
 
 
 class Hold(BaseModel):
-    """The advice has asked for runners at every reading since `since`. `asks` are the readings
-    of the last hold that a later one did not undercut, oldest first (a sliding window's
-    minimum): the first is the least asked over the window, the last the latest reading."""
+    """Every reading since `since` wanted more runners than the type had then. `asks` are the
+    desired capacities of the readings of the last up window that a later one did not undercut,
+    oldest first (a sliding window's minimum): the first is the least desired over the window,
+    the last the latest reading's."""
 
     model_config = ConfigDict(frozen=True)
 
     since: AwareDatetime
-    asks: tuple[tuple[AwareDatetime, PositiveInt], ...] = Field(min_length=1)
+    asks: tuple[tuple[AwareDatetime, PositiveFloat], ...] = Field(min_length=1)
 
     @property
-    def least(self) -> int:
+    def least(self) -> float:
         return self.asks[0][1]
 
     @property
@@ -44,18 +49,18 @@ class Hold(BaseModel):
 
 
 def held(hold: Hold | None, judged: Judgement | None, hold_s: float) -> Hold | None:
-    """The hold after the reading `judged`: a reading that asks for no runners ends it; the
-    same reading twice counts once."""
-    asked = judged.runners if judged is not None else 0
-    if judged is None or asked <= 0:
+    """The hold after the reading `judged`: a reading that wants no more than the capacity
+    there is ends it; the same reading twice counts once."""
+    if judged is None or judged.desired <= judged.supply:
         return None
+    desired = judged.desired
     if hold is None:
-        return Hold(since=judged.at, asks=((judged.at, asked),))
+        return Hold(since=judged.at, asks=((judged.at, desired),))
     if judged.at <= hold.at:
         return hold
     start = judged.at - timedelta(seconds=hold_s)
-    kept = [(at, n) for at, n in hold.asks if n < asked and at >= start]
-    return Hold(since=hold.since, asks=(*kept, (judged.at, asked)))
+    kept = [(at, n) for at, n in hold.asks if n < desired and at >= start]
+    return Hold(since=hold.since, asks=(*kept, (judged.at, desired)))
 
 
 @dataclass(frozen=True)
@@ -102,44 +107,69 @@ def verdict(
     up before someone `resumed` the pilot is theirs to have looked at."""
     if judged is None:
         return Verdict(0, "no live reading of it")
-    if judged.runners <= 0 or hold is None:
-        return Verdict(0, f"the advice asks for no runners ({judged.advice or 'none'})")
-    asked_s = (hold.at - hold.since).total_seconds()
-    if asked_s < policy.hold_s:
-        return Verdict(
-            0,
-            f"the advice has asked for {_mins(asked_s)} of the {_mins(policy.hold_s)} it must hold",
-        )
-    if judged.direction is Direction.FALLING:
-        return Verdict(0, "the queue is falling")
     if judged.causes or judged.cannot_start:
         pods = "pod" if judged.cannot_start == 1 else "pods"
         cause = judged.causes[0].evidence if judged.causes else f"{judged.cannot_start} {pods}"
         return Verdict(0, f"runners cannot start: {cause}")
     if judged.nodes_short:
         return Verdict(0, f"runners cannot start: {judged.unplaced} new runner pods find no node")
+    # Runners the autoscaler started itself and not yet registered: whether they start at all is
+    # not known until they do or their pods are seen stuck (a node group at its limit), and more
+    # of them would wait the same way. Its own acts' runners count as capacity while they boot.
+    coming = sum(up.added for up in mine if up.pilot and up.followed)
+    if (theirs := judged.booting - max(coming, judged.added_since)) > 0:
+        return Verdict(0, f"waiting for {_runners_of(theirs)} the autoscaler started to register")
+    capacity = judged.supply
+    if hold is None:
+        return Verdict(0, f"its readings want no more than the {_runners(capacity)} it has")
+    asked_s = (hold.at - hold.since).total_seconds()
+    if asked_s < policy.hold_s:
+        return Verdict(
+            0,
+            f"its readings have wanted more runners for {_mins(asked_s)} of the "
+            f"{_mins(policy.hold_s)} they must",
+        )
+    if judged.direction is Direction.FALLING:
+        return Verdict(0, "the queue is falling")
     every = sorted((*mine, *others), key=_made)
     for up in reversed(every):
         said = f"the +{up.added} at {_made(up):%H:%M} UTC"
-        if up.followed:
+        # Its own acts here count as capacity while they boot; another's may not show here.
+        if up.followed and not (up.pilot and up in mine):
             return Verdict(0, f"{said} is not verified yet")
         if up.came is False and (resumed is None or (up.seen_at or _made(up)) > resumed):
             return Verdict(0, f"{said} did not come up")
-    if every and (quiet := now - _made(every[-1])) < timedelta(seconds=policy.cooldown_s):
+    people = [up for up in every if not up.pilot]
+    if people and (quiet := now - _made(people[-1])) < timedelta(seconds=policy.cooldown_s):
         left = policy.cooldown_s - quiet.total_seconds()
-        return Verdict(0, f"cooling down: {_mins(left)} left since the last scale-up")
+        by = people[-1].by or "someone"
+        return Verdict(0, f"cooling down: {_mins(left)} left since {by}'s scale-up")
+    acts = [up for up in every if up.pilot]
+    if acts and (since := now - _made(acts[-1])) < timedelta(seconds=policy.period_s):
+        left = policy.period_s - since.total_seconds()
+        return Verdict(0, f"it acted at {_made(acts[-1]):%H:%M} UTC: again in {_mins(left)}")
     added = sum(up.added for up in mine if up.pilot)
     room = policy.up_to - added
     if room <= 0:
         return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}")
-    cap = judged.cap or hold.least
-    runners = min(hold.least, policy.step, room, cap)
-    why = f"+{hold.least} asked for {_mins(asked_s)}"
-    if runners == hold.least:
+    wanted = math.floor(hold.least - capacity + 1e-9)
+    if wanted <= 0:
+        return Verdict(0, f"the {_runners(capacity)} it has cover the least its readings want")
+    runners = min(wanted, policy.step, room, judged.cap or wanted)
+    why = f"+{wanted} wanted for {_mins(asked_s)} ({number(capacity)} → {number(hold.least)})"
+    if runners == wanted:
         return Verdict(runners, f"{why}, within up_to {policy.up_to}")
-    bounds = ((policy.step, "its step"), (room, f"up_to {policy.up_to}"), (cap, "the cap"))
+    bounds = ((policy.step, "its step"), (room, f"up_to {policy.up_to}"), (judged.cap, "the cap"))
     bound = next(name for value, name in bounds if value == runners)
     return Verdict(runners, f"{why}, +{runners} by {bound}")
+
+
+def _runners_of(count: int) -> str:
+    return f"{count} runner" if count == 1 else f"{count} runners"
+
+
+def _runners(capacity: float) -> str:
+    return f"{number(capacity)} runners running and booting"
 
 
 def _made(up: ScaleUp) -> datetime:

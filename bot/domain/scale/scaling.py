@@ -16,12 +16,14 @@ from bot.domain.shortened import shortened
 @dataclass(frozen=True)
 class Policy:
     """A runner type's pilot (SCALER_TARGETS' `pilot`): the most runners it adds in one incident,
-    in one act, how long the advice must have asked, and the quiet after any scale-up."""
+    in one act, its up window (how long its readings must have wanted more), the quiet after a
+    person's scale-up, and the least time between two of its own acts."""
 
     up_to: int
     step: int
     hold_s: int
     cooldown_s: int
+    period_s: int = 60
 
 
 @dataclass(frozen=True)
