@@ -48,8 +48,8 @@ from bot.domain.reading.early_warning import (
     scaled_words,
 )
 from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.reading.judgement import Judgement
-from bot.domain.scale.pilot import PILOT, Hold, pilot_acts, scale_ups, verdict
+from bot.domain.reading.judgement import Judgement, added
+from bot.domain.scale.pilot import PILOT, Hold, Verdict, pilot_acts, scale_ups, verdict
 from bot.domain.scale.scale_ups import ScaleUp, undone
 from bot.domain.scale.scaling import Policy, ScaleTarget
 from bot.fleet.readings import FleetReadings
@@ -1143,12 +1143,13 @@ def judged(at: datetime) -> Judgement:
     return Judgement(at=at, queued=40.0, runners=10, needed=10, registered=40.0)
 
 
-async def test_a_pilot_act_still_followed_when_the_alert_fires_stays_unverified_in_the_incident(
+async def test_a_pilot_act_still_followed_when_the_alert_fires_stays_its_own_in_the_incident(
     redis: Redis, arc: ArcScaler, clock: Clock
 ) -> None:
     """The pilot scaled from the warning; its runners are followed for 10 min; the alert fires
-    after 2. The incident takes the act on: until its follow-up decides, the pilot must not act
-    again (no earlier act unverified), and a failure must still pause it."""
+    after 2. The incident takes the act on as the pilot's own, still followed (a failure must
+    still pause it): its runners count as capacity on their way, so a next act adds only what
+    the readings want beyond them, never the same need twice."""
     store = IncidentStore(redis, PREFIX)
     await opened(store)
     reverts, warnings = warning_sweep(redis, arc, clock)
@@ -1170,14 +1171,16 @@ async def test_a_pilot_act_still_followed_when_the_alert_fires_stays_unverified_
     assert act.scale is not None and act.scale.came is None
     mine = scale_ups(incident, "linux")
     pending = [s.followed for s in mine]
-    # The faster policy (cooldown 5 min): past the cooldown, within the act's 10-minute follow-up.
+    assert pending == [True], "still followed in the incident"
+    # Past its period, within the act's 10-minute follow-up: the readings desired 50 runners
+    # through the hold; 40 run and its 5 are on their way (the incident's view counts them).
     policy = Policy(up_to=60, step=20, hold_s=60, cooldown_s=300)
     now = clock() + timedelta(seconds=policy.cooldown_s)
     hold = Hold(
-        since=now - timedelta(minutes=2), asks=((now - timedelta(minutes=2), 10), (now, 10))
+        since=now - timedelta(minutes=2), asks=((now - timedelta(minutes=2), 50), (now, 50))
     )
-    decided = verdict(policy, hold, judged(now), mine, now)
-    assert decided.runners == 0 and "not verified yet" in decided.why, (decided, pending)
+    decided = verdict(policy, hold, added(judged(now), 5), mine, now)
+    assert decided == Verdict(5, "+5 wanted for 2 min (45 → 50), within up_to 60"), decided
 
 
 async def alice_then_the_pilot(

@@ -432,16 +432,18 @@ def test_an_act_never_exceeds_its_bounds_nor_what_the_window_wanted_beyond_the_c
         assert said.runners <= min(step, up_to, cap)
         assert said.runners <= beyond
     # And whenever they did, it adds all it may.
-    # Runners the autoscaler started itself are waited for first.
-    sure = wanted_s >= hold_s and beyond > 0 and not last.booting
+    # Runners the autoscaler started itself are waited for first, a boot (5 min) at most.
+    waits = last.booting and wanted_s < 300
+    sure = wanted_s >= hold_s and beyond > 0 and not waits
     expected = min(beyond, step, up_to, cap) if sure else 0
     assert said.runners == expected
 
 
 def test_runners_the_autoscaler_started_are_waited_for_and_its_own_booting_are_not() -> None:
     """A node group at its limit leaves the autoscaler's new pods Pending: until they register
-    (or are seen stuck) more runners may wait the same way, so it waits; its own act's runners
-    booting are capacity it asked for, and the next act adds beyond them."""
+    (or are seen stuck) more runners may wait the same way, so it waits, a boot from the hold's
+    start at most; its own act's runners booting are capacity it asked for, and the next act
+    adds beyond them."""
     hold, _ = replay([9] * 13)  # to 14:03
     starting = reading(T0 + 13 * EVERY, 9, booting=5)
     assert look(hold, starting) == Verdict(
@@ -449,6 +451,11 @@ def test_runners_the_autoscaler_started_are_waited_for_and_its_own_booting_are_n
     )
     one = reading(T0 + 13 * EVERY, 9, booting=1)
     assert look(hold, one).why == "waiting for 1 runner the autoscaler started to register"
+    # Ephemeral runners replaced as jobs finish keep some booting for good: a boot at most.
+    later = T0 + timedelta(minutes=5)
+    assert look(hold, one, now=later) == Verdict(
+        8, "+8 wanted for 3 min (21 → 29), within up_to 60"
+    )
     act = scaled(T0 + 12 * EVERY, 5, by=PILOT, followed=True)
     ours = reading(T0 + 13 * EVERY, 9)
     assert seen(ours, act)[0].booting == 5, "its act's runners count as booting"

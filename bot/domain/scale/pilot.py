@@ -19,7 +19,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PositiveFloat
 
 from bot.domain.incident.incidents import Event, Incident, made_scale_ups
 from bot.domain.reading.fleet import of_type
-from bot.domain.reading.judgement import Direction, Judgement
+from bot.domain.reading.judgement import BOOT_MINS, Direction, Judgement
 from bot.domain.scale.scale_ups import ScaleUp
 from bot.domain.scale.scaling import Policy
 from bot.domain.units import duration, number
@@ -115,9 +115,13 @@ def verdict(
         return Verdict(0, f"runners cannot start: {judged.unplaced} new runner pods find no node")
     # Runners the autoscaler started itself and not yet registered: whether they start at all is
     # not known until they do or their pods are seen stuck (a node group at its limit), and more
-    # of them would wait the same way. Its own acts' runners count as capacity while they boot.
+    # of them would wait the same way. For one boot from the hold's start at most: ephemeral
+    # runners replaced as jobs finish keep some booting for good. Its own acts' runners count
+    # as capacity while they boot.
     coming = sum(up.added for up in mine if up.pilot and up.followed)
-    if (theirs := judged.booting - max(coming, judged.added_since)) > 0:
+    theirs = judged.booting - max(coming, judged.added_since)
+    early = hold is None or now - hold.since < timedelta(minutes=BOOT_MINS)
+    if theirs > 0 and early:
         return Verdict(0, f"waiting for {_runners_of(theirs)} the autoscaler started to register")
     capacity = judged.supply
     if hold is None:
@@ -134,8 +138,10 @@ def verdict(
     every = sorted((*mine, *others), key=_made)
     for up in reversed(every):
         said = f"the +{up.added} at {_made(up):%H:%M} UTC"
-        # Its own acts here count as capacity while they boot; another's may not show here.
-        if up.followed and not (up.pilot and up in mine):
+        # Its own acts here count as capacity while they boot, where the reading counts runners
+        # at all (a queue-only source would buy them again); another's may not show here.
+        counted = judged.registered is not None or judged.busy is not None
+        if up.followed and not (up.pilot and up in mine and counted):
             return Verdict(0, f"{said} is not verified yet")
         if up.came is False and (resumed is None or (up.seen_at or _made(up)) > resumed):
             return Verdict(0, f"{said} did not come up")
