@@ -32,6 +32,7 @@ from bot.domain.scale.pilot import (
     Piloted,
     PilotState,
     Verdict,
+    act_key,
     held,
     pilot_acts,
     scale_ups,
@@ -151,7 +152,8 @@ class Piloting:
             # A pause starts the hold again: what was asked before it is not acted on after.
             return Piloted(why="", at=now, **said)
         hold = held(piloted.hold, found.judged, policy.hold_s)
-        others = [s for s in every if s not in found.mine]
+        mine = {act_key(up) for up in found.mine}
+        others = [s for s in every if act_key(s) not in mine]
         resumed = await self.store.resumed(runner_type)
         decided = verdict(
             policy,

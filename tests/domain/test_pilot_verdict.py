@@ -461,3 +461,47 @@ def test_runners_the_autoscaler_started_are_waited_for_and_its_own_booting_are_n
     assert seen(ours, act)[0].booting == 5, "its act's runners count as booting"
     said = look(hold, ours, act, now=T0 + 13 * EVERY + timedelta(minutes=1))
     assert said == Verdict(4, "+4 wanted for 3 min (25 → 29), within up_to 60"), said
+
+
+def test_a_want_within_a_tenth_of_the_capacity_moves_nothing() -> None:
+    """HPA's tolerance: 20 runners and readings that want 22 at least (a tenth more) is no act,
+    a reply and a put-back for no drain anyone would see; 23 is one."""
+    hold, last = replay([2] * 13)
+    assert look(hold, last) == Verdict(
+        0, "the 20 runners running and booting it has cover the least its readings want"
+    )
+    hold, last = replay([3] * 13)
+    assert look(hold, last) == Verdict(3, "+3 wanted for 3 min (20 → 23), within up_to 60")
+
+
+def test_a_hold_kept_by_an_older_version_starts_again() -> None:
+    """Before 0.29 a hold kept the advice's deltas: read as desired capacities they would say
+    the runners there are cover the need. Such a hold starts again at the next reading."""
+    old = Hold(since=T0, asks=((T0, 4.0), (T0 + EVERY, 5.0)))
+    assert old.of is None
+    hold = held(old, reading(T0 + 2 * EVERY, 9), POLICY.hold_s)
+    assert hold is not None and hold.since == T0 + 2 * EVERY and hold.least == 29
+
+
+def test_a_person_s_runners_on_their_way_are_theirs_not_the_autoscaler_s() -> None:
+    """A person's +5, still followed, shown booting in the reading: the pilot waits for it to be
+    verified, and says so, not that the autoscaler started them."""
+    hold, _ = replay([9] * 13)  # to 14:03
+    person = scaled(T0 + 12 * EVERY, 5, followed=True)
+    shown = reading(T0 + 13 * EVERY, 9, booting=5)
+    said = look(hold, shown, person, now=T0 + 13 * EVERY + timedelta(minutes=11))
+    assert said == Verdict(0, "the +5 at 14:03 UTC is not verified yet"), said
+
+
+def test_its_act_kept_by_a_folded_warning_and_its_incident_is_one_act() -> None:
+    """The incident took the warning's act on: the warning's copy (its own words and follow-up)
+    and the incident's are one act, the pilot's own, whose runners count as capacity: no wait
+    for its verification."""
+    act = scaled(T0 + 11 * EVERY, 5, by=PILOT, followed=True)
+    hold, last = replay([9] * 13, act)
+    assert act.scale is not None
+    copy = act.scale.model_copy(update={"said": "on the warning's message"})
+    judged, mine = seen(last, act)
+    now = T0 + 13 * EVERY + timedelta(minutes=1)
+    said = verdict(POLICY, hold, judged, mine, now, others=[copy])
+    assert said.runners > 0 and "not verified" not in said.why, said

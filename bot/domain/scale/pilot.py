@@ -14,12 +14,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PositiveFloat
 
 from bot.domain.incident.incidents import Event, Incident, made_scale_ups
 from bot.domain.reading.fleet import of_type
-from bot.domain.reading.judgement import BOOT_MINS, Direction, Judgement
+from bot.domain.reading.judgement import BOOT_MINS, TOLERANCE, Direction, Judgement
+from bot.domain.reading.runner_names import runner_key
 from bot.domain.scale.scale_ups import ScaleUp
 from bot.domain.scale.scaling import Policy
 from bot.domain.units import duration, number
@@ -38,6 +40,8 @@ class Hold(BaseModel):
 
     since: AwareDatetime
     asks: tuple[tuple[AwareDatetime, PositiveFloat], ...] = Field(min_length=1)
+    # What `asks` hold: a hold kept before 0.29 held the advice's deltas, read as no capacity.
+    of: Literal["desired"] | None = None
 
     @property
     def least(self) -> float:
@@ -54,13 +58,13 @@ def held(hold: Hold | None, judged: Judgement | None, hold_s: float) -> Hold | N
     if judged is None or judged.desired <= judged.supply:
         return None
     desired = judged.desired
-    if hold is None:
-        return Hold(since=judged.at, asks=((judged.at, desired),))
+    if hold is None or hold.of != "desired":
+        return Hold(since=judged.at, asks=((judged.at, desired),), of="desired")
     if judged.at <= hold.at:
         return hold
     start = judged.at - timedelta(seconds=hold_s)
     kept = [(at, n) for at, n in hold.asks if n < desired and at >= start]
-    return Hold(since=hold.since, asks=(*kept, (judged.at, desired)))
+    return Hold(since=hold.since, asks=(*kept, (judged.at, desired)), of="desired")
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,9 @@ def verdict(
     # of them would wait the same way. For one boot from the hold's start at most: ephemeral
     # runners replaced as jobs finish keep some booting for good. Its own acts' runners count
     # as capacity while they boot.
-    coming = sum(up.added for up in mine if up.pilot and up.followed)
-    theirs = judged.booting - max(coming, judged.added_since)
+    every = sorted({act_key(up): up for up in (*others, *mine)}.values(), key=_made)
+    shown = sum(up.added for up in every if up.followed and _made(up) <= judged.at)
+    theirs = judged.booting - judged.added_since - shown
     early = hold is None or now - hold.since < timedelta(minutes=BOOT_MINS)
     if theirs > 0 and early:
         return Verdict(0, f"waiting for {_runners_of(theirs)} the autoscaler started to register")
@@ -135,13 +140,13 @@ def verdict(
         )
     if judged.direction is Direction.FALLING:
         return Verdict(0, "the queue is falling")
-    every = sorted((*mine, *others), key=_made)
+    own = {act_key(up) for up in mine if up.pilot}
+    # Its own acts here count as capacity while they boot, where the reading counts runners at
+    # all (a queue-only source would buy them again); another's may not show here.
+    counted = judged.registered is not None or judged.busy is not None
     for up in reversed(every):
         said = f"the +{up.added} at {_made(up):%H:%M} UTC"
-        # Its own acts here count as capacity while they boot, where the reading counts runners
-        # at all (a queue-only source would buy them again); another's may not show here.
-        counted = judged.registered is not None or judged.busy is not None
-        if up.followed and not (up.pilot and up in mine and counted):
+        if up.followed and not (act_key(up) in own and counted):
             return Verdict(0, f"{said} is not verified yet")
         if up.came is False and (resumed is None or (up.seen_at or _made(up)) > resumed):
             return Verdict(0, f"{said} did not come up")
@@ -159,7 +164,9 @@ def verdict(
     if room <= 0:
         return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}")
     wanted = math.floor(hold.least - capacity + 1e-9)
-    if wanted <= 0:
+    # HPA's tolerance: a least within a tenth of the capacity moves nothing (a runner or two of
+    # a large fleet is a reply, a put-back and the type's lock for no drain anyone would see).
+    if wanted <= 0 or hold.least <= capacity * (1 + TOLERANCE):
         return Verdict(0, f"the {_runners(capacity)} it has cover the least its readings want")
     runners = min(wanted, policy.step, room, judged.cap or wanted)
     why = f"+{wanted} wanted for {_mins(asked_s)} ({number(capacity)} → {number(hold.least)})"
@@ -168,6 +175,12 @@ def verdict(
     bounds = ((policy.step, "its step"), (room, f"up_to {policy.up_to}"), (judged.cap, "the cap"))
     bound = next(name for value, name in bounds if value == runners)
     return Verdict(runners, f"{why}, +{runners} by {bound}")
+
+
+def act_key(up: ScaleUp) -> tuple[object, ...]:
+    """One scale-up however many records keep it (a folded early warning's and its incident's):
+    when, of what, by how many, whose."""
+    return (up.at, runner_key(up.runner_type), up.added, up.pilot)
 
 
 def _runners_of(count: int) -> str:
