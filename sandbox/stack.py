@@ -59,6 +59,7 @@ SCALE_CEILING = 100
 # more runners for a minute (longer than a spike of four readings), by the least they wanted
 # less the runners there are, again half a minute on while the climb goes on, and its runners
 # come; on the GPU type it declines, its pods cannot start. Its up_to is one request's cap.
+SCALE_LOCK_S = 30  # SCALE_COOLDOWN_SECONDS in fleet seconds: the pilot's period
 PILOT_TYPES = ("linux.2xlarge", "linux.g5.4xlarge.nvidia.gpu")
 PILOT_POLICY = {
     "up_to": 20,
@@ -285,7 +286,8 @@ def _settings(
             scaler_targets=json.dumps(targets),
             runner_scale_sets=json.dumps(SCALE_SETS),
             scale_allowed_users=PAGE_USER,
-            scale_cooldown_seconds=10,
+            # A double submit's guard, no longer than the pilot's period at the fleet's speed.
+            scale_cooldown_seconds=max(round(SCALE_LOCK_S / config.speed), 1),
             scale_revert_settle=config.revert_settle_s,
             status_interval_seconds=config.status_interval_s
             or max(round(STATUS_INTERVAL_S / config.speed), 1),

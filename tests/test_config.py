@@ -628,6 +628,25 @@ def test_serve_warns_of_webhooks_open_to_anyone_or_closed_to_alertmanager(
         assert len(warnings) == 1 and warned in warnings[0]
 
 
+def test_serve_warns_of_a_pilot_period_its_types_lock_would_refuse() -> None:
+    """The type's lock (SCALE_COOLDOWN_SECONDS) refuses a scale-up that comes sooner, so a
+    shorter period would be a policy the pilot cannot keep: named, with the fix."""
+    pilot = {"up_to": 20, "step": 10, "period_seconds": 30}
+    targets = json.dumps({"linux.2xlarge": {"target": "a/b", "pilot": pilot}})
+    settings = load_settings(
+        _env_file=None, alert_webhook_token="t", scaler_targets=targets, scale_cooldown_seconds=60
+    )
+    assert serve_warnings(settings) == [
+        "SCALER_TARGETS['linux.2xlarge'].pilot.period_seconds 30 is shorter than "
+        "SCALE_COOLDOWN_SECONDS 60: the type's lock refuses an act that comes sooner, so the "
+        "pilot acts at most every 60 s; raise period_seconds to 60 or lower SCALE_COOLDOWN_SECONDS"
+    ]
+    settings = load_settings(
+        _env_file=None, alert_webhook_token="t", scaler_targets=targets, scale_cooldown_seconds=30
+    )
+    assert serve_warnings(settings) == []
+
+
 async def test_serve_logs_at_start_what_check_warns_of(
     tmp_path: Path, slack: Slack, redis_url: str
 ) -> None:

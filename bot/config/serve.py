@@ -89,6 +89,15 @@ def serve_warnings(s: Settings) -> list[str]:
         for n, route in enumerate(s.slack_routes, 1)
         for typo in route.typos
     ]
+    lock = s.scale_cooldown_seconds
+    for runner_type, target in s.scaler_targets.items():
+        if target.pilot is not None and target.pilot.period_seconds < lock:
+            warnings.append(
+                f"SCALER_TARGETS[{runner_type!r}].pilot.period_seconds "
+                f"{target.pilot.period_seconds} is shorter than SCALE_COOLDOWN_SECONDS {lock}: "
+                "the type's lock refuses an act that comes sooner, so the pilot acts at most "
+                f"every {lock} s; raise period_seconds to {lock} or lower SCALE_COOLDOWN_SECONDS"
+            )
     if s.alert_webhook_allow_unauthenticated and not _has_webhook_credential(s):
         warnings.append(
             "alert endpoints accept unauthenticated notifications "
