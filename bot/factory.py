@@ -87,6 +87,7 @@ def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
                 pilot.hold_seconds,
                 pilot.cooldown_seconds,
                 pilot.period_seconds,
+                pilot.mode == "dry-run",
             )
             if pilot is not None
             else None

@@ -21,10 +21,16 @@ from bot.actions.scale import Scaling
 from bot.backends.http import BackendError
 from bot.backends.scale import Reverted, Undo
 from bot.config import Settings
-from bot.domain.incident.incidents import Event, Incident, counting, with_scale_ups
+from bot.domain.incident.incidents import (
+    Event,
+    Incident,
+    counting,
+    with_action,
+    with_scale_ups,
+)
 from bot.domain.reading.early_warning import Phase, WarningState, warning_acts
 from bot.domain.reading.fleet import FleetSnapshot, of_type
-from bot.domain.reading.judgement import Judgement, asking
+from bot.domain.reading.judgement import Judgement, added, asking
 from bot.domain.scale.pilot import (
     PILOT,
     WARNING_REF,
@@ -35,10 +41,11 @@ from bot.domain.scale.pilot import (
     act_key,
     held,
     pilot_acts,
+    same_type,
     scale_ups,
     verdict,
 )
-from bot.domain.scale.scale_ups import ScaleUp, undone
+from bot.domain.scale.scale_ups import DryRun, ScaleUp, undone
 from bot.domain.scale.scaling import Policy
 from bot.fleet.readings import FleetReadings
 from bot.render.mrkdwn import escape, plain_text
@@ -151,15 +158,18 @@ class Piloting:
         if paused is not None:
             # A pause starts the hold again: what was asked before it is not acted on after.
             return Piloted(why="", at=now, **said)
-        hold = held(piloted.hold, found.judged, policy.hold_s)
+        judged, acts = found.judged, found.mine
+        if policy.dry_run:
+            judged, acts = _as_if_made(found, runner_type)
+        hold = held(piloted.hold, judged, policy.hold_s)
         mine = {act_key(up) for up in found.mine}
         others = [s for s in every if act_key(s) not in mine]
         resumed = await self.store.resumed(runner_type)
         decided = verdict(
             policy,
             hold,
-            found.judged,
-            found.mine,
+            judged,
+            acts,
             now,
             others=others,
             resumed=resumed,
@@ -167,6 +177,9 @@ class Piloting:
         )
         if not decided.runners or hold is None:
             return Piloted(why=decided.why, at=now, hold=hold, **said)
+        if policy.dry_run:
+            why = await self._would(found, runner_type, decided, now)
+            return Piloted(why=why, at=now, hold=hold, **said)
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
         claim = _claim(found, hold.since)
         mark = f"{found.key} {claim}"
@@ -254,6 +267,30 @@ class Piloting:
             await self._pause(runner_type, f"its +{runners} was made but not recorded")
             return ""
         return None
+
+    async def _would(self, found: Within, runner_type: str, decided: Verdict, now: datetime) -> str:
+        """A dry run's act: said in the incident's thread, on its timeline, scaling nothing
+        (before the alert, in `/queue pilot` alone: an early warning has no thread)."""
+        would = f"would have scaled {runner_type} by +{decided.runners} at {now:%H:%M} UTC"
+        said = f"dry run: {would}: {decided.why}"
+        if (incident := found.incident) is None:
+            return f"{said} (on its early warning)"
+        dry_run = DryRun(runner_type=runner_type, runners=decided.runners)
+
+        def decide(incident: Incident, at: datetime, _: list[Event]) -> Decided:
+            event = Event(
+                at=at,
+                kind=DRY_RUN,
+                text=f"{DRY_RUN_BY} {would}: {decided.why}",
+                actor_name=PILOT,
+                would=dry_run,
+            )
+            updated = with_action(incident, event)
+            reply = Reply("action", BAND_ACTION, render_event(updated, event))
+            return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, "")
+
+        await self.acting.commit(f"{incident.id}:{incident.uid}", decide)
+        return said
 
     async def _pause(self, runner_type: str, why: str) -> None:
         assert self.store is not None
@@ -434,6 +471,23 @@ class Piloting:
 
 
 ACTING = "acting: "  # kept before the act's call, replaced once the look ends
+DRY_RUN, DRY_RUN_BY = "pilot_dry_run", "queuepilot (policy, dry run)"
+
+
+def _as_if_made(found: Within, runner_type: str) -> tuple[Judgement, list[ScaleUp]]:
+    """A dry run's view: the type's judgement and scale-ups as if its acts so far had been
+    made, their runners on their way, so it never asks twice for one need (the queue it reads
+    is the one without them)."""
+    events = found.incident.actions if found.incident is not None else ()
+    would = [
+        ScaleUp(runner_type=runner_type, added=w.runners, by=PILOT, at=e.at, pilot=True)
+        for e in events
+        if (w := e.would) is not None and same_type(w.runner_type, runner_type)
+    ]
+    judged = found.judged
+    if would:
+        judged = added(judged, judged.added_since + sum(up.added for up in would))
+    return judged, [*found.mine, *would]
 
 
 def _claim(found: Within, since: datetime) -> str:

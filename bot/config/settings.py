@@ -72,6 +72,8 @@ class PilotSetting(BaseModel):
 
     up_to: int = Field(ge=1, le=10_000)  # maxReplicas, counted as runners the pilot added
     step: int = Field(ge=1, le=10_000)  # a scaleUp policy's value per act
+    # "dry-run": it says in the thread what it would have done, and scales nothing.
+    mode: Literal["on", "dry-run"] = "on"
     hold_seconds: int = Field(180, ge=0, le=3600)  # scaleUp.stabilizationWindowSeconds
     period_seconds: int = Field(60, ge=1, le=3600)  # a scaleUp policy's periodSeconds
     # After a person's scale-up: the pilot does not fight them (its own acts wait a period).
@@ -268,8 +270,8 @@ class Scaling(Group, title="Scaling"):
     """The runner types that may be scaled, as JSON: runner type → {target, cap, ceiling, pilot} or
     target (arc derives it: SCALER_ARC_NAMESPACE/<scale set>). cap: the most one request may add;
     ceiling: the largest capacity queuepilot may set; pilot: the opt-in pilot's policy,
-    {"up_to": 60, "step": 20, "hold_seconds": 180, "period_seconds": 60, "cooldown_seconds": 600}
-    (docs/pilot.md)."""
+    {"up_to": 60, "step": 20, "hold_seconds": 180, "period_seconds": 60, "cooldown_seconds": 600},
+    with "mode": "dry-run" to see what it would do first (docs/pilot.md)."""
     runner_scale_sets: ScaleSets = Field(
         {}, examples=['{"linux.g5.4xlarge.nvidia.gpu": "gpu-a10g"}']
     )

@@ -3,12 +3,13 @@ weekly post with charts of each type's firing hours and of the job-hours waited 
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.message import Rendered
-from bot.domain.reading.capacity import NO_TYPE, TypeReport
+from bot.domain.reading.capacity import NO_TYPE, DryRuns, TypeReport
 from bot.domain.reading.fleet import OOM_KEEP_DAYS
 from bot.domain.scale.scale_record import TypeScaled
 from bot.domain.units import duration, minutes, number
@@ -139,7 +140,22 @@ def _type_line(report: TypeReport) -> str:
         parts.append(f"{md.plural(sum(report.scale_ups.values()), 'scale-up')} ({who})")
     if report.scaled is not None:
         parts += _came_up(report.scaled)
+    if report.dry_runs is not None:
+        parts.append(_dry_runs(report.dry_runs))
     return f"• *{name}*: " + " · ".join(parts)
+
+
+def _dry_runs(runs: DryRuns) -> str:
+    """ "the pilot's dry run: 3 acts would have added +24 runners, the first 9 min before a
+    person's first scale-up (median of 2 incidents)"."""
+    said = f"the pilot's dry run: {md.plural(runs.acts, 'act')} would have added +{runs.runners}"
+    if not runs.sooner_mins:
+        return said + " (no person scaled it)"
+    mins = statistics.median(runs.sooner_mins)
+    when = f"{minutes(abs(mins))} {'before' if mins >= 0 else 'after'}"
+    many = len(runs.sooner_mins)
+    of = f" (median of {many} incidents)" if many > 1 else ""
+    return f"{said}, the first {when} a person's first scale-up{of}"
 
 
 def _came_up(scaled: TypeScaled) -> list[str]:

@@ -57,6 +57,7 @@ def _state(state: PilotState) -> str:
         by, why = md.person(None, paused.by), md.in_zone(md.escaped(paused.why, 300), paused.at)
         return f"⏸️ *paused* by {by} {md.slack_date(paused.at, '{ago}')}: {why}"
     why = state.piloted.why
+    on = "🧪 *dry run* (it scales nothing)" if state.policy.dry_run else "▶️ *on*"
     if not why:  # nothing said yet, or said while it was paused or off
-        return "▶️ *on*: it looks at the next reading"
-    return f"▶️ *on*: {md.escaped(why, 400)}"
+        return f"{on}: it looks at the next reading"
+    return f"{on}: {md.escaped(why, 400)}"

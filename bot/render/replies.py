@@ -64,6 +64,7 @@ _EVENT_ICONS = {
     "silenced": "🔕",
     "unsilenced": "🔔",
     "scaled": "⬆️",
+    "pilot_dry_run": "🧪",
     "scale_reverted": "↩️",
     "state_lost": "⚠️",
     "diagnosed": "🩺",

@@ -169,7 +169,7 @@ def test_a_pilot_s_policy_that_cannot_work_is_named_with_its_fix(
         'FAIL  settings   SCALER_TARGETS["linux.b"].pilot.hold_seconds: Input should be greater '
         "than or equal to 0",
         "FAIL  settings   SCALER_TARGETS[\"linux.c\"].pilot: unknown key 'hold': its keys are "
-        "up_to, step, hold_seconds, period_seconds, cooldown_seconds",
+        "up_to, step, mode, hold_seconds, period_seconds, cooldown_seconds",
     ]
     assert "Traceback" not in result.stderr
 

@@ -11,6 +11,7 @@ from bot.domain.alerting.alerts import RunnerQueue
 from bot.domain.incident.incidents import Event, Incident
 from bot.domain.reading.capacity import (
     NO_TYPE,
+    DryRuns,
     Schedule,
     TypeHistory,
     TypeReport,
@@ -21,7 +22,8 @@ from bot.domain.reading.capacity import (
 )
 from bot.domain.reading.early_warning import Thresholds
 from bot.domain.reading.fleet import OomKill, RunnerTypeMetrics
-from bot.domain.scale.scale_ups import ScaleUp
+from bot.domain.scale.scale_ups import DryRun, ScaleUp
+from bot.render.capacity import render_report
 from tests.support.incidents import changed
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -361,3 +363,29 @@ def test_oom_kills_in_the_window_are_counted_with_their_workflows_under_the_aler
     incidents = [(incident(1, 10, 2, {BIG: (60, 75)}), [])]
     [big] = capacity_report(incidents, LIVE, since=WEEK, now=NOW, kills=kills)
     assert (big.oom_kills, big.oom_workflows) == (3, (("pull", 2),))
+
+
+def test_a_dry_run_pilot_s_acts_say_how_much_sooner_they_would_have_come_than_people() -> None:
+    """A team trying the pilot in dry run reads in the report what it would have added, and how
+    long before a person's first scale-up it would have: the case for turning it on."""
+
+    def would(minutes_in: float, runners: int, runner_type: str = BIG) -> Event:
+        at = NOW - timedelta(hours=3) + timedelta(minutes=minutes_in)
+        dry = DryRun(runner_type=runner_type, runners=runners)
+        text = f"queuepilot (policy, dry run) would have scaled {runner_type} by +{runners}"
+        return Event(at=at, kind="pilot_dry_run", text=text, would=dry)
+
+    person = scaled("alice").model_copy(update={"at": NOW - timedelta(hours=3, minutes=-10)})
+    incidents = [
+        (incident(1, 3, 1, {BIG: (35, 40)}), [would(2, 10), would(3, 8), person]),
+        (incident(2, 30, 1, {BIG: (30, 20)}), [would(1, 6), would(2, 6, "linux.4xlarge")]),
+    ]
+    [big] = [
+        r for r in capacity_report(incidents, LIVE, since=WEEK, now=NOW) if r.runner_type == BIG
+    ]
+    assert big.dry_runs == DryRuns(acts=3, runners=24, sooner_mins=(8.0,))
+    said = render_report([big], days=7, kept_days=30)
+    assert (
+        "the pilot's dry run: 3 acts would have added +24, the first 8 min before a person's "
+        "first scale-up" in said
+    ), said

@@ -4,6 +4,7 @@ one answer and one Home section however many types, and inert whatever a runner 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from bot.domain.scale.pilot import Paused, Piloted, PilotState
@@ -17,7 +18,7 @@ from tests.render.test_home import NOW, assert_valid_view, view_text
 from tests.render.test_messages import EVIL
 
 POLICY = Policy(up_to=60, step=20, hold_s=180, cooldown_s=600)
-WAITING = "waiting: the advice has asked for 1 min of the 3 min it must hold"
+WAITING = "its readings have wanted more runners for 1 min of the 3 min they must"
 
 
 def state(
@@ -43,6 +44,14 @@ def test_an_active_pilot_says_its_policy_and_what_it_is_doing() -> None:
     assert f"on: {WAITING}" in text
     assert "Last act: +7 at 14:02 UTC in incident 12: its runners came" in text
     assert "/queue pilot off|on [runner-type]" in text
+
+
+def test_a_dry_run_says_so_and_what_it_would_have_done() -> None:
+    dry = replace(POLICY, dry_run=True)
+    why = "dry run: would have scaled linux.2xlarge by +12 at 14:02 UTC: +12 wanted for 3 min"
+    piloted = Piloted(why=why, at=NOW)
+    text = said(PilotState("linux.2xlarge", dry, piloted, None, True))
+    assert f"dry run (it scales nothing): {why}" in text, text
 
 
 def test_a_paused_pilot_says_by_whom_why_and_when_and_off_says_the_setting() -> None:

@@ -7,6 +7,7 @@ start; a wobble at the maximum moves it at most once; Undo puts back and pauses 
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,7 +44,7 @@ def settings(
     tmp_path: Path,
     *,
     verify: int = 8,
-    **pilot: int,
+    **pilot: int | str,
 ) -> Any:
     target = {"target": f"arc-runners/{QUEUEING}", "cap": 20, "ceiling": 150}
     return settings_for(
@@ -129,6 +130,38 @@ async def test_it_acts_once_after_the_hold_its_runners_are_followed_and_it_puts_
         await eventually(lambda: maximum(kube) == 20, what="the put-back", timeout=30)
     patches = [p for p in kube.written if p[0].endswith(QUEUEING)]
     assert len(patches) == 2, "one act, one put-back"
+
+
+async def test_a_dry_run_says_in_the_thread_what_it_would_have_done_and_scales_nothing(
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """How a team tries the pilot for a few weeks: the same decision, said in the thread with
+    when, on the timeline; the scale set is never patched, and `/queue pilot` says it is a dry
+    run and what it would have done."""
+    pods20.queueing.set(**AT_MAXIMUM)
+    kube.add_from_fixture(minRunners=0, maxRunners=20)
+    config = settings(settings_for, pods20, kube, tmp_path, mode="dry-run")
+    async with run_bot(config) as running:
+        await alert_at_maximum(running, slack)
+        would = await eventually(
+            lambda: next((r for r in said(slack) if "(policy, dry run)" in r), None),
+            what="the dry run's act",
+            timeout=40,
+        )
+        assert re.search(
+            rf"queuepilot \(policy, dry run\) would have scaled {re.escape(QUEUEING)} by \+6 at "
+            r"\d\d:\d\d UTC: \+\d+ wanted for",
+            would,
+        ), would
+        assert "pilot_undo" not in would, "nothing to undo"
+
+        async def told() -> str:
+            piloted, _ = await pilot_state(running)
+            return piloted.why if piloted.why.startswith("dry run: would have") else ""
+
+        await eventually(told, what="/queue pilot's dry run")
+        assert maximum(kube) == 20
+    assert not [p for p in kube.written if p[0].endswith(QUEUEING)], "the scale set untouched"
 
 
 @pytest.mark.slow

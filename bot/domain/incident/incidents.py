@@ -44,7 +44,7 @@ from bot.domain.reading.fleet import (
 )
 from bot.domain.reading.judgement import BOOT_MINS, Judgement, added
 from bot.domain.reading.runner_names import runner_key
-from bot.domain.scale.scale_ups import ScaleUp, credited
+from bot.domain.scale.scale_ups import DryRun, ScaleUp, credited
 
 TREND_POINTS = 48
 RECORD_RELEASE = 28  # the release whose records this module writes (`written_by`, kept flat)
@@ -93,6 +93,7 @@ class Event(BaseModel):
     actor: str | None = None  # Slack user ID for people; None for the alert source or the bot
     actor_name: str = ""  # routine replies name the actor and must not ping them
     scale: ScaleUp | None = None  # a scale-up's (kind "scaled"), its whole life
+    would: DryRun | None = None  # a dry-run pilot's act (kind "pilot_dry_run"): nothing scaled
 
     @model_validator(mode="after")
     def _made_at(self) -> Event:

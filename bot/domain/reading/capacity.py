@@ -104,6 +104,17 @@ class FleetHistory:
 
 
 @dataclass(frozen=True)
+class DryRuns:
+    """A dry-run pilot's acts on a type over the window, and what they would have bought: for
+    each incident where a person scaled the type too, the minutes its first act came before the
+    person's first scale-up (negative: after)."""
+
+    acts: int
+    runners: int
+    sooner_mins: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class TypeReport(HistoryFigures):
     runner_type: str
     incidents: int = 0
@@ -129,6 +140,7 @@ class TypeReport(HistoryFigures):
     waited_by_hour: tuple[float, ...] = ()
     covered: Covered | None = None
     cost: Waited | None = None  # its incidents' jobs, as their records say it (`summed`)
+    dry_runs: DryRuns | None = None
 
     @property
     def share_at_max(self) -> float | None:
@@ -265,6 +277,7 @@ def _report(
     ]
     report = TypeReport(
         runner_type=name,
+        dry_runs=_dry_runs(name, incidents),
         incidents=len(incidents),
         cost=summed(costs),
         firing=max(firing, timedelta()),
@@ -282,6 +295,22 @@ def _report(
     recommendation, raised = _recommendation(report, duration)
     covered = _covered(history, raised, report.waited_hours) if history and raised else None
     return replace(report, recommendation=recommendation, covered=covered)
+
+
+def _dry_runs(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -> DryRuns | None:
+    acts, runners, sooner = 0, 0, []
+    for _, events in incidents:
+        would = [e for e in events if e.would is not None and _same(e.would.runner_type, name)]
+        people = [
+            e.at
+            for e in events
+            if e.scale is not None and not e.scale.pilot and _same(e.scale.runner_type, name)
+        ]
+        acts += len(would)
+        runners += sum(e.would.runners for e in would if e.would is not None)
+        if would and people:
+            sooner.append((min(people) - min(e.at for e in would)).total_seconds() / 60)
+    return DryRuns(acts, runners, tuple(sooner)) if acts else None
 
 
 def _waited(history: TypeHistory) -> dict[str, object]:

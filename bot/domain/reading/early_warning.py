@@ -181,25 +181,21 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     needs none): arrivals minus completions where the backend counts both, else the slope."""
     window = points[-WINDOW:]
     fit = _fit(window) if len(window) == WINDOW else None
-    span = _minutes(window)[-1] if fit is not None else 0.0
-    if fit is not None and span < WINDOW - 1 and 0 < fit[0] * span < MIN_RISE:
-        # Readings seconds apart rise little across five: the line reaches back as far as it
-        # needs to have risen `MIN_RISE`, so a fast cadence warns as early as a slow one.
-        back = MIN_RISE / fit[0] + 1e-9  # minutes
-        last = window[-1].at
-        reach = [p for p in points[-NOISE_READINGS:] if (last - p.at).total_seconds() / 60 <= back]
-        if len(reach) > WINDOW:
-            window, fit = reach, _fit(reach)
     if fit is None:
         return None
-    slope, error = fit
-    # Repeated readings left out: a backend not refreshed makes a rise in steps look like noise.
     recent = points[-NOISE_READINGS:]
-    changes = [p for k, p in enumerate(recent) if k == 0 or p.in_system != recent[k - 1].in_system]
-    noise = _noise(changes) / _spread(window) ** 0.5
+    noise = _noise(_changes(recent[:-WINDOW])) or _noise(_changes(recent))
+    if fit[0] > 0:
+        window = _reach(recent, fit[0], noise)
+        fit = _fit(window)
+        if fit is None:
+            return None
+    slope, error = fit
     span = _minutes(window)[-1]
     evident = (
-        slope >= T_MIN * error and slope >= T_NOISE * noise and slope * span >= MIN_RISE - 1e-9
+        slope >= T_MIN * error
+        and slope >= T_NOISE * noise / _spread(window) ** 0.5
+        and slope * span >= MIN_RISE - 1e-9
     )
     if not sustained and not evident:
         return None
@@ -210,6 +206,29 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     if not math.isfinite(growth):
         return None
     return max(growth, 0.0) if sustained else growth
+
+
+def _reach(recent: Sequence[Point], slope: float, noise: float) -> list[Point]:
+    """The readings seconds apart a rise at `slope` is judged over: the last `WINDOW`, and as
+    many before them as it takes for that rise to be evident at all, i.e. to rise `MIN_RISE` and
+    to stand `T_NOISE` standard errors above flat at the readings' `noise` (a line's standard
+    error falls as its readings spread out). Five readings a second apart span four seconds: a
+    rise of a job a second over a queue wandering over three jobs cannot stand out of them
+    however clean, and waiting for more to rise in the window would wait until the noise
+    measured is the rise's own. The slope of the last `WINDOW` only sizes the window: the
+    evidence is the line fitted through all of it, so a few readings that happen to line up
+    size a window in which they no longer do."""
+    for n in range(WINDOW, len(recent) + 1):
+        window = recent[-n:]
+        risen = slope * _minutes(window)[-1] >= MIN_RISE - 1e-9
+        if risen and slope * _spread(window) ** 0.5 >= T_NOISE * noise:
+            return list(window)
+    return list(recent)
+
+
+def _changes(points: Sequence[Point]) -> list[Point]:
+    """Repeated readings left out: a backend not refreshed makes a rise in steps look like noise."""
+    return [p for k, p in enumerate(points) if k == 0 or p.in_system != points[k - 1].in_system]
 
 
 def _minutes(points: Sequence[Point]) -> list[float]:

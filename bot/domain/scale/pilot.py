@@ -80,16 +80,16 @@ def pilot_acts(incident: Incident, runner_type: str) -> list[Event]:
     return [
         e
         for e in incident.actions
-        if e.scale is not None and e.scale.pilot and _same(e.scale.runner_type, runner_type)
+        if e.scale is not None and e.scale.pilot and same_type(e.scale.runner_type, runner_type)
     ]
 
 
 def scale_ups(incident: Incident, runner_type: str) -> list[ScaleUp]:
     """The incident's scale-ups of `runner_type`, a person's or the pilot's."""
-    return [up for up in made_scale_ups(incident) if _same(up.runner_type, runner_type)]
+    return [up for up in made_scale_ups(incident) if same_type(up.runner_type, runner_type)]
 
 
-def _same(name: str, runner_type: str) -> bool:
+def same_type(name: str, runner_type: str) -> bool:
     return of_type({name: True}, runner_type) is not None
 
 

@@ -20,6 +20,16 @@ RAISED_MAXIMUM = "maxRunners"  # the field a scale-up raising ARC's maximum name
 SCALE_OUTCOME = "scale_outcome"  # the timeline's event of what came of one
 
 
+class DryRun(BaseModel):
+    """What a dry-run pilot would have added to a runner type, kept on its "pilot_dry_run"
+    event: nothing was scaled."""
+
+    model_config = ConfigDict(frozen=True)
+
+    runner_type: str
+    runners: int
+
+
 class ScaleUp(BaseModel):
     """One scale-up. `after`: what the field became (a reading that does not show it predates
     it). While `due` is set its runners are followed, from `baseline` (its type's registered

@@ -24,6 +24,7 @@ class Policy:
     hold_s: int
     cooldown_s: int
     period_s: int = 60
+    dry_run: bool = False  # it says what it would have done, and scales nothing
 
 
 @dataclass(frozen=True)
