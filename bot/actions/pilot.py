@@ -24,6 +24,7 @@ from bot.config import Settings
 from bot.domain.incident.incidents import (
     Event,
     Incident,
+    PilotLine,
     counting,
     with_action,
     with_scale_ups,
@@ -32,6 +33,7 @@ from bot.domain.reading.early_warning import Phase, WarningState, warning_acts
 from bot.domain.reading.fleet import FleetSnapshot, of_type
 from bot.domain.reading.judgement import Judgement, added, asking
 from bot.domain.scale.pilot import (
+    NOTEWORTHY,
     PILOT,
     WARNING_REF,
     Paused,
@@ -49,9 +51,10 @@ from bot.domain.scale.scale_ups import DryRun, ScaleUp, undone
 from bot.domain.scale.scaling import Policy
 from bot.fleet.readings import FleetReadings
 from bot.render.mrkdwn import escape, plain_text
+from bot.render.pilot import render_pilot_line
 from bot.render.replies import render_event
 from bot.storage.early_warning import WarningStore
-from bot.storage.incident_store import BAND_ACTION, Commit, Reply
+from bot.storage.incident_store import BAND_ACTION, BAND_EVENT, Commit, Reply
 from bot.storage.pilot import PilotStore
 
 log = logging.getLogger(__name__)
@@ -121,6 +124,8 @@ class Piloting:
                 log.exception("pilot: %s failed", runner_type)
                 continue
             await store.save(runner_type, state)
+            if found is not None and found.incident is not None and state.kind:
+                await self._record(found.incident, runner_type, state)
 
     async def _look(
         self,
@@ -147,7 +152,7 @@ class Piloting:
                 found, key, claim
             ):
                 await self._pause(runner_type, _mid_act(key))
-                return Piloted(why="", at=now, **kept)
+                return Piloted(why="", at=now, kind=PAUSED, **kept)
         if found is None:
             return Piloted(why=NO_INCIDENT, at=now, **kept)
         last, outcome, failed_at, failed = _last_act(found, piloted)
@@ -157,7 +162,7 @@ class Piloting:
         said = {"last": last, "outcome": outcome, "failed": failed_at}
         if paused is not None:
             # A pause starts the hold again: what was asked before it is not acted on after.
-            return Piloted(why="", at=now, **said)
+            return Piloted(why="", at=now, kind=PAUSED, **said)
         judged, acts = found.judged, found.mine
         if policy.dry_run:
             judged, acts = _as_if_made(found, runner_type)
@@ -176,10 +181,10 @@ class Piloting:
             within="incident" if found.incident else "early warning",
         )
         if not decided.runners or hold is None:
-            return Piloted(why=decided.why, at=now, hold=hold, **said)
+            return Piloted(why=decided.why, at=now, hold=hold, kind=decided.kind, **said)
         if policy.dry_run:
             why = await self._would(found, runner_type, decided, now)
-            return Piloted(why=why, at=now, hold=hold, **said)
+            return Piloted(why=why, at=now, hold=hold, kind=DRY_RUN, **said)
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
         claim = _claim(found, hold.since)
         mark = f"{found.key} {claim}"
@@ -190,8 +195,10 @@ class Piloting:
         acted = await self._act(found, runner_type, decided, claim)
         # Made, the window goes on: the next act, a period on, adds what it still wants beyond
         # the capacity this one brought.
-        why = f"acted: {decided.why}" if acted is None else acted
-        return Piloted(why=why, at=now, hold=hold, **said)
+        if acted is None:
+            return Piloted(why=f"acted: {decided.why}", at=now, hold=hold, kind="act", **said)
+        kind = "waiting" if acted else PAUSED  # "": it paused the pilot
+        return Piloted(why=acted, at=now, hold=hold, kind=kind, **said)
 
     async def _act(
         self, found: Within, runner_type: str, decided: Verdict, claim: str
@@ -291,6 +298,41 @@ class Piloting:
 
         await self.acting.commit(f"{incident.id}:{incident.uid}", decide)
         return said
+
+    async def _record(self, incident: Incident, runner_type: str, state: Piloted) -> None:
+        """The pilot's word on the type in the incident where it acts, where the rule that
+        decides changes: its thread line (edited in place), the root, and on the timeline (so
+        the alert's issue and the postmortem) a pause, a resume, or why it stands aside."""
+        assert self.store is not None
+        line = PilotLine(kind=state.kind, said=state.why, at=self.acting.clock())
+        if state.kind == PAUSED:
+            if (paused := await self.store.paused(runner_type)) is None:
+                return  # resumed meanwhile: the next look says what it does
+            by = paused.by if paused.by != PILOT else "itself"
+            said = f"paused by {by} at {paused.at:%H:%M} UTC: {paused.why}"
+            line = line.model_copy(update={"said": said})
+        before = incident.pilot.get(runner_type)
+        if not line.said or (before is not None and before.kind == line.kind):
+            return
+
+        def decide(fresh: Incident, now: datetime, _: list[Event]) -> Decided:
+            was = fresh.pilot.get(runner_type)
+            if not fresh.is_open or (was is not None and was.kind == line.kind):
+                return None, Outcome(True, "")
+            updated = fresh.model_copy(update={"pilot": {**fresh.pilot, runner_type: line}})
+            text = recorded(runner_type, line, was)
+            events = (Event(at=now, kind=text[0], text=text[1], actor_name=PILOT),) if text else ()
+            reply = Reply(
+                PILOT_LINE,
+                BAND_EVENT,
+                render_pilot_line(updated),
+                replaces=(PILOT_LINE,),
+                ts_as=PILOT_TS,
+                edits=PILOT_TS,
+            )
+            return Commit(updated, events=events, replies=(reply,)), Outcome(True, "")
+
+        await self.acting.commit(f"{incident.id}:{incident.uid}", decide)
 
     async def _pause(self, runner_type: str, why: str) -> None:
         assert self.store is not None
@@ -471,6 +513,22 @@ class Piloting:
 
 
 ACTING = "acting: "  # kept before the act's call, replaced once the look ends
+PAUSED = "paused"
+PILOT_LINE, PILOT_TS = "pilot", "pilot_ts"  # its thread line, edited in place
+
+
+def recorded(runner_type: str, line: PilotLine, was: PilotLine | None) -> tuple[str, str] | None:
+    """The timeline's event for a change of the pilot's word (kind, text), where a responder
+    should read it on the record: a pause, a resume, or why it stands aside."""
+    if line.kind == PAUSED:
+        return "pilot_paused", f"The pilot is paused for {runner_type}: {line.said}"
+    if was is not None and was.kind == PAUSED:
+        return "pilot_resumed", f"The pilot is on again for {runner_type}: {line.said}"
+    if line.kind in NOTEWORTHY:
+        return "pilot_declined", f"The pilot stands aside on {runner_type}: {line.said}"
+    return None
+
+
 DRY_RUN, DRY_RUN_BY = "pilot_dry_run", "queuepilot (policy, dry run)"
 
 

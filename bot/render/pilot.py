@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
+from bot.domain.incident.incidents import Incident
+from bot.domain.message import Rendered
 from bot.domain.scale.pilot import PilotState
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
@@ -61,3 +63,18 @@ def _state(state: PilotState) -> str:
     if not why:  # nothing said yet, or said while it was paused or off
         return f"{on}: it looks at the next reading"
     return f"{on}: {md.escaped(why, 400)}"
+
+
+def pilot_lines(incident: Incident) -> list[str]:
+    """The pilot's word on each runner type it acts on in the incident, as mrkdwn lines."""
+    return [
+        f"🤖 *Pilot* · `{md.runner_name(name)}`: {md.in_zone(md.escaped(line.said, 400), line.at)}"
+        for name, line in sorted(incident.pilot.items())
+    ]
+
+
+def render_pilot_line(incident: Incident) -> Rendered:
+    """The thread's one pilot reply, edited in place as its word changes."""
+    lines = pilot_lines(incident)
+    text = f"Incident {md.escape(incident.id)}: the pilot"
+    return md.rendered(text, [md.section("\n".join(lines))]) if lines else md.rendered(text, [])

@@ -31,6 +31,7 @@ from bot.render.numbers import (
     still_live_said,
     type_lines,
 )
+from bot.render.pilot import pilot_lines
 
 ACTIONS_BLOCK_ID = "incident_actions"
 INCIDENT_BLOCK_PREFIX = "incident:"
@@ -95,6 +96,8 @@ def render_root(
     if incident.truncated:
         notes = "; ".join(md.escape(note) for note in incident.truncated[:10])
         blocks.append(md.context([md.truncate(f"⚠️ Alert cut to fit: {notes}", 2000)]))
+    if incident.is_open and (said := pilot_lines(incident)):
+        blocks.append(md.context([md.truncate("\n".join(said), 2000)]))
     if recent := incident.recent_actions:
         latest = "\n".join(f"• {_action(event)}" for event in reversed(recent))
         blocks.append(md.context([f"*Latest*\n{latest}"]))

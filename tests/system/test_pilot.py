@@ -164,6 +164,49 @@ async def test_a_dry_run_says_in_the_thread_what_it_would_have_done_and_scales_n
     assert not [p for p in kube.written if p[0].endswith(QUEUEING)], "the scale set untouched"
 
 
+async def test_its_word_is_one_thread_line_edited_in_place_on_the_root_and_on_the_record(
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """While new pods cannot start it stands aside: one pilot line in the thread and on the
+    root says why. Paused from Slack, the same line is edited to say by whom; turned on again,
+    edited again. The pause, the resume and why it stood aside are on the timeline, which the
+    alert's issue and the postmortem are written from."""
+    pods20.queueing.set(**AT_MAXIMUM)
+    pods20.pods.set(
+        pods20.queueing.name, running=20, unschedulable=4, pending_since=time.time() - 600
+    )
+    kube.add_from_fixture(minRunners=0, maxRunners=20)
+    async with run_bot(settings(settings_for, pods20, kube, tmp_path)) as running:
+        await alert_at_maximum(running, slack)
+        thread = await slack.first_thread()
+
+        def line() -> Any:
+            lines = [m for m in thread()[1:] if "Pilot" in shown(m) and "🤖" in m.text + shown(m)]
+            assert len(lines) <= 1, [shown(m) for m in lines]
+            return lines[0] if lines else None
+
+        first = await eventually(line, what="the pilot's line", timeout=40)
+        assert "runners cannot start" in shown(first), shown(first)
+        await eventually(
+            lambda: "runners cannot start" in shown(thread()[0]), what="the root saying it"
+        )
+        assert (await post_event(running.http, slash("pilot off"))).status_code == 200
+        paused = await eventually(
+            lambda: (m := line()) is not None and "paused by" in shown(m) and m,
+            what="the line edited to say it is paused",
+        )
+        assert paused.ts == first.ts, "edited in place, not posted again"
+        assert (await post_event(running.http, slash("pilot on"))).status_code == 200
+        await eventually(
+            lambda: (m := line()) is not None and "paused by" not in shown(m),
+            what="the line edited again once it is on",
+        )
+        assert line().ts == first.ts
+        kinds = [e.kind for e in await running.bot.store.events("1")]
+        assert {"pilot_declined", "pilot_paused", "pilot_resumed"} <= set(kinds), kinds
+        assert maximum(kube) == 20
+
+
 @pytest.mark.slow
 async def test_while_pods_cannot_start_it_declines_and_a_person_s_raise_is_said_not_to_come(
     settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path

@@ -19,7 +19,8 @@ AREA_LABEL = "area:alerting"
 # Timeline kinds a comment tells; everything else (statuses, notifications) stays in Slack.
 MOMENTS = frozenset(
     {"acknowledged", ACKNOWLEDGED_BY_ACTING, "handed_over", "silenced", "unsilenced", "scaled"}
-    | {"scale_reverted", SCALE_OUTCOME, "pilot_undone"}
+    | {"scale_reverted", SCALE_OUTCOME, "pilot_undone", "pilot_dry_run"}
+    | {"pilot_paused", "pilot_resumed", "pilot_declined"}
     | {"diagnosed", "alert_cleared", "resolved", "reopened", "postmortem", AMENDED}
 )
 THREAD_MOMENT = "thread"  # the first thing an issue hears: where the incident's thread is

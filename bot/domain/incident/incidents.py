@@ -117,6 +117,15 @@ def drafted_from(events: Sequence[Event], drafted: Event) -> list[Event]:
     return before[: before.index(drafted)] if drafted in before else before
 
 
+class PilotLine(BaseModel):
+    """The pilot's latest word on one runner type in the incident: which rule decided (`kind`,
+    the record changes where it does), in words, since when."""
+
+    kind: str
+    said: str
+    at: datetime
+
+
 class Responder(BaseModel):
     user_id: str
     name: str = ""
@@ -377,6 +386,8 @@ class Incident(BaseModel):
     drain: Drain = Field(default_factory=Drain)
     replies: int = 0  # replies committed to the thread (`IncidentStore` counts them)
     workflows: Workflows | None = None  # as its latest postmortem read them
+    # The pilot's word per runner type it acts on here: the root and its thread line say it.
+    pilot: dict[str, PilotLine] = Field(default_factory=dict)
 
     @model_validator(mode="wrap")
     @classmethod

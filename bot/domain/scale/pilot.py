@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -69,10 +69,17 @@ def held(hold: Hold | None, judged: Judgement | None, hold_s: float) -> Hold | N
 
 @dataclass(frozen=True)
 class Verdict:
-    """`runners` to add now, and why; 0: it declines, and `why` says why not."""
+    """`runners` to add now, and why; 0: it declines, and `why` says why not. `kind`: which
+    rule decided, so a record changes where the decision does, not with its countdown."""
 
     runners: int
     why: str
+    kind: str = field(default="", compare=False)
+
+
+# What it waits for that a responder should read on the incident's record (a hold or a period
+# passes by itself; these say why it stands aside).
+NOTEWORTHY = frozenset({"cannot_start", "autoscaler", "failed", "cooldown", "up_to", "falling"})
 
 
 def pilot_acts(incident: Incident, runner_type: str) -> list[Event]:
@@ -110,13 +117,14 @@ def verdict(
     warning (`others`): a person's anywhere counts for the cooldown. A scale-up that did not come
     up before someone `resumed` the pilot is theirs to have looked at."""
     if judged is None:
-        return Verdict(0, "no live reading of it")
+        return Verdict(0, "no live reading of it", "unread")
     if judged.causes or judged.cannot_start:
         pods = "pod" if judged.cannot_start == 1 else "pods"
         cause = judged.causes[0].evidence if judged.causes else f"{judged.cannot_start} {pods}"
-        return Verdict(0, f"runners cannot start: {cause}")
+        return Verdict(0, f"runners cannot start: {cause}", "cannot_start")
     if judged.nodes_short:
-        return Verdict(0, f"runners cannot start: {judged.unplaced} new runner pods find no node")
+        short = f"runners cannot start: {judged.unplaced} new runner pods find no node"
+        return Verdict(0, short, "cannot_start")
     # Runners the autoscaler started itself and not yet registered: whether they start at all is
     # not known until they do or their pods are seen stuck (a node group at its limit), and more
     # of them would wait the same way. For one boot from the hold's start at most: ephemeral
@@ -127,19 +135,21 @@ def verdict(
     theirs = judged.booting - judged.added_since - shown
     early = hold is None or now - hold.since < timedelta(minutes=BOOT_MINS)
     if theirs > 0 and early:
-        return Verdict(0, f"waiting for {_runners_of(theirs)} the autoscaler started to register")
+        waits = f"waiting for {_runners_of(theirs)} the autoscaler started to register"
+        return Verdict(0, waits, "autoscaler")
     capacity = judged.supply
     if hold is None:
-        return Verdict(0, f"its readings want no more than the {_runners(capacity)} it has")
+        return Verdict(0, f"its readings want no more than the {_runners(capacity)} it has", "none")
     asked_s = (hold.at - hold.since).total_seconds()
     if asked_s < policy.hold_s:
         return Verdict(
             0,
             f"its readings have wanted more runners for {_mins(asked_s)} of the "
             f"{_mins(policy.hold_s)} they must",
+            "hold",
         )
     if judged.direction is Direction.FALLING:
-        return Verdict(0, "the queue is falling")
+        return Verdict(0, "the queue is falling", "falling")
     own = {act_key(up) for up in mine if up.pilot}
     # Its own acts here count as capacity while they boot, where the reading counts runners at
     # all (a queue-only source would buy them again); another's may not show here.
@@ -147,34 +157,36 @@ def verdict(
     for up in reversed(every):
         said = f"the +{up.added} at {_made(up):%H:%M} UTC"
         if up.followed and not (act_key(up) in own and counted):
-            return Verdict(0, f"{said} is not verified yet")
+            return Verdict(0, f"{said} is not verified yet", "unverified")
         if up.came is False and (resumed is None or (up.seen_at or _made(up)) > resumed):
-            return Verdict(0, f"{said} did not come up")
+            return Verdict(0, f"{said} did not come up", "failed")
     people = [up for up in every if not up.pilot]
     if people and (quiet := now - _made(people[-1])) < timedelta(seconds=policy.cooldown_s):
         left = policy.cooldown_s - quiet.total_seconds()
         by = people[-1].by or "someone"
-        return Verdict(0, f"cooling down: {_mins(left)} left since {by}'s scale-up")
+        return Verdict(0, f"cooling down: {_mins(left)} left since {by}'s scale-up", "cooldown")
     acts = [up for up in every if up.pilot]
     if acts and (since := now - _made(acts[-1])) < timedelta(seconds=policy.period_s):
         left = policy.period_s - since.total_seconds()
-        return Verdict(0, f"it acted at {_made(acts[-1]):%H:%M} UTC: again in {_mins(left)}")
+        again = f"it acted at {_made(acts[-1]):%H:%M} UTC: again in {_mins(left)}"
+        return Verdict(0, again, "period")
     added = sum(up.added for up in mine if up.pilot)
     room = policy.up_to - added
     if room <= 0:
-        return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}")
+        return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}", "up_to")
     wanted = math.floor(hold.least - capacity + 1e-9)
     # HPA's tolerance: a least within a tenth of the capacity moves nothing (a runner or two of
     # a large fleet is a reply, a put-back and the type's lock for no drain anyone would see).
     if wanted <= 0 or hold.least <= capacity * (1 + TOLERANCE):
-        return Verdict(0, f"the {_runners(capacity)} it has cover the least its readings want")
+        covered = f"the {_runners(capacity)} it has cover the least its readings want"
+        return Verdict(0, covered, "covered")
     runners = min(wanted, policy.step, room, judged.cap or wanted)
     why = f"+{wanted} wanted for {_mins(asked_s)} ({number(capacity)} → {number(hold.least)})"
     if runners == wanted:
-        return Verdict(runners, f"{why}, within up_to {policy.up_to}")
+        return Verdict(runners, f"{why}, within up_to {policy.up_to}", "act")
     bounds = ((policy.step, "its step"), (room, f"up_to {policy.up_to}"), (judged.cap, "the cap"))
     bound = next(name for value, name in bounds if value == runners)
-    return Verdict(runners, f"{why}, +{runners} by {bound}")
+    return Verdict(runners, f"{why}, +{runners} by {bound}", "act")
 
 
 def act_key(up: ScaleUp) -> tuple[object, ...]:
@@ -219,6 +231,7 @@ class Piloted(BaseModel):
     # The act under way, as it was claimed ("<where> <claim>"): kept before the scaler's call and
     # gone once the look ends, so a leader that finds it met a predecessor stopped mid-act.
     acting: str = ""
+    kind: str = ""  # the rule that decided (`Verdict.kind`), "paused", or "" where none did
 
 
 @dataclass(frozen=True)
