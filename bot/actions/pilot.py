@@ -416,6 +416,11 @@ class Piloting:
             return refused("That act is no longer on the incident's record: nothing was put back.")
         if done.undone:
             return refused("That act was undone already: nothing was put back.")
+        if done.fate:  # its record ended (put back, or could not be): nothing is left to undo
+            return refused(
+                f"That act cannot be undone any more: {escape(done.fate)}. Nothing changed, and "
+                "the pilot is not paused."
+            )
         put_back = await self._put_back(actor, runner_type, done)
         if isinstance(put_back, Outcome):
             return put_back

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
@@ -26,6 +26,7 @@ from bot.domain.incident.incidents import (
     Event,
     Incident,
     with_action,
+    with_scale_ups,
     without_put_backs,
 )
 from bot.domain.reading.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told
@@ -35,7 +36,7 @@ from bot.domain.scale.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
 from bot.pacing import wait_after
-from bot.render.replies import render_event
+from bot.render.replies import render_act, render_event
 from bot.storage.due_set import Claim, scale_revert_records
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply, reply_ts
@@ -184,7 +185,7 @@ class ScaleReverts:
         except RedisError as exc:
             log.warning("scale reverts: Redis unavailable: %s", exc)
             return
-        told: dict[str, list[tuple[str, str, Back | None]]] = {}
+        told: dict[str, list[tuple[str, str, Back | None, str]]] = {}
         for rid in sorted(due, key=self._order):  # a floor before its ceiling: both go now
             try:
                 said = await self._look(rid)
@@ -196,10 +197,10 @@ class ScaleReverts:
                 if said is not None:
                     told.setdefault(said[0], []).append((rid, *said[1:]))
         for incident_id, done in told.items():
-            text = _joined([text for _, text, _ in done])
-            backs = bounding([b for _, _, b in done if b is not None], self.scaler.revert_order)
+            text = _joined([text for _, text, _, _ in done])
+            backs = bounding([b for _, _, b, _ in done if b is not None], self.scaler.revert_order)
             try:
-                gone = {r for r, _, _ in done}
+                gone = {r: ended for r, _, _, ended in done}
                 at = await self._say(incident_id, text, gone=gone, follow=bool(backs))
                 if at is not None and backs:
                     await self.follows.follow(incident_id, *at, text, backs)
@@ -212,9 +213,10 @@ class ScaleReverts:
         changed = rid.rpartition("|")[2]
         return order.index(changed) if changed in order else len(order)
 
-    async def _look(self, rid: str) -> tuple[str, str, Back | None] | None:
-        """(incident id, text, the bound put back to follow) when its thread is to be told that
-        the record went back or could not; a warning's own message is told at once."""
+    async def _look(self, rid: str) -> tuple[str, str, Back | None, str] | None:
+        """(incident id, text, the bound put back to follow, what its acts say of it: `ENDED`'s)
+        when its thread is to be told that the record went back or could not; a warning's own
+        message is told at once."""
         lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
         claim = await self._due.claim(rid, self.clock().timestamp(), lease_s)
         if claim is None:
@@ -256,18 +258,19 @@ class ScaleReverts:
                 f"Could not put {record.target.runner_type} back ({why}): {exc}. "
                 f"{record.undo.field} stays {record.undo.after}"
             )
-            back = None
+            back, ended = None, ENDED_FAILED
         else:
             # Outside the try: a put-back done is never told as one that failed.
             text = _said(record, why, result)
             whole = result.done and not result.left
             back = Back(record.target, record.undo.field, record.undo.before) if whole else None
+            ended = ENDED_BACK if whole else ENDED_PART if result.done else ENDED_LEFT
         if not await self._due.done(claim):
             return None
         if record.warning:
             await self._say_on_warning(record, text, ended=True)
             return None
-        return record.incident_id, text, back
+        return record.incident_id, text, back, ended
 
     def _unforeseen(self, record: PutBackDue) -> BackendError:
         """A failure no backend classified (a bug, an answer of a shape not foreseen), tried
@@ -338,11 +341,13 @@ class ScaleReverts:
                     f"({done.field} {was} → {done.after}{', undone' if done.undone else ''})"
                 )
                 number = said.replies + len(replies) + 1
-                # Still followed, it goes on in the thread: its reply there is edited instead.
-                moved = {"reply": number, "detail": detail} if done.followed else {}
+                # Still followed, it goes on in the thread: its reply there is edited instead; so
+                # is a pilot's act with its Undo, once it goes back.
+                edited = done.followed or (done.pilot and not done.undone)
+                moved = {"reply": number, "detail": detail} if edited else {}
                 moved |= dict.fromkeys(("said", "came_said", "fate"), "")  # the warning's words
                 event = Event(at=at, kind="scaled", text=text, scale=done.model_copy(update=moved))
-                ts_as = reply_ts(number) if done.followed else ""
+                ts_as = reply_ts(number) if edited else ""
                 rendered = render_event(said, event, detail=detail)
                 replies.append(Reply("event", BAND_EVENT, rendered, ts_as=ts_as))
                 said = with_action(said, event)
@@ -429,9 +434,10 @@ class ScaleReverts:
             log.warning("scale reverts: warning kept changing; not told: %s", text)
 
     async def _say(
-        self, incident_id: str, text: str, *, gone: set[str], follow: bool
+        self, incident_id: str, text: str, *, gone: dict[str, str], follow: bool
     ) -> tuple[int, datetime] | None:
-        """The put-backs' event and its thread reply; the incident drops the records `gone`.
+        """The put-backs' event and its thread reply; the incident drops the records `gone` (each
+        with how it ended, `ENDED`'s), and the pilot's acts they put back lose their buttons.
         `follow`: the reply's ts is kept for an edit, and its number and time returned."""
 
         def told(
@@ -441,8 +447,10 @@ class ScaleReverts:
             number = incident.replies + 1
             rendered = render_event(incident, event)
             reply = Reply("event", BAND_EVENT, rendered, ts_as=reply_ts(number) if follow else "")
-            said = without_put_backs(incident, gone).model_copy(update={"updated_at": now})
-            return Commit(said, events=(event,), replies=(reply,), root=False), (number, now)
+            ended, edits = acts_ended(incident, gone, now)
+            said = without_put_backs(ended, set(gone)).model_copy(update={"updated_at": now})
+            commit = Commit(said, events=(event,), replies=(reply, *edits), root=False)
+            return commit, (number, now)
 
         fresh = await self.store.commit_fresh(
             incident_id, amending(told), clock=self.clock, with_timeline=True
@@ -511,3 +519,43 @@ def _said(record: PutBackDue, why: str, result: Reverted) -> str:
     if result.done:
         return f"Put {runner_type} back ({why}): {result.detail} ({record.backend})"
     return f"Left {runner_type} as it is ({why}): {result.detail}"
+
+
+# How a record ended, as the pilot's acts it put back say it in place of their buttons (and an
+# Undo clicked after is told): "Put back at 14:20 UTC: nothing to undo".
+ENDED_BACK = "Put back at {}: nothing to undo"
+ENDED_PART = "Put back part of the way at {}: nothing more to undo"
+ENDED_LEFT = "Left as it is at {} (changed since): nothing to undo"
+ENDED_FAILED = "Could not be put back at {}: the put-back's reply says why"
+# Further from its act than this, the moment is said with its day (its reply reads it near it).
+_SAME_DAY = timedelta(hours=12)
+
+
+def acts_ended(
+    incident: Incident, gone: Mapping[str, str], now: datetime
+) -> tuple[Incident, tuple[Reply, ...]]:
+    """The pilot's acts the records `gone` put back (each record with how it ended, `ENDED`'s;
+    an act a later scale-up continued goes back with that one's record) marked with it (`fate`),
+    and an edit of each one's own reply: its Undo and Pause pilot give way to that line. An act
+    undone has no buttons to lose, nor one told already."""
+    at = now.astimezone(UTC)
+    changed: dict[datetime, ScaleUp] = {}
+    for e in incident.actions:
+        up = e.scale
+        if up is None or not up.pilot or up.undone or up.fate or not up.field:
+            continue
+        ended = gone.get(up.back or record_id(up.runner_type, up.field))
+        if ended is None:
+            continue
+        near = up.at is None or abs(at - up.at) < _SAME_DAY
+        when = f"{at:%H:%M} UTC" if near else f"{at:%Y-%m-%d %H:%M} UTC"
+        changed[e.at] = up.model_copy(update={"fate": ended.format(when)})
+    if not changed:
+        return incident, ()
+    marked = with_scale_ups(incident, changed)
+    edits = tuple(
+        Reply("event", BAND_EVENT, render_act(marked, e), edits=reply_ts(up.reply))
+        for e in marked.actions
+        if e.at in changed and (up := e.scale) is not None and up.reply
+    )
+    return marked, edits

@@ -386,8 +386,22 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
     blocks = [md.section(line)]
     up = event.scale
     if event.kind == "scaled" and up is not None and up.pilot and not up.undone:
-        blocks.append(pilot_buttons(incident_ref(incident), up, event.at))
+        # Block Kit has no disabled button: once its record ended (`fate`), a line says why not.
+        ended = md.context([f"↩️ {md.in_zone(md.escaped(up.fate, 500), event.at)}"])
+        blocks.append(ended if up.fate else pilot_buttons(incident_ref(incident), up, event.at))
     return md.rendered(text, blocks)
+
+
+def render_act(incident: Incident, scaled: Event) -> Rendered:
+    """A scale-up's own reply as it stands, to edit it in place: its line, what came of its
+    runners (`came_said`, as its follow-up kept it), then the pilot's buttons, or, its record
+    ended, what became of it in their place."""
+    up = scaled.scale
+    assert up is not None, "a scale-up's event"
+    rendered = render_event(incident, scaled, detail=up.detail)
+    if not up.came_said:
+        return rendered
+    return _followed(rendered, md.in_zone(md.escaped(up.came_said, 2000), up.seen_at or scaled.at))
 
 
 def pilot_buttons(ref: str, done: ScaleUp, at: datetime) -> dict[str, Any]:
@@ -450,7 +464,9 @@ def render_back_seen(
 
 
 def _followed(before: Rendered, *lines: str) -> Rendered:
-    """`lines` under the reply's own, above its buttons (the pilot's Undo stays last)."""
-    said = [b for b in before.blocks if b.get("type") != "actions"]
-    buttons = [b for b in before.blocks if b.get("type") == "actions"]
+    """`lines` under the reply's own, above its buttons or the line that took their place (the
+    pilot's Undo, or why it is gone, stays last)."""
+    last = ("actions", "context")
+    said = [b for b in before.blocks if b.get("type") not in last]
+    buttons = [b for b in before.blocks if b.get("type") in last]
     return md.rendered(before.text, [*said, *(md.section(line) for line in lines), *buttons])
