@@ -240,3 +240,17 @@ def test_a_rise_within_a_tenth_of_the_advice_moves_nothing() -> None:
     assert {j.runners for j in shown[8:]} == {20}, [j.runners for j in shown[8:]]
     stepped = played([*steady, *(reading(75) for _ in range(8))])  # 25: past it
     assert stepped[-1].runners == 25
+
+
+def test_once_the_runners_came_it_asks_again_only_if_every_reading_still_wants_more() -> None:
+    """The walk's case: at the maximum of 20 the queue climbed to 45 (+15 asked), a person
+    raised it to 30 and the ten registered. Measured against the 30 at once, the readings of the
+    rise window ask what they still want beyond them; once the queue is down to a job or two,
+    nothing: not "+4 at 1 queued" for the length of the longer window."""
+    climbing = [reading(q) for q in (30, 34, 38, 42, 45, 45)]
+    assert played(climbing)[-1].runners >= 14
+    came = {"registered": 30.0, "busy": 30.0, "desired": 30.0, "maximum": 30.0}
+    after = [reading(q, **came) for q in (40, 24, 2, 1, 2, 1, 1, 2)]
+    shown = played([*climbing, *after])
+    settled = shown[len(climbing) + 3 :]  # a rise window (a minute) after the queue fell
+    assert all(j.runners <= 1 for j in settled), [(j.queued, j.runners) for j in shown]

@@ -217,17 +217,22 @@ def advise(
     if advised.clears_in_mins is not None and sure[1] < 0:
         return advised  # a queue surely clearing in time by itself: a drain is not noise
     noise = to_drain(max(NOISE_JOBS, NOISE_SHARE * (j.queued or 0.0)), duration, j.within_mins)
-    return _stabilized(advised, earlier, rise_mins, noise)
+    held = max(to_drain(j.queued or 0.0, duration, j.within_mins) - j.booting, 0)
+    return _stabilized(advised, earlier, rise_mins, noise, held)
 
 
 def _stabilized(
-    j: Judgement, earlier: Sequence[Advised], rise_mins: float, noise: int
+    j: Judgement, earlier: Sequence[Advised], rise_mins: float, noise: int, held: int = 0
 ) -> Judgement:
-    """Stabilized on both sides as HPA's `behavior` stabilizes a recommendation, each reading's
-    advice less the runners gained since: what was shown rises only to the least any reading of
-    the rise window asked (a spike of a few readings moves nothing), and falls only to the most
-    any reading of the longer window asked (a dip moves nothing), and not at all to an amount
-    within the queue's `noise` (runners) below it: a wobble moves nothing."""
+    """Stabilized as HPA's `behavior` stabilizes a scale, on capacity: each reading's advice is
+    what it desired less the capacity there is now (the runners gained since count at once).
+    What is shown rises to the least any reading of the rise window asked, and falls to the most
+    any of the same window asked: a spike or a dip of a few readings moves nothing, and the ask
+    ends once the runners that came cover what every reading of the window wanted. The longer
+    window governs only what may be put back, never an ask. A dip within the queue's `noise`
+    (runners) below what was shown, a fall the readings cannot yet tell from a wobble's dip, or
+    a rise within HPA's tolerance, moves nothing; `held`: what the queue would ask if it held
+    where it stands."""
     if j.cannot_start or not earlier or (not j.queued and not j.own):
         return j  # nothing queued and none advised is none at once: no runner to add to idle ones
     supply = j.supply
@@ -235,23 +240,27 @@ def _stabilized(
     def now(runners: int, then: float) -> int:
         return max(runners - math.floor(max(supply - then, 0.0)), 0)
 
+    before = now(earlier[-1].shown, earlier[-1].supply)
+    if j.clears_in_mins is not None and not j.own and before:
+        # A fall not sure yet (a sure one ends the ask in `advise`) asks what the queue would if
+        # it held where it stands, no more than was shown, and is kept so in the window.
+        j = j.model_copy(update={"own": min(before, held)})
     asked = [(a.at, now(a.own, a.supply)) for a in earlier]
     at = j.at.timestamp()
     rising = [n for t, n in asked if t > at - rise_mins * 60]
     if len(rising) < RISE_READINGS - 1:
         rising = [n for _, n in asked[-(RISE_READINGS - 1) :]]
-    falling = [n for t, n in asked if t > at - j.window_mins * 60]
-    least, most = min([j.own, *rising]), max([j.own, *falling])
-    before = now(earlier[-1].shown, earlier[-1].supply)
-    shown = min(max(before, least), most)
+    # Up to the least of the rise window, down to the most of the same window: one reading
+    # moves neither way, and runners that came lower every reading of it at once.
+    shown = min(max(before, min([j.own, *rising])), max([j.own, *rising]))
     if shown and shown < before <= shown + noise:
-        shown = before
+        shown = before  # a dip within the queue's noise
     if before and before < shown <= before + min(TOLERANCE * before, noise):
         shown = before  # a rise within HPA's tolerance, and the queue's noise, moves nothing
     if shown == j.own:
-        return j
+        return j if j.own == j.wanted else _fitted(j, shown + j.booting, j.why)
     if shown > j.own:
-        why = f"the most advised over the last {minutes(j.window_mins)}"
+        why = "kept: this reading's dip is within the queue's noise"
     else:
         why = f"{j.own - shown} more if the queue keeps rising"
     return _fitted(j, shown + j.booting, why)

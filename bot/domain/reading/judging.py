@@ -62,7 +62,7 @@ def judged(
             within_mins,
             fleet.source,
             earlier,
-            window / timedelta(minutes=1),
+            rise / timedelta(minutes=1),  # the window the advice shown is held over
             rise_mins=rise / timedelta(minutes=1),
             cap=of_type(caps or {}, name),
         )
