@@ -505,3 +505,13 @@ def test_its_act_kept_by_a_folded_warning_and_its_incident_is_one_act() -> None:
     now = T0 + 13 * EVERY + timedelta(minutes=1)
     said = verdict(POLICY, hold, judged, mine, now, others=[copy])
     assert said.runners > 0 and "not verified" not in said.why, said
+
+
+def test_its_acts_of_the_last_boot_are_not_the_autoscaler_s_once_their_follow_up_decided() -> None:
+    """Its +20 registered as far as its follow-up can tell (came), while the reading still shows
+    runners of it booting: they are its own, not the autoscaler's to wait for."""
+    act = scaled(T0 + 11 * EVERY, 20, by=PILOT, came=True)
+    hold, _ = replay([30] * 13)
+    shown = reading(T0 + 13 * EVERY, 30, booting=20)
+    said = look(hold, shown, act, now=T0 + 13 * EVERY + timedelta(minutes=2))
+    assert "autoscaler" not in said.why, said

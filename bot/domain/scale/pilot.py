@@ -131,7 +131,10 @@ def verdict(
     # runners replaced as jobs finish keep some booting for good. Its own acts' runners count
     # as capacity while they boot.
     every = sorted({act_key(up): up for up in (*others, *mine)}.values(), key=_made)
-    shown = sum(up.added for up in every if up.followed and _made(up) <= judged.at)
+    # Scale-ups of the last boot the reading already shows (booting, or registering): not the
+    # autoscaler's own, whatever their follow-up has decided yet.
+    booted = judged.at - timedelta(minutes=BOOT_MINS)
+    shown = sum(up.added for up in every if booted <= _made(up) <= judged.at and not up.undone)
     theirs = judged.booting - judged.added_since - shown
     early = hold is None or now - hold.since < timedelta(minutes=BOOT_MINS)
     if theirs > 0 and early:
