@@ -16,6 +16,12 @@ its growth to stop to be withdrawn), beside the fleet's Grafana rule
 The demo's burst is read every 30 fleet seconds, as the demo reads it (`sandbox.stack`: a reading
 every `metrics_interval_s` of a fleet `speed` times faster); the days every fleet minute, as the
 bot's default reading interval reads a real fleet.
+
+Read every second, as a check from outside read the bot through a real Prometheus
+(`tests/system/test_early_warning_lead.py` replays it end to end): a fleet at its maximum whose
+queue wanders over 0-3 jobs for 40 s, then gains a job a second toward an alert at 30 queued
+(target: warned in the ramp's first half, and never during the noise); and an hour of wanders
+read every second, every warning false.
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ WARM_UP_MINS = 15.0
 NOISY_AT = 12  # the noisy fleet's runners, all busy, at its maximum
 NOISY_QUEUED = (3, 10)  # ... and its queue, anywhere from none to this many jobs at each reading
 BUILD_ALERT_QUEUED = 30.0  # the noisy builds' rule: ten minutes or more of building before it
+# The check read every second: 40 s of a queue wandering over 0-3 jobs, then a job a second from 1
+# toward the alert's 30 queued; each reading up to `LATE_S` later than a second after the last
+# (the bot's tick, a Prometheus query).
+RAMP_NOISE_S, RAMP_MOST, LATE_S = 40, 3, 0.15
 
 
 class Clock:
@@ -205,6 +215,51 @@ def noisy_build(seed: int, rate: float, most: int) -> float | None:
     return None
 
 
+def _reading_each_second(
+    queue: list[float], thresholds: Thresholds, seed: int
+) -> list[tuple[float, bool]]:
+    """(the second of each reading, whether a warning started there), a fleet at its maximum of
+    `NOISY_AT` serving `queue[s]` jobs queued through second s."""
+    rng = random.Random(seed)
+    warner = Warner(thresholds)
+    out, second = [], 0.0
+    while second < len(queue):
+        queued = queue[int(second)]
+        now = RunnerTypeMetrics(
+            queued=queued, busy=NOISY_AT, registered=NOISY_AT, maximum=NOISY_AT,
+            job_duration_mins=6.0,
+        )  # fmt: skip
+        at = EPOCH + timedelta(seconds=second)
+        out.append((second, warner.starts("linux.2xlarge", now, at, NOISY_AT + queued)))
+        second += 1 + rng.uniform(0, LATE_S)
+    return out
+
+
+def ramp_after_noise(seed: int) -> float | None:
+    """Seconds into the ramp the warning came (negative: during the noise; None: not by the
+    crossing, 29 s in)."""
+    rng = random.Random(seed)
+    noise = [float(rng.randint(0, RAMP_MOST)) for _ in range(RAMP_NOISE_S)]
+    threshold = BUILD_ALERT_QUEUED
+    ramp = [float(k) for k in range(1, int(threshold) + 1)]
+    read = _reading_each_second(noise + ramp, Thresholds(queued=threshold), seed)
+    return next((second - RAMP_NOISE_S for second, warned in read if warned), None)
+
+
+def wander_each_second(seed: int, most: int, *, drifting: bool = False) -> int:
+    """Warnings in an hour read every second of a fleet at its maximum whose queue wanders
+    between none and `most` jobs: a new draw each second, or (`drifting`) each second 0.7 of the
+    last plus 0.3 of a new draw, a queue that drifts over several readings."""
+    rng = random.Random(seed)
+    queue, level = [], most / 2
+    for _ in range(3600):
+        draw = float(rng.randint(0, most))
+        level = 0.7 * level + 0.3 * draw if drifting else draw
+        queue.append(float(round(level)))
+    read = _reading_each_second(queue, Thresholds(queued=BUILD_ALERT_QUEUED), seed)
+    return sum(warned for _, warned in read)
+
+
 def measure() -> dict[str, object]:
     demo = replay(DEMO_BURSTS, 60, reading_s=30)
     demo_minutely = replay(DEMO_BURSTS, 60)
@@ -229,6 +284,13 @@ def measure() -> dict[str, object]:
         "noisy_builds": {
             (rate, most): sum(noisy_build(seed, rate, most) is not None for seed in range(40))
             for rate, most in ((2.0, 4), (3.0, 4), (3.0, 10))
+        },
+        "ramp_after_noise_s": [ramp_after_noise(seed) for seed in range(40)],
+        "wander_each_second": {
+            (most, drifting): [
+                wander_each_second(seed, most, drifting=drifting) for seed in range(5)
+            ]
+            for most, drifting in ((3, False), (10, False), (10, True))
         },
         "bursty_leads": bursty.leads(),
         "bursty_false": bursty.false_warnings(),
@@ -265,6 +327,28 @@ def main() -> None:
         f"  bursty day: leads {found['bursty_leads']}, fired {found['bursty_firings']}, "
         f"false warnings {found['bursty_false']}"
     )
+    ramp = found["ramp_after_noise_s"]
+    assert isinstance(ramp, list)
+    came = sorted(s for s in ramp if s is not None)
+    half = (BUILD_ALERT_QUEUED - 1) / 2
+    in_half = sum(0 <= s <= half for s in came)
+    print(
+        f"  read every second, 0-{RAMP_MOST} queued for {RAMP_NOISE_S} s then +1 job/s toward "
+        f"{BUILD_ALERT_QUEUED:.0f} (40 seeds): warned {came[len(came) // 2]:.1f} s into the "
+        f"29-s ramp (median), {came[-1]:.1f} s at the latest; in its first half {in_half} of 40, "
+        f"during the noise {sum(s < 0 for s in came)}, not by the crossing "
+        f"{sum(s is None for s in ramp)}"
+        if came
+        else "  read every second: never warned on the ramp"
+    )
+    wanders = found["wander_each_second"]
+    assert isinstance(wanders, dict)
+    for (most, drifting), hours in wanders.items():
+        kind = "drifting" if drifting else "wandering"
+        print(
+            f"  read every second, at its maximum, queue {kind} 0-{most} jobs, 5 seeded hours: "
+            f"false warnings per hour {hours}"
+        )
     lead_ok = bool(leads) and min(leads) >= 5
     falses = found["normal_false_per_day"]
     assert isinstance(falses, list)
@@ -273,6 +357,9 @@ def main() -> None:
     print(f"  target <= 1 false warning per day at normal load: {'met' if false_ok else 'MISSED'}")
     quiet = not any(any(days) for days in noisy.values())
     print(f"  target no warning on a noisy queue: {'met' if quiet else 'MISSED'}")
+    ramp_ok = len(ramp) == in_half
+    said = "met" if ramp_ok else "MISSED"
+    print(f"  target read every second, warned in the ramp's first half: {said}")
 
 
 if __name__ == "__main__":

@@ -480,3 +480,74 @@ def test_a_noisy_flat_queue_read_a_second_apart_rarely_warns() -> None:
         flat = [6 + rng.randint(-3, 3) for _ in range(120)]
         warned += _first_warning(flat, Thresholds(queued=12)) is not None
     assert warned <= 6
+
+
+def _warned_read_each_second(queue: list[int], seed: int) -> list[float]:
+    """The seconds a warning started (a standing warning stands until its growth stops, as the
+    upkeep keeps it), read about a second apart: each reading up to 0.15 s later than a second
+    after the last (the bot's tick, a Prometheus query), of a scale set at its maximum of 20,
+    all busy, serving `queue[s]` jobs queued through second s; the alert at 30 queued."""
+    rng = random.Random(seed)
+    start, past, second, standing = datetime(2026, 11, 28, tzinfo=UTC), [], 0.0, False
+    started = []
+    while second < len(queue):
+        at, queued = start + timedelta(seconds=second), float(queue[int(second)])
+        now = RunnerTypeMetrics(
+            queued=queued, busy=20.0, registered=20.0, maximum=20.0, job_duration_mins=6.0
+        )
+        said = forecast(
+            "t", now, at, past[-NOISE_READINGS + 1 :], Thresholds(queued=30), boot_mins=5,
+            horizon_mins=15, sustained=standing,
+        )  # fmt: skip
+        if said is not None and not standing:
+            started.append(second)
+        standing = said is not None
+        past.append(Point(at, 20.0 + queued))
+        second += 1 + rng.uniform(0, 0.15)
+    return started
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_ramp_after_a_wander_read_about_a_second_apart_warns_in_its_first_half(
+    seed: int,
+) -> None:
+    """The check from outside (`tests/system/test_early_warning_lead.py` replays it through a
+    real Prometheus): 40 s of a queue wandering over 0-3 jobs, then a job a second from 1 toward
+    the alert's 30. Five readings span four seconds, and a job a second across them stands under
+    three standard errors above that wander: the line reaches back until it stands four, held
+    to the wander of the readings before the five (not to their own straight line). Warned some
+    8-10 s into the 29-s ramp, never during the wander; five readings sized to a rise of five
+    jobs warned from 6 to 28 s in, half the seeds past the ramp's middle."""
+    rng = random.Random(seed)
+    wander = [rng.randint(0, 3) for _ in range(40)]
+    warned = _warned_read_each_second([*wander, *range(1, 31)], seed)
+    assert warned and 40 <= warned[0] <= 40 + 29 / 2, warned
+
+
+@pytest.mark.parametrize(("swinging", "warns"), [(True, False), (False, True)])
+def test_readings_a_second_apart_are_held_to_the_wander_before_the_rise(
+    swinging: bool, warns: bool
+) -> None:
+    """Five readings rising ten jobs almost on a line, a second apart: after readings that swung
+    ten jobs from one to the next, the line through as many readings as it would take to stand
+    out of that swing does not; after a steady queue, it is a build."""
+    before = [12, 22] * 6 if swinging else [12, 12, 13, 12] * 3
+    values = [*before, 14.0, 16.5, 19.0, 21.0]
+    past = [Point(NOW - timedelta(seconds=len(values) - i), v) for i, v in enumerate(values)]
+    found = forecast("t", metrics(4, 20), NOW, past, ALERT, boot_mins=5, horizon_mins=15)
+    assert (found is not None) is warns
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_queue_drifting_over_readings_a_second_apart_rarely_warns(seed: int) -> None:
+    """A queue at its maximum drifting over 0-10 jobs (each second 0.7 of the last plus 0.3 of a
+    new draw), read about a second apart for an hour: at most 2 warnings. A drift strays little
+    from reading to reading, yet a line over several readings finds a slope in it: the readings
+    before a rise are held to how far they stray from their own level too (the neighbours alone
+    let 3 to 6 an hour through)."""
+    rng = random.Random(seed)
+    level, queue = 5.0, []
+    for _ in range(3600):
+        level = 0.7 * level + 0.3 * rng.randint(0, 10)
+        queue.append(round(level))
+    assert len(_warned_read_each_second(queue, seed)) <= 2

@@ -2,10 +2,12 @@
 
 Jobs in the system (`N = busy + queued`, ARC: assigned) must build: a least-squares line through
 the last `WINDOW` readings whose slope stands well above both the fit's scatter and the noise of
-the last `NOISE_READINGS` (five readings alone misjudge their scatter). The forecast then steps
-through the horizon: capacity is the runners now, the maximum once a boot has passed; the wait is
-the queue over the throughput (Little's law). The runners it advises are the reading's judgement.
-A standing warning (`sustained`) stands while the forecast still crosses within the horizon.
+the last `NOISE_READINGS` (five readings alone misjudge their scatter). Readings less than a
+minute apart span too little in five: the line reaches back as far as the rise and the noise of
+the readings before the five need (`_reach`). The forecast then steps through the horizon:
+capacity is the runners now, the maximum once a boot has passed; the wait is the queue over the
+throughput (Little's law). The runners it advises are the reading's judgement. A standing warning
+(`sustained`) stands while the forecast still crosses within the horizon.
 """
 
 from __future__ import annotations
@@ -184,8 +186,16 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     if fit is None:
         return None
     recent = points[-NOISE_READINGS:]
-    noise = _noise(_changes(recent[:-WINDOW])) or _noise(_changes(recent))
-    if fit[0] > 0:
+    noise = _noise(_changes(recent))
+    if _minutes(window)[-1] < WINDOW - 1 and fit[0] > 0:
+        # Readings less than a minute apart: five span less than their four minutes, and rise
+        # less however steep the build. The line reaches back as far as the evidence needs
+        # (`_reach`), held to the noise of the readings before the five (`_noise_before`): a
+        # rise's own straight readings measure no noise, and counted in it, they let it through
+        # only once they were most of the last 30. Readings a minute apart keep the five and
+        # that noise: reaching back there too, a queue walking a job up or down a minute within
+        # 0-6 jobs warned a few times a day (docs/benchmarks.md).
+        noise = _noise_before(recent[:-WINDOW]) or noise
         window = _reach(recent, fit[0], noise)
         fit = _fit(window)
         if fit is None:
@@ -209,21 +219,42 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
 
 
 def _reach(recent: Sequence[Point], slope: float, noise: float) -> list[Point]:
-    """The readings seconds apart a rise at `slope` is judged over: the last `WINDOW`, and as
-    many before them as it takes for that rise to be evident at all, i.e. to rise `MIN_RISE` and
-    to stand `T_NOISE` standard errors above flat at the readings' `noise` (a line's standard
-    error falls as its readings spread out). Five readings a second apart span four seconds: a
-    rise of a job a second over a queue wandering over three jobs cannot stand out of them
-    however clean, and waiting for more to rise in the window would wait until the noise
-    measured is the rise's own. The slope of the last `WINDOW` only sizes the window: the
-    evidence is the line fitted through all of it, so a few readings that happen to line up
-    size a window in which they no longer do."""
+    """The readings a rise at `slope` (the last `WINDOW`'s) is judged over: the last `WINDOW`,
+    and as many before them as it takes for a line at that slope to be evident at all: to rise
+    `MIN_RISE`, and to stand `T_NOISE` standard errors above flat at `noise` (a line's standard
+    error falls as its readings spread out). All of `recent` when none does.
+
+    Five readings a second apart span four seconds: a job a second rises four jobs across them,
+    and stands about three standard errors above a queue wandering over 0-3 jobs however clean
+    it is. Sized to the rise alone, and short of it (the readings within the time the rise
+    takes: its line rose 4.96 of the 5 jobs, and readings a little over a second apart reached
+    none), the warning waited for a reading two jobs up and a noise that the rise's own
+    readings had brought down: as late as 28 s into 29 s of a job a second to 30 queued. The
+    last five's slope only sizes the window; the evidence is the line fitted through all of
+    it, so five readings of noise that happen to line up size a window in which they no longer
+    do."""
     for n in range(WINDOW, len(recent) + 1):
         window = recent[-n:]
         risen = slope * _minutes(window)[-1] >= MIN_RISE - 1e-9
         if risen and slope * _spread(window) ** 0.5 >= T_NOISE * noise:
             return list(window)
     return list(recent)
+
+
+def _noise_before(before: Sequence[Point]) -> float:
+    """The noise a rise after `before` must stand out of (0 with too few readings): the larger
+    of how far each strays from its neighbours (`_noise`) and how far they stray from their own
+    level (the median absolute deviation from their median, scaled to a normal's). A queue
+    drifting over several readings strays little from its neighbours, yet a line over as many
+    readings finds a slope in it: the level counts that drift; the neighbours count a queue
+    that jumps from reading to reading. A build begun before the five raises their level too:
+    the window then reaches further back, over more of the build."""
+    if len(before) < MIN_STRAYS + 2:
+        return 0.0
+    levels = [p.in_system for p in before]
+    middle = statistics.median(levels)
+    level = 1.4826 * statistics.median(abs(v - middle) for v in levels)
+    return max(_noise(_changes(before)), level if math.isfinite(level) else 0.0)
 
 
 def _changes(points: Sequence[Point]) -> list[Point]:
