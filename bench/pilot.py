@@ -51,7 +51,13 @@ from bot.backends.kube import KubeAccess
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.incident.incidents import Event, Incident, counting_scale_ups, with_action
+from bot.domain.incident.incidents import (
+    Event,
+    Incident,
+    counting_scale_ups,
+    made_scale_ups,
+    with_action,
+)
 from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, judged_of, troubled_gauges
 from bot.domain.reading.judgement import RECENT_READINGS, Judgement, asking
 from bot.domain.reading.judging import judged
@@ -246,7 +252,8 @@ async def scaled(
     changed = (await arc.scale(request)).undo
     assert changed is not None, "ARC's scale-ups can be put back"
     done = made(target.runner_type, offer.runners, by, at, changed, pilot=by == PILOT)
-    up = follow(done, judged_of(incident.live, done.runner_type), verify_s=VERIFY_S)
+    judged = judged_of(incident.live, done.runner_type)
+    up = follow(done, judged, verify_s=VERIFY_S, earlier=made_scale_ups(incident))
     text = f"Scaled by +{offer.runners}"
     return with_action(incident, Event(at=at, kind="scaled", text=text, actor_name=by, scale=up))
 

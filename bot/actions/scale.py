@@ -22,6 +22,7 @@ from bot.config import MetricsBackend, Settings
 from bot.domain.incident.incidents import (
     Event,
     Incident,
+    made_scale_ups,
     with_action,
     with_scale_ups,
     without_put_backs,
@@ -320,7 +321,9 @@ class Scaling:
         done = event.scale
         assert done is not None, "a scale-up's event"
         number, judged = before.replies + 1, judged_of(before.live, done.runner_type)
-        up = follow(done, judged, verify_s=self.config.scale_verify_s, reply=number, detail=detail)
+        earlier = made_scale_ups(before)
+        verify_s = self.config.scale_verify_s
+        up = follow(done, judged, verify_s=verify_s, reply=number, detail=detail, earlier=earlier)
         if self.config.metrics_backend is MetricsBackend.ALERT:
             outcome = outcome_of(up, None, event.at)
             assert outcome is not None, "without readings, decided at once"

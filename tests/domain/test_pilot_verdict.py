@@ -25,7 +25,7 @@ from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.reading.judgement import Direction, Judgement, added
 from bot.domain.reading.runner_pods import PodCause, Trouble
 from bot.domain.scale.pilot import PILOT, Hold, Verdict, held, scale_ups, verdict
-from bot.domain.scale.scale_ups import ScaleUp
+from bot.domain.scale.scale_ups import ScaleUp, follow, outcome_of
 from bot.domain.scale.scaling import Policy
 
 T0 = datetime(2026, 11, 28, 14, 0, tzinfo=UTC)
@@ -515,3 +515,28 @@ def test_its_acts_of_the_last_boot_are_not_the_autoscaler_s_once_their_follow_up
     shown = reading(T0 + 13 * EVERY, 30, booting=20)
     said = look(hold, shown, act, now=T0 + 13 * EVERY + timedelta(minutes=2))
     assert "autoscaler" not in said.why, said
+
+
+def test_an_act_while_the_last_one_s_runners_boot_is_followed_from_what_that_one_brings() -> None:
+    """The walk's case: +10 at 08:40:40 and +4 at 08:41:15, both from a reading of 20
+    registered. The second's runners are the four past the first's 30: 30 registered (the
+    first's ten) is not the second come."""
+    first = follow(
+        ScaleUp(runner_type=TYPE, added=10, by=PILOT, at=T0, pilot=True),
+        reading(T0, 10),
+        verify_s=600,
+    )
+    second = follow(
+        ScaleUp(runner_type=TYPE, added=4, by=PILOT, at=T0 + EVERY, pilot=True),
+        reading(T0 + EVERY, 10),
+        verify_s=600,
+        earlier=[first],
+    )
+    assert (first.baseline, second.baseline) == (20, 30)
+    view = FleetSnapshot(
+        at=T0 + 4 * EVERY,
+        source="prometheus",
+        runner_types={TYPE: RunnerTypeMetrics(judged=reading(T0 + 4 * EVERY, 0, running=30))},
+    )
+    assert outcome_of(second, view, T0 + 4 * EVERY) is None, "not yet: the first's ten came"
+    assert outcome_of(first, view, T0 + 4 * EVERY).came is True

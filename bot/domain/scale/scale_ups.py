@@ -84,15 +84,31 @@ class ScaleUp(BaseModel):
 
 
 def follow(
-    up: ScaleUp, judged: Judgement | None, *, verify_s: float, reply: int = 0, detail: str = ""
+    up: ScaleUp,
+    judged: Judgement | None,
+    *,
+    verify_s: float,
+    reply: int = 0,
+    detail: str = "",
+    earlier: Sequence[ScaleUp] = (),
 ) -> ScaleUp:
     """`up`, made at its `at`, followed until `verify_s` after it from its type's registered
-    runners as the reading before it judged them (`judged`; None: not read)."""
+    runners as the reading before it judged them (`judged`; None: not read), and no fewer than
+    an `earlier` scale-up of the type still followed brings: its runners are not this one's (a
+    pilot acting again while the last act's runners boot)."""
     assert up.at is not None, "made at a moment"
+    baseline = judged.registered if judged is not None else None
+    coming = [
+        e.baseline + e.added
+        for e in earlier
+        if e.followed and e.baseline is not None and of_type({e.runner_type: 1}, up.runner_type)
+    ]
+    if baseline is not None and coming:
+        baseline = max(baseline, *coming)
     return up.model_copy(
         update={
             "due": up.at + timedelta(seconds=verify_s),
-            "baseline": judged.registered if judged is not None else None,
+            "baseline": baseline,
             "reply": reply,
             "detail": detail,
         }
