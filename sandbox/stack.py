@@ -212,7 +212,8 @@ def start_sandbox(
 def pilot_policy(speed: float) -> dict[str, int]:
     """`PILOT_POLICY` for a fleet `speed` times faster: its seconds divided by the speed."""
     timed = ("hold_seconds", "period_seconds", "cooldown_seconds")
-    return {k: round(v / speed) if k in timed else v for k, v in PILOT_POLICY.items()}
+    # A period of at least a second (`period_seconds` ≥ 1), whatever the speed.
+    return {k: max(round(v / speed), 1) if k in timed else v for k, v in PILOT_POLICY.items()}
 
 
 def _serve(stack: ExitStack, app: object, port: int, what: str) -> RunningServer:

@@ -124,8 +124,14 @@ class Piloting:
                 log.exception("pilot: %s failed", runner_type)
                 continue
             await store.save(runner_type, state)
-            if found is not None and found.incident is not None and state.kind:
+            if found is None or found.incident is None or not state.kind:
+                continue
+            try:
                 await self._record(found.incident, runner_type, state)
+            except RedisError:
+                raise
+            except Exception:  # its record is not worth the other types' looks
+                log.exception("pilot: recording %s failed", runner_type)
 
     async def _look(
         self,
@@ -319,16 +325,23 @@ class Piloting:
             was = fresh.pilot.get(runner_type)
             if not fresh.is_open or (was is not None and was.kind == line.kind):
                 return None, Outcome(True, "")
-            updated = fresh.model_copy(update={"pilot": {**fresh.pilot, runner_type: line}})
+            told = was.told if was is not None else ()
             text = recorded(runner_type, line, was)
+            if text is not None and text[0] == DECLINED:
+                text = None if line.kind in told else text
+                told = (*told, line.kind)
+            kept = line.model_copy(update={"told": told})
+            updated = fresh.model_copy(update={"pilot": {**fresh.pilot, runner_type: kept}})
             events = (Event(at=now, kind=text[0], text=text[1], actor_name=PILOT),) if text else ()
+            # Its first line is posted below; after it, edited in place (no reply below it).
+            edits = PILOT_TS if fresh.pilot else ""
             reply = Reply(
                 PILOT_LINE,
                 BAND_EVENT,
                 render_pilot_line(updated),
                 replaces=(PILOT_LINE,),
                 ts_as=PILOT_TS,
-                edits=PILOT_TS,
+                edits=edits,
             )
             return Commit(updated, events=events, replies=(reply,)), Outcome(True, "")
 
@@ -520,6 +533,7 @@ class Piloting:
 ACTING = "acting: "  # kept before the act's call, replaced once the look ends
 PAUSED = "paused"
 PILOT_LINE, PILOT_TS = "pilot", "pilot_ts"  # its thread line, edited in place
+DECLINED = "pilot_declined"
 
 
 def recorded(runner_type: str, line: PilotLine, was: PilotLine | None) -> tuple[str, str] | None:
@@ -530,7 +544,7 @@ def recorded(runner_type: str, line: PilotLine, was: PilotLine | None) -> tuple[
     if was is not None and was.kind == PAUSED:
         return "pilot_resumed", f"The pilot is on again for {runner_type}: {line.said}"
     if line.kind in NOTEWORTHY:
-        return "pilot_declined", f"The pilot stands aside on {runner_type}: {line.said}"
+        return DECLINED, f"The pilot stands aside on {runner_type}: {line.said}"
     return None
 
 

@@ -526,7 +526,7 @@ def _said(record: PutBackDue, why: str, result: Reverted) -> str:
 ENDED_BACK = "Put back at {}: nothing to undo"
 ENDED_PART = "Put back part of the way at {}: nothing more to undo"
 ENDED_LEFT = "Left as it is at {} (changed since): nothing to undo"
-ENDED_FAILED = "Could not be put back at {}: the put-back's reply says why"
+ENDED_FAILED = "Could not be put back at {}"  # its Undo stays: the act is still in place
 # Further from its act than this, the moment is said with its day (its reply reads it near it).
 _SAME_DAY = timedelta(hours=12)
 
@@ -545,8 +545,8 @@ def acts_ended(
         if up is None or not up.pilot or up.undone or up.fate or not up.field:
             continue
         ended = gone.get(up.back or record_id(up.runner_type, up.field))
-        if ended is None:
-            continue
+        if ended is None or ended == ENDED_FAILED:
+            continue  # a put-back that failed leaves the act in place: its Undo still applies
         near = up.at is None or abs(at - up.at) < _SAME_DAY
         when = f"{at:%H:%M} UTC" if near else f"{at:%Y-%m-%d %H:%M} UTC"
         changed[e.at] = up.model_copy(update={"fate": ended.format(when)})

@@ -91,7 +91,8 @@ def serve_warnings(s: Settings) -> list[str]:
     ]
     lock = s.scale_cooldown_seconds
     for runner_type, target in s.scaler_targets.items():
-        if target.pilot is not None and target.pilot.period_seconds < lock:
+        pilot = target.pilot
+        if pilot is not None and pilot.mode == "on" and pilot.period_seconds < lock:
             warnings.append(
                 f"SCALER_TARGETS[{runner_type!r}].pilot.period_seconds "
                 f"{target.pilot.period_seconds} is shorter than SCALE_COOLDOWN_SECONDS {lock}: "

@@ -234,10 +234,10 @@ class Incidents(Group, title="Incidents"):
     drain_target_minutes: values.Minutes = Field(30, gt=0, le=1440)
     """Runners are recommended to drain the queue within this long (every surface shows it)."""
     advice_window: values.Span = Field(300, ge=0, le=3600)
-    """The longer window, as Kubernetes' HPA's scale-down one: what may be put back, and the
-    readings that tell a climb too slow for the last few. It never holds an ask: the advice falls
-    once every reading of ADVICE_RISE_WINDOW asked less (runners added since counted at once). 0
-    here and in ADVICE_RISE_WINDOW: each reading's own."""
+    """The longer window: the readings that tell a climb too slow for the last few, and what a
+    scale-up bought (the drain over it, before and after its runners came). It never holds an
+    ask: the advice falls once every reading of ADVICE_RISE_WINDOW asked less (runners added since
+    counted at once). 0 here and in ADVICE_RISE_WINDOW: each reading's own."""
     advice_rise_window: values.Span = Field(60, ge=0, le=3600)
     """The advice shown rises only once every reading over this window (and at least the two
     before it, so 0 means three readings) asked at least that much, as HPA stabilizes a scale-up: a

@@ -92,7 +92,7 @@ class StatusReporter:
 
     @property
     def _credit_window(self) -> timedelta:
-        """A scale-up's drain is read over the window the advice reads a fall over."""
+        """A scale-up's drain is read over the longer advice window (`ADVICE_WINDOW`)."""
         return timedelta(seconds=self.config.advice_window)
 
     async def tick(self) -> None:

@@ -343,7 +343,7 @@ class IncidentStore:
             spec.update(adopts=True, thread=json.dumps(thread), group_hash=change.group_hash)
         ttl_s = self.retention_s
         if (incident := change.incident) is not None:
-            if any(r.kind not in THREAD_STATUS for r in change.replies):
+            if any(r.kind not in THREAD_STATUS and not r.edits for r in change.replies):
                 # Posted below the latest status reply, which is then edited no more.
                 incident = shown_now(incident, replied_since=True)
             # An edit adds no reply below: a reply edited while nothing followed it stays so.

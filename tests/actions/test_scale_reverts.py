@@ -1172,10 +1172,11 @@ async def test_a_pilot_act_still_followed_when_the_alert_fires_stays_its_own_in_
     mine = scale_ups(incident, "linux")
     pending = [s.followed for s in mine]
     assert pending == [True], "still followed in the incident"
-    # Past its period, within the act's 10-minute follow-up: the readings desired 50 runners
-    # through the hold; 40 run and its 5 are on their way (the incident's view counts them).
+    # Past its period, within the act's boot and its 10-minute follow-up: the readings desired
+    # 50 runners through the hold; 40 run and its 5 are on their way (the incident's view
+    # counts them).
     policy = Policy(up_to=60, step=20, hold_s=60, cooldown_s=300)
-    now = clock() + timedelta(seconds=policy.cooldown_s)
+    now = clock() + timedelta(seconds=policy.period_s)
     hold = Hold(
         since=now - timedelta(minutes=2), asks=((now - timedelta(minutes=2), 50), (now, 50))
     )

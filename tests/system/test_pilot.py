@@ -155,11 +155,10 @@ async def test_a_dry_run_says_in_the_thread_what_it_would_have_done_and_scales_n
         ), would
         assert "pilot_undo" not in would, "nothing to undo"
 
-        async def told() -> str:
-            piloted, _ = await pilot_state(running)
-            return piloted.why if piloted.why.startswith("dry run: would have") else ""
-
-        await eventually(told, what="/queue pilot's dry run")
+        # On the timeline (the postmortem's, the issue's), with what it would have added.
+        [would_be, *_] = [e for e in await running.bot.store.events("1") if e.would is not None]
+        assert would_be.kind == "pilot_dry_run" and would_be.would.runners == 6
+        assert not [a for a in (await running.bot.store.get("1")).actions if a.scale is not None]
         assert maximum(kube) == 20
     assert not [p for p in kube.written if p[0].endswith(QUEUEING)], "the scale set untouched"
 

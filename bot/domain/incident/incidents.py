@@ -124,6 +124,8 @@ class PilotLine(BaseModel):
     kind: str
     said: str
     at: datetime
+    # The reasons it stood aside already on the timeline: each is told there once an incident.
+    told: tuple[str, ...] = ()
 
 
 class Responder(BaseModel):

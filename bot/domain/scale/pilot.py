@@ -40,7 +40,7 @@ class Hold(BaseModel):
 
     since: AwareDatetime
     asks: tuple[tuple[AwareDatetime, PositiveFloat], ...] = Field(min_length=1)
-    # What `asks` hold: a hold kept before 0.29 held the advice's deltas, read as no capacity.
+    # What `asks` hold: a hold an earlier release kept held the advice's deltas, not capacities.
     of: Literal["desired"] | None = None
 
     @property
@@ -131,26 +131,23 @@ def verdict(
     # runners replaced as jobs finish keep some booting for good. Its own acts' runners count
     # as capacity while they boot.
     every = sorted({act_key(up): up for up in (*others, *mine)}.values(), key=_made)
-    # Scale-ups of the last boot the reading already shows (booting, or registering): not the
-    # autoscaler's own, whatever their follow-up has decided yet.
+    # Booting counts every scale-up of the last boot once, the reading's or added since it:
+    # the rest are the autoscaler's own, whatever the scale-ups' follow-ups decided yet.
     booted = judged.at - timedelta(minutes=BOOT_MINS)
-    shown = sum(up.added for up in every if booted <= _made(up) <= judged.at and not up.undone)
-    theirs = judged.booting - judged.added_since - shown
-    early = hold is None or now - hold.since < timedelta(minutes=BOOT_MINS)
-    if theirs > 0 and early:
-        waits = f"waiting for {_runners_of(theirs)} the autoscaler started to register"
-        return Verdict(0, waits, "autoscaler")
+    ours = sum(up.added for up in every if booted <= _made(up) and not up.undone)
+    theirs = judged.booting - ours
     capacity = judged.supply
     if hold is None:
         return Verdict(0, f"its readings want no more than the {_runners(capacity)} it has", "none")
+    if theirs > 0 and now - hold.since < timedelta(minutes=BOOT_MINS):
+        waits = f"waiting for {_runners_of(theirs)} the autoscaler started to register"
+        return Verdict(0, waits, "autoscaler")
     asked_s = (hold.at - hold.since).total_seconds()
     if asked_s < policy.hold_s:
-        return Verdict(
-            0,
-            f"its readings have wanted more runners for {_mins(asked_s)} of the "
-            f"{_mins(policy.hold_s)} they must",
-            "hold",
-        )
+        # Clock times, not a countdown: the thread's line and the root keep what it said.
+        acts_at = hold.since + timedelta(seconds=policy.hold_s)
+        held_since = f"its readings have wanted more runners since {_clock(hold.since)}"
+        return Verdict(0, f"{held_since}: it acts from {_clock(acts_at)} if they still do", "hold")
     if judged.direction is Direction.FALLING:
         return Verdict(0, "the queue is falling", "falling")
     own = {act_key(up) for up in mine if up.pilot}
@@ -164,15 +161,14 @@ def verdict(
         if up.came is False and (resumed is None or (up.seen_at or _made(up)) > resumed):
             return Verdict(0, f"{said} did not come up", "failed")
     people = [up for up in every if not up.pilot]
-    if people and (quiet := now - _made(people[-1])) < timedelta(seconds=policy.cooldown_s):
-        left = policy.cooldown_s - quiet.total_seconds()
+    if people and now < (until := _made(people[-1]) + timedelta(seconds=policy.cooldown_s)):
         by = people[-1].by or "someone"
-        return Verdict(0, f"cooling down: {_mins(left)} left since {by}'s scale-up", "cooldown")
+        return Verdict(0, f"cooling down after {by}'s scale-up until {_clock(until)}", "cooldown")
     acts = [up for up in every if up.pilot]
-    if acts and (since := now - _made(acts[-1])) < timedelta(seconds=policy.period_s):
-        left = policy.period_s - since.total_seconds()
-        again = f"it acted at {_made(acts[-1]):%H:%M} UTC: again in {_mins(left)}"
-        return Verdict(0, again, "period")
+    if acts and now < (again := _made(acts[-1]) + timedelta(seconds=policy.period_s)):
+        did = "it would have acted" if policy.dry_run else "it acted"  # a dry run's acts
+        said = f"{did} at {_clock(_made(acts[-1]))}: again from {_clock(again)}"
+        return Verdict(0, said, "period")
     added = sum(up.added for up in mine if up.pilot)
     room = policy.up_to - added
     if room <= 0:
@@ -196,6 +192,11 @@ def act_key(up: ScaleUp) -> tuple[object, ...]:
     """One scale-up however many records keep it (a folded early warning's and its incident's):
     when, of what, by how many, whose."""
     return (up.at, runner_key(up.runner_type), up.added, up.pilot)
+
+
+def _clock(at: datetime) -> str:
+    """14:05 UTC, to the second where a policy's seconds are that short."""
+    return f"{at:%H:%M:%S} UTC" if at.second else f"{at:%H:%M} UTC"
 
 
 def _runners_of(count: int) -> str:
