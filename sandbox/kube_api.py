@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -125,6 +126,7 @@ class KubeApi:
     sets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     patches: list[tuple[str, str, Any]] = field(default_factory=list)  # every PATCH asked
     written: list[tuple[str, Any]] = field(default_factory=list)  # the PATCHes applied
+    written_at: list[float] = field(default_factory=list)  # each one's `time.monotonic()`
     get_delay_s: float = 0.0  # a slow API server: each GET answers this late
     unavailable: int = 0  # the next this many PATCHes get 503 (an API server restarting)
     # Another writer's change, made right after the next GET is answered: someone (Helm, a
@@ -241,6 +243,7 @@ class KubeApi:
             return denied(said, key[1])
         written = self._stored(runner_set, patched)
         self.written.append((request.url.path, patch))
+        self.written_at.append(time.monotonic())
         return JSONResponse(written)
 
     async def review(self, request: Request) -> Response:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,39 +35,19 @@ from bot.domain.reading.early_warning import Phase, WarningState, scaled_from
 from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.reading.judgement import Judgement
 from bot.domain.scale.pilot import PILOT
-from bot.domain.scale.scaling import ScaleTarget
 from bot.status.follow_ups import settled
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import SUMMARY_EDIT, Commit, IncidentStore
 from bot.storage.pilot import PilotStore
 from bot.storage.send_queue import SendQueue
+from tests.actions.test_scale_reverts import SET, TARGET, Clock, kube  # noqa: F401  (fixture)
 from tests.support.cores import action_core
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.incidents import changed
-from tests.support.store import CHANNEL, KEYS, PREFIX, T0, opened
+from tests.support.store import CHANNEL, KEYS, PREFIX, opened
 
-SET = ("arc-runners", "mt-l-x86iavx512-8-64")
-TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=20)
 USER = "U0ALICE"
 WHY = "+6 wanted for 3 s (40 → 46), within up_to 60"
-
-
-@pytest.fixture
-def kube(kube: FakeKubeApi) -> FakeKubeApi:
-    """The Kubernetes fake with the fixture's scale set, 40 runners running."""
-    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
-    return kube
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def pass_(self, **span: float) -> None:
-        self.now += timedelta(**span)
 
 
 @dataclass
@@ -187,7 +167,7 @@ def reading(at: datetime, registered: float) -> FleetSnapshot:
 
 
 @pytest.fixture
-def world(redis: Redis, kube: FakeKubeApi, tmp_path: Path) -> World:
+def world(redis: Redis, kube: FakeKubeApi, tmp_path: Path) -> World:  # noqa: F811
     clock = Clock()
     store = IncidentStore(redis, PREFIX)
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]

@@ -77,6 +77,15 @@ def maximum(kube: FakeKubeApi) -> int:
     return int(kube.sets[SET]["spec"]["maxRunners"])
 
 
+def pods_cannot_start(fleet: ArcFleet, kube: FakeKubeApi) -> None:
+    """At the maximum of 20, and 4 new runner pods no node has fit for ten minutes."""
+    fleet.queueing.set(**AT_MAXIMUM)
+    fleet.pods.set(
+        fleet.queueing.name, running=20, unschedulable=4, pending_since=time.time() - 600
+    )
+    kube.add_from_fixture(minRunners=0, maxRunners=20)
+
+
 async def pilot_state(running: RunningBot) -> tuple[Piloted, Paused | None]:
     store = running.bot.core.piloting.store
     assert store is not None
@@ -170,11 +179,7 @@ async def test_its_word_is_one_thread_line_edited_in_place_on_the_root_and_on_th
     root says why. Paused from Slack, the same line is edited to say by whom; turned on again,
     edited again. The pause, the resume and why it stood aside are on the timeline, which the
     alert's issue and the postmortem are written from."""
-    pods20.queueing.set(**AT_MAXIMUM)
-    pods20.pods.set(
-        pods20.queueing.name, running=20, unschedulable=4, pending_since=time.time() - 600
-    )
-    kube.add_from_fixture(minRunners=0, maxRunners=20)
+    pods_cannot_start(pods20, kube)
     async with run_bot(settings(settings_for, pods20, kube, tmp_path)) as running:
         await alert_at_maximum(running, slack)
         thread = await slack.first_thread()
@@ -210,11 +215,7 @@ async def test_its_word_is_one_thread_line_edited_in_place_on_the_root_and_on_th
 async def test_while_pods_cannot_start_it_declines_and_a_person_s_raise_is_said_not_to_come(
     settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    pods20.queueing.set(**AT_MAXIMUM)
-    pods20.pods.set(
-        pods20.queueing.name, running=20, unschedulable=4, pending_since=time.time() - 600
-    )
-    kube.add_from_fixture(minRunners=0, maxRunners=20)
+    pods_cannot_start(pods20, kube)
     async with run_bot(settings(settings_for, pods20, kube, tmp_path)) as running:
         await alert_at_maximum(running, slack)
 
