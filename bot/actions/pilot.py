@@ -32,6 +32,7 @@ from bot.domain.incident.incidents import (
 from bot.domain.reading.early_warning import Phase, WarningState, warning_acts
 from bot.domain.reading.fleet import FleetSnapshot, of_type
 from bot.domain.reading.judgement import Judgement, added, asking
+from bot.domain.reading.runner_names import same_type
 from bot.domain.scale.pilot import (
     NOTEWORTHY,
     PILOT,
@@ -43,7 +44,6 @@ from bot.domain.scale.pilot import (
     act_key,
     held,
     pilot_acts,
-    same_type,
     scale_ups,
     verdict,
 )
@@ -325,10 +325,9 @@ class Piloting:
             was = fresh.pilot.get(runner_type)
             if not fresh.is_open or (was is not None and was.kind == line.kind):
                 return None, Outcome(True, "")
-            told = was.told if was is not None else ()
             text = recorded(runner_type, line, was)
-            if text is not None and text[0] == DECLINED:
-                text = None if line.kind in told else text
+            told = was.told if was is not None else ()
+            if line.kind in NOTEWORTHY and line.kind not in told:
                 told = (*told, line.kind)
             kept = line.model_copy(update={"told": told})
             updated = fresh.model_copy(update={"pilot": {**fresh.pilot, runner_type: kept}})
@@ -533,19 +532,18 @@ class Piloting:
 ACTING = "acting: "  # kept before the act's call, replaced once the look ends
 PAUSED = "paused"
 PILOT_LINE, PILOT_TS = "pilot", "pilot_ts"  # its thread line, edited in place
-DECLINED = "pilot_declined"
 
 
 def recorded(runner_type: str, line: PilotLine, was: PilotLine | None) -> tuple[str, str] | None:
     """The timeline's event for a change of the pilot's word (kind, text), where a responder
-    should read it on the record: a pause, a resume, or why it stands aside."""
+    should read it on the record: a pause, a resume, or why it stands aside (once a reason)."""
     if line.kind == PAUSED:
         return "pilot_paused", f"The pilot is paused for {runner_type}: {line.said}"
     if was is not None and was.kind == PAUSED:
         return "pilot_resumed", f"The pilot is on again for {runner_type}: {line.said}"
-    if line.kind in NOTEWORTHY:
-        return DECLINED, f"The pilot stands aside on {runner_type}: {line.said}"
-    return None
+    if line.kind in NOTEWORTHY and (was is None or line.kind not in was.told):
+        return "pilot_declined", f"The pilot stands aside on {runner_type}: {line.said}"
+    return None  # each reason once an incident
 
 
 DRY_RUN, DRY_RUN_BY = "pilot_dry_run", "queuepilot (policy, dry run)"
@@ -645,7 +643,7 @@ def _warning_for(
 def _warning_ups(state: WarningState, runner_type: str) -> list[ScaleUp]:
     """A warning's scale-ups of the type, folded or not: until the incident that took it on
     has them they count here, and counted twice they hold nothing back twice."""
-    if of_type({state.runner_type: 1}, runner_type) is None:
+    if not same_type(state.runner_type, runner_type):
         return []
     return [up for up in state.scaled if up.at is not None]
 

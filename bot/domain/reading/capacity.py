@@ -35,7 +35,7 @@ from bot.domain.reading.fleet import (
     ranked_workflows,
 )
 from bot.domain.reading.judgement import to_drain
-from bot.domain.reading.runner_names import runner_key
+from bot.domain.reading.runner_names import runner_key, same_type
 from bot.domain.reading.runner_pods import STUCK_SHARE
 from bot.domain.scale.scale_record import TypeScaled, scale_record
 from bot.domain.units import number, plural
@@ -187,7 +187,9 @@ def capacity_report(
         stated = stated_thresholds(name, [i for i, _ in incidents], thresholds or Thresholds())
         past = history.get(name)
         report = _report(name, kept, live.get(name), since, now, past, stated)
-        killed = [k for k in kills if since <= (k.at or now) <= now and _same(k.runner_type, name)]
+        killed = [
+            k for k in kills if since <= (k.at or now) <= now and same_type(k.runner_type, name)
+        ]
         on_nodes = round(past.node_oom_kills or 0) if past else 0
         if killed or on_nodes:
             workflows = ranked_workflows(k.workflow for k in killed)  # those whose pods were caught
@@ -219,10 +221,6 @@ def report_channels(
         channel = latest.get(report.runner_type) or routed(report.runner_type)
         out.setdefault(channel, []).append(report)
     return out
-
-
-def _same(runner_type: str, name: str) -> bool:
-    return runner_key(runner_type) == runner_key(name)
 
 
 def _named_as(values: Mapping[str, V], names: Mapping[str, str]) -> dict[str, V]:
@@ -263,9 +261,11 @@ def _report(
     duration = (live.job_duration_mins if live else None) or (history.job_mins if history else None)
     made = (e.scale for _, events in incidents for e in events)
     scalers = Counter(
-        done.by or "someone" for done in made if done is not None and _same(done.runner_type, name)
+        done.by or "someone"
+        for done in made
+        if done is not None and same_type(done.runner_type, name)
     )
-    records = (r for i, _ in incidents for r in scale_record(i) if _same(r.runner_type, name))
+    records = (r for i, _ in incidents for r in scale_record(i) if same_type(r.runner_type, name))
     scaled = reduce(TypeScaled.plus, records, TypeScaled(name))
     past: dict[str, object] = {}
     if history is not None:
@@ -300,11 +300,11 @@ def _report(
 def _dry_runs(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -> DryRuns | None:
     acts, runners, sooner = 0, 0, []
     for _, events in incidents:
-        would = [e for e in events if e.would is not None and _same(e.would.runner_type, name)]
+        would = [e for e in events if e.would is not None and same_type(e.would.runner_type, name)]
         people = [
             e.at
             for e in events
-            if e.scale is not None and not e.scale.pilot and _same(e.scale.runner_type, name)
+            if e.scale is not None and not e.scale.pilot and same_type(e.scale.runner_type, name)
         ]
         acts += len(would)
         runners += sum(e.would.runners for e in would if e.would is not None)

@@ -28,6 +28,11 @@ def runner_key(name: str) -> str:
     return derived_scale_set(name) or name.casefold()
 
 
+def same_type(name: str, runner_type: str) -> bool:
+    """Whether two names are of one runner type (an alert's label, a reading's scale set)."""
+    return name == runner_type or runner_key(name) == runner_key(runner_type)
+
+
 def type_named(names: Collection[str], runner_type: str) -> str | None:
     """The one of `names` that is `runner_type`, named as a reading or an alert names it."""
     if runner_type in names:

@@ -19,9 +19,8 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PositiveFloat
 
 from bot.domain.incident.incidents import Event, Incident, made_scale_ups
-from bot.domain.reading.fleet import of_type
 from bot.domain.reading.judgement import BOOT_MINS, TOLERANCE, Direction, Judgement
-from bot.domain.reading.runner_names import runner_key
+from bot.domain.reading.runner_names import runner_key, same_type
 from bot.domain.scale.scale_ups import ScaleUp
 from bot.domain.scale.scaling import Policy
 from bot.domain.units import duration, number
@@ -94,10 +93,6 @@ def pilot_acts(incident: Incident, runner_type: str) -> list[Event]:
 def scale_ups(incident: Incident, runner_type: str) -> list[ScaleUp]:
     """The incident's scale-ups of `runner_type`, a person's or the pilot's."""
     return [up for up in made_scale_ups(incident) if same_type(up.runner_type, runner_type)]
-
-
-def same_type(name: str, runner_type: str) -> bool:
-    return of_type({name: True}, runner_type) is not None
 
 
 def verdict(

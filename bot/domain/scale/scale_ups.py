@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, of_type, source_name
 from bot.domain.reading.judgement import Judgement
+from bot.domain.reading.runner_names import same_type
 from bot.domain.scale.bought import Bought, Reading, bought
 
 RAISED_MAXIMUM = "maxRunners"  # the field a scale-up raising ARC's maximum names
@@ -101,7 +102,7 @@ def follow(
     coming = [
         e.baseline + e.added
         for e in earlier
-        if e.followed and e.baseline is not None and of_type({e.runner_type: 1}, up.runner_type)
+        if e.followed and e.baseline is not None and same_type(e.runner_type, up.runner_type)
     ]
     if baseline is not None and coming:
         baseline = max(baseline, *coming)
