@@ -7,7 +7,6 @@ jobs still to finish complete with it, and it stays readable (no longer listed),
 
 from __future__ import annotations
 
-import copy
 import random
 import sys
 from dataclasses import dataclass, field
@@ -74,6 +73,7 @@ class BusyGithub:
         self.transport = Answers(httpx.ASGITransport(app=one_github(self.actions, self.issues)))
         self._random = random.Random(self.seed)
         self._ids = 1000
+        self.jobs: dict[int, dict[str, Any]] = {}  # every job, by id, as GitHub has it now
         # (action, the job as delivered, when): what the workflow_job webhook sends
         self.changes: list[tuple[str, dict[str, Any], str]] = []
         for n in range(RUNNERS):
@@ -133,6 +133,7 @@ class BusyGithub:
             for j in range(JOBS)
         ]
         self.actions.run(REPO, self._ids, status, jobs)
+        self.jobs |= {job["id"]: job for job in jobs}
         for job in jobs:
             self._told("queued", job, now)
         if status == "in_progress":
@@ -156,7 +157,8 @@ class BusyGithub:
         self.actions.touch(run)
 
     def _told(self, action: str, job: dict[str, Any], now: str) -> None:
-        self.changes.append((action, copy.deepcopy(job), now))
+        # A copy as sent: the job's later changes do not reach a delivery made (its one list too).
+        self.changes.append((action, {**job, "labels": list(job["labels"])}, now))
 
     def _now(self) -> str:
         return self.clock.at().strftime("%Y-%m-%dT%H:%M:%SZ")
