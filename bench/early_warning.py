@@ -32,8 +32,10 @@ from datetime import UTC, datetime, timedelta
 
 from bot.domain.reading.early_warning import NOISE_READINGS, Point, Thresholds, forecast
 from bot.domain.reading.fleet import RunnerTypeMetrics
+from bot.domain.reading.runner_pods import RunnerPods
 from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, TypeReading
 from sandbox.fleet_alerts import QueueRule, RuleConfig
+from sandbox.fleet_api import pod_readings
 
 EPOCH = datetime(2026, 11, 24, tzinfo=UTC)
 HORIZON_MINS, BOOT_MINS = 15.0, 5.0
@@ -60,7 +62,8 @@ class Clock:
 
 
 def metrics_of(reading: TypeReading) -> RunnerTypeMetrics:
-    """What the `prometheus` backend reads of ARC's listener for this type."""
+    """What the `prometheus` backend reads of ARC's listener and the runner pods for this
+    type."""
     return RunnerTypeMetrics(
         queued=reading.queued,
         assigned=reading.assigned,
@@ -75,6 +78,7 @@ def metrics_of(reading: TypeReading) -> RunnerTypeMetrics:
         started_per_min=reading.started_per_min,
         completed_per_min=reading.completed_per_min,
         job_duration_mins=reading.job_duration_mins,
+        pods=RunnerPods(**pod_readings(reading, BOOT_MINS)),
     )
 
 

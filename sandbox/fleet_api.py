@@ -339,13 +339,7 @@ class FleetApi:
         for a `count` over no pods."""
         found = []
         for name, r in self.served().items():
-            stuck = [age for age in r.unschedulable_ages_mins if age > self.config.boot_minutes]
-            value = {
-                "pods_pending": len(r.pending_ages_mins) or None,
-                "pending_mins": max(r.pending_ages_mins, default=None),
-                "unschedulable": len(stuck) or None,
-                "unschedulable_mins": max(stuck, default=None),
-            }.get(reading)
+            value = pod_readings(r, self.config.boot_minutes).get(reading)
             if value is not None:
                 found.append((self._pod_labels(name), value))
         return found
@@ -708,4 +702,18 @@ def set_status(reading: TypeReading) -> dict[str, Any]:
         "runningEphemeralRunners": reading.registered,
         "failedEphemeralRunners": 0,
         "phase": "Running",
+    }
+
+
+def pod_readings(r: TypeReading, boot_minutes: float) -> dict[str, float | None]:
+    """A type's runner pods' readings over the fleet's pods, as the default queries answer them
+    (None where Prometheus has no series): Pending pods (booting, or no node fits), how long,
+    those no node fits yet, and those no node fits for longer than a boot."""
+    stuck = [age for age in r.unschedulable_ages_mins if age > boot_minutes]
+    return {
+        "pods_pending": len(r.pending_ages_mins) or None,
+        "pending_mins": max(r.pending_ages_mins, default=None),
+        "no_node": len(r.unschedulable_ages_mins) or None,
+        "unschedulable": len(stuck) or None,
+        "unschedulable_mins": max(stuck, default=None),
     }

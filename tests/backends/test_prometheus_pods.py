@@ -193,6 +193,8 @@ async def test_two_kube_state_metrics_replicas_count_each_pod_once(two_ksm: Prom
     # Waiting for a node or an image under the boot time is a scale-up, not a pod stuck.
     assert (scaling.pods_pending, scaling.unschedulable, scaling.image_pull) == (5, 0, 0)
     assert scaling.cannot_start == 0
+    # No node fits them yet, however young: a higher maximum would add pods that wait with them.
+    assert (scaling.no_node, stuck.no_node) == (4, 3)
 
 
 async def test_dind_runner_pods_read_their_init_containers_and_the_dind_container(

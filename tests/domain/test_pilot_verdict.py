@@ -464,6 +464,19 @@ def test_runners_the_autoscaler_started_are_waited_for_and_its_own_booting_are_n
     assert said == Verdict(4, "+4 wanted for 3 min (25 → 29), within up_to 60"), said
 
 
+def test_with_its_pods_read_and_placed_it_does_not_wait_for_the_autoscaler_s_runners() -> None:
+    """Where the runner pods are read and every one has a node, the autoscaler's runners are
+    starting, not unknown: it acts at once, beyond them. One pod waiting for a node (however
+    young) leaves whether they start unknown, and it waits as where the pods are not read."""
+    hold, _ = replay([9] * 13)
+    placed = reading(T0 + 13 * EVERY, 9, booting=5).model_copy(update={"pods_read": True})
+    assert look(hold, placed) == Verdict(4, "+4 wanted for 3 min (25 → 29), within up_to 60")
+    no_node = placed.model_copy(update={"unplaced": 1})
+    assert look(hold, no_node) == Verdict(
+        0, "waiting for 5 runners the autoscaler started to register"
+    )
+
+
 def test_a_want_within_a_tenth_of_the_capacity_moves_nothing() -> None:
     """HPA's tolerance: 20 runners and readings that want 22 at least (a tenth more) is no act,
     a reply and a put-back for no drain anyone would see; 23 is one."""

@@ -241,6 +241,22 @@ def test_never_a_higher_maximum_while_any_pod_finds_no_node() -> None:
     assert "raise the maximum" not in step
 
 
+def test_pods_waiting_for_a_node_however_young_hold_the_maximum_where_it_is() -> None:
+    """The GPU team's early warning: its scale set asked for its maximum of 14, 10 registered,
+    4 Pending that no node has fit for a minute (a node may come, or none will). Adding to the
+    maximum would only add pods that wait with them: the advice says so, not "+20"; with the pods
+    unread it is the queue's."""
+    m = M(queued=30, registered=10, busy=10, idle=0, maximum=14, desired=14, job_duration_mins=10)
+    waiting = RunnerPods(pods_pending=4, pending_mins=1, no_node=4, unschedulable=0)
+    j = judge(m.model_copy(update={"pods": waiting}), [], at=NOW)
+    assert (j.runners, j.raise_maximum_by, j.cannot_start) == (0, 0, 0)
+    assert (
+        j.advice.startswith("none until nodes fit: ") and "4 new runner pods find none" in j.advice
+    )
+    unread = judge(m, [], at=NOW)
+    assert unread.runners > 0 and unread.raise_maximum_by > 0 and not unread.pods_read
+
+
 @pytest.mark.parametrize(
     ("maximum", "advice"),
     [

@@ -80,9 +80,10 @@ FRAGMENTS = {
     "placed": "time() - (max by (namespace, pod) (kube_pod_status_scheduled_time{}) or "
     "max by (namespace, pod) (kube_pod_created{}))",
     "pending": 'max by (namespace, pod) (kube_pod_status_phase{phase="Pending"}) == 1',
+    # No node fits it yet: a node may be on its way (a cluster autoscaler's), or none will be.
+    "no_node_pods": "max by (namespace, pod) (kube_pod_status_unschedulable{}) == 1",
     # No node fits it for longer than a runner's boot (RUNNER_BOOT_MINUTES).
-    "unschedulable_pods": "(max by (namespace, pod) (kube_pod_status_unschedulable{}) == 1) "
-    "and on (namespace, pod) ($age > $boot_s)",
+    "unschedulable_pods": "($no_node_pods) and on (namespace, pod) ($age > $boot_s)",
     "on_node": 'max by (namespace, pod, node) (kube_pod_info{node!=""})',
     # Each node-exporter pod's node: its series carry `namespace` and `pod` but no `node`, so it
     # is joined from `kube_pod_info` (as kube-prometheus-stack's own recording rules do).
@@ -144,6 +145,7 @@ QUERIES = {
     "pods_pending": Query("count by ($by) ($runners($pending))", _PODS, "added"),
     "pending_mins": Query(
         "max by ($by) ($runners($age and on (namespace, pod) ($pending))) / 60", _PODS, "worst"),
+    "no_node": Query("count by ($by) ($runners($no_node_pods))", _PODS, "added"),
     "unschedulable": Query("count by ($by) ($runners($unschedulable_pods))", _PODS, "added"),
     "unschedulable_mins": Query(
         "max by ($by) ($runners($age and on (namespace, pod) ($unschedulable_pods))) / 60",

@@ -48,7 +48,7 @@ class Judgement(BaseModel):
             "change_per_min=r registered=reg booting=boot maximum=max runners=n needed=need "
             "added_since=add maximum_added=add+ raise_maximum_by=max+ clears_in_mins=clr "
             "within_mins=T causes=pc cannot_start=stuck held=hld unplaced=unp nodes_short=nsh "
-            "own=own window_mins=win cap=cap"
+            "pods_read=pr own=own window_mins=win cap=cap"
         ),
     )
 
@@ -77,11 +77,13 @@ class Judgement(BaseModel):
     # While new pods cannot start, more runners (or a higher maximum) would wait the same.
     causes: tuple[PodCause, ...] = ()
     cannot_start: int = 0
-    # Stuck pods hold their slots under the maximum (ARC counts them); while any find no node,
-    # the runners past the maximum wait for nodes (`nodes_short`), not for a raise.
+    # Stuck pods hold their slots under the maximum (ARC counts them); while any find no node
+    # (however young: a node may come, and more pods would wait for it with them), the runners
+    # past the maximum wait for nodes (`nodes_short`), not for a raise.
     held: int = 0
     unplaced: int = 0
     nodes_short: int = 0
+    pods_read: bool = False  # its runner pods were: whether new ones start is known
     # What this reading alone advised, and the window the shown advice is held over: people
     # read a thread over minutes, not per reading.
     own: int = 0

@@ -151,7 +151,8 @@ def judge(
         causes=pod_causes(metrics),
         cannot_start=pods.withholding if pods else 0,
         held=stuck,
-        unplaced=round(pods.unschedulable or 0) if pods else 0,
+        unplaced=round(max(pods.no_node or 0, pods.unschedulable or 0)) if pods else 0,
+        pods_read=pods is not None,
         window_mins=window_mins,
         cap=cap,
     )

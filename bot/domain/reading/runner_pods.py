@@ -36,6 +36,7 @@ POD_INFO = ("kube_pod_info", KSM)
 _READINGS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     "pods_pending": ("pods Pending", (PHASE, OWNER)),
     "pending_mins": ("how long pods are Pending", (CREATED, PHASE, OWNER)),
+    "no_node": ("pods waiting for a node", (PHASE, OWNER)),
     "unschedulable": ("unschedulable pods", (PHASE, CREATED, OWNER)),
     "unschedulable_mins": ("how long pods are unschedulable", (CREATED, PHASE, OWNER)),
     "image_pull": ("image pulls", (PHASE, CREATED, OWNER)),
@@ -110,7 +111,8 @@ class RunnerPods(BaseModel):
     model_config = ConfigDict(
         frozen=True,
         **stored_short(
-            "pods_pending=pp pending_mins=pm unschedulable=un unschedulable_mins=um image_pull=ip "
+            "pods_pending=pp pending_mins=pm no_node=nn unschedulable=un unschedulable_mins=um "
+            "image_pull=ip "
             "config_error=ce creating=cr oom_kills=oom oom_pods=oomp restarts=rs "
             "cpu_throttled_periods=thp cpu_periods=cp memory_of_limit=mem nodes=n more_nodes=n+ "
             "unknown=u oom_workflows=oomw oom_naming=oomn node_oom_kills=noom"
@@ -119,6 +121,8 @@ class RunnerPods(BaseModel):
 
     pods_pending: float | None = None
     pending_mins: float | None = None  # the oldest Pending pod's age
+    # No node fits yet, at any age: a node may be on its way (a cluster autoscaler's), or not.
+    no_node: float | None = None
     # No node fits for longer than a new node takes to come up.
     unschedulable: float | None = None
     unschedulable_mins: float | None = None  # the oldest of those

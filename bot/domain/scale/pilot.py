@@ -120,11 +120,12 @@ def verdict(
     if judged.nodes_short:
         short = f"runners cannot start: {judged.unplaced} new runner pods find no node"
         return Verdict(0, short, "cannot_start")
-    # Runners the autoscaler started itself and not yet registered: whether they start at all is
-    # not known until they do or their pods are seen stuck (a node group at its limit), and more
-    # of them would wait the same way. For one boot from the hold's start at most: ephemeral
-    # runners replaced as jobs finish keep some booting for good. Its own acts' runners count
-    # as capacity while they boot.
+    # Runners the autoscaler started itself and not yet registered: where their pods are not
+    # read, or some wait for a node, whether they start at all is not known until they do or
+    # their pods are seen stuck (a node group at its limit), and more of them would wait the same
+    # way. For one boot from the hold's start at most: ephemeral runners replaced as jobs finish
+    # keep some booting for good. Pods read and all placed are booting: no wait. Its own acts'
+    # runners count as capacity while they boot.
     every = sorted({act_key(up): up for up in (*others, *mine)}.values(), key=_made)
     # Booting counts every scale-up of the last boot once, the reading's or added since it:
     # the rest are the autoscaler's own, whatever the scale-ups' follow-ups decided yet.
@@ -134,7 +135,8 @@ def verdict(
     capacity = judged.supply
     if hold is None:
         return Verdict(0, f"its readings want no more than the {_runners(capacity)} it has", "none")
-    if theirs > 0 and now - hold.since < timedelta(minutes=BOOT_MINS):
+    unsure = not judged.pods_read or judged.unplaced
+    if theirs > 0 and unsure and now - hold.since < timedelta(minutes=BOOT_MINS):
         waits = f"waiting for {_runners_of(theirs)} the autoscaler started to register"
         return Verdict(0, waits, "autoscaler")
     asked_s = (hold.at - hold.since).total_seconds()
