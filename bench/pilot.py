@@ -52,6 +52,7 @@ from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
 from bot.domain.incident.incidents import (
+    PILOT,
     Event,
     Incident,
     counting_scale_ups,
@@ -61,7 +62,7 @@ from bot.domain.incident.incidents import (
 from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint, judged_of, troubled_gauges
 from bot.domain.reading.judgement import RECENT_READINGS, Judgement, asking
 from bot.domain.reading.judging import judged
-from bot.domain.scale.pilot import PILOT, Hold, held, scale_ups, verdict
+from bot.domain.scale.pilot import Hold, held, scale_ups, verdict
 from bot.domain.scale.scale_ups import follow
 from bot.domain.scale.scaling import Policy, ScaleTarget, scale_default
 from bot.status.follow_ups import settled

@@ -10,8 +10,8 @@ each act is claimed before the scaler is called, so a fail-over mid-act never ma
 from __future__ import annotations
 
 import logging
-from dataclasses import KW_ONLY, dataclass
-from datetime import datetime
+from dataclasses import KW_ONLY, dataclass, replace
+from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
@@ -22,12 +22,15 @@ from bot.backends.http import BackendError
 from bot.backends.scale import Reverted, Undo
 from bot.config import Settings
 from bot.domain.incident.incidents import (
+    DRY_RUN,
+    PILOT,
     Event,
     Incident,
     PilotLine,
     counting,
     with_action,
     with_scale_ups,
+    would_event,
 )
 from bot.domain.reading.early_warning import Phase, WarningState, warning_acts
 from bot.domain.reading.fleet import FleetSnapshot, of_type
@@ -35,7 +38,6 @@ from bot.domain.reading.judgement import Judgement, added, asking
 from bot.domain.reading.runner_names import same_type
 from bot.domain.scale.pilot import (
     NOTEWORTHY,
-    PILOT,
     WARNING_REF,
     Paused,
     Piloted,
@@ -47,7 +49,7 @@ from bot.domain.scale.pilot import (
     scale_ups,
     verdict,
 )
-from bot.domain.scale.scale_ups import DryRun, ScaleUp, undone
+from bot.domain.scale.scale_ups import ScaleUp, undone
 from bot.domain.scale.scaling import Policy
 from bot.fleet.readings import FleetReadings
 from bot.render.mrkdwn import escape, plain_text
@@ -282,22 +284,25 @@ class Piloting:
         return None
 
     async def _would(self, found: Within, runner_type: str, decided: Verdict, now: datetime) -> str:
-        """A dry run's act: said in the incident's thread, on its timeline, scaling nothing
-        (before the alert, in `/queue pilot` alone: an early warning has no thread)."""
-        would = f"would have scaled {runner_type} by +{decided.runners} at {now:%H:%M} UTC"
-        said = f"dry run: {would}: {decided.why}"
+        """A dry run's act, scaling nothing: said in the incident's thread and kept on its
+        timeline; before the alert, said on the early warning's message and kept there for the
+        incident that takes it on."""
+        said = f"dry run: would have scaled {runner_type} by +{decided.runners} at {now:%H:%M} UTC"
+        said += f": {decided.why}"
         if (incident := found.incident) is None:
+            assert found.warning is not None and self.warnings is not None
+            uid, act = found.warning.uid, (now.timestamp(), decided.runners)
+
+            def kept(state: WarningState | None) -> WarningState | None:
+                if state is None or state.uid != uid:
+                    return None  # a newer warning: this one's look is over
+                return replace(state, would=(*state.would, act), version=state.version + 1)
+
+            await self.warnings.save_fresh(found.warning.runner_type, kept)
             return f"{said} (on its early warning)"
-        dry_run = DryRun(runner_type=runner_type, runners=decided.runners)
 
         def decide(incident: Incident, at: datetime, _: list[Event]) -> Decided:
-            event = Event(
-                at=at,
-                kind=DRY_RUN,
-                text=f"{DRY_RUN_BY} {would}: {decided.why}",
-                actor_name=PILOT,
-                would=dry_run,
-            )
+            event = would_event(runner_type, decided.runners, at, decided.why)
             updated = with_action(incident, event)
             reply = Reply("action", BAND_ACTION, render_event(updated, event))
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, "")
@@ -546,18 +551,21 @@ def recorded(runner_type: str, line: PilotLine, was: PilotLine | None) -> tuple[
     return None  # each reason once an incident
 
 
-DRY_RUN, DRY_RUN_BY = "pilot_dry_run", "queuepilot (policy, dry run)"
-
-
 def _as_if_made(found: Within, runner_type: str) -> tuple[Judgement, list[ScaleUp]]:
     """A dry run's view: the type's judgement and scale-ups as if its acts so far had been
     made, their runners on their way, so it never asks twice for one need (the queue it reads
     is the one without them)."""
     events = found.incident.actions if found.incident is not None else ()
-    would = [
-        ScaleUp(runner_type=runner_type, added=w.runners, by=PILOT, at=e.at, pilot=True)
+    made = [
+        (e.at, w.runners)
         for e in events
-        if (w := e.would) is not None and same_type(w.runner_type, runner_type)
+        if (w := e.would) and same_type(w.runner_type, runner_type)
+    ]
+    if found.warning is not None:
+        made += [(datetime.fromtimestamp(at, UTC), n) for at, n in found.warning.would]
+    would = [
+        ScaleUp(runner_type=runner_type, added=runners, by=PILOT, at=at, pilot=True)
+        for at, runners in made
     ]
     judged = found.judged
     if would:

@@ -29,6 +29,9 @@ def render_warning(state: WarningState) -> Rendered:
     updated = datetime.fromtimestamp(state.updated_at, UTC)
     words = md.in_zone(md.escaped(scaled_words(state.scaled), 1000), updated)
     scaled = [f"↗️ {words}"] if state.scaled else []
+    if state.would:  # a dry-run pilot's acts: nothing was scaled
+        acts = ", ".join(f"+{n} at {_at(at)}" for at, n in state.would)
+        scaled.append(f"🧪 Dry run: the pilot would have scaled {name} by {acts}")
     if state.phase is Phase.ACTIVE:
         if state.held_since:
             head = f"⌛ *Early warning, on hold* · {said}"

@@ -18,7 +18,7 @@ from itertools import islice
 from redis.exceptions import RedisError
 
 from bot.config import Settings
-from bot.domain.incident.incidents import Event, Incident
+from bot.domain.incident.incidents import Event, Incident, with_action
 from bot.domain.reading.early_warning import (
     NOISE_READINGS,
     REUSE_S,
@@ -180,7 +180,10 @@ class EarlyWarnings:
         """The incident's timeline keeps the warning it took on, once, after the fold was saved."""
 
         def line(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
-            return Commit(incident, events=(taken_on(state, incident, now),), root=False), None
+            taken, *would = taken_on(state, incident, now)
+            for event in would:  # a dry-run pilot's acts, as its acts in the incident are kept
+                incident = with_action(incident, event)
+            return Commit(incident, events=(taken, *would), root=False), None
 
         if not (await self.store.commit_fresh(incident_id, line, clock=self.clock)).committed:
             log.warning("early warning: incident %s: its line not kept", incident_id)

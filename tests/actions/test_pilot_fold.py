@@ -9,9 +9,10 @@ from datetime import UTC, datetime, timedelta
 from bot.actions.pilot import _warning_ups
 from bot.actions.scale import made
 from bot.backends.scale import Undo
+from bot.domain.incident.incidents import PILOT
 from bot.domain.reading.early_warning import Phase, WarningState, scaled_from
 from bot.domain.reading.judgement import Judgement
-from bot.domain.scale.pilot import PILOT, Hold, Verdict, verdict
+from bot.domain.scale.pilot import Hold, Verdict, verdict
 from bot.domain.scale.scaling import Policy
 
 T = datetime(2026, 11, 24, 9, tzinfo=UTC)

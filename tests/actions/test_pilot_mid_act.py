@@ -13,8 +13,9 @@ from redis.asyncio import Redis
 from bot.actions.pilot import ACTING, NO_INCIDENT, Piloting, Within
 from bot.actions.scale import made
 from bot.backends.scale import Undo
+from bot.domain.incident.incidents import PILOT
 from bot.domain.reading.judgement import Judgement
-from bot.domain.scale.pilot import PILOT, Hold, Piloted
+from bot.domain.scale.pilot import Hold, Piloted
 from bot.domain.scale.scaling import Policy
 from bot.storage.keys import Keys
 from bot.storage.pilot import PilotStore

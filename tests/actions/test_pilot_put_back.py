@@ -29,12 +29,11 @@ from bot.backends.kube import kube_access
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings
-from bot.domain.incident.incidents import Event, Incident, Status
+from bot.domain.incident.incidents import PILOT, Event, Incident, Status
 from bot.domain.message import Rendered
 from bot.domain.reading.early_warning import Phase, WarningState, scaled_from
 from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.reading.judgement import Judgement
-from bot.domain.scale.pilot import PILOT
 from bot.status.follow_ups import settled
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import SUMMARY_EDIT, Commit, IncidentStore

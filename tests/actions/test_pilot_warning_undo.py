@@ -11,8 +11,8 @@ from bot.actions.flow import Actor
 from bot.actions.pilot import Piloting
 from bot.actions.scale import made
 from bot.backends.scale import Undo
+from bot.domain.incident.incidents import PILOT
 from bot.domain.reading.early_warning import Phase, WarningState, scaled_from
-from bot.domain.scale.pilot import PILOT
 from bot.domain.scale.scaling import ScaleTarget
 
 T = datetime(2026, 11, 24, 9, tzinfo=UTC)

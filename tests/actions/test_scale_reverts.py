@@ -39,7 +39,7 @@ from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler
 from bot.backends.scale.aws import ASG_DESIRED, AsgScaler
 from bot.config import Settings
-from bot.domain.incident.incidents import Incident, Status
+from bot.domain.incident.incidents import PILOT, Incident, Status
 from bot.domain.reading.early_warning import (
     Phase,
     WarningState,
@@ -49,7 +49,7 @@ from bot.domain.reading.early_warning import (
 )
 from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.reading.judgement import Judgement, added
-from bot.domain.scale.pilot import PILOT, Hold, Verdict, pilot_acts, scale_ups, verdict
+from bot.domain.scale.pilot import Hold, Verdict, pilot_acts, scale_ups, verdict
 from bot.domain.scale.scale_ups import ScaleUp, undone
 from bot.domain.scale.scaling import Policy, ScaleTarget
 from bot.fleet.readings import FleetReadings

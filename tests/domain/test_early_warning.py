@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from bot.domain.reading.fleet import RunnerTypeMetrics
 from bot.domain.reading.judging import judge
 from bot.domain.reading.runner_pods import RunnerPods
 from bot.domain.scale.scale_ups import ScaleUp
+from bot.render.early_warning import render_warning
 from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -401,7 +403,7 @@ def test_the_incident_keeps_the_warning_it_took_on_with_its_lead(
     state = WarningState.raised(
         "linux.2xlarge", "C1", "linux.2xlarge: queue building", warned.timestamp()
     )
-    event = taken_on(state, opened, NOW + timedelta(minutes=1))
+    [event] = taken_on(state, opened, NOW + timedelta(minutes=1))
     assert (event.kind, event.actor, event.at) == (
         "early_warning",
         None,
@@ -409,6 +411,30 @@ def test_the_incident_keeps_the_warning_it_took_on_with_its_lead(
     )
     assert (
         event.text == f"Took on the early warning {said}, which said: linux.2xlarge: queue building"
+    )
+
+
+def test_a_dry_run_pilot_s_acts_on_the_warning_are_kept_by_the_incident_that_takes_it_on() -> None:
+    """A dry run acts on nothing: what it would have done before the alert is kept on the
+    warning (through its stored form), said on its message, and the incident's timeline takes
+    each act at its own moment, as a dry run's act in the incident is kept."""
+    warned = NOW - timedelta(minutes=4)
+    state = WarningState.raised("linux.2xlarge", "C1", "queue building", warned.timestamp())
+    acts = (
+        ((warned + timedelta(minutes=1)).timestamp(), 10),
+        ((NOW - timedelta(minutes=1)).timestamp(), 6),
+    )
+    state = WarningState.load(replace(state, would=acts).dump())
+    assert state is not None and state.would == acts
+    shown = render_warning(state).text + json.dumps(render_warning(state).blocks)
+    assert "Dry run: the pilot would have scaled linux.2xlarge by +10 at" in shown
+    _, *would = taken_on(state, make_incident(opened_at=NOW), NOW)
+    assert [(e.kind, e.at, e.would and e.would.runners) for e in would] == [
+        ("pilot_dry_run", warned + timedelta(minutes=1), 10),
+        ("pilot_dry_run", NOW - timedelta(minutes=1), 6),
+    ]
+    assert would[0].text.startswith(
+        "queuepilot (policy, dry run) would have scaled linux.2xlarge by +10"
     )
 
 

@@ -20,11 +20,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from bot.domain.incident.incidents import Event, Incident, with_action
+from bot.domain.incident.incidents import PILOT, Event, Incident, with_action
 from bot.domain.reading.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.reading.judgement import Direction, Judgement, added
 from bot.domain.reading.runner_pods import PodCause, Trouble
-from bot.domain.scale.pilot import PILOT, Hold, Verdict, held, scale_ups, verdict
+from bot.domain.scale.pilot import Hold, Verdict, held, scale_ups, verdict
 from bot.domain.scale.scale_ups import ScaleUp, follow, outcome_of
 from bot.domain.scale.scaling import Policy
 

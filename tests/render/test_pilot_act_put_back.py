@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from bot.actions.scale import made
 from bot.backends.scale import Undo
-from bot.domain.incident.incidents import Event
-from bot.domain.scale.pilot import PILOT
+from bot.domain.incident.incidents import PILOT, Event
 from bot.domain.scale.scale_ups import Outcome
 from bot.render.replies import render_act, render_event, render_outcome
 from tests.support.store import incident

@@ -35,7 +35,9 @@ AT_MAXIMUM = {
 }
 
 
-def settings(settings_for: Any, fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path) -> Any:
+def settings(
+    settings_for: Any, fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path, **pilot: Any
+) -> Any:
     target = {"target": f"arc-runners/{QUEUEING}", "cap": 20, "ceiling": 150}
     return settings_for(
         metrics_backend="prometheus",
@@ -48,7 +50,7 @@ def settings(settings_for: Any, fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Pa
         early_warning_queued=40,
         scaler_backend="arc",
         scaler_kubeconfig=str(kube.kubeconfig(tmp_path, kube.url)),  # type: ignore[attr-defined]
-        scaler_targets=json.dumps({QUEUEING: target | {"pilot": PILOT}}),
+        scaler_targets=json.dumps({QUEUEING: target | {"pilot": PILOT | pilot}}),
         scale_allowed_users=USER,
         scale_verify_seconds=20,
     )
@@ -158,3 +160,28 @@ async def test_it_acts_on_an_early_warning_before_any_alert_and_undo_puts_it_bac
         assert maximum(kube) == 20
     patches = [p for p in kube.written if p[0].endswith(QUEUEING)]
     assert len(patches) == 2, "one act, one undo"
+
+
+async def test_a_dry_run_on_an_early_warning_says_on_it_what_it_would_have_done_and_scales_nothing(
+    settings_for: Any, slack: Slack, pods20: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """Before any alert, a dry run's act is said on the warning's message (no thread yet) and
+    kept there, counted as if made: readings past the hold that still ask add no second one
+    within its period, and the scale set is never written."""
+    kube.add_from_fixture(minRunners=0, maxRunners=20)
+    config = settings(settings_for, pods20, kube, tmp_path, mode="dry-run")
+    async with run_bot(config) as running, building(pods20, kube):
+        said = await eventually(
+            lambda: warning_says(slack, "Dry run: the pilot would have scaled"),
+            what="the dry run's act said on the early warning",
+            timeout=60,
+        )
+        assert f"would have scaled {QUEUEING} by +6 at" in said, said
+        assert "pilot_undo" not in json.dumps(warning(slack).blocks), "nothing to undo"
+        for _ in range(6):  # readings that still ask, past the hold
+            moment = datetime.now(UTC)
+            await eventually(lambda m=moment: read_after(running, m), what="a reading")
+        line = warning_says(slack, "Dry run").split("Dry run: ")[1].split('"')[0]
+        assert line.count("+") == 1, f"one act, counted as made: {line}"
+        assert not any("Jobs queueing" in m.text for m in slack.emulator.channel_messages(CHANNEL))
+    assert maximum(kube) == 20 and not [p for p in kube.written if p[0].endswith(QUEUEING)]

@@ -60,6 +60,9 @@ POSTMORTEM = "postmortem"
 AMENDED = "amended"
 # A person's first act acknowledged the incident too: part of that act, not another one.
 ACKNOWLEDGED_BY_ACTING = "acknowledged_by_acting"
+PILOT = "queuepilot (policy)"  # who the timeline says acted: no person's permission is borrowed
+# A dry-run pilot's act: said and kept, nothing scaled.
+DRY_RUN, DRY_RUN_BY = "pilot_dry_run", "queuepilot (policy, dry run)"
 
 
 class Status(StrEnum):
@@ -715,6 +718,18 @@ def resolve_drained(incident: Incident, *, now: datetime, ended: str = DRAINED) 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
     update = {"acknowledged": Acknowledged(by=by, name=name), "updated_at": now}
     return incident.model_copy(update=update)
+
+
+def would_event(runner_type: str, runners: int, at: datetime, why: str) -> Event:
+    """A dry-run pilot's act as the timeline keeps it: nothing was scaled."""
+    would = f"would have scaled {runner_type} by +{runners} at {at:%H:%M} UTC"
+    return Event(
+        at=at,
+        kind=DRY_RUN,
+        text=f"{DRY_RUN_BY} {would}: {why}",
+        actor_name=PILOT,
+        would=DryRun(runner_type=runner_type, runners=runners),
+    )
 
 
 def with_action(incident: Incident, event: Event) -> Incident:

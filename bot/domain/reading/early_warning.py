@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.alerting.value_string import finite
-from bot.domain.incident.incidents import EARLY_WARNING, Event, Incident
+from bot.domain.incident.incidents import EARLY_WARNING, Event, Incident, would_event
 from bot.domain.reading.fleet import RunnerTypeMetrics
 from bot.domain.reading.judgement import Judgement, slope_fit
 from bot.domain.reading.runner_names import runner_key
@@ -410,6 +410,8 @@ class WarningState:
     held_since: float = 0.0  # ACTIVE: the last good reading's time while the fleet is unread
     scalable: bool = False  # the runner type has a scale target: the message offers Scale up
     scaled: tuple[ScaleUp, ...] = ()
+    # A dry-run pilot's acts on it: (when, epoch seconds; runners), carried to the incident.
+    would: tuple[tuple[float, int], ...] = ()
 
     @classmethod
     def raised(
@@ -468,7 +470,8 @@ class WarningState:
             known = {k: v for k, v in data.items() if k in _FIELDS}
             words = str(data.get("scaled") or "")
             ups = _scaled(str(data["runner_type"]), scaled, words)
-            return cls(**{**known, "phase": Phase(data["phase"]), "scaled": ups})
+            would = tuple((float(at), int(n)) for at, n in data.get("would") or ())
+            return cls(**{**known, "phase": Phase(data["phase"]), "scaled": ups, "would": would})
         except (ValueError, TypeError, KeyError):
             return None
 
@@ -490,10 +493,17 @@ def _scaled(runner_type: str, raw: str | None, words: str) -> tuple[ScaleUp, ...
 _FIELDS = {f.name for f in fields_of(WarningState)}
 
 
-def taken_on(state: WarningState, incident: Incident, now: datetime) -> Event:
-    """The timeline's line for the warning the incident took on as its alert fired."""
+def taken_on(state: WarningState, incident: Incident, now: datetime) -> tuple[Event, ...]:
+    """The timeline's lines for the warning the incident took on as its alert fired: the
+    warning, then what a dry-run pilot would have done on it, at its own moments."""
     lead = incident.opened_at - datetime.fromtimestamp(state.warned_at, UTC)
     # An incident may come to show the warning's runner type after it opened.
     when = f"{duration(lead)} before the alert fired" if lead > timedelta(0) else "as it fired"
     text = f"Took on the early warning raised {when}, which said: {state.text}"
-    return Event(at=now, kind=EARLY_WARNING, text=text)
+    would = tuple(
+        would_event(
+            state.runner_type, runners, datetime.fromtimestamp(at, UTC), "its early warning"
+        )
+        for at, runners in state.would
+    )
+    return (Event(at=now, kind=EARLY_WARNING, text=text), *would)

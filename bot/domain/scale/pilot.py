@@ -25,7 +25,6 @@ from bot.domain.scale.scale_ups import ScaleUp
 from bot.domain.scale.scaling import Policy
 from bot.domain.units import duration, number
 
-PILOT = "queuepilot (policy)"  # who the timeline says acted: no person's permission is borrowed
 WARNING_REF = "warning:"  # an act's buttons name an early warning (its uid after), not an incident
 
 
