@@ -340,7 +340,7 @@ class FleetApi:
         found = []
         for name, r in self.served().items():
             value = pod_readings(r, self.config.boot_minutes).get(reading)
-            if value is not None:
+            if value:  # Prometheus has no series for a `count` over no pods, nor their age
                 found.append((self._pod_labels(name), value))
         return found
 
@@ -706,14 +706,14 @@ def set_status(reading: TypeReading) -> dict[str, Any]:
 
 
 def pod_readings(r: TypeReading, boot_minutes: float) -> dict[str, float | None]:
-    """A type's runner pods' readings over the fleet's pods, as the default queries answer them
-    (None where Prometheus has no series): Pending pods (booting, or no node fits), how long,
-    those no node fits yet, and those no node fits for longer than a boot."""
+    """A type's runner pods' readings over the fleet's pods, as the bot reads them from the
+    default queries (an age None without a pod): Pending pods (booting, or no node fits), how
+    long, those no node fits yet, and those no node fits for longer than a boot."""
     stuck = [age for age in r.unschedulable_ages_mins if age > boot_minutes]
     return {
-        "pods_pending": len(r.pending_ages_mins) or None,
+        "pods_pending": len(r.pending_ages_mins),
         "pending_mins": max(r.pending_ages_mins, default=None),
-        "no_node": len(r.unschedulable_ages_mins) or None,
-        "unschedulable": len(stuck) or None,
+        "no_node": len(r.unschedulable_ages_mins),
+        "unschedulable": len(stuck),
         "unschedulable_mins": max(stuck, default=None),
     }

@@ -115,7 +115,9 @@ class Piloting:
             policy, now = policies[runner_type], self.acting.clock()
             if paused is not None:  # until someone resumes it, incident or not
                 await store.kept_paused(runner_type)
-            found = _incident_for(views, runner_type) or _warning_for(warnings, fleet, runner_type)
+            found = _incident_for(views, warnings, runner_type) or _warning_for(
+                warnings, fleet, runner_type
+            )
             others = [
                 *(s for i in incidents for s in scale_ups(i, runner_type)),
                 *(s for w in warnings.values() for s in _warning_ups(w, runner_type)),
@@ -293,13 +295,20 @@ class Piloting:
             assert found.warning is not None and self.warnings is not None
             uid, act = found.warning.uid, (now.timestamp(), decided.runners)
 
-            def kept(state: WarningState | None) -> WarningState | None:
-                if state is None or state.uid != uid:
-                    return None  # a newer warning: this one's look is over
+            kept = False
+
+            def keep(state: WarningState | None) -> WarningState | None:
+                nonlocal kept
+                # A newer warning, or one an incident took on meanwhile: this look is over (the
+                # next one acts in the incident, counting what the warning kept).
+                kept = state is not None and state.uid == uid and state.phase is Phase.ACTIVE
+                if not kept or state is None:
+                    return None
                 return replace(state, would=(*state.would, act), version=state.version + 1)
 
-            await self.warnings.save_fresh(found.warning.runner_type, kept)
-            return f"{said} (on its early warning)"
+            await self.warnings.save_fresh(found.warning.runner_type, keep)
+            ended = "not kept: its early warning ended meanwhile"
+            return f"{said} ({'on its early warning' if kept else ended})"
 
         def decide(incident: Incident, at: datetime, _: list[Event]) -> Decided:
             event = would_event(runner_type, decided.runners, at, decided.why)
@@ -561,8 +570,7 @@ def _as_if_made(found: Within, runner_type: str) -> tuple[Judgement, list[ScaleU
         for e in events
         if (w := e.would) and same_type(w.runner_type, runner_type)
     ]
-    if found.warning is not None:
-        made += [(datetime.fromtimestamp(at, UTC), n) for at, n in found.warning.would]
+    made += [(datetime.fromtimestamp(at, UTC), n) for at, n in found.would]
     would = [
         ScaleUp(runner_type=runner_type, added=runners, by=PILOT, at=at, pilot=True)
         for at, runners in made
@@ -615,9 +623,16 @@ class Within:
     mine: list[ScaleUp]
     incident: Incident | None = None
     warning: WarningState | None = None
+    # A dry run's acts on the type's early warning that no incident has taken on yet (when,
+    # runners): counted as made, wherever it acts now.
+    would: tuple[tuple[float, int], ...] = ()
 
 
-def _incident_for(views: list[tuple[Incident, FleetSnapshot]], runner_type: str) -> Within | None:
+def _incident_for(
+    views: list[tuple[Incident, FleetSnapshot]],
+    warnings: dict[str, WarningState],
+    runner_type: str,
+) -> Within | None:
     found = []
     for incident, view in views:
         metrics = of_type(view.runner_types, runner_type) if view.is_live else None
@@ -628,7 +643,10 @@ def _incident_for(views: list[tuple[Incident, FleetSnapshot]], runner_type: str)
     incident, judged = min(found, key=lambda f: f[0].opened_at)
     mine = scale_ups(incident, runner_type)
     where = f"incident {incident.id}"
-    return Within(incident.id, where, judged, mine, incident=incident)
+    # A warning the incident has not taken on yet (its upkeep folds it at its next tick).
+    state = of_type(warnings, runner_type)
+    would = state.would if state is not None and state.phase is Phase.ACTIVE else ()
+    return Within(incident.id, where, judged, mine, incident=incident, would=would)
 
 
 def _warning_for(
@@ -645,7 +663,7 @@ def _warning_for(
     if metrics is None or metrics.judged is None:
         return None
     key = f"{WARNING_REF}{state.uid}"
-    return Within(key, "its early warning", metrics.judged, mine, warning=state)
+    return Within(key, "its early warning", metrics.judged, mine, warning=state, would=state.would)
 
 
 def _warning_ups(state: WarningState, runner_type: str) -> list[ScaleUp]:

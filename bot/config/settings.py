@@ -72,7 +72,8 @@ class PilotSetting(BaseModel):
 
     up_to: int = Field(ge=1, le=10_000)  # maxReplicas, counted as runners the pilot added
     step: int = Field(ge=1, le=10_000)  # a scaleUp policy's value per act
-    # "dry-run": it says in the thread what it would have done, and scales nothing.
+    # "dry-run": it says in the thread (or on the early warning) what it would have done, and
+    # scales nothing.
     mode: Literal["on", "dry-run"] = "on"
     hold_seconds: int = Field(180, ge=0, le=3600)  # scaleUp.stabilizationWindowSeconds
     period_seconds: int = Field(60, ge=1, le=3600)  # a scaleUp policy's periodSeconds

@@ -180,10 +180,12 @@ class EarlyWarnings:
         """The incident's timeline keeps the warning it took on, once, after the fold was saved."""
 
         def line(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
-            taken, *would = taken_on(state, incident, now)
+            *would, taken = taken_on(state, incident, now)
             for event in would:  # a dry-run pilot's acts, as its acts in the incident are kept
                 incident = with_action(incident, event)
-            return Commit(incident, events=(taken, *would), root=False), None
+            # Its acts' moments are the warning's, before now: the incident changed now.
+            incident = incident.model_copy(update={"updated_at": max(incident.updated_at, now)})
+            return Commit(incident, events=(*would, taken), root=False), None
 
         if not (await self.store.commit_fresh(incident_id, line, clock=self.clock)).committed:
             log.warning("early warning: incident %s: its line not kept", incident_id)

@@ -428,7 +428,8 @@ def test_a_dry_run_pilot_s_acts_on_the_warning_are_kept_by_the_incident_that_tak
     assert state is not None and state.would == acts
     shown = render_warning(state).text + json.dumps(render_warning(state).blocks)
     assert "Dry run: the pilot would have scaled linux.2xlarge by +10 at" in shown
-    _, *would = taken_on(state, make_incident(opened_at=NOW), NOW)
+    *would, taken = taken_on(state, make_incident(opened_at=NOW), NOW)
+    assert taken.kind == "early_warning" and taken.at == NOW
     assert [(e.kind, e.at, e.would and e.would.runners) for e in would] == [
         ("pilot_dry_run", warned + timedelta(minutes=1), 10),
         ("pilot_dry_run", NOW - timedelta(minutes=1), 6),

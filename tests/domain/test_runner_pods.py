@@ -253,8 +253,14 @@ def test_pods_waiting_for_a_node_however_young_hold_the_maximum_where_it_is() ->
     assert (
         j.advice.startswith("none until nodes fit: ") and "4 new runner pods find none" in j.advice
     )
-    unread = judge(m, [], at=NOW)
-    assert unread.runners > 0 and unread.raise_maximum_by > 0 and not unread.pods_read
+    assert j.pods_read
+    # Pods unread (no kube-state-metrics, or the query refused): whether they start is not
+    # known, and the advice is the queue's.
+    for unread in (m, m.model_copy(update={"pods": RunnerPods(unknown="not scraped")})):
+        said = judge(unread, [], at=NOW)
+        assert said.runners > 0 and said.raise_maximum_by > 0 and not said.pods_read
+    placed = judge(m.model_copy(update={"pods": RunnerPods(pods_pending=4, no_node=0)}), [], at=NOW)
+    assert placed.pods_read and placed.raise_maximum_by > 0
 
 
 @pytest.mark.parametrize(

@@ -494,8 +494,8 @@ _FIELDS = {f.name for f in fields_of(WarningState)}
 
 
 def taken_on(state: WarningState, incident: Incident, now: datetime) -> tuple[Event, ...]:
-    """The timeline's lines for the warning the incident took on as its alert fired: the
-    warning, then what a dry-run pilot would have done on it, at its own moments."""
+    """The timeline's lines for the warning the incident took on as its alert fired: what a
+    dry-run pilot would have done on it, at its own moments, then the warning."""
     lead = incident.opened_at - datetime.fromtimestamp(state.warned_at, UTC)
     # An incident may come to show the warning's runner type after it opened.
     when = f"{duration(lead)} before the alert fired" if lead > timedelta(0) else "as it fired"
@@ -506,4 +506,4 @@ def taken_on(state: WarningState, incident: Incident, now: datetime) -> tuple[Ev
         )
         for at, runners in state.would
     )
-    return (Event(at=now, kind=EARLY_WARNING, text=text), *would)
+    return (*would, Event(at=now, kind=EARLY_WARNING, text=text))

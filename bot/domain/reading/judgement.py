@@ -83,7 +83,8 @@ class Judgement(BaseModel):
     held: int = 0
     unplaced: int = 0
     nodes_short: int = 0
-    pods_read: bool = False  # its runner pods were: whether new ones start is known
+    # Whether a new runner pod waits for a node was read: whether new ones start is known.
+    pods_read: bool = False
     # What this reading alone advised, and the window the shown advice is held over: people
     # read a thread over minutes, not per reading.
     own: int = 0

@@ -152,7 +152,7 @@ def judge(
         cannot_start=pods.withholding if pods else 0,
         held=stuck,
         unplaced=round(max(pods.no_node or 0, pods.unschedulable or 0)) if pods else 0,
-        pods_read=pods is not None,
+        pods_read=pods is not None and pods.no_node is not None,
         window_mins=window_mins,
         cap=cap,
     )
