@@ -172,7 +172,7 @@ def test_check_shows_each_query_as_asked_with_the_selector_in_every_series(
     assert "query busy (PROMETHEUS_QUERIES): sum by (name) (pool_busy)" in asked
     assert not any(line.startswith("query idle") for line in asked), "a field dropped is not asked"
     assert asked[-1] == (
-        'query runner pods: 15 default readings, every series with cluster="prod" '
+        'query runner pods: 16 default readings, every series with cluster="prod" '
         "(docs/backends.md)"
     )
     fields = [line.split(":")[0].split()[1] for line in asked[:-1]]
