@@ -294,7 +294,11 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
     for step in (*steps, ": Put ", "Postmortem"):
         assert sum(step in r.text + str(r.files) for r in replies) == 1, f"{step}:\n{said}"
     statuses = [float(r.ts) for r in replies if r.text.startswith("Status update: ")]
-    assert len(replies) == len(statuses) + len(steps) + 2, said
+    # The put-back followed to its effect, once its runners went (a slow machine's test lasts
+    # long enough to see it).
+    back = [r for r in replies if " back to " in r.text and " runners by " in r.text]
+    assert len(back) <= 1, said
+    assert len(replies) == len(statuses) + len(steps) + 2 + len(back), said
     # A minute apart by their readings; posted a few seconds either way on a loaded machine.
     spaced = STATUS_SPACING.total_seconds() - 10
     assert statuses and all(b - a >= spaced for a, b in itertools.pairwise(statuses)), said
