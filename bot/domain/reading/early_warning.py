@@ -502,7 +502,10 @@ def taken_on(state: WarningState, incident: Incident, now: datetime) -> tuple[Ev
     text = f"Took on the early warning raised {when}, which said: {state.text}"
     would = tuple(
         would_event(
-            state.runner_type, runners, datetime.fromtimestamp(at, UTC), "its early warning"
+            state.runner_type,
+            runners,
+            datetime.fromtimestamp(at, UTC),
+            "before the alert, on its early warning",
         )
         for at, runners in state.would
     )
