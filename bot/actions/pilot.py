@@ -31,6 +31,7 @@ from bot.domain.incident.incidents import (
     with_action,
     with_scale_ups,
     would_event,
+    would_said,
 )
 from bot.domain.reading.early_warning import Phase, WarningState, warning_acts
 from bot.domain.reading.fleet import FleetSnapshot, of_type
@@ -289,8 +290,7 @@ class Piloting:
         """A dry run's act, scaling nothing: said in the incident's thread and kept on its
         timeline; before the alert, said on the early warning's message and kept there for the
         incident that takes it on."""
-        said = f"dry run: would have scaled {runner_type} by +{decided.runners} at {now:%H:%M} UTC"
-        said += f": {decided.why}"
+        said = f"dry run: {would_said(runner_type, decided.runners, now)}: {decided.why}"
         if (incident := found.incident) is None:
             assert found.warning is not None and self.warnings is not None
             uid, act = found.warning.uid, (now.timestamp(), decided.runners)

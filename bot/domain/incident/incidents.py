@@ -720,13 +720,17 @@ def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Inc
     return incident.model_copy(update=update)
 
 
+def would_said(runner_type: str, runners: int, at: datetime) -> str:
+    """A dry-run pilot's act in words, wherever it is said."""
+    return f"would have scaled {runner_type} by +{runners} at {at:%H:%M} UTC"
+
+
 def would_event(runner_type: str, runners: int, at: datetime, why: str) -> Event:
     """A dry-run pilot's act as the timeline keeps it: nothing was scaled."""
-    would = f"would have scaled {runner_type} by +{runners} at {at:%H:%M} UTC"
     return Event(
         at=at,
         kind=DRY_RUN,
-        text=f"{DRY_RUN_BY} {would}: {why}",
+        text=f"{DRY_RUN_BY} {would_said(runner_type, runners, at)}: {why}",
         actor_name=PILOT,
         would=DryRun(runner_type=runner_type, runners=runners),
     )
