@@ -177,7 +177,7 @@ def test_scale_ups_after_a_reading_count_once_however_often_they_are_counted() -
 
 
 def test_a_wait_is_said_or_why_it_is_not_known() -> None:
-    queued = judge(RunnerTypeMetrics(queued=5), [], at=NOW, wait_unknown="the alert does not say")
+    queued = judge(RunnerTypeMetrics(queued=5), [], at=NOW, source="alert")
     assert wait_part(queued, bold=False) == "longest wait not known: the alert does not say"
     over = judge(RunnerTypeMetrics(queued=5, longest_wait_mins=60, wait_over=True), [], at=NOW)
     assert wait_part(over, bold=False) == "longest wait over 60 min"

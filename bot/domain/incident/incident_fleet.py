@@ -34,7 +34,7 @@ from bot.domain.reading.fleet import (
     worst_first,
 )
 from bot.domain.reading.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement
-from bot.domain.reading.judging import judged_as
+from bot.domain.reading.judging import judge
 from bot.domain.reading.runner_names import runner_key
 from bot.domain.units import duration
 
@@ -147,7 +147,8 @@ def alert_fleet(
             for at, q in zip(trend.times(), queued, strict=True)
             if q is not None and at < said.timestamp()
         ][-(RECENT_READINGS - 1) :]
-        types[name] = judged_as(metrics, observed, said, within_mins, "alert")
+        verdict = judge(metrics, observed, at=said, within_mins=within_mins, source="alert")
+        types[name] = metrics.model_copy(update={"judged": verdict})
     view = FleetSnapshot(at=now, source="alert", runner_types=types, note=note)
     return counting_scale_ups(view, incident.actions)
 

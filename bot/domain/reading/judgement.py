@@ -1,14 +1,13 @@
-"""What one reading means for one runner type, decided once and stored with it: every surface
-renders it, none recomputes it. The direction comes from the queue itself (rates lag a turn by
-their window); the advice is the runners that drain it within the target, less those booting."""
+"""What one reading means for one runner type, decided once and stored with it. The direction
+comes from the queue itself (rates lag a turn by their window)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -77,16 +76,14 @@ class Judgement(BaseModel):
     # While new pods cannot start, more runners (or a higher maximum) would wait the same.
     causes: tuple[PodCause, ...] = ()
     cannot_start: int = 0
-    # Stuck pods hold their slots under the maximum (ARC counts them); while any find no node
-    # (however young: a node may come, and more pods would wait for it with them), the runners
-    # past the maximum wait for nodes (`nodes_short`), not for a raise.
+    # Stuck pods hold their slots under the maximum (ARC counts them); while any find no node,
+    # the runners past the maximum wait for nodes (`nodes_short`), not for a raise.
     held: int = 0
     unplaced: int = 0
     nodes_short: int = 0
     # Whether a new runner pod waits for a node was read: whether new ones start is known.
     pods_read: bool = False
-    # What this reading alone advised, and the window the shown advice is held over: people
-    # read a thread over minutes, not per reading.
+    # What this reading alone advised, and the window the shown advice is held over.
     own: int = 0
     window_mins: float = 0.0
     # The most one scale request may add to the type: advice past it is a number nobody can act on.
@@ -134,8 +131,7 @@ class Judgement(BaseModel):
 
     @property
     def _pending_note(self) -> str:
-        """Said where this reading alone asks more than the window has held yet: what would
-        change the advice, not how it is held."""
+        """Said where this reading alone asks more than the window has held yet."""
         return f" (+{self.pending} more if the queue keeps rising)" if self.pending else ""
 
     @property
@@ -161,17 +157,15 @@ class Judgement(BaseModel):
 
     @property
     def desired(self) -> float:
-        """The capacity this reading alone asks for, as HPA's desired replicas: the runners it
-        found running and booting and those it wanted beyond them; the capacity there is while
-        new pods cannot start."""
+        """The capacity this reading alone asks for, as HPA's desired replicas; the capacity
+        there is while new pods cannot start."""
         if self.cannot_start:
             return self.supply
         return self.supply - self.added_since + self.own
 
     @property
     def _held_note(self) -> str:
-        """Said where only the window advises, so a falling queue beside it contradicts nothing:
-        a person reads why the runners are still advised, not the bot's bookkeeping."""
+        """Said where only the window advises, so a falling queue beside it contradicts nothing."""
         if self.own > self.added_since or not self.wanted or not self.window_mins:
             return ""
         return f" (asked for within the last {minutes(self.window_mins)}: a dip changes nothing)"
@@ -191,9 +185,8 @@ class Judgement(BaseModel):
         return math.ceil(self.maximum) + self.raise_maximum_by
 
 
-@dataclass(frozen=True)
-class Advised:
-    """An earlier reading in the advice window: when (epoch seconds), and its `Judgement.own`,
+class Advised(NamedTuple):
+    """An earlier reading in the advice window (epoch seconds), and its judgement's `own`,
     `supply` and `wanted`."""
 
     at: float
@@ -207,15 +200,14 @@ def advise(
     *,
     duration: float | None,
     net_arrivals: float,
-    sure: tuple[float, float],
+    points: Sequence[tuple[float, float]],
     earlier: Sequence[Advised] = (),
     rise_mins: float = 0.0,
-    trend: float = 0.0,
 ) -> Judgement:
-    """`sure`: `sure_slopes`; `trend`: `rise_of`; `earlier`: the window's advice, oldest
-    first."""
+    """`points`: the observed queue's, `earlier`: the window's advice, both oldest first."""
     duration = duration if duration and duration > 0 else None
-    advised = _advised(j, duration, net_arrivals, max(sure[0], 0.0), trend)
+    sure = sure_slopes(points)
+    advised = _advised(j, duration, net_arrivals, max(sure[0], 0.0), rise_of(points))
     advised = advised.model_copy(update={"own": advised.wanted})
     if advised.clears_in_mins is not None and sure[1] < 0:
         return advised  # a queue surely clearing in time by itself: a drain is not noise
@@ -228,14 +220,9 @@ def _stabilized(
     j: Judgement, earlier: Sequence[Advised], rise_mins: float, noise: int, held: int = 0
 ) -> Judgement:
     """Stabilized as HPA's `behavior` stabilizes a scale, on capacity: each reading's advice is
-    what it desired less the capacity there is now (the runners gained since count at once).
-    What is shown rises to the least any reading of the rise window asked, and falls to the most
-    any of the same window asked: a spike or a dip of a few readings moves nothing, and the ask
-    ends once the runners that came cover what every reading of the window wanted. The longer
-    window governs only what may be put back, never an ask. A dip within the queue's `noise`
-    (runners) below what was shown, a fall the readings cannot yet tell from a wobble's dip, or
-    a rise within HPA's tolerance, moves nothing; `held`: what the queue would ask if it held
-    where it stands."""
+    what it desired less the capacity there is now. A dip within the queue's `noise` (runners),
+    a fall not yet told from a wobble, or a rise within HPA's tolerance moves nothing; `held`:
+    what the queue would ask if it held where it stands."""
     if j.cannot_start or not earlier or (not j.queued and not j.own):
         return j  # nothing queued and none advised is none at once: no runner to add to idle ones
     supply = j.supply
@@ -347,8 +334,7 @@ def asking(j: Judgement, runners: int) -> Judgement:
 
 def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     """The judgement once `runners` were added from Slack after its reading: they count as
-    booting at once (so nobody is advised them twice), or as held while new pods cannot start.
-    From the reading's own numbers, so counting again changes nothing."""
+    booting at once (so nobody is advised them twice), or as held while new pods cannot start."""
     if runners == j.added_since and maximum_by == j.maximum_added:
         return j
     stuck = "held" if j.cannot_start else "booting"
@@ -368,10 +354,9 @@ def direction_of(
 ) -> tuple[Direction | None, float | None]:
     """The observed queue's (epoch seconds, queued; oldest first) direction and change per minute
     over its last distinct values: a net change beyond the noise, the latest step not against
-    it, and a slope beyond their scatter once four can tell (a wobble turns nothing). A
-    repeated reading (a backend not refreshed) is passed over. Where readings come faster than
-    `span_s` (the rise window) allows for, the slope and its rate are those of the whole span:
-    a jump of three readings a second apart is no climb of jobs per minute."""
+    it, and a slope beyond their scatter once four can tell. Where readings come faster than
+    `span_s` (the rise window), the slope is that of the whole span: a jump of three readings a
+    second apart is no climb of jobs per minute."""
     recent = list(points)[-RECENT_READINGS:]
     if len(recent) < DIRECTION_READINGS:
         return None, None
@@ -405,8 +390,7 @@ def direction_of(
 
 def rise_of(points: Sequence[tuple[float, float]]) -> float:
     """A climb too slow for the last readings to tell, told by all of them (the advice window's):
-    their slope where it stands beyond their scatter and has moved the queue past its noise; 0
-    where it does not."""
+    their slope where beyond their scatter and past the queue's noise, else 0."""
     every = _distinct(list(points))
     if len(every) <= TELLING_READINGS:
         return 0.0
@@ -435,8 +419,7 @@ def rise_of(points: Sequence[tuple[float, float]]) -> float:
 
 def sure_slopes(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """The queue's change per minute beyond its scatter (the slope's 97.5% bounds; 0 from too few
-    distinct readings): growth past the lower, a fall below the upper. A wobble sizes no runners
-    and is no drain; a steady climb sizes them at its full slope."""
+    distinct readings): growth past the lower, a fall below the upper."""
     last = _distinct(list(points)[-RECENT_READINGS:])
     if len(last) < SURE_READINGS:
         return 0.0, 0.0
@@ -456,8 +439,7 @@ def _slope_bounds(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 
 def _t_975(df: int) -> float:
-    """Student's t at 97.5% for `df` degrees of freedom: the table where few readings make it
-    large, else the Cornish-Fisher expansion (within 1% from 5 on)."""
+    """Student's t at 97.5%: the table, else the Cornish-Fisher expansion (within 1% from 5 on)."""
     if df in T_975:
         return T_975[df]
     z = 1.959964

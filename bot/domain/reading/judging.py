@@ -1,6 +1,5 @@
 """A reading judged once: each runner type's `Judgement`, its runner pods' causes included, from
-its numbers, the readings before it and the advice held over a window. Every surface renders the
-judgement; none recomputes it."""
+its numbers, the readings before it and the advice held over a window."""
 
 from __future__ import annotations
 
@@ -25,10 +24,13 @@ from bot.domain.reading.judgement import (
     Judgement,
     advise,
     direction_of,
-    rise_of,
     running_of,
-    sure_slopes,
 )
+
+WAIT_UNKNOWN = {
+    "alert": "the alert does not say",
+    "prometheus": "ARC times jobs only as they start, and none started in the last hour",
+}
 
 
 def judged(
@@ -51,21 +53,22 @@ def judged(
     held = [p for p in ordered if fleet.at - max(window, rise) < p.at]
     if (window or rise) and len(held) < RISE_READINGS - 1:
         held = before[-(RISE_READINGS - 1) :]  # a rise holds over three recent readings at least
+    rise_mins = rise / timedelta(minutes=1)
     types = {}
     for name, m in fleet.runner_types.items():
         observed = [(p.at.timestamp(), p.gauges_of(name).get("queued", 0.0)) for p in before]
         earlier = [_advised(p.at, p.gauges_of(name)) for p in held]
-        types[name] = judged_as(
+        verdict = judge(
             m,
             observed,
-            fleet.at,
-            within_mins,
-            fleet.source,
-            earlier,
-            rise / timedelta(minutes=1),  # the window the advice shown is held over
-            rise_mins=rise / timedelta(minutes=1),
+            at=fleet.at,
+            within_mins=within_mins,
+            source=fleet.source,
+            earlier=earlier,
+            rise_mins=rise_mins,
             cap=of_type(caps or {}, name),
         )
+        types[name] = m.model_copy(update={"judged": verdict})
     return fleet.model_copy(update={"runner_types": types})
 
 
@@ -74,78 +77,42 @@ def _advised(at: datetime, gauges: Mapping[str, float]) -> Advised:
     return Advised(at.timestamp(), own, supply, int(shown))
 
 
-# Why a source may give no wait for a type that queues.
-WAIT_UNKNOWN = {
-    "alert": "the alert does not say",
-    "prometheus": "ARC times jobs only as they start, and none started in the last hour",
-}
-
-
-def judged_as(
-    m: RunnerTypeMetrics,
-    observed: Sequence[tuple[float, float]],
-    at: datetime,
-    within: float,
-    source: str,
-    earlier: Sequence[Advised] = (),
-    window_mins: float = 0.0,
-    *,
-    rise_mins: float = 0.0,
-    cap: int | None = None,
-) -> RunnerTypeMetrics:
-    """`m` judged as `source` read it at `at`."""
-    why = WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")
-    verdict = judge(
-        m,
-        observed,
-        at=at,
-        within_mins=within,
-        wait_unknown=why,
-        earlier=earlier,
-        window_mins=window_mins,
-        rise_mins=rise_mins,
-        cap=cap,
-    )
-    return m.model_copy(update={"judged": verdict})
-
-
 def judge(
     metrics: RunnerTypeMetrics,
     observed: Sequence[tuple[float, float]],
     *,
     at: datetime,
     within_mins: float = DRAIN_TARGET_MINS,
-    wait_unknown: str = "",
+    source: str = "",
     earlier: Sequence[Advised] = (),
-    window_mins: float = 0.0,
     rise_mins: float = 0.0,
     cap: int | None = None,
 ) -> Judgement:
-    """What `metrics` mean. `observed`: (epoch seconds, queued) at the readings before, and
-    `earlier`: the advice within the last `window_mins`, both oldest first."""
+    """What `metrics` mean as `source` read them. `observed`: (epoch seconds, queued) at the
+    readings before, and `earlier`: the advice within the last `rise_mins`, both oldest first."""
     queued = finite(metrics.queued)
     points = [(t, value) for t, value in observed if math.isfinite(value)]
     if queued is not None:
         points.append((at.timestamp(), queued))
     direction, rate = direction_of(points, rise_mins * 60)
-    running = running_of(metrics.registered, metrics.busy)
-    desired = finite(metrics.desired)
-    wait = finite(metrics.longest_wait_mins)
-    pods = metrics.pods
+    desired, wait, pods = finite(metrics.desired), finite(metrics.longest_wait_mins), metrics.pods
     stuck = pods.cannot_start if pods else 0
+    running = running_of(metrics.registered, metrics.busy) or 0.0
     judgement = Judgement(
         at=at,
         queued=queued,
         wait_mins=wait,
         wait_over=bool(metrics.wait_over) and wait is not None,
         wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
-        wait_unknown="" if wait is not None or not queued else metrics.wait_unknown or wait_unknown,
+        wait_unknown=""
+        if wait is not None or not queued
+        else metrics.wait_unknown or _wait_unknown(source),
         direction=direction,
         change_per_min=rate,
         busy=finite(metrics.busy),
         registered=finite(metrics.registered),
         # Pods that cannot start are wanted but not booting: they drain nothing.
-        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
+        booting=0 if desired is None else max(math.floor(desired - running) - stuck, 0),
         maximum=finite(metrics.maximum),
         within_mins=within_mins,
         causes=pod_causes(metrics),
@@ -153,7 +120,7 @@ def judge(
         held=stuck,
         unplaced=round(max(pods.no_node or 0, pods.unschedulable or 0)) if pods else 0,
         pods_read=pods is not None and pods.no_node is not None,
-        window_mins=window_mins,
+        window_mins=rise_mins,
         cap=cap,
     )
     arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
@@ -162,8 +129,14 @@ def judge(
         judgement,
         duration=finite(metrics.job_duration_mins),
         net_arrivals=net,
-        sure=sure_slopes(points),
+        points=points,
         earlier=earlier,
         rise_mins=rise_mins,
-        trend=rise_of(points),
     )
+
+
+def _wait_unknown(source: str) -> str:
+    """Why `source` may give no wait for a type that queues."""
+    if not source:
+        return ""
+    return WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")
