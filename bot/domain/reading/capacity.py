@@ -1,6 +1,5 @@
-"""Capacity planning: per runner type, what its incidents over a week or a month, the live
-reading and the backend's history say about its size, and the one change that would have
-prevented most of them; a type that queued once, briefly, gets none."""
+"""Capacity planning: per runner type, what its incidents, the live reading and the backend's
+history say about its size, and the one change that would have prevented most of them."""
 
 from __future__ import annotations
 
@@ -105,9 +104,8 @@ class FleetHistory:
 
 @dataclass(frozen=True)
 class DryRuns:
-    """A dry-run pilot's acts on a type over the window, and what they would have bought: for
-    each incident where a person scaled the type too, the minutes its first act came before the
-    person's first scale-up (negative: after)."""
+    """A dry-run pilot's acts on a type over the window, and for each incident where a person
+    scaled it too, the minutes its first act came before the person's first (negative: after)."""
 
     acts: int
     runners: int
@@ -259,12 +257,8 @@ def _report(
     if ran.maximum is not None:
         minimum, maximum = ran.minimum, ran.maximum
     duration = (live.job_duration_mins if live else None) or (history.job_mins if history else None)
-    made = (e.scale for _, events in incidents for e in events)
-    scalers = Counter(
-        done.by or "someone"
-        for done in made
-        if done is not None and same_type(done.runner_type, name)
-    )
+    made = [e.scale for _, events in incidents for e in events if e.scale is not None]
+    scalers = Counter(done.by or "someone" for done in made if same_type(done.runner_type, name))
     records = (r for i, _ in incidents for r in scale_record(i) if same_type(r.runner_type, name))
     scaled = reduce(TypeScaled.plus, records, TypeScaled(name))
     past: dict[str, object] = {}

@@ -1,9 +1,7 @@
 """Causes a CI engineer recognises, refining the runbook's five: every rule in one table, in the
-order whose fix comes first (a stalled listener or a failing scale-up makes other advice useless;
-pods that cannot start explain runners not registering). A rule is a condition on the readings,
-the numbers its evidence cites and the next step that fits it ("raise the maximum" is wrong for a
-stalled listener); one that cannot decide for lack of data says which source would tell. The
-runner pods' rules are judged with each reading and stored with it."""
+order whose fix comes first. A rule is a condition on the readings, the numbers its evidence
+cites and the next step that fits it; one that cannot decide for lack of data says which source
+would tell. The runner pods' rules are judged with each reading and stored with it."""
 
 from __future__ import annotations
 
@@ -97,8 +95,8 @@ class Facts:
         return self.m.pods or RunnerPods()
 
 
-# What a rule's condition answers: None (not this cause), what would tell it (a str), the numbers
-# its evidence and advice cite (one mapping, or one per node).
+# What a rule's condition answers: None (not this cause), what would tell it (a str), or the
+# numbers its evidence and advice cite (one mapping, or one per node).
 Cited = str | Mapping[str, Any] | list[Mapping[str, Any]] | None
 
 
@@ -163,7 +161,7 @@ def _scale_errors(f: Facts, *, quota: bool) -> Cited:
 
 def _org_short(f: Facts) -> Cited:
     """Several types queue below their maximum, each short of what was asked for longer than a
-    boot: nothing starts anywhere, which one type's nodes do not explain."""
+    boot: one type's nodes do not explain it."""
     short = []
     for other, m in f.fleet.items():
         queueing = (m.queued or 0) > 0
@@ -209,16 +207,15 @@ def _surge(f: Facts) -> Cited:
     if (surge := f.evidence.surges.get(f.name)) is not None:
         ratio = arrival_ratio(f.m)
         if not surge.history and ratio is not None and ratio < SURGE:
-            # Most of the queue, with no day before to compare, and the type's arrivals at their
-            # usual rate: the workflow's usual share of a queue that capacity left, not a surge.
+            # No day before to compare, and the type's arrivals at their usual rate: the
+            # workflow's usual share of a queue that capacity left, not a surge.
             return None
         return {"surge": surge.text, "workflow": surge.workflow}
     return f"a workflow's surge {f.evidence.jobs_note}" if f.evidence.jobs_note else None
 
 
 def arrival_ratio(m: RunnerTypeMetrics) -> float | None:
-    """The type's job arrivals against their baseline, where both are read: what the arrival
-    check says and a surge is named by."""
+    """The type's job arrivals against their baseline, where both are read."""
     now, usual = m.arrival_per_min, m.arrival_baseline_per_min
     return now / usual if now is not None and usual else None
 
@@ -256,7 +253,7 @@ def _nodes(pods: RunnerPods, *, disk: bool) -> Cited:
 
 def _oom(pods: RunnerPods, *, on_nodes: bool) -> Cited:
     """The pods seen killed name their workflows; the nodes' counter sees every kill: the larger
-    is the count, said for what it is."""
+    is the count."""
     seen, kills = pods.oom_kills or 0, pods.node_oom_kills or 0
     if (seen <= 0 and kills < NODE_OOM_KILLS) or (kills > seen) is not on_nodes:
         return None  # the kernel counts any process: one kill of a daemon is no runners' cause
@@ -384,8 +381,7 @@ def refined(facts: Facts) -> tuple[list[Found], list[str]]:
 
 
 def pod_causes(m: RunnerTypeMetrics) -> tuple[PodCause, ...]:
-    """What the reading's runner pods show, the first fix first; judged with the reading. A
-    reading of no pods (an alert's, most backends') shows none."""
+    """What the reading's runner pods show, the first fix first; judged with the reading."""
     if m.pods is None:
         return ()
     found, _ = said(Facts("", m), (rule for rule in RULES if rule.judged))
@@ -396,7 +392,7 @@ def pod_causes(m: RunnerTypeMetrics) -> tuple[PodCause, ...]:
 
 def _assigned_for(f: Facts) -> float | None:
     """Minutes the type's assigned jobs have read what they read now; None while the history is
-    too short, or without the time it is read at."""
+    too short."""
     if f.now is None:
         return None
     oldest = f.now

@@ -1,8 +1,6 @@
 """The runbook's questions answered from a fleet snapshot: for the worst queues, its five checks
-with their numbers beside the causes `causes` names, then the likely cause, how sure, the line it
-rests on and the next step. A named cause wins, the first in its table's order; else
-the runbook's cause its checks point at hardest. The next step is the judgement, in the root's
-words, unless the cause calls for another fix first."""
+beside the causes `causes` names, then the likely cause, how sure, the line it rests on and the
+next step. A named cause wins, else the runbook's cause its checks point at hardest."""
 
 from __future__ import annotations
 
@@ -317,8 +315,8 @@ RUNBOOK = {
 
 
 def _next(worst: Finding, cause: Cause | None) -> str:
-    """The judgement's advice, as the root says it, unless the cause calls for another fix first;
-    slow jobs whose queue already falls need no hunt first."""
+    """The judgement's advice, as the root says it, unless the cause calls for another fix first
+    (slow jobs whose queue already falls need no hunt first)."""
     judged, fix = worst.judged, RUNBOOK[cause][2] if cause else "{advice}"
     advice = _advice(worst.runner_type, judged) if judged is not None and judged.advice else ""
     if advice and judged and judged.raise_maximum_by:

@@ -1,13 +1,10 @@
 """A warning before the alert: will this runner type's queue cross the alert's thresholds soon?
 
-Jobs in the system (`N = busy + queued`, ARC: assigned) must build: a least-squares line through
-the last `WINDOW` readings whose slope stands well above both the fit's scatter and the noise of
-the last `NOISE_READINGS` (five readings alone misjudge their scatter). Readings less than a
-minute apart span too little in five: the line reaches back as far as the rise and the noise of
-the readings before the five need (`_reach`). The forecast then steps through the horizon:
-capacity is the runners now, the maximum once a boot has passed; the wait is the queue over the
-throughput (Little's law). The runners it advises are the reading's judgement. A standing warning
-(`sustained`) stands while the forecast still crosses within the horizon.
+Jobs in the system (`busy + queued`, ARC: assigned) must build: a least-squares line whose slope
+stands well above both the fit's scatter and the readings' noise. The forecast then steps through
+the horizon: capacity is the runners now, the maximum once a boot has passed; the wait is the
+queue over the throughput (Little's law). A standing warning (`sustained`) stands while the
+forecast still crosses within the horizon.
 """
 
 from __future__ import annotations
@@ -33,8 +30,7 @@ from bot.domain.units import duration, number
 
 WINDOW = 5  # readings the growth is fitted over: fewer cannot tell a trend from a wander
 # Standard errors the slope must stand above flat: Student's t at 3 degrees of freedom, ~0.5%
-# one-sided; then the same at the noise of the last `NOISE_READINGS` (a normal's tail). Lower
-# bars let a queue wandering over a few jobs warn every day.
+# one-sided; then the same at the readings' noise. Lower bars let a wandering queue warn daily.
 T_MIN = 6.0
 T_NOISE = 4.0
 NOISE_READINGS = 30
@@ -59,8 +55,7 @@ class Thresholds:
 
 def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresholds) -> Thresholds:
     """What the alert rule said last: the latest incident showing this runner type that states
-    its thresholds, else the latest that states any, else `fallback` (the settings'). An
-    incident's are its latest notification's, else (resolved) its last firing one's."""
+    its thresholds, else the latest that states any, else `fallback` (the settings')."""
     stated = [
         (incident, said)
         for incident in sorted(incidents, key=lambda i: i.started_at, reverse=True)
@@ -93,8 +88,7 @@ class Forecast:
     def text(self) -> str:
         """`linux.2xlarge: queue building, 9 jobs queued at its maximum of 20 runners, jobs
         arriving 1.4/min faster than they finish; at this rate the alert fires in ~11 min; +6
-        runners would drain it in 30 min`: the growth is of the jobs in the system, named so
-        beside a queue that may not have formed yet."""
+        runners would drain it in 30 min`."""
         queued = number(self.queued)
         jobs = f"{queued} {'job' if self.queued == 1 else 'jobs'} queued"
         jobs = "no jobs queued yet" if queued == "0" else jobs
@@ -116,8 +110,7 @@ class Forecast:
 
     @property
     def when(self) -> str:
-        """ "in ~11 min"; "any minute now" only once a threshold is crossed, when the rule's own
-        pending period decides."""
+        """ "in ~11 min"; "any minute now" once crossed: the rule's pending period decides."""
         if self.in_mins <= 0:
             return "any minute now"
         return "in under a minute" if self.in_mins < 1 else f"in ~{math.ceil(self.in_mins)} min"
@@ -180,7 +173,7 @@ def gauges_in_system(gauges: dict[str, float]) -> float:
 
 def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool) -> float | None:
     """Jobs in the system per minute, or None without the evidence of a build (a standing warning
-    needs none): arrivals minus completions where the backend counts both, else the slope."""
+    needs none): arrivals less completions where both are counted, else the slope."""
     window = points[-WINDOW:]
     fit = _fit(window) if len(window) == WINDOW else None
     if fit is None:
@@ -188,13 +181,11 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     recent = points[-NOISE_READINGS:]
     noise = _noise(_changes(recent))
     if _minutes(window)[-1] < WINDOW - 1 and fit[0] > 0:
-        # Readings less than a minute apart: five span less than their four minutes, and rise
-        # less however steep the build. The line reaches back as far as the evidence needs
-        # (`_reach`), held to the noise of the readings before the five (`_noise_before`): a
-        # rise's own straight readings measure no noise, and counted in it, they let it through
-        # only once they were most of the last 30. Readings a minute apart keep the five and
-        # that noise: reaching back there too, a queue walking a job up or down a minute within
-        # 0-6 jobs warned a few times a day (docs/benchmarks.md).
+        # Readings less than a minute apart: five rise too little however steep the build, so
+        # the line reaches back as far as the evidence needs, held to the noise of the readings
+        # before the five (a rise's own readings measure none). Readings a minute apart keep the
+        # five: reaching back there, a wandering queue warned a few times a day
+        # (docs/benchmarks.md).
         noise = _noise_before(recent[:-WINDOW]) or noise
         window = _reach(recent, fit[0], noise)
         fit = _fit(window)
@@ -219,20 +210,9 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
 
 
 def _reach(recent: Sequence[Point], slope: float, noise: float) -> list[Point]:
-    """The readings a rise at `slope` (the last `WINDOW`'s) is judged over: the last `WINDOW`,
-    and as many before them as it takes for a line at that slope to be evident at all: to rise
-    `MIN_RISE`, and to stand `T_NOISE` standard errors above flat at `noise` (a line's standard
-    error falls as its readings spread out). All of `recent` when none does.
-
-    Five readings a second apart span four seconds: a job a second rises four jobs across them,
-    and stands about three standard errors above a queue wandering over 0-3 jobs however clean
-    it is. Sized to the rise alone, and short of it (the readings within the time the rise
-    takes: its line rose 4.96 of the 5 jobs, and readings a little over a second apart reached
-    none), the warning waited for a reading two jobs up and a noise that the rise's own
-    readings had brought down: as late as 28 s into 29 s of a job a second to 30 queued. The
-    last five's slope only sizes the window; the evidence is the line fitted through all of
-    it, so five readings of noise that happen to line up size a window in which they no longer
-    do."""
+    """The readings a rise at `slope` (the last `WINDOW`'s) is judged over: as many as it takes
+    for a line at that slope to rise `MIN_RISE` and stand `T_NOISE` standard errors above flat at
+    `noise` (all of `recent` when none do). The evidence is then the line fitted through them."""
     for n in range(WINDOW, len(recent) + 1):
         window = recent[-n:]
         risen = slope * _minutes(window)[-1] >= MIN_RISE - 1e-9
@@ -243,12 +223,8 @@ def _reach(recent: Sequence[Point], slope: float, noise: float) -> list[Point]:
 
 def _noise_before(before: Sequence[Point]) -> float:
     """The noise a rise after `before` must stand out of (0 with too few readings): the larger
-    of how far each strays from its neighbours (`_noise`) and how far they stray from their own
-    level (the median absolute deviation from their median, scaled to a normal's). A queue
-    drifting over several readings strays little from its neighbours, yet a line over as many
-    readings finds a slope in it: the level counts that drift; the neighbours count a queue
-    that jumps from reading to reading. A build begun before the five raises their level too:
-    the window then reaches further back, over more of the build."""
+    of how far each strays from its neighbours (`_noise`: a queue that jumps) and from their own
+    level (the median absolute deviation, scaled to a normal's: a queue that drifts)."""
     if len(before) < MIN_STRAYS + 2:
         return 0.0
     levels = [p.in_system for p in before]
@@ -279,8 +255,7 @@ def _spread(points: Sequence[Point]) -> float:
 
 def _noise(points: Sequence[Point]) -> float:
     """The readings' noise as a standard deviation (0 with too few): the median of how far each
-    strays from the line through its neighbours (a steady rise strays not at all), scaled to a
-    normal's."""
+    strays from the line through its neighbours, scaled to a normal's."""
     xs = _minutes(points)
     strays = []
     for i in range(1, len(points) - 1):
@@ -306,9 +281,8 @@ def _crossing(
 ) -> tuple[float, str] | None:
     """(minutes until a threshold is reached, which one). The wait counts at least one runner
     and the oldest job ages a minute a minute; a wait "over" a bound is a floor, and the slowest
-    recent start (ARC) is no queued job's age. The alert's wait is the oldest job's age: a queue
-    that forms ahead has no job older than the time since it formed, whatever a job joining it
-    would wait (Little's law alone said a wait crossed at the first job queued)."""
+    recent start (ARC) is no queued job's age. A queue that forms ahead has no job older than the
+    time since it formed (the alert's wait is the oldest job's age)."""
     maximum = finite(now.maximum)
     maximum = maximum if maximum is not None else registered
     duration = finite(now.job_duration_mins)
@@ -359,8 +333,7 @@ def scaled_from(
     said: str, plan: str, rid: str, made: ScaleUp, judged: Judgement | None, verify_s: float
 ) -> ScaleUp:
     """A scale-up made from a warning, as its message says it (`said`, and `plan`: when it goes
-    back), put back by the record `rid`, its runners followed from the registered ones `judged`
-    counts until `verify_s` after it."""
+    back), put back by the record `rid`, its runners followed until `verify_s` after it."""
     up = made.model_copy(update={"said": said, "fate": plan, "back": rid})
     return follow(up, judged, verify_s=verify_s)
 
@@ -374,9 +347,8 @@ def fate_told(
     state: WarningState, rid: str, told: str, *, ended: bool = False
 ) -> tuple[ScaleUp, ...]:
     """`told` as the fate of the first scale-up its record put back, the others with it told
-    once; one not listed (scaled elsewhere) is added. An undone act keeps its own fate (its
-    Undo). `ended`: their record is done with them (put back, or left): nothing on the warning
-    puts them back any more, and its Undo goes."""
+    once; one not listed (scaled elsewhere) is added. An undone act keeps its own fate. `ended`:
+    their record is done with them: nothing on the warning puts them back any more."""
     marked = [k for k, up in enumerate(state.scaled) if up.back == rid]
     mine = [k for k in marked if not state.scaled[k].undone]
     scaled = list(state.scaled)
@@ -421,9 +393,8 @@ class WarningState:
         return cls(runner_type, channel, uid, Phase.ACTIVE, text, now, now, **fields)
 
     def episode_over(self, now: float) -> str:
-        """Why this warning's queue is over, for a scale-up made from it ("" while it is not):
-        cleared and not back within `REUSE_S` (a paused queue often builds again), or dismissed
-        and the dismissal run out."""
+        """Why this warning's queue is over, for a scale-up made from it ("" while it is not): a
+        paused queue often builds again within `REUSE_S`."""
         if self.phase is Phase.CLEARED and now - self.updated_at >= REUSE_S:
             return "the queue stopped building"
         if self.phase is Phase.DISMISSED and now >= self.until:
@@ -439,8 +410,7 @@ class WarningState:
 
     def with_scaled(self, scaled: tuple[ScaleUp, ...]) -> WarningState:
         """Its scale-ups as they are now, as a new version. `updated_at` stays the readings'
-        moment: the episode's end and the warning's reuse are measured from it, and telling one
-        put-back must not hold back the next."""
+        moment: the episode's end and the warning's reuse are measured from it."""
         if scaled == self.scaled:
             return self
         return replace(self, scaled=scaled, version=self.version + 1)
@@ -457,10 +427,8 @@ class WarningState:
 
     def dump_scaled(self) -> str:
         """The scale-ups, to keep beside the warning ("": none)."""
-        if not self.scaled:
-            return ""
         dumped = [up.model_dump(mode="json", exclude_defaults=True) for up in self.scaled]
-        return json.dumps(dumped, separators=(",", ":"))
+        return json.dumps(dumped, separators=(",", ":")) if dumped else ""
 
     @classmethod
     def load(cls, raw: str | None, scaled: str | None = None) -> WarningState | None:
@@ -477,7 +445,7 @@ class WarningState:
 
 
 def _scaled(runner_type: str, raw: str | None, words: str) -> tuple[ScaleUp, ...]:
-    """The scale-ups kept beside a warning: 0.27 kept each as its words and its record's ID;
+    """The scale-ups kept beside a warning (0.27 kept each as its words and its record's ID);
     unreadable, its words alone."""
     try:
         return tuple(
@@ -494,8 +462,8 @@ _FIELDS = {f.name for f in fields_of(WarningState)}
 
 
 def taken_on(state: WarningState, incident: Incident, now: datetime) -> tuple[Event, ...]:
-    """The timeline's lines for the warning the incident took on as its alert fired: what a
-    dry-run pilot would have done on it, at its own moments, then the warning."""
+    """The timeline's lines for the warning the incident took on: a dry-run pilot's acts on it,
+    then the warning."""
     lead = incident.opened_at - datetime.fromtimestamp(state.warned_at, UTC)
     # An incident may come to show the warning's runner type after it opened.
     when = f"{duration(lead)} before the alert fired" if lead > timedelta(0) else "as it fired"

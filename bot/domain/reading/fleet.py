@@ -1,7 +1,5 @@
-"""The fleet at one moment, by runner type (judged once: `bot.domain.reading.judging`), what the
-history keeps of a past reading, and the runner pods it saw OOM-killed. Every number is optional:
-each backend knows different things, and consumers say what they could not know instead of
-guessing."""
+"""The fleet at one moment, by runner type, what the history keeps of a past reading, and the
+runner pods it saw OOM-killed. Every number is optional: each backend knows different things."""
 
 from __future__ import annotations
 
@@ -43,8 +41,7 @@ class RunnerTypeMetrics(BaseModel):
     wait_over: bool | None = None
     # The slowest recent start (ARC's startup histogram), not the oldest queued job's age.
     wait_of_starts: bool | None = None
-    # Why this reading knows no wait of the type's one measure, where its source says more than
-    # the backend's own reason (a jobs listing that named none of its queued jobs).
+    # Why this reading knows no wait, where its source says more than the backend's own reason.
     wait_unknown: str | None = None
     registered: float | None = None
     busy: float | None = None
@@ -86,8 +83,8 @@ class FleetSnapshot(BaseModel):
     absent_means_empty: bool = False
     # The source counts only jobs queued longer than this (the HUD's `queuedThresholdMinutes`).
     queued_over_mins: float | None = None
-    # The source is read no more often than this, to keep its quota (GitHub's); the surfaces
-    # say when it was read and when the next comes. None: every METRICS_INTERVAL_SECONDS.
+    # The source is read no more often than this, to keep its quota (GitHub's). None: every
+    # METRICS_INTERVAL_SECONDS.
     paced_s: float | None = None
     # An incident's view: followed types absent ("none queued over N min"), those without
     # numbers (no drain while any is), and the types left out to keep its state small.
@@ -102,13 +99,10 @@ class FleetSnapshot(BaseModel):
 
 
 def with_job_waits(fleet: FleetSnapshot, jobs: JobsView | None, listing: str) -> FleetSnapshot:
-    """`fleet` with each type's wait the age of its oldest queued job, as the jobs `listing`
-    (`JOBS_BACKEND` beside ARC's metrics, which time only starts) read it: `jobs`, None when it
-    failed. Where this reading's listing names none of a type's queued jobs (it failed, was cut
-    short, lists only older jobs, or lags a start), the backend's wait stands only if it is of
-    the same measure (the HUD's); else the wait is not known this reading, and why. A slowest
-    recent start in its place would switch the type's line, its change, its peak and its chart
-    to the other measure for one reading."""
+    """`fleet` with each type's wait the age of its oldest queued job, as the jobs `listing` read
+    it (`jobs`: None when it failed). Where it names none of a type's queued jobs, the backend's
+    wait stands only if it is of the same measure: a slowest recent start would switch the
+    type's line, peak and chart to the other measure for one reading."""
     types = {}
     for name, metrics in fleet.runner_types.items():
         oldest = _oldest_age(jobs, name) if jobs is not None else None
@@ -128,9 +122,8 @@ def with_job_waits(fleet: FleetSnapshot, jobs: JobsView | None, listing: str) ->
 
 def _oldest_age(jobs: JobsView, runner_type: str) -> float | None:
     listed = jobs.runner_types.get(jobs.name_of(runner_type))
-    workflows = listed.workflows if listed else ()
-    known = [w.longest_wait_mins for w in workflows if w.longest_wait_mins is not None]
-    return max(known, default=None)
+    waits = [w.longest_wait_mins for w in listed.workflows] if listed else []
+    return max((wait for wait in waits if wait is not None), default=None)
 
 
 def unlisted(jobs: JobsView | None, listing: str) -> str:
@@ -235,7 +228,7 @@ class HistoryPoint:
 
 def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[str, float]]:
     """The `GAUGES` of types with jobs queued, assigned or running (the early warning's trend
-    starts before anything queues), short of runners or advised some: idle types cost nothing."""
+    starts before anything queues), short of runners or advised some."""
     kept = {}
     for name, m in types.items():
         short = m.desired is not None and m.registered is not None and m.desired > m.registered
@@ -300,17 +293,14 @@ def with_workflows(
     fleet: FleetSnapshot, named: Mapping[KilledPod, str], naming: str
 ) -> FleetSnapshot:
     """`fleet` with its OOM kills named (`named`), or how to get them named (`naming`); the pods
-    are left out: the record keeps them, and the reading is stored in every incident."""
+    are left out (the record keeps them, and the reading is stored in every incident)."""
     types = {}
     for name, metrics in fleet.runner_types.items():
         pods = metrics.pods
         if pods is not None and pods.oom_pods:
             workflows = ranked_workflows(named.get(pod, "") for pod in pods.oom_pods)
-            update = {
-                "oom_workflows": workflows,
-                "oom_naming": "" if workflows else naming,
-                "oom_pods": (),
-            }
-            metrics = metrics.model_copy(update={"pods": pods.model_copy(update=update)})
+            update = {"oom_workflows": workflows, "oom_naming": "" if workflows else naming}
+            pods = pods.model_copy(update={**update, "oom_pods": ()})
+            metrics = metrics.model_copy(update={"pods": pods})
         types[name] = metrics
     return fleet.model_copy(update={"runner_types": types})

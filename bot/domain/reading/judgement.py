@@ -186,8 +186,7 @@ class Judgement(BaseModel):
 
 
 class Advised(NamedTuple):
-    """An earlier reading in the advice window (epoch seconds), and its judgement's `own`,
-    `supply` and `wanted`."""
+    """An earlier reading in the advice window (epoch seconds): its `own`, `supply`, `wanted`."""
 
     at: float
     own: int

@@ -27,6 +27,7 @@ from bot.domain.reading.judgement import (
     running_of,
 )
 
+# Why a source may give no wait for a type that queues.
 WAIT_UNKNOWN = {
     "alert": "the alert does not say",
     "prometheus": "ARC times jobs only as they start, and none started in the last hour",
@@ -57,7 +58,11 @@ def judged(
     types = {}
     for name, m in fleet.runner_types.items():
         observed = [(p.at.timestamp(), p.gauges_of(name).get("queued", 0.0)) for p in before]
-        earlier = [_advised(p.at, p.gauges_of(name)) for p in held]
+        earlier = [
+            Advised(p.at.timestamp(), int(g.get("own", 0)), g.get("sup", 0.0), int(g.get("adv", 0)))
+            for p in held
+            for g in [p.gauges_of(name)]
+        ]
         verdict = judge(
             m,
             observed,
@@ -70,11 +75,6 @@ def judged(
         )
         types[name] = m.model_copy(update={"judged": verdict})
     return fleet.model_copy(update={"runner_types": types})
-
-
-def _advised(at: datetime, gauges: Mapping[str, float]) -> Advised:
-    own, supply, shown = int(gauges.get("own", 0)), gauges.get("sup", 0.0), gauges.get("adv", 0)
-    return Advised(at.timestamp(), own, supply, int(shown))
 
 
 def judge(
@@ -97,6 +97,7 @@ def judge(
     direction, rate = direction_of(points, rise_mins * 60)
     desired, wait, pods = finite(metrics.desired), finite(metrics.longest_wait_mins), metrics.pods
     stuck = pods.cannot_start if pods else 0
+    unknown = WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none") if source else ""
     running = running_of(metrics.registered, metrics.busy) or 0.0
     judgement = Judgement(
         at=at,
@@ -104,9 +105,7 @@ def judge(
         wait_mins=wait,
         wait_over=bool(metrics.wait_over) and wait is not None,
         wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
-        wait_unknown=""
-        if wait is not None or not queued
-        else metrics.wait_unknown or _wait_unknown(source),
+        wait_unknown="" if wait is not None or not queued else metrics.wait_unknown or unknown,
         direction=direction,
         change_per_min=rate,
         busy=finite(metrics.busy),
@@ -133,10 +132,3 @@ def judge(
         earlier=earlier,
         rise_mins=rise_mins,
     )
-
-
-def _wait_unknown(source: str) -> str:
-    """Why `source` may give no wait for a type that queues."""
-    if not source:
-        return ""
-    return WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")

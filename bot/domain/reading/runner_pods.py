@@ -1,6 +1,5 @@
 """A runner type's pods and their nodes as read (kube-state-metrics, cAdvisor, node-exporter),
-the series each reading needs and what a source not scraped leaves unknown; the causes they show
-are rules of `bot.domain.reading.causes`."""
+the series each reading needs and what a source not scraped leaves unknown."""
 
 from __future__ import annotations
 
@@ -26,9 +25,8 @@ KSM = "kube-state-metrics"
 CADVISOR = "the kubelet's cAdvisor"
 NODE_EXPORTER = "node-exporter"
 # Each reading: what it is called where it is not known, then its series and their sources, its
-# own first: it is known only when all are scraped. Each is present whenever its source is scraped
-# (the Pending phase stands for the waiting reasons, which exist only while a pod waits); every
-# query keeps the pods `kube_pod_owner` names.
+# own first: it is known only when all are scraped (the Pending phase stands for the waiting
+# reasons, which exist only while a pod waits).
 OWNER = ("kube_pod_owner", KSM)
 DISK = "DiskBusy"  # a node's condition in `RunnerPods.nodes` when node-exporter finds its disk busy
 PHASE, CREATED = ("kube_pod_status_phase", KSM), ("kube_pod_created", KSM)
