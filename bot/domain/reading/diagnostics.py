@@ -47,9 +47,6 @@ class Verdict(StrEnum):  # in the order the report lists them
     UNKNOWN = "unknown"
 
 
-ORDER = {verdict: i for i, verdict in enumerate(Verdict)}
-
-
 @dataclass(frozen=True)
 class Check:
     name: str
@@ -106,7 +103,7 @@ class Diagnosis:
             ]
             said += [(f.runner_type, c) for c in _unknown(f.checks, self.source)]
         lead = (self.lead_type, self.lead)
-        said.sort(key=lambda pair: (pair != lead, ORDER[pair[1].verdict]))
+        said.sort(key=lambda pair: (pair != lead, list(Verdict).index(pair[1].verdict)))
         kept: dict[Check, str] = {}
         for name, check in said:
             kept[check] = f"{kept[check]}, {name}" if check in kept else name
@@ -126,9 +123,8 @@ def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
 
 
 def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagnosis:
-    evidence, source = evidence or Evidence(), snapshot.source
-    focus = worst_first(snapshot.runner_types)[:FOCUS]
-    findings = tuple(_finding(name, evidence, snapshot) for name, _ in focus)
+    source, focus = snapshot.source, worst_first(snapshot.runner_types)[:FOCUS]
+    findings = tuple(_finding(name, evidence or Evidence(), snapshot) for name, _ in focus)
     if not findings:
         return Diagnosis((), None, "low", "no runner type is queueing in the numbers at hand", "")
     named = [(f, found) for f in findings for found in f.found]
@@ -226,9 +222,8 @@ def utilization(m: RunnerTypeMetrics) -> Check:
     numbers = f"{number(m.busy)}/{number(m.registered)} busy ({share:.0%})"
     idle = m.idle if m.idle is not None else m.registered - m.busy
     if idle > 0 and (m.queued or 0) > 0 and share < BUSY:
-        return Check(
-            UTILIZATION, Verdict.WARN, f"{numbers}: {number(idle)} idle while jobs wait", 0.8
-        )
+        said = f"{numbers}: {number(idle)} idle while jobs wait"
+        return Check(UTILIZATION, Verdict.WARN, said, 0.8)
     if share >= BUSY:
         return Check(UTILIZATION, Verdict.BAD, f"{numbers}: no spare runner to take the queue")
     return Check(UTILIZATION, Verdict.OK, numbers)

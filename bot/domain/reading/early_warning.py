@@ -411,9 +411,7 @@ class WarningState:
     def with_scaled(self, scaled: tuple[ScaleUp, ...]) -> WarningState:
         """Its scale-ups as they are now, as a new version. `updated_at` stays the readings'
         moment: the episode's end and the warning's reuse are measured from it."""
-        if scaled == self.scaled:
-            return self
-        return replace(self, scaled=scaled, version=self.version + 1)
+        return self.changed(self.updated_at, scaled=scaled)
 
     @property
     def member(self) -> str:
@@ -436,8 +434,7 @@ class WarningState:
         try:
             data = json.loads(raw or "")
             known = {k: v for k, v in data.items() if k in _FIELDS}
-            words = str(data.get("scaled") or "")
-            ups = _scaled(str(data["runner_type"]), scaled, words)
+            ups = _scaled(str(data["runner_type"]), scaled, str(data.get("scaled") or ""))
             would = tuple((float(at), int(n)) for at, n in data.get("would") or ())
             return cls(**{**known, "phase": Phase(data["phase"]), "scaled": ups, "would": would})
         except (ValueError, TypeError, KeyError):

@@ -235,8 +235,7 @@ def _stabilized(
         # it held where it stands, no more than was shown, and is kept so in the window.
         j = j.model_copy(update={"own": min(before, held)})
     asked = [(a.at, now(a.own, a.supply)) for a in earlier]
-    at = j.at.timestamp()
-    rising = [n for t, n in asked if t > at - rise_mins * 60]
+    rising = [n for t, n in asked if t > j.at.timestamp() - rise_mins * 60]
     if len(rising) < RISE_READINGS - 1:
         rising = [n for _, n in asked[-(RISE_READINGS - 1) :]]
     # Up to the least of the rise window, down to the most of the same window: one reading

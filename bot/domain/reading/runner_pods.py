@@ -203,5 +203,4 @@ def kept_nodes(troubles: list[NodeTrouble]) -> tuple[tuple[NodeTrouble, ...], in
     """The worst `NODES_KEPT` (most runner pods first), and how many other nodes are in trouble."""
     worst = sorted(troubles, key=lambda n: (-n.pods, -(n.busy or 0), n.node, n.condition))
     kept = tuple(worst[:NODES_KEPT])
-    shown = {n.node for n in kept}
-    return kept, len({n.node for n in worst[NODES_KEPT:]} - shown)
+    return kept, len({n.node for n in worst[NODES_KEPT:]} - {n.node for n in kept})
