@@ -160,9 +160,8 @@ def _likeliest(findings: tuple[Finding, ...], source: str) -> Diagnosis:
     sure = "low" if strength < 0.5 else "high" if strength >= 0.8 and runner_up < 0.5 else "medium"
     resting = max(findings, key=lambda f: f.signals[cause])
     lead = resting.check(RUNBOOK[cause][0])
-    why, lead_type = (
-        (f"{resting.runner_type}: {lead.text}", resting.runner_type) if lead else ("", "")
-    )
+    why = f"{resting.runner_type}: {lead.text}" if lead else ""
+    lead_type = resting.runner_type if lead else ""
     return Diagnosis(findings, cause, sure, why, _next(resting, cause), lead_type, lead, source)
 
 

@@ -192,11 +192,10 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
         if fit is None:
             return None
     slope, error = fit
-    span = _minutes(window)[-1]
     evident = (
         slope >= T_MIN * error
         and slope >= T_NOISE * noise / _spread(window) ** 0.5
-        and slope * span >= MIN_RISE - 1e-9
+        and slope * _minutes(window)[-1] >= MIN_RISE - 1e-9
     )
     if not sustained and not evident:
         return None
@@ -465,13 +464,9 @@ def taken_on(state: WarningState, incident: Incident, now: datetime) -> tuple[Ev
     # An incident may come to show the warning's runner type after it opened.
     when = f"{duration(lead)} before the alert fired" if lead > timedelta(0) else "as it fired"
     text = f"Took on the early warning raised {when}, which said: {state.text}"
-    would = tuple(
-        would_event(
-            state.runner_type,
-            runners,
-            datetime.fromtimestamp(at, UTC),
-            "before the alert, on its early warning",
-        )
+    on = "before the alert, on its early warning"
+    would = [
+        would_event(state.runner_type, runners, datetime.fromtimestamp(at, UTC), on)
         for at, runners in state.would
-    )
+    ]
     return (*would, Event(at=now, kind=EARLY_WARNING, text=text))
