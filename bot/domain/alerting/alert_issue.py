@@ -46,8 +46,7 @@ def issue_title(incident: Incident) -> str:
     """`[P2] <the rule's name>`, as alerting-infra titles it: no "(no data)" or "(+N more)"."""
     priority = priority_label(incident.priority)
     title = (incident.rule or incident.title).strip()
-    full = f"[{priority}] {title}" if priority else title
-    return shortened(full, MAX_TITLE)
+    return shortened(f"[{priority}] {title}" if priority else title, MAX_TITLE)
 
 
 def issue_labels(incident: Incident) -> tuple[str, ...]:

@@ -128,12 +128,9 @@ def _pipeline(notification: Notification) -> tuple[str, str]:
 def facts_of(notification: Notification) -> AlertFacts:
     firing = notification.firing
     primary = (firing or notification.alerts)[0]  # the alert that speaks for the group
-    # The common annotations hold what all alerts agree on; the primary alert's fill the gaps.
-    annotations = (notification.common_annotations, primary.annotations)
     notes: list[str] = []
-    text = _texts(notification, primary, annotations, notes)
-    runbook = _first_value(annotations, ("runbook_url", "runbook")) or ""
-    urls = _links(notification, runbook, notes)
+    text = _texts(notification, primary, notes)
+    urls = _links(notification, primary, notes)
     if notification.truncated_alerts:
         notes.append(f"the sender left out {notification.truncated_alerts} alerts")
     worst_first = sorted(
@@ -167,14 +164,10 @@ def facts_of(notification: Notification) -> AlertFacts:
     )
 
 
-def _texts(
-    notification: Notification,
-    primary: Alert,
-    annotations: tuple[Mapping[str, str], ...],
-    notes: list[str],
-) -> dict[str, str | None]:
-    """Each cut to its cap. Priority and team are annotations in Grafana rules and labels in
-    Alertmanager rules."""
+def _texts(notification: Notification, primary: Alert, notes: list[str]) -> dict[str, str | None]:
+    """Each cut to its cap. The common annotations hold what all alerts agree on; the primary
+    alert's fill the gaps. Priority and team are labels in Alertmanager rules."""
+    annotations = (notification.common_annotations, primary.annotations)
     labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
     priority = _first_value(labelled, ("priority", "severity")) or ""
     text = {
@@ -191,11 +184,12 @@ def _texts(
     return {**text, "priority": text["priority"] or None, "team": text["team"] or None}
 
 
-def _links(notification: Notification, runbook: str, notes: list[str]) -> dict[str, str]:
+def _links(notification: Notification, primary: Alert, notes: list[str]) -> dict[str, str]:
     """Each link from the first firing alert that has it, else from any; past `MAX_URL` none."""
     alerts = (*notification.firing, *notification.alerts)
+    annotations = (notification.common_annotations, primary.annotations)
     urls = {
-        "runbook": runbook,
+        "runbook": _first_value(annotations, ("runbook_url", "runbook")) or "",
         **{
             name: next((url for a in alerts if (url := getattr(a, f"{attr}_url"))), "")
             for name, attr in _URLS.items()

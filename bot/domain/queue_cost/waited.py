@@ -1,11 +1,7 @@
 """What a runner type's queue cost over the report's window, from the history's series a step
-apart: the job-hours waited, when in the week they were waited, the share waited at the maximum,
-and what a raise of its maximum or minimum would have served.
-
-By Little's law the time jobs spent queued is the queue's integral over time: each step holding
-`queued` jobs adds `queued × step` job-seconds of waiting, whichever jobs they were. Read a step
-apart, the integral is as exact as the series: a queue that forms and drains within one step is
-missed, one sampled at its peak is counted for the whole step.
+apart: the job-hours waited, when in the week, the share at the maximum, and what a raise of its
+maximum or minimum would have served. By Little's law the time jobs spent queued is the queue's
+integral over time, as exact as the series: a queue that forms and drains within a step is missed.
 """
 
 from __future__ import annotations
