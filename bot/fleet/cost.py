@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -42,12 +43,11 @@ class CostReader:
         self._prometheus = metrics if isinstance(metrics, PrometheusMetrics) else None
         self._jobs = jobs if config.github_webhook_secret is not None else None
         self._followed = followed  # the HUD's listings, where it lists the jobs
-        self.known = self._jobs is not None or self._prometheus is not None or followed is not None
 
     @property
     def unknown(self) -> str:
         """Why no incident's cost is known here, and what would tell it ("" when it is)."""
-        if self.known:
+        if self._jobs is not None or self._prometheus is not None or self._followed is not None:
             return ""
         return (
             f"{self._metrics.name} does not say what each job waited: GitHub's workflow_job "
@@ -71,7 +71,7 @@ class CostReader:
             for i in incidents
             if i.shown_types
         }
-        if not windows or not self.known:
+        if not windows or self.unknown:
             return {}
         earliest = min(since for _, since, _ in windows.values())
         try:
@@ -79,16 +79,7 @@ class CostReader:
             # A workflow_job heard in the last hour: a record nobody writes (its webhook not
             # published yet) tells no cost, where ARC's may.
             if self._jobs is not None and any(is_job_kind(kind) for kind in heard):
-                # The jobs still to finish and those finished since, each once (one that finished
-                # between the two reads is taken finished), of GITHUB_REPOS where it names them.
-                live = await self._jobs.live()
-                done = await self._jobs.done(earliest.timestamp(), now.timestamp() + 1)
-                repos = {repo.casefold() for repo in self._config.github_repos}
-                jobs = [
-                    job
-                    for job in {job.get("id"): job for job in (*live, *done)}.values()
-                    if not repos or str(job.get("repository", "")).casefold() in repos
-                ]
+                jobs = await self._jobs_since(self._jobs, earliest, now)
                 return {
                     key: {t: waited_of_jobs(jobs, t, since, now, threshold) for t in types}
                     for key, (types, since, threshold) in windows.items()
@@ -119,6 +110,21 @@ class CostReader:
         except (BackendError, RedisError) as exc:
             log.warning("cost: %s", exc)
             return {}
+
+    async def _jobs_since(
+        self, record: WorkflowJobs, since: datetime, now: datetime
+    ) -> list[dict[str, Any]]:
+        """The jobs still to finish and those finished since, each once (one that finished between
+        the two reads is taken finished), of GITHUB_REPOS where it names them."""
+        live = await record.live()
+        done = await record.done(since.timestamp(), now.timestamp() + 1)
+        repos = {repo.casefold() for repo in self._config.github_repos}
+        by_id = {job.get("id"): job for job in (*live, *done)}
+        return [
+            job
+            for job in by_id.values()
+            if not repos or str(job.get("repository", "")).casefold() in repos
+        ]
 
     def _threshold(self, incident: Incident) -> float:
         """The alert's wait threshold, else the one the early warning is told; else a job

@@ -68,9 +68,7 @@ def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str,
     if keyed and incident.pipeline_key:
         return keyed[1] == incident.pipeline_key
     # Opened for another group of the same rule (one title): that incident's.
-    if GROUP_MARK_START in body:
-        return False
-    return _words(title) == _words(issue_title(incident))
+    return GROUP_MARK_START not in body and _words(title) == _words(issue_title(incident))
 
 
 def _words(title: str) -> str:

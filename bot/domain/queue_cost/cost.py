@@ -89,8 +89,7 @@ class Waited(Tally):
 def waited_of_jobs(
     jobs: Iterable[Any], runner_type: str, since: datetime, until: datetime, threshold_mins: float
 ) -> Waited:
-    """From jobs in GitHub's REST shape: each of `runner_type` a runner picked up within [since,
-    until] waited `started_at - created_at`; one without readable times counts unreadable."""
+    """From jobs in GitHub's REST shape: each one a runner picked up waited from its creation."""
     waits: list[tuple[str, float]] = []  # (workflow, minutes)
     branches: set[str] = set()
     unreadable = 0
@@ -301,7 +300,7 @@ def _series_of(
     buckets: Series, sums: Series, counts: Series
 ) -> tuple[dict[Key, dict[float, float]], dict[Key, list[float]], int]:
     """Per workflow label: its cumulative buckets by bound, its [jobs, seconds]; and how many
-    series were no count (NaN, negative, a bound that is no number), left out."""
+    series were no count (NaN, negative, a bound that is no number)."""
     unreadable = 0
     cumulative: dict[Key, dict[float, float]] = {}
     for labels, value in buckets:
