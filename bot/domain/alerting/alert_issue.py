@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from bot.domain.incident.incidents import ACKNOWLEDGED_BY_ACTING, AMENDED, Event, Incident
 from bot.domain.scale.scale_ups import SCALE_OUTCOME
@@ -111,7 +111,7 @@ def moments(timeline: list[Event]) -> list[Moment]:
     return list(told.values())
 
 
-class IssueLink(BaseModel):
+class IssueLink(BaseModel, frozen=True):
     """`ours`: we close and reopen it. `trying`: the moment (or "open") whose call was not
     answered: look for it first. `repo`: where it is (transferred, maybe). `passed`: issues
     closed by their owner or gone, never linked again. `left`: GitHub refused it for good."""
@@ -128,8 +128,6 @@ class IssueLink(BaseModel):
     refused: str = ""
     passed: tuple[int, ...] = ()
     left: bool = False
-
-    model_config = ConfigDict(frozen=True)
 
     @property
     def linked(self) -> bool:

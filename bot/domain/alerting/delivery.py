@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Literal, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from bot.domain.alerting.alerts import (
     OPERATORS,
@@ -32,9 +32,7 @@ from bot.domain.reading.runner_names import RunnerNames
 from bot.domain.shortened import shortened
 
 
-class Delivery(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Delivery(BaseModel, frozen=True):
     source: Source
     group_key: str
     status: Literal["firing", "resolved"]

@@ -28,15 +28,12 @@ NO_WORKFLOW_ARC = (
     "scale set's spec.listenerMetrics"
 )
 NO_REF_ARC = "ARC's startup histogram carries no job_workflow_ref"
-# A job gone from the HUD's list after a longer gap in its readings (the HUD down, no leader):
-# its start could be anywhere in the gap, so it is left out rather than put at its middle.
+# Gone from the HUD's list in a longer gap of its readings, a job's start is not guessed at.
 FOLLOW_GAP = timedelta(minutes=15)
-# GitHub ends a job no self-hosted runner took within a day: one gone from the list later got
-# none (a run the HUD still lists as queued after GitHub abandoned it leaves it at a week).
+# GitHub ends a job no self-hosted runner took within a day: one gone from the list later got none.
 QUEUE_LIMIT = timedelta(days=1)
 CIFLOW = "ciflow/"  # PyTorch's tag for more CI on a PR: `ciflow/<name>/<PR number>`
-# The HUD's query takes a job with a label like this for ARC's: it lists one until its
-# containers have started, at most 10 minutes after it was created.
+# The HUD takes a job with such a label for ARC's: listed until its containers have started.
 ARC_LABEL = "l-"
 _PULL = re.compile(r"@refs/pull/([0-9]+)/")
 _BRANCH = "@refs/heads/"

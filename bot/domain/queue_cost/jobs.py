@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from bot.domain import units
 from bot.domain.reading.runner_names import type_named
@@ -298,20 +298,16 @@ def surging(view: JobsView, runner_type: str) -> Surge | None:
 JOBS_WINDOW = timedelta(hours=1)
 
 
-class WorkflowRow(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class WorkflowRow(BaseModel, frozen=True):
     runner_type: str
     workflow: str
     queued: int
     last_hour: int | None = None
 
 
-class Workflows(BaseModel):
+class Workflows(BaseModel, frozen=True):
     """The workflows behind an incident as listed when its postmortem was drafted, or why none
     are known: every write-up renders this record, never a later listing."""
-
-    model_config = ConfigDict(frozen=True)
 
     at: datetime | None = None
     source: str = ""
