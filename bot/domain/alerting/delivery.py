@@ -280,12 +280,11 @@ def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
             thresholds = {
                 name: first_known(found, stated[name]) for name, found in thresholds.items()
             }
-    time, size = THRESHOLD_NAMES
+    time, size = THRESHOLD_NAMES  # named as `QueueNumbers` names its thresholds
     return QueueNumbers(
         max_queue_time_mins=worst.longest_wait_mins,
         max_queue_size=worst.queued,
-        queue_time_threshold=thresholds[time],
-        queue_size_threshold=thresholds[size],
+        **thresholds,
         queue_time_over=over[time],
         queue_size_over=over[size],
     )
