@@ -1,10 +1,6 @@
-"""One reading of the fleet's queues per interval (or per the backend's pace, where it keeps a
-quota), shared by every incident and surface from Redis. Only the leader refreshes it, one
-refresh at a time, so a paced quota has one reader and the backend's memory of what it read stays
-warm in one process. A failed refresh is stored too: a backend that is down is asked once an
-interval and every incident can say why. A good reading is judged here, once, and kept compacted
-in a bounded history: the baseline "in the hours before the incident". Beside it, the jobs behind
-the queue (`JobsWatch`), their arrivals counted."""
+"""One reading of the fleet's queues per interval (or the backend's pace), shared by every
+incident and surface from Redis. Only the leader refreshes it, so a paced quota has one reader. A
+failed refresh is stored too, so every incident can say why; a good one is judged here, once."""
 
 from __future__ import annotations
 
@@ -65,15 +61,14 @@ class JobsWatch:
 
     async def view(self, *, now: datetime) -> JobsView:
         """Raises `BackendError` when the source cannot say."""
-        source = self.source
-        listing = await within(source.queued_jobs(now=now), self.timeout_s, source.name)
-        if listing.arrivals is not None:  # a source that counts its own (ARC's counters)
-            arrivals = listing.arrivals
-        else:
+        name = self.source.name
+        listing = await within(self.source.queued_jobs(now=now), self.timeout_s, name)
+        arrivals = listing.arrivals  # a source that counts its own (ARC's counters)
+        if arrivals is None:
             arrivals = await self.arrivals.record(listing.jobs, now=now, finished=listing.finished)
         if self.followed is not None and await self.followed.follow(listing, now=now) is None:
             log.info("jobs: a listing older than the last one followed is not followed")
-        return jobs_view(listing, arrivals, source=source.name, at=now)
+        return jobs_view(listing, arrivals, source=name, at=now)
 
 
 class FleetReadings:

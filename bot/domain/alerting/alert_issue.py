@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from bot.domain.incident.incidents import ACKNOWLEDGED_BY_ACTING, AMENDED, Event, Incident
 from bot.domain.scale.scale_ups import SCALE_OUTCOME
@@ -46,8 +46,7 @@ def issue_title(incident: Incident) -> str:
     """`[P2] <the rule's name>`, as alerting-infra titles it: no "(no data)" or "(+N more)"."""
     priority = priority_label(incident.priority)
     title = (incident.rule or incident.title).strip()
-    full = f"[{priority}] {title}" if priority else title
-    return shortened(full, MAX_TITLE)
+    return shortened(f"[{priority}] {title}" if priority else title, MAX_TITLE)
 
 
 def issue_labels(incident: Incident) -> tuple[str, ...]:
@@ -69,9 +68,7 @@ def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str,
     if keyed and incident.pipeline_key:
         return keyed[1] == incident.pipeline_key
     # Opened for another group of the same rule (one title): that incident's.
-    if GROUP_MARK_START in body:
-        return False
-    return _words(title) == _words(issue_title(incident))
+    return GROUP_MARK_START not in body and _words(title) == _words(issue_title(incident))
 
 
 def _words(title: str) -> str:
@@ -114,7 +111,7 @@ def moments(timeline: list[Event]) -> list[Moment]:
     return list(told.values())
 
 
-class IssueLink(BaseModel):
+class IssueLink(BaseModel, frozen=True):
     """`ours`: we close and reopen it. `trying`: the moment (or "open") whose call was not
     answered: look for it first. `repo`: where it is (transferred, maybe). `passed`: issues
     closed by their owner or gone, never linked again. `left`: GitHub refused it for good."""
@@ -131,8 +128,6 @@ class IssueLink(BaseModel):
     refused: str = ""
     passed: tuple[int, ...] = ()
     left: bool = False
-
-    model_config = ConfigDict(frozen=True)
 
     @property
     def linked(self) -> bool:

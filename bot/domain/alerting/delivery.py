@@ -1,7 +1,6 @@
-"""A notification reduced to what an incident needs: its facts, and each alert's identity, which
-tells a stale firing from a re-fire. Each fact's places (Grafana's, Alertmanager's, and the keys
-real rules spell differently: `Priority`, `severity`, `TEAM`, `Teams`) are written once; and the
-key pytorch/alerting-infra files the alert's issue under."""
+"""A notification reduced to what an incident needs: its facts, each read from every place senders
+and real rules put it (`Priority`, `severity`, `TEAM`, `Teams`), and each alert's identity, which
+tells a stale firing from a re-fire."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from datetime import datetime
 from typing import Literal, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from bot.domain.alerting.alerts import (
     OPERATORS,
@@ -33,9 +32,7 @@ from bot.domain.reading.runner_names import RunnerNames
 from bot.domain.shortened import shortened
 
 
-class Delivery(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Delivery(BaseModel, frozen=True):
     source: Source
     group_key: str
     status: Literal["firing", "resolved"]
@@ -82,7 +79,7 @@ def delivery_of(notification: Notification) -> Delivery:
         is_test=notification.is_test,
         facts=facts_of(notification),
         started_at=min(starts) if starts else None,
-        firing=tuple(instance_of(a) for a in notification.alerts if a.status == "firing"),
+        firing=tuple(instance_of(a) for a in notification.firing),
         resolved=tuple(instance_of(a) for a in notification.alerts if a.status == "resolved"),
     )
 
@@ -107,39 +104,31 @@ MAX_OTHER_VALUES = 20
 MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "description": 3000}
 
 
-# How pytorch/alerting-infra names an alert, so that queuepilot finds the issue it opened: its
-# collector titles it by the first alert's `rulename`, else `alertname`, else the group's
-# (`extractTitle`), and keys it by the SHA-256 of
-# `account_id=<orgId>|alarm_id=<first fingerprint>|source=grafana|title=<lower-case title>`, keys
-# sorted, empty ones left out (src/fingerprint.ts), carried in the issue's body.
 PIPELINE_SOURCE = "grafana"  # every webhook its collector takes is read by its Grafana transformer
 
 
-def pipeline_rule(notification: Notification) -> str:
-    first = notification.alerts[0].labels
-    named = first.get("rulename") or first.get("alertname")
-    return (named or notification.group_labels.get("alertname") or "").strip()
-
-
-def pipeline_key(notification: Notification, rule: str) -> str:
-    """alerting-infra's fingerprint of the alert; "" without a title (it refuses such an alert)."""
+def _pipeline(notification: Notification) -> tuple[str, str]:
+    """How pytorch/alerting-infra names the alert, so that queuepilot finds the issue it opened:
+    titled by the first alert's `rulename`, else `alertname`, else the group's (`extractTitle`);
+    keyed by the SHA-256 of its fingerprint's inputs, keys sorted, empty ones left out
+    (src/fingerprint.ts). No key without a title: it refuses such an alert."""
+    first = notification.alerts[0]
+    named = first.labels.get("rulename") or first.labels.get("alertname")
+    rule = (named or notification.group_labels.get("alertname") or "").strip()[: MAX_TEXT["title"]]
     if not rule:
-        return ""
+        return "", ""
     inputs = {"source": PIPELINE_SOURCE, "title": rule.lower(), "account_id": notification.org_id}
-    inputs["alarm_id"] = notification.alerts[0].fingerprint
+    inputs["alarm_id"] = first.fingerprint
     canonical = "|".join(f"{key}={inputs[key]}" for key in sorted(inputs) if inputs[key])
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return rule, hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def facts_of(notification: Notification) -> AlertFacts:
     firing = notification.firing
     primary = (firing or notification.alerts)[0]  # the alert that speaks for the group
-    # The common annotations hold what all alerts agree on; the primary alert's fill the gaps.
-    annotations = (notification.common_annotations, primary.annotations)
     notes: list[str] = []
-    text = _texts(notification, primary, annotations, notes)
-    runbook = _first_value(annotations, ("runbook_url", "runbook")) or ""
-    urls = _links(notification, runbook, notes)
+    text = _texts(notification, primary, notes)
+    urls = _links(notification, primary, notes)
     if notification.truncated_alerts:
         notes.append(f"the sender left out {notification.truncated_alerts} alerts")
     worst_first = sorted(
@@ -152,7 +141,7 @@ def facts_of(notification: Notification) -> AlertFacts:
     if len(matchers) > MAX_MATCHERS:
         notes.append(f"silence link has {len(matchers):,} matchers, {MAX_MATCHERS} kept")
     labels = {**notification.common_labels, **notification.group_labels}
-    rule = pipeline_rule(notification)[: MAX_TEXT["title"]]
+    rule, key = _pipeline(notification)
     return AlertFacts(
         **text,
         **{f"{name}_url": url for name, url in urls.items()},
@@ -163,7 +152,7 @@ def facts_of(notification: Notification) -> AlertFacts:
         silence_matchers=matchers[:MAX_MATCHERS],
         truncated=tuple(notes),
         rule=rule,
-        pipeline_key=pipeline_key(notification, rule),
+        pipeline_key=key,
         # A label past the caps is left out, so a route naming it falls through to the next.
         labels={
             name: value
@@ -173,14 +162,10 @@ def facts_of(notification: Notification) -> AlertFacts:
     )
 
 
-def _texts(
-    notification: Notification,
-    primary: Alert,
-    annotations: tuple[Mapping[str, str], ...],
-    notes: list[str],
-) -> dict[str, str | None]:
-    """Each cut to its cap. Priority and team are annotations in Grafana rules and labels in
-    Alertmanager rules."""
+def _texts(notification: Notification, primary: Alert, notes: list[str]) -> dict[str, str | None]:
+    """Each cut to its cap. The common annotations hold what all alerts agree on; the primary
+    alert's fill the gaps. Priority and team are labels in Alertmanager rules."""
+    annotations = (notification.common_annotations, primary.annotations)
     labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
     priority = _first_value(labelled, ("priority", "severity")) or ""
     text = {
@@ -197,11 +182,12 @@ def _texts(
     return {**text, "priority": text["priority"] or None, "team": text["team"] or None}
 
 
-def _links(notification: Notification, runbook: str, notes: list[str]) -> dict[str, str]:
+def _links(notification: Notification, primary: Alert, notes: list[str]) -> dict[str, str]:
     """Each link from the first firing alert that has it, else from any; past `MAX_URL` none."""
     alerts = (*notification.firing, *notification.alerts)
+    annotations = (notification.common_annotations, primary.annotations)
     urls = {
-        "runbook": runbook,
+        "runbook": _first_value(annotations, ("runbook_url", "runbook")) or "",
         **{
             name: next((url for a in alerts if (url := getattr(a, f"{attr}_url"))), "")
             for name, attr in _URLS.items()
@@ -294,12 +280,11 @@ def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
             thresholds = {
                 name: first_known(found, stated[name]) for name, found in thresholds.items()
             }
-    time, size = THRESHOLD_NAMES
+    time, size = THRESHOLD_NAMES  # named as `QueueNumbers` names its thresholds
     return QueueNumbers(
         max_queue_time_mins=worst.longest_wait_mins,
         max_queue_size=worst.queued,
-        queue_time_threshold=thresholds[time],
-        queue_size_threshold=thresholds[size],
+        **thresholds,
         queue_time_over=over[time],
         queue_size_over=over[size],
     )

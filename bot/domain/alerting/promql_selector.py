@@ -14,6 +14,7 @@ from bot.domain.alerting.label_regex import label_regex
 
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _SPACE = " \t\n\r"  # the lexer's `isSpace`
+_SPACES = re.compile(f"[{_SPACE}]*")
 # What an operator may have meant as a name or an operator: read whole, then judged.
 _WORD = re.compile(r"[^=!~<>:,\"'`\s{}]+")
 _SIGNS = re.compile(r"[=!~<>:]+")
@@ -30,15 +31,15 @@ def parse_selector(text: str) -> tuple[Matcher, ...]:
         raise ValueError(f"a brace without its pair: {_FIX}")
     body = body.removeprefix("{").removesuffix("}")
     matchers: list[Matcher] = []
-    i = _skip(body, 0)
+    i = _SPACES.match(body, 0).end()
     while i < len(body):
         matcher, i = _matcher(body, i)
         matchers.append(matcher)
-        i = _skip(body, i)
+        i = _SPACES.match(body, i).end()
         if i < len(body) and body[i] != ",":
             after = selector_text([matcher])
             raise ValueError(f"{body[i:][:20]!r} after {after}: separate matchers with a comma")
-        i = _skip(body, i + 1)
+        i = _SPACES.match(body, i + 1).end()
     return tuple(matchers)
 
 
@@ -55,12 +56,6 @@ def vector(metric: str, *matchers: str, where: str = "") -> str:
     return f"{metric}{{{inside}}}" if inside else metric
 
 
-def _skip(text: str, i: int) -> int:
-    while i < len(text) and text[i] in _SPACE:
-        i += 1
-    return i
-
-
 def _matcher(text: str, i: int) -> tuple[Matcher, int]:
     word = _WORD.match(text, i)
     if word is None:
@@ -72,14 +67,14 @@ def _matcher(text: str, i: int) -> tuple[Matcher, int]:
         )
     if name == "__name__":
         raise ValueError("__name__ is each query's own: select by other labels")
-    i = _skip(text, word.end())
+    i = _SPACES.match(text, word.end()).end()
     signs = _SIGNS.match(text, i)
     if signs is None:
         raise ValueError(f'{name} needs an operator and a value: {name}="…" (or !=, =~, !~)')
     operator = signs[0]
     if operator not in OPERATORS:
         raise ValueError(f"{name}{operator}: unknown operator {operator!r}; use =, !=, =~ or !~")
-    i = _skip(text, signs.end())
+    i = _SPACES.match(text, signs.end()).end()
     value, i = _value(text, i, f"{name}{operator}")
     is_equal, is_regex = OPERATORS[operator]
     if is_regex:

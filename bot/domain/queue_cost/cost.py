@@ -1,15 +1,12 @@
 """What the queue cost the people waiting: of one runner type's jobs that got a runner within a
-window, the job-minutes they waited, how many waited past the alert's threshold and by how much,
-the longest wait, and by which workflows, pull requests and branches. Read from GitHub's jobs
-(exact: each job's own wait), from ARC's startup histogram (totals exact, the rest estimated
-from its buckets) or from the HUD's queued jobs followed across readings (each wait to within
-half the readings' gap, of jobs past the HUD's 5 minutes); each source says what it cannot tell."""
+window, the job-minutes waited, past the alert's threshold, the longest, and by which workflows,
+pull requests and branches; each source says what it cannot tell."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,15 +28,12 @@ NO_WORKFLOW_ARC = (
     "scale set's spec.listenerMetrics"
 )
 NO_REF_ARC = "ARC's startup histogram carries no job_workflow_ref"
-# A job gone from the HUD's list after a longer gap in its readings (the HUD down, no leader):
-# its start could be anywhere in the gap, so it is left out rather than put at its middle.
+# Gone from the HUD's list in a longer gap of its readings, a job's start is not guessed at.
 FOLLOW_GAP = timedelta(minutes=15)
-# GitHub ends a job no self-hosted runner took within a day: one gone from the list later got
-# none (a run the HUD still lists as queued after GitHub abandoned it leaves it at a week).
+# GitHub ends a job no self-hosted runner took within a day: one gone from the list later got none.
 QUEUE_LIMIT = timedelta(days=1)
 CIFLOW = "ciflow/"  # PyTorch's tag for more CI on a PR: `ciflow/<name>/<PR number>`
-# The HUD's query takes a job with a label like this for ARC's: it lists one until its
-# containers have started, at most 10 minutes after it was created.
+# The HUD takes a job with such a label for ARC's: listed until its containers have started.
 ARC_LABEL = "l-"
 _PULL = re.compile(r"@refs/pull/([0-9]+)/")
 _BRANCH = "@refs/heads/"
@@ -58,6 +52,14 @@ class Tally:
     jobs_past: int = 0
     minutes_past: float = 0.0
 
+    def __add__(self, other: Tally) -> Tally:
+        return Tally(
+            self.jobs + other.jobs,
+            self.minutes + other.minutes,
+            self.jobs_past + other.jobs_past,
+            self.minutes_past + other.minutes_past,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class Waited(Tally):
@@ -68,13 +70,10 @@ class Waited(Tally):
     longest_mins: float | None = None
     longest_over: bool = False  # the longest is only a bound ("over 60 min": the last bucket)
     workflows: Mapping[str, Tally] = field(default_factory=dict)  # `NO_WORKFLOW`: none named
-    # Distinct among the jobs past the threshold (from ARC's buckets: a ref with half a job or
-    # more past it); None where `not_known` says why.
+    # Distinct among the jobs past the threshold; None where `not_known` says why.
     prs: int | None = None
     branches: int | None = None
     not_known: Mapping[str, str] = field(default_factory=dict)  # what -> why
-    # Jobs or series whose values are no wait (from the HUD: jobs whose start is unknown by more
-    # than `FOLLOW_GAP`), left out.
     unreadable: int = 0
     seen_over_mins: float = 0.0  # the source sees only jobs that waited longer (the HUD's list)
 
@@ -84,15 +83,10 @@ class Waited(Tally):
         return sorted(named, key=lambda item: (-item[1].minutes_past, -item[1].minutes, item[0]))
 
 
-# -- GitHub's jobs -----------------------------------------------------------------------------
-
-
 def waited_of_jobs(
     jobs: Iterable[Any], runner_type: str, since: datetime, until: datetime, threshold_mins: float
 ) -> Waited:
-    """From jobs in GitHub's REST shape: each of `runner_type` a runner picked up within [since,
-    until], its wait `started_at - created_at`. A job without readable times, or that started
-    before it was created, is left out and counted unreadable."""
+    """From jobs in GitHub's REST shape: each one a runner picked up waited from its creation."""
     waits: list[tuple[str, float]] = []  # (workflow, minutes)
     branches: set[str] = set()
     unreadable = 0
@@ -124,9 +118,6 @@ def waited_of_jobs(
     )
 
 
-# -- The HUD's queued jobs, followed ------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class LeftJob:
     """A job the HUD listed as queued and then no longer: a runner took it (or it was cancelled)
@@ -154,13 +145,9 @@ def waited_of_left(
     threshold_mins: float,
     listed_over_mins: float,
 ) -> Waited:
-    """From the jobs of `runner_type` that left the HUD's list within [since, until]: each one's
-    wait to its start, put at the middle of the readings' gap it left in. The HUD lists a job only
-    once it has queued `listed_over_mins`: shorter waits are not seen, and past a lower threshold
-    the jobs between are not known; one that may have been gone a day got no runner
-    (`QUEUE_LIMIT`), and one gone in a gap past `FOLLOW_GAP` is said, not guessed. Pull requests
-    are counted by their head branch, a `ciflow/…/<n>` tag as PR n; the other branches as
-    branches."""
+    """From the jobs of `runner_type` that left the HUD's list within [since, until], each started
+    at the middle of the readings' gap it left in. The HUD lists a job only once it has queued
+    `listed_over_mins`: shorter waits are not seen. A `ciflow/…/<n>` tag counts as PR n."""
     waits: list[tuple[str, float]] = []
     prs: set[str] = set()
     branches: set[str] = set()
@@ -175,9 +162,12 @@ def waited_of_left(
             continue
         waited = (job.started_at - job.created_at).total_seconds() / 60
         waits.append((job.workflow, waited))
-        if waited > threshold_mins and job.branch:
-            pr = job.pull_request or job.branch.startswith(CIFLOW)
-            (prs if pr else branches).add(_pr_of_branch(job.branch) if pr else job.branch)
+        if waited <= threshold_mins or not job.branch:
+            continue
+        if job.branch.startswith(CIFLOW):
+            prs.add("#" + job.branch.rpartition("/")[2])
+        else:
+            (prs if job.pull_request else branches).add(job.branch)
     not_known: dict[str, str] = {}
     if threshold_mins < listed_over_mins:
         over = units.minutes(listed_over_mins)
@@ -208,11 +198,6 @@ def waited_of_left(
 _PER_INCIDENT = frozenset({"pull requests", "branches", "pull requests and branches"})
 
 
-def _pr_of_branch(branch: str) -> str:
-    """A PR's identity: its head branch, or the number a `ciflow/<name>/<n>` tag names."""
-    return "#" + branch.rpartition("/")[2] if branch.startswith(CIFLOW) else branch
-
-
 def summed(costs: Sequence[Waited]) -> Waited | None:
     """Several incidents' costs of one runner type as one: one incident's as it is; of more, the
     totals and workflows added, the longest the longest, pull requests and branches not summed
@@ -220,16 +205,18 @@ def summed(costs: Sequence[Waited]) -> Waited | None:
     if len(costs) <= 1:
         return costs[0] if costs else None
     names = {name for cost in costs for name in cost.workflows}
-    workflows = {n: _added(c.workflows[n] for c in costs if n in c.workflows) for n in names}
-    longest = [(c.longest_mins, c.longest_over) for c in costs if c.longest_mins is not None]
-    top = max(longest, default=(None, False))
+    workflows = {
+        n: sum((c.workflows[n] for c in costs if n in c.workflows), Tally()) for n in names
+    }
+    tops = [(c.longest_mins, c.longest_over) for c in costs if c.longest_mins is not None]
+    longest, over = max(tops, default=(None, False))
     shared = "counted per incident, and incidents may share one"
     return Waited(
         source=" and ".join(dict.fromkeys(c.source for c in costs)),
         threshold_mins=costs[-1].threshold_mins,
-        **vars(_added(costs)),
-        longest_mins=top[0],
-        longest_over=top[1],
+        **vars(sum(costs, Tally())),
+        longest_mins=longest,
+        longest_over=over,
         workflows=workflows,
         not_known={
             **{k: v for c in costs for k, v in c.not_known.items() if k not in _PER_INCIDENT},
@@ -241,56 +228,38 @@ def summed(costs: Sequence[Waited]) -> Waited | None:
 
 
 def _of_waits(waits: Sequence[tuple[str, float]], threshold_mins: float) -> dict[str, Any]:
-    by_workflow: dict[str, list[float]] = {}
-    for workflow, minutes in waits:
-        by_workflow.setdefault(workflow, []).append(minutes)
     tallies: dict[str, Tally] = {}
-    for name, found in by_workflow.items():
-        past = [minutes - threshold_mins for minutes in found if minutes > threshold_mins]
-        tallies[name] = Tally(len(found), sum(found), len(past), sum(past))
+    for workflow, minutes in waits:
+        past = max(minutes - threshold_mins, 0.0)
+        waited = Tally(1, minutes, int(minutes > threshold_mins), past)
+        tallies[workflow] = tallies.get(workflow, Tally()) + waited
     return {
-        **vars(_added(tallies.values())),
+        **vars(sum(tallies.values(), Tally())),
         "longest_mins": max((m for _, m in waits), default=None),
         "workflows": tallies,
     }
 
 
-def _added(tallies: Iterable[Tally]) -> Tally:
-    found = list(tallies)
-    return Tally(
-        sum(t.jobs for t in found),
-        sum(t.minutes for t in found),
-        sum(t.jobs_past for t in found),
-        sum(t.minutes_past for t in found),
-    )
-
-
-# -- ARC's startup histogram -------------------------------------------------------------------
-
-
 def waited_of_buckets(
     buckets: Series, sums: Series, counts: Series, threshold_mins: float
 ) -> Waited:
-    """From the window's increase of ARC's `gha_job_startup_duration_seconds` (`_bucket` with
-    `le` in seconds, `_sum`, `_count`) for one runner type, each series labelled by workflow
-    where the listener carries `job_workflow_ref` or `job_workflow_name`. Jobs and job-minutes
-    are exact (`_count`, `_sum`); the jobs past the threshold, the minutes beyond it and each
-    workflow's share of them are estimated from the buckets."""
+    """From the window's increase of ARC's `gha_job_startup_duration_seconds` for one runner type:
+    jobs and job-minutes exact (`_count`, `_sum`), the rest estimated from the buckets."""
     threshold_s = max(threshold_mins, 0.0) * 60
     cumulative, totals, unreadable = _series_of(buckets, sums, counts)
     tallies: dict[str, list[float]] = {}  # workflow -> [jobs, seconds, jobs past, seconds past]
-    longest: tuple[float, bool] | None = None
+    tops: list[tuple[float, bool]] = []  # each series' highest bucket: (bound, the top one)
     affected: dict[str, float] = {}  # ref -> its jobs estimated past the threshold
     for key, (jobs, seconds) in totals.items():
         within = _within(cumulative.get(key, {}))
         past, beyond = _past(within, threshold_s)
         affected[key[0]] = affected.get(key[0], 0.0) + min(past, jobs)
         # The buckets' estimate never exceeds what `_count` and `_sum` say exactly.
-        kept = tallies.setdefault(workflow_of(_labels(key)), [0.0, 0.0, 0.0, 0.0])
+        kept = tallies.setdefault(_workflow(key), [0.0, 0.0, 0.0, 0.0])
         for i, value in enumerate((jobs, seconds, min(past, jobs), min(beyond, seconds))):
             kept[i] += value
         if jobs > 0 and (top := _highest(within)) is not None:
-            longest = max(longest, top) if longest is not None else top
+            tops.append(top)
     workflows = {
         name: Tally(round(jobs), seconds / 60, round(past), beyond / 60)
         for name, (jobs, seconds, past, beyond) in tallies.items()
@@ -298,24 +267,27 @@ def waited_of_buckets(
     }
     keys = [key for key, (jobs, _) in totals.items() if jobs > 0]
     refs = [ref for ref, _ in keys if affected.get(ref, 0.0) >= 0.5]
+    prs = {pull[1] for ref in refs if (pull := _PULL.search(ref))}
+    branches = {branch for ref in refs if (branch := ref.partition(_BRANCH)[2])}
     not_known: dict[str, str] = {}
-    if keys and not any(workflow_of(_labels(key)) for key in keys):
+    if keys and not any(_workflow(key) for key in keys):
         not_known["workflows"] = NO_WORKFLOW_ARC
     if not all(ref for ref, _ in keys):
         not_known |= {"pull requests": NO_REF_ARC, "branches": NO_REF_ARC}
-    jobs = sum(t[0] for t in tallies.values())
+    jobs, seconds, past, beyond = map(sum, zip([0.0] * 4, *tallies.values(), strict=True))
+    longest, over = max(tops, default=(None, False))
     return Waited(
         source=ARC,
         threshold_mins=threshold_mins,
         jobs=round(jobs),
-        minutes=sum(t[1] for t in tallies.values()) / 60,
-        jobs_past=min(round(sum(t[2] for t in tallies.values())), round(jobs)),
-        minutes_past=sum(t[3] for t in tallies.values()) / 60,
-        longest_mins=longest[0] / 60 if longest is not None else None,
-        longest_over=longest[1] if longest is not None else False,
+        minutes=seconds / 60,
+        jobs_past=min(round(past), round(jobs)),
+        minutes_past=beyond / 60,
+        longest_mins=longest / 60 if longest is not None else None,
+        longest_over=over,
         workflows=workflows,
-        prs=None if "pull requests" in not_known else len(_distinct(refs, _pr_of)),
-        branches=None if "branches" in not_known else len(_distinct(refs, _branch_of)),
+        prs=None if "pull requests" in not_known else len(prs),
+        branches=None if "branches" in not_known else len(branches),
         not_known=not_known,
         unreadable=unreadable,
     )
@@ -325,7 +297,7 @@ def _series_of(
     buckets: Series, sums: Series, counts: Series
 ) -> tuple[dict[Key, dict[float, float]], dict[Key, list[float]], int]:
     """Per workflow label: its cumulative buckets by bound, its [jobs, seconds]; and how many
-    series were no count (NaN, negative, a bound that is no number), left out."""
+    series were no count (NaN, negative, a bound that is no number)."""
     unreadable = 0
     cumulative: dict[Key, dict[float, float]] = {}
     for labels, value in buckets:
@@ -350,8 +322,8 @@ def _key(labels: Mapping[str, str]) -> Key:
     return labels.get("job_workflow_ref", ""), labels.get("job_workflow_name", "")
 
 
-def _labels(key: Key) -> dict[str, str]:
-    return {"job_workflow_ref": key[0], "job_workflow_name": key[1]}
+def _workflow(key: Key) -> str:
+    return workflow_of({"job_workflow_ref": key[0], "job_workflow_name": key[1]})
 
 
 def _is_count(value: float) -> bool:
@@ -407,19 +379,6 @@ def _highest(within: list[tuple[float, float, float]]) -> tuple[float, bool] | N
         if count > 0:
             return (lower, True) if math.isinf(upper) else (upper, False)
     return None
-
-
-def _distinct(refs: Iterable[str], read: Callable[[str], str]) -> set[str]:
-    return {found for ref in refs if (found := read(ref))}
-
-
-def _pr_of(ref: str) -> str:
-    found = _PULL.search(ref)
-    return found[1] if found else ""
-
-
-def _branch_of(ref: str) -> str:
-    return ref.partition(_BRANCH)[2] if _BRANCH in ref else ""
 
 
 def counted_cost(

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from bot.domain import units
 from bot.domain.reading.runner_names import type_named
@@ -25,9 +25,7 @@ SLOWER, SLOWER_MIN_MINS = 1.3, 2.0  # jobs "got slower": as the duration check c
 GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
 )
-# Runners named with their job's workflow per listing (of runs queued or in progress: where a
-# runner pod killed in the last half hour ran).
-RUNNERS_NAMED = 2000
+RUNNERS_NAMED = 2000  # runners named with their job's workflow per listing
 
 
 class Trigger(StrEnum):
@@ -41,11 +39,8 @@ class Trigger(StrEnum):
 
 
 _EVENTS = {
-    "pull_request": Trigger.PULL_REQUEST,
-    "pull_request_target": Trigger.PULL_REQUEST,
-    "merge_group": Trigger.PULL_REQUEST,
-    "workflow_dispatch": Trigger.DISPATCH,
-    "repository_dispatch": Trigger.DISPATCH,
+    **dict.fromkeys(("pull_request", "pull_request_target", "merge_group"), Trigger.PULL_REQUEST),
+    **dict.fromkeys(("workflow_dispatch", "repository_dispatch"), Trigger.DISPATCH),
     "schedule": Trigger.SCHEDULE,
 }
 
@@ -149,18 +144,15 @@ class RunnerTypeJobs:
     triggers: tuple[tuple[Trigger, int], ...] = ()
 
 
-@dataclass(frozen=True)
-class JobsView:
+@dataclass(frozen=True, kw_only=True)
+class JobsView(JobsListing):
+    """A listing, its jobs counted by runner type and workflow."""
+
     source: str
     at: datetime
     runner_types: dict[str, RunnerTypeJobs]
-    ghosts: int = 0
-    complete: bool = True
-    note: str = ""
     history: bool = False
     slower: dict[str, tuple[Slower, ...]] = field(default_factory=dict)
-    listed_over_mins: float | None = None  # as `JobsListing` says it
-    runners: Mapping[str, str] | None = None  # as `JobsListing` says it
 
     def workflow_on(self, runner: str) -> str:
         """The workflow of the job that ran on `runner` (ARC: a runner pod's name), or ""."""
@@ -249,16 +241,12 @@ def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: date
         for name, workflows in sorted(per_type.items())
     }
     return JobsView(
+        **vars(listing),
         source=source,
         at=at,
         runner_types=types,
-        ghosts=listing.ghosts,
-        complete=listing.complete,
-        note=listing.note,
         history=arrivals.history,
         slower=_slower(arrivals),
-        listed_over_mins=listing.listed_over_mins,
-        runners=listing.runners,
     )
 
 
@@ -310,20 +298,16 @@ def surging(view: JobsView, runner_type: str) -> Surge | None:
 JOBS_WINDOW = timedelta(hours=1)
 
 
-class WorkflowRow(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class WorkflowRow(BaseModel, frozen=True):
     runner_type: str
     workflow: str
     queued: int
     last_hour: int | None = None
 
 
-class Workflows(BaseModel):
+class Workflows(BaseModel, frozen=True):
     """The workflows behind an incident as listed when its postmortem was drafted, or why none
     are known: every write-up renders this record, never a later listing."""
-
-    model_config = ConfigDict(frozen=True)
 
     at: datetime | None = None
     source: str = ""

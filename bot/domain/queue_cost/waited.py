@@ -1,11 +1,7 @@
 """What a runner type's queue cost over the report's window, from the history's series a step
-apart: the job-hours waited, when in the week they were waited, the share waited at the maximum,
-and what a raise of its maximum or minimum would have served.
-
-By Little's law the time jobs spent queued is the queue's integral over time: each step holding
-`queued` jobs adds `queued × step` job-seconds of waiting, whichever jobs they were. Read a step
-apart, the integral is as exact as the series: a queue that forms and drains within one step is
-missed, one sampled at its peak is counted for the whole step.
+apart: the job-hours waited, when in the week, the share at the maximum, and what a raise of its
+maximum or minimum would have served. By Little's law the time jobs spent queued is the queue's
+integral over time, as exact as the series: a queue that forms and drains within a step is missed.
 """
 
 from __future__ import annotations
@@ -65,16 +61,14 @@ def at_max(level: Series, maximum: Series) -> set[float]:
 def covered_by_max(
     queued: Series, level: Series, maximum: Series, step_s: float, more: float
 ) -> float:
-    """Job-hours `more` runners above the maximum would have served: Σ over the steps at the
-    maximum of min(queued, more) × step (all waited at the maximum, with `more` infinite)."""
+    """Job-hours `more` runners above the maximum would have served (infinite: all waited at it)."""
     steps = at_max(level, maximum)
     served = sum(min(max(q, 0.0), more) for at, q in queued.items() if at in steps)
     return served * step_s / 3600
 
 
 def covered_by_min(queued: Series, level: Series, step_s: float, minimum: float) -> float:
-    """Job-hours a minimum of `minimum` warm runners would have served: Σ over the steps whose
-    level was under it of min(queued, minimum − level) × step."""
+    """Job-hours a minimum of `minimum` warm runners would have served."""
     served = sum(
         min(max(q, 0.0), minimum - runners)
         for at, q in queued.items()

@@ -1,8 +1,6 @@
-"""GitHub's `workflow_job` webhook deliveries, read into the job shape of GitHub's REST API (the
-same fields `GET /repos/{repo}/actions/runs/{run_id}/jobs` lists), so a job heard of and a job
-listed are one thing to every reader. One delivery per state a job enters: `queued` (or
-`waiting`, for an environment's approval), `in_progress`, `completed`; they may arrive out of
-order, so a job's state only moves forward (`RANK`)."""
+"""GitHub's `workflow_job` webhook deliveries, read into the job shape of GitHub's REST API, so a
+job heard of and a job listed are one thing to every reader. Deliveries may arrive out of order,
+so a job's state only moves forward (`RANK`)."""
 
 from __future__ import annotations
 
@@ -16,9 +14,8 @@ from bot.domain.alerting.alerts import PayloadError, parse_json_body, time_of
 EVENT = "workflow_job"
 PING = "ping"
 ENDPOINT = "/webhooks/github"  # where GitHub delivers them, on every replica
-# The states a job enters, in the order it enters them: a delivery never moves a job back (a
-# job `waiting` for an environment's approval is `queued` once approved; a late `waiting` after
-# its `queued` changes nothing). One of the same rank replaces it.
+# The states a job enters, in order (`waiting`: for an environment's approval); one of the same
+# rank replaces it.
 RANK = {"waiting": 0, "queued": 1, "in_progress": 2, "completed": 3}
 # The job's fields kept, as GitHub's REST API names them; `repository` is the full name.
 KEPT = (
@@ -44,8 +41,7 @@ TEXT_CAP = 500  # a job's name or branch longer than this is cut: nothing we sho
 
 @dataclass(frozen=True)
 class JobDelivery:
-    """One delivery's job: its state (`action`), its REST-shaped fields, and the moment the
-    state was entered (created, started or completed)."""
+    """One delivery's job: its state (`action`), its REST-shaped fields, and when it entered it."""
 
     action: str
     job: dict[str, Any]
@@ -97,17 +93,13 @@ def job_delivery(payload: object) -> JobDelivery | str:
     created = time_of(job.get("created_at")) or time_of(job.get("started_at"))
     if created is None:
         raise PayloadError("`workflow_job.created_at` is not a time")
-    entered = {
-        "in_progress": time_of(job.get("started_at")),
-        "completed": time_of(job.get("completed_at")),
-    }.get(action)
-    kept: dict[str, Any] = {}
-    for name in KEPT:
-        value = job.get(name)
-        if isinstance(value, str):
-            value = value[:TEXT_CAP]
-        if isinstance(value, str | int | bool) or value is None:
-            kept[name] = value
+    entered_at = {"in_progress": "started_at", "completed": "completed_at"}.get(action)
+    entered = time_of(job.get(entered_at)) if entered_at else None
+    kept: dict[str, Any] = {
+        name: value[:TEXT_CAP] if isinstance(value, str) else value
+        for name in KEPT
+        if isinstance(value := job.get(name), str | int | None)
+    }
     kept["labels"] = [label[:TEXT_CAP] for label in labels[:20]]
     # A job `waiting` for an environment's approval waits for a person, not for a runner.
     kept["status"] = action
@@ -119,18 +111,13 @@ def job_delivery(payload: object) -> JobDelivery | str:
 
 
 def listed_job(job: object, repository: str) -> JobDelivery | None:
-    """A job as GitHub's REST API lists it (`GET .../runs/{run_id}/jobs`), read as the delivery
-    of its present state would be, so a listing fixes what a missed delivery left; None for one
-    queuepilot cannot read (no id, no labels, no time)."""
+    """A job as GitHub's REST API lists it, read as the delivery of its present state would be, so
+    a listing fixes what a missed delivery left; None for one queuepilot cannot read."""
     if not isinstance(job, dict):
         return None
-    payload = {
-        "action": job.get("status"),
-        "workflow_job": job,
-        "repository": {"full_name": repository},
-    }
+    repo = {"full_name": repository}
     try:
-        found = job_delivery(payload)
+        found = job_delivery({"action": job.get("status"), "workflow_job": job, "repository": repo})
     except PayloadError:
         return None
     return found if isinstance(found, JobDelivery) else None
