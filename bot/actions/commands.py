@@ -197,12 +197,7 @@ def read_command(text: str) -> Command | Outcome:
 
 
 async def run_command(
-    core: ActionCore,
-    actor: Actor,
-    text: str,
-    *,
-    channel: str = "",
-    interaction: str | None = None,
+    core: ActionCore, actor: Actor, text: str, *, channel: str = "", interaction: str | None = None
 ) -> Outcome:
     """`/queue …` as typed in `channel`: its listings and the incident it acts on when none is
     named are that channel's (with SLACK_ROUTES, each team's channel has its own incidents)."""

@@ -1,6 +1,5 @@
 """The early warning's buttons: Dismiss (anyone may: it only holds back a forecast, for an hour)
-and Scale up (before the alert fires; the scale-up is the warning's, or the incident's that took
-the warning on)."""
+and Scale up (the warning's, or the incident's that took it on)."""
 
 from __future__ import annotations
 
@@ -65,12 +64,8 @@ class Warnings:
         keep: bool = False,
         interaction: str | None = None,
     ) -> Outcome:
-        return await self.acting.guarded(
-            "scale",
-            actor,
-            interaction,
-            lambda: self._scale(actor, runner_type, uid, delta, raise_maximum, keep),
-        )
+        run = lambda: self._scale(actor, runner_type, uid, delta, raise_maximum, keep)  # noqa: E731
+        return await self.acting.guarded("scale", actor, interaction, run)
 
     async def _scale(
         self, actor: Actor, runner_type: str, uid: str, delta: int, raise_maximum: bool, keep: bool
@@ -81,9 +76,8 @@ class Warnings:
             return choice
         scaling = self.scaling
         if choice.phase is Phase.FOLDED:
-            done = await scaling.scale_now(
-                actor, choice.incident_id, runner_type, delta, raise_maximum, keep
-            )
+            ref = choice.incident_id
+            done = await scaling.scale_now(actor, ref, runner_type, delta, raise_maximum, keep)
             if not done.ok:
                 return done
             fired = (
@@ -91,8 +85,7 @@ class Warnings:
                 "warning on, and the scale-up is its."
             )
             return Outcome(True, f"{fired} {done.message}", done.result)
-        problem = scaling.check(runner_type, delta)
-        if problem:
+        if problem := scaling.check(runner_type, delta):
             return refused(problem)
         name = await self.acting.name(actor)
         scaled = await scaling.scale_up(name, runner_type, delta, raise_maximum, keep, warning=uid)

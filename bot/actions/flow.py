@@ -1,10 +1,7 @@
 """The path every responder action takes: `guarded` authorizes, answers the same delivery twice
 once, and counts the outcome; `commit` decides on the incident as read and commits the change with
-its thread reply. Backend calls happen between the two, holding no state.
-
-Who may do what (`Authorizer`): scaling costs money and capacity, so only `SCALE_ALLOWED_USERS`
-(directly or through a user group) may; the other actions are how an on-call works, open to everyone
-in the channel."""
+its thread reply. Scaling costs money and capacity, so only `SCALE_ALLOWED_USERS` may
+(`Authorizer`); the other actions are open to everyone in the channel."""
 
 from __future__ import annotations
 
@@ -72,7 +69,7 @@ class Outcome:
 
 def unanswered(exc: RedisError) -> Outcome:
     """What a person is told when Redis did not answer: a crowd holding every connection is not
-    an outage, and saying so keeps an operator from chasing one."""
+    an outage."""
     return Outcome(False, BUSY if isinstance(exc, MaxConnectionsError) else NO_REDIS, "error")
 
 
@@ -187,14 +184,11 @@ class Acting:
         asked: tuple[str, str] | None = None,
     ) -> Outcome:
         """`run` once per interaction, authorized and counted; a refusal of what was `asked`
-        (the incident's ref, the request in words) is kept on the incident's timeline. What it
-        logs names the incident it acts on, once loaded."""
+        (the incident's ref, the request in words) is kept on the incident's timeline."""
         with logs.about():
             try:
                 outcome = await self._once(action, actor, interaction, run)
-            except Deposed:
-                # Not an answer to give: the request stays in its stream, and the next leader
-                # (this replica too, leading again) carries it on under the same claim.
+            except Deposed:  # the request stays in its stream, for the next leader
                 raise
             except RedisError as exc:
                 log.error("action %s failed: Redis: %s", action, exc)
@@ -226,8 +220,7 @@ class Acting:
         return outcome
 
     async def keep_refusal(self, ref: str, asked: str, actor: Actor, outcome: Outcome) -> None:
-        """On the timeline (for the postmortem), not on the root nor in the thread: the person
-        was told."""
+        """On the timeline (for the postmortem) only: the person was told."""
         if outcome.result not in ("refused", "failed"):
             return
         try:
@@ -260,7 +253,7 @@ class Acting:
 
     async def commit(self, ref: str, decide: Decide, *, with_timeline: bool = False) -> Outcome:
         """Commit what `decide` makes of the incident `ref` names (`with_timeline`: given its
-        timeline, for decisions that render it)."""
+        timeline)."""
         incident_id, uid = parse_ref(ref)
         if not incident_id:
             return refused(UNKNOWN)

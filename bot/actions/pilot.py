@@ -149,15 +149,13 @@ class Piloting:
         kept = {"last": piloted.last, "outcome": piloted.outcome, "failed": piloted.failed}
         if not self.config.pilot_enabled:
             return Piloted(why="", at=now, **kept)
-        if paused is None and piloted.acting:
-            # Its leader stopped mid-act: its claim still held and not on the record, the act
-            # may have been made, so a person looks before the pilot goes on.
-            key, _, claim = piloted.acting.rpartition(" ")
-            if await self.store.act_claimed(key, runner_type, claim) and not _recorded(
-                found, key, claim
-            ):
-                await self._pause(runner_type, _mid_act(key))
-                return Piloted(why="", at=now, kind=PAUSED, **kept)
+        # Its leader stopped mid-act: its claim still held and not on the record, the act may
+        # have been made, so a person looks before the pilot goes on.
+        key, _, claim = piloted.acting.rpartition(" ")
+        mid_act = paused is None and piloted.acting and not _recorded(found, key, claim)
+        if mid_act and await self.store.act_claimed(key, runner_type, claim):
+            await self._pause(runner_type, _mid_act(key))
+            return Piloted(why="", at=now, kind=PAUSED, **kept)
         if found is None:
             return Piloted(why=NO_INCIDENT, at=now, **kept)
         last, outcome, failed_at, failed = _last_act(found, piloted)
@@ -175,15 +173,9 @@ class Piloting:
         mine = {act_key(up) for up in found.mine}
         others = [s for s in every if act_key(s) not in mine]
         resumed = await self.store.resumed(runner_type)
+        within = "incident" if found.incident else "early warning"
         decided = verdict(
-            policy,
-            hold,
-            judged,
-            acts,
-            now,
-            others=others,
-            resumed=resumed,
-            within="incident" if found.incident else "early warning",
+            policy, hold, judged, acts, now, others=others, resumed=resumed, within=within
         )
         if not decided.runners or hold is None:
             return Piloted(why=decided.why, at=now, hold=hold, kind=decided.kind, **said)
@@ -193,10 +185,8 @@ class Piloting:
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
         claim = _claim(found, hold.since)
         mark = f"{found.key} {claim}"
-        await self.store.save(
-            runner_type,
-            Piloted(why=f"{ACTING}{decided.why}", at=now, hold=hold, acting=mark, **said),
-        )
+        acting = Piloted(why=f"{ACTING}{decided.why}", at=now, hold=hold, acting=mark, **said)
+        await self.store.save(runner_type, acting)
         acted = await self._act(found, runner_type, decided, claim)
         if acted is None:
             return Piloted(why=f"acted: {decided.why}", at=now, hold=hold, kind="act", **said)
@@ -213,11 +203,9 @@ class Piloting:
             await self._pause(runner_type, _mid_act(found.key))
             return ""
         try:
-            preview = await self.scaling.preview(
-                runner_type,
-                asking(found.judged, decided.runners),
-                timeout_s=self.config.backend_timeout_seconds,
-            )
+            asked = asking(found.judged, decided.runners)
+            timeout_s = self.config.backend_timeout_seconds
+            preview = await self.scaling.preview(runner_type, asked, timeout_s=timeout_s)
             # A pause while the capacity was read (someone's Pause, Undo or `off`) stops it.
             stopped = await self.store.paused(runner_type)
         except BaseException:
@@ -231,15 +219,10 @@ class Piloting:
             return f"the target refuses it: {shape.limited or preview.capacity_note or 'no room'}"
         runners = min(decided.runners, shape.delta)
         incident, warning = found.incident, found.warning
+        owner = (incident.id if incident else "", warning.uid if warning else "")
         try:
             scaled = await self.scaling.scale_up(
-                PILOT,
-                runner_type,
-                runners,
-                shape.raise_maximum,
-                False,
-                incident.id if incident else "",
-                warning.uid if warning else "",
+                PILOT, runner_type, runners, shape.raise_maximum, False, *owner
             )
         except RedisError:  # raised only before the scaler is asked (its lock not taken)
             await self.store.release_act(found.key, runner_type, claim)
@@ -393,20 +376,17 @@ class Piloting:
         """The act's Undo: put back at once, pause the type's pilot, say so in the thread."""
         ref, at, runner_type = _act_of(value)
         run = lambda: self._undo(actor, ref, at, runner_type)  # noqa: E731
-        # A refusal is kept on an incident's timeline; a warning has none.
-        asked = (
-            None
-            if ref.startswith(WARNING_REF)
-            else (ref, f"Undo of the pilot's scale-up of {runner_type}")
-        )
+        warned = ref.startswith(WARNING_REF)  # a refusal is kept on an incident's timeline only
+        asked = None if warned else (ref, f"Undo of the pilot's scale-up of {runner_type}")
         return await self.acting.guarded("scale", actor, interaction, run, asked=asked)
 
     async def _undo(self, actor: Actor, ref: str, at: str, runner_type: str) -> Outcome:
         if (unset := self.scaling.unset()) is not None:
             return unset
         if ref.startswith(WARNING_REF):
-            uid = ref.removeprefix(WARNING_REF)
-            return await self._undo_on_warning(actor, uid, at, runner_type)
+            return await self._undo_on_warning(
+                actor, ref.removeprefix(WARNING_REF), at, runner_type
+            )
         incident = (await self.acting.load(ref)).incident
         acts = pilot_acts(incident, runner_type) if incident is not None else []
         act = next((e for e in acts if e.at.isoformat() == at), None)
@@ -598,9 +578,7 @@ class Within:
 
 
 def _incident_for(
-    views: list[tuple[Incident, FleetSnapshot]],
-    warnings: dict[str, WarningState],
-    runner_type: str,
+    views: list[tuple[Incident, FleetSnapshot]], warnings: dict[str, WarningState], runner_type: str
 ) -> Within | None:
     judged_in = ((i, of_type(v.runner_types, runner_type) if v.is_live else None) for i, v in views)
     found = [(i, m.judged) for i, m in judged_in if m is not None and m.judged is not None]

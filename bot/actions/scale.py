@@ -15,9 +15,9 @@ from typing import TypeVar
 from redis.exceptions import RedisError
 
 from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused, unrecorded
-from bot.actions.scale_reverts import PutBackDue, ScaleReverts
+from bot.actions.scale_reverts import PutBackDue, ScaleReverts, made
 from bot.backends.http import BackendError, deadline_of, within
-from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
+from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.config import MetricsBackend, Settings
 from bot.domain.incident.incidents import (
     Event,
@@ -99,7 +99,7 @@ class Scaling:
         self, runner_type: str, recommended: Judgement | None, *, timeout_s: float, until: str = ""
     ) -> ScalePreview:
         """What the form shows for `runner_type`, checked as the scaler would check it; the
-        capacity is read within `timeout_s`, since a modal is waiting."""
+        capacity read within `timeout_s`, since a modal is waiting."""
         target, scaler = self.targets[runner_type], self.scaler
         capacity, note = None, NOT_CONFIGURED
         if scaler is not None:
@@ -132,8 +132,7 @@ class Scaling:
     def refused(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, raise_maximum: bool
     ) -> str:
-        """Why the scaler would refuse this request at `capacity` ("" when it would not, or it
-        cannot tell)."""
+        """Why the scaler would refuse this at `capacity` ("": it would not, or cannot tell)."""
         if self.scaler is None:
             return ""
         return self.scaler.refusal(target, capacity, delta, raise_maximum=raise_maximum)
@@ -155,12 +154,9 @@ class Scaling:
         return {name: unread if said is None else said for name, said in found.items()}
 
     async def _read_each(
-        self,
-        runner_types: list[str],
-        read: Callable[[Scaler, ScaleTarget, str], Awaitable[T]],
+        self, runner_types: list[str], read: Callable[[Scaler, ScaleTarget, str], Awaitable[T]]
     ) -> dict[str, T | None]:
-        """`read` of each of `runner_types` with a target, at once, each within the backend's
-        timeout (None: it failed)."""
+        """`read` of each of `runner_types` with a target, at once (None: it failed)."""
         scaler = self.scaler
         configured = {t: c for t in runner_types if (c := self.configured(t)) is not None}
         if scaler is None or not configured:
@@ -204,14 +200,9 @@ class Scaling:
     ) -> Outcome:
         """Scale up; unless `keep`, it is put back once the incident resolved and its queue
         settled, or after `SCALE_REVERT_AFTER` (where the backend can put it back)."""
+        run = lambda: self.scale_now(actor, ref, runner_type, delta, raise_maximum, keep)  # noqa: E731
         asked = (ref, f"Scale-up of {runner_type} by +{delta}")
-        return await self.acting.guarded(
-            "scale",
-            actor,
-            interaction,
-            lambda: self.scale_now(actor, ref, runner_type, delta, raise_maximum, keep),
-            asked=asked,
-        )
+        return await self.acting.guarded("scale", actor, interaction, run, asked=asked)
 
     async def scale_now(
         self, actor: Actor, ref: str, runner_type: str, delta: int, raise_maximum: bool, keep: bool
@@ -244,8 +235,7 @@ class Scaling:
         pilot: str = "",
     ) -> bool:
         """A scale-up made from the early warning `uid`, said on its message and followed from
-        the registered runners `judged` counts, as an incident's is; whether the warning kept it
-        (the upkeep may have saved a newer version meanwhile). `pilot`: the pilot made it, why."""
+        the runners `judged` counts; whether the warning kept it. `pilot`: why the pilot made it."""
         (result, plan, record), at = scaled, self.acting.clock()
         why = f"{pilot}; " if pilot else ""
         line = f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {why}{result.detail} "
@@ -253,8 +243,7 @@ class Scaling:
         up = self._going_back(
             made(runner_type, delta, name, at, result.undo, pilot=bool(pilot)), record
         )
-        rid = up.back
-        entry = scaled_from(line, plan, rid, up, judged, self.config.scale_verify_s)
+        entry = scaled_from(line, plan, up.back, up, judged, self.config.scale_verify_s)
         kept = []
 
         def noted(state: WarningState | None) -> WarningState | None:
@@ -277,12 +266,13 @@ class Scaling:
         pilot: str = "",
     ) -> Outcome:
         """A scale-up made, on its incident: its event, its put-back, its reply and its
-        follow-up. `pilot`: the pilot made it, and why (no person: `user_id` is "")."""
+        follow-up. `pilot`: the pilot made it, and why (`user_id` is "")."""
         result, undo, record = scaled
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-            done = made(runner_type, delta, name, now, result.undo, pilot=bool(pilot))
-            done = self._going_back(done, record)
+            done = self._going_back(
+                made(runner_type, delta, name, now, result.undo, pilot=bool(pilot)), record
+            )
             text = f"Scaled {runner_type} by +{delta}: {result.detail} ({self.backend_name})"
             if pilot:
                 text = f"{name} scaled {runner_type} by +{delta}: {pilot}; {result.detail}"
@@ -316,13 +306,12 @@ class Scaling:
     def _followed(
         self, before: Incident, updated: Incident, event: Event, detail: str
     ) -> tuple[Incident, tuple[Event, ...], Reply]:
-        """The scale-up's reply, and the scale-up followed to its effect from the reading its
-        incident showed before it; without readings, its outcome at once: nobody can tell."""
+        """The scale-up's reply, and the scale-up followed from the reading its incident showed
+        before it; without readings, its outcome at once: nobody can tell."""
         done = event.scale
         assert done is not None, "a scale-up's event"
         number, judged = before.replies + 1, judged_of(before.live, done.runner_type)
-        earlier = made_scale_ups(before)
-        verify_s = self.config.scale_verify_s
+        verify_s, earlier = self.config.scale_verify_s, made_scale_ups(before)
         up = follow(done, judged, verify_s=verify_s, reply=number, detail=detail, earlier=earlier)
         if self.config.metrics_backend is MetricsBackend.ALERT:
             outcome = outcome_of(up, None, event.at)
@@ -346,7 +335,7 @@ class Scaling:
     ) -> tuple[ScaleResult, str, PutBackDue | None] | Outcome:
         """The backend's call under the type's fleet-wide lock (kept for the cooldown), recorded to
         be put back: its result, what its message says of undoing it, and what puts it back (None:
-        it stays); a failure as the answer."""
+        it stays); or the failure."""
         scaler, reverts = self.scaler, self.reverts
         if scaler is None:  # the callers refuse first; a new one must too
             return refused(NOT_CONFIGURED)
@@ -380,10 +369,8 @@ class Scaling:
             )
         except Exception:
             # A failure no backend classified (a bug). Answered, never raised: the requests
-            # stream would perform the entry again, and call the scaler again each time. The
-            # lock goes, so the next person is not told the type "was just scaled" for its
-            # lifetime. A cancelled call keeps the lock: it may have reached the backend, as an
-            # unanswered one may.
+            # stream would call the scaler again. A cancelled call keeps the lock: it may have
+            # reached the backend.
             log.exception("scale-up of %s: %s failed unexpectedly", target, scaler.name)
             try:
                 await lock.release()
@@ -423,19 +410,3 @@ class Scaling:
         if record is None or self.reverts is None:
             return up
         return self.reverts.going_back(up, record)
-
-
-def made(
-    runner_type: str, added: int, by: str, at: datetime, undo: Undo | None, *, pilot: bool = False
-) -> ScaleUp:
-    """A scale-up as made: what it changed, from what to what."""
-    return ScaleUp(
-        runner_type=runner_type,
-        added=added,
-        by=by,
-        at=at,
-        field=undo.field if undo is not None else "",
-        before=undo.before if undo is not None else None,
-        after=undo.after if undo is not None else None,
-        pilot=pilot,
-    )

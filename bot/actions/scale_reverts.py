@@ -120,6 +120,22 @@ def record_id(runner_type: str, field: str) -> str:
     return f"{runner_type}|{field}"
 
 
+def made(
+    runner_type: str, added: int, by: str, at: datetime, undo: Undo | None, *, pilot: bool = False
+) -> ScaleUp:
+    """A scale-up as made: what it changed, from what to what."""
+    return ScaleUp(
+        runner_type=runner_type,
+        added=added,
+        by=by,
+        at=at,
+        field=undo.field if undo is not None else "",
+        before=undo.before if undo is not None else None,
+        after=undo.after if undo is not None else None,
+        pilot=pilot,
+    )
+
+
 @dataclass(eq=False)
 class ScaleReverts:
     redis: Redis
@@ -146,11 +162,7 @@ class ScaleReverts:
         now = self.clock().timestamp()
         rid = record_id(target.runner_type, undo.field)
         earlier = PutBackDue.load(await self._due.data(rid))
-        if (
-            earlier is not None
-            and earlier.target.target == target.target
-            and earlier.undo.after == undo.before
-        ):
+        if earlier and earlier.target.target == target.target and earlier.undo.after == undo.before:
             undo = replace(undo, before=earlier.undo.before)
         record = PutBackDue(
             rid, incident_id, target, undo, self.scaler.name, by, now, warning=warning
@@ -320,35 +332,27 @@ class ScaleReverts:
         """Each scale-up the warning made under `record` becomes the incident's, as it was made,
         still followed to its deadline. An older release's record (its words alone) is one."""
         undo, runner_type = record.undo, record.target.runner_type
-        made = [up for up in state.scaled if up.back == record.id and up.at] if state else []
-        if not made:
-            whole = ScaleUp(
-                runner_type=runner_type,
-                added=undo.after - (undo.before or 0),
-                by=record.by,
-                at=datetime.fromtimestamp(record.scaled_at, UTC),
-                field=undo.field,
-                before=undo.before,
-                after=undo.after,
-            )  # never the pilot's: it acted on no warning before this release
-            made = [whole]
+        taken = [up for up in state.scaled if up.back == record.id and up.at] if state else []
+        if not taken:  # never the pilot's: it acted on no warning before this release
+            at = datetime.fromtimestamp(record.scaled_at, UTC)
+            taken = [made(runner_type, undo.after - (undo.before or 0), record.by, at, undo)]
         # One scale-up a record: the latest says what goes back, from where and by when.
-        made = [up.model_copy(update={"back": ""}) for up in made[:-1]] + [
-            self.going_back(made[-1], record)
+        taken = [up.model_copy(update={"back": ""}) for up in taken[:-1]] + [
+            self.going_back(taken[-1], record)
         ]
         detail = f"· {self.plan()}"
 
         def told(
             incident: Incident, now: datetime, timeline: list[Event]
         ) -> tuple[Commit | None, None]:
-            first = made[0]
+            first = taken[0]
             if any(
                 e.scale and (e.scale.at, e.scale.field) == (first.at, first.field) for e in timeline
             ):
                 return None, None  # said by a look that failed after it
             said = without_put_backs(incident, {record.id}).model_copy(update={"updated_at": now})
             events, replies = [], []
-            for k, done in enumerate(made):
+            for k, done in enumerate(taken):
                 at = now + timedelta(microseconds=k)  # its own moment: its buttons name it
                 was = "unset" if done.before is None else str(done.before)
                 text = (
@@ -434,7 +438,6 @@ class ScaleReverts:
         return False
 
     async def _say_on_warning(self, record: PutBackDue, text: str, *, ended: bool = False) -> None:
-
         def said(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != record.warning:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
@@ -485,9 +488,7 @@ class ScaleReverts:
             lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
             await self._due.schedule(rid, self.clock().timestamp() + lease_s, held.dump())
         result = await within(
-            self.scaler.revert(target, undo),
-            self.config.backend_timeout_seconds,
-            self.scaler.name,
+            self.scaler.revert(target, undo), self.config.backend_timeout_seconds, self.scaler.name
         )
         record = PutBackDue.load(await self._due.data(rid))
         if not result.done or record is None or record.undo.after != undo.after:
