@@ -20,8 +20,7 @@ T = TypeVar("T")
 
 
 def amending(change: Change[T]) -> Change[T]:
-    """`change`, with what its commit makes the summary and the postmortem say otherwise (it
-    needs the timeline)."""
+    """`change`, with what its commit makes the summary and postmortem say (needs the timeline)."""
 
     def changed(
         incident: Incident, now: datetime, timeline: list[Event]
@@ -35,8 +34,7 @@ def amending(change: Change[T]) -> Change[T]:
 
 
 def told_again(before: Incident, timeline: list[Event], commit: Commit, now: datetime) -> Commit:
-    """`commit` with the summary's edit and the postmortem's note it calls for (none while the
-    incident is open, before or after)."""
+    """`commit` with the summary's edit and postmortem note it calls for (none while open)."""
     after = commit.incident
     if after is None or before.is_open or after.is_open:
         return commit
@@ -60,8 +58,7 @@ def told_again(before: Incident, timeline: list[Event], commit: Commit, now: dat
 
 
 def amended(before: Incident, after: Incident, changes: Sequence[Event], now: datetime) -> Event:
-    """The event that says what changed since the postmortem was drafted: what happened, else
-    the put-backs a later incident's scale-up took on."""
+    """The event that says what changed since the postmortem was drafted."""
     said = [e.text.rstrip(".") for e in changes]
     kept = {up.back for up in after.put_backs}
     said += [

@@ -68,8 +68,7 @@ class ActionCore:
     async def scale_owner(
         self, actor: Actor, *, ref: str, warning: str, runner_type: str
     ) -> ScaleOwner | Outcome:
-        """What the Scale up… form scales for: the early warning `warning` (its uid) for its
-        runner type, else the incident `ref`; or why `actor` cannot scale from it."""
+        """What the Scale up… form scales for (an early warning, else an incident), or why not."""
         if warning:
             state = await self.scaling.refusal(actor) or await self.warnings.standing(
                 runner_type, warning
@@ -128,8 +127,7 @@ class ActionCore:
     async def resolve(
         self, actor: Actor, ref: str, *, anyway: bool = False, interaction: str | None = None
     ) -> Outcome:
-        """Resolve by hand; while the queue is still live, only `anyway` (the root's button asked
-        in its confirm dialog; `/queue resolve` asks here)."""
+        """Resolve by hand; while the queue is still live, only `anyway`."""
 
         async def run() -> Outcome:
             name = await self.acting.name(actor)

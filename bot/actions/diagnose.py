@@ -87,8 +87,7 @@ class Diagnosing:
         return await self.acting.commit(ref, decide)
 
     async def _gather(self, incident: Incident) -> tuple[FleetSnapshot, Evidence, JobsView | None]:
-        """The incident's runner types from the shared fleet reading, and what the causes read
-        beyond it."""
+        """The incident's types from the shared reading, and what the causes read beyond it."""
         reading, history = await self.readings.current()
         now = self.acting.clock()
         snapshot = self.readings.incident_view(incident, reading, history, now)
@@ -176,8 +175,7 @@ class Jobs:
 async def read_jobs(
     watch: JobsWatch | None, now: datetime, *, unset: str, unread: str
 ) -> tuple[JobsView | None, str]:
-    """The jobs `watch` lists now, or why not: `unset` without a jobs source, `unread` (its
-    `{exc}`) when it could not be read."""
+    """The jobs `watch` lists now, or why not (`unset`, or `unread` with its `{exc}`)."""
     if watch is None:
         return None, unset
     try:

@@ -68,8 +68,7 @@ class Outcome:
 
 
 def unanswered(exc: RedisError) -> Outcome:
-    """What a person is told when Redis did not answer: a crowd holding every connection is not
-    an outage."""
+    """What a person is told when Redis did not answer: a crowd holding every connection is busy."""
     return Outcome(False, BUSY if isinstance(exc, MaxConnectionsError) else NO_REDIS, "error")
 
 
@@ -183,8 +182,7 @@ class Acting:
         *,
         asked: tuple[str, str] | None = None,
     ) -> Outcome:
-        """`run` once per interaction, authorized and counted; a refusal of what was `asked`
-        (the incident's ref, the request in words) is kept on the incident's timeline."""
+        """`run` once per interaction, authorized and counted; a refusal of `asked` is kept."""
         with logs.about():
             try:
                 outcome = await self._once(action, actor, interaction, run)
@@ -252,8 +250,7 @@ class Acting:
         return loaded
 
     async def commit(self, ref: str, decide: Decide, *, with_timeline: bool = False) -> Outcome:
-        """Commit what `decide` makes of the incident `ref` names (`with_timeline`: given its
-        timeline)."""
+        """Commit what `decide` makes of the incident `ref` names (`with_timeline`: given it)."""
         incident_id, uid = parse_ref(ref)
         if not incident_id:
             return refused(UNKNOWN)

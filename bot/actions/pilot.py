@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from redis.exceptions import RedisError
 
 from bot.actions.amends import amending
-from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
+from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused
 from bot.actions.scale import Scaling
 from bot.backends.http import BackendError
 from bot.backends.scale import Reverted, Undo
@@ -81,12 +81,8 @@ class Piloting:
         policies = self.policies
         if self.store is None or not policies:
             return []
-        found = await self.store.states(sorted(policies))
-        enabled = self.config.pilot_enabled
-        return [
-            PilotState(t, policies[t], piloted, paused, enabled)
-            for t, (piloted, paused) in found.items()
-        ]
+        found, enabled = await self.store.states(sorted(policies)), self.config.pilot_enabled
+        return [PilotState(t, policies[t], *state, enabled) for t, state in found.items()]
 
     async def tick(self) -> None:
         """The leader's look at each piloted type, at every status tick. Never raises."""
@@ -112,9 +108,8 @@ class Piloting:
             policy, now = policies[runner_type], self.acting.clock()
             if paused is not None:  # until someone resumes it, incident or not
                 await store.kept_paused(runner_type)
-            found = _incident_for(views, warnings, runner_type) or _warning_for(
-                warnings, fleet, runner_type
-            )
+            found = _incident_for(views, warnings, runner_type)
+            found = found or _warning_for(warnings, fleet, runner_type)
             others = [
                 *(s for i in incidents for s in scale_ups(i, runner_type)),
                 *(s for w in warnings.values() for s in _warning_ups(w, runner_type)),
@@ -196,8 +191,7 @@ class Piloting:
     async def _act(
         self, found: Within, runner_type: str, decided: Verdict, claim: str
     ) -> str | None:
-        """The act, claimed first: None when it was made; else why not ("": it paused the pilot,
-        and the pause says why)."""
+        """The act, claimed first: None when it was made; else why not ("": it paused the pilot)."""
         assert self.store is not None
         if not await self.store.claim_act(found.key, runner_type, claim):
             await self._pause(runner_type, _mid_act(found.key))
@@ -261,8 +255,7 @@ class Piloting:
         return None
 
     async def _would(self, found: Within, runner_type: str, decided: Verdict, now: datetime) -> str:
-        """A dry run's act, scaling nothing: kept on the incident's timeline, or on the early
-        warning for the incident that takes it on."""
+        """A dry run's act, scaling nothing: kept on the incident's timeline, or on the warning."""
         said = f"dry run: {would_said(runner_type, decided.runners, now)}: {decided.why}"
         if (incident := found.incident) is None:
             assert found.warning is not None and self.warnings is not None
@@ -290,8 +283,7 @@ class Piloting:
         return said
 
     async def _record(self, incident: Incident, runner_type: str, state: Piloted) -> None:
-        """The pilot's word on the type in the incident, where the rule that decides changes:
-        its thread line (edited in place), the root, and the timeline's event for it."""
+        """The pilot's word on the type where its rule changes: thread line, root and timeline."""
         assert self.store is not None
         line = PilotLine(kind=state.kind, said=state.why, at=self.acting.clock())
         if state.kind == PAUSED:
@@ -425,26 +417,19 @@ class Piloting:
     async def _put_back(
         self, actor: Actor, runner_type: str, done: ScaleUp
     ) -> tuple[str, Reverted] | Outcome:
-        """The act `done` put back at once, its type's pilot paused first: by whom, and the
-        scaler's answer; or the refusal or failure."""
+        """The act `done` put back at once, its pilot paused first: by whom, and the answer."""
         reverts, target = self.scaling.reverts, self.scaling.targets.get(runner_type)
         if reverts is None or target is None or done.after is None:
             return refused(f"{self.scaling.backend_name} cannot put a scale-up back.")
         name = await self.acting.name(actor)
         assert self.store is not None
-        await self.store.pause(
-            runner_type,
-            Paused(by=name, why=f"its +{done.added} was undone", at=self.acting.clock()),
-        )
+        why = f"its +{done.added} was undone"
+        await self.store.pause(runner_type, Paused(by=name, why=why, at=self.acting.clock()))
         try:
             result = await reverts.undo_now(target, Undo(done.field, done.before, done.after))
         except BackendError as exc:
-            return Outcome(
-                False,
-                f"Could not put `{escape(runner_type)}` back: {escape(str(exc))}. The pilot is "
-                "paused for it.",
-                "failed",
-            )
+            reason = f"{escape(str(exc))}. The pilot is paused for it."
+            return failed(f"Could not put `{escape(runner_type)}` back: {reason}")
         return name, result
 
     async def _undo_on_warning(self, actor: Actor, uid: str, at: str, runner_type: str) -> Outcome:
@@ -467,11 +452,8 @@ class Piloting:
         name, result = put_back
         assert self.warnings is not None
         now = self.acting.clock()
-        text = (
-            f"Undone by {name} at {now:%H:%M} UTC: {result.detail}"
-            if result.done
-            else f"{name} asked to undo it at {now:%H:%M} UTC: {result.detail}"
-        )
+        did = f"Undone by {name}" if result.done else f"{name} asked to undo it"
+        text = f"{did} at {now:%H:%M} UTC: {result.detail}"
         text += f" ({result.left})" if result.left else ""
         # Put back, its runners are not awaited any more: its follow-up ends with it.
         fated = (undone(done) if result.done else done).model_copy(update={"fate": f"{text}."})
@@ -479,8 +461,7 @@ class Piloting:
         def told(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != uid:
                 return None
-            kept = tuple(fated if up == done else up for up in state.scaled)
-            return state.with_scaled(kept)
+            return state.with_scaled(tuple(fated if up == done else up for up in state.scaled))
 
         await self.warnings.save_fresh(runner_type, told)
         answer = f"{_undid(result)} the pilot's +{done.added} on {escape(runner_type)}: "
@@ -514,8 +495,7 @@ def _was(done: ScaleUp) -> str:
 
 
 def _as_if_made(found: Within, runner_type: str) -> tuple[Judgement, list[ScaleUp]]:
-    """A dry run's view: the type's judgement and scale-ups as if its acts so far had been
-    made, so it never asks twice for one need."""
+    """A dry run's view, as if its acts so far had been made: it never asks twice for one need."""
     events = found.incident.actions if found.incident is not None else ()
     made = [
         (e.at, w.runners)
@@ -611,8 +591,7 @@ def _warning_for(
 
 
 def _warning_ups(state: WarningState, runner_type: str) -> list[ScaleUp]:
-    """A warning's scale-ups of the type, folded or not (counted twice, they hold nothing back
-    twice)."""
+    """A warning's scale-ups of the type, folded or not (counted twice, they hold back once)."""
     if not same_type(state.runner_type, runner_type):
         return []
     return [up for up in state.scaled if up.at is not None]

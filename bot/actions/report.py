@@ -72,8 +72,7 @@ class Report:
     async def _reports(
         self, days: int, runner_type: str | None
     ) -> tuple[list[TypeReport], list[Incident], dict[str, Any]]:
-        """The reports, the incidents read (for their channels), and what the rendering says of
-        the window and its history."""
+        """The reports, the incidents read (for their channels), and what the rendering says."""
         store, now = self.acting.store, self.acting.clock()
         since, ids = now - timedelta(days=days), await store.recent_ids(MAX_INCIDENTS)
         incidents = await store.get_many(ids)

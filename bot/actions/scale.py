@@ -48,6 +48,8 @@ NOT_CONFIGURED = (
     "`aws-asg`) and `SCALER_TARGETS`."
 )
 FLEET = "fleet"  # action locks of a runner type are fleet-wide, not per incident
+# A scale-up made: its result, what its message says of undoing it, what puts it back (None: stays).
+Scaled = tuple[ScaleResult, str, PutBackDue | None]
 
 
 @dataclass
@@ -71,8 +73,7 @@ class Scaling:
 
     async def choices(self, actor: Actor, ref: str) -> tuple[Incident, list[str]] | Outcome:
         """The incident and the runner types one may scale for it (its own first), or why not."""
-        refusal = await self.refusal(actor)
-        if refusal is not None:
+        if (refusal := await self.refusal(actor)) is not None:
             return refusal
         incident = await self.acting.open_incident(ref, "Incident {id} is already resolved.")
         if isinstance(incident, Outcome):
@@ -117,16 +118,11 @@ class Scaling:
             can_raise_maximum=can_raise,
             refusal=lambda delta, raise_max: self.refused(target, capacity, delta, raise_max),
         )
+        cannot_undo = scaler.cannot_undo if scaler is not None else ""
+        after = self.config.scale_revert_after if reverts is not None else None
+        until = until or (reverts.settle_said if reverts is not None else "")
         return ScalePreview(
-            target,
-            capacity,
-            note,
-            recommended,
-            can_raise,
-            scaler.cannot_undo if scaler is not None else "",
-            self.config.scale_revert_after if reverts is not None else None,
-            until or (reverts.settle_said if reverts is not None else ""),
-            default,
+            target, capacity, note, recommended, can_raise, cannot_undo, after, until, default
         )
 
     def refused(
@@ -138,15 +134,13 @@ class Scaling:
         return self.scaler.refusal(target, capacity, delta, raise_maximum=raise_maximum)
 
     async def failures(self, runner_types: list[str]) -> dict[str, list[str] | None]:
-        """The autoscaler's own recent failures for each of `runner_types` with a target (None:
-        unreadable, which is not the same as none)."""
+        """The autoscaler's recent failures of each type with a target (None: unreadable)."""
         return await self._read_each(
             runner_types, lambda scaler, target, _: scaler.failures(target)
         )
 
     async def since(self, asked: Mapping[str, datetime]) -> dict[str, str]:
-        """What the autoscaler shows of the scale-ups `asked` (runner type → when) whose runners
-        did not come: "" where it cannot tell, "not known" where it could not be read."""
+        """What the autoscaler shows of the scale-ups `asked` whose runners did not come."""
         found = await self._read_each(
             list(asked), lambda scaler, target, name: scaler.since(target, asked[name])
         )
@@ -198,8 +192,7 @@ class Scaling:
         keep: bool = False,
         interaction: str | None = None,
     ) -> Outcome:
-        """Scale up; unless `keep`, it is put back once the incident resolved and its queue
-        settled, or after `SCALE_REVERT_AFTER` (where the backend can put it back)."""
+        """Scale up; unless `keep`, put back once the incident resolved and its queue settled."""
         run = lambda: self.scale_now(actor, ref, runner_type, delta, raise_maximum, keep)  # noqa: E731
         asked = (ref, f"Scale-up of {runner_type} by +{delta}")
         return await self.acting.guarded("scale", actor, interaction, run, asked=asked)
@@ -229,20 +222,18 @@ class Scaling:
         name: str,
         runner_type: str,
         delta: int,
-        scaled: tuple[ScaleResult, str, PutBackDue | None],
+        scaled: Scaled,
         judged: Judgement | None,
         *,
         pilot: str = "",
     ) -> bool:
         """A scale-up made from the early warning `uid`, said on its message and followed from
         the runners `judged` counts; whether the warning kept it. `pilot`: why the pilot made it."""
-        (result, plan, record), at = scaled, self.acting.clock()
+        (result, plan, _), at = scaled, self.acting.clock()
         why = f"{pilot}; " if pilot else ""
         line = f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {why}{result.detail} "
         line += f"({self.backend_name})."
-        up = self._going_back(
-            made(runner_type, delta, name, at, result.undo, pilot=bool(pilot)), record
-        )
+        up = self._made(runner_type, delta, name, at, scaled, pilot)
         entry = scaled_from(line, plan, up.back, up, judged, self.config.scale_verify_s)
         kept = []
 
@@ -261,18 +252,16 @@ class Scaling:
         name: str,
         runner_type: str,
         delta: int,
-        scaled: tuple[ScaleResult, str, PutBackDue | None],
+        scaled: Scaled,
         *,
         pilot: str = "",
     ) -> Outcome:
-        """A scale-up made, on its incident: its event, its put-back, its reply and its
-        follow-up. `pilot`: the pilot made it, and why (`user_id` is "")."""
+        """A scale-up made, on its incident: its event, put-back, reply and follow-up."""
         result, undo, record = scaled
+        said = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-            done = self._going_back(
-                made(runner_type, delta, name, now, result.undo, pilot=bool(pilot)), record
-            )
+            done = self._made(runner_type, delta, name, now, scaled, pilot)
             text = f"Scaled {runner_type} by +{delta}: {result.detail} ({self.backend_name})"
             if pilot:
                 text = f"{name} scaled {runner_type} by +{delta}: {pilot}; {result.detail}"
@@ -286,8 +275,7 @@ class Scaling:
             # the summary's timeline, nor the answer (the modal said it); that it stays is news.
             detail = f"· {escape(undo)}" if undo else ""
             updated, events, reply = self._followed(incident, updated, event, detail)
-            answer = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
-            answer += f" {escape(undo)}" if undo and record is None else ""
+            answer = said + (f" {escape(undo)}" if undo and record is None else "")
             if not incident.is_open:
                 answer += " The incident had resolved meanwhile."
             return Commit(updated, events=events, replies=(reply,)), Outcome(True, answer)
@@ -299,15 +287,13 @@ class Scaling:
         except RedisError as exc:
             # The runners were added: "try again" would add them twice.
             log.error("scale-up of %s made but not recorded on its incident: %s", runner_type, exc)
-            done = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
             why = unrecorded(exc)
-            return Outcome(True, f"{done} It is not in the incident's thread: {why}.", "ok")
+            return Outcome(True, f"{said} It is not in the incident's thread: {why}.", "ok")
 
     def _followed(
         self, before: Incident, updated: Incident, event: Event, detail: str
     ) -> tuple[Incident, tuple[Event, ...], Reply]:
-        """The scale-up's reply, and the scale-up followed from the reading its incident showed
-        before it; without readings, its outcome at once: nobody can tell."""
+        """The scale-up's reply, and the scale-up followed (without readings, decided at once)."""
         done = event.scale
         assert done is not None, "a scale-up's event"
         number, judged = before.replies + 1, judged_of(before.live, done.runner_type)
@@ -332,19 +318,15 @@ class Scaling:
         keep: bool,
         incident_id: str = "",
         warning: str = "",
-    ) -> tuple[ScaleResult, str, PutBackDue | None] | Outcome:
-        """The backend's call under the type's fleet-wide lock (kept for the cooldown), recorded to
-        be put back: its result, what its message says of undoing it, and what puts it back (None:
-        it stays); or the failure."""
+    ) -> Scaled | Outcome:
+        """The backend's call under the type's fleet-wide lock, recorded to be put back."""
         scaler, reverts = self.scaler, self.reverts
         if scaler is None:  # the callers refuse first; a new one must too
             return refused(NOT_CONFIGURED)
         timeout_s = self.config.backend_timeout_seconds
+        doing, ttl_s = f"{name} is scaling it", deadline_of(timeout_s) + 5
         lock = await self.acting.interactions.lock(
-            FLEET,
-            f"scale:{runner_type}",
-            doing=f"{name} is scaling it",
-            ttl_s=deadline_of(timeout_s) + 5,
+            FLEET, f"scale:{runner_type}", doing=doing, ttl_s=ttl_s
         )
         if isinstance(lock, Held):
             return refused(f"`{escape(runner_type)}` was just scaled: {escape(lock.what)}.")
@@ -381,11 +363,9 @@ class Scaling:
                 "failed unexpectedly (queuepilot's log says why). It may have been: look at its "
                 "scale set or group before asking again; it would not be put back."
             )
-        at = self.acting.clock()
+        asked = f"{name} asked for +{delta} at {self.acting.clock():%H:%M} UTC"
         try:
-            await lock.keep(
-                self.config.scale_cooldown_seconds, f"{name} asked for +{delta} at {at:%H:%M} UTC"
-            )
+            await lock.keep(self.config.scale_cooldown_seconds, asked)
         except RedisError as exc:  # it scaled: what follows must still record it to go back
             log.warning("scale-up of %s: its cooldown not kept: Redis: %s", target, exc)
         if result.undo is None:
@@ -406,7 +386,10 @@ class Scaling:
             return result, stays, None
         return result, reverts.plan(warning=bool(warning)), record
 
-    def _going_back(self, up: ScaleUp, record: PutBackDue | None) -> ScaleUp:
-        if record is None or self.reverts is None:
-            return up
-        return self.reverts.going_back(up, record)
+    def _made(
+        self, runner_type: str, delta: int, name: str, at: datetime, scaled: Scaled, pilot: str
+    ) -> ScaleUp:
+        """The scale-up as made, and as the record that puts it back says."""
+        result, _, record = scaled
+        up = made(runner_type, delta, name, at, result.undo, pilot=bool(pilot))
+        return up if record is None or self.reverts is None else self.reverts.going_back(up, record)

@@ -103,8 +103,7 @@ _STORED = TypeAdapter(PutBackDue)
 
 @dataclass(frozen=True)
 class Followed:
-    """The put-back said in `incident_id`'s thread reply number `reply` at `said_at`, saying
-    `text`, and the bounds its runners are to come back within."""
+    """A put-back said in its incident's reply `reply`, and the bounds its runners come back in."""
 
     incident_id: str
     reply: int
@@ -246,8 +245,7 @@ class ScaleReverts:
         return order.index(changed) if changed in order else len(order)
 
     async def _look(self, rid: str) -> tuple[str, str, Back | None, str] | None:
-        """(incident id, text, the bound put back to follow, how it ended: `ENDED`'s) when its
-        thread is to be told that the record went back or could not; a warning is told at once."""
+        """What to tell `rid`'s incident (id, text, bound to follow, how it ended), if anything."""
         lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
         claim = await self._due.claim(rid, self.clock().timestamp(), lease_s)
         if claim is None:
@@ -329,8 +327,7 @@ class ScaleReverts:
         return replace(record, taken_from="")
 
     async def _take_on(self, record: PutBackDue, state: WarningState | None) -> None:
-        """Each scale-up the warning made under `record` becomes the incident's, as it was made,
-        still followed to its deadline. An older release's record (its words alone) is one."""
+        """Each scale-up the warning made under `record` becomes the incident's, as it was made."""
         undo, runner_type = record.undo, record.target.runner_type
         taken = [up for up in state.scaled if up.back == record.id and up.at] if state else []
         if not taken:  # never the pilot's: it acted on no warning before this release
@@ -453,8 +450,7 @@ class ScaleReverts:
     async def _say(
         self, incident_id: str, text: str, *, gone: dict[str, str], follow: bool
     ) -> tuple[int, datetime] | None:
-        """The put-backs' event and its thread reply; the incident drops the records `gone`.
-        `follow`: the reply's ts is kept for an edit, and its number and time returned."""
+        """The put-backs' event and reply; `follow`: its ts kept, its number and time returned."""
 
         def told(
             incident: Incident, now: datetime, _: list[Event]
@@ -478,8 +474,7 @@ class ScaleReverts:
         return fresh.answer if fresh.committed is not None else None
 
     async def undo_now(self, target: ScaleTarget, undo: Undo) -> Reverted:
-        """One scale-up put back at once (the pilot's Undo); its record then puts back only what
-        came before it, or goes. Raises `BackendError`."""
+        """One scale-up put back at once (the pilot's Undo). Raises `BackendError`."""
         rid = record_id(target.runner_type, undo.field)
         held = PutBackDue.load(await self._due.data(rid))
         if held is not None:

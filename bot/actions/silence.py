@@ -111,7 +111,12 @@ class Silencing:
                 return failed(
                     f"Could not silence incident {incident.id}: {reason}. Nothing changed."
                 )
-            read = await self._read_back(silencer, silence_id)
+            try:  # read back: the answer to the create proves only that it took the request
+                read: SilenceState | str | None = await within(
+                    silencer.state(silence_id), self._timeout_s, silencer.name
+                )
+            except BackendError as exc:
+                read = str(exc)
             made = ActiveSilence(
                 silence_id=silence_id,
                 backend=silencer.name,
@@ -131,14 +136,6 @@ class Silencing:
             return outcome
         finally:
             await lock.release()
-
-    async def _read_back(self, silencer: Silencer, silence_id: str) -> SilenceState | str | None:
-        """The silence as the backend shows it now, or why it could not be read: its answer
-        to the create proves only that it took the request."""
-        try:
-            return await within(silencer.state(silence_id), self._timeout_s, silencer.name)
-        except BackendError as exc:
-            return str(exc)
 
     async def _unmade(self, silencer: Silencer, made: ActiveSilence) -> None:
         """A silence made but not recorded mutes the alert where nobody sees it: it goes."""
@@ -335,8 +332,7 @@ class SilenceWatch:
         await watch.done(claim)
 
     async def _end_at_resolve(self, claim: Claim, incident: Incident, seen: ActiveSilence) -> None:
-        """Expire the silence the bot made, its incident resolved: a re-fire must notify. The last
-        failure is said in the thread, and the silence then runs out as made."""
+        """Expire the silence the bot made, its incident resolved: a re-fire must notify."""
         watch, now = self.store.silence_watch, self.clock()
         try:
             timeout_s = self.config.backend_timeout_seconds
