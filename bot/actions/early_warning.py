@@ -10,7 +10,6 @@ from bot.actions.flow import Acting, Actor, Outcome, refused
 from bot.actions.scale import Scaling
 from bot.domain.reading.early_warning import Phase, WarningState
 from bot.domain.reading.fleet import judged_of
-from bot.domain.reading.judgement import Judgement
 from bot.fleet.readings import FleetReadings
 from bot.render.early_warning import DISMISS_FOR_S
 from bot.render.mrkdwn import escape, slack_date, truncate
@@ -91,14 +90,12 @@ class Warnings:
         scaled = await scaling.scale_up(name, runner_type, delta, raise_maximum, keep, warning=uid)
         if isinstance(scaled, Outcome):
             return scaled
-        judged = await self._judged(runner_type)  # its runners followed from the latest reading
+        # Its runners followed from the latest reading.
+        reading = await self.readings.latest() if self.readings is not None else None
+        judged = judged_of(reading.fleet if reading and not reading.error else None, runner_type)
         await scaling.record_on_warning(self.store, uid, name, runner_type, delta, scaled, judged)
         shown = escape(scaled[0].detail)
         return Outcome(True, f"You scaled `{_name(runner_type)}` by +{delta}: {shown}.")
-
-    async def _judged(self, runner_type: str) -> Judgement | None:
-        reading = await self.readings.latest() if self.readings is not None else None
-        return judged_of(reading.fleet if reading and not reading.error else None, runner_type)
 
     async def _active(
         self, runner_type: str, uid: str, *, folded: bool = False

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -93,19 +93,16 @@ Decide = Callable[[Incident, datetime, list[Event]], Decided]
 Run = Callable[[], Awaitable[Outcome]]
 
 
+@dataclass(eq=False)
 class Authorizer:
-    def __init__(
-        self,
-        config: Settings,
-        *,
-        group_members: Callable[[str], Awaitable[Sequence[str]]],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._config = config
-        self._group_members = group_members
-        self._clock = clock
-        self._groups: dict[str, tuple[float, frozenset[str]]] = {}  # group -> (read at, members)
-        self._fetching: dict[str, asyncio.Task[frozenset[str] | None]] = {}
+    config: Settings
+    _: KW_ONLY
+    group_members: Callable[[str], Awaitable[Sequence[str]]]
+    clock: Callable[[], float] = time.monotonic
+    _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
+    _fetching: dict[str, asyncio.Task[frozenset[str] | None]] = field(
+        default_factory=dict, init=False
+    )
 
     async def refusal(self, user_id: str, action: str) -> str | None:
         """None when `user_id` may do `action`; else what to tell them, and how to be allowed."""
@@ -113,7 +110,7 @@ class Authorizer:
             return "Slack did not say who asked, so nothing was done."
         if action not in RESTRICTED:
             return None
-        allowed = self._config.scale_allowed_users
+        allowed = self.config.scale_allowed_users
         if not allowed:
             return (
                 "Scaling from Slack is turned off: nobody is allowed yet. An operator allows "
@@ -130,7 +127,7 @@ class Authorizer:
     async def _in_a_group(self, user_id: str) -> bool:
         """Fresh cached members answer at once; else the other groups are asked together, for
         GROUP_LOOKUP_S, and a group unread this time answers with the members it had last."""
-        now, groups = self._clock(), self._config.scale_allowed_groups
+        now, groups = self.clock(), self.config.scale_allowed_groups
         fresh = {g for g in groups if (c := self._groups.get(g)) and now - c[0] < GROUP_CACHE_S}
         if any(user_id in self._groups[g][1] for g in fresh):
             return True
@@ -148,11 +145,11 @@ class Authorizer:
     async def _members(self, group: str) -> frozenset[str] | None:
         """The group's members, cached; None when they could not be read (asked again soon)."""
         try:
-            members = frozenset(await asyncio.wait_for(self._group_members(group), GROUP_FETCH_S))
+            members = frozenset(await asyncio.wait_for(self.group_members(group), GROUP_FETCH_S))
         except Exception as exc:
             group_log.warning("user group %s: members unreadable (%s)", group, exc)
             return None
-        self._groups[group] = (self._clock(), members)
+        self._groups[group] = (self.clock(), members)
         return members
 
 

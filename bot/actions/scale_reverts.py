@@ -123,16 +123,8 @@ def made(
     runner_type: str, added: int, by: str, at: datetime, undo: Undo | None, *, pilot: bool = False
 ) -> ScaleUp:
     """A scale-up as made: what it changed, from what to what."""
-    return ScaleUp(
-        runner_type=runner_type,
-        added=added,
-        by=by,
-        at=at,
-        field=undo.field if undo is not None else "",
-        before=undo.before if undo is not None else None,
-        after=undo.after if undo is not None else None,
-        pilot=pilot,
-    )
+    changed = {"field": undo.field, "before": undo.before, "after": undo.after} if undo else {}
+    return ScaleUp(runner_type=runner_type, added=added, by=by, at=at, pilot=pilot, **changed)
 
 
 @dataclass(eq=False)
@@ -334,9 +326,8 @@ class ScaleReverts:
             at = datetime.fromtimestamp(record.scaled_at, UTC)
             taken = [made(runner_type, undo.after - (undo.before or 0), record.by, at, undo)]
         # One scale-up a record: the latest says what goes back, from where and by when.
-        taken = [up.model_copy(update={"back": ""}) for up in taken[:-1]] + [
-            self.going_back(taken[-1], record)
-        ]
+        last = self.going_back(taken[-1], record)
+        taken = [*(up.model_copy(update={"back": ""}) for up in taken[:-1]), last]
         detail = f"· {self.plan()}"
 
         def told(
