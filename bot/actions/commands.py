@@ -238,8 +238,7 @@ async def perform(
     return await _ACTS[command.verb](core, actor, ref, command, interaction)
 
 
-# The subcommands that act on one incident (named, or the one open in the channel), as the
-# buttons do: (core, who, incident reference, the command, its interaction) -> the answer.
+# The subcommands that act on one incident (named, or the one open in the channel), as buttons do.
 _ACTS: dict[str, Callable[[ActionCore, Actor, str, Command, str | None], Awaitable[Outcome]]] = {
     "ack": lambda core, who, ref, _, i: core.acknowledge(who, ref, interaction=i),
     "resolve": lambda core, who, ref, c, i: core.resolve(who, ref, anyway=c.anyway, interaction=i),

@@ -88,8 +88,7 @@ class Diagnosing:
 
     async def _gather(self, incident: Incident) -> tuple[FleetSnapshot, Evidence, JobsView | None]:
         """The incident's types from the shared reading, and what the causes read beyond it."""
-        reading, history = await self.readings.current()
-        now = self.acting.clock()
+        (reading, history), now = await self.readings.current(), self.acting.clock()
         snapshot = self.readings.incident_view(incident, reading, history, now)
         types = [t for t in snapshot.runner_types if t]
         unread = "needs the jobs behind the queue, which could not be read ({exc})"
@@ -122,12 +121,9 @@ PODS_NOT_STARTING = (Cause.PODS_UNSCHEDULABLE, Cause.IMAGE_PULL, Cause.CONFIG_ER
 
 def _short_of(diagnosis: Diagnosis, snapshot: FleetSnapshot) -> tuple[str, float] | None:
     """The runner type and maximum a "maximum too low" conclusion is about."""
-    if diagnosis.cause is not Cause.AUTOSCALING or not diagnosis.lead_type:
-        return None
-    metrics = snapshot.runner_types.get(diagnosis.lead_type)
-    if metrics is None or metrics.maximum is None:
-        return None
-    return diagnosis.lead_type, metrics.maximum
+    lead = diagnosis.lead_type if diagnosis.cause is Cause.AUTOSCALING else ""
+    metrics = snapshot.runner_types.get(lead) if lead else None
+    return (lead, metrics.maximum) if metrics is not None and metrics.maximum is not None else None
 
 
 @dataclass

@@ -90,7 +90,6 @@ class Warnings:
         scaled = await scaling.scale_up(name, runner_type, delta, raise_maximum, keep, warning=uid)
         if isinstance(scaled, Outcome):
             return scaled
-        # Its runners followed from the latest reading.
         reading = await self.readings.latest() if self.readings is not None else None
         judged = judged_of(reading.fleet if reading and not reading.error else None, runner_type)
         await scaling.record_on_warning(self.store, uid, name, runner_type, delta, scaled, judged)

@@ -41,9 +41,8 @@ BUSY = (
 
 RESTRICTED = frozenset({"scale"})
 GROUP_CACHE_S = 300.0
-# A modal's submission waits for the check within Slack's 3 s: a slow group allows nobody this
-# time rather than losing the answer; its lookup goes on for up to GROUP_FETCH_S, so the next
-# try finds it cached.
+# A modal's submission waits within Slack's 3 s: a slow group allows nobody this time rather than
+# lose the answer; its lookup goes on for up to GROUP_FETCH_S, so the next try finds it cached.
 GROUP_LOOKUP_S = 1.5
 GROUP_FETCH_S = 10.0
 

@@ -59,8 +59,7 @@ class Report:
                 reports, incidents, default=routing.default, routed=routing.channel_of_type
             )
             for channel, of_channel in by_channel.items():
-                # One claim per schedule, not per date: a new leader fires within the hour's
-                # grace, which may cross midnight UTC; the claim outlives that hour, not the week.
+                # One claim per schedule, not per date: the hour's grace may cross midnight UTC.
                 if not await self.notices.claim(f"report:weekly:{channel}"):
                     continue
                 await self.notices.queue(channel, report_message(of_channel, **said))

@@ -271,8 +271,7 @@ class Scaling:
             # One scale-up a record: the latest says what goes back, from where and by when.
             earlier = without_put_backs(incident, {done.back}) if done.back else incident
             updated = with_action(earlier, event)
-            # When it goes back is said once, in the thread: not in the root's latest actions nor
-            # the summary's timeline, nor the answer (the modal said it); that it stays is news.
+            # When it goes back is said once, in the thread (the modal said it); that it stays, too.
             detail = f"· {escape(undo)}" if undo else ""
             updated, events, reply = self._followed(incident, updated, event, detail)
             answer = said + (f" {escape(undo)}" if undo and record is None else "")
@@ -350,9 +349,8 @@ class Scaling:
                 "at it before asking again; it would not be put back."
             )
         except Exception:
-            # A failure no backend classified (a bug). Answered, never raised: the requests
-            # stream would call the scaler again. A cancelled call keeps the lock: it may have
-            # reached the backend.
+            # A bug: answered, never raised, or the requests stream would call the scaler again.
+            # A cancelled call keeps the lock: it may have reached the backend.
             log.exception("scale-up of %s: %s failed unexpectedly", target, scaler.name)
             try:
                 await lock.release()

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 follow_log = logging.getLogger("bot.actions.put_back_follows")
 
 # A transient failure is tried again after 15 to 30 s, doubling, at most 15 minutes apart; after
-# this many it is reported and dropped (doubling, jittered: 1¼ to 2½ hours of trying).
+# this many (1¼ to 2½ hours of trying) it is reported and dropped.
 FIRST_BACKOFF_S = 30.0
 MAX_BACKOFF_S = 900.0
 MAX_ATTEMPTS = 15
@@ -247,10 +247,9 @@ class ScaleReverts:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)
             await self._due.done(claim)
             return None
-        now = self.clock()
-        warnings, state = self.warnings, None
-        if record.warning and warnings is not None:
-            found = await warnings.get(record.target.runner_type)
+        now, state = self.clock(), None
+        if record.warning and self.warnings is not None:
+            found = await self.warnings.get(record.target.runner_type)
             state = found if found is not None and found.uid == record.warning else None
         record = await self._hand_over(claim, record, state)
         if record is None:
@@ -348,8 +347,7 @@ class ScaleReverts:
                     f"({done.field} {was} → {done.after}{', undone' if done.undone else ''})"
                 )
                 number = said.replies + len(replies) + 1
-                # Still followed, it goes on in the thread: its reply there is edited instead; so
-                # is a pilot's act with its Undo, once it goes back.
+                # Still followed, or a pilot's act with its Undo: its reply here is edited later.
                 edited = done.followed or (done.pilot and not done.undone)
                 moved = {"reply": number, "detail": detail} if edited else {}
                 moved |= dict.fromkeys(("said", "came_said", "fate"), "")  # the warning's words
@@ -387,8 +385,7 @@ class ScaleReverts:
             return "its incident is no longer known", record, again
         if late or incident.is_open:
             return late, record, again
-        # Resolved: it goes back once the type's queue stayed drained the settle time, since the
-        # resolve or since a look last saw it queueing; one incident's records settle together.
+        # Resolved: it goes back once the type's queue stayed drained the settle time.
         settle = self.config.scale_revert_settle
         if not settle:
             return "the incident resolved", record, at
@@ -418,9 +415,8 @@ class ScaleReverts:
         if record.undo.field not in order:
             return False
         for earlier in order[: order.index(record.undo.field)]:
-            other = PutBackDue.load(
-                await self._due.data(record_id(record.target.runner_type, earlier))
-            )
+            rid = record_id(record.target.runner_type, earlier)
+            other = PutBackDue.load(await self._due.data(rid))
             if other is not None and other.target.target == record.target.target:
                 return True
         return False
@@ -469,8 +465,7 @@ class ScaleReverts:
         rid = record_id(target.runner_type, undo.field)
         held = PutBackDue.load(await self._due.data(rid))
         if held is not None:
-            # Out of the looks' way while it goes back: a look that claimed the record loses its
-            # claim, and none claims it before it is rewritten below.
+            # Out of the looks' way while it goes back: a look that claimed it loses its claim.
             lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
             await self._due.schedule(rid, self.clock().timestamp() + lease_s, held.dump())
         result = await within(
@@ -484,8 +479,7 @@ class ScaleReverts:
             await self.redis.delete(self.keys.scale_revert(rid))
         else:
             earlier = replace(record, undo=replace(record.undo, after=undo.before or 0))
-            # Due at a new time: a look that claimed the record meanwhile loses its claim, and
-            # cannot end the record this one replaces.
+            # Due at a new time: a look that claimed the record meanwhile loses its claim.
             await self._due.schedule(rid, self.clock().timestamp(), earlier.dump())
         return result
 
