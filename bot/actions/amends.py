@@ -39,7 +39,8 @@ def told_again(before: Incident, timeline: list[Event], commit: Commit, now: dat
     if after is None or before.is_open or after.is_open:
         return commit
     events, replies = commit.events, commit.replies
-    if (written := _postmortem(timeline)) is not None:
+    written = next((e for e in reversed(timeline) if e.kind == POSTMORTEM), None)
+    if written is not None:
         drafted = drafted_from(timeline, written)
         was = render_postmortem(before, drafted, now=written.at)
         if render_postmortem(after, drafted, now=written.at) != was:
@@ -68,7 +69,3 @@ def amended(before: Incident, after: Incident, changes: Sequence[Event], now: da
     ]
     what = "; ".join(said) or "what the incident records changed"
     return Event(at=now, kind=AMENDED, text=f"Since the postmortem was drafted: {what}")
-
-
-def _postmortem(timeline: Sequence[Event]) -> Event | None:
-    return next((e for e in reversed(timeline) if e.kind == POSTMORTEM), None)
