@@ -142,6 +142,7 @@ class ScaleReverts:
     def __post_init__(self) -> None:
         # Resolution is noticed within a few ticks; the record costs one Redis read a look.
         self._check_s = self.config.status_tick_seconds * 3
+        self._lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
         self._due = scale_revert_records(self.redis, self.keys)
         self._follows = put_back_follows(self.redis, self.keys)
 
@@ -238,8 +239,7 @@ class ScaleReverts:
 
     async def _look(self, rid: str) -> tuple[str, str, Back | None, str] | None:
         """What to tell `rid`'s incident (id, text, bound to follow, how it ended), if anything."""
-        lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
-        claim = await self._due.claim(rid, self.clock().timestamp(), lease_s)
+        claim = await self._due.claim(rid, self.clock().timestamp(), self._lease_s)
         if claim is None:
             return None  # not due any more
         record = PutBackDue.load(await self._due.data(rid))
@@ -466,8 +466,7 @@ class ScaleReverts:
         held = PutBackDue.load(await self._due.data(rid))
         if held is not None:
             # Out of the looks' way while it goes back: a look that claimed it loses its claim.
-            lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
-            await self._due.schedule(rid, self.clock().timestamp() + lease_s, held.dump())
+            await self._due.schedule(rid, self.clock().timestamp() + self._lease_s, held.dump())
         result = await within(
             self.scaler.revert(target, undo), self.config.backend_timeout_seconds, self.scaler.name
         )
@@ -485,8 +484,7 @@ class ScaleReverts:
 
     async def _follow(self, member: str) -> None:
         """A put-back's runners read again: said once all are within their bounds, or are late."""
-        lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
-        claim = await self._follows.claim(member, self.clock().timestamp(), lease_s)
+        claim = await self._follows.claim(member, self.clock().timestamp(), self._lease_s)
         if claim is None:
             return  # not due any more
         try:
@@ -498,23 +496,21 @@ class ScaleReverts:
         now, verify_s = self.clock(), self.config.scale_verify_s
         due = datetime.fromtimestamp(followed.said_at, UTC) + timedelta(seconds=verify_s)
         seen: list[tuple[Back, Landed]] = []
+        timeout_s, scaler = self.config.backend_timeout_seconds, self.scaler
         for back in followed.backs:
-            decided = landed(
-                back, await self._capacity(back), scaler=self.scaler.name, now=now, due=due
-            )
+            try:
+                read: Capacity | str | None = await within(
+                    scaler.capacity(back.target), timeout_s, scaler.name
+                )
+            except BackendError as exc:
+                read = str(exc)
+            decided = landed(back, read, scaler=scaler.name, now=now, due=due)
             if decided is None:
                 await self._follows.reschedule(claim, now.timestamp() + self._check_s)
                 return
             seen.append((back, decided))
         if await self._follows.done(claim):
             await self._say_seen(followed, seen)
-
-    async def _capacity(self, back: Back) -> Capacity | str | None:
-        try:
-            timeout_s = self.config.backend_timeout_seconds
-            return await within(self.scaler.capacity(back.target), timeout_s, self.scaler.name)
-        except BackendError as exc:
-            return str(exc)
 
     async def _say_seen(self, followed: Followed, seen: list[tuple[Back, Landed]]) -> None:
         said_at = datetime.fromtimestamp(followed.said_at, UTC)
