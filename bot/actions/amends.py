@@ -1,12 +1,7 @@
-"""A resolved incident's summary and postmortem kept true after the resolve. A change that makes
-the summary say something else (a put-back done, what came of it, a silence ended) edits the
-summary in place; one that makes a postmortem already drafted say something else is said under
-it in the thread, as an `AMENDED` event, which the alert's GitHub issue hears as a comment.
-
-Decided inside the change's own fenced commit, from the incident before and after it: a change
-refused and decided again decides this again, and a change committed once says it once,
-whichever leader commits it. What the summary says is rendered again from the record, never
-patched."""
+"""A resolved incident's summary and postmortem kept true after the resolve: a change edits the
+summary in place, and one to a postmortem already drafted is said under it in the thread (an
+`AMENDED` event). Decided inside the change's own fenced commit, so a change committed once says it
+once, whichever leader commits it."""
 
 from __future__ import annotations
 
@@ -19,21 +14,13 @@ from bot.domain.incident.incidents import AMENDED, POSTMORTEM, Event, Incident, 
 from bot.render import mrkdwn as md
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_event, summaries
-from bot.storage.incident_store import (
-    BAND_EVENT,
-    SUMMARY_EDIT,
-    SUMMARY_TS,
-    Change,
-    Commit,
-    Reply,
-)
+from bot.storage.incident_store import BAND_EVENT, SUMMARY_EDIT, SUMMARY_TS, Change, Commit, Reply
 
 T = TypeVar("T")
 
 
 def amending(change: Change[T]) -> Change[T]:
-    """`change`, with what its commit makes the summary and the postmortem say otherwise; it
-    needs the timeline (`commit_fresh(..., with_timeline=True)`)."""
+    """`change`, with what its commit makes the summary and postmortem say (needs the timeline)."""
 
     def changed(
         incident: Incident, now: datetime, timeline: list[Event]
@@ -47,13 +34,13 @@ def amending(change: Change[T]) -> Change[T]:
 
 
 def told_again(before: Incident, timeline: list[Event], commit: Commit, now: datetime) -> Commit:
-    """`commit` with the summary's edit and the postmortem's note it calls for (none while the
-    incident is open, before or after: a reopened incident's summary is of its earlier resolve)."""
+    """`commit` with the summary's edit and postmortem note it calls for (none while open)."""
     after = commit.incident
     if after is None or before.is_open or after.is_open:
         return commit
     events, replies = commit.events, commit.replies
-    if (written := _postmortem(timeline)) is not None:
+    written = next((e for e in reversed(timeline) if e.kind == POSTMORTEM), None)
+    if written is not None:
         drafted = drafted_from(timeline, written)
         was = render_postmortem(before, drafted, now=written.at)
         if render_postmortem(after, drafted, now=written.at) != was:
@@ -72,8 +59,7 @@ def told_again(before: Incident, timeline: list[Event], commit: Commit, now: dat
 
 
 def amended(before: Incident, after: Incident, changes: Sequence[Event], now: datetime) -> Event:
-    """The event that says what changed since the postmortem was drafted: what happened, else
-    the put-backs a later incident's scale-up took on (they go back with that one)."""
+    """The event that says what changed since the postmortem was drafted."""
     said = [e.text.rstrip(".") for e in changes]
     kept = {up.back for up in after.put_backs}
     said += [
@@ -83,7 +69,3 @@ def amended(before: Incident, after: Incident, changes: Sequence[Event], now: da
     ]
     what = "; ".join(said) or "what the incident records changed"
     return Event(at=now, kind=AMENDED, text=f"Since the postmortem was drafted: {what}")
-
-
-def _postmortem(timeline: Sequence[Event]) -> Event | None:
-    return next((e for e in reversed(timeline) if e.kind == POSTMORTEM), None)

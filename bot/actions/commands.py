@@ -96,20 +96,19 @@ def parse_command(text: str) -> Command:
         return Command(verb)
     if verb == "resolve":
         # `anyway`: resolve while the queue is still live, after being asked once more.
-        anyway = [arg for arg in args if arg.lower() == "anyway"]
         rest = [arg for arg in args if arg.lower() != "anyway"]
         if len(rest) > 1:
             raise CommandError(escape("usage: `/queue resolve [ID] [anyway]`"))
-        return Command(verb, incident_ref=_optional_id(rest, 0), anyway=bool(anyway))
+        return Command(verb, incident_ref=_optional_id(rest, 0), anyway=len(rest) < len(args))
     if verb in ("ack", "acknowledge", "diagnose", "unsilence", "postmortem"):
         if len(args) > 1:  # `ack 12 13` acting on #12 alone would surprise whoever meant both
             raise CommandError(escape(f"usage: `/queue {verb} [ID]`"))
         return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
     if verb == "silence":
         # `keep`: the silence outlives the resolve, lasting its whole duration.
-        keep = [arg for arg in args if arg.lower() == "keep"]
         rest = [arg for arg in args if arg.lower() != "keep"]
-        if not 1 <= len(rest) <= 2 or len(keep) > 1:
+        keep = len(args) - len(rest)
+        if not 1 <= len(rest) <= 2 or keep > 1:
             raise CommandError(
                 escape("usage: `/queue silence <duration> [ID] [keep]`, e.g. `/queue silence 2h`")
             )
@@ -187,8 +186,7 @@ def _optional_id(args: list[str], index: int) -> str | None:
 
 
 def read_command(text: str) -> Command | Outcome:
-    """The command typed, or the answer that needs nothing looked up: the help, or what is
-    wrong with the command."""
+    """The command typed, or the answer that needs nothing looked up (help, or an error)."""
     try:
         command = parse_command(text)
     except CommandError as exc:
@@ -197,15 +195,9 @@ def read_command(text: str) -> Command | Outcome:
 
 
 async def run_command(
-    core: ActionCore,
-    actor: Actor,
-    text: str,
-    *,
-    channel: str = "",
-    interaction: str | None = None,
+    core: ActionCore, actor: Actor, text: str, *, channel: str = "", interaction: str | None = None
 ) -> Outcome:
-    """`/queue …` as typed in `channel`: its listings and the incident it acts on when none is
-    named are that channel's (with SLACK_ROUTES, each team's channel has its own incidents)."""
+    """`/queue …` as typed in `channel`: its listings and default incident are that channel's."""
     command = read_command(text)
     if isinstance(command, Outcome):
         return command
@@ -224,18 +216,16 @@ async def perform(
     if command.verb == "status":
         return await _status(core, channel)
     if command.verb == "incidents":  # the most recent of every channel, open or resolved
-        incidents = await core.recent(MAX_LINES)
-        if not incidents:
+        if not (incidents := await core.recent(MAX_LINES)):
             return Outcome(True, "No open incidents: the queues are quiet.")
         return Outcome(True, capped("", [overview_line(i) for i in incidents], len(incidents)))
     if command.verb == "report":
         return await core.report.report(
             actor, command.count or 7, command.runner_type, interaction=interaction
         )
+    if command.verb == "pilot" and command.on is None:
+        return Outcome(True, render_pilot(await core.piloting.states(), core.config.slash_command))
     if command.verb == "pilot":
-        if command.on is None:
-            states = await core.piloting.states()
-            return Outcome(True, render_pilot(states, core.config.slash_command))
         on, runner_type = command.on, command.runner_type or ""
         return await core.piloting.switch(actor, on, runner_type, interaction=interaction)
     if command.verb == "jobs":
@@ -248,8 +238,7 @@ async def perform(
     return await _ACTS[command.verb](core, actor, ref, command, interaction)
 
 
-# The subcommands that act on one incident (named, or the one open in the channel), as the
-# buttons do: (core, who, incident reference, the command, its interaction) -> the answer.
+# The subcommands that act on one incident (named, or the one open in the channel), as buttons do.
 _ACTS: dict[str, Callable[[ActionCore, Actor, str, Command, str | None], Awaitable[Outcome]]] = {
     "ack": lambda core, who, ref, _, i: core.acknowledge(who, ref, interaction=i),
     "resolve": lambda core, who, ref, c, i: core.resolve(who, ref, anyway=c.anyway, interaction=i),
@@ -272,8 +261,7 @@ _ACTS: dict[str, Callable[[ActionCore, Actor, str, Command, str | None], Awaitab
 
 
 async def _incident_for(core: ActionCore, channel: str, command: Command) -> str | Outcome:
-    """The one incident open here; when several are open, ask which rather than guess. `postmortem`
-    with none open takes the last resolved: it is mostly asked for just after the summary."""
+    """The one incident open here, else ask which; `postmortem` may take the last resolved."""
     here, elsewhere = _split(core, channel, await core.open_incidents(MAX_SCAN))
     if len(here) == 1:
         return here[0].id
@@ -282,9 +270,8 @@ async def _incident_for(core: ActionCore, channel: str, command: Command) -> str
         if recent:  # the index is by last change, and writing one up is one
             return max(recent, key=lambda i: i.resolved.at or i.started_at).id
         if not elsewhere:
-            return Outcome(
-                False, "No incident to write up yet. `/queue incidents` lists recent ones."
-            )
+            nothing = "No incident to write up yet. `/queue incidents` lists recent ones."
+            return Outcome(False, nothing)
     if not here and not elsewhere:
         return Outcome(False, "No open incident. `/queue incidents` lists recent ones.")
     shown = here or elsewhere
@@ -292,8 +279,7 @@ async def _incident_for(core: ActionCore, channel: str, command: Command) -> str
 
 
 async def _status(core: ActionCore, channel: str) -> Outcome:
-    """The live queue by runner type, whether or not an incident is open; then the open
-    incidents (with the `alert` backend, with their alert numbers)."""
+    """The live queue by runner type, whether or not an incident is open; then the open ones."""
     readings = core.diagnosing.readings
     incidents = await core.open_incidents(MAX_SCAN)  # read once: for the trend and the list
     here, elsewhere = _split(core, channel, incidents)
@@ -301,8 +287,7 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
         return Outcome(True, open_incidents("", here, elsewhere))
     reading = await readings.latest()
     fleet = reading.fleet if reading is not None else None
-    if fleet is not None:
-        # Counting the scale-ups made since the reading, as the incidents' roots do.
+    if fleet is not None:  # counting the scale-ups made since the reading, as the roots do
         fleet = counting_scale_ups(fleet, [a for i in incidents for a in i.actions])
     error = reading.error if reading is not None else ""
     head = live_queue(readings.metrics.name, fleet, error, incidents, core.config.routing, channel)

@@ -1,6 +1,5 @@
-"""The action core: what a responder can do to an incident. Buttons, modals and `/queue`
-subcommands all land here, so all get the same permission check, idempotency, timeline entries and
-answers."""
+"""The action core: what a responder can do to an incident, whether from a button, a modal or
+`/queue`."""
 
 from __future__ import annotations
 
@@ -43,8 +42,8 @@ NO_JOBS_SOURCE = "no jobs source is configured (JOBS_BACKEND=github or hud lists
 
 @dataclass
 class ActionCore:
-    """Each kind of action is its part's (`core.silencing.silence`, `core.scaling.scale`, ...);
-    acknowledge, resolve and the postmortem act on the incident alone, so they are the core's."""
+    """Each kind of action is its part's (`core.silencing.silence`, ...); acknowledge, resolve and
+    the postmortem act on the incident alone, so they are the core's."""
 
     acting: Acting
     silencing: Silencing
@@ -69,8 +68,7 @@ class ActionCore:
     async def scale_owner(
         self, actor: Actor, *, ref: str, warning: str, runner_type: str
     ) -> ScaleOwner | Outcome:
-        """What the Scale up… form scales for: the early warning `warning` (its uid) for its
-        runner type, else the incident `ref`; or why `actor` cannot scale from it."""
+        """What the Scale up… form scales for (an early warning, else an incident), or why not."""
         if warning:
             state = await self.scaling.refusal(actor) or await self.warnings.standing(
                 runner_type, warning
@@ -81,8 +79,7 @@ class ActionCore:
         choice = await self.scaling.choices(actor, ref)
         if isinstance(choice, Outcome):
             return choice
-        incident, types = choice
-        return ScaleOwner(tuple(types), incident=incident)
+        return ScaleOwner(tuple(choice[1]), incident=choice[0])
 
     async def scale_preview(
         self, owner: ScaleOwner, runner_type: str, *, timeout_s: float
@@ -92,9 +89,7 @@ class ActionCore:
         if owner.incident is not None:
             now, within = self.acting.clock(), self.config.drain_target_minutes
             advice = judgement_of(owner.incident, runner_type, now=now, within_mins=within)
-        elif (
-            reading := await self.diagnosing.readings.latest()
-        ) is not None and reading.fleet is not None:
+        elif (reading := await self.diagnosing.readings.latest()) is not None and reading.fleet:
             found = of_type(reading.fleet.runner_types, runner_type)
             advice = found.judged if found is not None else None
         return await self.scaling.preview(
@@ -132,8 +127,7 @@ class ActionCore:
     async def resolve(
         self, actor: Actor, ref: str, *, anyway: bool = False, interaction: str | None = None
     ) -> Outcome:
-        """Resolve by hand; while the queue is still live, only `anyway`: the root's button asked
-        in its confirm dialog, `/queue resolve` asks here, once, with what is still live."""
+        """Resolve by hand; while the queue is still live, only `anyway`."""
 
         async def run() -> Outcome:
             name = await self.acting.name(actor)

@@ -1,7 +1,6 @@
-"""What is behind the queue. Diagnostics run into the thread, the report locked per incident for a
-short cooldown, so a double click posts one report and the refusal points at it. `/queue jobs
-[runner-type]`: which jobs are queueing, from where, and what changed: the type asked for, else the
-channel's open incidents' types, else its worst queues."""
+"""What is behind the queue: diagnostics into the thread, locked per incident for a short cooldown
+so a double click posts one report; `/queue jobs [runner-type]`: which jobs are queueing, from
+where, and what changed."""
 
 from __future__ import annotations
 
@@ -57,9 +56,8 @@ class Diagnosing:
             return incident
         name = await self.acting.name(actor)
         ttl_s, doing = self.config.backend_timeout_seconds + 5, f"{name} ran them"
-        lock = await self.acting.interactions.lock(
-            incident.id, "diagnose", doing=doing, ttl_s=ttl_s
-        )
+        locks = self.acting.interactions
+        lock = await locks.lock(incident.id, "diagnose", doing=doing, ttl_s=ttl_s)
         if isinstance(lock, Held):
             return refused(f"Diagnostics were just run ({lock.what}): see the thread.")
         snapshot, evidence, view = await self._gather(incident)
@@ -72,8 +70,7 @@ class Diagnosing:
             event = Event(at=now, kind="diagnosed", text=text, actor=actor.user_id, actor_name=name)
             updated = incident
             if snapshot.is_live and (incident.live is None or snapshot.at >= incident.live.at):
-                # The root shows the numbers diagnostics read: one "now" in the thread and above
-                # it (after a scale-up, busy 30/30 on both, not 20/20 on the root).
+                # The root shows the numbers diagnostics read: one "now" in the thread and above.
                 updated = with_live(updated, snapshot, as_snapshot(updated, snapshot, snapshot.at))
             short_of = _short_of(diagnosis, snapshot)
             pods_of = diagnosis.lead_type if diagnosis.cause in PODS_NOT_STARTING else ""
@@ -90,10 +87,8 @@ class Diagnosing:
         return await self.acting.commit(ref, decide)
 
     async def _gather(self, incident: Incident) -> tuple[FleetSnapshot, Evidence, JobsView | None]:
-        """The incident's runner types from the shared fleet reading (else the alert's numbers,
-        saying why), and what the causes read beyond it."""
-        reading, history = await self.readings.current()
-        now = self.acting.clock()
+        """The incident's types from the shared reading, and what the causes read beyond it."""
+        (reading, history), now = await self.readings.current(), self.acting.clock()
         snapshot = self.readings.incident_view(incident, reading, history, now)
         types = [t for t in snapshot.runner_types if t]
         unread = "needs the jobs behind the queue, which could not be read ({exc})"
@@ -125,14 +120,10 @@ PODS_NOT_STARTING = (Cause.PODS_UNSCHEDULABLE, Cause.IMAGE_PULL, Cause.CONFIG_ER
 
 
 def _short_of(diagnosis: Diagnosis, snapshot: FleetSnapshot) -> tuple[str, float] | None:
-    """The runner type and maximum a "maximum too low" conclusion is about: a reading with a
-    higher one takes it off the root."""
-    if diagnosis.cause is not Cause.AUTOSCALING or not diagnosis.lead_type:
-        return None
-    metrics = snapshot.runner_types.get(diagnosis.lead_type)
-    if metrics is None or metrics.maximum is None:
-        return None
-    return diagnosis.lead_type, metrics.maximum
+    """The runner type and maximum a "maximum too low" conclusion is about."""
+    lead = diagnosis.lead_type if diagnosis.cause is Cause.AUTOSCALING else ""
+    metrics = snapshot.runner_types.get(lead) if lead else None
+    return (lead, metrics.maximum) if metrics is not None and metrics.maximum is not None else None
 
 
 @dataclass
@@ -180,8 +171,7 @@ class Jobs:
 async def read_jobs(
     watch: JobsWatch | None, now: datetime, *, unset: str, unread: str
 ) -> tuple[JobsView | None, str]:
-    """The jobs `watch` lists now, or why not: `unset` without a jobs source, `unread` (its
-    `{exc}` the error) when it could not be read."""
+    """The jobs `watch` lists now, or why not (`unset`, or `unread` with its `{exc}`)."""
     if watch is None:
         return None, unset
     try:

@@ -1,6 +1,5 @@
 """The early warning's buttons: Dismiss (anyone may: it only holds back a forecast, for an hour)
-and Scale up (before the alert fires; the scale-up is the warning's, or the incident's that took
-the warning on)."""
+and Scale up (the warning's, or the incident's that took it on)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from bot.actions.flow import Acting, Actor, Outcome, refused
 from bot.actions.scale import Scaling
 from bot.domain.reading.early_warning import Phase, WarningState
 from bot.domain.reading.fleet import judged_of
-from bot.domain.reading.judgement import Judgement
 from bot.fleet.readings import FleetReadings
 from bot.render.early_warning import DISMISS_FOR_S
 from bot.render.mrkdwn import escape, slack_date, truncate
@@ -65,12 +63,8 @@ class Warnings:
         keep: bool = False,
         interaction: str | None = None,
     ) -> Outcome:
-        return await self.acting.guarded(
-            "scale",
-            actor,
-            interaction,
-            lambda: self._scale(actor, runner_type, uid, delta, raise_maximum, keep),
-        )
+        run = lambda: self._scale(actor, runner_type, uid, delta, raise_maximum, keep)  # noqa: E731
+        return await self.acting.guarded("scale", actor, interaction, run)
 
     async def _scale(
         self, actor: Actor, runner_type: str, uid: str, delta: int, raise_maximum: bool, keep: bool
@@ -81,9 +75,8 @@ class Warnings:
             return choice
         scaling = self.scaling
         if choice.phase is Phase.FOLDED:
-            done = await scaling.scale_now(
-                actor, choice.incident_id, runner_type, delta, raise_maximum, keep
-            )
+            ref = choice.incident_id
+            done = await scaling.scale_now(actor, ref, runner_type, delta, raise_maximum, keep)
             if not done.ok:
                 return done
             fired = (
@@ -91,21 +84,17 @@ class Warnings:
                 "warning on, and the scale-up is its."
             )
             return Outcome(True, f"{fired} {done.message}", done.result)
-        problem = scaling.check(runner_type, delta)
-        if problem:
+        if problem := scaling.check(runner_type, delta):
             return refused(problem)
         name = await self.acting.name(actor)
         scaled = await scaling.scale_up(name, runner_type, delta, raise_maximum, keep, warning=uid)
         if isinstance(scaled, Outcome):
             return scaled
-        judged = await self._judged(runner_type)  # its runners followed from the latest reading
+        reading = await self.readings.latest() if self.readings is not None else None
+        judged = judged_of(reading.fleet if reading and not reading.error else None, runner_type)
         await scaling.record_on_warning(self.store, uid, name, runner_type, delta, scaled, judged)
         shown = escape(scaled[0].detail)
         return Outcome(True, f"You scaled `{_name(runner_type)}` by +{delta}: {shown}.")
-
-    async def _judged(self, runner_type: str) -> Judgement | None:
-        reading = await self.readings.latest() if self.readings is not None else None
-        return judged_of(reading.fleet if reading and not reading.error else None, runner_type)
 
     async def _active(
         self, runner_type: str, uid: str, *, folded: bool = False

@@ -1,10 +1,7 @@
 """The path every responder action takes: `guarded` authorizes, answers the same delivery twice
 once, and counts the outcome; `commit` decides on the incident as read and commits the change with
-its thread reply. Backend calls happen between the two, holding no state.
-
-Who may do what (`Authorizer`): scaling costs money and capacity, so only `SCALE_ALLOWED_USERS`
-(directly or through a user group) may; the other actions are how an on-call works, open to everyone
-in the channel."""
+its thread reply. Scaling costs money and capacity, so only `SCALE_ALLOWED_USERS` may
+(`Authorizer`); the other actions are open to everyone in the channel."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -44,9 +41,8 @@ BUSY = (
 
 RESTRICTED = frozenset({"scale"})
 GROUP_CACHE_S = 300.0
-# A modal's submission waits for the check within Slack's 3 s: a slow group allows nobody this
-# time rather than losing the answer; its lookup goes on for up to GROUP_FETCH_S, so the next
-# try finds it cached.
+# A modal's submission waits within Slack's 3 s: a slow group allows nobody this time rather than
+# lose the answer; its lookup goes on for up to GROUP_FETCH_S, so the next try finds it cached.
 GROUP_LOOKUP_S = 1.5
 GROUP_FETCH_S = 10.0
 
@@ -71,8 +67,7 @@ class Outcome:
 
 
 def unanswered(exc: RedisError) -> Outcome:
-    """What a person is told when Redis did not answer: a crowd holding every connection is not
-    an outage, and saying so keeps an operator from chasing one."""
+    """What a person is told when Redis did not answer: a crowd holding every connection is busy."""
     return Outcome(False, BUSY if isinstance(exc, MaxConnectionsError) else NO_REDIS, "error")
 
 
@@ -97,19 +92,16 @@ Decide = Callable[[Incident, datetime, list[Event]], Decided]
 Run = Callable[[], Awaitable[Outcome]]
 
 
+@dataclass(eq=False)
 class Authorizer:
-    def __init__(
-        self,
-        config: Settings,
-        *,
-        group_members: Callable[[str], Awaitable[Sequence[str]]],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._config = config
-        self._group_members = group_members
-        self._clock = clock
-        self._groups: dict[str, tuple[float, frozenset[str]]] = {}  # group -> (read at, members)
-        self._fetching: dict[str, asyncio.Task[frozenset[str] | None]] = {}
+    config: Settings
+    _: KW_ONLY
+    group_members: Callable[[str], Awaitable[Sequence[str]]]
+    clock: Callable[[], float] = time.monotonic
+    _groups: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict, init=False)
+    _fetching: dict[str, asyncio.Task[frozenset[str] | None]] = field(
+        default_factory=dict, init=False
+    )
 
     async def refusal(self, user_id: str, action: str) -> str | None:
         """None when `user_id` may do `action`; else what to tell them, and how to be allowed."""
@@ -117,7 +109,7 @@ class Authorizer:
             return "Slack did not say who asked, so nothing was done."
         if action not in RESTRICTED:
             return None
-        allowed = self._config.scale_allowed_users
+        allowed = self.config.scale_allowed_users
         if not allowed:
             return (
                 "Scaling from Slack is turned off: nobody is allowed yet. An operator allows "
@@ -134,7 +126,7 @@ class Authorizer:
     async def _in_a_group(self, user_id: str) -> bool:
         """Fresh cached members answer at once; else the other groups are asked together, for
         GROUP_LOOKUP_S, and a group unread this time answers with the members it had last."""
-        now, groups = self._clock(), self._config.scale_allowed_groups
+        now, groups = self.clock(), self.config.scale_allowed_groups
         fresh = {g for g in groups if (c := self._groups.get(g)) and now - c[0] < GROUP_CACHE_S}
         if any(user_id in self._groups[g][1] for g in fresh):
             return True
@@ -152,11 +144,11 @@ class Authorizer:
     async def _members(self, group: str) -> frozenset[str] | None:
         """The group's members, cached; None when they could not be read (asked again soon)."""
         try:
-            members = frozenset(await asyncio.wait_for(self._group_members(group), GROUP_FETCH_S))
+            members = frozenset(await asyncio.wait_for(self.group_members(group), GROUP_FETCH_S))
         except Exception as exc:
             group_log.warning("user group %s: members unreadable (%s)", group, exc)
             return None
-        self._groups[group] = (self._clock(), members)
+        self._groups[group] = (self.clock(), members)
         return members
 
 
@@ -186,15 +178,11 @@ class Acting:
         *,
         asked: tuple[str, str] | None = None,
     ) -> Outcome:
-        """`run` once per interaction, authorized and counted; a refusal of what was `asked`
-        (the incident's ref, the request in words) is kept on the incident's timeline. What it
-        logs names the incident it acts on, once loaded."""
+        """`run` once per interaction, authorized and counted; a refusal of `asked` is kept."""
         with logs.about():
             try:
                 outcome = await self._once(action, actor, interaction, run)
-            except Deposed:
-                # Not an answer to give: the request stays in its stream, and the next leader
-                # (this replica too, leading again) carries it on under the same claim.
+            except Deposed:  # the request stays in its stream, for the next leader
                 raise
             except RedisError as exc:
                 log.error("action %s failed: Redis: %s", action, exc)
@@ -226,8 +214,7 @@ class Acting:
         return outcome
 
     async def keep_refusal(self, ref: str, asked: str, actor: Actor, outcome: Outcome) -> None:
-        """On the timeline (for the postmortem), not on the root nor in the thread: the person
-        was told."""
+        """On the timeline (for the postmortem) only: the person was told."""
         if outcome.result not in ("refused", "failed"):
             return
         try:
@@ -259,8 +246,7 @@ class Acting:
         return loaded
 
     async def commit(self, ref: str, decide: Decide, *, with_timeline: bool = False) -> Outcome:
-        """Commit what `decide` makes of the incident `ref` names (`with_timeline`: given its
-        timeline, for decisions that render it)."""
+        """Commit what `decide` makes of the incident `ref` names (`with_timeline`: given it)."""
         incident_id, uid = parse_ref(ref)
         if not incident_id:
             return refused(UNKNOWN)

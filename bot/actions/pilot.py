@@ -1,11 +1,7 @@
-"""The pilot: opt-in per runner type (SCALER_TARGETS' `pilot`), it scales a type up on its own
-while an incident or, before the alert, an early warning is open for it, within the type's
-policy (`bot.domain.scale.pilot.verdict`), through the same path a person's Scale up takes (the
-fleet-wide lock, the scaler's checks, the put-back, the follow-up), as itself: no person's
-permission is borrowed. Each act is said once, with Undo and Pause pilot: a reply in the
-incident's thread, or on the warning's message. An act that fails, is undone or whose runners do
-not come pauses the type's pilot until a person resumes it. It runs on the leader alone, and
-each act is claimed before the scaler is called, so a fail-over mid-act never makes it twice."""
+"""The pilot: opt-in per runner type, it scales a type up on its own within an open incident or,
+before the alert, an early warning, through the path a person's Scale up takes, as itself. An act
+that fails, is undone or whose runners do not come pauses the type's pilot until a person resumes
+it. Each act is claimed before the scaler is called, so a fail-over mid-act never makes it twice."""
 
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ from datetime import UTC, datetime
 from redis.exceptions import RedisError
 
 from bot.actions.amends import amending
-from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
+from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused
 from bot.actions.scale import Scaling
 from bot.backends.http import BackendError
 from bot.backends.scale import Reverted, Undo
@@ -85,12 +81,8 @@ class Piloting:
         policies = self.policies
         if self.store is None or not policies:
             return []
-        found = await self.store.states(sorted(policies))
-        enabled = self.config.pilot_enabled
-        return [
-            PilotState(t, policies[t], piloted, paused, enabled)
-            for t, (piloted, paused) in found.items()
-        ]
+        found, enabled = await self.store.states(sorted(policies)), self.config.pilot_enabled
+        return [PilotState(t, policies[t], *state, enabled) for t, state in found.items()]
 
     async def tick(self) -> None:
         """The leader's look at each piloted type, at every status tick. Never raises."""
@@ -116,9 +108,8 @@ class Piloting:
             policy, now = policies[runner_type], self.acting.clock()
             if paused is not None:  # until someone resumes it, incident or not
                 await store.kept_paused(runner_type)
-            found = _incident_for(views, warnings, runner_type) or _warning_for(
-                warnings, fleet, runner_type
-            )
+            found = _incident_for(views, warnings, runner_type)
+            found = found or _warning_for(warnings, fleet, runner_type)
             others = [
                 *(s for i in incidents for s in scale_ups(i, runner_type)),
                 *(s for w in warnings.values() for s in _warning_ups(w, runner_type)),
@@ -153,17 +144,12 @@ class Piloting:
         kept = {"last": piloted.last, "outcome": piloted.outcome, "failed": piloted.failed}
         if not self.config.pilot_enabled:
             return Piloted(why="", at=now, **kept)
-        if paused is None and piloted.acting:
-            # The look that kept it never ended: its leader stopped mid-act. Its claim still
-            # held, the act may have been made, whatever the readings ask now (they may show it
-            # already, or be too stale to show the incident): a person looks before the pilot
-            # goes on. Released, it changed nothing; recorded, it is on the record.
-            key, _, claim = piloted.acting.rpartition(" ")
-            if await self.store.act_claimed(key, runner_type, claim) and not _recorded(
-                found, key, claim
-            ):
-                await self._pause(runner_type, _mid_act(key))
-                return Piloted(why="", at=now, kind=PAUSED, **kept)
+        # Its leader stopped mid-act, the act perhaps made: a person looks before it goes on.
+        key, _, claim = piloted.acting.rpartition(" ")
+        mid_act = paused is None and piloted.acting and not _recorded(found, key, claim)
+        if mid_act and await self.store.act_claimed(key, runner_type, claim):
+            await self._pause(runner_type, _mid_act(key))
+            return Piloted(why="", at=now, kind=PAUSED, **kept)
         if found is None:
             return Piloted(why=NO_INCIDENT, at=now, **kept)
         last, outcome, failed_at, failed = _last_act(found, piloted)
@@ -181,15 +167,9 @@ class Piloting:
         mine = {act_key(up) for up in found.mine}
         others = [s for s in every if act_key(s) not in mine]
         resumed = await self.store.resumed(runner_type)
+        within = "incident" if found.incident else "early warning"
         decided = verdict(
-            policy,
-            hold,
-            judged,
-            acts,
-            now,
-            others=others,
-            resumed=resumed,
-            within="incident" if found.incident else "early warning",
+            policy, hold, judged, acts, now, others=others, resumed=resumed, within=within
         )
         if not decided.runners or hold is None:
             return Piloted(why=decided.why, at=now, hold=hold, kind=decided.kind, **said)
@@ -199,13 +179,9 @@ class Piloting:
         # Kept before the call: a leader that takes over mid-act finds this act's claim.
         claim = _claim(found, hold.since)
         mark = f"{found.key} {claim}"
-        await self.store.save(
-            runner_type,
-            Piloted(why=f"{ACTING}{decided.why}", at=now, hold=hold, acting=mark, **said),
-        )
+        acting = Piloted(why=f"{ACTING}{decided.why}", at=now, hold=hold, acting=mark, **said)
+        await self.store.save(runner_type, acting)
         acted = await self._act(found, runner_type, decided, claim)
-        # Made, the window goes on: the next act, a period on, adds what it still wants beyond
-        # the capacity this one brought.
         if acted is None:
             return Piloted(why=f"acted: {decided.why}", at=now, hold=hold, kind="act", **said)
         kind = "waiting" if acted else PAUSED  # "": it paused the pilot
@@ -214,19 +190,15 @@ class Piloting:
     async def _act(
         self, found: Within, runner_type: str, decided: Verdict, claim: str
     ) -> str | None:
-        """The act, claimed first (`claim`: the incident's or warning's next act on the type,
-        for this hold): None when it was made; else why not ("": it paused the pilot, and the
-        pause says why)."""
+        """The act, claimed first: None when it was made; else why not ("": it paused the pilot)."""
         assert self.store is not None
         if not await self.store.claim_act(found.key, runner_type, claim):
             await self._pause(runner_type, _mid_act(found.key))
             return ""
         try:
-            preview = await self.scaling.preview(
-                runner_type,
-                asking(found.judged, decided.runners),
-                timeout_s=self.config.backend_timeout_seconds,
-            )
+            asked = asking(found.judged, decided.runners)
+            timeout_s = self.config.backend_timeout_seconds
+            preview = await self.scaling.preview(runner_type, asked, timeout_s=timeout_s)
             # A pause while the capacity was read (someone's Pause, Undo or `off`) stops it.
             stopped = await self.store.paused(runner_type)
         except BaseException:
@@ -240,15 +212,10 @@ class Piloting:
             return f"the target refuses it: {shape.limited or preview.capacity_note or 'no room'}"
         runners = min(decided.runners, shape.delta)
         incident, warning = found.incident, found.warning
+        owner = (incident.id if incident else "", warning.uid if warning else "")
         try:
             scaled = await self.scaling.scale_up(
-                PILOT,
-                runner_type,
-                runners,
-                shape.raise_maximum,
-                False,
-                incident.id if incident else "",
-                warning.uid if warning else "",
+                PILOT, runner_type, runners, shape.raise_maximum, False, *owner
             )
         except RedisError:  # raised only before the scaler is asked (its lock not taken)
             await self.store.release_act(found.key, runner_type, claim)
@@ -263,12 +230,13 @@ class Piloting:
         try:
             if incident is not None:
                 ref = f"{incident.id}:{incident.uid}"
-                recorded = await self.scaling.record(
+                said = await self.scaling.record(
                     ref, "", PILOT, runner_type, runners, scaled, pilot=why
                 )
+                recorded = said.ok
             else:
                 assert warning is not None and self.warnings is not None
-                kept = await self.scaling.record_on_warning(
+                recorded = await self.scaling.record_on_warning(
                     self.warnings,
                     warning.uid,
                     PILOT,
@@ -278,32 +246,26 @@ class Piloting:
                     found.judged,
                     pilot=why,
                 )
-                recorded = Outcome(kept, "")
         except RedisError:
-            recorded = Outcome(False, "")
-        if not recorded.ok:  # made, and put back in time, but the thread cannot say so
+            recorded = False
+        if not recorded:  # made, and put back in time, but the thread cannot say so
             await self._pause(runner_type, f"its +{runners} was made but not recorded")
             return ""
         return None
 
     async def _would(self, found: Within, runner_type: str, decided: Verdict, now: datetime) -> str:
-        """A dry run's act, scaling nothing: said in the incident's thread and kept on its
-        timeline; before the alert, said on the early warning's message and kept there for the
-        incident that takes it on."""
+        """A dry run's act, scaling nothing: kept on the incident's timeline, or on the warning."""
         said = f"dry run: {would_said(runner_type, decided.runners, now)}: {decided.why}"
         if (incident := found.incident) is None:
             assert found.warning is not None and self.warnings is not None
             uid, act = found.warning.uid, (now.timestamp(), decided.runners)
-
-            kept = False
+            kept = []
 
             def keep(state: WarningState | None) -> WarningState | None:
-                nonlocal kept
-                # A newer warning, or one an incident took on meanwhile: this look is over (the
-                # next one acts in the incident, counting what the warning kept).
-                kept = state is not None and state.uid == uid and state.phase is Phase.ACTIVE
-                if not kept or state is None:
+                # A newer warning, or one an incident took on meanwhile: the next look acts there.
+                if state is None or state.uid != uid or state.phase is not Phase.ACTIVE:
                     return None
+                kept.append(state)
                 return replace(state, would=(*state.would, act), version=state.version + 1)
 
             await self.warnings.save_fresh(found.warning.runner_type, keep)
@@ -320,9 +282,7 @@ class Piloting:
         return said
 
     async def _record(self, incident: Incident, runner_type: str, state: Piloted) -> None:
-        """The pilot's word on the type in the incident where it acts, where the rule that
-        decides changes: its thread line (edited in place), the root, and on the timeline (so
-        the alert's issue and the postmortem) a pause, a resume, or why it stands aside."""
+        """The pilot's word on the type where its rule changes: thread line, root and timeline."""
         assert self.store is not None
         line = PilotLine(kind=state.kind, said=state.why, at=self.acting.clock())
         if state.kind == PAUSED:
@@ -368,10 +328,7 @@ class Piloting:
         self, actor: Actor, on: bool, runner_type: str = "", *, interaction: str | None = None
     ) -> Outcome:
         """`/queue pilot on|off [type]`: every piloted type, or one; scale permission."""
-
-        async def run() -> Outcome:
-            return await self._switch(actor, on, runner_type)
-
+        run = lambda: self._switch(actor, on, runner_type)  # noqa: E731
         return await self.acting.guarded("scale", actor, interaction, run)
 
     async def _switch(self, actor: Actor, on: bool, runner_type: str) -> Outcome:
@@ -404,39 +361,26 @@ class Piloting:
     async def pause(self, actor: Actor, value: str, interaction: str | None) -> Outcome:
         """The act's Pause pilot button: its type's pilot, until someone resumes it."""
         _, _, runner_type = _act_of(value)
-
         return await self.switch(actor, False, runner_type, interaction=interaction)
 
     async def undo(self, actor: Actor, value: str, interaction: str | None) -> Outcome:
         """The act's Undo: put back at once, pause the type's pilot, say so in the thread."""
         ref, at, runner_type = _act_of(value)
-
-        async def run() -> Outcome:
-            return await self._undo(actor, ref, at, runner_type)
-
-        # A refusal is kept on an incident's timeline; a warning has none.
-        asked = (
-            None
-            if ref.startswith(WARNING_REF)
-            else (ref, f"Undo of the pilot's scale-up of {runner_type}")
-        )
+        run = lambda: self._undo(actor, ref, at, runner_type)  # noqa: E731
+        warned = ref.startswith(WARNING_REF)  # a refusal is kept on an incident's timeline only
+        asked = None if warned else (ref, f"Undo of the pilot's scale-up of {runner_type}")
         return await self.acting.guarded("scale", actor, interaction, run, asked=asked)
 
     async def _undo(self, actor: Actor, ref: str, at: str, runner_type: str) -> Outcome:
         if (unset := self.scaling.unset()) is not None:
             return unset
         if ref.startswith(WARNING_REF):
-            uid = ref.removeprefix(WARNING_REF)
-            return await self._undo_on_warning(actor, uid, at, runner_type)
-        incident = (await self.acting.load(ref)).incident
-        act = (
-            next(
-                (e for e in pilot_acts(incident, runner_type) if e.at.isoformat() == at),
-                None,
+            return await self._undo_on_warning(
+                actor, ref.removeprefix(WARNING_REF), at, runner_type
             )
-            if incident is not None
-            else None
-        )
+        incident = (await self.acting.load(ref)).incident
+        acts = pilot_acts(incident, runner_type) if incident is not None else []
+        act = next((e for e in acts if e.at.isoformat() == at), None)
         done = act.scale if act is not None else None
         if done is None or done.after is None or not done.field:
             return refused("That act is no longer on the incident's record: nothing was put back.")
@@ -451,12 +395,7 @@ class Piloting:
         if isinstance(put_back, Outcome):
             return put_back
         name, result = put_back
-        back = "unset" if done.before is None else str(done.before)
-        text = (
-            f"Undid the pilot's +{done.added} on {runner_type}: {result.detail}"
-            if result.done
-            else f"Did not undo the pilot's +{done.added} on {runner_type}: {result.detail}"
-        )
+        text = f"{_undid(result)} the pilot's +{done.added} on {runner_type}: {result.detail}"
         text += f" ({result.left})" if result.left else ""
         text += "; the pilot is paused for it until someone resumes it"
 
@@ -468,7 +407,7 @@ class Piloting:
             if result.done:  # its runners are not awaited any more
                 updated = with_scale_ups(updated, {act.at: undone(done)})
             reply = Reply("action", BAND_ACTION, render_event(updated, event))
-            answer = f"{escape(text)}. `{back}` is what it was before the act."
+            answer = f"{escape(text)}. `{_was(done)}` is what it was before the act."
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(result.done, answer)
 
         # Undone after the resolve, the summary that said it goes back is edited to say so.
@@ -477,31 +416,23 @@ class Piloting:
     async def _put_back(
         self, actor: Actor, runner_type: str, done: ScaleUp
     ) -> tuple[str, Reverted] | Outcome:
-        """The act `done` put back at once, its type's pilot paused first (by whom, and the
-        scaler's answer); a refusal or failure as the answer."""
+        """The act `done` put back at once, its pilot paused first: by whom, and the answer."""
         reverts, target = self.scaling.reverts, self.scaling.targets.get(runner_type)
         if reverts is None or target is None or done.after is None:
             return refused(f"{self.scaling.backend_name} cannot put a scale-up back.")
         name = await self.acting.name(actor)
         assert self.store is not None
-        await self.store.pause(
-            runner_type,
-            Paused(by=name, why=f"its +{done.added} was undone", at=self.acting.clock()),
-        )
+        why = f"its +{done.added} was undone"
+        await self.store.pause(runner_type, Paused(by=name, why=why, at=self.acting.clock()))
         try:
             result = await reverts.undo_now(target, Undo(done.field, done.before, done.after))
         except BackendError as exc:
-            return Outcome(
-                False,
-                f"Could not put `{escape(runner_type)}` back: {escape(str(exc))}. The pilot is "
-                "paused for it.",
-                "failed",
-            )
+            reason = f"{escape(str(exc))}. The pilot is paused for it."
+            return failed(f"Could not put `{escape(runner_type)}` back: {reason}")
         return name, result
 
     async def _undo_on_warning(self, actor: Actor, uid: str, at: str, runner_type: str) -> Outcome:
-        """Undo of an act made before the alert: put back at once, paused, told on the
-        warning's message (an act an incident took on is undone from its thread)."""
+        """Undo of an act made before the alert, told on the warning's message."""
         state = await self.warnings.get(runner_type) if self.warnings is not None else None
         if state is not None and state.uid == uid and state.phase is Phase.FOLDED:
             return refused(
@@ -511,19 +442,17 @@ class Piloting:
         acts = warning_acts(state) if state is not None and state.uid == uid else []
         done = next((up for up in acts if up.at is not None and up.at.isoformat() == at), None)
         if done is None or done.after is None or not done.back or done.undone:
-            gone = "That act is no longer the early warning's to undo: nothing was put back."
-            return refused(gone)
+            return refused(
+                "That act is no longer the early warning's to undo: nothing was put back."
+            )
         put_back = await self._put_back(actor, runner_type, done)
         if isinstance(put_back, Outcome):
             return put_back
         name, result = put_back
         assert self.warnings is not None
         now = self.acting.clock()
-        text = (
-            f"Undone by {name} at {now:%H:%M} UTC: {result.detail}"
-            if result.done
-            else f"{name} asked to undo it at {now:%H:%M} UTC: {result.detail}"
-        )
+        did = f"Undone by {name}" if result.done else f"{name} asked to undo it"
+        text = f"{did} at {now:%H:%M} UTC: {result.detail}"
         text += f" ({result.left})" if result.left else ""
         # Put back, its runners are not awaited any more: its follow-up ends with it.
         fated = (undone(done) if result.done else done).model_copy(update={"fate": f"{text}."})
@@ -531,16 +460,12 @@ class Piloting:
         def told(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != uid:
                 return None
-            kept = tuple(fated if up == done else up for up in state.scaled)
-            return state.with_scaled(kept)
+            return state.with_scaled(tuple(fated if up == done else up for up in state.scaled))
 
         await self.warnings.save_fresh(runner_type, told)
-        back = "unset" if done.before is None else str(done.before)
-        verb = "Undid" if result.done else "Did not undo"
-        answer = f"{verb} the pilot's +{done.added} on {escape(runner_type)}: "
-        answer += escape(result.detail)
-        answer += f". `{back}` is what it was before the act; the pilot is paused for it until "
-        return Outcome(result.done, answer + "someone resumes it.")
+        answer = f"{_undid(result)} the pilot's +{done.added} on {escape(runner_type)}: "
+        answer += f"{escape(result.detail)}. `{_was(done)}` is what it was before the act; "
+        return Outcome(result.done, answer + "the pilot is paused for it until someone resumes it.")
 
 
 ACTING = "acting: "  # kept before the act's call, replaced once the look ends
@@ -560,10 +485,16 @@ def recorded(runner_type: str, line: PilotLine, was: PilotLine | None) -> tuple[
     return None  # each reason once an incident
 
 
+def _undid(result: Reverted) -> str:
+    return "Undid" if result.done else "Did not undo"
+
+
+def _was(done: ScaleUp) -> str:
+    return "unset" if done.before is None else str(done.before)
+
+
 def _as_if_made(found: Within, runner_type: str) -> tuple[Judgement, list[ScaleUp]]:
-    """A dry run's view: the type's judgement and scale-ups as if its acts so far had been
-    made, their runners on their way, so it never asks twice for one need (the queue it reads
-    is the one without them)."""
+    """A dry run's view, as if its acts so far had been made: it never asks twice for one need."""
     events = found.incident.actions if found.incident is not None else ()
     made = [
         (e.at, w.runners)
@@ -582,7 +513,7 @@ def _as_if_made(found: Within, runner_type: str) -> tuple[Judgement, list[ScaleU
 
 
 def _claim(found: Within, since: datetime) -> str:
-    """The act a hold ending at `since` makes where the pilot acts: its number there, the hold."""
+    """The act a hold ending at `since` makes: its number where the pilot acts, the hold."""
     return f"{len([up for up in found.mine if up.pilot]) + 1}@{since.timestamp():.0f}"
 
 
@@ -596,8 +527,7 @@ def _mid_act(key: str) -> str:
 
 
 def _recorded(found: Within | None, key: str, claim: str) -> bool:
-    """Whether the act `claim` names is on the record of `found` (where it was made): its
-    leader stopped after recording it, before the look ended."""
+    """Whether the act `claim` names is on the record of `found`, where it was made."""
     number = int(claim.partition("@")[0] or 0)
     if found is None or found.key != key:
         return False
@@ -614,8 +544,7 @@ def _act_of(value: str) -> tuple[str, str, str]:
 @dataclass(frozen=True)
 class Within:
     """What the pilot acts within for a type: the oldest open incident whose thread shows it,
-    else, before any alert, its standing early warning; the type's judgement as that shows it,
-    and the scale-ups of the type there."""
+    else its standing early warning; the type's judgement and scale-ups there."""
 
     key: str  # what its acts are claimed under
     where: str  # in words
@@ -623,37 +552,31 @@ class Within:
     mine: list[ScaleUp]
     incident: Incident | None = None
     warning: WarningState | None = None
-    # A dry run's acts on the type's early warning that no incident has taken on yet (when,
-    # runners): counted as made, wherever it acts now.
+    # A dry run's acts (when, runners) on the type's early warning no incident took on yet.
     would: tuple[tuple[float, int], ...] = ()
 
 
 def _incident_for(
-    views: list[tuple[Incident, FleetSnapshot]],
-    warnings: dict[str, WarningState],
-    runner_type: str,
+    views: list[tuple[Incident, FleetSnapshot]], warnings: dict[str, WarningState], runner_type: str
 ) -> Within | None:
-    found = []
-    for incident, view in views:
-        metrics = of_type(view.runner_types, runner_type) if view.is_live else None
-        if metrics is not None and metrics.judged is not None:
-            found.append((incident, metrics.judged))
+    judged_in = ((i, of_type(v.runner_types, runner_type) if v.is_live else None) for i, v in views)
+    found = [(i, m.judged) for i, m in judged_in if m is not None and m.judged is not None]
     if not found:
         return None
     incident, judged = min(found, key=lambda f: f[0].opened_at)
-    mine = scale_ups(incident, runner_type)
-    where = f"incident {incident.id}"
     # A warning the incident has not taken on yet (its upkeep folds it at its next tick).
     state = of_type(warnings, runner_type)
     would = state.would if state is not None and state.phase is Phase.ACTIVE else ()
-    return Within(incident.id, where, judged, mine, incident=incident, would=would)
+    mine = scale_ups(incident, runner_type)
+    return Within(
+        incident.id, f"incident {incident.id}", judged, mine, incident=incident, would=would
+    )
 
 
 def _warning_for(
     warnings: dict[str, WarningState], fleet: FleetSnapshot | None, runner_type: str
 ) -> Within | None:
-    """The type's standing early warning (none on hold: no fresh reading to act on), judged as
-    the reading it shows judges it."""
+    """The type's standing early warning (none on hold: no fresh reading to act on)."""
     state = of_type(warnings, runner_type)
     if state is None or state.phase is not Phase.ACTIVE or state.held_since or fleet is None:
         return None
@@ -667,16 +590,15 @@ def _warning_for(
 
 
 def _warning_ups(state: WarningState, runner_type: str) -> list[ScaleUp]:
-    """A warning's scale-ups of the type, folded or not: until the incident that took it on
-    has them they count here, and counted twice they hold nothing back twice."""
+    """A warning's scale-ups of the type, folded or not (counted twice, they hold back once)."""
     if not same_type(state.runner_type, runner_type):
         return []
     return [up for up in state.scaled if up.at is not None]
 
 
 def _last_act(found: Within, piloted: Piloted) -> tuple[str, str, str, str]:
-    """The pilot's last act on the type where it acts in words, what came of it, the last act
-    whose runners did not come (its time), and why it pauses now: once per such act."""
+    """The pilot's last act on the type in words, what came of it, the last act whose runners
+    did not come (its time), and why it pauses now: once per such act."""
     acts = [up for up in found.mine if up.pilot and up.at is not None]
     if not acts:
         return piloted.last, piloted.outcome, piloted.failed, ""
@@ -684,10 +606,7 @@ def _last_act(found: Within, piloted: Piloted) -> tuple[str, str, str, str]:
     assert act.at is not None
     last = f"+{act.added} at {act.at:%H:%M} UTC in {found.where}"
     outcome = {True: "its runners came", False: "its runners did not come", None: ""}[act.came]
-    if act.followed:
-        outcome = "being followed"
-    if act.undone:
-        outcome = "undone"
+    outcome = "undone" if act.undone else "being followed" if act.followed else outcome
     if act.came is not False or piloted.failed == act.at.isoformat():
         return last, outcome, piloted.failed, ""
     failed = f"its +{act.added} at {act.at:%H:%M} UTC did not come up"

@@ -1,6 +1,5 @@
 """`/queue report [7d|30d] [runner-type]`: capacity planning, answered ephemerally, and posted
-weekly when `REPORT_SCHEDULE` is set. A history that cannot be read leaves its numbers out and
-says why."""
+weekly when `REPORT_SCHEDULE` is set."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ class Report:
                 reports, incidents, default=routing.default, routed=routing.channel_of_type
             )
             for channel, of_channel in by_channel.items():
-                # One claim per schedule, not per date: a new leader fires within the hour's
-                # grace, which may cross midnight UTC; the claim outlives that hour, not the week.
+                # One claim per schedule, not per date: the hour's grace may cross midnight UTC.
                 if not await self.notices.claim(f"report:weekly:{channel}"):
                     continue
                 await self.notices.queue(channel, report_message(of_channel, **said))
@@ -73,11 +71,9 @@ class Report:
     async def _reports(
         self, days: int, runner_type: str | None
     ) -> tuple[list[TypeReport], list[Incident], dict[str, Any]]:
-        """The reports, the incidents read (for their channels), and what the rendering says of
-        the window and its history."""
+        """The reports, the incidents read (for their channels), and what the rendering says."""
         store, now = self.acting.store, self.acting.clock()
-        since = now - timedelta(days=days)
-        ids = await store.recent_ids(MAX_INCIDENTS)
+        since, ids = now - timedelta(days=days), await store.recent_ids(MAX_INCIDENTS)
         incidents = await store.get_many(ids)
         timelines = [await store.events(incident.id) for incident in incidents]
         reading = await self.readings.latest()
@@ -103,8 +99,8 @@ class Report:
             thresholds=self.config.thresholds,
             kills=kills,
         )
-        kept_days = self.config.incident_retention_days
-        said = {"days": days, "kept_days": kept_days, "history": source, "missing": missing}
+        said = {"days": days, "kept_days": self.config.incident_retention_days}
+        said |= {"history": source, "missing": missing}
         # At the bound, an incident of the window that last changed before those read is unread.
         oldest = min((incident.updated_at for incident in incidents), default=now)
         if len(ids) >= MAX_INCIDENTS and oldest > since:

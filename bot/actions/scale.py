@@ -15,9 +15,9 @@ from typing import TypeVar
 from redis.exceptions import RedisError
 
 from bot.actions.flow import Acting, Actor, Decided, Outcome, failed, refused, unrecorded
-from bot.actions.scale_reverts import PutBackDue, ScaleReverts
+from bot.actions.scale_reverts import PutBackDue, ScaleReverts, made
 from bot.backends.http import BackendError, deadline_of, within
-from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, Undo
+from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.config import MetricsBackend, Settings
 from bot.domain.incident.incidents import (
     Event,
@@ -48,6 +48,8 @@ NOT_CONFIGURED = (
     "`aws-asg`) and `SCALER_TARGETS`."
 )
 FLEET = "fleet"  # action locks of a runner type are fleet-wide, not per incident
+# A scale-up made: its result, what its message says of undoing it, what puts it back (None: stays).
+Scaled = tuple[ScaleResult, str, PutBackDue | None]
 
 
 @dataclass
@@ -71,8 +73,7 @@ class Scaling:
 
     async def choices(self, actor: Actor, ref: str) -> tuple[Incident, list[str]] | Outcome:
         """The incident and the runner types one may scale for it (its own first), or why not."""
-        refusal = await self.refusal(actor)
-        if refusal is not None:
+        if (refusal := await self.refusal(actor)) is not None:
             return refusal
         incident = await self.acting.open_incident(ref, "Incident {id} is already resolved.")
         if isinstance(incident, Outcome):
@@ -99,7 +100,7 @@ class Scaling:
         self, runner_type: str, recommended: Judgement | None, *, timeout_s: float, until: str = ""
     ) -> ScalePreview:
         """What the form shows for `runner_type`, checked as the scaler would check it; the
-        capacity is read within `timeout_s`, since a modal is waiting."""
+        capacity read within `timeout_s`, since a modal is waiting."""
         target, scaler = self.targets[runner_type], self.scaler
         capacity, note = None, NOT_CONFIGURED
         if scaler is not None:
@@ -117,37 +118,29 @@ class Scaling:
             can_raise_maximum=can_raise,
             refusal=lambda delta, raise_max: self.refused(target, capacity, delta, raise_max),
         )
+        cannot_undo = scaler.cannot_undo if scaler is not None else ""
+        after = self.config.scale_revert_after if reverts is not None else None
+        until = until or (reverts.settle_said if reverts is not None else "")
         return ScalePreview(
-            target,
-            capacity,
-            note,
-            recommended,
-            can_raise,
-            scaler.cannot_undo if scaler is not None else "",
-            self.config.scale_revert_after if reverts is not None else None,
-            until or (reverts.settle_said if reverts is not None else ""),
-            default,
+            target, capacity, note, recommended, can_raise, cannot_undo, after, until, default
         )
 
     def refused(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, raise_maximum: bool
     ) -> str:
-        """Why the scaler would refuse this request at `capacity` ("" when it would not, or it
-        cannot tell)."""
+        """Why the scaler would refuse this at `capacity` ("": it would not, or cannot tell)."""
         if self.scaler is None:
             return ""
         return self.scaler.refusal(target, capacity, delta, raise_maximum=raise_maximum)
 
     async def failures(self, runner_types: list[str]) -> dict[str, list[str] | None]:
-        """The autoscaler's own recent failures for each of `runner_types` with a target (None:
-        unreadable, which is not the same as none)."""
+        """The autoscaler's recent failures of each type with a target (None: unreadable)."""
         return await self._read_each(
             runner_types, lambda scaler, target, _: scaler.failures(target)
         )
 
     async def since(self, asked: Mapping[str, datetime]) -> dict[str, str]:
-        """What the autoscaler shows of the scale-ups `asked` (runner type → when) whose runners
-        did not come: "" where it cannot tell, "not known" where it could not be read."""
+        """What the autoscaler shows of the scale-ups `asked` whose runners did not come."""
         found = await self._read_each(
             list(asked), lambda scaler, target, name: scaler.since(target, asked[name])
         )
@@ -155,12 +148,9 @@ class Scaling:
         return {name: unread if said is None else said for name, said in found.items()}
 
     async def _read_each(
-        self,
-        runner_types: list[str],
-        read: Callable[[Scaler, ScaleTarget, str], Awaitable[T]],
+        self, runner_types: list[str], read: Callable[[Scaler, ScaleTarget, str], Awaitable[T]]
     ) -> dict[str, T | None]:
-        """`read` of each of `runner_types` with a target, at once, each within the backend's
-        timeout (None: it failed)."""
+        """`read` of each of `runner_types` with a target, at once (None: it failed)."""
         scaler = self.scaler
         configured = {t: c for t in runner_types if (c := self.configured(t)) is not None}
         if scaler is None or not configured:
@@ -202,16 +192,10 @@ class Scaling:
         keep: bool = False,
         interaction: str | None = None,
     ) -> Outcome:
-        """Scale up; unless `keep`, it is put back once the incident resolved and its queue
-        settled, or after `SCALE_REVERT_AFTER` (where the backend can put it back)."""
+        """Scale up; unless `keep`, put back once the incident resolved and its queue settled."""
+        run = lambda: self.scale_now(actor, ref, runner_type, delta, raise_maximum, keep)  # noqa: E731
         asked = (ref, f"Scale-up of {runner_type} by +{delta}")
-        return await self.acting.guarded(
-            "scale",
-            actor,
-            interaction,
-            lambda: self.scale_now(actor, ref, runner_type, delta, raise_maximum, keep),
-            asked=asked,
-        )
+        return await self.acting.guarded("scale", actor, interaction, run, asked=asked)
 
     async def scale_now(
         self, actor: Actor, ref: str, runner_type: str, delta: int, raise_maximum: bool, keep: bool
@@ -238,23 +222,19 @@ class Scaling:
         name: str,
         runner_type: str,
         delta: int,
-        scaled: tuple[ScaleResult, str, PutBackDue | None],
+        scaled: Scaled,
         judged: Judgement | None,
         *,
         pilot: str = "",
     ) -> bool:
         """A scale-up made from the early warning `uid`, said on its message and followed from
-        the registered runners `judged` counts, as an incident's is; whether the warning kept it
-        (the upkeep may have saved a newer version meanwhile). `pilot`: the pilot made it, why."""
-        (result, plan, record), at = scaled, self.acting.clock()
+        the runners `judged` counts; whether the warning kept it. `pilot`: why the pilot made it."""
+        (result, plan, _), at = scaled, self.acting.clock()
         why = f"{pilot}; " if pilot else ""
         line = f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {why}{result.detail} "
         line += f"({self.backend_name})."
-        up = self._going_back(
-            made(runner_type, delta, name, at, result.undo, pilot=bool(pilot)), record
-        )
-        rid = up.back
-        entry = scaled_from(line, plan, rid, up, judged, self.config.scale_verify_s)
+        up = self._made(runner_type, delta, name, at, scaled, pilot)
+        entry = scaled_from(line, plan, up.back, up, judged, self.config.scale_verify_s)
         kept = []
 
         def noted(state: WarningState | None) -> WarningState | None:
@@ -272,17 +252,16 @@ class Scaling:
         name: str,
         runner_type: str,
         delta: int,
-        scaled: tuple[ScaleResult, str, PutBackDue | None],
+        scaled: Scaled,
         *,
         pilot: str = "",
     ) -> Outcome:
-        """A scale-up made, on its incident: its event, its put-back, its reply and its
-        follow-up. `pilot`: the pilot made it, and why (no person: `user_id` is "")."""
+        """A scale-up made, on its incident: its event, put-back, reply and follow-up."""
         result, undo, record = scaled
+        said = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-            done = made(runner_type, delta, name, now, result.undo, pilot=bool(pilot))
-            done = self._going_back(done, record)
+            done = self._made(runner_type, delta, name, now, scaled, pilot)
             text = f"Scaled {runner_type} by +{delta}: {result.detail} ({self.backend_name})"
             if pilot:
                 text = f"{name} scaled {runner_type} by +{delta}: {pilot}; {result.detail}"
@@ -292,12 +271,10 @@ class Scaling:
             # One scale-up a record: the latest says what goes back, from where and by when.
             earlier = without_put_backs(incident, {done.back}) if done.back else incident
             updated = with_action(earlier, event)
-            # When it goes back is said once, in the thread: not in the root's latest actions nor
-            # the summary's timeline, nor the answer (the modal said it); that it stays is news.
+            # When it goes back is said once, in the thread (the modal said it); that it stays, too.
             detail = f"· {escape(undo)}" if undo else ""
             updated, events, reply = self._followed(incident, updated, event, detail)
-            answer = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
-            answer += f" {escape(undo)}" if undo and record is None else ""
+            answer = said + (f" {escape(undo)}" if undo and record is None else "")
             if not incident.is_open:
                 answer += " The incident had resolved meanwhile."
             return Commit(updated, events=events, replies=(reply,)), Outcome(True, answer)
@@ -309,20 +286,17 @@ class Scaling:
         except RedisError as exc:
             # The runners were added: "try again" would add them twice.
             log.error("scale-up of %s made but not recorded on its incident: %s", runner_type, exc)
-            done = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
             why = unrecorded(exc)
-            return Outcome(True, f"{done} It is not in the incident's thread: {why}.", "ok")
+            return Outcome(True, f"{said} It is not in the incident's thread: {why}.", "ok")
 
     def _followed(
         self, before: Incident, updated: Incident, event: Event, detail: str
     ) -> tuple[Incident, tuple[Event, ...], Reply]:
-        """The scale-up's reply, and the scale-up followed to its effect from the reading its
-        incident showed before it; without readings, its outcome at once: nobody can tell."""
+        """The scale-up's reply, and the scale-up followed (without readings, decided at once)."""
         done = event.scale
         assert done is not None, "a scale-up's event"
         number, judged = before.replies + 1, judged_of(before.live, done.runner_type)
-        earlier = made_scale_ups(before)
-        verify_s = self.config.scale_verify_s
+        verify_s, earlier = self.config.scale_verify_s, made_scale_ups(before)
         up = follow(done, judged, verify_s=verify_s, reply=number, detail=detail, earlier=earlier)
         if self.config.metrics_backend is MetricsBackend.ALERT:
             outcome = outcome_of(up, None, event.at)
@@ -343,19 +317,15 @@ class Scaling:
         keep: bool,
         incident_id: str = "",
         warning: str = "",
-    ) -> tuple[ScaleResult, str, PutBackDue | None] | Outcome:
-        """The backend's call under the type's fleet-wide lock (kept for the cooldown), recorded to
-        be put back: its result, what its message says of undoing it, and what puts it back (None:
-        it stays); a failure as the answer."""
+    ) -> Scaled | Outcome:
+        """The backend's call under the type's fleet-wide lock, recorded to be put back."""
         scaler, reverts = self.scaler, self.reverts
         if scaler is None:  # the callers refuse first; a new one must too
             return refused(NOT_CONFIGURED)
         timeout_s = self.config.backend_timeout_seconds
+        doing, ttl_s = f"{name} is scaling it", deadline_of(timeout_s) + 5
         lock = await self.acting.interactions.lock(
-            FLEET,
-            f"scale:{runner_type}",
-            doing=f"{name} is scaling it",
-            ttl_s=deadline_of(timeout_s) + 5,
+            FLEET, f"scale:{runner_type}", doing=doing, ttl_s=ttl_s
         )
         if isinstance(lock, Held):
             return refused(f"`{escape(runner_type)}` was just scaled: {escape(lock.what)}.")
@@ -379,11 +349,8 @@ class Scaling:
                 "at it before asking again; it would not be put back."
             )
         except Exception:
-            # A failure no backend classified (a bug). Answered, never raised: the requests
-            # stream would perform the entry again, and call the scaler again each time. The
-            # lock goes, so the next person is not told the type "was just scaled" for its
-            # lifetime. A cancelled call keeps the lock: it may have reached the backend, as an
-            # unanswered one may.
+            # A bug: answered, never raised, or the requests stream would call the scaler again.
+            # A cancelled call keeps the lock: it may have reached the backend.
             log.exception("scale-up of %s: %s failed unexpectedly", target, scaler.name)
             try:
                 await lock.release()
@@ -394,11 +361,9 @@ class Scaling:
                 "failed unexpectedly (queuepilot's log says why). It may have been: look at its "
                 "scale set or group before asking again; it would not be put back."
             )
-        at = self.acting.clock()
+        asked = f"{name} asked for +{delta} at {self.acting.clock():%H:%M} UTC"
         try:
-            await lock.keep(
-                self.config.scale_cooldown_seconds, f"{name} asked for +{delta} at {at:%H:%M} UTC"
-            )
+            await lock.keep(self.config.scale_cooldown_seconds, asked)
         except RedisError as exc:  # it scaled: what follows must still record it to go back
             log.warning("scale-up of %s: its cooldown not kept: Redis: %s", target, exc)
         if result.undo is None:
@@ -419,23 +384,10 @@ class Scaling:
             return result, stays, None
         return result, reverts.plan(warning=bool(warning)), record
 
-    def _going_back(self, up: ScaleUp, record: PutBackDue | None) -> ScaleUp:
-        if record is None or self.reverts is None:
-            return up
-        return self.reverts.going_back(up, record)
-
-
-def made(
-    runner_type: str, added: int, by: str, at: datetime, undo: Undo | None, *, pilot: bool = False
-) -> ScaleUp:
-    """A scale-up as made: what it changed, from what to what."""
-    return ScaleUp(
-        runner_type=runner_type,
-        added=added,
-        by=by,
-        at=at,
-        field=undo.field if undo is not None else "",
-        before=undo.before if undo is not None else None,
-        after=undo.after if undo is not None else None,
-        pilot=pilot,
-    )
+    def _made(
+        self, runner_type: str, delta: int, name: str, at: datetime, scaled: Scaled, pilot: str
+    ) -> ScaleUp:
+        """The scale-up as made, and as the record that puts it back says."""
+        result, _, record = scaled
+        up = made(runner_type, delta, name, at, result.undo, pilot=bool(pilot))
+        return up if record is None or self.reverts is None else self.reverts.going_back(up, record)

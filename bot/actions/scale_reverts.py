@@ -1,7 +1,11 @@
 """Scale-ups from Slack that put themselves back: once their incident resolved and the type's queue
 stayed drained `SCALE_REVERT_SETTLE` (a real fleet queues again the instant capacity goes), or after
 `SCALE_REVERT_AFTER`. One record per runner type and field: a second scale-up extends the first,
-and the oldest value goes back. What went back is followed to the fleet (`put_back_follows`)."""
+and the oldest value goes back.
+
+What went back is followed to the fleet: the scaler's runners are read again at later looks until
+they are within the bound put back, or SCALE_VERIFY_SECONDS pass, then said once in the put-back's
+own reply. Ended before it is said: a leader that dies between says it never, never twice."""
 
 from __future__ import annotations
 
@@ -17,7 +21,6 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from bot.actions.amends import amending
-from bot.actions.put_back_follows import PutBackFollows
 from bot.backends.http import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.config import Settings
@@ -30,22 +33,25 @@ from bot.domain.incident.incidents import (
     without_put_backs,
 )
 from bot.domain.reading.early_warning import SCALE_UNTIL, Phase, WarningState, fate_told
-from bot.domain.scale.put_back_seen import Back, bounding
+from bot.domain.scale.put_back_seen import Back, Landed, bounding, landed
 from bot.domain.scale.scale_ups import ScaleUp
-from bot.domain.scale.scaling import ScaleTarget
+from bot.domain.scale.scaling import Capacity, ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
 from bot.pacing import wait_after
-from bot.render.replies import render_act, render_event
-from bot.storage.due_set import Claim, scale_revert_records
+from bot.render.follow_ups import PUT_BACK_SEEN, back_said
+from bot.render.replies import render_act, render_back_seen, render_event
+from bot.storage.due_set import Claim, put_back_follows, scale_revert_records, sweep
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply, reply_ts
 from bot.storage.keys import Keys
 
 log = logging.getLogger(__name__)
+# The follow-ups log under their own name, which operators filter on.
+follow_log = logging.getLogger("bot.actions.put_back_follows")
 
 # A transient failure is tried again after 15 to 30 s, doubling, at most 15 minutes apart; after
-# this many it is reported and dropped (doubling, jittered: 1¼ to 2½ hours of trying).
+# this many (1¼ to 2½ hours of trying) it is reported and dropped.
 FIRST_BACKOFF_S = 30.0
 MAX_BACKOFF_S = 900.0
 MAX_ATTEMPTS = 15
@@ -64,9 +70,9 @@ _Moment = Annotated[float, Field(allow_inf_nan=False)]
 
 @dataclass(frozen=True)
 class PutBackDue:
-    """When and how a runner type's field goes back, as a status or a silence check is due: what
-    its scale-ups changed (`undo`: from the first one's value before to the last one's after),
-    for the incident or early warning (`warning`: its uid) whose scale-ups they are."""
+    """When and how a runner type's field goes back: what its scale-ups changed (`undo`: from
+    the first one's value before to the last one's after), for the incident or early warning
+    (`warning`: its uid) whose scale-ups they are."""
 
     id: str
     incident_id: str
@@ -85,8 +91,7 @@ class PutBackDue:
 
     @classmethod
     def load(cls, text: str | None) -> PutBackDue | None:
-        """None when it is not `dump()`'s shape, so the sweep drops it at once rather than failing
-        on it at every look; fields a later release adds are left to that release."""
+        """None when it is not `dump()`'s shape, so the sweep drops it at once."""
         try:
             return _STORED.validate_json(text or "", strict=True)
         except ValidationError:
@@ -96,8 +101,30 @@ class PutBackDue:
 _STORED = TypeAdapter(PutBackDue)
 
 
+@dataclass(frozen=True)
+class Followed:
+    """A put-back said in its incident's reply `reply`, and the bounds its runners come back in."""
+
+    incident_id: str
+    reply: int
+    said_at: float
+    text: str
+    backs: tuple[Back, ...]
+
+
+_FOLLOWED = TypeAdapter(Followed)
+
+
 def record_id(runner_type: str, field: str) -> str:
     return f"{runner_type}|{field}"
+
+
+def made(
+    runner_type: str, added: int, by: str, at: datetime, undo: Undo | None, *, pilot: bool = False
+) -> ScaleUp:
+    """A scale-up as made: what it changed, from what to what."""
+    changed = {"field": undo.field, "before": undo.before, "after": undo.after} if undo else {}
+    return ScaleUp(runner_type=runner_type, added=added, by=by, at=at, pilot=pilot, **changed)
 
 
 @dataclass(eq=False)
@@ -115,25 +142,19 @@ class ScaleReverts:
     def __post_init__(self) -> None:
         # Resolution is noticed within a few ticks; the record costs one Redis read a look.
         self._check_s = self.config.status_tick_seconds * 3
+        self._lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
         self._due = scale_revert_records(self.redis, self.keys)
-        self.follows = PutBackFollows(
-            self.redis, self.keys, self.store, self.scaler, config=self.config, clock=self.clock
-        )
+        self._follows = put_back_follows(self.redis, self.keys)
 
     async def remember(
         self, incident_id: str, target: ScaleTarget, undo: Undo, *, by: str, warning: str = ""
     ) -> PutBackDue:
         """An earlier record of the same type and field that this scale-up continues keeps its
-        value before: that goes back. One that something else changed since (Helm, kubectl, a
-        scale-up kept) is not continued: the change between is someone else's, and stays."""
+        value before: that goes back. One that something else changed since is not continued."""
         now = self.clock().timestamp()
         rid = record_id(target.runner_type, undo.field)
         earlier = PutBackDue.load(await self._due.data(rid))
-        if (
-            earlier is not None
-            and earlier.target.target == target.target
-            and earlier.undo.after == undo.before
-        ):
+        if earlier and earlier.target.target == target.target and earlier.undo.after == undo.before:
             undo = replace(undo, before=earlier.undo.before)
         record = PutBackDue(
             rid, incident_id, target, undo, self.scaler.name, by, now, warning=warning
@@ -154,8 +175,7 @@ class ScaleReverts:
         return record
 
     def plan(self, *, warning: bool = False) -> str:
-        """When a recorded scale-up goes back: "It goes back when the incident resolves … or
-        after 4 h, unless …"."""
+        """When a recorded scale-up goes back, in words."""
         until = SCALE_UNTIL if warning else self.settle_said
         after = self.config.scale_revert_after
         when = f"when {until} or after {_span(after)}" if after else f"when {until}"
@@ -203,10 +223,14 @@ class ScaleReverts:
                 gone = {r: ended for r, _, _, ended in done}
                 at = await self._say(incident_id, text, gone=gone, follow=bool(backs))
                 if at is not None and backs:
-                    await self.follows.follow(incident_id, *at, text, backs)
+                    followed = Followed(incident_id, at[0], at[1].timestamp(), text, tuple(backs))
+                    stored = _FOLLOWED.dump_json(followed).decode()
+                    member, due = f"{incident_id}|{at[0]}", followed.said_at + self._check_s
+                    await self._follows.schedule(member, due, stored)
             except RedisError as exc:
                 log.warning("scale reverts: %s: Redis: %s; not told: %s", incident_id, exc, text)
-        await self.follows.tick()
+        now = self.clock().timestamp()
+        await sweep(self._follows, now, self._follow, follow_log, "put-back follow-ups")
 
     def _order(self, rid: str) -> int:
         order = self.scaler.revert_order
@@ -214,11 +238,8 @@ class ScaleReverts:
         return order.index(changed) if changed in order else len(order)
 
     async def _look(self, rid: str) -> tuple[str, str, Back | None, str] | None:
-        """(incident id, text, the bound put back to follow, what its acts say of it: `ENDED`'s)
-        when its thread is to be told that the record went back or could not; a warning's own
-        message is told at once."""
-        lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
-        claim = await self._due.claim(rid, self.clock().timestamp(), lease_s)
+        """What to tell `rid`'s incident (id, text, bound to follow, how it ended), if anything."""
+        claim = await self._due.claim(rid, self.clock().timestamp(), self._lease_s)
         if claim is None:
             return None  # not due any more
         record = PutBackDue.load(await self._due.data(rid))
@@ -226,10 +247,9 @@ class ScaleReverts:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)
             await self._due.done(claim)
             return None
-        now = self.clock()
-        warnings, state = self.warnings, None
-        if record.warning and warnings is not None:
-            found = await warnings.get(record.target.runner_type)
+        now, state = self.clock(), None
+        if record.warning and self.warnings is not None:
+            found = await self.warnings.get(record.target.runner_type)
             state = found if found is not None and found.uid == record.warning else None
         record = await self._hand_over(claim, record, state)
         if record is None:
@@ -273,9 +293,8 @@ class ScaleReverts:
         return record.incident_id, text, back, ended
 
     def _unforeseen(self, record: PutBackDue) -> BackendError:
-        """A failure no backend classified (a bug, an answer of a shape not foreseen), tried
-        again as a transient one: left to escape, it was tried at every look, uncounted and
-        never told. Its traceback is logged at each attempt, as the thread points at the log."""
+        """A failure no backend classified (a bug), tried again as a transient one: left to
+        escape, it was tried at every look, uncounted and never told."""
         log.exception("scale reverts: %s: %s failed unexpectedly", record.id, self.scaler.name)
         message = f"{self.scaler.name} failed unexpectedly (queuepilot's log says why)"
         return BackendError(message, retryable=True)
@@ -284,9 +303,8 @@ class ScaleReverts:
         self, claim: Claim, record: PutBackDue, state: WarningState | None
     ) -> PutBackDue | None:
         """The alert fired: the incident that took the warning on owns its scale-up now. The new
-        owner is kept before anything is said, or a Redis error between would hand it over at
-        every look; `taken_from` stays until the thread and the warning are told, so a look after
-        such an error tells them (once: the thread's reply is not said again)."""
+        owner is kept first; `taken_from` stays until the thread and the warning are told, so a
+        look after a Redis error between tells them."""
         if state is not None and state.phase is Phase.FOLDED:
             owner = state.incident_id
             record = replace(record, incident_id=owner, warning="", taken_from=record.warning)
@@ -300,40 +318,28 @@ class ScaleReverts:
         return replace(record, taken_from="")
 
     async def _take_on(self, record: PutBackDue, state: WarningState | None) -> None:
-        """Each scale-up the warning made under `record` becomes the incident's, as it was made:
-        by whom (the pilot's stays the pilot's, with its Undo unless undone), from what to what,
-        what its follow-up found, and, still followed, followed on in the incident to its
-        deadline. What an older release kept (the record's words alone) is taken on as one."""
+        """Each scale-up the warning made under `record` becomes the incident's, as it was made."""
         undo, runner_type = record.undo, record.target.runner_type
-        made = [up for up in state.scaled if up.back == record.id and up.at] if state else []
-        if not made:
-            whole = ScaleUp(
-                runner_type=runner_type,
-                added=undo.after - (undo.before or 0),
-                by=record.by,
-                at=datetime.fromtimestamp(record.scaled_at, UTC),
-                field=undo.field,
-                before=undo.before,
-                after=undo.after,
-            )  # never the pilot's: it acted on no warning before this release
-            made = [whole]
+        taken = [up for up in state.scaled if up.back == record.id and up.at] if state else []
+        if not taken:  # never the pilot's: it acted on no warning before this release
+            at = datetime.fromtimestamp(record.scaled_at, UTC)
+            taken = [made(runner_type, undo.after - (undo.before or 0), record.by, at, undo)]
         # One scale-up a record: the latest says what goes back, from where and by when.
-        made = [up.model_copy(update={"back": ""}) for up in made[:-1]] + [
-            self.going_back(made[-1], record)
-        ]
+        last = self.going_back(taken[-1], record)
+        taken = [*(up.model_copy(update={"back": ""}) for up in taken[:-1]), last]
         detail = f"· {self.plan()}"
 
         def told(
             incident: Incident, now: datetime, timeline: list[Event]
         ) -> tuple[Commit | None, None]:
-            first = made[0]
+            first = taken[0]
             if any(
                 e.scale and (e.scale.at, e.scale.field) == (first.at, first.field) for e in timeline
             ):
                 return None, None  # said by a look that failed after it
             said = without_put_backs(incident, {record.id}).model_copy(update={"updated_at": now})
             events, replies = [], []
-            for k, done in enumerate(made):
+            for k, done in enumerate(taken):
                 at = now + timedelta(microseconds=k)  # its own moment: its buttons name it
                 was = "unset" if done.before is None else str(done.before)
                 text = (
@@ -341,8 +347,7 @@ class ScaleReverts:
                     f"({done.field} {was} → {done.after}{', undone' if done.undone else ''})"
                 )
                 number = said.replies + len(replies) + 1
-                # Still followed, it goes on in the thread: its reply there is edited instead; so
-                # is a pilot's act with its Undo, once it goes back.
+                # Still followed, or a pilot's act with its Undo: its reply here is edited later.
                 edited = done.followed or (done.pilot and not done.undone)
                 moved = {"reply": number, "detail": detail} if edited else {}
                 moved |= dict.fromkeys(("said", "came_said", "fate"), "")  # the warning's words
@@ -380,8 +385,7 @@ class ScaleReverts:
             return "its incident is no longer known", record, again
         if late or incident.is_open:
             return late, record, again
-        # Resolved: it goes back once the type's queue stayed drained the settle time, since the
-        # resolve or since a look last saw it queueing; one incident's records settle together.
+        # Resolved: it goes back once the type's queue stayed drained the settle time.
         settle = self.config.scale_revert_settle
         if not settle:
             return "the incident resolved", record, at
@@ -406,21 +410,18 @@ class ScaleReverts:
         return type_drained(reading.fleet, runner_type, self.config.drain_rule)
 
     async def _earlier_to_go_back(self, record: PutBackDue) -> bool:
-        """Whether a field of the same target that goes back before this one's is still raised:
-        going back part of the way now would leave it raised for good."""
+        """Whether a field of the same target that goes back before this one's is still raised."""
         order = self.scaler.revert_order
         if record.undo.field not in order:
             return False
         for earlier in order[: order.index(record.undo.field)]:
-            other = PutBackDue.load(
-                await self._due.data(record_id(record.target.runner_type, earlier))
-            )
+            rid = record_id(record.target.runner_type, earlier)
+            other = PutBackDue.load(await self._due.data(rid))
             if other is not None and other.target.target == record.target.target:
                 return True
         return False
 
     async def _say_on_warning(self, record: PutBackDue, text: str, *, ended: bool = False) -> None:
-
         def said(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != record.warning:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
@@ -436,9 +437,7 @@ class ScaleReverts:
     async def _say(
         self, incident_id: str, text: str, *, gone: dict[str, str], follow: bool
     ) -> tuple[int, datetime] | None:
-        """The put-backs' event and its thread reply; the incident drops the records `gone` (each
-        with how it ended, `ENDED`'s), and the pilot's acts they put back lose their buttons.
-        `follow`: the reply's ts is kept for an edit, and its number and time returned."""
+        """The put-backs' event and reply; `follow`: its ts kept, its number and time returned."""
 
         def told(
             incident: Incident, now: datetime, _: list[Event]
@@ -462,20 +461,14 @@ class ScaleReverts:
         return fresh.answer if fresh.committed is not None else None
 
     async def undo_now(self, target: ScaleTarget, undo: Undo) -> Reverted:
-        """One scale-up put back at once (the pilot's Undo): `undo.field` to `undo.before`, only
-        while it is `undo.after`; its record then puts back only what came before it, or goes.
-        Raises `BackendError`."""
+        """One scale-up put back at once (the pilot's Undo). Raises `BackendError`."""
         rid = record_id(target.runner_type, undo.field)
         held = PutBackDue.load(await self._due.data(rid))
         if held is not None:
-            # Out of the looks' way while it goes back: a look that claimed the record loses its
-            # claim, and none claims it before it is rewritten below.
-            lease_s = 2 * deadline_of(self.config.backend_timeout_seconds) + 30
-            await self._due.schedule(rid, self.clock().timestamp() + lease_s, held.dump())
+            # Out of the looks' way while it goes back: a look that claimed it loses its claim.
+            await self._due.schedule(rid, self.clock().timestamp() + self._lease_s, held.dump())
         result = await within(
-            self.scaler.revert(target, undo),
-            self.config.backend_timeout_seconds,
-            self.scaler.name,
+            self.scaler.revert(target, undo), self.config.backend_timeout_seconds, self.scaler.name
         )
         record = PutBackDue.load(await self._due.data(rid))
         if not result.done or record is None or record.undo.after != undo.after:
@@ -485,10 +478,62 @@ class ScaleReverts:
             await self.redis.delete(self.keys.scale_revert(rid))
         else:
             earlier = replace(record, undo=replace(record.undo, after=undo.before or 0))
-            # Due at a new time: a look that claimed the record meanwhile loses its claim, and
-            # cannot end the record this one replaces.
+            # Due at a new time: a look that claimed the record meanwhile loses its claim.
             await self._due.schedule(rid, self.clock().timestamp(), earlier.dump())
         return result
+
+    async def _follow(self, member: str) -> None:
+        """A put-back's runners read again: said once all are within their bounds, or are late."""
+        claim = await self._follows.claim(member, self.clock().timestamp(), self._lease_s)
+        if claim is None:
+            return  # not due any more
+        try:
+            followed = _FOLLOWED.validate_json(await self._follows.data(member) or "")
+        except ValidationError:
+            follow_log.warning("put-back follow-ups: %s: unreadable or gone; dropped", member)
+            await self._follows.done(claim)
+            return
+        now, verify_s = self.clock(), self.config.scale_verify_s
+        due = datetime.fromtimestamp(followed.said_at, UTC) + timedelta(seconds=verify_s)
+        seen: list[tuple[Back, Landed]] = []
+        timeout_s, scaler = self.config.backend_timeout_seconds, self.scaler
+        for back in followed.backs:
+            try:
+                read: Capacity | str | None = await within(
+                    scaler.capacity(back.target), timeout_s, scaler.name
+                )
+            except BackendError as exc:
+                read = str(exc)
+            decided = landed(back, read, scaler=scaler.name, now=now, due=due)
+            if decided is None:
+                await self._follows.reschedule(claim, now.timestamp() + self._check_s)
+                return
+            seen.append((back, decided))
+        if await self._follows.done(claim):
+            await self._say_seen(followed, seen)
+
+    async def _say_seen(self, followed: Followed, seen: list[tuple[Back, Landed]]) -> None:
+        said_at = datetime.fromtimestamp(followed.said_at, UTC)
+        put_back = Event(at=said_at, kind="scale_reverted", text=followed.text)
+        spares = self.scaler.spares_jobs
+
+        def told(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
+            edit = incident.replies == followed.reply
+            rendered = render_back_seen(incident, put_back, seen, spares, edit=edit)
+            edits = reply_ts(followed.reply) if edit else ""
+            reply = Reply("event", BAND_EVENT, rendered, edits=edits)
+            said = (back_said(back, at, said_at, spares) for back, at in seen)
+            events = tuple(Event(at=now, kind=PUT_BACK_SEEN, text=text) for text in said)
+            updated = incident.model_copy(update={"updated_at": now})
+            return Commit(updated, events=events, replies=(reply,), root=False), None
+
+        fresh = await self.store.commit_fresh(
+            followed.incident_id, amending(told), clock=self.clock, with_timeline=True
+        )
+        if not fresh.found or fresh.busy:
+            follow_log.info(
+                "put-back follow-ups: incident %s not told: %s", followed.incident_id, seen
+            )
 
 
 def _joined(texts: list[str]) -> str:
@@ -511,18 +556,15 @@ def _span(seconds: float) -> str:
 
 def _said(record: PutBackDue, why: str, result: Reverted) -> str:
     runner_type = record.target.runner_type
-    if result.done and result.left:
-        return (
-            f"Put {runner_type} back only part of the way ({why}): {result.detail} "
-            f"({record.backend}); {result.left}"
-        )
-    if result.done:
+    if not result.done:
+        return f"Left {runner_type} as it is ({why}): {result.detail}"
+    if not result.left:
         return f"Put {runner_type} back ({why}): {result.detail} ({record.backend})"
-    return f"Left {runner_type} as it is ({why}): {result.detail}"
+    part = f"Put {runner_type} back only part of the way ({why}): {result.detail}"
+    return f"{part} ({record.backend}); {result.left}"
 
 
-# How a record ended, as the pilot's acts it put back say it in place of their buttons (and an
-# Undo clicked after is told): "Put back at 14:20 UTC: nothing to undo".
+# How a record ended, as the pilot's acts it put back say it in place of their buttons.
 ENDED_BACK = "Put back at {}: nothing to undo"
 ENDED_PART = "Put back part of the way at {}: nothing more to undo"
 ENDED_LEFT = "Left as it is at {} (changed since): nothing to undo"
@@ -534,10 +576,8 @@ _SAME_DAY = timedelta(hours=12)
 def acts_ended(
     incident: Incident, gone: Mapping[str, str], now: datetime
 ) -> tuple[Incident, tuple[Reply, ...]]:
-    """The pilot's acts the records `gone` put back (each record with how it ended, `ENDED`'s;
-    an act a later scale-up continued goes back with that one's record) marked with it (`fate`),
-    and an edit of each one's own reply: its Undo and Pause pilot give way to that line. An act
-    undone has no buttons to lose, nor one told already."""
+    """The pilot's acts the records `gone` put back, marked with how (`fate`), and an edit of
+    each one's own reply: its Undo and Pause pilot give way to that line."""
     at = now.astimezone(UTC)
     changed: dict[datetime, ScaleUp] = {}
     for e in incident.actions:

@@ -1,10 +1,6 @@
-"""Silence and unsilence: a real silence in Alertmanager or Grafana, recorded on the incident. Two
-people silencing at once make one silence (the incident's silence lock); one the backend made is
-recorded even if the alert resolved meanwhile: it exists, so the incident must show it; one
-that cannot be recorded is expired again, so a click done again never leaves two. One made is
-read back before it is said: its reply says whether the backend shows it in force and selecting
-the alert, or that this is not known. The watch notices a silence that ended without us: it ran
-out, or someone removed it in the backend."""
+"""Silence and unsilence: a real silence in Alertmanager or Grafana, recorded on the incident, one
+at a time (the incident's silence lock); one made is read back before it is said. The watch notices
+a silence that ended without us: it ran out, or someone removed it in the backend."""
 
 from __future__ import annotations
 
@@ -75,8 +71,7 @@ class Silencing:
         keep: bool = False,
         interaction: str | None = None,
     ) -> Outcome:
-        """`keep`: the silence lasts its whole duration; else it ends when the incident
-        resolves."""
+        """`keep`: the silence lasts its whole duration; else it ends at the resolve."""
         asked = (ref, f"Silence for {_span(seconds)}{KEPT if keep else ''}")
         run = lambda: self._silence(actor, ref, seconds, keep=keep)  # noqa: E731
         return await self.acting.guarded("silence", actor, interaction, run, asked=asked)
@@ -99,30 +94,29 @@ class Silencing:
         if isinstance(lock, Held):
             return refused(f"Incident {incident.id} is being silenced right now: {lock.what}.")
         try:
-            # The backend's silence, with a comment that says why and links the thread.
             now, thread = self.acting.clock(), loaded.thread
             until = now + timedelta(seconds=seconds)
             link = await self.permalink(thread.channel, thread.ts) if thread else ""
-            comment = (
-                f"queuepilot incident #{incident.id} ({incident.title[:200]}), "
-                f"silenced from Slack by {name}"
-            )
-            comment += f": {link}" if link else ""
+            comment = f"queuepilot incident #{incident.id} ({incident.title[:200]}), "
+            comment += f"silenced from Slack by {name}" + (f": {link}" if link else "")
             request = SilenceRequest(incident.silence_matchers, now, until, name, comment)
-            # Watched before it exists: a leader dying right after creating it still has the
-            # tick look at the incident (and find nothing, if the silence was never recorded).
-            first_check = min(
-                until.timestamp(), now.timestamp() + self.config.silence_check_seconds
-            )
+            # Watched before it exists: a leader dying right after creating it has it looked at.
+            check_s = self.config.silence_check_seconds
             try:
-                await self.acting.store.silence_watch.schedule(incident.id, first_check)
+                watch = self.acting.store.silence_watch
+                await watch.schedule(incident.id, min(until.timestamp(), now.timestamp() + check_s))
                 silence_id = await within(silencer.create(request), self._timeout_s, silencer.name)
             except BackendError as exc:
                 reason = escape(str(exc))
                 return failed(
                     f"Could not silence incident {incident.id}: {reason}. Nothing changed."
                 )
-            read = await self._read_back(silencer, silence_id)
+            try:  # read back: the answer to the create proves only that it took the request
+                read: SilenceState | str | None = await within(
+                    silencer.state(silence_id), self._timeout_s, silencer.name
+                )
+            except BackendError as exc:
+                read = str(exc)
             made = ActiveSilence(
                 silence_id=silence_id,
                 backend=silencer.name,
@@ -143,27 +137,15 @@ class Silencing:
         finally:
             await lock.release()
 
-    async def _read_back(self, silencer: Silencer, silence_id: str) -> SilenceState | str | None:
-        """The silence as the backend shows it now, or why it could not be read: its answer
-        to the create proves only that it took the request."""
-        try:
-            return await within(silencer.state(silence_id), self._timeout_s, silencer.name)
-        except BackendError as exc:
-            return str(exc)
-
     async def _unmade(self, silencer: Silencer, made: ActiveSilence) -> None:
-        """A silence made but not recorded mutes the alert where nobody sees it, and the click
-        done again would make a second one: it goes."""
+        """A silence made but not recorded mutes the alert where nobody sees it: it goes."""
         try:
             await within(silencer.expire(made.silence_id), self._timeout_s, silencer.name)
         except BackendError as exc:
             log.warning(
                 "silence %s was made but not recorded, and expiring it failed (%s): expire it "
-                "in %s",
-                made.silence_id,
-                exc,
-                silencer.name,
-            )
+                "in %s", made.silence_id, exc, silencer.name,
+            )  # fmt: skip
 
     async def _unsilence(self, actor: Actor, ref: str) -> Outcome:
         incident = (await self.acting.load(ref)).incident
@@ -197,8 +179,7 @@ class Silencing:
         return self.config.backend_timeout_seconds
 
     async def _lock(self, incident: Incident, doing: str) -> Lock | Held:
-        # Held past two calls' deadlines (a silence made and read back, or an expire and its
-        # read-back): the commit that records the result follows them.
+        # Held past two calls' deadlines (made and read back): the commit follows them.
         ttl_s = 2 * deadline_of(self._timeout_s) + 5
         return await self.acting.interactions.lock(incident.id, "silence", doing=doing, ttl_s=ttl_s)
 
@@ -242,8 +223,7 @@ def _silenced(made: ActiveSilence, seconds: int, read: SilenceState | str | None
             answer += " The incident had resolved meanwhile; the silence stays until it ends."
         elif not incident.is_open:
             answer += " The incident had resolved meanwhile, so it ends now, as at a resolve."
-        # The thread records it as it records the silence's end: the root shows only the
-        # silence in force, and the App Home tells people the thread records what was done.
+        # In the thread, as the silence's end is: the root shows only the silence in force.
         reply = Reply("action", BAND_ACTION, render_seen(updated, event, f"until {until}", seen))
         events = (event, Event(at=now, kind=SILENCE_SEEN, text=seen_said(seen, at=_dated)))
         return Commit(updated, events=events, replies=(reply,)), Outcome(True, answer)
@@ -316,9 +296,8 @@ class SilenceWatch:
         if not incident.is_open and seen.ends_at_resolve:
             await self._end_at_resolve(claim, incident, seen)
             return
-        check_s = self.config.silence_check_seconds
+        check_s, timeout_s = self.config.silence_check_seconds, self.config.backend_timeout_seconds
         try:
-            timeout_s = self.config.backend_timeout_seconds
             state = await within(
                 self.silencer.state(seen.silence_id), timeout_s, self.silencer.name
             )
@@ -339,10 +318,9 @@ class SilenceWatch:
             await watch.reschedule(claim, max(due, now.timestamp() + 1))
             return
         ended_at = state.ends_at if state is not None and state.ends_at else now
+        text = "Silence ended: the alerts notify again"
         if ended_at < seen.until - ON_TIME:
             text = f"Silence removed in {seen.backend}, outside Slack"
-        else:
-            text = "Silence ended: the alerts notify again"
 
         def ended(incident: Incident, at: datetime) -> Commit:
             event = Event(at=at, kind="unsilenced", text=text)
@@ -354,9 +332,7 @@ class SilenceWatch:
         await watch.done(claim)
 
     async def _end_at_resolve(self, claim: Claim, incident: Incident, seen: ActiveSilence) -> None:
-        """Expire the silence the bot made, its incident resolved: a re-fire must notify. A
-        transient failure is tried again after a backoff; the last one is said in the thread,
-        and the silence then runs out as made."""
+        """Expire the silence the bot made, its incident resolved: a re-fire must notify."""
         watch, now = self.store.silence_watch, self.clock()
         try:
             timeout_s = self.config.backend_timeout_seconds
@@ -371,7 +347,7 @@ class SilenceWatch:
                 )  # fmt: skip
                 await watch.reschedule(claim, now.timestamp() + wait, str(tries))
                 return
-            await self._record(incident.id, seen, _unended(seen, str(exc), incident.id))
+            await self._record(incident.id, seen, _unended(seen, str(exc)))
             # Its tries counted afresh: a reopen lets the next resolve end it again.
             next_s = now.timestamp() + self.config.silence_check_seconds
             await watch.reschedule(claim, next_s, "0")
@@ -400,18 +376,14 @@ class SilenceWatch:
         )
 
 
-def _unended(
-    seen: ActiveSilence, reason: str, incident_id: str
-) -> Callable[[Incident, datetime], Commit]:
+def _unended(seen: ActiveSilence, reason: str) -> Callable[[Incident, datetime], Commit]:
     def change(incident: Incident, at: datetime) -> Commit:
         text = f"Could not end its silence in {seen.backend} at resolve: {reason}"
         event = Event(at=at, kind=SILENCE_UNENDED, text=text)
         stays = seen.model_copy(update={"unended": reason})
         updated = incident.model_copy(update={"silence": stays, "updated_at": at})
-        detail = (
-            f"It stays until {slack_date(seen.until)}: `/queue unsilence "
-            f"{escape(incident_id)}` removes it."
-        )
+        removes = f"`/queue unsilence {escape(incident.id)}` removes it"
+        detail = f"It stays until {slack_date(seen.until)}: {removes}."
         reply = Reply("event", BAND_EVENT, render_event(updated, event, detail=detail))
         return Commit(updated, events=(event,), replies=(reply,))
 

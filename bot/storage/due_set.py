@@ -139,7 +139,7 @@ def scale_revert_records(redis: Redis, keys: Keys) -> DueSet:
 
 
 def put_back_follows(redis: Redis, keys: Keys) -> DueSet:
-    """Put-backs whose runners are read again (`bot.actions.put_back_follows`), each its data."""
+    """Put-backs whose runners are read again (`bot.actions.scale_reverts`), each its data."""
     return DueSet(
         redis, keys.put_back_follows, data_key=keys.put_back_follow, data_ttl_s=SCALE_REVERT_TTL_S
     )
