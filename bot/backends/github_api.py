@@ -390,9 +390,8 @@ class AppInstallationToken:
         if not isinstance(token, str) or not token or expires_at is None:
             raise BackendError(UNEXPECTED, retryable=True)
         granted = answer.get("permissions")
-        permissions = (
-            {str(k): str(v) for k, v in granted.items()} if isinstance(granted, dict) else {}
-        )
+        granted = granted if isinstance(granted, dict) else {}
+        permissions = {str(name): str(level) for name, level in granted.items()}
         selection = str(answer.get("repository_selection") or "")
         self.grant = Grant(installation, permissions, selection, expires_at.timestamp())
         self._token = token
