@@ -19,6 +19,7 @@ import httpx
 from bot.backends.http import (
     BackendError,
     Counted,
+    HttpBackend,
     backend_client,
     bearer,
     error_of,
@@ -49,14 +50,12 @@ JWT_LIFETIME_S = 600
 RENEW_BEFORE_S = 300.0
 UNEXPECTED = "GitHub answered with an unexpected shape"
 CACHE_BYTES = DEFAULT_CACHES["github_readings"]
-# A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
-# longer while it continues. The backoff waits half its step to all of it, so a first step of two
-# minutes waits at least GitHub's minute; a quarter of an hour at most.
+# A secondary limit that names no time: GitHub says wait at least a minute, exponentially longer
+# while it continues. The backoff waits half its step to all of it: two minutes wait at least one.
 SECONDARY_FIRST_S = 120.0
 SECONDARY_MAX_S = 900.0
 # A reading asks for one `/jobs` page per active run: a busy organization has hundreds, rarely past
-# a thousand, so 4,096 entries hold the working set several times over. A page is kept as GitHub's
-# bytes (100-300 KB for 100 jobs), within the cache's share of memory (`bot.config.memory`).
+# a thousand. A page is kept as GitHub's bytes (100-300 KB for 100 jobs), within its memory share.
 MAX_ENTRIES = 4096
 
 
@@ -93,9 +92,8 @@ class Page:
 
 
 class EtagCache:
-    """The pages GitHub answered, kept for their ETag: an unchanged page asked again is a 304 that
-    costs no quota. Bounded, least recently used first out: a finished run's `/jobs` never comes
-    back, so an unbounded cache would grow with every run the organization ever had."""
+    """The pages GitHub answered, kept for their ETag (a 304 costs no quota). Least recently used
+    first out: a finished run's `/jobs` never comes back."""
 
     def __init__(self, *, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
@@ -107,8 +105,7 @@ class EtagCache:
         return len(self._pages)
 
     def get(self, url: str) -> Page | None:
-        page = self._pages.get(url)
-        if page is not None:
+        if (page := self._pages.get(url)) is not None:
             self._pages.move_to_end(url)
         return page
 
@@ -123,8 +120,7 @@ class EtagCache:
             self.bytes -= len(oldest.content)
 
     def discard(self, url: str) -> None:
-        page = self._pages.pop(url, None)
-        if page is not None:
+        if (page := self._pages.pop(url, None)) is not None:
             self.bytes -= len(page.content)
 
 
@@ -137,7 +133,9 @@ class Listing:
     counted: int = 0
 
 
-class GithubApi:
+class GithubApi(HttpBackend):
+    service = "GitHub"
+
     def __init__(
         self,
         config: Settings,
@@ -149,9 +147,8 @@ class GithubApi:
         counted: Counted = uncounted,
         cache_size: int = CACHE_BYTES,
     ) -> None:
-        self._counted = counted
         timeout = config.backend_timeout_seconds
-        self._client = client or backend_client(config.github_api_url, timeout, HEADERS)
+        super().__init__(client, config.github_api_url, timeout, HEADERS, counted=counted)
         # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
         self._token = config.github_token.get_secret_value() if config.github_token else ""
         self._auth = auth
@@ -211,8 +208,7 @@ class GithubApi:
             return json.loads(cached.content), cached.next_url, False  # JSON when it came
         body = json_of(response, "GitHub")
         next_url = response.links.get("next", {}).get("url")  # as given, never built by hand
-        etag = response.headers.get("etag")
-        if etag:
+        if etag := response.headers.get("etag"):
             self.etags.put(url, Page(etag, response.content, next_url))
         else:
             self.etags.discard(url)
@@ -236,21 +232,20 @@ class GithubApi:
         headers: Mapping[str, str] | None = None,
         json_body: Any = None,
     ) -> httpx.Response:
-        """Once more with a new token when GitHub refused an installation token (401): GitHub
-        refuses a token before doing anything, so a write is safe to send again."""
+        """Once more with a new token when GitHub refused an installation token (401): it refuses
+        before doing anything, so a write is safe to send again."""
 
         async def send(token: str) -> httpx.Response:
             self.calls += 1
-            return await request(
-                self._client, "GitHub", method, url, counted=self._counted, json_body=json_body,
-                headers={**(headers or {}), **bearer(token)}, expect=(*expect, 401, 403, 429),
+            return await self._request(
+                method, url, json_body=json_body, headers={**(headers or {}), **bearer(token)},
+                expect=(*expect, 401, 403, 429),
             )  # fmt: skip
 
         async with self._slots:
             # Checked in the slot: a call waiting for one sees a limit hit meanwhile.
             sent = self._clock()
-            wait = self._blocked_until - sent
-            if wait > 0:
+            if (wait := self._blocked_until - sent) > 0:
                 said = f"GitHub's rate limit: no calls until {_hms(self._blocked_until)} "
                 said += f"(another {wait:.0f} s)"
                 raise BackendError(said, retryable=True, retry_after_s=wait)
@@ -271,8 +266,7 @@ class GithubApi:
 
     def _limited(self, response: httpx.Response, *, after_limit: bool) -> BackendError:
         """A 403/429 as GitHub's "Exceeding the rate limit" asks: `retry-after`, else the quota's
-        reset, else one to two minutes, doubling; an answer to a call sent before the last limit
-        adds none."""
+        reset, else one to two minutes, doubling (not for a call sent before the last limit)."""
         headers, status, now = response.headers, response.status_code, self._clock()
         retry_after = number_of(headers.get("retry-after"))
         reset = number_of(headers.get("x-ratelimit-reset"))
@@ -303,14 +297,9 @@ class GithubApi:
         """Answers may come out of order: within one window the lowest `remaining` stands."""
         known = self.rate
         if rate is not None and (
-            known is None
-            or rate.reset > known.reset
-            or (rate.reset == known.reset and rate.remaining < known.remaining)
+            known is None or (rate.reset, -rate.remaining) > (known.reset, -known.remaining)
         ):
             self.rate = rate
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 def _hms(epoch: float) -> str:

@@ -1,6 +1,5 @@
-"""The one failure type every backend raises, the one deadline every backend call runs under,
-one HTTP call to a backend, and one classification of what went wrong (as Alertmanager's
-`notify/util.go`): whether a failure is worth another try, and what the user is told."""
+"""The one failure type, deadline, HTTP call and classification of failures of every backend (as
+Alertmanager's `notify/util.go`): whether a failure is worth another try, and what users read."""
 
 from __future__ import annotations
 
@@ -73,6 +72,33 @@ def backend_client(
     return httpx.AsyncClient(base_url=base, timeout=timeout_s, headers=headers, **options)
 
 
+class HttpBackend:
+    """A backend over HTTP: its client and where its calls are counted. `service` names it in
+    its errors ("The HUD")."""
+
+    service: str
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient | None,
+        base_url: str | None,
+        timeout_s: float,
+        headers: Mapping[str, str] | None = None,
+        *,
+        counted: Counted = uncounted,
+    ) -> None:
+        self._counted = counted
+        self._client = client or backend_client(base_url, timeout_s, headers)
+
+    async def _request(self, method: str, url: str, **options: Any) -> httpx.Response:
+        return await request(
+            self._client, self.service, method, url, counted=self._counted, **options
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
 def bearer(token: SecretStr | str | None) -> dict[str, str]:
     if isinstance(token, SecretStr):
         token = token.get_secret_value()
@@ -99,9 +125,8 @@ async def request(
             method, url, json=json_body, content=content, headers=headers, params=params
         )
     except httpx.HTTPError as exc:
-        timeout = client.timeout.read or client.timeout.connect
-        where = str(client.base_url.join(url))
-        raise unanswered(exc, service, counted, timeout_s=timeout, url=where) from None
+        timeout, where = client.timeout.read or client.timeout.connect, client.base_url.join(url)
+        raise unanswered(exc, service, counted, timeout_s=timeout, url=str(where)) from None
     counted(service, outcome_of(response, expect))
     if response.status_code in expect:
         return response
@@ -125,9 +150,8 @@ def unanswered(
 
 
 def outcome_of(response: httpx.Response, expect: Collection[int] = (200,)) -> str:
-    """The answer as `queuepilot_backend_calls_total` counts it: a 4xx the caller expected (a
-    silence's 404) is an answer, a refused credential (401, 403) never is; a 403 with a rate
-    limit's headers is how GitHub answers its limits."""
+    """The answer as `queuepilot_backend_calls_total` counts it: an expected 4xx (a silence's 404)
+    is an answer, a refused credential never is; a 403 with rate limit headers is GitHub's limit."""
     status = response.status_code
     limited = status == 403 and (
         "retry-after" in response.headers or response.headers.get("x-ratelimit-remaining") == "0"
@@ -146,8 +170,8 @@ def json_of(response: httpx.Response, service: str) -> Any:
     try:
         return response.json()
     except ValueError:
-        message = f"{service} answered with something that is not JSON"
-        raise BackendError(message, retryable=True) from None
+        said = f"{service} answered with something that is not JSON"
+        raise BackendError(said, retryable=True) from None
 
 
 def json_object(response: httpx.Response, service: str) -> dict[str, Any]:
@@ -159,8 +183,7 @@ def json_object(response: httpx.Response, service: str) -> dict[str, Any]:
 
 def error_of(service: str, response: httpx.Response) -> BackendError:
     """A refusal as a user reads it: who, the status, and the backend's own short reason."""
-    status = response.status_code
-    detail = _detail(response)
+    status, detail = response.status_code, _detail(response)
     message = f"{service} answered {status}" + (f": {detail}" if detail else "")
     return BackendError(message, retryable=status >= 500 or status == 429, status=status)
 
@@ -181,8 +204,8 @@ def _detail(response: httpx.Response) -> str:
 
 
 def shortened(text: str, limit: int) -> str:
-    """`text` on one line, cut to `limit` characters between words: a backend's reason keeps as
-    much of itself as fits (who was refused is often in its last clause), "…" where it was cut."""
+    """`text` on one line, cut to `limit` characters between words, "…" where it was cut: a
+    backend's reason keeps as much as fits (who was refused is often in its last clause)."""
     said = " ".join(text.split())
     if len(said) <= limit:
         return said
@@ -192,9 +215,8 @@ def shortened(text: str, limit: int) -> str:
 
 
 def number_of(value: object) -> float | None:
-    """A number in a backend's answer, or one quoted as text (ClickHouse's 64-bit integers,
-    HTTP headers); None for anything else. Infinity and NaN are none either: no count, wait or
-    moment is endless, and arithmetic on them fails far from the answer that carried them."""
+    """A number in a backend's answer, or one quoted as text (ClickHouse's 64-bit integers, HTTP
+    headers); None for anything else, infinity and NaN too: no count, wait or moment is endless."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
     try:

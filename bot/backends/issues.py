@@ -60,8 +60,7 @@ class GithubIssues:
         await self.api.send("POST", url, {"body": body}, expect=(201,))
 
     async def find_comment(self, repo: str, number: int, mark: str) -> bool:
-        """Whether a comment on the issue carries `mark`."""
-        # Oldest first, so every page is read (an incident's issue has tens of comments).
+        """Whether a comment on the issue carries `mark` (every page: oldest come first)."""
         url = f"/repos/{repo}/issues/{number}/comments?per_page={PAGE}"
         listing = await self.api.pages(url, None, max_pages=10)
         return any(isinstance(c, dict) and mark in str(c.get("body") or "") for c in listing.items)

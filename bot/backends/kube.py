@@ -1,12 +1,8 @@
 """How the bot reaches the Kubernetes API (`kube_access`): SCALER_KUBECONFIG, else the pod's
-service account, else kubectl's kubeconfig, with its current context. Calls go through lightkube's
-client, which reads the kubeconfig's cluster and user and rereads the service account's rotated
-token after a 401. Every call is counted and its failure classified once (`call`).
-
-A kubeconfig user's `exec` plugin is run as kubectl runs it (client-go credential plugins): the
-ExecCredential's token is used until its `expirationTimestamp` (or a 401), then the plugin runs
-again. lightkube knows no v1 ExecCredential (what current plugins print) and keeps a token past
-its expiry, so the bot runs plugins in a transport in front of lightkube's, as client-go does."""
+service account, else kubectl's kubeconfig, through lightkube's client; every call counted and
+its failure classified once (`call`). A kubeconfig user's `exec` plugin runs as client-go runs it,
+its token used until its `expirationTimestamp` (or a 401): lightkube knows no v1 ExecCredential and
+keeps a token past its expiry, so the bot runs plugins in a transport in front of lightkube's."""
 
 from __future__ import annotations
 
@@ -108,8 +104,8 @@ def in_cluster(host: str, port: str, account: Path = SERVICE_ACCOUNT) -> KubeAcc
         try:
             (account / part).read_bytes()
         except OSError as exc:
-            message = f"the service account's {account / part} is unreadable: {exc.strerror}"
-            raise BackendError(message, retryable=False) from None
+            said = f"the service account's {account / part} is unreadable: {exc.strerror}"
+            raise BackendError(said, retryable=False) from None
     server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
     cluster = Cluster(server=server, certificate_auth=str(account / "ca.crt"))
     user = User(token_file=str(account / "token"))
@@ -177,8 +173,8 @@ def _check_tls(config: SingleConfig, where: str) -> None:
     try:
         verify_cluster(config.cluster, config.user or User(), config.abs_file)
     except (OSError, ValueError, ConfigError) as exc:  # ssl.SSLError is an OSError
-        message = f"{where}: its TLS certificates are unusable: {str(exc)[:200]}"
-        raise BackendError(message, retryable=False) from None
+        said = f"{where}: its TLS certificates are unusable: {str(exc)[:200]}"
+        raise BackendError(said, retryable=False) from None
 
 
 def _without_exec(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -214,13 +210,11 @@ async def call(request: Awaitable[T], counted: Counted, *, timeout_s: float, ser
 
 
 def _failure(exc: Exception, counted: Counted, timeout_s: float, server: str) -> BackendError:
-    # A refusal is lightkube's ApiError (an HTTPStatusError), or the context of what reading its
-    # body raised.
+    # A refusal is lightkube's ApiError, or the context of what reading its body raised.
     refused = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__context__
     if isinstance(refused, httpx.HTTPStatusError):
         counted(SERVICE, outcome_of(refused.response))
-        said = error_of(SERVICE, refused.response)
-        whole = _status_message(refused.response)
+        said, whole = error_of(SERVICE, refused.response), _status_message(refused.response)
         status = refused.response.status_code
         return Refusal(str(said), retryable=said.retryable, status=status, whole=whole)
     if isinstance(exc, httpx.HTTPError):
@@ -243,9 +237,8 @@ def _status_message(response: httpx.Response) -> str:
 
 
 class Refusal(BackendError):
-    """The API server's answer refusing a call. The message a user reads cuts the API server's
-    to fit a reply, often before what says who refused (RBAC, or an admission policy by its name
-    and words): `whole` keeps it for the caller that tells them apart."""
+    """The API server's refusal; `whole`: its message uncut, which says who refused (RBAC, or an
+    admission policy) past where a reply cuts it."""
 
     def __init__(self, message: str, *, retryable: bool, status: int, whole: str) -> None:
         super().__init__(message, retryable=retryable, status=status)
@@ -282,8 +275,7 @@ class ExecPlugin:
     async def _run(self, timeout_s: float) -> tuple[str, datetime | None]:
         # What client-go tells a plugin; a bot has no terminal to prompt on.
         spec: dict[str, Any] = {"interactive": False}
-        if self.cluster is not None:
-            spec["cluster"] = self.cluster
+        spec |= {"cluster": self.cluster} if self.cluster is not None else {}
         info = {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}
         env = {**self.env, "KUBERNETES_EXEC_INFO": json.dumps(info)}
         try:

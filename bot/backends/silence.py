@@ -11,15 +11,7 @@ from urllib.parse import quote
 
 import httpx
 
-from bot.backends.http import (
-    BackendError,
-    Counted,
-    backend_client,
-    bearer,
-    json_object,
-    request,
-    uncounted,
-)
+from bot.backends.http import BackendError, Counted, HttpBackend, bearer, json_object, uncounted
 from bot.domain.alerting.alerts import Matcher, time_of
 from bot.domain.incident.silence_seen import SilenceState
 
@@ -36,7 +28,7 @@ class SilenceRequest:
 GRAFANA_PREFIX = "/api/alertmanager/grafana/api/v2"
 
 
-class Silencer:
+class Silencer(HttpBackend):
     """Alertmanager's API v2, which Grafana serves for its own Alertmanager (its service account
     needs `alert.silences:create`, `:write` and `:read`: the Editor role)."""
 
@@ -52,12 +44,11 @@ class Silencer:
         client: httpx.AsyncClient | None = None,
         counted: Counted = uncounted,
     ) -> None:
-        self.name = name  # how messages name the backend: "Alertmanager", "Grafana"
-        self._counted = counted
+        super().__init__(client, None, timeout_s, counted=counted)
+        self.name = self.service = name  # how messages name it: "Alertmanager", "Grafana"
         self._base = api_url.rstrip("/")
         self._headers = headers or {}
         self._created = created_status
-        self._client = client or backend_client(None, timeout_s)
 
     async def create(self, silence: SilenceRequest) -> str:
         body = {
@@ -98,13 +89,10 @@ class Silencer:
     async def call(
         self, method: str, path: str, body: Any = None, *, expect: tuple[int, ...] = (200,)
     ) -> httpx.Response:
-        return await request(
-            self._client, self.name, method, self._base + path, counted=self._counted,
-            expect=expect, json_body=body, headers=self._headers,
-        )  # fmt: skip
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+        url = self._base + path
+        return await self._request(
+            method, url, expect=expect, json_body=body, headers=self._headers
+        )
 
 
 def alertmanager_silencer(url: str, **options: Any) -> Silencer:

@@ -55,4 +55,4 @@ class AlertMetrics:
         return FleetSnapshot(at=now, source="alert", absent_means_empty=False)
 
     async def aclose(self) -> None:
-        return None
+        pass

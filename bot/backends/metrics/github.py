@@ -1,10 +1,8 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
 token's quota is shared, so a run's jobs are read again only when its listing entry changed, pages
 are asked with ETags (a 304 is free), and a reading stands as long as GITHUB_READING_SHARE of
-GitHub's hour allows (`paced_s`); `queued_jobs` serves the last reading's jobs while it stands.
-
-Fed by GitHub's `workflow_job` deliveries (`fed_by`), a reading costs no request: its jobs are the
-deliveries' record, and polling only reconciles every RECONCILE_S (`github_feed`)."""
+GitHub's hour allows. Fed by `workflow_job` deliveries (`fed_by`), a reading costs no request and
+polling only reconciles every RECONCILE_S."""
 
 from __future__ import annotations
 
@@ -41,9 +39,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # What of a run's listing entry changes when any of its jobs does.
 Mark = tuple[str, Any, Any]
-# A run in progress is read again this long after its last read even when its listing entry is
-# unchanged: GitHub moves a run's `updated_at` when its jobs change "in the vast majority of
-# cases" (github/vscode-github-actions, src/store/workflowRun.ts), not always.
+# A run in progress is read again this long after its last read, even unchanged: GitHub moves a
+# run's `updated_at` when its jobs change "in the vast majority of cases" (vscode-github-actions).
 REREAD_S = 600.0
 # A run whose `updated_at` is this close to its last read is read again: GitHub's timestamps have
 # whole seconds, so a change in the second of the read leaves the entry as the read saw it.
@@ -74,8 +71,7 @@ class GithubMetrics:
         self._read_at: dict[Any, float] = {}  # when each listed run was last read, or first listed
 
     def fed_by(self, record: JobRecord) -> None:
-        """Readings from the jobs GitHub's deliveries keep in `record` (every replica's endpoint
-        writes it); the REST API is read only to reconcile it, every RECONCILE_S."""
+        """Readings from the jobs GitHub's deliveries keep in `record` (every replica writes it)."""
         self._record = record
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
@@ -91,13 +87,12 @@ class GithubMetrics:
         fleet = fleet_of(live, runners.items, now=now, every_job_listed=last.jobs.complete)
         # A reading standing past the interval says so: the surfaces say when the next comes.
         pace = last.until - now.timestamp()
-        if pace <= self._config.metrics_interval_seconds:
-            return fleet
-        return fleet.model_copy(update={"paced_s": pace})
+        paced = pace > self._config.metrics_interval_seconds
+        return fleet.model_copy(update={"paced_s": pace}) if paced else fleet
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        """The last reading's jobs while it stands; past it, the runs and their jobs read again.
-        Fed by deliveries: the record's jobs, and those finished in the last RECONCILE_S."""
+        """The last reading's jobs while it stands (fed: the record's, and those finished in the
+        last RECONCILE_S)."""
         if self._record is not None:
             fed, jobs = await self._fed(self._record, now)
             at = now.timestamp()
@@ -122,8 +117,7 @@ class GithubMetrics:
     async def sizing(self, *, now: datetime) -> Sizing:
         """What a reading costs and how often the share allows one, from the listings alone."""
         listed, runners = await all_or_none([self._runs(), self._runners()])
-        pages = listed.counted + runners.counted
-        runs = _runs_of(listed)
+        pages, runs = listed.counted + runners.counted, _runs_of(listed)
         pace, cost = self._pace(pages, runs, now.timestamp()) or (None, pages + len(runs))
         return Sizing(len(runs), pages, cost, pace)
 
@@ -155,15 +149,14 @@ class GithubMetrics:
 
     async def _runs(self) -> Listing:
         """The queued runs and those in progress (a job running, the next waiting for a runner)."""
-        repos = self._config.github_repos
-        statuses = ("queued", "in_progress")
+        repos, statuses = self._config.github_repos, ("queued", "in_progress")
         urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]
         return await self._pages(urls, "workflow_runs")
 
     async def _listed(self, listed: Listing, pages: int, now: datetime) -> Last:
         """The listed runs and their jobs, read again only for a run whose listing entry changed
-        (or, in progress, was last read REREAD_S ago; or changed in the second it was read). Kept
-        as the last reading, standing until the pace (the listings cost `pages`) allows the next."""
+        (or, in progress, was last read REREAD_S ago; or changed in the second it was read), kept
+        until the pace allows the next reading."""
         at = now.timestamp()
         runs = _runs_of(listed)
         paths = {run_id: path_of(run.get("url")) for run_id, run in runs.items()}
@@ -186,12 +179,9 @@ class GithubMetrics:
         items = [job for known in kept.values() for job in known.jobs]
         items += [job for jobs in read for job in jobs.items]
         # A run that could not be read (no id, no usable `url`) may hold any queue.
-        every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(
-            paths.values()
-        )
-        every_page = all(jobs.complete for jobs in read)
-        repos = self._config.github_repos
-        complete = bool(repos) and listed.complete and every_run_read and every_page
+        every_run = all(isinstance(r, dict) and "id" in r for r in listed.items)
+        every_page = all(paths.values()) and all(jobs.complete for jobs in read)
+        complete = bool(self._config.github_repos) and listed.complete and every_run and every_page
         paced = self._pace(pages, runs, at)
         every = max(paced[0] if paced else 0.0, self._config.metrics_interval_seconds)
         self._last = Last(runs, Listing(items, complete), at + every)
@@ -201,8 +191,7 @@ class GithubMetrics:
         self, record: JobRecord, now: datetime
     ) -> tuple[Reconciled, list[dict[str, Any]]]:
         """The last reconcile (run first when due) and the record's jobs still to finish. A failed
-        reconcile is retried RECONCILE_S later, the record standing meanwhile (the first one must
-        succeed: the runners come from it)."""
+        reconcile is retried RECONCILE_S later (the first must succeed: it lists the runners)."""
         async with self._reading:
             last = self._reconciled
             if last is None or now.timestamp() >= last.until:
@@ -233,36 +222,28 @@ class GithubMetrics:
         finished = finished_runs(live, runs, at - LATE_S) if listed.complete else {}
         paths |= {run_id: path_of(url) for run_id, url in finished.items()}
         paths = {run_id: path for run_id, path in paths.items() if path}
-        # A bounded share each time, the finished runs first (their jobs show as still queued):
-        # the first reconcile of a busy repository would read every run's jobs, longer than a
-        # reading may take; the rest is read at the next reading, not RECONCILE_S later.
+        # A bounded share each time, the finished runs first (their jobs show as still queued): a
+        # busy repository's first reconcile would outlast a reading; the rest comes next reading.
         ordered = sorted(paths, key=lambda run_id: run_id not in finished)
         left = ordered[RUNS_PER_RECONCILE:]
         paths = {run_id: paths[run_id] for run_id in ordered[:RUNS_PER_RECONCILE]}
         found, whole, counted = await self._jobs_read(paths)
-        shown = {d.id for d in found}
-        gone = [
-            job
-            for job in live
-            if job.get("run_id") in finished.keys() & whole and job.get("id") not in shown
-        ]
+        shown, ended_runs = {d.id for d in found}, finished.keys() & whole
+        gone = [j for j in live if j.get("run_id") in ended_runs and j.get("id") not in shown]
         found += [d for job in gone if (d := ended(job, now)) is not None]
         await record.listed(found, at)
         self._changed = last_changes(runs, [d.job for d in found], changed)
         self._read_at = read_at | dict.fromkeys(paths.keys() & set(unread), at)
-        said = fixed({job.get("id"): job for job in known}, found, since)
-        if said:
+        if said := fixed({job.get("id"): job for job in known}, found, since):
             log.info("reconcile: %s (%d runs read)", "; ".join(said), len(paths))
         rate, share = self.api.rate, self._config.github_reading_share
         cost = listed.counted + runners.counted + counted
         # Paced as the readings are: as often as RECONCILE_S, if the share allows it.
-        every = (
-            reading_pace((), cost, rate, share=share, now=at, shortest=RECONCILE_S)[0]
-            if rate is not None
-            else RECONCILE_S
-        )
+        every = RECONCILE_S
         if left:
             every = self._config.metrics_interval_seconds
+        elif rate is not None:
+            every = reading_pace((), cost, rate, share=share, now=at, shortest=RECONCILE_S)[0]
         repos, every_run = self._config.github_repos, len(runs) == len(listed.items)
         complete = bool(repos) and listed.complete and every_run and whole == paths.keys()
         return Reconciled(runs, runners.items, complete and not left, at + every)
@@ -287,8 +268,7 @@ class GithubMetrics:
             raise
 
     def _ours(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The jobs of the configured repositories: an organization's webhook delivers every
-        repository's, and only the configured ones are listed to reconcile them."""
+        """The jobs of the configured repositories (an organization's webhook delivers all)."""
         repos = {repo.casefold() for repo in self._config.github_repos}
         return [job for job in jobs if str(job.get("repository")).casefold() in repos]
 
@@ -311,11 +291,9 @@ def reading_pace(
     due: Sequence[float], pages: int, rate: Rate, *, share: float, now: float, shortest: float
 ) -> tuple[float, int]:
     """Seconds until the next reading, and its predicted cost: the shortest interval (from
-    `shortest`, in steps) at which every reading before the reset fits in what the readings may
-    still spend (`remaining` less the `1 - share` of the limit kept for the others: the quota is
-    the token's, shared with the alert's issue and anyone else on it). A reading T from now costs
-    `pages` and a request per run in `due` (ascending) under T: the runs that changed in the last
-    T stand for those that will in the next. None fits: wait for the reset."""
+    `shortest`, in steps) at which every reading before the reset fits in `remaining` less the
+    `1 - share` of the limit kept for the token's other users. A reading T from now costs `pages`
+    and a request per run in `due` (ascending) under T; none fits: wait for the reset."""
     if now >= rate.reset:
         rate = Rate(rate.limit, rate.limit, now + WINDOW_S)  # a new hour, whole
     left = rate.remaining - (1 - share) * rate.limit

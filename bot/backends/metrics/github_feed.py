@@ -1,6 +1,5 @@
 """What GitHub's `workflow_job` deliveries leave for the polling to do: the runs whose jobs a
-reconcile reads again (where a missed delivery would leave the record wrong), and what it fixed,
-said for the log. The jobs are GitHub's REST shape, as `WorkflowJobs` keeps them."""
+reconcile reads again (where a missed delivery would leave the record wrong), and what it fixed."""
 
 from __future__ import annotations
 
@@ -16,9 +15,8 @@ RECONCILE_S = 600.0  # the runs and runners are listed this often; the deliverie
 # Runs whose jobs one reconcile reads at most: at GitHub's few hundred milliseconds a request,
 # four at a time, well inside a reading's BACKEND_TIMEOUT_SECONDS.
 RUNS_PER_RECONCILE = 40
-# A run in progress is read again this long after it was last read (or first listed), whatever
-# it says: a missed delivery followed by a delivered change of the same run leaves `updated_at`
-# saying nothing new, and a long run would keep that job wrong (queued forever) until it ends.
+# A run in progress is read again this long after it was last read (or first listed): a missed
+# delivery followed by a delivered change of the same run leaves `updated_at` saying nothing new.
 REREAD_S = 3600.0
 # A run's `updated_at` moves a little after the state its job entered (GitHub updates the run
 # once it has taken the job's change in): only a later move means a change nobody delivered.
@@ -60,17 +58,14 @@ def runs_to_read(
     """The listed runs whose jobs the record may have wrong: none of its jobs known, the run
     changed (`updated_at`) later than any change the record has of it (`last_changes`), or in
     progress and not read for REREAD_S (`read_at`: when each was last read, or first listed)."""
-    unread = []
-    for run_id, run in runs.items():
+
+    def unsure(run_id: Any, run: Any) -> bool:
         updated = time_of(run.get("updated_at"))
-        if (
-            run_id not in last
-            or updated is None
-            or updated.timestamp() > last[run_id] + LATE_S
-            or (run.get("status") != "queued" and now - read_at.get(run_id, now) >= REREAD_S)
-        ):
-            unread.append(run_id)
-    return unread
+        if run_id not in last or updated is None or updated.timestamp() > last[run_id] + LATE_S:
+            return True
+        return run.get("status") != "queued" and now - read_at.get(run_id, now) >= REREAD_S
+
+    return [run_id for run_id, run in runs.items() if unsure(run_id, run)]
 
 
 def finished_runs(

@@ -1,6 +1,5 @@
-"""What GitHub's REST jobs and runners say, in queuepilot's terms: a job's runner type, the fleet
-by runner type, and the jobs listing behind the queue. The jobs are the REST API's shape, whether
-listed (`GET .../runs/{run_id}/jobs`) or recorded from `workflow_job` deliveries."""
+"""What GitHub's REST jobs (listed, or recorded from `workflow_job` deliveries) and runners say,
+in queuepilot's terms: the fleet by runner type, and the jobs listing behind the queue."""
 
 from __future__ import annotations
 
@@ -35,10 +34,9 @@ def fleet_of(
     every_job_listed: bool = False,
     fed: bool = False,
 ) -> FleetSnapshot:
-    """Per runner type: queued jobs, the longest wait, and the runners carrying its label. Types
-    are the jobs': "nothing queued" for an absent one only when `every_job_listed`. `fed`: the
-    jobs are the deliveries' record, newer than the runners' listing, so a type's busy runners
-    are its jobs in progress (each runs one), and it has registered at least those."""
+    """Per runner type: queued jobs, the longest wait, and the runners carrying its label; an
+    absent type has none only when `every_job_listed`. `fed`: the jobs are the deliveries' record,
+    newer than the runners' listing, so a type's busy runners are its jobs in progress."""
     waits: dict[str, list[datetime]] = {}
     busy: dict[str, int] = {}
     for job in jobs:
@@ -82,8 +80,8 @@ def fleet_of(
 def queued_jobs_of(
     runs: Mapping[Any, Any], jobs: Iterable[Any], *, complete: bool = True
 ) -> JobsListing:
-    """The queued jobs with their run's workflow and trigger (ghosts and unreadable ones counted),
-    the finished ones, and the workflow of each runner (ARC names a runner after its pod)."""
+    """The queued jobs (ghosts and unreadable ones counted), the finished ones, and the workflow
+    of each runner (ARC names a runner after its pod)."""
     found: list[QueuedJob] = []
     finished: list[FinishedJob] = []
     runners: dict[str, str] = {}

@@ -10,15 +10,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bot.backends.http import (
-    BackendError,
-    Counted,
-    backend_client,
-    json_of,
-    number_of,
-    request,
-    uncounted,
-)
+from bot.backends.http import BackendError, Counted, HttpBackend, json_of, number_of, uncounted
 from bot.config import Settings
 from bot.domain.alerting.alerts import max_known, time_of
 from bot.domain.queue_cost.jobs import JobsListing, QueuedJob, trigger_of_hud
@@ -47,8 +39,9 @@ COLUMNS = {
 }
 
 
-class HudMetrics:
+class HudMetrics(HttpBackend):
     name = "the HUD"
+    service = HUD
     live = True
 
     def __init__(
@@ -58,7 +51,6 @@ class HudMetrics:
         *,
         counted: Counted = uncounted,
     ) -> None:
-        self._counted = counted
         self._query = config.hud_query
         self._parameters = {**DEFAULT_PARAMETERS[self._query], **config.hud_parameters}
         self._threshold = threshold_minutes(self._query, config.hud_parameters)
@@ -66,11 +58,10 @@ class HudMetrics:
         token = config.hud_token
         headers = {"x-hud-internal-bot": token.get_secret_value()} if token else {}
         timeout = config.backend_timeout_seconds
-        self._client = client or backend_client(config.hud_url, timeout, headers)
+        super().__init__(client, config.hud_url, timeout, headers, counted=counted)
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        rows = await self._rows(self._query, self._parameters)
-        types, skipped = per_label(rows, self._query)
+        types, skipped = per_label(await self._rows(self._query, self._parameters), self._query)
         return FleetSnapshot(
             at=now,
             source="hud",
@@ -86,20 +77,17 @@ class HudMetrics:
         return JobsListing(tuple(jobs), complete=not skipped, note=note, listed_over_mins=over)
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
-        times = {"startTime": _hud_time(start), "stopTime": _hud_time(end)}
-        parameters = {"granularity": "hour", **times}
-        types, skipped = history_rows(await self._rows(HISTORY_QUERY, parameters))
+        times = {"granularity": "hour", "startTime": _hud_time(start), "stopTime": _hud_time(end)}
+        types, skipped = history_rows(await self._rows(HISTORY_QUERY, times))
         return FleetHistory(types, _note(skipped))
 
     async def _rows(self, query: str, parameters: Mapping[str, Any]) -> Any:
         # `parameters` is required (the route JSON-parses it): at least "{}".
         shown = json.dumps(parameters, separators=(",", ":"))
-        path, params = f"/api/clickhouse/{query}", {"parameters": shown}
-        answer = await request(self._client, HUD, "GET", path, counted=self._counted, params=params)
+        answer = await self._request(
+            "GET", f"/api/clickhouse/{query}", params={"parameters": shown}
+        )
         return json_of(answer, HUD)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 def _note(skipped: int) -> str:
@@ -109,8 +97,8 @@ def _note(skipped: int) -> str:
 def _each(rows: Any, read: Callable[[dict[str, Any]], T | None]) -> tuple[list[T], int]:
     """What `read` makes of each row, and how many rows it could not read (left out)."""
     if not isinstance(rows, list):
-        message = f"{HUD} answered with something that is not a list of rows"
-        raise BackendError(message, retryable=True)
+        said = f"{HUD} answered with something that is not a list of rows"
+        raise BackendError(said, retryable=True)
     found = [read(row) if isinstance(row, dict) else None for row in rows]
     return [item for item in found if item is not None], sum(item is None for item in found)
 

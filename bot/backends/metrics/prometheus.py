@@ -15,15 +15,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bot.backends.http import (
-    BackendError,
-    Counted,
-    backend_client,
-    bearer,
-    json_object,
-    request,
-    uncounted,
-)
+from bot.backends.http import BackendError, Counted, HttpBackend, bearer, json_object, uncounted
 from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.backends.metrics.promql import (
     JOBS,
@@ -52,8 +44,7 @@ T = TypeVar("T")
 
 # The quantile of the startup histogram read as the longest wait: its slowest recent starts.
 WAIT_QUANTILE = 0.99
-# ARC times a job only as it starts: where the rate window holds no start while jobs queue, the
-# wait is read over this window.
+# ARC times a job only as it starts: with no start in the rate window, the wait's window.
 WAIT_WINDOW = "1h"
 WAIT = "longest_wait_mins"
 LONGER_WAIT = f"longest_wait_mins over {WAIT_WINDOW}"  # as a refusal's note names it
@@ -86,15 +77,14 @@ def default_queries(config: Settings) -> dict[str, str]:
 def all_queries(config: Settings) -> dict[str, str]:
     """PROMETHEUS_QUERIES (as written) over the defaults; an empty query drops a field."""
     queries = config.prometheus_queries
-    unknown = unknown_fields(queries)
-    if unknown:
+    if unknown := unknown_fields(queries):
         raise ValueError(f"PROMETHEUS_QUERIES: unknown fields {unknown}")
     merged = {**default_queries(config), **queries}
     return {name: query for name, query in merged.items() if query.strip()}
 
 
-class PrometheusMetrics:
-    name = "Prometheus"
+class PrometheusMetrics(HttpBackend):
+    name = service = "Prometheus"
     live = True
 
     def __init__(
@@ -105,7 +95,6 @@ class PrometheusMetrics:
         counted: Counted = uncounted,
     ) -> None:
         self._config = config
-        self._counted = counted
         # Field or reading -> the PromQL asked for it (`queuepilot check` shows them).
         self.queries = queries = all_queries(config)
         self._where = where = config.prometheus_selector
@@ -114,21 +103,20 @@ class PrometheusMetrics:
         longer = wait_window(config.prometheus_rate_window) if self._arc_wait else None
         label, boot = config.prometheus_runner_type_label, config.runner_boot_minutes
         self._longer_wait = defaults(longer, label, boot, where)[WAIT] if longer else ""
-        # The pods' readings whose default query stands: an empty answer is "not scraped" when
-        # the series it reads is absent altogether.
+        # The pods' readings whose default query stands: an empty answer of an absent series is
+        # "not scraped".
         self._probed = [r for r in asked if r in NEEDS and queries.get(r) == asked[r]]
         self._found: dict[str, float] = {}  # series name -> when the probe found it (monotonic)
         self._unscraped: dict[str, str] = {}  # the last probe's `runner_pods` `probed`
         suffix = config.prometheus_name_suffix
         self._suffix = re.compile(suffix) if suffix else None
         self._names = config.runner_names
-        headers = bearer(config.prometheus_token)
-        timeout = config.backend_timeout_seconds
-        self._client = client or backend_client(config.prometheus_url, timeout, headers)
+        timeout, headers = config.backend_timeout_seconds, bearer(config.prometheus_token)
+        super().__init__(client, config.prometheus_url, timeout, headers, counted=counted)
 
     @property
     def fields(self) -> list[str]:
-        """The queue's fields; the runner pods' readings are optional."""
+        """The queue's fields (not the runner pods' readings)."""
         return [name for name in self.queries if name not in NEEDS]
 
     @property
@@ -171,8 +159,7 @@ class PrometheusMetrics:
                     wait_of_starts=self._arc_wait or None,
                 )
         if unseen is not None:
-            # Only the types the listener's series name: other teams' scale sets, or one deleted
-            # within the pods' window, are no runner type of this fleet.
+            # Only the listener's types: another team's scale set is no runner type of this fleet.
             for name, values in by_type.items():
                 values["pods"] = pods.get(name, unseen)
         note = f"Prometheus could not answer for {', '.join(failed)}" if failed else ""
@@ -186,9 +173,9 @@ class PrometheusMetrics:
     async def runner_pods(
         self, *, now: datetime, fresh: bool = False
     ) -> tuple[dict[str, RunnerPods], RunnerPods | None, dict[str, BackendError]]:
-        """Per runner type with runner pods, their readings; those of a type with none (None when
-        no reading is asked); and the queries refused, which never fail the reading. The probe
-        asks only for the series not found within `PROBE_TTL_S` (`fresh`: all of them)."""
+        """Per runner type with runner pods, their readings; those of a type with none (None: none
+        asked); and the queries refused. The probe asks only for the series not found within
+        `PROBE_TTL_S` (`fresh`: all of them)."""
         queries = {r: self.series(r, now=now) for r in self.readings}
         if not queries:
             return {}, None, {}
@@ -199,18 +186,12 @@ class PrometheusMetrics:
             queries[PROBE] = self._query(probe_query(sorted(needed), self._where), now)
         answers, failed = await gathered(queries, all_may_fail=True)
         found_now = {labels.get("__name__", "") for labels, _ in answers.pop(PROBE, [])}
-        scraped = known | found_now
-        if PROBE in failed:
-            # The last verdicts stand: an empty answer of a source not scraped is no "none".
-            probed = self._unscraped
-        else:
-            probed = {r: not_scraped(r, scraped) for r in self._probed}
-            stamp = time.monotonic()
-            self._found = {name: stamp for name in found_now} | {
-                name: at for name, at in self._found.items() if name in known
-            }
-        self._unscraped = probed
-        found, unseen = runner_pods(answers, probed, self.runner_type)
+        # A failed probe leaves the last verdicts: a source not scraped answers no "none".
+        if PROBE not in failed:
+            self._unscraped = {r: not_scraped(r, known | found_now) for r in self._probed}
+            kept = {name: at for name, at in self._found.items() if name in known}
+            self._found = dict.fromkeys(found_now, time.monotonic()) | kept
+        found, unseen = runner_pods(answers, self._unscraped, self.runner_type)
         return found, unseen, failed
 
     def unscraped(self) -> dict[str, str]:
@@ -288,8 +269,7 @@ class PrometheusMetrics:
                         into[at] = max(value, into.get(at, value))
                 elif runner_type:
                     kept = by_type.setdefault(runner_type, {})
-                    was = kept.get(name)
-                    kept[name] = combined(REPORT[name].read, was, found)  # type: ignore[arg-type]
+                    kept[name] = combined(REPORT[name].read, kept.get(name), found)  # type: ignore[arg-type]
         said = [SAID.get(name, name) for name in failed]
         note = f"Prometheus could not answer for {', '.join(said)}" if failed else ""
         types = {
@@ -338,13 +318,7 @@ class PrometheusMetrics:
         return parse_vector(await self._get("/api/v1/query", params))
 
     async def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        response = await request(
-            self._client, "Prometheus", "GET", path, counted=self._counted, params=params
-        )
-        return json_object(response, "Prometheus")
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+        return json_object(await self._request("GET", path, params=params), self.service)
 
 
 async def gathered(

@@ -23,8 +23,7 @@ def runner_pods(
     runner_type: Callable[[Mapping[str, str]], str],
 ) -> tuple[dict[str, RunnerPods], RunnerPods]:
     """Per runner type with series, its pods' readings, and those of a type with none. `probed`:
-    reading -> the source of a series it needs that is not scraped ("" when all are); a reading
-    not probed (a replaced query) is trusted: its empty answer is none."""
+    reading -> the source it needs that is not scraped ("" when all are; unprobed: trusted)."""
     values: dict[str, dict[str, float]] = {}
     killed: dict[str, set[tuple[str, str]]] = {}
     nodes: dict[str, dict[tuple[str, str], float]] = {}

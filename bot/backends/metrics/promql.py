@@ -1,24 +1,19 @@
 """Every PromQL query the Prometheus backend sends, in one table, and how each answer adds up.
 
-A template is PromQL with three kinds of fill-in, filled in this order:
-- `$fragment`, a shared piece (`FRAGMENTS`); `$fragment(text)` for one that holds `$arg`; `$by`,
-  the row's grouping.
-- `{…}`: a series' selector, which gets PROMETHEUS_SELECTOR (`promql_selector.vector`), so one
-  cluster's series are read from a Prometheus holding several clusters' same-named ones.
-- `$setting`: PROMETHEUS_RATE_WINDOW (`$window`), PROMETHEUS_RUNNER_TYPE_LABEL (`$label`), the
-  regexes below, a reading's query as asked (`$pods_pending`): filled last in one pass, so neither
-  a regex's `{5}` nor a query's own `$1` is taken for a fill-in.
+A template is PromQL with three kinds of fill-in, filled in this order: `$fragment`, a shared piece
+(`FRAGMENTS`; `$fragment(text)` for one that holds `$arg`) and `$by`, the row's grouping; `{…}`, a
+series' selector, which gets PROMETHEUS_SELECTOR (so one cluster's series are read from a
+Prometheus holding several clusters'); `$setting`, filled last in one pass, so neither a regex's
+`{5}` nor a query's own `$1` is taken for a fill-in.
 
 ARC's listener metrics answer one series per scale set, in `name`. The runner pods' readings read
-kube-state-metrics v2, cAdvisor and node-exporter, which kube-prometheus-stack scrapes by default,
-so no new permission is needed; each kube-state-metrics series is first taken `max by` the pod,
-as two replicas of it serve each series twice. ARC names a runner pod
-`<EphemeralRunnerSet>-runner-<5 chars>` (its EphemeralRunner's `GenerateName`): `$runners` keeps
-the pods `kube_pod_owner` says an EphemeralRunner owns (over 30 min: a runner pod is deleted once
-its job ends) and puts the runner set from the pod's name in the runner-type label, so no
-`--metric-labels-allowlist` is needed. Kubernetes cuts a `GenerateName` to 58 characters before
-adding its 5, so a long runner set loses part of `-runner-`: `RUNNER_POD` reads each cut name by
-its length, and any other name gives no runner set rather than a phantom one."""
+kube-state-metrics v2, cAdvisor and node-exporter, which kube-prometheus-stack scrapes by default;
+each kube-state-metrics series is first taken `max by` the pod, as two replicas of it serve each
+series twice. `$runners` keeps the pods `kube_pod_owner` says an EphemeralRunner owns and puts the
+runner set from the pod's name (`<EphemeralRunnerSet>-runner-<5 chars>`) in the runner-type label,
+so no `--metric-labels-allowlist` is needed. Kubernetes cuts a `GenerateName` to 58 characters
+before adding its 5: `RUNNER_POD` reads each cut name by its length, and any other name gives no
+runner set rather than a phantom one."""
 
 from __future__ import annotations
 
@@ -45,10 +40,9 @@ _CUT = [
 RUNNER_POD = "|".join([f"(.+){_BASE}[a-z0-9]{{{_ADDED}}}", *_CUT])
 RUNNER_SET = "".join(f"${n}" for n in range(1, len(_CUT) + 2))  # the one group that matched
 
-# How a runner type's series add up: `value` the last one's; `added` (counts: runner sets of one
-# type add up); `worst` (a share or an age: the largest); `buckets` (cumulative histogram buckets,
-# summed by `le`, read as a quantile); the node readings `nodes`, `disks`, `per node` and the killed
-# pods `pods`, which `prometheus_pods.runner_pods` reads.
+# How a runner type's series add up: `value` the last one's; `added` (counts); `worst` (a share or
+# an age: the largest); `buckets` (summed by `le`, read as a quantile); the rest are the node and
+# killed pod readings `prometheus_pods.runner_pods` reads.
 Read = Literal["value", "added", "worst", "buckets", "pods", "nodes", "disks", "per node"]
 
 
@@ -88,15 +82,13 @@ FRAGMENTS = {
     # Each node-exporter pod's node: its series carry `namespace` and `pod` but no `node`, so it
     # is joined from `kube_pod_info` (as kube-prometheus-stack's own recording rules do).
     "node_exporter_node": "topk by (namespace, pod) (1, $on_node)",
-    # Per node at `DISK_BUSY` or more, the share of the window its busiest disk was busy: the
-    # block devices that are disks, as kube-prometheus's node-exporter mixin selects them, no loop
-    # or ram devices. A counter's rate extrapolated over the window can pass 1 s/s by a little.
+    # Per node at `DISK_BUSY` or more, the share of the window its busiest disk (as node-exporter's
+    # mixin selects disks) was busy; an extrapolated rate can pass 1 s/s a little.
     "busy_disks": "round(clamp_max(max by (node) (rate(node_disk_io_time_seconds_total{device=~"
     '"(/dev/)?(mmcblk.p.+|nvme.+|rbd.+|sd.+|vd.+|xvd.+|dm-.+|md.+|dasd.+)"}[$window]) * on '
     "(namespace, pod) group_left (node) $node_exporter_node), 1), 0.01) >= $disk_busy",
-    # The report's: a job series per scale set (`queuepilot_type`, its runner set's `name` less
-    # PROMETHEUS_NAME_SUFFIX) through any target that served the set's gauges in the window, so a
-    # listener restarted or renamed mid-window is one match, summed before any quantile.
+    # The report's: a job series per scale set (`queuepilot_type`: `name` less the suffix) through
+    # any target that served its gauges in the window: a listener restarted mid-window is one match.
     "by_type": "on (instance) group_left (queuepilot_type) group by (instance, queuepilot_type) "
     '(label_replace(last_over_time(gha_assigned_jobs{}[$range]), "queuepilot_type", "$1", '
     '"name", $cut))',
@@ -157,9 +149,8 @@ QUERIES = {
     "config_error": Query(
         'count by ($by) ($runners(($waiting(reason=~"CreateContainerConfigError") == 1) and on '
         "(namespace, pod) ($age > 0)))", _PODS, "added"),
-    # PodInitializing is ContainerCreating for a pod with init containers; waiting for nothing
-    # else. Pulling a multi-GB image on a new node may take a runner's boot: a slow start, not a
-    # stuck one, so on its node for the longer of 5 min and RUNNER_BOOT_MINUTES.
+    # PodInitializing is ContainerCreating for a pod with init containers. Pulling a multi-GB image
+    # may take a runner's boot, so on its node for the longer of 5 min and RUNNER_BOOT_MINUTES.
     "creating": Query(
         f"count by ($by) ($runners((($waiting(reason=~{_CREATING}) == 1) unless on (namespace, "
         f"pod) ($waiting(reason!~{_CREATING}) == 1)) and on (namespace, pod) ($placed > "
@@ -230,9 +221,8 @@ JOBS = {
         "{}[1h] offset 1d) * $scale_set_day_before) / 60", _WORKFLOW),
 }
 # The capacity report's numbers over its window (`$range`), asked once at its end. The runner pods'
-# are the reading's own queries as asked (`$pods_pending`), as subqueries a range query's step
-# apart (`$span`): each step joins over the cluster's pods, so the step, not a minute, keeps a
-# week's report cheap (and under the 11,000 points a proxy such as promxy allows a subquery).
+# are the reading's own queries as subqueries a range query's step apart (`$span`): a step, not a
+# minute, keeps a week's report cheap (and under the 11,000 points promxy allows a subquery).
 REPORT = {
     # Minutes within which half (90%) of the jobs that got a runner in the window got one.
     "wait_p50_mins": Query(
@@ -253,9 +243,8 @@ REPORT = {
     # Its kills over 30 min: each 30 minutes once.
     "node_oom_kills": Query("sum_over_time(($node_oom_kills)[$range:$counted])", read="added"),
 }
-# What the queue cost (`PrometheusMetrics.waited`): the window's (`$range`) increase of ARC's
-# startup histogram per runner type (`$by_type`, as the report's) and workflow label, asked once
-# at the window's end.
+# What the queue cost (`PrometheusMetrics.waited`): the window's increase of ARC's startup histogram
+# per runner type and workflow label, asked once at the window's end.
 _WAITED_BY = "queuepilot_type, job_workflow_ref, job_workflow_name"
 WAITED = {
     "buckets": Query(
@@ -269,8 +258,7 @@ WAITED = {
         "* $by_type), $as_name)", _WAITED_BY),
 }
 # fmt: on
-# `TypeHistory` field -> the reading's query asked over the report's window; the longest wait,
-# from ARC's startup buckets, as their p99.
+# `TypeHistory` field -> the reading's query over the report's window (the wait: the buckets' p99).
 SERIES = {"queued": "queued", "wait_mins": "longest_wait_mins", "maximum": "maximum"}
 RANGE_WAIT = "histogram_quantile(0.99, $longest_wait_mins) / 60"
 # How "Prometheus could not answer for …" names a history.
@@ -287,8 +275,7 @@ SAID = {
     "unschedulable_hours": "runner pods unschedulable",
     "node_oom_kills": "OOM kills on the runners' nodes",
 }
-# Prometheus refuses a range query of more than 11,000 points per series; a week at 5 min is
-# 2,016, a month at 22 min about the same.
+# Prometheus refuses a range query of more than 11,000 points per series.
 MAX_POINTS = 2000
 # Which series Prometheus has at all: a series nobody scrapes is "not known", not 0.
 PROBE = "count by (__name__) ({__name__=~$names})"
@@ -380,22 +367,24 @@ def combined(read: Read, was: float | None, value: float) -> float:
 Vector = list[tuple[dict[str, str], float]]
 
 
-def result_of(body: Mapping[str, Any]) -> tuple[Any, Any]:
+def result_of(body: Mapping[str, Any], kinds: tuple[str, ...], said: str) -> tuple[str, list[Any]]:
+    """The answer's `resultType` (one of `kinds`) and `result`; else what Prometheus said."""
     if body.get("status") != "success":
         error = body.get("error") or body.get("errorType") or "an error"
         raise BackendError(f"Prometheus answered {str(error)[:200]}", retryable=False)
     data = body.get("data")
     if not isinstance(data, dict):
         raise BackendError("Prometheus answered without data", retryable=True)
-    return data.get("resultType"), data.get("result")
+    result_type, result = data.get("resultType"), data.get("result")
+    if result_type not in kinds or not isinstance(result, list):
+        message = f"Prometheus answered a {str(result_type)[:20]}, not {said}"
+        raise BackendError(message, retryable=False)
+    return result_type, result
 
 
 def parse_vector(body: Mapping[str, Any]) -> Vector:
     """An instant query's answer as (labels, value) pairs; NaN and infinities are "not known"."""
-    result_type, result = result_of(body)
-    if result_type not in ("scalar", "vector") or not isinstance(result, list):
-        message = f"Prometheus answered a {str(result_type)[:20]}, not an instant vector"
-        raise BackendError(message, retryable=False)
+    result_type, result = result_of(body, ("scalar", "vector"), "an instant vector")
     if result_type == "scalar":
         point = sample_of(result)
         return [] if point is None else [({}, point[1])]
@@ -406,10 +395,7 @@ def parse_vector(body: Mapping[str, Any]) -> Vector:
 
 def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], dict[float, float]]]:
     """A range query's answer as (labels, {unix time: value}), only finite values."""
-    result_type, result = result_of(body)
-    if result_type != "matrix" or not isinstance(result, list):
-        message = f"Prometheus answered a {str(result_type)[:20]}, not a range vector"
-        raise BackendError(message, retryable=False)
+    _, result = result_of(body, ("matrix",), "a range vector")
     series = []
     for item in result:
         if isinstance(item, dict):

@@ -1,6 +1,5 @@
-"""Scaling a runner type up. No write leaves a target worse: a scale-up the backend would refuse,
-or that leaves its counts invalid, is refused before anything changes; a put-back (`Undo`) goes
-back only while the value is the one set."""
+"""Scaling a runner type up. A scale-up the backend would refuse, or that leaves its counts
+invalid, is refused before anything changes; a put-back only while the value is the one set."""
 
 from __future__ import annotations
 
@@ -75,9 +74,7 @@ class Scaler(Protocol):
     # One target's put-backs due at once, in order (ARC: the floor before the ceiling, so a
     # lowered maxRunners never meets a raised minRunners).
     revert_order: tuple[str, ...] = ()
-    # Why a put-back cut no running job ("" when no source shows it): said once its runners are
-    # back within the bound.
-    spares_jobs: str = ""
+    spares_jobs: str = ""  # why a put-back cut no running job ("" when no source shows it)
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         return None
@@ -99,8 +96,8 @@ class Scaler(Protocol):
         return None
 
     async def since(self, target: ScaleTarget, at: datetime) -> str:
-        """What the autoscaler shows of a scale-up asked at `at` whose runners did not come, in
-        words for the thread ("" when it cannot tell: the readings' own cause is said)."""
+        """What the autoscaler shows of a scale-up asked at `at` whose runners did not come ("":
+        it cannot tell)."""
         return ""
 
 
@@ -126,8 +123,7 @@ def problem(
     """What breaks minimum ≤ desired ≤ maximum (None: unset), in the backend's `names`."""
     low, high, want = names
     counts = {low: minimum, high: maximum, want: desired}
-    negative = [f"{name} {value}" for name, value in counts.items() if (value or 0) < 0]
-    if negative:
+    if negative := [f"{name} {value}" for name, value in counts.items() if (value or 0) < 0]:
         return f"{', '.join(negative)} below 0"
     floor = minimum or 0
     if maximum is not None and floor > maximum:

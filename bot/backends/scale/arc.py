@@ -1,5 +1,5 @@
 """The `arc` scaler: raise an AutoscalingRunnerSet's floor (or, at its maximum, its ceiling: ARC
-runs `min(minRunners + assigned jobs, maxRunners)` runners). Each write is a JSON merge patch under
+runs `min(minRunners + assigned jobs, maxRunners)` runners), each write a JSON merge patch under
 the resourceVersion read, so a helm or kubectl write meanwhile is a 409, not overwritten."""
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ DENIED = re.compile(
     re.DOTALL,
 )
 DENIED_SAID = 240  # of the policy's own message, in a reply
-# A namespace's and a set's names as Kubernetes allows them: lightkube puts them in the path as
-# they are.
+# A namespace's and a set's names as Kubernetes allows them (lightkube puts them in the path).
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
@@ -54,10 +53,8 @@ class ArcScaler(Scaler):
     name = "ARC"
     can_raise_maximum = True
     revert_order = ("minRunners", "maxRunners")
-    # ARC scales a set down by deleting runners that have no job: its EphemeralRunnerSet controller
-    # skips those the listener marked with a job request, and the Actions service refuses to
-    # remove a runner whose job still runs (`JobStillRunningException`); actions-runner-controller
-    # adrs/2022-12-27-pick-the-right-runner-to-scale-down.md.
+    # ARC deletes only runners without a job; the Actions service refuses to remove a busy one
+    # (actions-runner-controller adrs/2022-12-27-pick-the-right-runner-to-scale-down.md).
     spares_jobs = "ARC removes only runners without a job, so no running job was cut"
 
     def __init__(
@@ -71,8 +68,8 @@ class ArcScaler(Scaler):
         self._counted = counted
         self._namespace = config.scaler_arc_namespace
         self._server = access.server
-        self._timeout_s = config.backend_timeout_seconds
-        self._client = client or access.client(self._timeout_s)
+        self._timeout = config.backend_timeout_seconds
+        self._client = client or access.client(self._timeout)
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         return _capacity(await self._call(target))
@@ -141,21 +138,14 @@ class ArcScaler(Scaler):
             said = f"{target.target} is not `namespace/name` of an AutoscalingRunnerSet"
             raise BackendError(said, retryable=False)
         request = (
-            self._client.get(RUNNER_SETS, name, namespace=space)
-            if patch is None
+            self._client.get(RUNNER_SETS, name, namespace=space) if patch is None
             else self._client.patch(
-                RUNNER_SETS,
-                name,
-                patch,
-                namespace=space,
-                patch_type=PatchType.MERGE,
+                RUNNER_SETS, name, patch, namespace=space, patch_type=PatchType.MERGE,
                 field_manager=FIELD_MANAGER,
             )
-        )
+        )  # fmt: skip
         try:
-            found = await call(
-                request, self._counted, timeout_s=self._timeout_s, server=self._server
-            )
+            found = await call(request, self._counted, timeout_s=self._timeout, server=self._server)
         except BackendError as exc:
             if exc.status == 403:
                 raise forbidden(exc, "patch" if patch is not None else "get", space, name) from None
@@ -237,8 +227,7 @@ def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
         return []
     phase = status.get("phase")
     tail = f" (phase {phase[:40]})" if isinstance(phase, str) and phase else ""
-    runners = "runner" if failed == 1 else "runners"
-    return [f"{failed} ephemeral {runners} failed to start{tail}"]
+    return [f"{failed} ephemeral runner{'s' if failed != 1 else ''} failed to start{tail}"]
 
 
 def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
@@ -251,10 +240,8 @@ def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
             return undo.after, (
                 f"maxRunners stays {undo.after}: minRunners is {floor} now, and {LISTENER}"
             )
-        return floor, (
-            f"maxRunners stays {floor}, not {undo.before}: minRunners is {floor} now, and "
-            f"{LISTENER}"
-        )
+        said = f"maxRunners stays {floor}, not {undo.before}: minRunners is {floor} now, and "
+        return floor, said + LISTENER
     maximum = _spec_value(runner_set, "maxRunners")
     if maximum is not None and (undo.before or 0) > maximum:
         # Below that maxRunners no floor makes the set valid that is a put-back.

@@ -1,13 +1,8 @@
-"""The AWS scalers, `sqs` and `aws-asg`, and what they share: a boto3 client from explicit
-settings, run off the event loop, its errors told as every backend's are. boto3 is the optional
-`aws` extra.
-
+"""The AWS scalers and their boto3 client (the optional `aws` extra), run off the event loop.
 `sqs`: PyTorch-style scale-up Lambdas (terraform-aws-github-runner) read `workflow_job` "queued"
-messages, one runner each, as operators send them by hand; `+N` sends N. The Lambda still honours
-each type's `max_available`.
-
-`aws-asg`: raise an EC2 Auto Scaling group's desired capacity. An ASG has no resource version: a
-put-back's check and set are two calls."""
+messages, one runner each, as operators send them by hand; `+N` sends N (the Lambda still honours
+each type's `max_available`). `aws-asg`: raise an Auto Scaling group's desired capacity; an ASG has
+no resource version, so a put-back's check and set are two calls."""
 
 from __future__ import annotations
 
@@ -86,17 +81,14 @@ async def call(service: str, counted: Counted, fn: Callable[..., T], **kwargs: A
         error = exc.response.get("Error", {})
         code = str(error.get("Code") or "error")
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-        message = str(error.get("Message") or code)
-        throttled = code in THROTTLED
-        refused = "server_error" if status >= 500 else "refused"
-        counted(service, "rate_limited" if throttled else refused)
-        retryable = throttled or status >= 500
-        raise BackendError(f"{service} refused: {code}: {message}", retryable=retryable) from None
+        throttled, failing = code in THROTTLED, status >= 500
+        counted(service, "rate_limited" if throttled else "server_error" if failing else "refused")
+        said = f"{service} refused: {code}: {error.get('Message') or code}"
+        raise BackendError(said, retryable=throttled or failing) from None
     except (ConnectTimeoutError, ReadTimeoutError) as exc:
         counted(service, "timeout")
-        sent = isinstance(exc, ReadTimeoutError)
-        message = f"{service} did not answer in time"
-        raise BackendError(message, retryable=True, unanswered=sent) from None
+        said, sent = f"{service} did not answer in time", isinstance(exc, ReadTimeoutError)
+        raise BackendError(said, retryable=True, unanswered=sent) from None
     except EndpointConnectionError:
         counted(service, "unreachable")
         raise BackendError(f"{service} is unreachable", retryable=True) from None
@@ -183,9 +175,8 @@ class SqsScaler(Scaler):
         return f"{len(started)} instance{'s' if len(started) != 1 else ''} started since ({states})"
 
     async def _started(self, target: ScaleTarget, at: datetime) -> dict[str, str]:
-        """The scale-up Lambda's instances launched at `at` or later, and their state. pytorch's
-        test-infra tags each with its runner type; terraform-aws-github-runner with its
-        deployment's prefix, which names its queue (`<prefix>-queued-builds`)."""
+        """The scale-up Lambda's instances launched at `at` or later, and their state, by the tags
+        of pytorch's test-infra (the runner type) or terraform-aws-github-runner (the prefix)."""
         region = queue_region(self._url)
         ec2 = self._ec2 = self._ec2 or client("ec2", self._config, region=region)
         queue = self._url.rstrip("/").rpartition("/")[2].removesuffix(".fifo")
@@ -197,9 +188,8 @@ class SqsScaler(Scaler):
         found: dict[str, str] = {}
         for tags in tagged:
             filters = [{"Name": f"tag:{key}", "Values": [value]} for key, value in tags.items()]
-            describe = ec2.describe_instances
             for reservation in await pages(
-                "EC2", self._counted, describe, lambda _: False, "Reservations",
+                "EC2", self._counted, ec2.describe_instances, lambda _: False, "Reservations",
                 Filters=filters, MaxResults=EC2_PAGE,
             ):  # fmt: skip
                 for instance in reservation.get("Instances") or []:
@@ -284,12 +274,10 @@ class AsgScaler(Scaler):
             return Reverted(False, said)
         await self._set(target, value)
         size = "MinSize" if value == minimum else "MaxSize"
-        left = (
-            f"{ASG_DESIRED} stays {value}, not {before}: the group's {size} is {value} now, "
-            "and AWS keeps the desired capacity within its sizes"
-        )
-        left = left if value != before else ""
-        return Reverted(True, f"{ASG_DESIRED} {undo.after} → {value}", left)
+        left = f"{ASG_DESIRED} stays {value}, not {before}: the group's {size} is {value} now, "
+        left += "and AWS keeps the desired capacity within its sizes"
+        done = f"{ASG_DESIRED} {undo.after} → {value}"
+        return Reverted(True, done, left if value != before else "")
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
         return failed_activities({"Activities": await self._activities(target)}, datetime.now(UTC))
@@ -319,10 +307,8 @@ class AsgScaler(Scaler):
 
     async def _sizes(self, target: ScaleTarget) -> tuple[int, int, int]:
         """The group's (desired, minimum, maximum)."""
-        describe = self._client.describe_auto_scaling_groups
-        answer = await call(
-            ASG_SERVICE, self._counted, describe, AutoScalingGroupNames=[target.target]
-        )
+        describe, names = self._client.describe_auto_scaling_groups, [target.target]
+        answer = await call(ASG_SERVICE, self._counted, describe, AutoScalingGroupNames=names)
         groups = answer.get("AutoScalingGroups") or []
         if not groups:
             raise BackendError(f"no Auto Scaling group named {target.target}", retryable=False)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from bot.backends.http import Counted, backend_client, request, uncounted
+from bot.backends.http import Counted, HttpBackend, uncounted
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, count_of
 from bot.config import Settings
 from bot.domain.scale.scaling import Capacity
@@ -21,8 +21,9 @@ SIGNATURE_HEADER = "X-Queuepilot-Signature"
 REPLAY_WINDOW_S = 300
 
 
-class WebhookScaler(Scaler):
+class WebhookScaler(HttpBackend, Scaler):
     name = "the scaler webhook"
+    service = "The scaler webhook"
     cannot_undo = (
         "your receiver decides what a scale-up does, and queuepilot has no call to undo it"
     )
@@ -34,11 +35,10 @@ class WebhookScaler(Scaler):
         *,
         counted: Counted = uncounted,
     ) -> None:
-        self._counted = counted
+        super().__init__(client, None, config.backend_timeout_seconds, counted=counted)
         secret = config.scaler_webhook_secret
         self._url = config.scaler_webhook_url or ""
         self._secret = secret.get_secret_value() if secret is not None else ""
-        self._client = client or backend_client(None, config.backend_timeout_seconds)
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         target = scale.target
@@ -53,9 +53,8 @@ class WebhookScaler(Scaler):
         body = json.dumps(asked, separators=(",", ":")).encode()
         stamp = int(time.time())
         signed = {TIMESTAMP_HEADER: str(stamp), SIGNATURE_HEADER: sign(self._secret, stamp, body)}
-        response = await request(
-            self._client, "The scaler webhook", "POST", self._url, counted=self._counted,
-            expect=range(200, 300), content=body,
+        response = await self._request(
+            "POST", self._url, expect=range(200, 300), content=body,
             headers={"Content-Type": "application/json", **signed},
         )  # fmt: skip
         try:
