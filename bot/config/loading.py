@@ -84,27 +84,23 @@ def in_quotes(value: object) -> bool:
     )
 
 
+_UNREADABLE = {
+    FileNotFoundError: "no such file: mount the secret there (a Secret volume holds one file per "
+    "key), or point the variable at the file that holds it",
+    IsADirectoryError: "a directory: name the file inside it (a Secret volume mounts each key as "
+    "<mountPath>/<key>)",
+    PermissionError: "not readable by this process (uid {uid}): make it readable to it (a Secret "
+    "volume's defaultMode 0440 with the pod's fsGroup, or 0444)",
+}
+
+
 def _read(path: str) -> str:
     try:
         with open(path, "rb") as file:
             data = file.read(SECRET_FILE_MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ValueError(
-            "no such file: mount the secret there (a Secret volume holds one file per key), or "
-            "point the variable at the file that holds it"
-        ) from None
-    except IsADirectoryError:
-        raise ValueError(
-            "a directory: name the file inside it (a Secret volume mounts each key as "
-            "<mountPath>/<key>)"
-        ) from None
-    except PermissionError:
-        raise ValueError(
-            f"not readable by this process (uid {os.getuid()}): make it readable to it (a "
-            "Secret volume's defaultMode 0440 with the pod's fsGroup, or 0444)"
-        ) from None
     except OSError as exc:
-        raise ValueError(f"{exc.strerror or exc}: point the variable at a readable file") from None
+        said = _UNREADABLE.get(type(exc), "{error}: point the variable at a readable file")
+        raise ValueError(said.format(uid=os.getuid(), error=exc.strerror or exc)) from None
     if len(data) > SECRET_FILE_MAX_BYTES:
         raise ValueError(
             f"over {SECRET_FILE_MAX_BYTES // 1024} KiB, so not a secret: point the variable at "
