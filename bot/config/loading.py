@@ -9,7 +9,7 @@ import difflib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,34 +48,29 @@ def file_variables() -> frozenset[str]:
     return frozenset(name.upper() + SUFFIX for name in secret_settings())
 
 
-@dataclass
-class SecretFiles:
-    values: dict[str, str] = field(default_factory=dict)  # setting → the file's text
-    problems: dict[str, str] = field(default_factory=dict)  # setting → what is wrong
-    paths: dict[str, str] = field(default_factory=dict)  # setting → where it was read
-
-
-def read_secret_files(environ: Mapping[str, str], given: Mapping[str, object]) -> SecretFiles:
-    """Every `<SECRET>_FILE` in `environ` read, but for the settings `given` by the caller."""
-    found = SecretFiles()
+def read_secret_files(
+    environ: Mapping[str, str], given: Mapping[str, object]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Every `<SECRET>_FILE` in `environ` read, but for the settings `given` by the caller: by
+    setting, the files' texts, and what is wrong where one cannot be."""
+    texts, problems = {}, {}
     for name in secret_settings():
         variable = name.upper()
         path = environ.get(variable + SUFFIX)
         if path is None or name in given:
             continue
         if variable in environ:
-            found.problems[name] = (
+            problems[name] = (
                 f"{variable} and {variable}{SUFFIX} are both set: keep one ({variable}{SUFFIX} "
                 f"reads the secret from the file {path})"
             )
             continue
         try:
-            found.values[name] = _read(path)
-            found.paths[name] = path
+            texts[name] = _read(path)
         except ValueError as exc:
             quoted = f"; the path is in quotes: {REMOVE_QUOTES}" if in_quotes(path) else ""
-            found.problems[name] = f"{variable}{SUFFIX}: cannot read {path}: {exc}{quoted}"
-    return found
+            problems[name] = f"{variable}{SUFFIX}: cannot read {path}: {exc}{quoted}"
+    return texts, problems
 
 
 def in_quotes(value: object) -> bool:
@@ -196,14 +191,16 @@ def read_startup(environ: Mapping[str, str] = os.environ) -> Startup:
 
 
 def _load(overrides: dict[str, Any]) -> tuple[Settings | None, list[str], set[str]]:
-    files = read_secret_files(environment(overrides.get("_env_file", ".env")), overrides)
-    problems, failed = list(files.problems.values()), set(files.problems)
+    environ = environment(overrides.get("_env_file", ".env"))
+    texts, unread = read_secret_files(environ, overrides)
+    problems, failed = list(unread.values()), set(unread)
     try:
-        settings = EnvironmentSettings(**{**files.values, **overrides})
+        settings = EnvironmentSettings(**{**texts, **overrides})
     except ValidationError as exc:
         errors = exc.errors()
         failed |= {str(e["loc"][0]) for e in errors if e["loc"]} & Settings.model_fields.keys()
-        return None, problems + [_problem(error, files.paths) for error in errors], failed
+        read_from = {name: environ[name.upper() + SUFFIX] for name in texts}
+        return None, problems + [_problem(error, read_from) for error in errors], failed
     return (None if problems else settings), problems, failed
 
 
