@@ -177,9 +177,8 @@ class Bot(Wiring):
         try:
             yield
         finally:
-            # Stop taking requests and hand off what Slack was already answered for; if leading,
-            # let the work finish (or hand it back to the streams) and give the lease up, so
-            # another replica leads at once.
+            # Stop taking requests, hand off what Slack was answered for; if leading, let the work
+            # finish and give the lease up, so another replica leads at once.
             stop.set()
             check.cancel()
             if socket_mode is not None:
@@ -199,10 +198,8 @@ class Bot(Wiring):
         take_over_ms = self.settings.leader_lease_ms // 2
 
         async def intake() -> None:
-            # Before a notification is applied: a missing state marker starts a read of Slack's
-            # history beside the intake, which holds back only what a root found there may
-            # concern (`Intake.held`); no click, post or tick waits for it. It stops the moment
-            # the lead is lost, not when the intake's last batches are done.
+            # A missing state marker starts a read of Slack's history beside the intake, which
+            # holds back only what a root found there may concern (`Intake.held`).
             await self.guard.at_start_of_term(deposed)
             try:
                 await self.intake.run(deposed, take_over_ms=take_over_ms)
@@ -351,9 +348,8 @@ def _wiring(
 
 
 def _readings(w: Wiring) -> tuple[FleetReadings, JobsWatch | None, QueueHistory | None]:
-    """The fleet's readings, the jobs behind the queue and the capacity report's history: the
-    backend's own (Prometheus, the HUD), else the readings queuepilot keeps itself
-    (`METRICS_BACKEND=github`); none with the `alert` backend."""
+    """The fleet's readings, the jobs behind the queue and the report's history: the backend's own
+    (Prometheus, the HUD), else the readings queuepilot keeps; none with the `alert` backend."""
     settings, metrics, jobs, kept = w.settings, w.backends.metrics, None, None
     if w.backends.jobs is not None:
         arrivals, timeout_s = JobArrivals(w.redis, w.keys), settings.backend_timeout_seconds
@@ -521,9 +517,8 @@ def _ticks(
         ).tick
     ticks["state-marker"] = guard.tick
     ticks["app-home"] = home.tick
-    # A reading every interval where the readings are the report's history and nothing else
-    # reads on a schedule (the early warning does): a week read only during incidents is not
-    # the week.
+    # The report's history read every interval where nothing else reads on a schedule (the
+    # early warning does): a week read only during incidents is not the week.
     if readings.keeps_history and w.early_warnings is None:
         ticks["fleet-reading"] = readings.tick
     if settings.probe_interval_seconds:
