@@ -239,14 +239,10 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     caches = memory.cache_bytes(limit.mib)
     backends = factory.build_backends(settings, os.environ, telemetry.backend_called, caches)
     w = _wiring(settings, clock, backends)
-    names = UserNames(w.redis, w.keys)
+    client, names = build_client(settings), UserNames(w.redis, w.keys)
     links = PermalinkCache(w.redis, w.keys, keep_s=w.retention_s)
     gateway = SlackGateway(
-        build_client(settings),
-        telemetry=telemetry,
-        pacing=Pacing(),
-        user_names=names,
-        permalinks=links,
+        client, telemetry=telemetry, pacing=Pacing(), user_names=names, permalinks=links
     )
     readings, jobs, history = _readings(w)
     core = _core(w, readings, jobs, history, gateway)
