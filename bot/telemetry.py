@@ -67,20 +67,16 @@ def queuepilot_version() -> str:
         return "unknown (not installed)"
     if ".dev" not in found:
         return found
-    commit = _built_commit() or _checkout_commit()
+    # A built package's commit, which setup.py records in it (the image's build and `pip install
+    # .` alike), else an editable install's checkout's.
+    built = Path(__file__).with_name("_commit.txt")
+    commit = (_commit(built.read_text()) if built.exists() else None) or _checkout_commit()
     return f"{found}+g{commit[:12]}" if commit else f"{found}+unknown"
 
 
 def _commit(text: str) -> str | None:
     text = text.strip().lower()
     return text if re.fullmatch(r"[0-9a-f]{7,64}", text) else None
-
-
-def _built_commit() -> str | None:
-    """The commit a built package was made from, which setup.py records in it (the image's build
-    and `pip install .` alike)."""
-    path = Path(__file__).with_name("_commit.txt")
-    return _commit(path.read_text()) if path.exists() else None
 
 
 def _checkout_commit() -> str | None:
