@@ -19,7 +19,6 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
-from slack_sdk.web.async_client import AsyncWebClient
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -88,9 +87,13 @@ def utcnow() -> datetime:
 
 
 @dataclass
-class Stores:
-    """Redis, as the parts use it: the main pool, the leases' and the doorbells' connections."""
+class Wiring:
+    """What every part is built from: the settings, the clock, the backends, and Redis as the
+    parts use it (the main pool, the leases' and the doorbells' connections)."""
 
+    settings: Settings
+    clock: Callable[[], datetime]
+    backends: factory.Backends
     redis: Redis
     lease_redis: Redis
     bell_redis: Redis
@@ -108,12 +111,24 @@ class Stores:
     workflow_jobs: WorkflowJobs  # GitHub's jobs as its workflow_job deliveries tell them
     listed_jobs: ListedJobs  # the HUD's queued jobs, followed from one listing to the next
 
+    @property
+    def early_warnings(self) -> WarningStore | None:
+        """The warnings' store, where early warnings are on."""
+        on = self.settings.early_warning_minutes > 0 and self.backends.metrics.live
+        return self.warnings if on else None
+
+    @property
+    def followed(self) -> ListedJobs | None:
+        """Where the HUD lists the jobs at every reading: its listings followed, for what the queue
+        cost (without live readings, jobs are listed only when someone asks: no job is followed)."""
+        hud = isinstance(self.backends.jobs, HudMetrics) and self.backends.metrics.live
+        return self.listed_jobs if hud else None
+
 
 @dataclass(kw_only=True)
-class Bot(Stores):
+class Bot(Wiring):
     """Everything one replica runs, built once and passed down: its stores and their users."""
 
-    settings: Settings
     telemetry: Telemetry
     gateway: SlackGateway
     intake: Intake
@@ -162,9 +177,8 @@ class Bot(Stores):
         try:
             yield
         finally:
-            # Stop taking requests and hand off what Slack was already answered for; if leading,
-            # let the work finish (or hand it back to the streams) and give the lease up, so
-            # another replica leads at once.
+            # Stop taking requests, hand off what Slack was answered for; if leading, let the work
+            # finish and give the lease up, so another replica leads at once.
             stop.set()
             check.cancel()
             if socket_mode is not None:
@@ -184,10 +198,8 @@ class Bot(Stores):
         take_over_ms = self.settings.leader_lease_ms // 2
 
         async def intake() -> None:
-            # Before a notification is applied: a missing state marker starts a read of Slack's
-            # history beside the intake, which holds back only what a root found there may
-            # concern (`Intake.held`); no click, post or tick waits for it. It stops the moment
-            # the lead is lost, not when the intake's last batches are done.
+            # A missing state marker starts a read of Slack's history beside the intake, which
+            # holds back only what a root found there may concern (`Intake.held`).
             await self.guard.at_start_of_term(deposed)
             try:
                 await self.intake.run(deposed, take_over_ms=take_over_ms)
@@ -226,58 +238,72 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     limit = memory.memory_limit(settings.memory_limit_mib)
     caches = memory.cache_bytes(limit.mib)
     backends = factory.build_backends(settings, os.environ, telemetry.backend_called, caches)
-    stores = _stores(settings, backends)
-    gateway = _gateway(stores, telemetry, build_client(settings))
-    readings, jobs, history = _readings(settings, stores, backends, clock)
-    core = _core(settings, stores, backends, readings, jobs, history, gateway, clock)
-    bolt, lazy, requests = _listeners(settings, stores, core, gateway)
-    guard = StateGuard(stores.marker, gateway, telemetry, config=settings, clock=clock)
-    viewers = HomeViewers(stores.redis, stores.keys)
+    w = _wiring(settings, clock, backends)
+    client, names = build_client(settings), UserNames(w.redis, w.keys)
+    links = PermalinkCache(w.redis, w.keys, keep_s=w.retention_s)
+    gateway = SlackGateway(
+        client, telemetry=telemetry, pacing=Pacing(), user_names=names, permalinks=links
+    )
+    readings, jobs, history = _readings(w)
+    core = _core(w, readings, jobs, history, gateway)
+    bolt, lazy, requests = _listeners(w, core, gateway)
+    guard = StateGuard(w.marker, gateway, telemetry, config=settings, clock=clock)
+    viewers = HomeViewers(w.redis, w.keys)
     home = Home(
-        stores.store,
-        stores.warnings,
+        w.store,
+        w.warnings,
         readings,
         viewers,
         gateway,
         config=settings,
         clock=clock,
-        marker=stores.marker,
+        marker=w.marker,
         pilots=core.piloting.states,
     )
     # What `queuepilot check` finds, said by serve too (`bot.checks.watch`).
-    probes = ProbeWatch(settings, stores.redis, telemetry)
-    ticks = _ticks(settings, stores, backends, readings, core, gateway, guard, home, probes, clock)
+    probes = ProbeWatch(settings, w.redis, telemetry)
     intake = Intake(
-        stores.stream,
-        stores.store,
+        w.stream,
+        w.store,
         telemetry,
         config=settings,
-        consumer=stores.consumer,
+        consumer=w.consumer,
         clock=clock,
         held=guard.held,
     )
-    outbound = _outbound(settings, stores, backends, gateway, clock)
     return Bot(
-        **vars(stores),
-        settings=settings,
+        **vars(w),
         telemetry=telemetry,
         gateway=gateway,
         intake=intake,
         requests=requests,
-        outbound=outbound,
+        outbound=Outbound(
+            store=w.store,
+            queue=w.queue,
+            storms=StormQueue(w.redis, settings.redis_prefix, retention_s=w.retention_s),
+            slack=gateway,
+            telemetry=telemetry,
+            charts=ChartDelivery(w.redis, w.keys, settings.chart_style),
+            notices=w.notices,
+            warnings=w.early_warnings,
+            config=settings,
+            clock=clock,
+        ),
         readings=readings,
         core=core,
         bolt=bolt,
         lazy=lazy,
         home=home,
         guard=guard,
-        ticks=ticks,
+        ticks=_ticks(w, readings, core, gateway, guard, home, probes),
         probes=probes,
         memory=limit,
     )
 
 
-def _stores(settings: Settings, backends: factory.Backends) -> Stores:
+def _wiring(
+    settings: Settings, clock: Callable[[], datetime], backends: factory.Backends
+) -> Wiring:
     def connect(**options: Any) -> Redis:
         return build_redis(settings.redis_url, settings.sentinel(), **options)
 
@@ -293,7 +319,10 @@ def _stores(settings: Settings, backends: factory.Backends) -> Stores:
     leadership = Leadership(lease_redis, keys, name=name, ttl_ms=settings.leader_lease_ms)
     # Every commit is the leader's: a replica that does not lead (any more) is refused.
     fence, issues = leadership.fence, backends.issues is not None
-    return Stores(
+    return Wiring(
+        settings,
+        clock,
+        backends,
         redis,
         lease_redis,
         bells,
@@ -314,41 +343,29 @@ def _stores(settings: Settings, backends: factory.Backends) -> Stores:
     )
 
 
-def _gateway(stores: Stores, telemetry: Telemetry, client: AsyncWebClient) -> SlackGateway:
-    redis, keys = stores.redis, stores.keys
-    names, links = UserNames(redis, keys), PermalinkCache(redis, keys, keep_s=stores.retention_s)
-    return SlackGateway(
-        client, telemetry=telemetry, pacing=Pacing(), user_names=names, permalinks=links
-    )
-
-
-def _readings(
-    settings: Settings, stores: Stores, backends: factory.Backends, clock: Callable[[], datetime]
-) -> tuple[FleetReadings, JobsWatch | None, QueueHistory | None]:
-    """The fleet's readings, the jobs behind the queue and the capacity report's history: the
-    backend's own (Prometheus, the HUD), else the readings queuepilot keeps itself
-    (`METRICS_BACKEND=github`); none with the `alert` backend."""
-    redis, keys, metrics, jobs, kept = stores.redis, stores.keys, backends.metrics, None, None
-    if backends.jobs is not None:
-        arrivals, timeout_s = JobArrivals(redis, keys), settings.backend_timeout_seconds
-        followed = _followed(stores, backends)
-        jobs = JobsWatch(backends.jobs, arrivals, timeout_s=timeout_s, followed=followed)
+def _readings(w: Wiring) -> tuple[FleetReadings, JobsWatch | None, QueueHistory | None]:
+    """The fleet's readings, the jobs behind the queue and the report's history: the backend's own
+    (Prometheus, the HUD), else the readings queuepilot keeps; none with the `alert` backend."""
+    settings, metrics, jobs, kept = w.settings, w.backends.metrics, None, None
+    if w.backends.jobs is not None:
+        arrivals, timeout_s = JobArrivals(w.redis, w.keys), settings.backend_timeout_seconds
+        jobs = JobsWatch(w.backends.jobs, arrivals, timeout_s=timeout_s, followed=w.followed)
     if not isinstance(metrics, QueueHistory) and metrics.live:
-        kept = ReadingsHistory(redis, keys, interval_s=settings.metrics_interval_seconds)
+        kept = ReadingsHistory(w.redis, w.keys, interval_s=settings.metrics_interval_seconds)
     # GitHub's deliveries come (they are refused without the secret): its jobs are read from
     # their record, and GitHub's API only reconciles it.
-    for source in (metrics, backends.jobs) if settings.github_webhook_secret else ():
+    for source in (metrics, w.backends.jobs) if settings.github_webhook_secret else ():
         if isinstance(source, GithubMetrics):
-            source.fed_by(stores.workflow_jobs)
-    fence = stores.leadership.fence
+            source.fed_by(w.workflow_jobs)
+    fence = w.leadership.fence
     # Advice is capped where queuepilot scales: past one request's cap nobody can act on it.
-    caps = {t.runner_type: t.cap for t in backends.targets.values()} if backends.scaler else {}
+    caps = {t.runner_type: t.cap for t in w.backends.targets.values()} if w.backends.scaler else {}
     readings = FleetReadings(
-        redis,
-        keys,
+        w.redis,
+        w.keys,
         metrics,
         config=settings,
-        clock=clock,
+        clock=w.clock,
         jobs=jobs,
         kept=kept,
         leads=lambda: fence.held is not None,
@@ -357,48 +374,44 @@ def _readings(
     return readings, jobs, metrics if isinstance(metrics, QueueHistory) else kept
 
 
-def _followed(stores: Stores, backends: factory.Backends) -> ListedJobs | None:
-    """Where the HUD lists the jobs at every reading: its listings followed, for what the queue
-    cost (without live readings, jobs are listed only when someone asks: no job is followed)."""
-    hud = isinstance(backends.jobs, HudMetrics) and backends.metrics.live
-    return stores.listed_jobs if hud else None
-
-
 def _core(
-    settings: Settings,
-    stores: Stores,
-    backends: factory.Backends,
+    w: Wiring,
     readings: FleetReadings,
     jobs: JobsWatch | None,
     history: QueueHistory | None,
     gateway: SlackGateway,
-    clock: Callable[[], datetime],
 ) -> ActionCore:
     """The one action core that every button, command and form acts through."""
-    store, redis, warnings = stores.store, stores.redis, stores.warnings
+    settings, backends, store, redis, warnings = (
+        w.settings,
+        w.backends,
+        w.store,
+        w.redis,
+        w.warnings,
+    )
     acting = Acting(
         store,
         gateway.telemetry,
         Interactions(redis, settings.redis_prefix),
         Authorizer(settings, group_members=gateway.usergroup_members),
         display_name=gateway.display_name,
-        clock=clock,
+        clock=w.clock,
         ack_on_action=settings.ack_on_action,
     )
     reverts = None
     if backends.scaler is not None:
         reverts = ScaleReverts(
             redis,
-            stores.keys,
+            w.keys,
             store,
             backends.scaler,
             config=settings,
-            clock=clock,
+            clock=w.clock,
             warnings=warnings,
             readings=readings,
         )
     scaling = Scaling(acting, backends.scaler, backends.targets, config=settings, reverts=reverts)
-    pilots = PilotStore(redis, stores.keys) if reverts is not None else None
+    pilots = PilotStore(redis, w.keys) if reverts is not None else None
     return ActionCore(
         acting,
         Silencing(acting, backends.silencer, config=settings, permalink=gateway.link),
@@ -406,28 +419,21 @@ def _core(
         Diagnosing(acting, readings, config=settings, jobs=jobs, scaling=scaling),
         Jobs(acting, jobs, settings.routing),
         Warnings(acting, warnings, scaling, readings if backends.metrics.live else None),
-        Report(acting, readings, config=settings, notices=stores.notices, history=history),
-        Piloting(
-            acting,
-            scaling,
-            pilots,
-            readings,
-            config=settings,
-            warnings=warnings if _early_warnings(settings, backends) else None,
-        ),
+        Report(acting, readings, config=settings, notices=w.notices, history=history),
+        Piloting(acting, scaling, pilots, readings, config=settings, warnings=w.early_warnings),
         config=settings,
     )
 
 
 def _listeners(
-    settings: Settings, stores: Stores, core: ActionCore, gateway: SlackGateway
+    w: Wiring, core: ActionCore, gateway: SlackGateway
 ) -> tuple[AsyncApp, StreamRunner, GroupLoop[Request]]:
     """Bolt, whose listeners' work waits in the requests stream, and the leader's loop over it."""
     bolt = AsyncApp(
         # A client of Bolt's own, without the gateway's shared session: Bolt deep-copies each
         # request, its client too, for the lazy listeners (an aiohttp session cannot be copied).
-        client=build_client(settings),
-        signing_secret=secret_of(settings.slack_signing_secret) or "unused",
+        client=build_client(w.settings),
+        signing_secret=secret_of(w.settings.slack_signing_secret) or "unused",
         logger=logging.getLogger("slack_bolt"),
         # Bolt's 404 for a request no listener wants (which the boundary acks), without its
         # warning that quotes the body.
@@ -438,8 +444,8 @@ def _listeners(
         # 10 ms poll of `ack`; the lazy work goes on in `handlers.lazy`.
         process_before_response=True,
     )
-    handlers.slack_boundary.install(bolt, redis=stores.redis, prefix=settings.redis_prefix)
-    lazy = StreamRunner(stores.request_stream, handlers.listeners.WORK, bolt.logger)
+    handlers.slack_boundary.install(bolt, redis=w.redis, prefix=w.settings.redis_prefix)
+    lazy = StreamRunner(w.request_stream, handlers.listeners.WORK, bolt.logger)
     bolt.listener_runner.lazy_listener_runner = lazy
     parts = Parts(core, gateway)
 
@@ -452,32 +458,26 @@ def _listeners(
     # the table is dead-lettered by the consumer, never guessed at.
     performed = AsyncBoltContext(parts=parts)
     works = {
-        key: partial(w.perform, context=performed) for key, w in handlers.listeners.WORK.items()
+        key: partial(work.perform, context=performed)
+        for key, work in handlers.listeners.WORK.items()
     }
-    requests = request_loop(stores.request_stream, works, config=settings, consumer=stores.consumer)
+    requests = request_loop(w.request_stream, works, config=w.settings, consumer=w.consumer)
     return bolt, lazy, requests
 
 
-def _early_warnings(settings: Settings, backends: factory.Backends) -> bool:
-    return settings.early_warning_minutes > 0 and backends.metrics.live
-
-
 def _ticks(
-    settings: Settings,
-    stores: Stores,
-    backends: factory.Backends,
+    w: Wiring,
     readings: FleetReadings,
     core: ActionCore,
     gateway: SlackGateway,
     guard: StateGuard,
     home: Home,
     probes: ProbeWatch,
-    clock: Callable[[], datetime],
 ) -> dict[str, leader.Tick]:
     """The leader's periodic work, by the name its scheduler runs it under."""
-    store, link, early_warning = stores.store, gateway.link, _early_warnings(settings, backends)
+    settings, backends, store, link, clock = w.settings, w.backends, w.store, gateway.link, w.clock
     says = core.scaling.since if core.scaling.scaler is not None else None
-    cost = CostReader(settings, backends.metrics, stores.workflow_jobs, _followed(stores, backends))
+    cost = CostReader(settings, backends.metrics, w.workflow_jobs, w.followed)
     reporter = StatusReporter(
         store,
         readings,
@@ -495,53 +495,31 @@ def _ticks(
         ticks["scale-reverts"] = core.scaling.reverts.tick
     if core.piloting.policies:
         ticks["pilot"] = core.piloting.tick
-    if early_warning:
+    if w.early_warnings is not None:
         ticks["early-warning"] = EarlyWarnings(
-            readings, store, stores.warnings, config=settings, clock=clock, permalink=link
+            readings, store, w.warnings, config=settings, clock=clock, permalink=link
         ).tick
     if backends.issues is not None:
-        links = IssueLinks(stores.redis, stores.keys, retention_s=stores.retention_s)
+        links = IssueLinks(w.redis, w.keys, retention_s=w.retention_s)
         ticks["alert-issue"] = AlertIssues(
             store,
             links,
             backends.issues,
             gateway.pacing,
-            Leases(stores.redis),
+            Leases(w.redis),
             config=settings,
             permalink=link,
             clock=clock,
         ).tick
     ticks["state-marker"] = guard.tick
     ticks["app-home"] = home.tick
-    # A reading every interval where the readings are the report's history and nothing else
-    # reads on a schedule (the early warning does): a week read only during incidents is not
-    # the week.
-    if readings.keeps_history and not early_warning:
+    # The report's history read every interval where nothing else reads on a schedule (the
+    # early warning does): a week read only during incidents is not the week.
+    if readings.keeps_history and w.early_warnings is None:
         ticks["fleet-reading"] = readings.tick
     if settings.probe_interval_seconds:
         ticks["probes"] = probes.tick
     return ticks
-
-
-def _outbound(
-    settings: Settings,
-    stores: Stores,
-    backends: factory.Backends,
-    gateway: SlackGateway,
-    clock: Callable[[], datetime],
-) -> Outbound:
-    return Outbound(
-        store=stores.store,
-        queue=stores.queue,
-        storms=StormQueue(stores.redis, settings.redis_prefix, retention_s=stores.retention_s),
-        slack=gateway,
-        telemetry=gateway.telemetry,
-        charts=ChartDelivery(stores.redis, stores.keys, settings.chart_style),
-        notices=stores.notices,
-        warnings=stores.warnings if _early_warnings(settings, backends) else None,
-        config=settings,
-        clock=clock,
-    )
 
 
 def build_app(bot: Bot) -> ASGIApp:

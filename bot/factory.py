@@ -30,6 +30,9 @@ from bot.config import (
 from bot.config.memory import DEFAULT_CACHES, Cache
 from bot.domain.scale.scaling import Policy, ScaleTarget
 
+Auth = AppInstallationToken | None
+Caches = Mapping[Cache, int]
+
 
 @dataclass(frozen=True)
 class Backends:
@@ -44,7 +47,7 @@ class Backends:
 
 
 def build_backends(
-    settings: Settings, environ: Mapping[str, str], counted: Counted, caches: Mapping[Cache, int]
+    settings: Settings, environ: Mapping[str, str], counted: Counted, caches: Caches
 ) -> Backends:
     # One token source for both GitHub readers: an App's installation token is minted once.
     github = github_auth(settings, counted=counted)
@@ -71,27 +74,16 @@ def build_silencer(settings: Settings, *, counted: Counted = uncounted) -> Silen
 
 def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
     """SCALER_TARGETS; with arc, a target left out is `SCALER_ARC_NAMESPACE/<the scale set>`."""
-    names = settings.runner_names
-    targets = {}
+    names, targets = settings.runner_names, {}
     for runner_type, entry in settings.scaler_targets.items():
-        target = entry.target or ""
+        target, policy = entry.target or "", None
         if not target and settings.scaler_backend is ScalerBackend.ARC:
             # Settings that name no scale set for it are refused before (`serve_problems`).
             target = f"{settings.scaler_arc_namespace}/{names.scale_set(runner_type)}"
+        if (pilot := entry.pilot) is not None:
+            seconds = (pilot.hold_seconds, pilot.cooldown_seconds, pilot.period_seconds)
+            policy = Policy(pilot.up_to, pilot.step, *seconds, pilot.mode == "dry-run")
         cap = entry.cap or settings.scale_default_cap
-        pilot = entry.pilot
-        policy = (
-            Policy(
-                pilot.up_to,
-                pilot.step,
-                pilot.hold_seconds,
-                pilot.cooldown_seconds,
-                pilot.period_seconds,
-                pilot.mode == "dry-run",
-            )
-            if pilot is not None
-            else None
-        )
         targets[runner_type] = ScaleTarget(runner_type, target, cap, entry.ceiling, policy)
     return targets
 
@@ -112,7 +104,7 @@ def build_scaler(
     return None
 
 
-def github_auth(settings: Settings, *, counted: Counted = uncounted) -> AppInstallationToken | None:
+def github_auth(settings: Settings, *, counted: Counted = uncounted) -> Auth:
     """The GitHub App's installation token (None with GITHUB_TOKEN, which each client reads from
     the settings): one per process, shared by every GitHub reader, so that it is minted and
     renewed once."""
@@ -123,10 +115,10 @@ def github_auth(settings: Settings, *, counted: Counted = uncounted) -> AppInsta
 
 def build_metrics(
     settings: Settings,
-    auth: AppInstallationToken | None = None,
+    auth: Auth = None,
     *,
     counted: Counted = uncounted,
-    caches: Mapping[Cache, int] = DEFAULT_CACHES,
+    caches: Caches = DEFAULT_CACHES,
 ) -> QueueMetrics:
     backend = settings.metrics_backend
     if backend is MetricsBackend.PROMETHEUS and settings.prometheus_url:
@@ -141,10 +133,10 @@ def build_metrics(
 def build_jobs_source(
     settings: Settings,
     metrics: QueueMetrics,
-    auth: AppInstallationToken | None = None,
+    auth: Auth = None,
     *,
     counted: Counted = uncounted,
-    caches: Mapping[Cache, int] = DEFAULT_CACHES,
+    caches: Caches = DEFAULT_CACHES,
 ) -> QueuedJobs | None:
     """`JOBS_BACKEND`, else the metrics backend when it can list the jobs behind the queue."""
     backend = settings.jobs_backend
@@ -159,10 +151,10 @@ def build_jobs_source(
 
 def build_issues(
     settings: Settings,
-    auth: AppInstallationToken | None = None,
+    auth: Auth = None,
     *,
     counted: Counted = uncounted,
-    caches: Mapping[Cache, int] = DEFAULT_CACHES,
+    caches: Caches = DEFAULT_CACHES,
 ) -> GithubIssues | None:
     if not (settings.github_issues_repo and settings.has_github_credential):
         return None
@@ -173,12 +165,7 @@ def build_issues(
     return GithubIssues(api, settings.github_issues_repo)
 
 
-def _github(
-    settings: Settings,
-    auth: AppInstallationToken | None,
-    counted: Counted,
-    caches: Mapping[Cache, int],
-) -> GithubMetrics:
+def _github(settings: Settings, auth: Auth, counted: Counted, caches: Caches) -> GithubMetrics:
     auth = auth or github_auth(settings, counted=counted)
     size = caches["github_readings"]
     return GithubMetrics(settings, GithubApi(settings, auth=auth, counted=counted, cache_size=size))

@@ -137,21 +137,17 @@ REPORT_GRACE_S = 3600
 JITTER = 0.1
 
 
-def _not_a_cancel(record: logging.LogRecord) -> bool:
-    """APScheduler logs a job cancelled at shutdown as "Error running job": a clean shutdown
-    logs no error."""
-    return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+def _not_noise(record: logging.LogRecord) -> bool:
+    """APScheduler logs a job cancelled at shutdown as "Error running job", and a tick skipped
+    while the last run still works (`max_instances=1`: by design, the run under way or the next
+    looks at its work) as a warning: neither is one."""
+    cancelled = record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError)
+    skipped = "maximum number of running instances reached" in record.getMessage()
+    return not (cancelled or skipped)
 
 
-def _not_a_skip(record: logging.LogRecord) -> bool:
-    """A job's runs come one after another (`max_instances=1`): a tick that falls while the last
-    run still works (a sweep paced behind GitHub's quota, say) is skipped by design, its work
-    looked at by the run under way or the next, and is no warning."""
-    return "maximum number of running instances reached" not in record.getMessage()
-
-
-logging.getLogger("apscheduler.executors.default").addFilter(_not_a_cancel)
-logging.getLogger("apscheduler.scheduler").addFilter(_not_a_skip)
+for _logger in ("apscheduler.executors.default", "apscheduler.scheduler"):
+    logging.getLogger(_logger).addFilter(_not_noise)
 
 
 def start(
@@ -193,13 +189,8 @@ def due_since(schedule: Schedule, now: datetime, grace: timedelta) -> datetime |
     return due.astimezone(UTC) if due is not None and due <= now else None
 
 
-def _weekly_trigger(schedule: Schedule) -> CronTrigger:
-    return CronTrigger(
-        day_of_week=schedule.day,
-        hour=schedule.hour,
-        minute=schedule.minute,
-        timezone=schedule.timezone,
-    )
+def _weekly_trigger(at: Schedule) -> CronTrigger:
+    return CronTrigger(day_of_week=at.day, hour=at.hour, minute=at.minute, timezone=at.timezone)
 
 
 def _ended_quietly(name: str, tick: Tick) -> Tick:

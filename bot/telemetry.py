@@ -57,12 +57,6 @@ HELP = {
 CHANNEL_REFUSALS = ("not_in_channel", "channel_not_found", "is_archived")
 
 
-def backend_label(service: str) -> str:
-    """A service as its errors name it, as a label: "The Kubernetes API" -> kubernetes_api."""
-    name = re.sub(r"^the\s+", "", service.strip().lower())
-    return re.sub(r"[^a-z0-9]+", "_", name).strip("_") or "unknown"
-
-
 @functools.cache
 def queuepilot_version() -> str:
     """A development version with its commit (`0.27.0.dev0+g1a2b3c4d5e6f`), so a build from main
@@ -73,7 +67,10 @@ def queuepilot_version() -> str:
         return "unknown (not installed)"
     if ".dev" not in found:
         return found
-    commit = _built_commit() or _checkout_commit()
+    # A built package's commit, which setup.py records in it (the image's build and `pip install
+    # .` alike), else an editable install's checkout's.
+    built = Path(__file__).with_name("_commit.txt")
+    commit = (_commit(built.read_text()) if built.exists() else None) or _checkout_commit()
     return f"{found}+g{commit[:12]}" if commit else f"{found}+unknown"
 
 
@@ -82,29 +79,15 @@ def _commit(text: str) -> str | None:
     return text if re.fullmatch(r"[0-9a-f]{7,64}", text) else None
 
 
-def _built_commit() -> str | None:
-    """The commit a built package was made from, which setup.py records in it (the image's build
-    and `pip install .` alike)."""
-    try:
-        return _commit(Path(__file__).with_name("_commit.txt").read_text())
-    except FileNotFoundError:
-        return None
-
-
 def _checkout_commit() -> str | None:
     """An editable install's checkout, asked now: its HEAD moves on after installing, and
     setup.py records no commit for it."""
     root = Path(__file__).resolve().parents[1]
     if not (root / ".git").exists():
         return None
+    command = ["git", "-C", str(root), "rev-parse", "HEAD"]
     try:
-        found = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        )
+        found = subprocess.run(command, capture_output=True, text=True, timeout=5, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return _commit(found.stdout)
@@ -154,5 +137,8 @@ class Telemetry:
         PlatformCollector(registry=self.registry)
 
     def backend_called(self, service: str, outcome: str) -> None:
-        """The backends' `counted`: a call by the service its errors name."""
-        self.backend_calls.labels(backend_label(service), outcome).inc()
+        """The backends' `counted`: a call by the service its errors name, as a label ("The
+        Kubernetes API" -> kubernetes_api)."""
+        name = re.sub(r"^the\s+", "", service.strip().lower())
+        label = re.sub(r"[^a-z0-9]+", "_", name).strip("_") or "unknown"
+        self.backend_calls.labels(label, outcome).inc()

@@ -162,10 +162,8 @@ async def probe_app(settings: Settings) -> list[Finding]:
     ]
     if not missing:
         return [ok(APP, detail)]
-    fix = (
-        f"give the App {', '.join(missing)} (its settings: Permissions & events), then approve "
-        "the new permissions on the installation"
-    )
+    fix = f"give the App {', '.join(missing)} (its settings: Permissions & events), then approve "
+    fix += "the new permissions on the installation"
     return [fail(APP, f"{detail}; missing {', '.join(missing)}", fix)]
 
 

@@ -63,16 +63,14 @@ async def probe(settings: Settings) -> list[Finding]:
         if first.status in fixes:
             return [fail(SUBJECT, str(first), fixes[first.status])]
     findings = [_refused(settings, field, error) for field, error in refused.items()]
-    types: dict[str, list[str]] = {}
     label = settings.prometheus_runner_type_label
-    for field, answer in answers.items():
-        types[field] = sorted({metrics.runner_type(labels) for labels, _ in answer} - {""})
-        if answer and not types[field]:
-            fix = "set PROMETHEUS_RUNNER_TYPE_LABEL to the label naming the runner type, or "
-            fix += f"keep {label!r} in the query (sum by ({label}) (…))"
-            said = f"{field} returns series without the {label!r} label"
-            findings.append(fail(SUBJECT, said, fix))
-            del types[field]
+    types = {f: sorted({metrics.runner_type(ls) for ls, _ in a} - {""}) for f, a in answers.items()}
+    for field in [field for field, answer in answers.items() if answer and not types[field]]:
+        fix = "set PROMETHEUS_RUNNER_TYPE_LABEL to the label naming the runner type, or "
+        fix += f"keep {label!r} in the query (sum by ({label}) (…))"
+        said = f"{field} returns series without the {label!r} label"
+        findings.append(fail(SUBJECT, said, fix))
+        del types[field]
     found = _answered(settings, types) + _targets(settings, types) + pods
     return findings + found + _asked(settings, metrics)
 
@@ -101,13 +99,10 @@ def _asked(settings: Settings, metrics: PrometheusMetrics) -> list[Finding]:
 
 
 def _refused(settings: Settings, field: str, error: BackendError) -> Finding:
-    if field in settings.prometheus_queries:
-        fix = f'correct PROMETHEUS_QUERIES["{field}"] (or "" to drop the field)'
-    else:
-        fix = (
-            "an ARC default: PROMETHEUS_RATE_WINDOW must be a range Prometheus takes (10m); or "
-            f'replace it with PROMETHEUS_QUERIES["{field}"]'
-        )
+    fix = f'correct PROMETHEUS_QUERIES["{field}"] (or "" to drop the field)'
+    if field not in settings.prometheus_queries:
+        fix = "an ARC default: PROMETHEUS_RATE_WINDOW must be a range Prometheus takes (10m); or "
+        fix += f'replace it with PROMETHEUS_QUERIES["{field}"]'
     return fail(SUBJECT, f"{field}: {error}", fix)
 
 

@@ -111,9 +111,18 @@ async def _target(
     shown = f"{namespace}/{name} ({target.runner_type})"
     timeout_s = settings.backend_timeout_seconds
     try:
-        allowed = {
-            verb: await _allowed(client, access, namespace, name, verb, timeout_s) for verb in VERBS
-        }
+        allowed = {}
+        for verb in VERBS:
+            attributes = ResourceAttributes(
+                namespace=namespace, verb=verb, group=GROUP, resource=RESOURCE, name=name
+            )
+            review = SelfSubjectAccessReview(
+                spec=SelfSubjectAccessReviewSpec(resourceAttributes=attributes)
+            )
+            answer = await call(
+                client.create(review), uncounted, timeout_s=timeout_s, server=access.server
+            )
+            allowed[verb] = answer.status is not None and answer.status.allowed is True
     except BackendError as exc:
         return _refused(exc, access, shown)
     denied = " or ".join(verb for verb, yes in allowed.items() if not yes)
@@ -150,19 +159,6 @@ def _fix_set(target: ScaleTarget, settings: Settings, listed: str) -> str:
         f'give {runner_type}\'s scale set in RUNNER_SCALE_SETS ({{"{runner_type}": "<its '
         f'name>"}}) {listed}, or set SCALER_ARC_NAMESPACE to the namespace it is in'
     )
-
-
-async def _allowed(
-    client: AsyncClient, access: KubeAccess, namespace: str, name: str, verb: str, timeout_s: float
-) -> bool:
-    attributes = ResourceAttributes(
-        namespace=namespace, verb=verb, group=GROUP, resource=RESOURCE, name=name
-    )
-    review = SelfSubjectAccessReview(
-        spec=SelfSubjectAccessReviewSpec(resourceAttributes=attributes)
-    )
-    answer = await call(client.create(review), uncounted, timeout_s=timeout_s, server=access.server)
-    return answer.status is not None and answer.status.allowed is True
 
 
 def _refused(exc: BackendError, access: KubeAccess, shown: str) -> Finding:

@@ -29,13 +29,11 @@ GRAFANA_ROLE = (
 
 async def probe(settings: Settings) -> list[Finding]:
     silencer = build_silencer(settings)
-    assert isinstance(silencer, Silencer)
+    grafana = settings.silence_backend is SilenceBackend.GRAFANA
+    url = settings.grafana_url if grafana else settings.alertmanager_url
+    assert isinstance(silencer, Silencer) and url
     async with aclosing(silencer):
-        if settings.silence_backend is SilenceBackend.GRAFANA:
-            assert settings.grafana_url
-            return await _grafana(silencer, shown_url(settings.grafana_url))
-        assert settings.alertmanager_url
-        return await _alertmanager(silencer, shown_url(settings.alertmanager_url))
+        return await (_grafana if grafana else _alertmanager)(silencer, shown_url(url))
 
 
 async def _grafana(grafana: Silencer, where: str) -> list[Finding]:

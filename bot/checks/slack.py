@@ -7,7 +7,7 @@ need none; the manifests list `DEFAULT`, and a test keeps them equal."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,8 +88,7 @@ async def probe(settings: Settings) -> list[Finding]:
         return findings
     uses = settings.channel_uses
     seen = await asyncio.gather(*(_channel(client, c, use) for c, use in uses.items()))
-    findings += _scopes(settings, identity.headers, list(seen))
-    findings += [finding for finding, _, _ in seen]
+    findings += [*_scopes(settings, identity.headers, seen), *(finding for finding, _, _ in seen)]
     if settings.slack_app_token is not None:
         findings.append(await _app_token(client, settings.slack_app_token.get_secret_value()))
     return findings
@@ -135,8 +134,7 @@ async def _channel(client: AsyncWebClient, channel: str, use: str) -> tuple[Find
     info = info if isinstance(info, dict) else {}
     shown = f"#{info['name']} ({channel})" if info.get("name") else channel
     private = bool(info.get("is_private"))
-    problem = why_cannot_post(info)
-    if problem is not None:
+    if (problem := why_cannot_post(info)) is not None:
         what = "archived" if problem == "is_archived" else "the app is not in it"
         return fail(SUBJECT, f"{shown} [{use}]: {what}", FIX.get(problem, INVITE)), private, ""
     kind = "private channel" if private else "channel"
@@ -144,12 +142,14 @@ async def _channel(client: AsyncWebClient, channel: str, use: str) -> tuple[Find
 
 
 def _scopes(
-    settings: Settings, headers: Mapping[str, Any], seen: list[tuple[Finding, bool, str]]
+    settings: Settings, headers: Mapping[str, Any], seen: Sequence[tuple[Finding, bool, str]]
 ) -> list[Finding]:
     """Every scope the settings and the channels `seen` need, but those their findings named."""
-    granted = _granted(headers)
-    if granted is None:
+    scopes = [value for name, value in headers.items() if name.lower() == "x-oauth-scopes"]
+    if not scopes:
         return [warn(SUBJECT, "Slack sent no x-oauth-scopes header: scopes not checked")]
+    text = scopes[0][0] if isinstance(scopes[0], list | tuple) else scopes[0]
+    granted = {part.strip() for part in str(text).split(",") if part.strip()}
     private, groups = {is_private for _, is_private, _ in seen}, settings.scale_allowed_groups
     why = dict(ALWAYS)
     if False in private:
@@ -159,23 +159,14 @@ def _scopes(
     if groups:
         why[USER_GROUPS] = f"{USER_GROUPS_WHY}; SCALE_ALLOWED_USERS has {', '.join(groups)}"
     reported = {needs for _, _, needs in seen}
-    missing = [scope for scope in why if scope not in granted]
-    if not missing:
+    if all(scope in granted for scope in why):
         names = ", ".join(why)
         return [ok(SUBJECT, f"scopes: the {len(why)} the settings need are granted ({names})")]
     return [
         fail(SUBJECT, f"scope {scope} missing: {why[scope]}", ADD_SCOPE.format(scope=scope))
-        for scope in missing
-        if scope not in reported
+        for scope in why
+        if scope not in granted and scope not in reported
     ]
-
-
-def _granted(headers: Mapping[str, Any]) -> set[str] | None:
-    for name, value in headers.items():
-        if name.lower() == "x-oauth-scopes":
-            text = value[0] if isinstance(value, list | tuple) else value
-            return {part.strip() for part in str(text).split(",") if part.strip()}
-    return None
 
 
 async def _app_token(client: AsyncWebClient, token: str) -> Finding:

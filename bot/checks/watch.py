@@ -58,8 +58,7 @@ class ProbeWatch:
         self._gauge.clear()
 
     async def _probe_all(self) -> None:
-        found = await run_probes(self._probes, self._deadline_s)
-        for subject, findings in found.items():
+        for subject, findings in (await run_probes(self._probes, self._deadline_s)).items():
             self._judge(subject, findings)
 
     def _judge(self, subject: str, findings: list[Finding]) -> None:

@@ -9,7 +9,7 @@ import difflib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,34 +48,29 @@ def file_variables() -> frozenset[str]:
     return frozenset(name.upper() + SUFFIX for name in secret_settings())
 
 
-@dataclass
-class SecretFiles:
-    values: dict[str, str] = field(default_factory=dict)  # setting → the file's text
-    problems: dict[str, str] = field(default_factory=dict)  # setting → what is wrong
-    paths: dict[str, str] = field(default_factory=dict)  # setting → where it was read
-
-
-def read_secret_files(environ: Mapping[str, str], given: Mapping[str, object]) -> SecretFiles:
-    """Every `<SECRET>_FILE` in `environ` read, but for the settings `given` by the caller."""
-    found = SecretFiles()
+def read_secret_files(
+    environ: Mapping[str, str], given: Mapping[str, object]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Every `<SECRET>_FILE` in `environ` read, but for the settings `given` by the caller: by
+    setting, the files' texts, and what is wrong where one cannot be."""
+    texts, problems = {}, {}
     for name in secret_settings():
         variable = name.upper()
         path = environ.get(variable + SUFFIX)
         if path is None or name in given:
             continue
         if variable in environ:
-            found.problems[name] = (
+            problems[name] = (
                 f"{variable} and {variable}{SUFFIX} are both set: keep one ({variable}{SUFFIX} "
                 f"reads the secret from the file {path})"
             )
             continue
         try:
-            found.values[name] = _read(path)
-            found.paths[name] = path
+            texts[name] = _read(path)
         except ValueError as exc:
             quoted = f"; the path is in quotes: {REMOVE_QUOTES}" if in_quotes(path) else ""
-            found.problems[name] = f"{variable}{SUFFIX}: cannot read {path}: {exc}{quoted}"
-    return found
+            problems[name] = f"{variable}{SUFFIX}: cannot read {path}: {exc}{quoted}"
+    return texts, problems
 
 
 def in_quotes(value: object) -> bool:
@@ -84,27 +79,23 @@ def in_quotes(value: object) -> bool:
     )
 
 
+_UNREADABLE = {
+    FileNotFoundError: "no such file: mount the secret there (a Secret volume holds one file per "
+    "key), or point the variable at the file that holds it",
+    IsADirectoryError: "a directory: name the file inside it (a Secret volume mounts each key as "
+    "<mountPath>/<key>)",
+    PermissionError: "not readable by this process (uid {uid}): make it readable to it (a Secret "
+    "volume's defaultMode 0440 with the pod's fsGroup, or 0444)",
+}
+
+
 def _read(path: str) -> str:
     try:
         with open(path, "rb") as file:
             data = file.read(SECRET_FILE_MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ValueError(
-            "no such file: mount the secret there (a Secret volume holds one file per key), or "
-            "point the variable at the file that holds it"
-        ) from None
-    except IsADirectoryError:
-        raise ValueError(
-            "a directory: name the file inside it (a Secret volume mounts each key as "
-            "<mountPath>/<key>)"
-        ) from None
-    except PermissionError:
-        raise ValueError(
-            f"not readable by this process (uid {os.getuid()}): make it readable to it (a "
-            "Secret volume's defaultMode 0440 with the pod's fsGroup, or 0444)"
-        ) from None
     except OSError as exc:
-        raise ValueError(f"{exc.strerror or exc}: point the variable at a readable file") from None
+        said = _UNREADABLE.get(type(exc), "{error}: point the variable at a readable file")
+        raise ValueError(said.format(uid=os.getuid(), error=exc.strerror or exc)) from None
     if len(data) > SECRET_FILE_MAX_BYTES:
         raise ValueError(
             f"over {SECRET_FILE_MAX_BYTES // 1024} KiB, so not a secret: point the variable at "
@@ -200,14 +191,16 @@ def read_startup(environ: Mapping[str, str] = os.environ) -> Startup:
 
 
 def _load(overrides: dict[str, Any]) -> tuple[Settings | None, list[str], set[str]]:
-    files = read_secret_files(environment(overrides.get("_env_file", ".env")), overrides)
-    problems, failed = list(files.problems.values()), set(files.problems)
+    environ = environment(overrides.get("_env_file", ".env"))
+    texts, unread = read_secret_files(environ, overrides)
+    problems, failed = list(unread.values()), set(unread)
     try:
-        settings = EnvironmentSettings(**{**files.values, **overrides})
+        settings = EnvironmentSettings(**{**texts, **overrides})
     except ValidationError as exc:
         errors = exc.errors()
         failed |= {str(e["loc"][0]) for e in errors if e["loc"]} & Settings.model_fields.keys()
-        return None, problems + [_problem(error, files.paths) for error in errors], failed
+        read_from = {name: environ[name.upper() + SUFFIX] for name in texts}
+        return None, problems + [_problem(error, read_from) for error in errors], failed
     return (None if problems else settings), problems, failed
 
 
