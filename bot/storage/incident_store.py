@@ -1,10 +1,9 @@
 """Incidents in Redis. A change is a `Commit`, applied at once by `lua/commit.lua`, fenced by the
-leader's token and by the versions it was computed from (the leader's own tasks interleave).
-Every key expires `retention_s` after the incident's last change."""
+leader's token and by the versions it was computed from; every key expires `retention_s` after
+the incident's last change."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -27,9 +26,9 @@ from bot.domain.incident.incidents import (
 )
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
-from bot.storage.keys import Keys, script
+from bot.storage.keys import Keys, Records, dumped, loaded, script
 from bot.storage.leases import Fence, FencedScript
-from bot.storage.state_marker import FoundRoot, found_root
+from bot.storage.state_marker import FoundRoot
 
 # Thread replies wait in an outbox per incident, posted by band (most urgent first), then age.
 BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
@@ -37,9 +36,7 @@ BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
 MAX_OUTBOX = 50
 TEST_RETENTION_S = 3600
 LOADED_FIELDS = ["v", "state", "thread", "rendered"]  # load_group.lua reads the same
-# Refused this many times in a row, a change meets a state changing without pause: its caller
-# says so (a click is told to try again) rather than wait on it.
-ATTEMPTS = 20
+ATTEMPTS = 20  # refused this many times in a row, a change gives up (a click: "try again")
 
 
 @dataclass(frozen=True)
@@ -87,8 +84,8 @@ def postmortem_reply(markdown: str, *, title: str) -> Reply:
 def summary_replies(
     band: int, summaries: tuple[Rendered, Rendered | None], incident: Incident
 ) -> tuple[Reply, ...]:
-    """A resolved incident's summary, then its chart unless the last picture drew it; a status
-    still waiting gives way (it would show the incident open)."""
+    """A resolved incident's summary (a status still waiting gives way), then its chart unless
+    the last picture drew it."""
     summary, with_chart = summaries
     reply = Reply(
         "summary", band, summary, replaces=STATUS_KINDS, instead=with_chart, ts_as=SUMMARY_TS
@@ -207,8 +204,7 @@ class IncidentStore:
         return (await self.load(incident_id)).incident
 
     async def load_group(self, group_hash: str) -> GroupLoad:
-        """The group, its incident, and the ID a new incident would take: short numbers from one
-        sequence, because people type them (`/queue ack 12`)."""
+        """See `GroupLoad`. IDs are short numbers from one sequence: people type them."""
         k = self.keys
         raw = await self._load_group(
             keys=[k.group(group_hash), k.incident_seq, k.found_roots],
@@ -216,7 +212,7 @@ class IncidentStore:
         )
         version, state = raw[0], raw[1]
         group = GroupState.model_validate_json(state) if state else GroupState()
-        found = found_root(raw[7]) if len(raw) > 7 else None
+        found = loaded(FoundRoot, raw[7]) if len(raw) > 7 else None
         return group, int(version or 0), loaded_from(raw[2:6]), str(raw[6]), found
 
     async def get_many(self, incident_ids: Sequence[str]) -> list[Incident]:
@@ -227,8 +223,9 @@ class IncidentStore:
         found = []
         for read in await self.read_due(incident_ids):
             with suppress(ValueError, RedisError):  # pydantic's ValidationError is a ValueError
-                found.append(read.loaded())
-        return [loaded for loaded in found if loaded.incident is not None]
+                if (loaded := read.loaded()).incident is not None:
+                    found.append(loaded)
+        return found
 
     async def open_ids(self) -> list[str]:
         return cast(list[str], await self._redis.zrevrange(self.keys.open, 0, -1))
@@ -273,8 +270,7 @@ class IncidentStore:
         clock: Callable[[], datetime],
         with_timeline: bool = False,
     ) -> Fresh[T]:
-        """Commit what `change` decides on the incident as it is now, decided again while the
-        commit is refused (the incident changed since read)."""
+        """Commit what `change` decides on the incident as it is now, again while refused."""
         answer = None
         for _ in range(ATTEMPTS):
             loaded = await self.load(incident_id)
@@ -307,9 +303,8 @@ class IncidentStore:
         return applied
 
     async def _end_silences(self, applied: Sequence[Commit], now: float) -> None:
-        """The silence watch ends a silence made from Slack once its incident resolved: made due
-        at once by the change that resolved it (or recorded a silence after its resolve). A due
-        time not written leaves it to the watch's next look, which any recorded silence has."""
+        """Make the silence watch due at once for the silences `applied` leaves to end (a due
+        time not written leaves it to the watch's next look)."""
         ending = [c.incident.id for c in applied if c.incident and _ends_silence(c)]
         with suppress(RedisError):
             for incident_id in ending:
@@ -339,8 +334,7 @@ class IncidentStore:
         if change.opens:
             spec.update(opens=True, seq_ttl_s=self.retention_s, group_hash=change.group_hash)
         if change.adopts and change.thread is not None:
-            thread = {"channel": change.thread.channel, "ts": change.thread.ts}
-            spec.update(adopts=True, thread=json.dumps(thread), group_hash=change.group_hash)
+            spec.update(adopts=True, thread=dumped(change.thread), group_hash=change.group_hash)
         ttl_s = self.retention_s
         if (incident := change.incident) is not None:
             if any(r.kind not in THREAD_STATUS and not r.edits for r in change.replies):
@@ -382,21 +376,20 @@ class IncidentStore:
         return spec
 
 
-class IssueLinks:
+class IssueLinks(Records):
     """Each incident's GitHub issue and what it was told, saved after each call GitHub answered."""
 
     def __init__(self, redis: Redis, keys: Keys, *, retention_s: int) -> None:
-        self._redis = redis
-        self._keys = keys
+        super().__init__(redis, keys)
         self._retention_s = retention_s
 
     async def get(self, incident_id: str) -> IssueLink | None:
-        raw = await self._redis.get(self._keys.issue_link(incident_id))
+        raw = await self._redis.get(self.keys.issue_link(incident_id))
         return IssueLink.model_validate_json(raw) if raw else None
 
     async def save(self, incident_id: str, link: IssueLink) -> None:
-        key, value = self._keys.issue_link(incident_id), link.model_dump_json()
-        await self._redis.set(key, value, ex=self._retention_s)
+        value = link.model_dump_json()
+        await self._redis.set(self.keys.issue_link(incident_id), value, ex=self._retention_s)
 
 
 def reply_ts(number: int) -> str:
@@ -406,19 +399,10 @@ def reply_ts(number: int) -> str:
 
 def _reply_spec(reply: Reply) -> dict[str, Any]:
     body: dict[str, Any] = {"text": reply.rendered.text, "blocks": reply.rendered.blocks}
-    if reply.extra is not None:
-        body["extra"] = reply.extra
-    if reply.edits:
-        body["edits"] = reply.edits
-    if reply.ts_as:
-        body["ts_as"] = reply.ts_as
-    replaces = list(reply.replaces) or None  # cjson turns [] into {}
-    spec = {
-        "kind": reply.kind,
-        "band": reply.band,
-        "payload": orjson.dumps(body).decode(),
-        "replaces": replaces,
-    }
+    optional = {"extra": reply.extra, "edits": reply.edits or None, "ts_as": reply.ts_as or None}
+    body.update((name, value) for name, value in optional.items() if value is not None)
+    spec = {"kind": reply.kind, "band": reply.band, "payload": orjson.dumps(body).decode()}
+    spec["replaces"] = list(reply.replaces) or None  # cjson turns [] into {}
     if reply.instead is not None:
         instead = {**body, "text": reply.instead.text, "blocks": reply.instead.blocks}
         spec["payload_if_replaced"] = orjson.dumps(instead).decode()
@@ -438,8 +422,8 @@ def state_json(incident: Incident) -> str:
 
 
 def loaded_from(raw: list[Any]) -> Loaded:
-    version, state, thread, rendered = raw[0], raw[1], raw[2], raw[3]
+    version, state, thread, rendered = raw[:4]
     if not state:
         return Loaded(None)
-    ref = ThreadRef(**json.loads(thread)) if thread else None
-    return Loaded(Incident.model_validate_json(state), int(version or 0), ref, rendered or None)
+    incident = Incident.model_validate_json(state)
+    return Loaded(incident, int(version or 0), loaded(ThreadRef, thread), rendered or None)

@@ -1,10 +1,9 @@
-"""Claims and leases. A `Lease` is held by a random token, then an optional note for whoever finds
-it taken; only its holder may renew, keep or release it, so an expired holder never touches the
-next. The leader's lease holds a fencing token (a number that only grows) and the holder's name;
-fenced scripts refuse any other value, so a leader that stalled past its TTL cannot write after its
-successor. A responder's action happens once: its interaction is claimed and its answer kept, so a
-delivery arriving twice gets the same answer; an action on an incident is locked while its backend
-call runs, then kept for a cooldown where asked."""
+"""Claims and leases. A `Lease` is held by a random token (then an optional note for whoever finds
+it taken); only its holder may renew, keep or release it. The leader's lease holds a fencing token
+(a number that only grows) and the holder's name; fenced scripts refuse any other value, so a
+leader that stalled past its TTL cannot write after its successor. A responder's interaction is
+claimed and its answer kept, so a delivery arriving twice gets the same answer; an action on an
+incident is locked while its backend call runs, then kept for a cooldown where asked."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.storage.keys import Keys, script
+from bot.storage.keys import Keys, claim_once, script
 
 INTERACTION_MEMORY_S = 3600
 IN_PROGRESS = "\x00in-progress"
@@ -41,7 +40,7 @@ class Leases:
         self._keep = script(redis, "lease_keep")
 
     async def claim_once(self, key: str, ttl_ms: int, value: str = "1") -> bool:
-        return bool(await self._redis.set(key, value, nx=True, px=max(ttl_ms, 1)))
+        return await claim_once(self._redis, key, ttl_ms, value)
 
     async def try_acquire(self, key: str, ttl_ms: int, *, note: str = "") -> Lease | None:
         token = secrets.token_hex(8)
@@ -200,8 +199,7 @@ class Lock:
 
     async def keep(self, seconds: float, note: str) -> None:
         """Hold the lock `seconds` longer as a cooldown; `note` is what a refusal then says."""
-        kept_ms = int(seconds * 1000)
-        if kept_ms > 0:
+        if (kept_ms := int(seconds * 1000)) > 0:
             await self.leases.keep(self.lease, kept_ms, note)
         else:
             await self.leases.release(self.lease)

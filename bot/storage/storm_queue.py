@@ -73,9 +73,9 @@ class StormQueue:
         whether a storm is open, whether this opened it, and the groups it added."""
         k = self.keys
         keys = [k.posts(channel), k.storm(channel), k.storm_members(channel), k.send_seq]
-        args = [threshold, now_ms, self._ttl_ms]
+        keys.append(k.storm_paused(channel))
         storm_id, opened, added = await self._sweep(
-            keys=[*keys, k.storm_paused(channel)], args=args
+            keys=keys, args=[threshold, now_ms, self._ttl_ms]
         )
         return bool(storm_id), bool(opened), int(added)
 
@@ -101,8 +101,6 @@ class StormQueue:
 
     async def members(self, channel: str) -> list[Member]:
         ids = cast(list[str], await self._redis.zrange(self.keys.storm_members(channel), 0, -1))
-        if not ids:
-            return []
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.keys.storm_placed(channel))
             for incident_id in ids:

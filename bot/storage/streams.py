@@ -1,8 +1,7 @@
-"""The two Redis streams, each worked through by a consumer group. The webhook appends a
-notification before answering 202, and the commit that applies it acknowledges and deletes it in the
-same script. Slack requests wait in a stream of their own until the leader performs them. An entry
-a dead consumer (a former leader's) left pending is taken over once idle; one that can never be
-done is dead-lettered with the reason."""
+"""The two Redis streams, each worked through by a consumer group: notifications (appended before
+the webhook answers 202, acknowledged and deleted by the commit that applies them) and Slack
+requests (until the leader performs them). An entry a dead consumer left pending is taken over once
+idle; one that can never be done is dead-lettered with the reason."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ REQUESTS_GROUP = "requests"
 # Bodies up to this size wait in the stream as they came; larger ones as their (capped) facts,
 # so a backlog of big bodies costs Redis no more memory than one of facts.
 NOTIFICATION_KEPT_BYTES = 16 * 1024
-# A click carries the message it was made in (at most 50 blocks, each within Slack's sizes) and
-# a submission its modal: well under this. A larger body is not one Slack sent.
+# A click carries its message (at most 50 blocks), a submission its modal: well under this.
 REQUEST_MAX_BYTES = 256 * 1024
 MAX_WORK = 100
 
@@ -57,13 +55,15 @@ class NotReplicated(RedisError):
 
 
 class ConsumerGroup(Generic[E]):
+    # The stream's key and its dead letters' (`Keys`' attributes), and its group's name.
+    names: tuple[str, str, str]
+
     def __init__(
-        self, redis: Redis, key: str, dead_key: str, group: str, wait_replicas: int, wait_ms: int
+        self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
     ) -> None:
         self._redis = redis
-        self.key = key
-        self.dead_key = dead_key
-        self.group = group
+        keys, (key, dead_key, self.group) = Keys(prefix), self.names
+        self.key, self.dead_key = getattr(keys, key), getattr(keys, dead_key)
         self._cursor = "0-0"
         self._wait_replicas = wait_replicas
         self._wait_ms = wait_ms
@@ -128,7 +128,7 @@ class ConsumerGroup(Generic[E]):
         return self._parsed(reply[1] if reply else [])
 
     def _parsed(self, entries: Iterable[tuple[str, dict[str, str]]]) -> list[E]:
-        # An entry deleted while pending has no fields left to read.
+        # An entry deleted while pending has no fields left.
         return [self.parse(entry_id, fields) for entry_id, fields in entries if fields]
 
     async def keep_alive(self, consumer: str, entry_ids: list[str], *, idle: int = 0) -> None:
@@ -189,13 +189,12 @@ class StreamEntry:
 
 
 class NotificationStream(ConsumerGroup[StreamEntry]):
+    names = ("stream", "dead_letters", INTAKE_GROUP)
+
     def __init__(
         self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
     ) -> None:
-        keys = Keys(prefix)
-        super().__init__(
-            redis, keys.stream, keys.dead_letters, INTAKE_GROUP, wait_replicas, wait_ms
-        )
+        super().__init__(redis, prefix, wait_replicas=wait_replicas, wait_ms=wait_ms)
         self._waiting: list[tuple[dict[Any, Any], asyncio.Future[str]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._append = script(redis, "append")
@@ -280,13 +279,7 @@ class RequestRefused(ValueError):
 
 
 class RequestStream(ConsumerGroup[Request]):
-    def __init__(
-        self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
-    ) -> None:
-        keys = Keys(prefix)
-        super().__init__(
-            redis, keys.requests, keys.request_dead_letters, REQUESTS_GROUP, wait_replicas, wait_ms
-        )
+    names = ("requests", "request_dead_letters", REQUESTS_GROUP)
 
     async def append(self, work: str, body: dict[str, Any]) -> str:
         fields = request_fields(work, body)
