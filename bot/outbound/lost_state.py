@@ -14,6 +14,7 @@ from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from enum import Enum
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -22,7 +23,7 @@ from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.history_scan import HISTORY, Found, Scan, read_all
 from bot.pacing import Backoff
 from bot.storage.leases import Deposed
-from bot.storage.state_marker import Marker, StateMarker
+from bot.storage.state_marker import FoundRoot, Marker, StateMarker
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -274,7 +275,7 @@ class StateGuard:
         if self.phase not in (Phase.READING, Phase.FAILED):
             return
         highest = max(self._highest, read.scan.found.highest) + NUMBER_GAP
-        await self._recorded(lambda: self._number_above(highest))
+        await self._recorded(self._number_above, highest)
         if self.phase not in (Phase.READING, Phase.FAILED) or self.read is not read:
             return  # a page numbered the read (and may have said the loss) during the write
         log.warning(
@@ -303,11 +304,7 @@ class StateGuard:
                 unseen = unseen - scan.refused.keys()
             if known and unseen:  # numbers a channel left out shows are unknown
                 highest += NUMBER_GAP
-            await self._recorded(
-                lambda: self.marker.record_loss(
-                    None, highest=highest, roots=roots, keep_s=FOUND_KEEP_S
-                )
-            )
+            await self._recorded(self._said, None, highest, roots)
             read.above = max(read.above, highest)
             read.recorded |= newly
             read.exact = read.exact or known
@@ -350,7 +347,7 @@ class StateGuard:
             )
             self._end(Phase.RETRY)
             return
-        await self._recorded(lambda: self.marker.create(now))
+        await self._recorded(self.marker.create, now)
         self._seen, self._unread = True, set()
         log.info("state: a first start: queuepilot's state begins now")
         for channel, error in sorted(scan.refused.items()):
@@ -373,9 +370,7 @@ class StateGuard:
         self._enter(Phase.SAID)
         highest = max(self._highest, read.above, read.scan.found.highest)
         roots = {g: r for g, r in read.scan.found.roots.items() if r.channel in read.recorded}
-        await self._recorded(
-            lambda: self.marker.record_loss(now, highest=highest, roots=roots, keep_s=FOUND_KEEP_S)
-        )
+        await self._recorded(self._said, now, highest, roots)
         self._seen, self._highest = True, highest
         self.telemetry.state_lost.inc()
         self.telemetry.state_lost_at.set(now)
@@ -414,12 +409,12 @@ class StateGuard:
             )
         return text
 
-    async def _recorded(self, write: Callable[[], Awaitable[object]]) -> None:
+    async def _recorded(self, write: Callable[..., Awaitable[object]], *args: Any) -> None:
         """A write retried while Redis fails (a blip must not throw the read away)."""
         backoff = Backoff(5.0)
         while True:
             try:
-                await write()
+                await write(*args)
                 return
             except Deposed:
                 raise
@@ -429,6 +424,9 @@ class StateGuard:
                     "state: Redis failed (%s); writing what was read again in %.1f s", exc, wait
                 )
                 await asyncio.sleep(wait)
+
+    async def _said(self, now: float | None, highest: int, roots: dict[str, FoundRoot]) -> None:
+        await self.marker.record_loss(now, highest=highest, roots=roots, keep_s=FOUND_KEEP_S)
 
     async def _number_above(self, highest: int) -> None:
         await self.marker.record_loss(None, highest=highest, roots={}, keep_s=1)

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from bot.domain.queue_cost.jobs import Arrivals, FinishedJob, QueuedJob
 from bot.domain.reading.fleet import OOM_KEEP_DAYS, KilledPod, OomKill
-from bot.storage.keys import Keys, Records, script
+from bot.storage.keys import Keys, Records
 
 
 class ReadingStore(Records):
@@ -73,10 +73,6 @@ def _job_field(runner_type: str, workflow: str) -> str:
 
 
 class JobArrivals(Records):
-    def __init__(self, redis: Redis, keys: Keys) -> None:
-        super().__init__(redis, keys)
-        self._record = script(redis, "record_jobs")
-
     async def record(
         self, jobs: Iterable[QueuedJob], *, now: datetime, finished: Iterable[FinishedJob] = ()
     ) -> Arrivals:
@@ -103,14 +99,12 @@ class JobArrivals(Records):
             for slot, triples in sorted(by_slot.items()):
                 keys = [k.jobs_seen(slot), k.job_arrivals(slot), k.job_durations(slot)]
                 expire_at = (slot + 1) * JOBS_SLOT_S + JOBS_KEEP_S
-                await self._record(keys=keys, args=[expire_at, *triples], client=pipe)
+                await self._run("record_jobs", keys, [expire_at, *triples], client=pipe)
             for slot in slots:
                 pipe.hgetall(k.job_arrivals(slot))
-            for slot in slots:
                 pipe.hgetall(k.job_durations(slot))
-            answers = await pipe.execute()
-        arrivals = answers[-4 * SLOTS_AN_HOUR : -2 * SLOTS_AN_HOUR]
-        durations = answers[-2 * SLOTS_AN_HOUR :]
+            answers = (await pipe.execute())[-4 * SLOTS_AN_HOUR :]
+        arrivals, durations = answers[0::2], answers[1::2]
         day_before = _summed(arrivals[SLOTS_AN_HOUR:])
         return Arrivals(
             last_hour=_summed(arrivals[:SLOTS_AN_HOUR]),
@@ -160,7 +154,6 @@ class OomKillRecord(Records):
     def __init__(self, redis: Redis, keys: Keys, *, cap: int = OOM_CAP) -> None:
         super().__init__(redis, keys)
         self._cap = cap
-        self._record = script(redis, "record_oom_kills")
 
     async def record(self, kills: Sequence[OomKill], *, now: datetime) -> dict[KilledPod, str]:
         """Record the kills not recorded before; each kill's workflow as recorded (a kill named
@@ -171,7 +164,8 @@ class OomKillRecord(Records):
         args = [int(now.timestamp()), int(oldest.timestamp()), self._cap, OOM_KEEP_DAYS * 86400]
         for kill in kills:
             args += [f"{kill.pod}/{kill.uid}", kill.runner_type, kill.workflow]
-        stored = await self._record(keys=[self.keys.oom_kills, self.keys.oom_kills_at], args=args)
+        keys = [self.keys.oom_kills, self.keys.oom_kills_at]
+        stored = await self._run("record_oom_kills", keys, args)
         return {
             (kill.pod, kill.uid): workflow for kill, workflow in zip(kills, stored, strict=True)
         }

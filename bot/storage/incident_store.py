@@ -45,13 +45,12 @@ class ThreadRef:
     ts: str
 
 
-# Reply kinds the sender treats specially: a quiet status (`RESTATUS`) edits the previous status
-# reply; a chart is an image uploaded into the thread; a postmortem a Markdown file shared there.
+# Reply kinds the sender treats specially: a quiet status edits the previous status reply; a
+# chart and a postmortem are files shared into the thread.
 STATUS, RESTATUS, CHART, POSTMORTEM = "status", "restatus", "chart", "postmortem"
 STATUS_KINDS = (STATUS, RESTATUS)
 STATUS_TS = "status_ts"  # the latest status reply's, which a quiet status edits
-# The latest summary's ts, and the kind of a reply that edits it: what a change after the resolve
-# makes it say (the newest edit waiting makes an older one pointless).
+# The latest summary's ts, and the kind of a reply that edits it after a change past the resolve.
 SUMMARY_TS, SUMMARY_EDIT = "summary_ts", "summary_edit"
 THREAD_STATUS = (*STATUS_KINDS, CHART)  # a status and its picture
 
@@ -65,8 +64,7 @@ class Reply:
     replaces: tuple[str, ...] = ()
     extra: dict[str, Any] | None = None  # what the sender needs beyond the message
     instead: Rendered | None = None  # what it says when it replaced a waiting reply
-    # Where the sender records the posted reply's ts (an incident field), so a later reply that
-    # names it in `edits` edits it in place instead of posting (a status's: `STATUS_TS`).
+    # The incident field the posted reply's ts goes in, for a later reply naming it in `edits`.
     ts_as: str = ""
     edits: str = ""
 
@@ -130,14 +128,12 @@ class Commit:
     acks: tuple[str, ...] = ()  # the stream entries this change applies
     thread: ThreadRef | None = None  # known location of the root, to keep its index alive
     opens: bool = False  # a new incident, taking the ID sequence's next number
-    # A new incident going on in its root found in Slack after Redis lost the state (`thread`),
-    # by that root's number: nothing is posted, the root is edited.
+    # A new incident going on in its root found after a loss (`thread`): edited, not posted.
     adopts: bool = False
 
 
 T = TypeVar("T")
-# Failed tries to end a silence at its incident's resolve are counted for at most this long.
-SILENCE_ENDING_TTL_S = 86_400
+SILENCE_ENDING_TTL_S = 86_400  # how long failed tries to end a silence at a resolve are counted
 
 
 def _ends_silence(change: Commit) -> bool:

@@ -167,3 +167,10 @@ class Records:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis
         self.keys = keys
+        self._scripts: dict[str, AsyncScript] = {}
+
+    async def _run(self, name: str, keys: list[Any], args: list[Any], client: Any = None) -> Any:
+        """What the script `name` answers (registered at its first run)."""
+        if name not in self._scripts:
+            self._scripts[name] = script(self._redis, name)
+        return await self._scripts[name](keys=keys, args=args, client=client)

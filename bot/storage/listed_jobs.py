@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from bot.domain.queue_cost.cost import FOLLOW_GAP, LeftJob
 from bot.domain.queue_cost.jobs import JobsListing, QueuedJob, Trigger
-from bot.storage.keys import Keys, Records, script
+from bot.storage.keys import Keys, Records
 
 KEEP_S = 24 * 3600
 CAP = 100_000  # jobs that left the list in a day: about 50 MB at most (490 bytes each)
@@ -22,7 +22,6 @@ class ListedJobs(Records):
         super().__init__(redis, keys)
         self._keep_s = keep_s
         self._cap = cap
-        self._follow = script(redis, "follow_listed_jobs")
 
     async def follow(self, listing: JobsListing, *, now: datetime) -> int | None:
         """Take one listing: how many jobs it found gone, None when older than the last one."""
@@ -33,7 +32,7 @@ class ListedJobs(Records):
             args += [job.source_id, _encoded(job)]
         k = self.keys
         keys = [k.listed_jobs, k.listed_jobs_at, k.left_jobs, k.left_jobs_at]
-        found = await self._follow(keys=keys, args=args)
+        found = await self._run("follow_listed_jobs", keys, args)
         return None if found in (b"stale", "stale") else int(found)
 
     async def left(self, since: datetime, until: datetime) -> list[LeftJob]:

@@ -17,7 +17,7 @@ from bot.storage import incident_store
 from bot.storage.connection import wait_bell
 from bot.storage.due_set import DueSet
 from bot.storage.incident_store import Loaded, ThreadRef
-from bot.storage.keys import BAND, Keys, Records, claim_once, dumped, loaded, script
+from bot.storage.keys import BAND, Keys, Records, claim_once, dumped, loaded
 from bot.storage.leases import Fence, FencedScript
 
 UNDELIVERABLE_MAXLEN = 1000
@@ -57,7 +57,7 @@ class HeadReply:
         return self.item.partition(":")[0]
 
 
-class SendQueue:
+class SendQueue(Records):
     def __init__(
         self,
         redis: Redis,
@@ -67,18 +67,11 @@ class SendQueue:
         bells: Redis | None = None,
         fence: Fence | None = None,
     ) -> None:
-        self._redis = redis
+        super().__init__(redis, Keys(prefix))
         # Idle senders block on a client of their own, so the main pool stays free for commands.
         self._bells = bells or redis
-        self.keys = Keys(prefix)
         self.retention_s = retention_s
-        self._next_post = script(redis, "next_post")
-        self._head_reply = script(redis, "head_reply")
         self._begin = FencedScript(redis, "begin_send", fence)
-        self._end_attempt = script(redis, "end_attempt")
-        self._record_root = script(redis, "record_root")
-        self._record_reply = script(redis, "record_reply")
-        self._record_edit = script(redis, "record_edit")
 
     async def channels(self) -> list[str]:
         return cast(list[str], await self._redis.smembers(self.keys.send_channels))  # type: ignore[misc]
@@ -89,7 +82,7 @@ class SendQueue:
     async def next_post(self, channel: str) -> tuple[str | None, InFlight | None]:
         """The most urgent member of the channel's posts, and its in-flight mark if any."""
         k = self.keys
-        found = await self._next_post(keys=[k.posts(channel), k.in_flight(channel)])
+        found = await self._run("next_post", [k.posts(channel), k.in_flight(channel)], [])
         return (found[0], InFlight.decode(found[1])) if found else (None, None)
 
     async def in_flight(self, channel: str, member: str) -> InFlight | None:
@@ -103,10 +96,8 @@ class SendQueue:
         """The thread's next reply; a status waits behind the replies queued after it, but not
         the one `in_flight` (it may have been posted)."""
         k = self.keys
-        item, payload, thread, uid, edit_ts = await self._head_reply(
-            keys=[k.outbox(incident_id), k.outbox_items(incident_id), k.incident(incident_id)],
-            args=[in_flight],
-        )
+        keys = [k.outbox(incident_id), k.outbox_items(incident_id), k.incident(incident_id)]
+        item, payload, thread, uid, edit_ts = await self._run("head_reply", keys, [in_flight])
         if not item:
             return None
         data = json.loads(payload) if payload else {"text": "", "blocks": []}
@@ -130,9 +121,8 @@ class SendQueue:
 
     async def end_attempt(self, channel: str, marker: InFlight) -> None:
         """Clear this very mark of an attempt Slack certainly did not act on (a 429)."""
-        await self._end_attempt(
-            keys=[self.keys.in_flight(channel)], args=[marker.member, dumped(marker)]
-        )
+        keys, args = [self.keys.in_flight(channel)], [marker.member, dumped(marker)]
+        await self._run("end_attempt", keys, args)
 
     async def record_root(
         self,
@@ -150,7 +140,7 @@ class SendQueue:
         thread = dumped(ThreadRef(channel, ts))
         ttl_ms = self.retention_s * 1000
         args = [incident.id, thread, digest, edit_after_ms, ttl_ms, version, int(edit_differs)]
-        await self._record_root(keys=keys, args=args)
+        await self._run("record_root", keys, args)
 
     async def record_reply(
         self,
@@ -165,7 +155,7 @@ class SendQueue:
         k = self.keys
         keys = [k.outbox(incident_id), k.outbox_items(incident_id), k.posts(channel)]
         keys += [k.in_flight(channel), k.incident(incident_id)]
-        await self._record_reply(keys=keys, args=[incident_id, item, ts, ts_as])
+        await self._run("record_reply", keys, [incident_id, item, ts, ts_as])
 
     async def forget(self, channel: str, *members: str, delete: tuple[str, ...] = ()) -> None:
         """Take members off the queue and their marks (and delete the keys `delete`)."""
@@ -218,7 +208,7 @@ class SendQueue:
         k = self.keys
         keys = [k.incident(incident_id), k.edits(channel), k.edit_after(channel)]
         args = [incident_id, version, digest, next_at_ms, int(edited), self.retention_s * 1000]
-        await self._record_edit(keys=keys, args=args)
+        await self._run("record_edit", keys, args)
 
 
 class NoticeStore(Records):

@@ -13,7 +13,7 @@ import orjson
 from redis.asyncio import Redis
 
 from bot.domain.queue_cost.workflow_jobs import JobDelivery
-from bot.storage.keys import Keys, Records, script
+from bot.storage.keys import Keys, Records
 
 # GitHub cancels a job queued for a day; a finished one is kept that long for the queue's cost.
 KEEP_S = 24 * 3600
@@ -40,7 +40,6 @@ class WorkflowJobs(Records):
         self._keep_s = keep_s
         self._cap = cap
         self._kinds_kept = kinds_kept
-        self._record = script(redis, "record_workflow_jobs")
 
     async def record(
         self, once_by: str, kind: str, delivered: JobDelivery | None, now: float
@@ -73,7 +72,7 @@ class WorkflowJobs(Records):
         keys = [k.github_jobs, k.github_jobs_at, k.github_jobs_done, k.github_jobs_done_at]
         keys += [k.github_delivery(once_by or "-"), k.github_events]
         keys.append(k.github_events_slot(int(now // SLOT_S)))
-        result = await self._record(keys=keys, args=args)
+        result = await self._run("record_workflow_jobs", keys, args)
         return str(result) if isinstance(result, str | bytes) else int(result)
 
     async def live(self) -> list[dict[str, Any]]:
