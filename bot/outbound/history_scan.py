@@ -74,11 +74,6 @@ class Scan:
         highest number."""
         return all(c in self.done or c in self.newest for c in self.channels)
 
-    @property
-    def numbering_unseen(self) -> set[str]:
-        """Channels left out before their newest root was read: numbers there are not known."""
-        return self.left_out - self.newest
-
 
 async def read_all(slack: SlackGateway, scan: Scan, step: Callable[[], Awaitable[None]]) -> None:
     """Every channel's history newest first, a page at a time in turns; `step` after each page."""

@@ -298,7 +298,7 @@ class StateGuard:
         if newly or known:
             roots = {g: r for g, r in scan.found.roots.items() if r.channel in newly}
             highest = max(self._highest, scan.found.highest)
-            unseen = scan.numbering_unseen
+            unseen = scan.left_out - scan.newest  # left out before their newest root was read
             if not self._lost(read):
                 # A first start: the bot has posted no root in a channel Slack refuses it.
                 unseen = unseen - scan.refused.keys()

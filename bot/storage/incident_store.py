@@ -286,8 +286,6 @@ class IncidentStore:
         self, changes: Sequence[Commit], *, now: float
     ) -> list[bool | RedisError]:
         """Apply each change on its own, in one round trip: whether it applied, or its error."""
-        if not changes:
-            return []
         async with self._redis.pipeline(transaction=False) as pipe:
             for change in changes:
                 keys, args = self._commit_call(change, now)
