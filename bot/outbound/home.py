@@ -175,8 +175,7 @@ class Home:
             return None
         if self.clock().timestamp() - marker.lost_at > LOST_SHOWN_S:
             return None
-        at = datetime.fromtimestamp(marker.lost_at, UTC)
-        return StateLost(at, marker.found, marker.above)
+        return StateLost(datetime.fromtimestamp(marker.lost_at, UTC), marker.found, marker.above)
 
     async def _fleet(self) -> tuple[FleetSnapshot | None, str]:
         metrics = self.readings.metrics

@@ -323,10 +323,9 @@ class StateGuard:
         """The read done: → STEADY (a loss said, or a first start), or RETRY while channels kept
         failing."""
         scan = read.scan
-        took = asyncio.get_running_loop().time() - read.began
         log.info(
             "state: Slack's history: %d channel(s) read, %s messages, in %.1f s",
-            *(len(scan.done), f"{scan.read:,}", took),
+            *(len(scan.done), f"{scan.read:,}", asyncio.get_running_loop().time() - read.began),
         )
         if self.phase is Phase.SAID or self._lost(read):
             await self._say_lost(read, now)

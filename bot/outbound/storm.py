@@ -131,10 +131,9 @@ class StormDigest:
         waiting = await self._storms.roots_waiting(self.channel)
         members = await self._storms.members(self.channel)
         links = await self._thread_links(members)
-        unplaced = any(m.part is None for m in members)
         over = (
             waiting == 0
-            and not unplaced
+            and not any(m.part is None for m in members)
             and storm.pending is None
             and all(m.incident_id in links for m in members if m.threaded)
             and now_ms - storm.last_added_ms >= self._config.storm_quiet_seconds * 1000
@@ -229,10 +228,9 @@ class StormDigest:
             if m.incident_id in by_id
         ]
         listed = {m.incident_id for m in mine}
-        started = datetime.fromtimestamp(storm.started_ms / 1000, tz=UTC)
         return render_digest(
             [e for e in entries if e.incident.id in listed],
-            started=started,
+            started=datetime.fromtimestamp(storm.started_ms / 1000, tz=UTC),
             now=self._desk.out.clock(),
             over=over,
             command=self._config.slash_command,

@@ -26,7 +26,7 @@ from bot.domain.incident.incidents import (
 )
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
-from bot.storage.keys import Keys, Records, dumped, loaded, script
+from bot.storage.keys import Keys, Records, dumped, loaded
 from bot.storage.leases import Fence, FencedScript
 from bot.storage.state_marker import FoundRoot
 
@@ -165,7 +165,7 @@ class Fresh(Generic[T]):
 GroupLoad = tuple[GroupState, int, Loaded, str, FoundRoot | None]
 
 
-class IncidentStore:
+class IncidentStore(Records):
     def __init__(
         self,
         redis: Redis,
@@ -176,9 +176,8 @@ class IncidentStore:
         fence: Fence | None = None,
     ) -> None:
         """`issues`: changes worth telling the alert's GitHub issue mark it in `issue_due`."""
-        self._redis = redis
+        super().__init__(redis, Keys(prefix))
         self.issues = issues
-        self.keys = Keys(prefix)
         self.retention_s = retention_s
         self.status_due = DueSet(redis, self.keys.status_due)
         self.silence_watch = DueSet(
@@ -190,11 +189,9 @@ class IncidentStore:
         )
         self.issue_due = DueSet(redis, self.keys.issue_due)
         self._commit = FencedScript(redis, "commit", fence)
-        self._load_group = script(redis, "load_group")
 
     async def load(self, incident_id: str) -> Loaded:
-        raw = await self._redis.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
-        return loaded_from(raw)
+        return loaded_from(await self._redis.hmget(self.keys.incident(incident_id), LOADED_FIELDS))
 
     async def get(self, incident_id: str) -> Incident | None:
         return (await self.load(incident_id)).incident
@@ -202,10 +199,8 @@ class IncidentStore:
     async def load_group(self, group_hash: str) -> GroupLoad:
         """See `GroupLoad`. IDs are short numbers from one sequence: people type them."""
         k = self.keys
-        raw = await self._load_group(
-            keys=[k.group(group_hash), k.incident_seq, k.found_roots],
-            args=[k.incident(""), group_hash],
-        )
+        keys = [k.group(group_hash), k.incident_seq, k.found_roots]
+        raw = await self._run("load_group", keys, [k.incident(""), group_hash])
         version, state = raw[0], raw[1]
         group = GroupState.model_validate_json(state) if state else GroupState()
         found = loaded(FoundRoot, raw[7]) if len(raw) > 7 else None
