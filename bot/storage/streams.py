@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
@@ -39,15 +39,24 @@ REQUEST_MAX_BYTES = 256 * 1024
 MAX_WORK = 100
 
 
-class Entry(Protocol):
-    @property
-    def id(self) -> str: ...
+@dataclass(frozen=True)
+class StreamEntry:
+    id: str
+    delivery: Delivery | None
+    problem: str = ""  # why `delivery` could not be read back, when it is None
+    fields: dict[str, str] | None = None
 
-    @property
-    def fields(self) -> dict[str, str] | None: ...
+
+@dataclass(frozen=True)
+class Request:
+    id: str
+    work: str
+    body: dict[str, Any] | None
+    problem: str = ""  # why the entry could not be read back, when `body` is None
+    fields: dict[str, str] | None = None
 
 
-E = TypeVar("E", bound=Entry)
+E = TypeVar("E", StreamEntry, Request)
 
 
 class NotReplicated(RedisError):
@@ -180,14 +189,6 @@ class ConsumerGroup(Generic[E]):
         return removed
 
 
-@dataclass(frozen=True)
-class StreamEntry:
-    id: str
-    delivery: Delivery | None
-    problem: str = ""  # why `delivery` could not be read back, when it is None
-    fields: dict[str, str] | None = None
-
-
 class NotificationStream(ConsumerGroup[StreamEntry]):
     names = ("stream", "dead_letters", INTAKE_GROUP)
 
@@ -263,15 +264,6 @@ def _delivery(source: str, body: str) -> Delivery:
     if len(_RECENT) > RECENT:
         _RECENT.popitem(last=False)
     return delivery
-
-
-@dataclass(frozen=True)
-class Request:
-    id: str
-    work: str
-    body: dict[str, Any] | None
-    problem: str = ""  # why the entry could not be read back, when `body` is None
-    fields: dict[str, str] | None = None
 
 
 class RequestRefused(ValueError):
