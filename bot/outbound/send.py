@@ -121,8 +121,7 @@ class ChannelSender:
 
     async def _post_or_wait(self) -> None:
         if not await self.post_next():
-            queue = self._out.queue
-            await queue.wait_bell(queue.keys.posts_bell(self.channel), 1.0)
+            await self._out.queue.wait_bell(self._out.queue.keys.posts_bell(self.channel), 1.0)
 
     async def post_next(self) -> bool:
         """Send the channel's most urgent post; False when none was waiting."""

@@ -130,7 +130,10 @@ class StormDigest:
         # Waiting first: with no root waiting, the members read next all show their threads.
         waiting = await self._storms.roots_waiting(self.channel)
         members = await self._storms.members(self.channel)
-        links = await self._thread_links(members)
+        # Incident ID -> its thread's link where known ("": the root is gone).
+        threads = {(self.channel, m.thread_ts): m.incident_id for m in members if m.threaded}
+        found = await self._desk.out.slack.links(list(threads), ask_at_most=LINKS_PER_STEP)
+        links = {threads[message]: url for message, url in found.items()}
         over = (
             waiting == 0
             and not any(m.part is None for m in members)
@@ -189,12 +192,6 @@ class StormDigest:
             raise
         self._drawn[part], self._groups_drawn[part] = drawn, len(mine)
         self._next_edit[part] = time.time() + self._config.root_edit_interval_ms / 1000
-
-    async def _thread_links(self, members: list[Member]) -> dict[str, str]:
-        """Incident ID -> its thread's link where known ("": the root is gone)."""
-        threads = {(self.channel, m.thread_ts): m.incident_id for m in members if m.threaded}
-        found = await self._desk.out.slack.links(list(threads), ask_at_most=LINKS_PER_STEP)
-        return {threads[message]: url for message, url in found.items()}
 
     async def _edit(
         self, storm: Storm, part: int, links: dict[str, str], *, over: bool, within_s: float | None
