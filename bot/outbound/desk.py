@@ -1,6 +1,6 @@
 """What a channel's sender works with (`Outbound`, `Post`), its one way to edit (`Desk.update`, in
-the app-wide `chat.update` slot) and the edit loops that bring roots and early warnings to their
-latest state in their turn: a burst of changes is one edit, an outage ends in the latest."""
+the app-wide `chat.update` slot) and the loops that edit roots and early warnings to their latest
+state: a burst of changes is one edit."""
 
 from __future__ import annotations
 
@@ -92,9 +92,8 @@ class Desk:
     async def update(
         self, ts: str, draw: Callable[[], Awaitable[Rendered]], *, within_s: float | None = None
     ) -> tuple[Rendered, SlackError | None]:
-        """Show at `ts` what `draw` gives once the `chat.update` slot is taken (so, what holds
-        then). Answers a refusal for good; raises one worth retrying, and past `within_s` what a
-        429 would (the posts' path must not wait out an edit's hold)."""
+        """Show at `ts` what `draw` gives once the `chat.update` slot is taken. Answers a refusal
+        for good; raises one worth retrying, and past `within_s` what a 429 would."""
         slack = self.out.slack
         await slack.turn("chat.update", self.out.config.slack_update_interval_ms, within_s=within_s)
         rendered = await draw()
@@ -124,8 +123,8 @@ class Desk:
 
 
 async def edit_root(desk: Desk, due: DueSet) -> None:
-    """Edit the next changed root, at most once per `ROOT_EDIT_INTERVAL_MS` (the first after the
-    post at once). `due` needs no claims: the leader's sender of the channel is its one reader."""
+    """Edit the next changed root, at most once per `ROOT_EDIT_INTERVAL_MS`. `due` needs no
+    claims: the channel's sender is its one reader."""
     queue, channel, config = desk.out.queue, desk.channel, desk.out.config
     now_ms = int(time.time() * 1000)
     pending = await due.pending(now_ms, limit=1)

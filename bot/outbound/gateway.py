@@ -1,10 +1,7 @@
 """The Slack gateway: every Web API call goes through here, its answer classified once: a 429
 holds the method for `Retry-After` (`bot.pacing`); a refused connection is safe to repeat; a
 timeout, a dropped connection, a 5xx or `internal_error` is uncertain (a post must be looked up
-before it is sent again); anything else is permanent. Retries are the callers'. At start-up
-`check_channels` logs whether the app is in every channel it posts to, when an operator deploys
-rather than at the first alert; never fatal: the other channels work, and a Slack that cannot
-answer now is no configuration error."""
+before it is sent again); anything else is permanent. Retries are the callers'."""
 
 from __future__ import annotations
 
@@ -105,8 +102,7 @@ class SlackGateway:
     link_timeout_s: float = 3.0
 
     def open(self) -> None:
-        """One pool of connections until `aclose` (else slack_sdk handshakes before every call);
-        called in the running loop (the lifespan)."""
+        """One pool of connections until `aclose` (else slack_sdk handshakes before every call)."""
         self.client.session = ClientSession(timeout=ClientTimeout(total=self.client.timeout))
 
     async def aclose(self) -> None:
@@ -202,9 +198,8 @@ class SlackGateway:
         ts: str | None = None,
     ) -> dict[str, Any] | None:
         """The first message `match` accepts in a channel (`conversations.history`) or a thread
-        (`conversations.replies`, `ts`) between `oldest` and `latest`; None when none does. Fit
-        for a distributed app's limits (about one call a minute, 15 messages): a bounded window,
-        at most LOOKUP_MAX_PAGES, a 429 waited out and the same page asked again."""
+        (`conversations.replies`, `ts`) between `oldest` and `latest`, at most LOOKUP_MAX_PAGES
+        pages (a distributed app gets about one call a minute)."""
         cursor: str | None = None
         for _ in range(LOOKUP_MAX_PAGES):
             messages, cursor = await self.page(
@@ -230,8 +225,7 @@ class SlackGateway:
         limit: int = LOOKUP_PAGE,
         interval_ms: int | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """One page of a channel's or a thread's messages with their metadata, in its turn (a
-        429 waited out), and the cursor of the next; None at the end."""
+        """One page of messages with their metadata, in its turn, and the next cursor (or None)."""
         page = await self.in_turn(
             method,
             LOOKUP_RATE_LIMITED_TRIES,
@@ -280,8 +274,7 @@ class SlackGateway:
         **params: Any,
     ) -> dict[str, Any]:
         """A call in its `turn` (so waiters do not all call the instant a hold ends), a 429 waited
-        out up to `tries` times. The pacing learns a history method's pace from every answer;
-        `interval_ms` (else the method's slot) is the least spacing before Slack said any."""
+        out up to `tries` times; `interval_ms` (else the method's slot) is the least spacing."""
         attempt = 1
         spacing_ms = _SLOTS_MS.get(method, 0) if interval_ms is None else interval_ms
         while True:
@@ -324,16 +317,14 @@ class SlackGateway:
         return [str(user) for user in response.get("users") or []]
 
     async def link(self, channel: str, ts: str) -> str | None:
-        """The message's link; "" when Slack has none (the message deleted, a channel the app
-        left); None while it is not known (Slack slow or failing, a 429 held, Redis away)."""
+        """The message's link; "" when Slack has none; None while it is not known."""
         return (await self.links([(channel, ts)])).get((channel, ts))
 
     async def links(
         self, messages: Sequence[Message], *, ask_at_most: int | None = None
     ) -> dict[Message, str]:
         """The links known of `messages` ("" where Slack has none; left out: not known yet), asking
-        for `ask_at_most` not kept. A permalink never changes, so each is asked once and kept; a
-        link is a courtesy, so this never raises and never waits long."""
+        for `ask_at_most` not kept. A link is a courtesy: this never raises nor waits long."""
         wanted = list(dict.fromkeys(messages))
         try:
             known = await self.permalinks.kept(wanted)
@@ -372,8 +363,8 @@ class SlackGateway:
 
 
 async def check_channels(gateway: SlackGateway, uses: Mapping[str, str]) -> dict[str, str]:
-    """`uses`: channel -> what posts there ("SLACK_CHANNEL", "route 2: team=rocm"). Logs, and
-    answers, each channel the app cannot post to with why."""
+    """At start-up, logs (and answers) each channel of `uses` (channel -> what posts there) the
+    app cannot post to, and why; never fatal: the other channels work."""
     problems: dict[str, str] = {}
     for channel, use in uses.items():
         try:

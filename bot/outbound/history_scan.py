@@ -1,13 +1,9 @@
-"""Reading the channels' history for the bot's roots after a possible loss of state
-(`bot.outbound.lost_state`): back to the window, as fast as Slack lets this app, saying how far.
+"""Reading the channels' history for the bot's roots after a possible loss of state.
 
 Slack gives an internal app Tier 3 and 999 messages a call, a distributed one a call a minute and
-15 messages; the app cannot ask which, so every call asks for 999 and Slack's answers tell the
-rest (a short page with more to come is the most it gives; a 429's `Retry-After` sets the pace,
-kept by `bot.pacing`). The channels take turns, a page each, so on Tier 1 every channel's newest
-page (its highest number) comes before anyone's deeper ones; the readers grow by one a page up to
-`READERS`, so a first read meets two 429s at most before it knows the pace.
-"""
+15 messages; the app cannot ask which, so every call asks for 999 and Slack's answers (a short page,
+a 429's `Retry-After`) tell the rest. The channels take turns, a page each, so every channel's
+newest page (its highest number) comes first; the readers grow by one a page up to `READERS`."""
 
 from __future__ import annotations
 
@@ -74,19 +70,13 @@ class Scan:
 
     @property
     def numbering_known(self) -> bool:
-        """Numbers only grow, and one sender posts a channel's roots in the order they were
-        opened: a channel's newest root shows its highest number."""
+        """Numbers only grow, and a channel's roots are posted in order: its newest root shows its
+        highest number."""
         return all(c in self.done or c in self.newest for c in self.channels)
-
-    @property
-    def numbering_unseen(self) -> set[str]:
-        """Channels left out before their newest root was read: numbers there are not known."""
-        return self.left_out - self.newest
 
 
 async def read_all(slack: SlackGateway, scan: Scan, step: Callable[[], Awaitable[None]]) -> None:
-    """Every channel's history newest first, back to the window, a page at a time in turns (each
-    channel's first page before anyone's second); `step` after every page."""
+    """Every channel's history newest first, a page at a time in turns; `step` after each page."""
     cursors: dict[str, str | None] = dict.fromkeys(scan.channels)
     turns = deque(scan.channels)
 
@@ -116,16 +106,13 @@ async def read_all(slack: SlackGateway, scan: Scan, step: Callable[[], Awaitable
 async def _read_page(
     slack: SlackGateway, scan: Scan, channel: str, cursor: str | None
 ) -> str | None:
-    """One page of `channel` read into `scan`; the next page's cursor, None at the end. A failure
-    worth retrying is retried after a back-off, `give_up_after` times in a row at most; a channel
-    Slack will not show, or that kept failing, is left out, said."""
+    """One page of `channel` read into `scan`; the next cursor, None at the end. A channel Slack
+    will not show, or that failed `give_up_after` times in a row, is left out."""
     backoff = Backoff(30.0)
     failures = 0
     while True:
         try:
-            # In this app's turn: the gateway paces the method as Slack's 429s tell (a read and
-            # the send path's lookups share that budget), as fast as Slack lets otherwise (on
-            # Tier 3 twenty channels take one's time).
+            # The gateway paces the method as Slack's 429s tell (the lookups share that budget).
             messages, cursor = await slack.page(
                 HISTORY,
                 channel,

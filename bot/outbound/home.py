@@ -1,9 +1,6 @@
-"""The App Home: what `app_home_opened` asks for (on the replica Slack asked), and the leader's
-round that keeps open Homes current: each person who opened it within a day gets it again when its
-state changed, its numbers at most every `HOME_NUMBERS_SECONDS`. A change is published once, by
-whoever claims the viewer and digest first. Nothing here raises (the event was acknowledged
-already, and a later round publishes what failed).
-"""
+"""The App Home: published when opened, and kept current by the leader's round for whoever opened
+it within a day (its numbers at most every `HOME_NUMBERS_SECONDS`), once, by whoever claims the
+viewer and digest first. Nothing here raises: a later round publishes what failed."""
 
 from __future__ import annotations
 
@@ -110,9 +107,8 @@ class Home:
     async def _publish(
         self, user: str, home: HomeState, said: Digests, view_hash: str, *, within_s: float
     ) -> bool:
-        """Publish unless claimed already (an `opened` on any replica races the leader's round);
-        False only when Slack holds the method back longer than `within_s`. `hash` makes Slack
-        refuse it (`hash_conflict`) if another publish came in between."""
+        """Publish unless claimed already; False only when Slack holds the method back longer than
+        `within_s`. `hash` makes Slack refuse it if another publish came in between."""
         claim = await self.viewers.claim(user, f"{said.state}.{said.numbers}", CLAIM_MS)
         if claim is None:
             return True
@@ -150,22 +146,18 @@ class Home:
 
     async def _home(self) -> HomeState:
         ids = await self.store.open_ids()
-        loaded = [ld for ld in await self.store.load_many(ids[:MAX_INCIDENTS]) if ld.incident]
+        loaded = await self.store.load_many(ids[:MAX_INCIDENTS])  # each with its incident
+        threads = {ld.incident.id: (ld.thread.channel, ld.thread.ts) for ld in loaded if ld.thread}
         warned = standing_warnings((await self.warnings.all()).values())[:MAX_WARNINGS]
-        threads = [(ld.thread.channel, ld.thread.ts) for ld in loaded if ld.thread]
         posted = [(w.channel, w.ts) for w in warned if w.ts and w.ts != REFUSED and w.channel]
-        links = await self.slack.links([*threads, *posted])
-        fleet, note = await self._fleet()
+        links = await self.slack.links([*threads.values(), *posted])
         incidents = [ld.incident for ld in loaded if ld.incident]
+        fleet, note = await self._fleet()
         if fleet is not None:
             # Counting the scale-ups since the reading, as each root does.
             fleet = counting_scale_ups(fleet, [a for i in incidents for a in i.actions])
         return HomeState(
-            incidents=tuple(
-                Listed(ld.incident, _link(links, ld.thread and (ld.thread.channel, ld.thread.ts)))
-                for ld in loaded
-                if ld.incident
-            ),
+            incidents=tuple(Listed(i, _link(links, threads.get(i.id))) for i in incidents),
             open_count=len(ids),
             warnings=tuple(Standing(w, _link(links, (w.channel, w.ts))) for w in warned),
             fleet=fleet,
@@ -183,8 +175,7 @@ class Home:
             return None
         if self.clock().timestamp() - marker.lost_at > LOST_SHOWN_S:
             return None
-        at = datetime.fromtimestamp(marker.lost_at, UTC)
-        return StateLost(at, marker.found, marker.above)
+        return StateLost(datetime.fromtimestamp(marker.lost_at, UTC), marker.found, marker.above)
 
     async def _fleet(self) -> tuple[FleetSnapshot | None, str]:
         metrics = self.readings.metrics

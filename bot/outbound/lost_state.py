@@ -1,15 +1,8 @@
-"""A Redis that lost queuepilot's state (a failover to an empty replica, a restart without
-persistence, FLUSHALL): found, said loudly, and gone on from, as one state machine (`Phase`, drawn
-in docs/architecture.md; docs/operations.md, "When Redis lost the state", says what an operator
-sees).
-
-The marker (`bot.storage.state_marker`) says the state exists; the leader looks at it when it takes
-the lead and every tick. Missing while this process saw it, or while Slack shows roots of this
-app, the state was lost: the channels' history is read back a week for the roots
-(`bot.outbound.history_scan`), whose metadata names the incident, its UID and its alert group, so
-a group that notifies again goes on in its root (`bot.intake.consumer`). Slack's history is the
-one record of the numbers used that survives Redis: a channel's newest root shows its highest.
-"""
+"""A Redis that lost queuepilot's state: found, said loudly, and gone on from, as one state
+machine (`Phase`, drawn in docs/architecture.md). The marker (`bot.storage.state_marker`) missing
+while this process saw it, or while Slack shows roots of this app, means the state was lost: the
+channels' history is read back a week for the roots, whose metadata names the incident, its UID and
+its alert group. Slack's history is the one record of the numbers used that survives Redis."""
 
 from __future__ import annotations
 
@@ -21,6 +14,7 @@ from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from enum import Enum
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -29,19 +23,18 @@ from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.history_scan import HISTORY, Found, Scan, read_all
 from bot.pacing import Backoff
 from bot.storage.leases import Deposed
-from bot.storage.state_marker import Marker, StateMarker
+from bot.storage.state_marker import FoundRoot, Marker, StateMarker
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
 LOOKBACK_S = 7 * 86_400  # how far back a channel is read for the bot's roots
 FOUND_KEEP_S = 86_400  # a found root waits this long for its group's next notification
-# A notification whose group's root may still be found waits for it at most this long after the
-# read began: a slow Slack (a distributed app reads 15 messages a minute) must not keep an alert
-# from being shown.
+# A notification whose group's root may still be found waits at most this long after the read
+# began: a slow Slack (a distributed app reads 15 messages a minute) must not hide an alert.
 HOLD_S = 10.0
-# A notification that opens an incident waits for the numbering at most this long after the read
-# began, then goes on numbered above a guess: the highest number read so far and NUMBER_GAP more.
+# An opening waits for the numbering at most this long, then goes on numbered above a guess: the
+# highest number read so far and NUMBER_GAP more.
 NUMBER_HOLD_S = 120.0
 NUMBER_GAP = 1000
 UNREAD_AGAIN_S = 600.0  # at most this long before a first start reads a failing channel again
@@ -52,20 +45,16 @@ UNSURE = "state: cannot tell yet whether Redis lost the state (%s): checked agai
 
 
 class Phase(Enum):
-    """Where recovery stands in this process; what a notification that may open an incident
-    waits for in each is `StateGuard._holds`."""
+    """Where recovery stands in this process; what an opening waits for in each: `_holds`."""
 
-    STEADY = "steady"  # no read under way (the marker stands, or the next tick looks): no wait
-    # The marker missing, a first start or a loss not told, the numbers used unknown: an opening
-    # waits.
-    READING = "reading"
-    # Numbered above every channel's newest root, or above a guess once the number hold is over:
-    # an opening goes on, a group that may find its root waits for its channel's read (the hold).
+    STEADY = "steady"  # no read under way: no wait
+    READING = "reading"  # the marker missing, the numbers used unknown: an opening waits
+    # Numbered (above every channel's newest root, or a guess): an opening goes on, a group that
+    # may find its root waits for its channel's read.
     NUMBERED = "numbered"
-    SAID = "said"  # the loss said (log, metric, marker), the read goes on for roots: as NUMBERED
+    SAID = "said"  # the loss said, the read goes on for roots: as NUMBERED
     FAILED = "failed"  # the read failed before the numbering: openings wait for a read or the guess
-    # A first start not told: no root read, but channels kept failing; read again after a back-off.
-    RETRY = "retry"
+    RETRY = "retry"  # a first start not told: channels kept failing; read again after a back-off
     STOPPED = "stopped"  # the lead lost mid-read: what waits is the next leader's (`Deposed`)
 
 
@@ -108,14 +97,13 @@ class StateGuard:
     _moved: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # set at each change
     _watch: asyncio.Task[None] | None = field(default=None, init=False)  # ends it with the lead
     _said_at: float = field(default=0.0, init=False)  # when the log last said how far
-    # RETRY's channels, and when they are read again.
     _unread: set[str] = field(default_factory=set, init=False)
     _unread_at: float = field(default=0.0, init=False)
     _unread_backoff: Backoff | None = field(default=None, init=False)
 
     async def at_start_of_term(self, deposed: asyncio.Event | None = None) -> None:
-        """Before the intake applies anything: the marker looked at, and a read of Slack's
-        history begun beside the intake when it is missing; it ends when `deposed` is set."""
+        """The marker looked at (a read begun if it is missing) before the intake applies
+        anything; the read ends when `deposed` is set."""
         if self.phase is Phase.STOPPED:
             self._enter(Phase.STEADY)
         if deposed is not None:
@@ -126,8 +114,7 @@ class StateGuard:
             log.warning(UNSURE, exc)
 
     async def end_of_term(self) -> None:
-        """Any phase of a read → STOPPED: the read ends with the lead (the next leader reads
-        again); nothing waits for it."""
+        """→ STOPPED: the read ends with the lead (the next leader reads again)."""
         if self._watch is not None and self._watch is not asyncio.current_task():
             self._watch.cancel()
         self._watch = None
@@ -145,22 +132,17 @@ class StateGuard:
             log.warning("state: cannot check the state marker now: %s", exc)
 
     async def check(self) -> None:
-        """The marker stands, or is set now: on a first start, or after a loss (said); returns
-        once Slack's history, when it had to be read, has been. A tick that waits for the read:
-        the one way a test or the bench sees a whole check through."""
+        """A tick that waits for the read it began, if any (for tests and the bench)."""
         if (task := await self._look()) is not None:
             await task
 
     async def held(self, channel: str | None) -> None:
-        """Until an incident may open (see `Phase`): with `channel`, for a group Redis knows
-        nothing of, until its root is found if it is in that channel. Raises `Deposed` when the
-        read stops with the lead before that: the notification is left unacknowledged for the
-        next leader, whose read numbers it (going on would open it under a number Slack may show,
-        or a second thread beside its root)."""
+        """Until an incident may open (see `Phase`); with `channel`, until its root may be found
+        there. Raises `Deposed` when the read stops with the lead: the notification is left to the
+        next leader's read (going on could reuse a number or open a second thread)."""
         while (left := self._holds(channel)) > 0:
-            moved = self._moved
             with suppress(TimeoutError):
-                await asyncio.wait_for(moved.wait(), None if left == math.inf else left)
+                await asyncio.wait_for(self._moved.wait(), None if left == math.inf else left)
         if (read := self.read) is None or read.settled(channel) or read.overdue:
             return
         read.overdue = True
@@ -173,7 +155,7 @@ class StateGuard:
         )
 
     def _holds(self, channel: str | None) -> float:
-        """How long more a notification waits in this phase (inf: until the phase changes)."""
+        """How long more a notification waits (inf: until the phase changes)."""
         match self.phase, self.read:
             case Phase.STOPPED, _:
                 raise Deposed("the read of Slack's history stopped with the lead")
@@ -193,17 +175,15 @@ class StateGuard:
         await self.end_of_term()
 
     async def _look(self) -> asyncio.Task[None] | None:
-        """STEADY while the marker stands (renewed); missing, or standing with a loss's read
-        unfinished, a read begins (`_begin`). Returns the read under way, if any."""
+        """STEADY while the marker stands (renewed), else a read begins; the read under way."""
         async with self._lock:
             if (read := self.read) is not None and read.task is not None and not read.task.done():
                 return read.task
             marker, highest = await self.marker.kept()
             if marker is not None:
                 if 0 < highest < self._highest:
-                    # Redis went back in time (a failover to a replica that lagged, a backup
-                    # restored under the bot): the numbers used since are not taken again. (No
-                    # sequence at all is one that expired: no incident for the retention.)
+                    # Redis went back in time (a lagging replica, a backup restored): the numbers
+                    # used since are not taken again. No sequence at all is one that expired.
                     await self._number_above(self._highest)
                 self._seen, self._highest = True, max(self._highest, highest)
                 if marker.lost_at is not None:
@@ -220,9 +200,8 @@ class StateGuard:
     async def _begin(
         self, marker: Marker | None, highest: int, channels: list[str]
     ) -> asyncio.Task[None]:
-        """STEADY, RETRY or FAILED → READING; → SAID when the marker says a loss's read is
-        unfinished (a leader taking over: the sequence is above every number that read showed, or
-        its guess, so openings need not wait). A failed read's holds count from its start."""
+        """→ READING; → SAID when the marker says a loss's read is unfinished (a leader taking
+        over: the numbering is done, openings need not wait). A failed read's holds count on."""
         now = self.clock().timestamp()
         loop = asyncio.get_running_loop()
         # Before Slack is read (it may be slow or away, and the intake goes on meanwhile).
@@ -251,8 +230,7 @@ class StateGuard:
         return read.task
 
     async def _read(self, read: Read, now: float) -> None:
-        """Every channel read, the loss said as soon as it is known, then the verdict. A failure
-        leaves it to the next tick (`_failed`)."""
+        """Every channel read, the loss said as soon as known, then the verdict."""
         read.guess = asyncio.create_task(self._guess(read), name="state-check-numbers")
         try:
             if not self._bot_id:
@@ -274,8 +252,7 @@ class StateGuard:
                 await self.marker.said_checking(None)
 
     def _failed(self) -> None:
-        """READING → FAILED: openings wait on, for the next tick's read or the guess. A read
-        numbered already ends (→ STEADY): the next tick reads again, and nothing waits."""
+        """READING → FAILED (openings wait on); a read numbered already → STEADY."""
         if self.phase is Phase.READING:
             self._enter(Phase.FAILED)
         else:
@@ -292,14 +269,13 @@ class StateGuard:
         return read
 
     async def _guess(self, read: Read) -> None:
-        """READING or FAILED → NUMBERED once `number_hold_s` is over, above a guess rather than
-        waiting on; the read goes on and raises it if need be."""
+        """READING or FAILED → NUMBERED above a guess once `number_hold_s` is over."""
         left = read.began + self.number_hold_s - asyncio.get_running_loop().time()
         await asyncio.sleep(max(left, 0.0))
         if self.phase not in (Phase.READING, Phase.FAILED):
             return
         highest = max(self._highest, read.scan.found.highest) + NUMBER_GAP
-        await self._recorded(lambda: self._number_above(highest))
+        await self._recorded(self._number_above, highest)
         if self.phase not in (Phase.READING, Phase.FAILED) or self.read is not read:
             return  # a page numbered the read (and may have said the loss) during the write
         log.warning(
@@ -314,26 +290,21 @@ class StateGuard:
         await self._say_lost(read, self.clock().timestamp())
 
     async def _step(self, read: Read, now: float) -> None:
-        """After a page: the numbering raised and the roots of the channels read put where the
-        intake finds them, before anyone waiting for them goes on (READING → NUMBERED once every
-        channel's newest root is read); the loss said as soon as it is known; how far, said."""
+        """After a page: the numbering raised and the roots of the channels read recorded before
+        anyone waiting goes on (→ NUMBERED once every channel's newest root is read)."""
         scan = read.scan
         newly = scan.done - read.recorded
         known = scan.numbering_known and not read.exact
         if newly or known:
             roots = {g: r for g, r in scan.found.roots.items() if r.channel in newly}
             highest = max(self._highest, scan.found.highest)
-            unseen = scan.numbering_unseen
+            unseen = scan.left_out - scan.newest  # left out before their newest root was read
             if not self._lost(read):
                 # A first start: the bot has posted no root in a channel Slack refuses it.
                 unseen = unseen - scan.refused.keys()
             if known and unseen:  # numbers a channel left out shows are unknown
                 highest += NUMBER_GAP
-            await self._recorded(
-                lambda: self.marker.record_loss(
-                    None, highest=highest, roots=roots, keep_s=FOUND_KEEP_S
-                )
-            )
+            await self._recorded(self._said, None, highest, roots)
             read.above = max(read.above, highest)
             read.recorded |= newly
             read.exact = read.exact or known
@@ -349,13 +320,12 @@ class StateGuard:
             log.info("state: %s", progress)
 
     async def _conclude(self, read: Read, now: float) -> None:
-        """The read done: SAID → STEADY; no root of this app seen, → STEADY as a first start (the
-        marker set), or → RETRY while channels kept failing."""
+        """The read done: → STEADY (a loss said, or a first start), or RETRY while channels kept
+        failing."""
         scan = read.scan
-        took = asyncio.get_running_loop().time() - read.began
         log.info(
             "state: Slack's history: %d channel(s) read, %s messages, in %.1f s",
-            *(len(scan.done), f"{scan.read:,}", took),
+            *(len(scan.done), f"{scan.read:,}", asyncio.get_running_loop().time() - read.began),
         )
         if self.phase is Phase.SAID or self._lost(read):
             await self._say_lost(read, now)
@@ -376,7 +346,7 @@ class StateGuard:
             )
             self._end(Phase.RETRY)
             return
-        await self._recorded(lambda: self.marker.create(now))
+        await self._recorded(self.marker.create, now)
         self._seen, self._unread = True, set()
         log.info("state: a first start: queuepilot's state begins now")
         for channel, error in sorted(scan.refused.items()):
@@ -393,16 +363,13 @@ class StateGuard:
         return self._seen or read.scan.found.any_root
 
     async def _say_lost(self, read: Read, now: float) -> None:
-        """→ SAID, once: the loss known and new incidents numbered; the roots of the channels
-        read so far go with it."""
+        """→ SAID, once, with the roots of the channels read so far."""
         if self.phase is Phase.SAID or not self._lost(read):
             return
         self._enter(Phase.SAID)
         highest = max(self._highest, read.above, read.scan.found.highest)
         roots = {g: r for g, r in read.scan.found.roots.items() if r.channel in read.recorded}
-        await self._recorded(
-            lambda: self.marker.record_loss(now, highest=highest, roots=roots, keep_s=FOUND_KEEP_S)
-        )
+        await self._recorded(self._said, now, highest, roots)
         self._seen, self._highest = True, highest
         self.telemetry.state_lost.inc()
         self.telemetry.state_lost_at.set(now)
@@ -441,13 +408,12 @@ class StateGuard:
             )
         return text
 
-    async def _recorded(self, write: Callable[[], Awaitable[object]]) -> None:
-        """A write of what the read found, retried while Redis fails (a blip must not throw the
-        read away); a lead lost is not retried."""
+    async def _recorded(self, write: Callable[..., Awaitable[object]], *args: Any) -> None:
+        """A write retried while Redis fails (a blip must not throw the read away)."""
         backoff = Backoff(5.0)
         while True:
             try:
-                await write()
+                await write(*args)
                 return
             except Deposed:
                 raise
@@ -457,6 +423,9 @@ class StateGuard:
                     "state: Redis failed (%s); writing what was read again in %.1f s", exc, wait
                 )
                 await asyncio.sleep(wait)
+
+    async def _said(self, now: float | None, highest: int, roots: dict[str, FoundRoot]) -> None:
+        await self.marker.record_loss(now, highest=highest, roots=roots, keep_s=FOUND_KEEP_S)
 
     async def _number_above(self, highest: int) -> None:
         await self.marker.record_loss(None, highest=highest, roots={}, keep_s=1)

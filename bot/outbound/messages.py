@@ -1,10 +1,7 @@
-"""The kinds of message a channel's sender posts, as data: what a queue member stands for.
-
-A queue member is `<kind>:<key>`: `root` (the incident's root), `replies` (the thread's first
-waiting reply: an answer, an event, a status, a chart's PNG, a postmortem's Markdown), `warning`
-(an early warning), `notice` (the capacity report). `read` gives the member's `Post`, or None when
-nothing is left to post (that recorded); `drop` takes one Slack refuses for good off the queue.
-Every post is found again by its metadata, a file by its name."""
+"""The kinds of message a channel's sender posts: a queue member `<kind>:<key>` is a `root`, the
+thread's first waiting `replies`, a `warning` or a `notice`. `read` gives the member's `Post`, or
+None when nothing is left to post; `drop` takes one Slack refuses for good off the queue. Every
+post is found again by its metadata, a file by its name."""
 
 from __future__ import annotations
 
@@ -23,7 +20,7 @@ from bot.render.chart import blames_charts, has_charts, incident_chart, render_c
 from bot.render.early_warning import render_warning
 from bot.render.replies import StatusShown, render_shown
 from bot.storage.early_warning import REFUSED
-from bot.storage.incident_store import CHART, POSTMORTEM, SUMMARY_EDIT
+from bot.storage.incident_store import CHART, POSTMORTEM, STATUS_KINDS, SUMMARY_EDIT
 from bot.storage.send_queue import HeadReply, InFlight
 
 log = logging.getLogger(__name__)
@@ -109,7 +106,7 @@ async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> 
         number = head.item.rsplit(":", 1)[-1]
         filename = f"{files[head.kind]}-{incident_id}-{number}.{draw[1]}"
         return _reply(desk, incident_id, head, draw[0], filename)
-    if head.is_status:
+    if head.kind in STATUS_KINDS:
         # The tick only decided it: rendered as it goes out.
         incident = (await out.store.load(incident_id)).incident
         if incident is None:
@@ -135,8 +132,8 @@ async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> 
 async def _file(
     desk: Desk, incident_id: str, head: HeadReply
 ) -> tuple[Callable[[], Awaitable[Upload]], str] | None:
-    """A file's `draw` and extension: the postmortem's Markdown, or the trend chart's PNG from the
-    incident's trend now (none where charts go as blocks)."""
+    """A file's `draw` and extension: the postmortem's Markdown, or the trend chart's PNG (none
+    where charts go as blocks)."""
     if head.kind == POSTMORTEM:
         extra = head.extra or {}
         markdown = str(extra.get("markdown") or "").encode()
@@ -178,9 +175,8 @@ def _reply(
 
 
 async def _edited(desk: Desk, incident_id: str, head: HeadReply) -> bool:
-    """A quiet status edits the previous status reply, an outcome its scale-up's reply. It is
-    posted as a new reply (False) when that reply can never be edited, and while Slack holds
-    edits: the posts must not wait."""
+    """Edit the reply `head` edits (a quiet status, a scale-up's outcome); False (post it as a new
+    reply) when that reply cannot be edited, or while Slack holds edits."""
     patience_s = 2 * desk.out.config.slack_update_interval_ms / 1000
     try:
         _, refused = await desk.update(head.edit_ts, ready(head.rendered), within_s=patience_s)
@@ -249,9 +245,8 @@ async def read(desk: Desk, member: str, earlier: InFlight | None) -> Post | None
 
 
 async def drop(desk: Desk, member: str, item: str, error: str) -> None:
-    """Slack refused `item` for good, or no read of it made sense: logged so an operator can act,
-    on record, and it leaves the queue as its kind says (a root takes its thread with it, a thread
-    loses only that reply)."""
+    """Slack refused `item` for good, or no read of it made sense: logged, on record, and off the
+    queue (a root takes its thread with it, a thread loses only that reply)."""
     kind, _, key = member.partition(":")
     queue, channel = desk.out.queue, desk.channel
     incident_id = key if kind in (ROOT, "replies") else ""

@@ -1,12 +1,6 @@
-"""The send path: from a committed change to a Slack post, read top to bottom.
-
-The leader runs one `ChannelSender` per channel (`run`). A sender drains its channel's queue
-(`bot.storage.send_queue`) one post at a time in `ChannelSender.post_next`: the post slot, the
-most urgent member, the storm gate (`bot.outbound.storm`), what the member stands for now
-(`bot.outbound.messages`), a lookup after an uncertain failure, the draw, the fenced in-flight
-mark, the call, the classified answer, the record. Edits run in loops beside
-(`bot.outbound.desk`). docs/architecture.md walks the whole path.
-"""
+"""The send path, read top to bottom: the leader runs one `ChannelSender` per channel (`run`),
+which posts its channel's queue one at a time in `post_next`, its edits in loops beside
+(`bot.outbound.desk`). docs/architecture.md walks the whole path."""
 
 from __future__ import annotations
 
@@ -36,8 +30,7 @@ BACKOFF_MAX_S = 30.0
 # Slack's history can lag a post and its clock is not ours: a lookup reads this far either side.
 LOOKUP_MARGIN_S = 60.0
 STRIKES = 3  # failures in a row that drop an item, so one bug costs one item
-# Items with a failure counted, at most: an item that failed once and then changed (a newer
-# status took its place) is never counted again, so the oldest counts go first.
+# Items with a failure counted, at most (one that changed since is never counted again).
 STRUCK_KEPT = 256
 # Network jitter can make calls sent one interval apart arrive closer and earn a 429.
 JITTER_MARGIN = 1.05
@@ -46,8 +39,8 @@ CHANNELS_EVERY_S = 1.0  # how often the channels to send to are read again
 
 
 def strike(strikes: dict[str, int], name: str) -> int:
-    """Count one more failure of `name` (the latest counted last) and answer how many; past
-    STRUCK_KEPT items the one counted longest ago is forgotten."""
+    """Count one more failure of `name` and answer how many; past STRUCK_KEPT items the one
+    counted longest ago is forgotten."""
     count = strikes[name] = strikes.pop(name, 0) + 1
     if len(strikes) > STRUCK_KEPT:
         del strikes[next(iter(strikes))]
@@ -85,8 +78,7 @@ class ChannelSender:
         self._interval_s = out.config.slack_post_interval_ms / 1000 * JITTER_MARGIN
         self._burst = out.config.slack_post_burst
         # A 429 on a post this leader got before this channel's sender started holds it too.
-        held = self._pacing.held_for("chat.postMessage")
-        if held > 0:
+        if (held := self._pacing.held_for("chat.postMessage")) > 0:
             self._pacing.hold(self._slot, held)
         self._strikes: dict[str, int] = {}
         self._desk = Desk(out, channel)
@@ -95,10 +87,7 @@ class ChannelSender:
     async def run(self) -> None:
         """Post and edit until one loop fails or this is cancelled; every loop ends with it."""
         desk, out = self._desk, self._out
-        steps = [
-            self._post_or_wait,
-            partial(edit_root, desk, out.queue.root_edits(desk.channel)),
-        ]
+        steps = [self._post_or_wait, partial(edit_root, desk, out.queue.root_edits(desk.channel))]
         if out.warnings is not None:
             steps.append(partial(edit_warnings, desk, out.warnings))
         if self._storm.enabled:
@@ -110,8 +99,7 @@ class ChannelSender:
     async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
         backoff = Backoff(BACKOFF_MAX_S)
         while True:
-            # A cancel swallowed in a Redis call (redis-py's reads can swallow one) still counts on
-            # the task: honoured here, or the loop outlives its replica's shutdown, renewing on.
+            # A cancel redis-py swallowed still counts on the task: honoured, or the loop lives on.
             if (task := asyncio.current_task()) is not None and task.cancelling():
                 raise asyncio.CancelledError
             try:
@@ -119,8 +107,7 @@ class ChannelSender:
                 backoff.reset()
             except SlackError as exc:
                 if exc.retry_after is not None and exc.method in POST_METHODS:
-                    # A 429 on a post holds the posts; one on an edit only the edits (the
-                    # gateway keeps that hold, and the edit slot waits it out).
+                    # A 429 on a post holds the posts; one on an edit, the gateway's edit slot.
                     self._pacing.hold(self._slot, exc.retry_after)
                 wait = exc.retry_after if exc.retry_after is not None else backoff.next()
                 log.warning("sender %s: Slack %s; retrying in %.1f s", self.channel, exc, wait)
@@ -134,8 +121,7 @@ class ChannelSender:
 
     async def _post_or_wait(self) -> None:
         if not await self.post_next():
-            queue = self._out.queue
-            await queue.wait_bell(queue.keys.posts_bell(self.channel), 1.0)
+            await self._out.queue.wait_bell(self._out.queue.keys.posts_bell(self.channel), 1.0)
 
     async def post_next(self) -> bool:
         """Send the channel's most urgent post; False when none was waiting."""
@@ -176,8 +162,7 @@ class ChannelSender:
 
     async def _found(self, post: Post, earlier: InFlight) -> bool:
         """Whether `post` had landed before its last attempt heard back (then it is recorded).
-        A lookup Slack refuses for good finds nothing: a possible duplicate beats a channel
-        that never posts again."""
+        A lookup refused for good finds nothing: a duplicate beats a channel that never posts."""
         lookups = self._out.telemetry.slack_lookups
         try:
             found = await self._out.slack.find(

@@ -1,11 +1,7 @@
-"""The storm digest's side of a channel's sender: open it, keep it current, end it.
-
-The digest is posted like any other post (`gate` hands the sender a `Post` before the roots
-waiting) and edited through the channel's `Desk`. Groups that join later need a line too; but
-`chat.update` is paced for the whole app (when twenty channels storm, an edit may be half a minute
-away), so a channel whose edit cannot come soon posts them as a continuation instead
-(`edit_within_s`, `continuation_due`). Its state lives in `bot.storage.storm_queue`.
-"""
+"""The storm digest's side of a channel's sender: open it, keep it current, end it. Groups that
+join later get a line in an edit; `chat.update` is paced for the whole app (twenty channels
+storming: an edit may be half a minute away), so a channel whose edit cannot come soon posts them
+as a continuation instead."""
 
 from __future__ import annotations
 
@@ -35,8 +31,7 @@ GROW_PATIENCE_MS = 1500
 
 def edit_within_s(waiting_ms: int, now_ms: int, *, roots_waiting: bool) -> float | None:
     """How long an edit adding the groups waiting since `waiting_ms` (0: none) may wait for its
-    slot: None for as long as it takes (no root waits, so no post will list them); 0 when a
-    continuation is due instead."""
+    slot: None for as long as it takes (no post will list them); 0 when a continuation is due."""
     if not waiting_ms or not roots_waiting:
         return None
     return max(0.0, (waiting_ms + GROW_PATIENCE_MS - now_ms) / 1000)
@@ -54,8 +49,8 @@ class StormDigest:
         self._telemetry = desk.out.telemetry
         self._config = desk.out.config
         self._opened = asyncio.Event()
-        # What each message was last drawn from: edited only when that changes, at once when
-        # groups joined, else at most once per ROOT_EDIT_INTERVAL_MS.
+        # What each message was last drawn from: edited only when that changes (at most once per
+        # ROOT_EDIT_INTERVAL_MS unless groups joined).
         self._drawn: dict[int, tuple[object, ...]] = {}
         self._groups_drawn: dict[int, int] = {}
         self._next_edit: dict[int, float] = {}
@@ -65,8 +60,8 @@ class StormDigest:
         return self._config.storm_digest_threshold > 0
 
     async def gate(self) -> Post | None:
-        """Before a root takes its slot, fold the roots waiting into the storm (opening one when
-        enough wait): the digest, or a continuation due, goes first."""
+        """Fold the roots waiting into the storm (opening one when enough wait): the digest, or a
+        continuation due, to post before them."""
         if not self.enabled:
             return None
         is_open, opened, added = await self._storms.sweep(
@@ -119,8 +114,8 @@ class StormDigest:
         return Post(storm.member, item, "", uid, None, draw, record, refuse)
 
     async def step(self) -> None:
-        """While a storm lasts: take in joining groups, link threads as they open, edit each
-        message when what it shows changed, and turn them into a summary at the end."""
+        """While a storm lasts: take in joining groups, link threads, edit each message when what
+        it shows changed, and turn them into a summary at the end."""
         storm = await self._storms.current(self.channel)
         if storm is None or not storm.message_ts[0]:
             self._opened.clear()
@@ -135,11 +130,13 @@ class StormDigest:
         # Waiting first: with no root waiting, the members read next all show their threads.
         waiting = await self._storms.roots_waiting(self.channel)
         members = await self._storms.members(self.channel)
-        links = await self._thread_links(members)
-        unplaced = any(m.part is None for m in members)
+        # Incident ID -> its thread's link where known ("": the root is gone).
+        threads = {(self.channel, m.thread_ts): m.incident_id for m in members if m.threaded}
+        found = await self._desk.out.slack.links(list(threads), ask_at_most=LINKS_PER_STEP)
+        links = {threads[message]: url for message, url in found.items()}
         over = (
             waiting == 0
-            and not unplaced
+            and not any(m.part is None for m in members)
             and storm.pending is None
             and all(m.incident_id in links for m in members if m.threaded)
             and now_ms - storm.last_added_ms >= self._config.storm_quiet_seconds * 1000
@@ -164,7 +161,7 @@ class StormDigest:
         waiting: bool,
     ) -> None:
         """Edit message `part` if what it shows changed; the last one posted also takes in the
-        groups without a line, if the edit slot comes within GROW_PATIENCE_MS."""
+        groups without a line if its slot comes within GROW_PATIENCE_MS."""
         mine = [m for m in members if m.part == part]
         grows = part == storm.last_posted and any(m.part is None for m in members)
         within = (
@@ -196,18 +193,11 @@ class StormDigest:
         self._drawn[part], self._groups_drawn[part] = drawn, len(mine)
         self._next_edit[part] = time.time() + self._config.root_edit_interval_ms / 1000
 
-    async def _thread_links(self, members: list[Member]) -> dict[str, str]:
-        """Incident ID -> its thread's link where known ("": the root is gone)."""
-        threads = {(self.channel, m.thread_ts): m.incident_id for m in members if m.threaded}
-        found = await self._desk.out.slack.links(list(threads), ask_at_most=LINKS_PER_STEP)
-        return {threads[message]: url for message, url in found.items()}
-
     async def _edit(
         self, storm: Storm, part: int, links: dict[str, str], *, over: bool, within_s: float | None
     ) -> None:
-        # The last message takes in groups without a line once the slot is had, not before (one
-        # placed while waiting would stay unseen); with no root waiting, no continuation will
-        # come, so it takes every group left ("+N more") or the storm never ends.
+        # The last message places groups once the slot is had (one placed while waiting would stay
+        # unseen); with no root waiting no continuation comes, so it takes every group left.
         room = 0
         if part == storm.last_posted:
             room = MAX_LINES if within_s is not None else EVERY_GROUP
@@ -221,8 +211,7 @@ class StormDigest:
     async def _render(
         self, storm: Storm, part: int, links: dict[str, str], *, over: bool, room: int
     ) -> Rendered:
-        """Message `part`, after placing up to `room` unlisted groups in it: its own groups'
-        lines; the first also counts the whole storm."""
+        """Message `part`, after placing up to `room` unlisted groups in it."""
         if room:
             await self._storms.place(self.channel, storm, part, room=room)
         members = await self._storms.members(self.channel)
@@ -236,10 +225,9 @@ class StormDigest:
             if m.incident_id in by_id
         ]
         listed = {m.incident_id for m in mine}
-        started = datetime.fromtimestamp(storm.started_ms / 1000, tz=UTC)
         return render_digest(
             [e for e in entries if e.incident.id in listed],
-            started=started,
+            started=datetime.fromtimestamp(storm.started_ms / 1000, tz=UTC),
             now=self._desk.out.clock(),
             over=over,
             command=self._config.slash_command,

@@ -91,9 +91,8 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
 
 
 def refuse_unusable_url(url: str) -> None:
-    """What redis-py refuses only once it connects (a port, an option after `?` or its value),
-    found by making its connection from `url` without opening it. A Sentinel URL is
-    `parse_sentinel_url`'s."""
+    """What redis-py refuses only once it connects (a port, an option), found by making its
+    connection from `url` without opening it. A Sentinel URL is `parse_sentinel_url`'s."""
     if url.startswith(f"{SENTINEL_SCHEME}://"):
         return
     try:

@@ -1,7 +1,7 @@
 """Members of a sorted set scored by when they are due, each claimed under a lease: a claim moves
 the score to the lease's end (due again if the leader dies) and ends only while that is still the
-score, so whoever rescheduled meanwhile keeps their time. A backend call is not fenced: a leader
-that stalled in one and lost the lead must not find its successor doing the same at once."""
+score, so whoever rescheduled meanwhile keeps their time. Not fenced: a leader that stalled in a
+backend call must not find its successor doing the same at once."""
 
 from __future__ import annotations
 
@@ -88,8 +88,7 @@ class DueSet:
         return await self._end(claim, [*args, self.data_ttl_s])
 
     async def keep(self, claim: Claim, data: str) -> bool:
-        """Its data now, the claim still ours (work that must not be done twice keeps its step
-        before it acts on it)."""
+        """Its data now, the claim still ours (a step kept before it is acted on)."""
         return await self.reschedule(claim, claim.token, data)
 
     async def done(self, claim: Claim) -> bool:
@@ -112,8 +111,8 @@ class DueSet:
 async def sweep(
     due: DueSet, now: float, look: Callable[[str], Awaitable[object]], log: Logger, what: str
 ) -> None:
-    """`look` at each member due at `now`, in turn. Never raises: a member whose look failed is
-    logged under `what` and looked at again when its claim lapses."""
+    """`look` at each member due at `now`. Never raises: a failed look is logged under `what`,
+    and looked at again when its claim lapses."""
     try:
         members = await due.pending(now)
     except RedisError as exc:

@@ -12,8 +12,7 @@ from redis.asyncio import Redis
 from bot.domain.reading.early_warning import WarningState
 from bot.storage.connection import wait_bell
 from bot.storage.incident_store import ATTEMPTS, BAND_EVENT
-from bot.storage.keys import Keys, script
-from bot.storage.leases import Leases
+from bot.storage.keys import Keys, Records, claim_once
 
 KEEP_S = 6 * 3600  # an ended warning is remembered this long
 # The ts of a warning Slack refused for good (not in the channel, say): it is not posted again
@@ -22,21 +21,15 @@ REFUSED = "-"
 READING_CLAIM_S = 3600
 
 
-class WarningStore:
+class WarningStore(Records):
     def __init__(self, redis: Redis, keys: Keys, *, bells: Redis | None = None) -> None:
-        self._redis = redis
-        self._leases = Leases(redis)
+        super().__init__(redis, keys)
         self._bells = bells or redis  # where `wait_for_edits` blocks, as `SendQueue`'s
-        self.keys = keys
-        self._save = script(redis, "save_warning")
-        self._record_post = script(redis, "record_warning")
-        self._record_edit = script(redis, "record_warning_edit")
 
     async def claim_reading(self, reading_at: float) -> bool:
-        """Whether this is the first claim of a reading: its warnings are decided once, however
-        often the leader ticks and whichever leader ticks next."""
+        """Whether this is the first claim of a reading: its warnings are decided once."""
         key = self.keys.warning_reading(repr(reading_at))
-        return await self._leases.claim_once(key, READING_CLAIM_S * 1000)
+        return await claim_once(self._redis, key, READING_CLAIM_S * 1000)
 
     async def all(self) -> dict[str, WarningState]:
         types = sorted(cast(set[str], await self._redis.smembers(self.keys.warnings)))  # type: ignore[misc]
@@ -50,8 +43,7 @@ class WarningStore:
             t: WarningState.load(raw, scaled)
             for t, raw, scaled in zip(types, raws[0::2], raws[1::2], strict=True)
         }
-        gone = [t for t, state in found.items() if state is None]
-        if gone:
+        if gone := [t for t, state in found.items() if state is None]:
             await self._redis.srem(self.keys.warnings, *gone)  # type: ignore[misc]
         return {t: state for t, state in found.items() if state is not None}
 
@@ -69,7 +61,7 @@ class WarningStore:
         keys.append(k.warning_scaled(state.runner_type))
         args = [state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT, REFUSED]
         args.append(state.dump_scaled())
-        return bool(await self._save(keys=keys, args=args))
+        return bool(await self._run("save_warning", keys, args))
 
     async def save_fresh(
         self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
@@ -87,7 +79,7 @@ class WarningStore:
         keys = [k.warning(state.runner_type), *(f(channel) for f in per_channel)]
         keys.append(k.warning_scaled(state.runner_type))
         args = [state.member, state.uid, ts, state.version, state.runner_type, KEEP_S]
-        await self._record_post(keys=keys, args=args)
+        await self._run("record_warning", keys, args)
 
     async def edits(self, channel: str) -> list[str]:
         return sorted(cast(set[str], await self._redis.smembers(self.keys.warning_edits(channel))))  # type: ignore[misc]
@@ -98,7 +90,8 @@ class WarningStore:
     async def record_edit(self, channel: str, state: WarningState) -> None:
         k, runner_type = self.keys, state.runner_type
         keys = [k.warning(runner_type), k.warning_edits(channel), k.warning_scaled(runner_type)]
-        await self._record_edit(keys=keys, args=[runner_type, state.uid, state.version, KEEP_S])
+        args = [runner_type, state.uid, state.version, KEEP_S]
+        await self._run("record_warning_edit", keys, args)
 
     async def wait_for_edits(self, channel: str, timeout_s: float) -> None:
         await wait_bell(self._bells, self.keys.warning_bell(channel), timeout_s)

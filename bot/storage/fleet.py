@@ -14,23 +14,19 @@ from redis.asyncio import Redis
 
 from bot.domain.queue_cost.jobs import Arrivals, FinishedJob, QueuedJob
 from bot.domain.reading.fleet import OOM_KEEP_DAYS, KilledPod, OomKill
-from bot.storage.keys import Keys, script
+from bot.storage.keys import Keys, Records
 
 
-class ReadingStore:
-    def __init__(self, redis: Redis, keys: Keys) -> None:
-        self._redis = redis
-        self._keys = keys
-
+class ReadingStore(Records):
     async def latest(self) -> str | None:
-        raw = await self._redis.get(self._keys.fleet_reading)
+        raw = await self._redis.get(self.keys.fleet_reading)
         return str(raw) if raw else None
 
     async def save(self, encoded: str, *, keep_ms: int) -> None:
-        await self._redis.set(self._keys.fleet_reading, encoded, px=keep_ms)
+        await self._redis.set(self.keys.fleet_reading, encoded, px=keep_ms)
 
     async def remember(self, point: str, *, points: int, keep_ms: int) -> None:
-        key = self._keys.fleet_history
+        key = self.keys.fleet_history
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.lpush(key, point)
             pipe.ltrim(key, 0, points - 1)
@@ -39,12 +35,12 @@ class ReadingStore:
 
     async def history(self, last: int = 0) -> list[str]:
         """The history's points, newest first: all, or the `last` ones."""
-        key = self._keys.fleet_history
+        key = self.keys.fleet_history
         return list(await self._redis.lrange(key, 0, last - 1))  # type: ignore[misc]
 
     async def keep(self, day: str, slot: str, kept: str, *, keep_s: int) -> None:
         """Keep a reading in its slot of its day, unless one is kept there."""
-        key = self._keys.readings_day(day)
+        key = self.keys.readings_day(day)
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(key, slot, kept)
             pipe.expire(key, keep_s)
@@ -53,7 +49,7 @@ class ReadingStore:
     async def kept(self, days: Sequence[str]) -> list[Mapping[str, str]]:
         async with self._redis.pipeline(transaction=False) as pipe:
             for day in days:
-                pipe.hgetall(self._keys.readings_day(day))
+                pipe.hgetall(self.keys.readings_day(day))
             return list(await pipe.execute())
 
 
@@ -76,12 +72,7 @@ def _job_field(runner_type: str, workflow: str) -> str:
     return f"{runner_type.replace(chr(9), ' ')}\t{workflow.replace(chr(9), ' ')}"
 
 
-class JobArrivals:
-    def __init__(self, redis: Redis, keys: Keys) -> None:
-        self._redis = redis
-        self._keys = keys
-        self._record = script(redis, "record_jobs")
-
+class JobArrivals(Records):
     async def record(
         self, jobs: Iterable[QueuedJob], *, now: datetime, finished: Iterable[FinishedJob] = ()
     ) -> Arrivals:
@@ -103,19 +94,17 @@ class JobArrivals:
             add(done.finished_at, f"done:{done.source_id}", key, round(done.minutes, 3))
         last_hour = range(current - SLOTS_AN_HOUR + 1, current + 1)
         slots = (*last_hour, *(s - SLOTS_A_DAY for s in last_hour))
-        k = self._keys
+        k = self.keys
         async with self._redis.pipeline(transaction=False) as pipe:
             for slot, triples in sorted(by_slot.items()):
                 keys = [k.jobs_seen(slot), k.job_arrivals(slot), k.job_durations(slot)]
                 expire_at = (slot + 1) * JOBS_SLOT_S + JOBS_KEEP_S
-                await self._record(keys=keys, args=[expire_at, *triples], client=pipe)
+                await self._run("record_jobs", keys, [expire_at, *triples], client=pipe)
             for slot in slots:
                 pipe.hgetall(k.job_arrivals(slot))
-            for slot in slots:
                 pipe.hgetall(k.job_durations(slot))
-            answers = await pipe.execute()
-        arrivals = answers[-4 * SLOTS_AN_HOUR : -2 * SLOTS_AN_HOUR]
-        durations = answers[-2 * SLOTS_AN_HOUR :]
+            answers = (await pipe.execute())[-4 * SLOTS_AN_HOUR :]
+        arrivals, durations = answers[0::2], answers[1::2]
         day_before = _summed(arrivals[SLOTS_AN_HOUR:])
         return Arrivals(
             last_hour=_summed(arrivals[:SLOTS_AN_HOUR]),
@@ -145,7 +134,7 @@ def _counted(hashes: list[dict[str, str]]) -> tuple[Counter[TypeWorkflow], Count
 
 
 def _summed(hashes: list[dict[str, str]]) -> dict[TypeWorkflow, int]:
-    return {pair: n for pair, n in _counted(hashes)[0].items() if n > 0}
+    return dict(+_counted(hashes)[0])  # `+`: the positive counts only
 
 
 def _mean_minutes(hashes: list[dict[str, str]]) -> dict[TypeWorkflow, float]:
@@ -158,15 +147,13 @@ def _mean_minutes(hashes: list[dict[str, str]]) -> dict[TypeWorkflow, float]:
 OOM_CAP = 10_000
 
 
-class OomKillRecord:
+class OomKillRecord(Records):
     """Written from each reading, once per (pod, uid) (ARC recreates a failed runner's pod under
     its name, so the uid tells kills apart), with its runner type, workflow and first sighting."""
 
     def __init__(self, redis: Redis, keys: Keys, *, cap: int = OOM_CAP) -> None:
-        self._redis = redis
-        self._keys = keys
+        super().__init__(redis, keys)
         self._cap = cap
-        self._record = script(redis, "record_oom_kills")
 
     async def record(self, kills: Sequence[OomKill], *, now: datetime) -> dict[KilledPod, str]:
         """Record the kills not recorded before; each kill's workflow as recorded (a kill named
@@ -174,12 +161,11 @@ class OomKillRecord:
         if not kills:
             return {}
         oldest = now - timedelta(days=OOM_KEEP_DAYS)
-        args: list[str | int] = [int(now.timestamp()), int(oldest.timestamp()), self._cap]
-        args.append(OOM_KEEP_DAYS * 86400)
+        args = [int(now.timestamp()), int(oldest.timestamp()), self._cap, OOM_KEEP_DAYS * 86400]
         for kill in kills:
             args += [f"{kill.pod}/{kill.uid}", kill.runner_type, kill.workflow]
-        keys = [self._keys.oom_kills, self._keys.oom_kills_at]
-        stored = await self._record(keys=keys, args=args)
+        keys = [self.keys.oom_kills, self.keys.oom_kills_at]
+        stored = await self._run("record_oom_kills", keys, args)
         return {
             (kill.pod, kill.uid): workflow for kill, workflow in zip(kills, stored, strict=True)
         }
@@ -187,11 +173,11 @@ class OomKillRecord:
     async def since(self, moment: datetime) -> list[OomKill]:
         """The kills first seen from `moment` on, oldest first."""
         fields = await self._redis.zrangebyscore(
-            self._keys.oom_kills_at, int(moment.timestamp()), "+inf"
+            self.keys.oom_kills_at, int(moment.timestamp()), "+inf"
         )
         if not fields:
             return []
-        kills = await self._redis.hmget(self._keys.oom_kills, fields)
+        kills = await self._redis.hmget(self.keys.oom_kills, fields)
         found = [_kill(field, raw) for field, raw in zip(fields, kills, strict=True)]
         return [kill for kill in found if kill is not None]
 

@@ -1,6 +1,5 @@
 """The App Home's viewers and what each one's Home shows, so a round publishes only what changed,
-once: whoever claims (viewer, digest) first publishes it, the replica Slack told of an opened Home
-or the leader's round."""
+once: whoever claims (viewer, digest) first."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from bot.storage.keys import Keys
+from bot.storage.keys import Keys, Records
 from bot.storage.leases import Lease, Leases
 
 # A bound on the viewers kept, the most recent first: a round reads them all.
@@ -38,18 +37,17 @@ class Shown:
             return None
 
 
-class HomeViewers:
+class HomeViewers(Records):
     keep_s = 86_400
 
     def __init__(self, redis: Redis, keys: Keys) -> None:
-        self._redis = redis
-        self._keys = keys
+        super().__init__(redis, keys)
         self._leases = Leases(redis)
 
     async def opened(self, user: str, at: float) -> None:
         """`user` opened the Home at `at`; viewers not seen for `keep_s`, and those past the
-        MAX_VIEWERS most recent, are forgotten with what their Home shows."""
-        k = self._keys
+        MAX_VIEWERS most recent, are forgotten."""
+        k = self.keys
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.zadd(k.home_viewers, {user: at})
             pipe.zrangebyscore(k.home_viewers, "-inf", at - self.keep_s)
@@ -65,33 +63,33 @@ class HomeViewers:
             await pipe.execute()
 
     async def since(self, at: float) -> list[str]:
-        found = await self._redis.zrevrangebyscore(self._keys.home_viewers, "+inf", at)
+        found = await self._redis.zrevrangebyscore(self.keys.home_viewers, "+inf", at)
         return cast(list[str], found)
 
     async def shown(self, users: Sequence[str]) -> dict[str, Shown]:
         if not users:
             return {}
-        raws = await self._redis.hmget(self._keys.home_shown, list(users))  # type: ignore[misc]
+        raws = await self._redis.hmget(self.keys.home_shown, list(users))  # type: ignore[misc]
         found = {user: Shown.load(raw) for user, raw in zip(users, raws, strict=True)}
         return {user: shown for user, shown in found.items() if shown is not None}
 
     async def record(self, user: str, shown: Shown) -> None:
-        await self._redis.hset(self._keys.home_shown, user, shown.dump())  # type: ignore[misc]
+        await self._redis.hset(self.keys.home_shown, user, shown.dump())  # type: ignore[misc]
 
     async def unknown(self, user: str) -> None:
         """Slack said the hash of `user`'s Home moved on: what it shows is not known any more."""
-        await self._redis.hdel(self._keys.home_shown, user)  # type: ignore[misc]
+        await self._redis.hdel(self.keys.home_shown, user)  # type: ignore[misc]
 
     async def forget(self, user: str) -> None:
         """Publish nothing more to `user` until they open the Home again."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.zrem(self._keys.home_viewers, user)
-            pipe.hdel(self._keys.home_shown, user)
+            pipe.zrem(self.keys.home_viewers, user)
+            pipe.hdel(self.keys.home_shown, user)
             await pipe.execute()
 
     async def claim(self, user: str, digest: str, ttl_ms: int) -> Lease | None:
         """The claim to publish `digest` to `user`, None when another replica has it."""
-        return await self._leases.try_acquire(self._keys.home_claim(user, digest), ttl_ms)
+        return await self._leases.try_acquire(self.keys.home_claim(user, digest), ttl_ms)
 
     async def release(self, claim: Lease) -> None:
         await self._leases.release(claim)

@@ -1,10 +1,9 @@
 """Incidents in Redis. A change is a `Commit`, applied at once by `lua/commit.lua`, fenced by the
-leader's token and by the versions it was computed from (the leader's own tasks interleave).
-Every key expires `retention_s` after the incident's last change."""
+leader's token and by the versions it was computed from; every key expires `retention_s` after
+the incident's last change."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -27,9 +26,9 @@ from bot.domain.incident.incidents import (
 )
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
-from bot.storage.keys import Keys, script
+from bot.storage.keys import Keys, Records, dumped, loaded
 from bot.storage.leases import Fence, FencedScript
-from bot.storage.state_marker import FoundRoot, found_root
+from bot.storage.state_marker import FoundRoot
 
 # Thread replies wait in an outbox per incident, posted by band (most urgent first), then age.
 BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
@@ -37,9 +36,7 @@ BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
 MAX_OUTBOX = 50
 TEST_RETENTION_S = 3600
 LOADED_FIELDS = ["v", "state", "thread", "rendered"]  # load_group.lua reads the same
-# Refused this many times in a row, a change meets a state changing without pause: its caller
-# says so (a click is told to try again) rather than wait on it.
-ATTEMPTS = 20
+ATTEMPTS = 20  # refused this many times in a row, a change gives up (a click: "try again")
 
 
 @dataclass(frozen=True)
@@ -48,13 +45,12 @@ class ThreadRef:
     ts: str
 
 
-# Reply kinds the sender treats specially: a quiet status (`RESTATUS`) edits the previous status
-# reply; a chart is an image uploaded into the thread; a postmortem a Markdown file shared there.
+# Reply kinds the sender treats specially: a quiet status edits the previous status reply; a
+# chart and a postmortem are files shared into the thread.
 STATUS, RESTATUS, CHART, POSTMORTEM = "status", "restatus", "chart", "postmortem"
 STATUS_KINDS = (STATUS, RESTATUS)
 STATUS_TS = "status_ts"  # the latest status reply's, which a quiet status edits
-# The latest summary's ts, and the kind of a reply that edits it: what a change after the resolve
-# makes it say (the newest edit waiting makes an older one pointless).
+# The latest summary's ts, and the kind of a reply that edits it after a change past the resolve.
 SUMMARY_TS, SUMMARY_EDIT = "summary_ts", "summary_edit"
 THREAD_STATUS = (*STATUS_KINDS, CHART)  # a status and its picture
 
@@ -68,8 +64,7 @@ class Reply:
     replaces: tuple[str, ...] = ()
     extra: dict[str, Any] | None = None  # what the sender needs beyond the message
     instead: Rendered | None = None  # what it says when it replaced a waiting reply
-    # Where the sender records the posted reply's ts (an incident field), so a later reply that
-    # names it in `edits` edits it in place instead of posting (a status's: `STATUS_TS`).
+    # The incident field the posted reply's ts goes in, for a later reply naming it in `edits`.
     ts_as: str = ""
     edits: str = ""
 
@@ -87,8 +82,8 @@ def postmortem_reply(markdown: str, *, title: str) -> Reply:
 def summary_replies(
     band: int, summaries: tuple[Rendered, Rendered | None], incident: Incident
 ) -> tuple[Reply, ...]:
-    """A resolved incident's summary, then its chart unless the last picture drew it; a status
-    still waiting gives way (it would show the incident open)."""
+    """A resolved incident's summary (a status still waiting gives way), then its chart unless
+    the last picture drew it."""
     summary, with_chart = summaries
     reply = Reply(
         "summary", band, summary, replaces=STATUS_KINDS, instead=with_chart, ts_as=SUMMARY_TS
@@ -133,14 +128,12 @@ class Commit:
     acks: tuple[str, ...] = ()  # the stream entries this change applies
     thread: ThreadRef | None = None  # known location of the root, to keep its index alive
     opens: bool = False  # a new incident, taking the ID sequence's next number
-    # A new incident going on in its root found in Slack after Redis lost the state (`thread`),
-    # by that root's number: nothing is posted, the root is edited.
+    # A new incident going on in its root found after a loss (`thread`): edited, not posted.
     adopts: bool = False
 
 
 T = TypeVar("T")
-# Failed tries to end a silence at its incident's resolve are counted for at most this long.
-SILENCE_ENDING_TTL_S = 86_400
+SILENCE_ENDING_TTL_S = 86_400  # how long failed tries to end a silence at a resolve are counted
 
 
 def _ends_silence(change: Commit) -> bool:
@@ -172,7 +165,7 @@ class Fresh(Generic[T]):
 GroupLoad = tuple[GroupState, int, Loaded, str, FoundRoot | None]
 
 
-class IncidentStore:
+class IncidentStore(Records):
     def __init__(
         self,
         redis: Redis,
@@ -183,9 +176,8 @@ class IncidentStore:
         fence: Fence | None = None,
     ) -> None:
         """`issues`: changes worth telling the alert's GitHub issue mark it in `issue_due`."""
-        self._redis = redis
+        super().__init__(redis, Keys(prefix))
         self.issues = issues
-        self.keys = Keys(prefix)
         self.retention_s = retention_s
         self.status_due = DueSet(redis, self.keys.status_due)
         self.silence_watch = DueSet(
@@ -197,26 +189,21 @@ class IncidentStore:
         )
         self.issue_due = DueSet(redis, self.keys.issue_due)
         self._commit = FencedScript(redis, "commit", fence)
-        self._load_group = script(redis, "load_group")
 
     async def load(self, incident_id: str) -> Loaded:
-        raw = await self._redis.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
-        return loaded_from(raw)
+        return loaded_from(await self._redis.hmget(self.keys.incident(incident_id), LOADED_FIELDS))
 
     async def get(self, incident_id: str) -> Incident | None:
         return (await self.load(incident_id)).incident
 
     async def load_group(self, group_hash: str) -> GroupLoad:
-        """The group, its incident, and the ID a new incident would take: short numbers from one
-        sequence, because people type them (`/queue ack 12`)."""
+        """See `GroupLoad`. IDs are short numbers from one sequence: people type them."""
         k = self.keys
-        raw = await self._load_group(
-            keys=[k.group(group_hash), k.incident_seq, k.found_roots],
-            args=[k.incident(""), group_hash],
-        )
+        keys = [k.group(group_hash), k.incident_seq, k.found_roots]
+        raw = await self._run("load_group", keys, [k.incident(""), group_hash])
         version, state = raw[0], raw[1]
         group = GroupState.model_validate_json(state) if state else GroupState()
-        found = found_root(raw[7]) if len(raw) > 7 else None
+        found = loaded(FoundRoot, raw[7]) if len(raw) > 7 else None
         return group, int(version or 0), loaded_from(raw[2:6]), str(raw[6]), found
 
     async def get_many(self, incident_ids: Sequence[str]) -> list[Incident]:
@@ -227,8 +214,9 @@ class IncidentStore:
         found = []
         for read in await self.read_due(incident_ids):
             with suppress(ValueError, RedisError):  # pydantic's ValidationError is a ValueError
-                found.append(read.loaded())
-        return [loaded for loaded in found if loaded.incident is not None]
+                if (loaded := read.loaded()).incident is not None:
+                    found.append(loaded)
+        return found
 
     async def open_ids(self) -> list[str]:
         return cast(list[str], await self._redis.zrevrange(self.keys.open, 0, -1))
@@ -273,8 +261,7 @@ class IncidentStore:
         clock: Callable[[], datetime],
         with_timeline: bool = False,
     ) -> Fresh[T]:
-        """Commit what `change` decides on the incident as it is now, decided again while the
-        commit is refused (the incident changed since read)."""
+        """Commit what `change` decides on the incident as it is now, again while refused."""
         answer = None
         for _ in range(ATTEMPTS):
             loaded = await self.load(incident_id)
@@ -294,8 +281,6 @@ class IncidentStore:
         self, changes: Sequence[Commit], *, now: float
     ) -> list[bool | RedisError]:
         """Apply each change on its own, in one round trip: whether it applied, or its error."""
-        if not changes:
-            return []
         async with self._redis.pipeline(transaction=False) as pipe:
             for change in changes:
                 keys, args = self._commit_call(change, now)
@@ -307,9 +292,8 @@ class IncidentStore:
         return applied
 
     async def _end_silences(self, applied: Sequence[Commit], now: float) -> None:
-        """The silence watch ends a silence made from Slack once its incident resolved: made due
-        at once by the change that resolved it (or recorded a silence after its resolve). A due
-        time not written leaves it to the watch's next look, which any recorded silence has."""
+        """Make the silence watch due at once for the silences `applied` leaves to end (a due
+        time not written leaves it to the watch's next look)."""
         ending = [c.incident.id for c in applied if c.incident and _ends_silence(c)]
         with suppress(RedisError):
             for incident_id in ending:
@@ -339,8 +323,7 @@ class IncidentStore:
         if change.opens:
             spec.update(opens=True, seq_ttl_s=self.retention_s, group_hash=change.group_hash)
         if change.adopts and change.thread is not None:
-            thread = {"channel": change.thread.channel, "ts": change.thread.ts}
-            spec.update(adopts=True, thread=json.dumps(thread), group_hash=change.group_hash)
+            spec.update(adopts=True, thread=dumped(change.thread), group_hash=change.group_hash)
         ttl_s = self.retention_s
         if (incident := change.incident) is not None:
             if any(r.kind not in THREAD_STATUS and not r.edits for r in change.replies):
@@ -382,21 +365,20 @@ class IncidentStore:
         return spec
 
 
-class IssueLinks:
+class IssueLinks(Records):
     """Each incident's GitHub issue and what it was told, saved after each call GitHub answered."""
 
     def __init__(self, redis: Redis, keys: Keys, *, retention_s: int) -> None:
-        self._redis = redis
-        self._keys = keys
+        super().__init__(redis, keys)
         self._retention_s = retention_s
 
     async def get(self, incident_id: str) -> IssueLink | None:
-        raw = await self._redis.get(self._keys.issue_link(incident_id))
+        raw = await self._redis.get(self.keys.issue_link(incident_id))
         return IssueLink.model_validate_json(raw) if raw else None
 
     async def save(self, incident_id: str, link: IssueLink) -> None:
-        key, value = self._keys.issue_link(incident_id), link.model_dump_json()
-        await self._redis.set(key, value, ex=self._retention_s)
+        value = link.model_dump_json()
+        await self._redis.set(self.keys.issue_link(incident_id), value, ex=self._retention_s)
 
 
 def reply_ts(number: int) -> str:
@@ -406,19 +388,10 @@ def reply_ts(number: int) -> str:
 
 def _reply_spec(reply: Reply) -> dict[str, Any]:
     body: dict[str, Any] = {"text": reply.rendered.text, "blocks": reply.rendered.blocks}
-    if reply.extra is not None:
-        body["extra"] = reply.extra
-    if reply.edits:
-        body["edits"] = reply.edits
-    if reply.ts_as:
-        body["ts_as"] = reply.ts_as
-    replaces = list(reply.replaces) or None  # cjson turns [] into {}
-    spec = {
-        "kind": reply.kind,
-        "band": reply.band,
-        "payload": orjson.dumps(body).decode(),
-        "replaces": replaces,
-    }
+    optional = {"extra": reply.extra, "edits": reply.edits or None, "ts_as": reply.ts_as or None}
+    body.update((name, value) for name, value in optional.items() if value is not None)
+    spec = {"kind": reply.kind, "band": reply.band, "payload": orjson.dumps(body).decode()}
+    spec["replaces"] = list(reply.replaces) or None  # cjson turns [] into {}
     if reply.instead is not None:
         instead = {**body, "text": reply.instead.text, "blocks": reply.instead.blocks}
         spec["payload_if_replaced"] = orjson.dumps(instead).decode()
@@ -438,8 +411,8 @@ def state_json(incident: Incident) -> str:
 
 
 def loaded_from(raw: list[Any]) -> Loaded:
-    version, state, thread, rendered = raw[0], raw[1], raw[2], raw[3]
+    version, state, thread, rendered = raw[:4]
     if not state:
         return Loaded(None)
-    ref = ThreadRef(**json.loads(thread)) if thread else None
-    return Loaded(Incident.model_validate_json(state), int(version or 0), ref, rendered or None)
+    incident = Incident.model_validate_json(state)
+    return Loaded(incident, int(version or 0), loaded(ThreadRef, thread), rendered or None)

@@ -1,13 +1,15 @@
 """Every Redis key and Lua script queuepilot uses. State lives under `<prefix>:v2:`, so a key of
-another layout is never read as this one's; the streams and their dead letters are not versioned, so
-entries accepted before an upgrade are applied after it (they are also the only keys without a TTL).
-Each script is `lua/<name>.lua` after the prelude several share."""
+another layout is never read as this one's; the streams are not versioned, so entries accepted
+before an upgrade are applied after it. Each script is `lua/<name>.lua` after the shared prelude."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import asdict
 from functools import cache
 from importlib import resources
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
@@ -139,3 +141,36 @@ def lua(name: str) -> str:
 
 def script(redis: Redis, name: str) -> AsyncScript:
     return redis.register_script(lua(name))
+
+
+R = TypeVar("R")
+
+
+def dumped(record: Any) -> str:
+    """A dataclass record as stored: its fields as a JSON object."""
+    return json.dumps(asdict(record))
+
+
+def loaded(kind: type[R], raw: str | None) -> R | None:
+    """The record `dumped` stored, None for none."""
+    return kind(**json.loads(raw)) if raw else None
+
+
+async def claim_once(redis: Redis, key: str, ttl_ms: int, value: str = "1") -> bool:
+    """Whether this is the first claim of `key` within `ttl_ms`."""
+    return bool(await redis.set(key, value, nx=True, px=max(ttl_ms, 1)))
+
+
+class Records:
+    """A store of one kind of record in Redis."""
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self._redis = redis
+        self.keys = keys
+        self._scripts: dict[str, AsyncScript] = {}
+
+    async def _run(self, name: str, keys: list[Any], args: list[Any], client: Any = None) -> Any:
+        """What the script `name` answers (registered at its first run)."""
+        if name not in self._scripts:
+            self._scripts[name] = script(self._redis, name)
+        return await self._scripts[name](keys=keys, args=args, client=client)

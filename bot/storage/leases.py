@@ -1,10 +1,9 @@
-"""Claims and leases. A `Lease` is held by a random token, then an optional note for whoever finds
-it taken; only its holder may renew, keep or release it, so an expired holder never touches the
-next. The leader's lease holds a fencing token (a number that only grows) and the holder's name;
-fenced scripts refuse any other value, so a leader that stalled past its TTL cannot write after its
-successor. A responder's action happens once: its interaction is claimed and its answer kept, so a
-delivery arriving twice gets the same answer; an action on an incident is locked while its backend
-call runs, then kept for a cooldown where asked."""
+"""Claims and leases. A `Lease` is held by a random token (then an optional note for whoever finds
+it taken); only its holder may renew, keep or release it. The leader's lease holds a fencing token
+(a number that only grows) and the holder's name; fenced scripts refuse any other value, so a
+leader that stalled past its TTL cannot write after its successor. A responder's interaction is
+claimed and its answer kept, so a delivery arriving twice gets the same answer; an action on an
+incident is locked while its backend call runs, then kept for a cooldown where asked."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.storage.keys import Keys, script
+from bot.storage.keys import Keys, Records, claim_once, script
 
 INTERACTION_MEMORY_S = 3600
 IN_PROGRESS = "\x00in-progress"
@@ -41,7 +40,7 @@ class Leases:
         self._keep = script(redis, "lease_keep")
 
     async def claim_once(self, key: str, ttl_ms: int, value: str = "1") -> bool:
-        return bool(await self._redis.set(key, value, nx=True, px=max(ttl_ms, 1)))
+        return await claim_once(self._redis, key, ttl_ms, value)
 
     async def try_acquire(self, key: str, ttl_ms: int, *, note: str = "") -> Lease | None:
         token = secrets.token_hex(8)
@@ -102,23 +101,20 @@ class FencedScript:
             raise Deposed(str(exc)) from exc
 
 
-class Leadership:
+class Leadership(Records):
     def __init__(self, redis: Redis, keys: Keys, *, name: str, ttl_ms: int) -> None:
-        self._redis = redis
-        self._keys = keys
+        super().__init__(redis, keys)
         self.name = name
         self.ttl_ms = ttl_ms
         self.fence = Fence(keys.leader)
         self._held: str | None = None  # the lease as taken, until it is lost or given up
-        self._take = script(redis, "leader_take")
         self._leases = Leases(redis)
 
     async def take(self) -> bool:
         """Whether this replica now leads: it held the lease still, or nobody held it."""
         if self._held is None:
-            taken = await self._take(
-                keys=[self._keys.leader, self._keys.leader_tokens], args=[self.name, self.ttl_ms]
-            )
+            keys = [self.keys.leader, self.keys.leader_tokens]
+            taken = await self._run("leader_take", keys, [self.name, self.ttl_ms])
             self._held = str(taken) if taken else None
         elif not await self.renew():
             return False
@@ -130,7 +126,7 @@ class Leadership:
         """Keep the lease another TTL; False (and no longer leading) when it was lost."""
         if self._held is None:
             return False
-        if await self._leases.renew(Lease(self._keys.leader, self._held), self.ttl_ms):
+        if await self._leases.renew(Lease(self.keys.leader, self._held), self.ttl_ms):
             return True
         self._held = self.fence.held = None
         return False
@@ -143,12 +139,12 @@ class Leadership:
         """Give the lease up, so that another replica leads at once instead of after its TTL."""
         self.fence.held = None
         if self._held is not None:
-            await self._leases.release(Lease(self._keys.leader, self._held))
+            await self._leases.release(Lease(self.keys.leader, self._held))
             self._held = None
 
     async def role(self) -> dict[str, Any]:
         """What `/readyz` says: whether this replica leads, and which one does."""
-        value = await self._redis.get(self._keys.leader)
+        value = await self._redis.get(self.keys.leader)
         leader = None if value is None else str(value).partition(" ")[2]
         return {"leads": self.fence.held is not None, "leader": leader}
 
@@ -158,15 +154,14 @@ class Held:
     what: str  # what the holder is doing, for the refusal message
 
 
-class Interactions:
+class Interactions(Records):
     def __init__(self, redis: Redis, prefix: str) -> None:
-        self._redis = redis
-        self._keys = Keys(prefix)
+        super().__init__(redis, Keys(prefix))
         self._leases = Leases(redis)
 
     async def claim(self, interaction_id: str) -> str | None:
         """None for the first delivery, or its claiming attempt; else its answer or IN_PROGRESS."""
-        key = self._keys.interaction(interaction_id[:200])
+        key = self.keys.interaction(interaction_id[:200])
         mine = f"{IN_PROGRESS} {attempt.get()}" if attempt.get() else IN_PROGRESS
         if await self._leases.claim_once(key, INTERACTION_MEMORY_S * 1000, mine):
             return None
@@ -176,11 +171,11 @@ class Interactions:
         return IN_PROGRESS if previous.startswith(IN_PROGRESS) else previous
 
     async def answered(self, interaction_id: str, answer: str) -> None:
-        key = self._keys.interaction(interaction_id[:200])
+        key = self.keys.interaction(interaction_id[:200])
         await self._redis.set(key, answer, ex=INTERACTION_MEMORY_S)
 
     async def lock(self, incident_id: str, what: str, *, doing: str, ttl_s: float) -> Lock | Held:
-        key = self._keys.action_lock(incident_id, what)
+        key = self.keys.action_lock(incident_id, what)
         lease = await self._leases.try_acquire(key, int(ttl_s * 1000), note=doing)
         if lease is not None:
             return Lock(self._leases, lease)
@@ -200,8 +195,7 @@ class Lock:
 
     async def keep(self, seconds: float, note: str) -> None:
         """Hold the lock `seconds` longer as a cooldown; `note` is what a refusal then says."""
-        kept_ms = int(seconds * 1000)
-        if kept_ms > 0:
+        if (kept_ms := int(seconds * 1000)) > 0:
             await self.leases.keep(self.lease, kept_ms, note)
         else:
             await self.leases.release(self.lease)

@@ -1,7 +1,6 @@
-"""The HUD's queued jobs, followed from one listing to the next, for what the queue cost: the
-HUD lists the jobs still queued, never when one started, so a job that leaves its list is kept
-with the last listing that had it and the first that did not. Written by the leader's readings,
-read at each status; kept a day, like GitHub's own jobs."""
+"""The HUD's queued jobs, followed from one listing to the next, for what the queue cost: the HUD
+never says when a job started, so one that leaves its list is kept (a day) with the last listing
+that had it and the first that did not."""
 
 from __future__ import annotations
 
@@ -12,42 +11,33 @@ from redis.asyncio import Redis
 
 from bot.domain.queue_cost.cost import FOLLOW_GAP, LeftJob
 from bot.domain.queue_cost.jobs import JobsListing, QueuedJob, Trigger
-from bot.storage.keys import Keys, script
+from bot.storage.keys import Keys, Records
 
 KEEP_S = 24 * 3600
 CAP = 100_000  # jobs that left the list in a day: about 50 MB at most (490 bytes each)
 
 
-class ListedJobs:
+class ListedJobs(Records):
     def __init__(self, redis: Redis, keys: Keys, *, keep_s: int = KEEP_S, cap: int = CAP) -> None:
-        self._redis = redis
-        self._keys = keys
+        super().__init__(redis, keys)
         self._keep_s = keep_s
         self._cap = cap
-        self._follow = script(redis, "follow_listed_jobs")
 
     async def follow(self, listing: JobsListing, *, now: datetime) -> int | None:
-        """Take one listing: how many jobs it found gone, None when an older listing than the
-        last one followed (a replica's `/queue jobs` that lost the race to a reading)."""
-        at = now.timestamp()
-        args: list[str | float | int | bytes] = [
-            at,
-            "1" if listing.complete else "0",
-            at - self._keep_s,
-            self._cap,
-            self._keep_s + 3600,
-            FOLLOW_GAP.total_seconds(),
-        ]
+        """Take one listing: how many jobs it found gone, None when older than the last one."""
+        at, complete = now.timestamp(), "1" if listing.complete else "0"
+        args: list[str | float | int | bytes] = [at, complete, at - self._keep_s, self._cap]
+        args += [self._keep_s + 3600, FOLLOW_GAP.total_seconds()]
         for job in listing.jobs:
             args += [job.source_id, _encoded(job)]
-        k = self._keys
+        k = self.keys
         keys = [k.listed_jobs, k.listed_jobs_at, k.left_jobs, k.left_jobs_at]
-        found = await self._follow(keys=keys, args=args)
+        found = await self._run("follow_listed_jobs", keys, args)
         return None if found in (b"stale", "stale") else int(found)
 
     async def left(self, since: datetime, until: datetime) -> list[LeftJob]:
         """The jobs found gone from the list between `since` and `until`."""
-        k = self._keys
+        k = self.keys
         ids = await self._redis.zrangebyscore(k.left_jobs_at, since.timestamp(), until.timestamp())
         if not ids:
             return []

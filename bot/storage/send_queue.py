@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -17,8 +17,8 @@ from bot.storage import incident_store
 from bot.storage.connection import wait_bell
 from bot.storage.due_set import DueSet
 from bot.storage.incident_store import Loaded, ThreadRef
-from bot.storage.keys import BAND, Keys, script
-from bot.storage.leases import Fence, FencedScript, Leases
+from bot.storage.keys import BAND, Keys, Records, claim_once, dumped, loaded
+from bot.storage.leases import Fence, FencedScript
 
 UNDELIVERABLE_MAXLEN = 1000
 NOTICE_KEEP_S = 7 * 86_400  # a notice Slack could not take for a week is not news any more
@@ -32,9 +32,6 @@ class InFlight:
     member: str
     item: str
     since: float
-
-    def encode(self) -> str:
-        return json.dumps(asdict(self))
 
     @classmethod
     def decode(cls, raw: str | None) -> InFlight | None:
@@ -53,22 +50,14 @@ class HeadReply:
     uid: str
     edit_ts: str = ""  # the reply it edits in place (a quiet status: the latest status reply)
     extra: dict[str, Any] | None = None
-    named_ts: str = ""  # where its ts is recorded once posted, for a later reply to edit
+    ts_as: str = ""  # where its ts is recorded once posted, for a later reply to edit
 
     @property
     def kind(self) -> str:
         return self.item.partition(":")[0]
 
-    @property
-    def is_status(self) -> bool:
-        return self.kind in incident_store.STATUS_KINDS
 
-    @property
-    def ts_as(self) -> str:
-        return self.named_ts or (incident_store.STATUS_TS if self.is_status else "")
-
-
-class SendQueue:
+class SendQueue(Records):
     def __init__(
         self,
         redis: Redis,
@@ -78,18 +67,11 @@ class SendQueue:
         bells: Redis | None = None,
         fence: Fence | None = None,
     ) -> None:
-        self._redis = redis
+        super().__init__(redis, Keys(prefix))
         # Idle senders block on a client of their own, so the main pool stays free for commands.
         self._bells = bells or redis
-        self.keys = Keys(prefix)
         self.retention_s = retention_s
-        self._next_post = script(redis, "next_post")
-        self._head_reply = script(redis, "head_reply")
         self._begin = FencedScript(redis, "begin_send", fence)
-        self._end_attempt = script(redis, "end_attempt")
-        self._record_root = script(redis, "record_root")
-        self._record_reply = script(redis, "record_reply")
-        self._record_edit = script(redis, "record_edit")
 
     async def channels(self) -> list[str]:
         return cast(list[str], await self._redis.smembers(self.keys.send_channels))  # type: ignore[misc]
@@ -100,7 +82,7 @@ class SendQueue:
     async def next_post(self, channel: str) -> tuple[str | None, InFlight | None]:
         """The most urgent member of the channel's posts, and its in-flight mark if any."""
         k = self.keys
-        found = await self._next_post(keys=[k.posts(channel), k.in_flight(channel)])
+        found = await self._run("next_post", [k.posts(channel), k.in_flight(channel)], [])
         return (found[0], InFlight.decode(found[1])) if found else (None, None)
 
     async def in_flight(self, channel: str, member: str) -> InFlight | None:
@@ -114,17 +96,16 @@ class SendQueue:
         """The thread's next reply; a status waits behind the replies queued after it, but not
         the one `in_flight` (it may have been posted)."""
         k = self.keys
-        item, payload, thread, uid, edit_ts = await self._head_reply(
-            keys=[k.outbox(incident_id), k.outbox_items(incident_id), k.incident(incident_id)],
-            args=[in_flight],
-        )
+        keys = [k.outbox(incident_id), k.outbox_items(incident_id), k.incident(incident_id)]
+        item, payload, thread, uid, edit_ts = await self._run("head_reply", keys, [in_flight])
         if not item:
             return None
         data = json.loads(payload) if payload else {"text": "", "blocks": []}
-        ref = ThreadRef(**json.loads(thread)) if thread else None
+        ref = loaded(ThreadRef, thread)
+        status = item.partition(":")[0] in incident_store.STATUS_KINDS
+        ts_as = data.get("ts_as") or (incident_store.STATUS_TS if status else "")
         rendered = Rendered(data["text"], data["blocks"])
-        extra, named = data.get("extra"), data.get("ts_as", "")
-        return HeadReply(item, rendered, ref, uid or "", edit_ts or "", extra, named)
+        return HeadReply(item, rendered, ref, uid or "", edit_ts or "", data.get("extra"), ts_as)
 
     async def ensure_root_queued(self, channel: str, incident_id: str) -> None:
         """Queue the root of a thread with replies waiting, ahead of them."""
@@ -135,14 +116,13 @@ class SendQueue:
         """Mark a post in flight; `Deposed` when this replica no longer leads."""
         await self._begin(
             keys=[self.keys.in_flight(channel)],
-            args=[marker.encode(), self.retention_s * 1000, marker.member],
+            args=[dumped(marker), self.retention_s * 1000, marker.member],
         )
 
     async def end_attempt(self, channel: str, marker: InFlight) -> None:
         """Clear this very mark of an attempt Slack certainly did not act on (a 429)."""
-        await self._end_attempt(
-            keys=[self.keys.in_flight(channel)], args=[marker.member, marker.encode()]
-        )
+        keys, args = [self.keys.in_flight(channel)], [marker.member, dumped(marker)]
+        await self._run("end_attempt", keys, args)
 
     async def record_root(
         self,
@@ -157,10 +137,10 @@ class SendQueue:
         k, channel = self.keys, incident.channel
         per_channel = (k.posts, k.in_flight, k.edits, k.edit_after, k.edits_bell)
         keys = [k.incident(incident.id), k.message(channel, ts), *(f(channel) for f in per_channel)]
-        thread = json.dumps({"channel": channel, "ts": ts})
+        thread = dumped(ThreadRef(channel, ts))
         ttl_ms = self.retention_s * 1000
         args = [incident.id, thread, digest, edit_after_ms, ttl_ms, version, int(edit_differs)]
-        await self._record_root(keys=keys, args=args)
+        await self._run("record_root", keys, args)
 
     async def record_reply(
         self,
@@ -175,7 +155,7 @@ class SendQueue:
         k = self.keys
         keys = [k.outbox(incident_id), k.outbox_items(incident_id), k.posts(channel)]
         keys += [k.in_flight(channel), k.incident(incident_id)]
-        await self._record_reply(keys=keys, args=[incident_id, item, ts, ts_as])
+        await self._run("record_reply", keys, [incident_id, item, ts, ts_as])
 
     async def forget(self, channel: str, *members: str, delete: tuple[str, ...] = ()) -> None:
         """Take members off the queue and their marks (and delete the keys `delete`)."""
@@ -228,26 +208,21 @@ class SendQueue:
         k = self.keys
         keys = [k.incident(incident_id), k.edits(channel), k.edit_after(channel)]
         args = [incident_id, version, digest, next_at_ms, int(edited), self.retention_s * 1000]
-        await self._record_edit(keys=keys, args=args)
+        await self._run("record_edit", keys, args)
 
 
-class NoticeStore:
+class NoticeStore(Records):
     """One-off channel messages of no incident (the weekly report), queued as `notice:<uid>`
     members of the channel's posts, so the sender posts them like any post, once."""
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
-        self._redis = redis
-        self._leases = Leases(redis)
-        self.keys = keys
-
     async def claim(self, what: str) -> bool:
         """Whether this is the first claim of `what` (a report's week, whichever leader fires)."""
-        return await self._leases.claim_once(self.keys.notice_claim(what), NOTICE_CLAIM_S * 1000)
+        return await claim_once(self._redis, self.keys.notice_claim(what), NOTICE_CLAIM_S * 1000)
 
     async def queue(self, channel: str, rendered: Rendered) -> str:
         uid = secrets.token_hex(6)
         k = self.keys
-        payload = json.dumps(asdict(rendered))
+        payload = dumped(rendered)
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.set(k.notice(uid), payload, ex=NOTICE_KEEP_S)
             pipe.incr(k.send_seq)
@@ -262,8 +237,7 @@ class NoticeStore:
         return uid
 
     async def get(self, uid: str) -> Rendered | None:
-        raw = await self._redis.get(self.keys.notice(uid))
-        return Rendered(**json.loads(raw)) if raw else None
+        return loaded(Rendered, await self._redis.get(self.keys.notice(uid)))
 
     async def done(self, channel: str, uid: str) -> None:
         """Posted (or never postable): it leaves the queue, its mark and Redis."""

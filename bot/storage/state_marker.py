@@ -1,23 +1,18 @@
-"""The marker that says queuepilot's state exists in Redis, and what is known after a loss of it.
-
-Kept as long as the incidents (its TTL renewed at every check), it is missing only when Redis lost
-everything (a failover to an empty replica, a restart without persistence, FLUSHALL); then the
-roots found in Slack and the highest incident number used are kept for the intake.
-
-While a check of a missing marker is unfinished (Slack slow or away), the key holds only `unsure`,
-when that check began. Once a loss is said, `unsure` stays until the read that found it is done,
-so that a leader taking over reads on for the roots."""
+"""The marker that says queuepilot's state exists in Redis (kept as long as the incidents, so
+missing only when Redis lost everything), and what is known after a loss of it: the roots found in
+Slack and the highest incident number used. While a check is unfinished the key holds only
+`unsure`, when it began; after a loss `unsure` stays until its read is done, so that a leader
+taking over reads on for the roots."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import cast
 
 from redis.asyncio import Redis
 
-from bot.storage.keys import Keys
+from bot.storage.keys import Keys, Records, dumped
 from bot.storage.leases import Fence, FencedScript
 
 UNSURE = "unsure"  # the marker's field while a check of it is unfinished
@@ -44,12 +39,11 @@ class FoundRoot:
     ts: str
 
 
-class StateMarker:
+class StateMarker(Records):
     def __init__(
         self, redis: Redis, keys: Keys, *, retention_s: int, fence: Fence | None = None
     ) -> None:
-        self._redis = redis
-        self.keys = keys
+        super().__init__(redis, keys)
         self._retention_s = retention_s
         self._lost = FencedScript(redis, "state_lost", fence)
         self._checking = FencedScript(redis, "state_checking", fence)
@@ -68,8 +62,7 @@ class StateMarker:
         return _marker(raw), int(seq or 0)
 
     async def unsure(self, now: float) -> float:
-        """Says a check of the missing marker began at `now`, unless one began before; returns
-        when the first one did."""
+        """Says a check of the missing marker began at `now`, unless one did before: when."""
         k = self.keys
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(k.state_marker, UNSURE, repr(now))
@@ -81,8 +74,7 @@ class StateMarker:
     async def said_checking(self, text: str | None) -> None:
         """What the leader's read of Slack's history says of itself (None: no read is under way);
         fenced, so a deposed leader never unsays its successor's."""
-        args = [text or "", CHECKING_KEEP_S]
-        await self._checking(keys=[self.keys.state_checking], args=args)
+        await self._checking(keys=[self.keys.state_checking], args=[text or "", CHECKING_KEEP_S])
 
     async def checking(self) -> str | None:
         return cast(str | None, await self._redis.get(self.keys.state_checking))
@@ -102,9 +94,7 @@ class StateMarker:
     ) -> int:
         """Numbering above `highest`, the roots by group for `keep_s` (but a group's that opened
         an incident since); the marker, saying so (with `now`; None: those two only)."""
-        pairs = [
-            item for group, root in roots.items() for item in (group, json.dumps(asdict(root)))
-        ]
+        pairs = [x for group, root in roots.items() for x in (group, dumped(root))]
         k = self.keys
         args = ["" if now is None else repr(now), highest, self._retention_s, keep_s, *pairs]
         keys = [k.state_marker, k.incident_seq, k.found_roots, *map(k.group, roots)]
@@ -122,7 +112,3 @@ def _marker(raw: dict[str, str]) -> Marker | None:
         above=int(raw.get("above") or 0),
         reading=UNSURE in raw,
     )
-
-
-def found_root(raw: str | None) -> FoundRoot | None:
-    return FoundRoot(**json.loads(raw)) if raw else None

@@ -9,7 +9,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from bot.storage.keys import ROOTS_END, Keys, script
+from bot.storage.keys import ROOTS_END, Keys, Records
 
 
 @dataclass(frozen=True)
@@ -58,25 +58,19 @@ class Member:
         return bool(self.thread_ts)
 
 
-class StormQueue:
+class StormQueue(Records):
     def __init__(self, redis: Redis, prefix: str, *, retention_s: int) -> None:
-        self._redis = redis
-        self.keys = Keys(prefix)
+        super().__init__(redis, Keys(prefix))
         self._ttl_ms = retention_s * 1000
-        self._sweep = script(redis, "storm_sweep")
-        self._close = script(redis, "storm_close")
-        self._record = script(redis, "record_digest")
-        self._place = script(redis, "storm_place")
 
     async def sweep(self, channel: str, *, threshold: int, now_ms: int) -> tuple[bool, bool, int]:
         """Fold the waiting roots into the storm, opening one if `threshold` (> 0) roots wait:
         whether a storm is open, whether this opened it, and the groups it added."""
         k = self.keys
         keys = [k.posts(channel), k.storm(channel), k.storm_members(channel), k.send_seq]
+        keys.append(k.storm_paused(channel))
         args = [threshold, now_ms, self._ttl_ms]
-        storm_id, opened, added = await self._sweep(
-            keys=[*keys, k.storm_paused(channel)], args=args
-        )
+        storm_id, opened, added = await self._run("storm_sweep", keys, args)
         return bool(storm_id), bool(opened), int(added)
 
     async def current(self, channel: str) -> Storm | None:
@@ -93,10 +87,8 @@ class StormQueue:
         """List unlisted groups in message `part` (one past the last: a continuation), up to
         `room` lines; the IDs it lists, most severe first."""
         k = self.keys
-        listed = await self._place(
-            keys=[k.storm(channel), k.storm_members(channel), k.storm_placed(channel)],
-            args=[storm.id, part, room, self._ttl_ms],
-        )
+        keys = [k.storm(channel), k.storm_members(channel), k.storm_placed(channel)]
+        listed = await self._run("storm_place", keys, [storm.id, part, room, self._ttl_ms])
         return cast(list[str], listed)
 
     async def members(self, channel: str) -> list[Member]:
@@ -126,9 +118,8 @@ class StormQueue:
         self, channel: str, storm: Storm, ts: str, *, shown: str, part: int = 0
     ) -> None:
         k = self.keys
-        await self._record(
-            keys=[k.storm(channel), k.in_flight(channel)], args=[storm.id, ts, shown, part]
-        )
+        keys = [k.storm(channel), k.in_flight(channel)]
+        await self._run("record_digest", keys, [storm.id, ts, shown, part])
 
     async def record_shown(self, channel: str, storm: Storm, shown: str, *, part: int = 0) -> None:
         field = "shown" if part == 0 else f"shown:{part}"
@@ -137,7 +128,7 @@ class StormQueue:
     async def close(self, channel: str, storm: Storm) -> bool:
         """End the storm, unless a group joined since `storm` was read (then it goes on)."""
         args = [storm.id, storm.last_added_ms]
-        return bool(await self._close(keys=self._storm_keys(channel), args=args))
+        return bool(await self._run("storm_close", self._storm_keys(channel), args))
 
     async def abandon(self, channel: str, storm: Storm, *, pause_ms: int) -> None:
         """The digest can never be posted: the roots go on alone, no storm for `pause_ms`."""

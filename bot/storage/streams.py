@@ -1,8 +1,7 @@
-"""The two Redis streams, each worked through by a consumer group. The webhook appends a
-notification before answering 202, and the commit that applies it acknowledges and deletes it in the
-same script. Slack requests wait in a stream of their own until the leader performs them. An entry
-a dead consumer (a former leader's) left pending is taken over once idle; one that can never be
-done is dead-lettered with the reason."""
+"""The two Redis streams, each worked through by a consumer group: notifications (appended before
+the webhook answers 202, acknowledged and deleted by the commit that applies them) and Slack
+requests (until the leader performs them). An entry a dead consumer left pending is taken over once
+idle; one that can never be done is dead-lettered with the reason."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
@@ -35,21 +34,29 @@ REQUESTS_GROUP = "requests"
 # Bodies up to this size wait in the stream as they came; larger ones as their (capped) facts,
 # so a backlog of big bodies costs Redis no more memory than one of facts.
 NOTIFICATION_KEPT_BYTES = 16 * 1024
-# A click carries the message it was made in (at most 50 blocks, each within Slack's sizes) and
-# a submission its modal: well under this. A larger body is not one Slack sent.
+# A click carries its message (at most 50 blocks), a submission its modal: well under this.
 REQUEST_MAX_BYTES = 256 * 1024
 MAX_WORK = 100
 
 
-class Entry(Protocol):
-    @property
-    def id(self) -> str: ...
+@dataclass(frozen=True)
+class StreamEntry:
+    id: str
+    delivery: Delivery | None
+    problem: str = ""  # why `delivery` could not be read back, when it is None
+    fields: dict[str, str] | None = None
 
-    @property
-    def fields(self) -> dict[str, str] | None: ...
+
+@dataclass(frozen=True)
+class Request:
+    id: str
+    work: str
+    body: dict[str, Any] | None
+    problem: str = ""  # why the entry could not be read back, when `body` is None
+    fields: dict[str, str] | None = None
 
 
-E = TypeVar("E", bound=Entry)
+E = TypeVar("E", StreamEntry, Request)
 
 
 class NotReplicated(RedisError):
@@ -57,13 +64,15 @@ class NotReplicated(RedisError):
 
 
 class ConsumerGroup(Generic[E]):
+    # The stream's key and its dead letters' (`Keys`' attributes), and its group's name.
+    names: tuple[str, str, str]
+
     def __init__(
-        self, redis: Redis, key: str, dead_key: str, group: str, wait_replicas: int, wait_ms: int
+        self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
     ) -> None:
         self._redis = redis
-        self.key = key
-        self.dead_key = dead_key
-        self.group = group
+        keys, (key, dead_key, self.group) = Keys(prefix), self.names
+        self.key, self.dead_key = getattr(keys, key), getattr(keys, dead_key)
         self._cursor = "0-0"
         self._wait_replicas = wait_replicas
         self._wait_ms = wait_ms
@@ -128,7 +137,7 @@ class ConsumerGroup(Generic[E]):
         return self._parsed(reply[1] if reply else [])
 
     def _parsed(self, entries: Iterable[tuple[str, dict[str, str]]]) -> list[E]:
-        # An entry deleted while pending has no fields left to read.
+        # An entry deleted while pending has no fields left.
         return [self.parse(entry_id, fields) for entry_id, fields in entries if fields]
 
     async def keep_alive(self, consumer: str, entry_ids: list[str], *, idle: int = 0) -> None:
@@ -180,22 +189,13 @@ class ConsumerGroup(Generic[E]):
         return removed
 
 
-@dataclass(frozen=True)
-class StreamEntry:
-    id: str
-    delivery: Delivery | None
-    problem: str = ""  # why `delivery` could not be read back, when it is None
-    fields: dict[str, str] | None = None
-
-
 class NotificationStream(ConsumerGroup[StreamEntry]):
+    names = ("stream", "dead_letters", INTAKE_GROUP)
+
     def __init__(
         self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
     ) -> None:
-        keys = Keys(prefix)
-        super().__init__(
-            redis, keys.stream, keys.dead_letters, INTAKE_GROUP, wait_replicas, wait_ms
-        )
+        super().__init__(redis, prefix, wait_replicas=wait_replicas, wait_ms=wait_ms)
         self._waiting: list[tuple[dict[Any, Any], asyncio.Future[str]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._append = script(redis, "append")
@@ -266,27 +266,12 @@ def _delivery(source: str, body: str) -> Delivery:
     return delivery
 
 
-@dataclass(frozen=True)
-class Request:
-    id: str
-    work: str
-    body: dict[str, Any] | None
-    problem: str = ""  # why the entry could not be read back, when `body` is None
-    fields: dict[str, str] | None = None
-
-
 class RequestRefused(ValueError):
     """A body that cannot wait in the stream (too large, or not JSON)."""
 
 
 class RequestStream(ConsumerGroup[Request]):
-    def __init__(
-        self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
-    ) -> None:
-        keys = Keys(prefix)
-        super().__init__(
-            redis, keys.requests, keys.request_dead_letters, REQUESTS_GROUP, wait_replicas, wait_ms
-        )
+    names = ("requests", "request_dead_letters", REQUESTS_GROUP)
 
     async def append(self, work: str, body: dict[str, Any]) -> str:
         fields = request_fields(work, body)

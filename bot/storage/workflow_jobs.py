@@ -1,8 +1,7 @@
-"""GitHub's jobs as its `workflow_job` deliveries tell them, kept in Redis for every replica:
-any replica answers a delivery, the leader's readings list them. Each job is kept in GitHub's
-REST shape, its state only moving forward; a delivery is recorded once (by its signed body);
-finished jobs stay a day, for what the queue cost. The kinds heard are bounded whatever is sent:
-an event's name is the sender's word."""
+"""GitHub's jobs as its `workflow_job` deliveries tell them, kept in Redis for every replica, in
+GitHub's REST shape, their state only moving forward; a delivery is recorded once (by its signed
+body); finished jobs stay a day, for what the queue cost. The kinds heard are bounded: an event's
+name is the sender's word."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import orjson
 from redis.asyncio import Redis
 
 from bot.domain.queue_cost.workflow_jobs import JobDelivery
-from bot.storage.keys import Keys, script
+from bot.storage.keys import Keys, Records
 
 # GitHub cancels a job queued for a day; a finished one is kept that long for the queue's cost.
 KEEP_S = 24 * 3600
@@ -27,7 +26,7 @@ HOUR_SLOTS = 3600 // SLOT_S
 KINDS_KEPT = 100
 
 
-class WorkflowJobs:
+class WorkflowJobs(Records):
     def __init__(
         self,
         redis: Redis,
@@ -37,23 +36,18 @@ class WorkflowJobs:
         cap: int = CAP,
         kinds_kept: int = KINDS_KEPT,
     ) -> None:
-        self._redis = redis
-        self._keys = keys
+        super().__init__(redis, keys)
         self._keep_s = keep_s
         self._cap = cap
         self._kinds_kept = kinds_kept
-        self._record = script(redis, "record_workflow_jobs")
 
     async def record(
         self, once_by: str, kind: str, delivered: JobDelivery | None, now: float
     ) -> str:
-        """One delivery, recorded once by `once_by` (its signature: its ID is not signed), with
-        a job or without (a ping, an event not read): "duplicate" (one was recorded), "stale"
-        (its job's state is older than the span kept), "recorded" (its job moved), "kept" (the
-        job was already past that state, or the delivery carries no job): what it said is
-        counted by kind either way."""
-        jobs = (delivered,) if delivered is not None else ()
-        result = await self._call(once_by, kind, jobs, now)
+        """One delivery, recorded once by `once_by` (its signature: its ID is not signed), counted
+        by kind: "duplicate", "stale" (older than the span kept), "recorded" (its job moved) or
+        "kept" (the job was past that state, or the delivery carries none)."""
+        result = await self._call(once_by, kind, (delivered,) if delivered is not None else (), now)
         if isinstance(result, str):
             return result
         return "recorded" if result else "kept"
@@ -67,45 +61,35 @@ class WorkflowJobs:
     async def _call(
         self, once_by: str, kind: str, jobs: Sequence[JobDelivery], now: float
     ) -> int | str:
-        args: list[Any] = [
-            now,
-            now - self._keep_s,
-            self._cap,
-            self._keep_s + 3600,
-            once_by,
-            kind,
-            # A replay of a job's state is stale once its signature is forgotten; a delivery with
-            # no job (a ping, an event not read) is kept the hour its kind is read over, so an
-            # organization's hook that sends every event keeps an hour's keys, not a day's.
-            self._keep_s + 3600 if jobs else 3600,
-            3600 + SLOT_S,
-            self._kinds_kept,
-        ]
+        # A replay of a job's state is stale once its signature is forgotten; a delivery with no
+        # job is kept the hour its kind is read over (a hook sending every event: an hour's keys).
+        once_s = self._keep_s + 3600 if jobs else 3600
+        args: list[Any] = [now, now - self._keep_s, self._cap, self._keep_s + 3600, once_by, kind]
+        args += [once_s, 3600 + SLOT_S, self._kinds_kept]
         for job in jobs:
             args += [job.id, job.rank, job.at.timestamp(), orjson.dumps(job.job)]
-        k = self._keys
+        k = self.keys
         keys = [k.github_jobs, k.github_jobs_at, k.github_jobs_done, k.github_jobs_done_at]
         keys += [k.github_delivery(once_by or "-"), k.github_events]
         keys.append(k.github_events_slot(int(now // SLOT_S)))
-        result = await self._record(keys=keys, args=args)
+        result = await self._run("record_workflow_jobs", keys, args)
         return str(result) if isinstance(result, str | bytes) else int(result)
 
     async def live(self) -> list[dict[str, Any]]:
         """The jobs still to finish (queued, waiting or in progress), in GitHub's REST shape."""
-        return _decoded(await self._redis.hvals(self._keys.github_jobs))  # type: ignore[misc]
+        return _decoded(await self._redis.hvals(self.keys.github_jobs))  # type: ignore[misc]
 
     async def done(self, since: float, until: float) -> list[dict[str, Any]]:
         """The jobs that finished between `since` and `until` (epoch seconds)."""
-        keys = self._keys
-        ids = await self._redis.zrangebyscore(keys.github_jobs_done_at, since, until)
+        ids = await self._redis.zrangebyscore(self.keys.github_jobs_done_at, since, until)
         if not ids:
             return []
-        return _decoded(await self._redis.hmget(keys.github_jobs_done, ids))  # type: ignore[misc]
+        return _decoded(await self._redis.hmget(self.keys.github_jobs_done, ids))  # type: ignore[misc]
 
     async def heard(self, now: float) -> dict[str, tuple[int, float]]:
         """Each kind of delivery heard in the last hour ("workflow_job.queued"): how many, and
         when the last came (epoch seconds)."""
-        k = self._keys
+        k = self.keys
         last = await self._redis.zrangebyscore(k.github_events, now - 3600, "+inf", withscores=True)
         if not last:
             return {}
