@@ -1,12 +1,7 @@
-"""The queue's numbers in words: every message that says how many jobs queue, how long they wait,
-how busy the runners are, what to do about it or what the worst was, says it through here.
-
-`bot.domain.reading.judging` decides once per runner type what a reading means (a `Judgement`);
-the incident keeps the reading, its compact form (`Snapshot`) and its peaks. Nothing here decides
-or recomputes, so the root's "*43* queued", a status's "Queued jobs: *43* (▲ +6)" and the
-summary's "Peak queued jobs: *43* at 14:05" are one reading. A label names one measure: the
-longest wait (the oldest job's age) and the slowest recent start are two rows; a change is only
-between readings of one measure; each peak is its own measure's, at its own moment.
+"""The queue's numbers in words, for every message that says them. Nothing here decides or
+recomputes (`bot.domain.reading.judging` judges, the incident keeps readings and peaks), so every
+surface says one reading. A label names one measure (longest wait and slowest recent start are two
+rows); a change is only between readings of one measure; each peak is at its own moment.
 """
 
 from __future__ import annotations
@@ -50,9 +45,8 @@ Clock = Callable[[datetime], str]
 
 def queued_said(queued: float | None, *, bold: bool = False) -> str:
     """ "*43* queued", "" when not read."""
-    if queued is None:
-        return ""
-    return f"*{number(queued)}* queued" if bold else f"{number(queued)} queued"
+    star = "*" if bold else ""
+    return "" if queued is None else f"{star}{number(queued)}{star} queued"
 
 
 def busy_said(busy: float | None, registered: float | None) -> str:
@@ -75,8 +69,7 @@ def judged_parts(j: Judgement) -> list[str]:
 def wait_part(j: Judgement, *, bold: bool = True) -> str:
     """ "longest wait *12 min*", with "as the alert said at 14:02" where the alert's stands in
     for the reading's, or a plain "longest wait not known: …" while jobs queue; "" otherwise."""
-    said = _wait_words(j.wait_mins, j.wait_over, j.wait_of_starts)
-    if said is None:
+    if (said := _wait_words(j.wait_mins, j.wait_over, j.wait_of_starts)) is None:
         why = j.wait_unknown or "the source gives none"
         return md.escape(f"{NOT_KNOWN}: {why}") if j.queued else ""
     when = f" as the alert said at {md.time_of(j.wait_alert_at)}" if j.wait_alert_at else ""
@@ -126,11 +119,6 @@ def type_parts(
         return judged_parts(judged), [part for part in (judged.heading, judged.advice) if part]
     parts = (queued_said(queue.queued, bold=bold), wait_of(queue, bold=bold))
     return [part for part in parts if part], []
-
-
-def queue_numbers(queue: RunnerQueue | RunnerTypeMetrics) -> str:
-    """ "14 queued · longest wait 114 min", or "" when neither was read."""
-    return " · ".join(type_parts(queue, bold=False)[0])
 
 
 def head_figures(head: Headline, *, queued_first: bool = False) -> list[str]:
@@ -348,7 +336,7 @@ def peak_rows(incident: Incident) -> list[str]:
     """Each runner type at its worst: the summary's, and the root's once resolved."""
     rows = []
     for name, queue in worst_first(incident.peaks.types)[:MAX_PEAK_ROWS]:
-        if said := queue_numbers(queue):
+        if said := " · ".join(type_parts(queue, bold=False)[0]):
             rows.append(f"• {md.runner_name(name) or 'all runner types'}: {said}")
     return _capped(rows, len(incident.peaks.types) - MAX_PEAK_ROWS)
 

@@ -1,8 +1,6 @@
-"""An incident's postmortem: a GitHub-flavoured Markdown write-up drafted from what was recorded.
-
-A pure function of the incident, its timeline and `now`. Its numbers are the closing summary's own
-(one set of numbers). Every outside text goes through `md_escape`, so it can neither break a table
-nor become a link, an image or HTML. Times are UTC, written out: a file has no reader's time zone.
+"""An incident's postmortem: a GitHub-flavoured Markdown write-up drafted from what was recorded,
+its numbers the closing summary's own. Every outside text goes through `md_escape`, so it can
+neither break a table nor become a link, an image or HTML.
 """
 
 from __future__ import annotations
@@ -104,8 +102,7 @@ def safe_url(url: str) -> bool:
 
 
 def render_postmortem(incident: Incident, events: Sequence[Event], *, now: datetime) -> str:
-    """The write-up from the timeline (`events`, oldest first) and the incident's record, its
-    workflows those its postmortem's jobs listing found (`Incident.workflows`)."""
+    """The write-up from the timeline (`events`, oldest first) and the incident's record."""
     title = md_escape(incident.title)
     if incident.priority:
         title = f"{md_escape(incident.priority, 20)} · {title}"
@@ -185,8 +182,7 @@ def impact_section(incident: Incident) -> str:
 
 
 def scale_ups_section(incident: Incident) -> str:
-    """Per runner type, the scale-ups by people and by the pilot, how many came up, and the
-    minutes from the alert to the first of them whose runners came ("" when none was made)."""
+    """Per runner type, the scale-ups by people and by the pilot and how many came up."""
     rows = []
     for scaled in scale_record(incident):
         for by, acts in (("people", scaled.people), ("the pilot", scaled.pilot)):
@@ -213,8 +209,7 @@ def scale_ups_section(incident: Incident) -> str:
 
 
 def _at_peak(incident: Incident) -> str:
-    """Each runner type when the peak queue was seen, beside its own worst: the queue as it stood
-    at its height, not as it was left."""
+    """Each runner type when the peak queue was seen, beside its own worst."""
     types = incident.peaks.types or incident.runner_types
     ranked = [name for name, _ in worst_first(types)]
     if not ranked:
@@ -249,7 +244,6 @@ def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
 
 
 def _at_last_reading(incident: Incident) -> str:
-    """The runner types as the metrics backend last read them: where the incident left them."""
     live = incident.live
     if live is None or not live.is_live or not live.runner_types:
         return ""
@@ -269,8 +263,7 @@ def _type(name: str) -> str:
 
 
 def _workflows(seen: Workflows | None) -> str:
-    """The workflows behind the incident's runner types, as its postmortem's jobs listing found
-    them (nothing before a postmortem read one)."""
+    """The workflows behind the incident's runner types, as its jobs listing found them."""
     if seen is None:
         return ""
     if seen.unknown:
@@ -299,7 +292,7 @@ def _workflows(seen: Workflows | None) -> str:
 
 
 def _timeline(incident: Incident, events: Sequence[Event]) -> str:
-    """One row per event; a run of the alert's re-notifications is one row saying how many."""
+    """A run of the alert's re-notifications is one row saying how many."""
     rows: list[tuple[str, str, str]] = []
     run: list[Event] = []
     for event in [*events, None]:
@@ -346,8 +339,7 @@ def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
             parts.append("  \n".join(lines))
     if runs:
         said = [
-            f"- {_clock(e.at)} UTC, by {who(e.actor, e.actor_name)}: {md_escape(e.text)}"
-            for e in runs
+            f"- {utc(e.at)}, by {who(e.actor, e.actor_name)}: {md_escape(e.text)}" for e in runs
         ]
         parts.append(
             "Diagnostics were run (each report, with every check, is in the incident's "
@@ -357,9 +349,8 @@ def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
 
 
 def _queue_over_time(incident: Incident, events: Sequence[Event]) -> str:
-    """The series the thread's chart draws, at most MAX_CHART_ROWS rows of them: a reading
-    that repeats the one before it is no row (the drain checks' 0, 0, 0: the first says when);
-    the opening, the peak, the reading after each action and the last change are always rows."""
+    """The series the thread's chart draws in at most MAX_CHART_ROWS rows: a reading that repeats
+    the one before it is no row; the opening, the peak and the reading after each action are."""
     data = incident_chart(incident)
     series, times = data.series, data.times
     if not series:
@@ -385,9 +376,8 @@ def _queue_over_time(incident: Incident, events: Sequence[Event]) -> str:
 
 
 def _moments(times: list[float], peak: datetime | None, acted: Sequence[datetime]) -> list[float]:
-    """`times` evenly sampled, with the peak's reading (the last at or before it: a repeat of
-    it is no row) and the first reading at or after each action in place of the nearest
-    others, the first and the last always kept."""
+    """`times` evenly sampled, with the peak's reading (the last at or before it) and the first
+    reading at or after each action in place of the nearest others; the first and last kept."""
     picks = list(sampled(times, MAX_CHART_ROWS))
     musts = [max((t for t in times if t <= peak.timestamp()), default=times[0])] if peak else []
     musts += [
@@ -415,8 +405,7 @@ def _table(
     most: int = 0,
     of: str = " runner types",
 ) -> str:
-    """A GitHub table; every cell is already escaped (`md_escape` escapes `|`). Past `most` rows,
-    a last one says how many more were left out."""
+    """A GitHub table of cells already escaped; past `most` rows, one says how many more."""
     if most and len(rows) > most:
         rows = [*rows[:most], (f"+{len(rows) - most} more{of}", *[""] * (len(header) - 1))]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align or ["---"] * len(header)) + "|"]

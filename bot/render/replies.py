@@ -234,7 +234,7 @@ def _age_line(incident: Incident, at: datetime, now: datetime) -> str:
         line = f"Firing for *{_age(at - incident.started_at)}*"
     else:
         took = duration((incident.resolved.at or now) - incident.started_at)
-        line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
+        line = " ".join(filter(None, ("✅ Resolved", resolved_how(incident), f"after *{took}*")))
     if incident.silence is not None:
         line += f" · 🔕 silenced until {md.time_of(incident.silence.until)}"
     if incident.acknowledged.by:
@@ -259,7 +259,9 @@ def render_summary(
     if incident.is_open:
         head = f"🔴 *Incident {incident_id} still firing*"
     else:
-        head = _join(f"✅ *Incident {incident_id} resolved*", resolved_how(incident))
+        head = " ".join(
+            filter(None, (f"✅ *Incident {incident_id} resolved*", resolved_how(incident)))
+        )
     blocks = [
         md.section(f"{head}\n{md.truncate(title_text(incident), 500)}"),
         md.fields(_summary_fields(incident, took, events)),
@@ -398,10 +400,10 @@ def render_act(incident: Incident, scaled: Event) -> Rendered:
     ended, what became of it in their place."""
     up = scaled.scale
     assert up is not None, "a scale-up's event"
-    rendered = render_event(incident, scaled, detail=up.detail)
     if not up.came_said:
-        return rendered
-    return _followed(rendered, md.in_zone(md.escaped(up.came_said, 2000), up.seen_at or scaled.at))
+        return render_event(incident, scaled, detail=up.detail)
+    came = md.in_zone(md.escaped(up.came_said, 2000), up.seen_at or scaled.at)
+    return _followed(incident, scaled, [came], detail=up.detail)
 
 
 def pilot_buttons(ref: str, done: ScaleUp, at: datetime) -> dict[str, Any]:
@@ -409,21 +411,15 @@ def pilot_buttons(ref: str, done: ScaleUp, at: datetime) -> dict[str, Any]:
     Their value names the act: where it was made (`ref`: an incident's, or `WARNING_REF` and an
     early warning's uid), its time, its runner type (last: any text)."""
     value = f"{ref}|{at.isoformat()}|{done.runner_type}"[: md.MAX_BUTTON_VALUE]
-    undo = md.button("Undo", PILOT_UNDO, value) | {"confirm": _undo_confirm(done)}
-    return md.actions([undo, md.button("Pause pilot", PILOT_PAUSE, value)])
-
-
-def _undo_confirm(done: ScaleUp) -> dict[str, Any]:
-    back = f"{done.field} back to {done.before}" if done.field and done.before is not None else ""
-    body = (
-        f"Put the pilot's +{done.added} on {done.runner_type} back now{': ' + back if back else ''}"
+    back = f": {done.field} back to {done.before}" if done.field and done.before is not None else ""
+    then = (
+        f"Put the pilot's +{done.added} on {done.runner_type} back now{back}, and pause its pilot"
     )
-    then = f"{body}, and pause its pilot until someone resumes it."
-    return md.confirm("Undo the pilot's act?", then, "Undo", "Keep it")
-
-
-def _join(*parts: str) -> str:
-    return " ".join(part for part in parts if part)
+    asked = md.confirm(
+        "Undo the pilot's act?", f"{then} until someone resumes it.", "Undo", "Keep it"
+    )
+    undo = md.button("Undo", PILOT_UNDO, value) | {"confirm": asked}
+    return md.actions([undo, md.button("Pause pilot", PILOT_PAUSE, value)])
 
 
 def render_outcome(
@@ -433,17 +429,16 @@ def render_outcome(
     to edit it in place; else a reply of its own."""
     assert scaled.scale is not None, "a scale-up's event"
     said = outcome_said(scaled.scale, outcome, md.escape, md.time_of)
-    line = f"{OUTCOME_ICONS[outcome.came]} {said}"
-    if not edit:
-        plain = md.escape(outcome_said(scaled.scale, outcome))
-        return md.rendered(f"Incident {md.escape(incident.id)}: {plain}", [md.section(line)])
-    return _followed(render_event(incident, scaled, detail=detail), line)
+    alone = None if edit else outcome_said(scaled.scale, outcome)
+    return _followed(
+        incident, scaled, [f"{OUTCOME_ICONS[outcome.came]} {said}"], detail=detail, alone=alone
+    )
 
 
 def render_seen(incident: Incident, silenced: Event, detail: str, seen: Seen) -> Rendered:
     """The silence's reply, what its backend showed just after it was made on a line below."""
     line = f"{OUTCOME_ICONS[seen.holds]} {seen_said(seen, md.escape, md.time_of)}"
-    return _followed(render_event(incident, silenced, detail=detail), line)
+    return _followed(incident, silenced, [line], detail=detail)
 
 
 def render_back_seen(
@@ -456,17 +451,24 @@ def render_back_seen(
         + back_said(back, landed, put_back.at, spares, md.escape, md.time_of)
         for back, landed in seen
     ]
-    if edit:
-        return _followed(render_event(incident, put_back), *lines)
-    plain = "; ".join(back_said(back, landed, put_back.at, spares) for back, landed in seen)
-    text = f"Incident {md.escape(incident.id)}: {md.escape(plain)}"
-    return md.rendered(text, [md.section(line) for line in lines])
+    alone = "; ".join(back_said(b, landed, put_back.at, spares) for b, landed in seen)
+    return _followed(incident, put_back, lines, alone=None if edit else alone)
 
 
-def _followed(before: Rendered, *lines: str) -> Rendered:
-    """`lines` under the reply's own, above its buttons or the line that took their place (the
-    pilot's Undo, or why it is gone, stays last)."""
-    last = ("actions", "context")
+def _followed(
+    incident: Incident,
+    event: Event,
+    lines: list[str],
+    *,
+    detail: str = "",
+    alone: str | None = None,
+) -> Rendered:
+    """`lines` under the event's reply, above its buttons or the line that took their place (the
+    pilot's Undo, or why it is gone, stays last); with `alone`, a reply of their own saying it."""
+    if alone is not None:
+        text = f"Incident {md.escape(incident.id)}: {md.escape(alone)}"
+        return md.rendered(text, [md.section(line) for line in lines])
+    before, last = render_event(incident, event, detail=detail), ("actions", "context")
     said = [b for b in before.blocks if b.get("type") not in last]
     buttons = [b for b in before.blocks if b.get("type") in last]
     return md.rendered(before.text, [*said, *(md.section(line) for line in lines), *buttons])

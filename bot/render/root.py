@@ -1,9 +1,6 @@
 """An incident's root message: its dashboard, re-rendered and edited in place after every change.
-
 Its times are Slack date tokens each client renders, so an unchanged rendering skips the edit.
-Only the owner is mentioned; everyone else is named with `person`. The silence select has no value
-of its own, so the incident's reference also rides in the facts' block_id (`incident_ref_of`).
-Its Resolve asks first while the queue is still live (`render_still_live`, `_confirm`).
+The silence select has no value of its own: the incident's reference rides in a block_id too.
 """
 
 from __future__ import annotations
@@ -56,8 +53,7 @@ def render_root(
     mentions: bool = True,
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> Rendered:
-    """Block Kit has no colours: "turning green" is the ✅ and the actions going away. The first
-    post (`mentions=False`) notifies the channel, so only later edits mention the owner."""
+    """The first post (`mentions=False`) notifies the channel: later edits mention the owner."""
     live = shown_live(incident)
     head = headline(incident)
     status = "\n".join(filter(None, [_status_line(incident, mentions), _responders(incident)]))
@@ -111,7 +107,6 @@ def render_root(
 
 
 def incident_ref_of(message: dict[str, Any]) -> str | None:
-    """The incident reference of a root message as Slack echoes it in an action payload."""
     for block in message.get("blocks") or ():
         block_id = block.get("block_id") if isinstance(block, dict) else None
         if isinstance(block_id, str) and block_id.startswith(INCIDENT_BLOCK_PREFIX):
@@ -169,8 +164,7 @@ def _responders(incident: Incident) -> str:
 
 
 def _headline_label(incident: Incident, head: Headline) -> str:
-    """Where the headline's numbers come from, and when: one source at a time, so the root never
-    shows the alert's 97 minutes over a live line of 114."""
+    """Where the headline's numbers come from, and when: one source at a time."""
     if head.live is not None:
         source = md.escape(source_name(head.live.source))
         return f"*Now* · live from {source} at {md.time_of(head.live.at)}"
@@ -184,8 +178,7 @@ def _headline_label(incident: Incident, head: Headline) -> str:
 
 
 def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> str:
-    """The alert's runner types, in the live reading's words, and while it fires the judgement of
-    its numbers (the one the form and diagnostics give for them)."""
+    """The alert's runner types in the live reading's words, judged while it fires."""
     view = alert_fleet(incident, now=now, within_mins=within_mins)
     if not incident.is_open:  # resolved: nothing to advise
         unjudged = {n: m.model_copy(update={"judged": None}) for n, m in view.runner_types.items()}
@@ -208,8 +201,7 @@ def _source(incident: Incident) -> str:
 
 
 def _links(incident: Incident) -> list[str]:
-    """One context element per link, so a long Grafana silence URL cannot crowd out the others.
-    The silence link is Grafana's form; when the incident was silenced elsewhere, it says so."""
+    """One context element per link, so a long Grafana silence URL cannot crowd out the others."""
     links = incident.links
     made = incident.silence.backend if incident.silence else ""
     silence = "🔕 Silence in Grafana"
@@ -248,7 +240,13 @@ def _actions(incident: Incident, ref: str) -> dict[str, Any]:
             "action_id": "incident_silence",
             "placeholder": md.plain("Silence…"),
             "option_groups": [
-                {"label": md.plain(label), "options": _silence_options(suffix)}
+                {
+                    "label": md.plain(label),
+                    "options": [
+                        {"text": md.plain(said), "value": f"{s}{suffix}"}
+                        for s, said in SILENCE_OPTIONS
+                    ],
+                }
                 for label, suffix in groups
             ],
         }
@@ -261,12 +259,7 @@ def _actions(incident: Incident, ref: str) -> dict[str, Any]:
     return md.actions(elements, ACTIONS_BLOCK_ID)
 
 
-def _silence_options(suffix: str) -> list[dict[str, Any]]:
-    return [{"text": md.plain(said), "value": f"{s}{suffix}"} for s, said in SILENCE_OPTIONS]
-
-
 def _confirm(incident: Incident) -> dict[str, Any]:
-    """While the queue is still live, what is (current: the root is rendered on every change)."""
     closes = "closes the incident and stops its status updates. " + (
         "Its alert cleared already: nothing reopens it."
         if incident.drain.follow is not None
@@ -281,8 +274,7 @@ def _confirm(incident: Incident) -> dict[str, Any]:
 
 
 def render_still_live(incident: Incident, live: StillLive) -> Rendered:
-    """A Resolve's answer while the queue is still live: a button, and a command for those who
-    typed one."""
+    """A Resolve's answer while the queue is still live: a button, and the command to type."""
     incident_id = md.escape(incident.id)
     text = (
         f"Incident {incident_id} is still live: {still_live_said(live)} and the alert is still "
