@@ -1,9 +1,6 @@
-"""What the alert's GitHub issue says: the body of an issue queuepilot opens, and one comment per
-moment of the incident (`bot.domain.alerting.alert_issue`), as GitHub-flavoured Markdown.
-
-Every outside text is escaped as the postmortem escapes it, and `unlinked` keeps GitHub from
-linking its @mentions and issue references; each comment ends with its hidden mark
-(`comment_mark`), how a comment whose answer was lost is found again.
+"""What the alert's GitHub issue says: its body, and one comment per moment of the incident, as
+GitHub-flavoured Markdown escaped as the postmortem escapes it. Each comment ends with its hidden
+mark (`comment_mark`), how a comment whose answer was lost is found again.
 """
 
 from __future__ import annotations
@@ -98,8 +95,7 @@ def comment(
     timeline: list[Event] | None = None,
     now: datetime,
 ) -> str:
-    """The comment telling `moment`, its mark last; a postmortem's, the write-up as the thread
-    got it (drafted from the same record, at the same moment)."""
+    """The comment telling `moment`, its mark last; a postmortem's, the thread's write-up."""
     event = moment.event
     # Written on the issue itself: its own link there would only lead back to the page it is on.
     unlinked_issue = incident.links.model_copy(update={"issue": ""})

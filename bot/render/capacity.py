@@ -32,9 +32,8 @@ def render_report(
     missing: str = "",
     read_back_to: datetime | None = None,
 ) -> str:
-    """`history` names where the queue time and hours at the maximum and over the thresholds
-    come from ("" when the backend keeps none); `missing` what of it could not be read, and why;
-    `read_back_to`: the incidents read reach back only so far into the window."""
+    """`history` names where the history comes from ("" when none); `missing` what of it could
+    not be read, and why; `read_back_to`: how far back the incidents read reach."""
     head = f"*Capacity report · the last {days} days*"
     kept = f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are gone."
     kept = kept if days > kept_days else ""
@@ -146,8 +145,7 @@ def _type_line(report: TypeReport) -> str:
 
 
 def _dry_runs(runs: DryRuns) -> str:
-    """ "the pilot's dry run: 3 acts would have added +24 runners, the first 9 min before a
-    person's first scale-up (median of 2 incidents)"."""
+    """ "the pilot's dry run: 3 acts would have added +24 runners, the first 9 min before …"."""
     said = f"the pilot's dry run: {md.plural(runs.acts, 'act')} would have added +{runs.runners}"
     if not runs.sooner_mins:
         return said + " (no person scaled it)"
@@ -172,8 +170,7 @@ def _came_up(scaled: TypeScaled) -> list[str]:
 
 
 def _pending(report: TypeReport) -> str:
-    """ "runner pods Pending 72 pod-hours, the longest 6 h, 6.0 h unschedulable": the minutes
-    each pod was Pending, added up."""
+    """ "runner pods Pending 72 pod-hours, the longest 6 h, 6.0 h unschedulable"."""
     mins = report.pending_pod_mins or 0.0
     summed = f"{mins / 60:.0f} pod-hours" if mins >= 120 else f"{mins:.0f} pod-min"
     text = f"runner pods Pending {summed}"
@@ -189,9 +186,8 @@ def _hours(hours: float) -> str:
 
 
 def report_message(reports: Sequence[TypeReport], *, days: int, **said: Any) -> Rendered:
-    """The weekly post: the report (`render_report`'s), a bar chart of each type's firing hours
-    and one of the job-hours waited by hour of week, drawn by Slack (left out, as any chart,
-    where the workspace refuses it)."""
+    """The weekly post: the report, a bar chart of each type's firing hours and one of the
+    job-hours waited by hour of week."""
     text = render_report(reports, days=days, **said)
     blocks = md.sections(text.splitlines())
     firing = [r for r in reports if r.runner_type and r.firing.total_seconds() > 0]

@@ -1,8 +1,6 @@
-"""The App Home as one view: every open incident, the early warnings standing, the pilots (where a
-type has one), the fleet now, and how to use the bot. Nothing on it is personal, so it is rendered
-once a round for everyone; its lists are capped (Slack allows 100 blocks). `digests` tell a change
-of state, published at once, from a change of numbers (every reading), published at a slower
-cadence.
+"""The App Home as one view, the same for everyone: open incidents, early warnings, pilots, the
+fleet now, how to use the bot. `digests` tell a change of state, published at once, from a change
+of numbers, published at a slower cadence.
 """
 
 from __future__ import annotations
@@ -186,8 +184,7 @@ def _worst(incident: Incident) -> tuple[str, Any] | None:
 
 
 def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
-    """The incident's worst runner type, its numbers from the reading under "The fleet now" when
-    that has the type (one reading on the page), else the root's."""
+    """The incident's worst runner type, its numbers from "The fleet now" where it has the type."""
     worst = _worst(incident)
     if worst is None:
         said = " · ".join(head_figures(headline(incident)))

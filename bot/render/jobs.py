@@ -20,8 +20,7 @@ def render_jobs(
     view: JobsView, runner_types: list[str], *, limit: int = 2900, others: int = 0
 ) -> str:
     """The head, each runner type's lines, then the footnotes; lines that do not fit are left out
-    whole, and the answer says so. `others`: the types with queued jobs left out as other
-    channels' (the channel asked from owns `runner_types` only)."""
+    whole. `others`: the types with queued jobs left out as other channels'."""
     foot = footnotes(view)
     body = [line for name in runner_types[:MAX_TYPES] for line in workflow_lines(view, name)]
     if not body:

@@ -56,8 +56,7 @@ def escaped(text: str, limit: int) -> str:
 
 
 def plain_text(mrkdwn: str) -> str:
-    """Mrkdwn made here as plain text (a date's fallback, a link's label, a mention's user ID):
-    for an answer kept as a timeline line, escaped again wherever it is shown."""
+    """Mrkdwn made here as plain text (a date's fallback, a link's label, a mention's user ID)."""
     text = _BOLD.sub(r"\1", _MENTION.sub(r"\1", _LABELLED.sub(r"\1", mrkdwn)))
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
@@ -91,8 +90,7 @@ def mention(user_id: str) -> str:
 
 
 def person(user_id: str | None, name: str = "") -> str:
-    """Someone named, pinging nobody: the display name on one line (a newline breaks a list), else
-    the user ID as text, which Slack never turns into a mention on its own."""
+    """Someone named, pinging nobody: the display name on one line, else the user ID as text."""
     shown = " ".join(name.split()) or (user_id or "someone")
     return f"*{escaped(shown, 80)}*"
 
@@ -117,19 +115,15 @@ _FALLBACKS = {"{time}": "%H:%M UTC", "{time_secs}": "%H:%M:%S UTC"}
 
 
 def slack_date(moment: datetime, token: str = "{date_short_pretty} {time}") -> str:
-    """A date each reader's client shows in their time zone, so the message never needs
-    re-rendering; the fallback is UTC."""
+    """A date each reader's client shows in their time zone; the fallback is UTC."""
     utc = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
     fallback = utc.strftime(_FALLBACKS.get(token, "%Y-%m-%d %H:%M UTC"))
     return f"<!date^{int(utc.timestamp())}^{token}|{fallback}>"
 
 
 def in_zone(text: str, around: datetime) -> str:
-    """Mrkdwn already made safe (`escape`) with each moment it says in UTC as a date token, shown
-    in each reader's zone; convert before a cut (`truncate` never splits a token). A line kept
-    as text says UTC, right for the postmortem and the GitHub issue; in Slack it is rendered
-    here, the day of a bare "14:02 UTC" the one nearest `around` (its line's own moment: it
-    speaks of moments within hours of it; one further off is written with its date)."""
+    """Escaped mrkdwn with each moment it says in UTC as a date token (convert before a cut);
+    the day of a bare "14:02 UTC" is the one nearest `around`, its line's own moment."""
     near = (around if around.tzinfo else around.replace(tzinfo=UTC)).astimezone(UTC)
 
     def token(found: re.Match[str]) -> str:

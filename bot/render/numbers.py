@@ -67,8 +67,8 @@ def judged_parts(j: Judgement) -> list[str]:
 
 
 def wait_part(j: Judgement, *, bold: bool = True) -> str:
-    """ "longest wait *12 min*", with "as the alert said at 14:02" where the alert's stands in
-    for the reading's, or a plain "longest wait not known: …" while jobs queue; "" otherwise."""
+    """ "longest wait *12 min*" ("as the alert said at 14:02" where the alert's stands in), or
+    "longest wait not known: …" while jobs queue."""
     if (said := _wait_words(j.wait_mins, j.wait_over, j.wait_of_starts)) is None:
         why = j.wait_unknown or "the source gives none"
         return md.escape(f"{NOT_KNOWN}: {why}") if j.queued else ""
@@ -110,8 +110,8 @@ def wait_known(queue: RunnerQueue | RunnerTypeMetrics) -> str:
 def type_parts(
     queue: RunnerQueue | RunnerTypeMetrics | None, absent: str = "", *, bold: bool = True
 ) -> tuple[list[str], list[str]]:
-    """A type's numbers and advice: its judgement's; `absent` where the source did not list it (no
-    count was read: not "0 queued"); a queue judged nothing of: its numbers alone."""
+    """A type's numbers and advice: its judgement's, else its numbers alone; `absent` where the
+    source did not list it (no count was read: not "0 queued")."""
     if absent or queue is None:
         return [absent] if absent else [], []
     judged = queue.judged if isinstance(queue, RunnerTypeMetrics) else None
@@ -133,8 +133,7 @@ def type_lines(
 ) -> list[str]:
     """The worst `top` types, then how many more; on the App Home, names as code and maximums."""
     ranked = worst_first(view.runner_types)
-    # What a source that lists no job of a type said of it: from one that counts only jobs
-    # queued longer than a threshold, nothing queued longer than that.
+    # A source that counts only jobs queued longer than a threshold says nothing of the others.
     over = view.queued_over_mins
     absent = f"none queued over {minutes(over)}" if over else "none queued"
     lines = []
@@ -155,7 +154,6 @@ def type_lines(
 
 
 def _maximum(metrics: RunnerTypeMetrics) -> list[str]:
-    """The App Home's runners beyond the line: busy where no judgement said it, and the maximum."""
     j = metrics.judged
     maximum = j.maximum if j is not None else metrics.maximum
     busy = "" if j is not None else busy_said(metrics.busy, metrics.registered)
@@ -174,8 +172,7 @@ def source_note(view: FleetSnapshot) -> str:
 
 
 def read_at(fleet: FleetSnapshot) -> str:
-    """When the reading was made, and when the next comes where its source paces it to a quota
-    (GitHub's): a reading that stands for minutes says its age. Ordinary pacing, no warning."""
+    """When the reading was made, and when the next comes where its source paces it to a quota."""
     when = f"at {md.time_of(fleet.at)}"
     if fleet.paced_s:
         when += f", next at {md.time_of(fleet.at + timedelta(seconds=fleet.paced_s))}"
@@ -191,7 +188,7 @@ def _comparable(now: RunnerQueue, was: RunnerQueue | None) -> float | None:
 
 def status_figures(current: Snapshot, previous: Snapshot | None) -> tuple[list[str], str]:
     """A status's fields ("Queued jobs: *43* (▲ +6)") and notification line: a change only from
-    the same measure (a sum of the types' queues is no change from the alert's own figure)."""
+    the same measure (a sum of the types' queues is none from the alert's own figure)."""
     now_n, before = current.numbers, previous.numbers if previous else None
     items = []
     for starts, mins in ((False, now_n.max_queue_time_mins), (True, now_n.slowest_start_mins)):
@@ -247,15 +244,12 @@ class Peak(NamedTuple):
 
 
 class Peaks(NamedTuple):
-    """The incident's peaks as its record keeps them, each of one measure at its own moment."""
-
     wait: Peak | None
     start: Peak | None
     queued: Peak | None
 
 
 def peak_figures(incident: Incident) -> Peaks:
-    """Each peak at the moment it was first reached: the record's, never recomputed."""
     peak, types = incident.peaks.numbers, incident.peaks.types.values()
     waits = []
     for mins, starts, at in (
@@ -292,9 +286,8 @@ def at_said(item: Peak, clock: Clock) -> str:
 
 
 def drained_in(incident: Incident, bold: str = "*") -> str:
-    """ "Drained in: *55 min* from the peak": from the peak queue to the resolve; "" unless the
-    live readings saw the queue drain by the drain rule (to 0, or within DRAIN_MAX_QUEUED): a
-    followed queue that only fell under the alert's thresholds did not drain."""
+    """ "Drained in: *55 min* from the peak", where the live readings saw the queue drain by the
+    drain rule (a followed queue that only fell under the alert's thresholds did not drain)."""
     peak, follow = incident.peaks.moment, incident.drain.follow
     if incident.resolved.at is None or incident.resolved.how is not Resolution.DRAINED or not peak:
         return ""
@@ -304,9 +297,8 @@ def drained_in(incident: Incident, bold: str = "*") -> str:
 
 
 def left_queued(incident: Incident, bold: str = "*") -> str:
-    """ "Still queued at resolve: *1 job* (the alert cleared under its thresholds)": the jobs the
-    last live reading still saw when it resolved other than by draining, and why it resolved
-    anyway; "" when none or not known."""
+    """ "Still queued at resolve: *1 job* (the alert cleared under its thresholds)": what the last
+    live reading saw of a resolve other than by draining, and why it resolved anyway."""
     view = incident.live
     if incident.resolved.at is None or view is None or not view.is_live:
         return ""
@@ -346,9 +338,8 @@ def _capped(rows: list[str], more: int) -> list[str]:
 
 
 def root_figures(incident: Incident, head: Headline) -> list[str]:
-    """The headline's wait and queued jobs against the alert's thresholds (else the alert's
-    other values), a peak beside a number only as the same measure, at its own moment. A live
-    headline has none beside it, and says how many types were not read."""
+    """The headline's wait and queued jobs against the alert's thresholds (else the alert's other
+    values), beside the same measure's peak; a live headline says how many types were unread."""
     live, unread = head.live, ""
     queued = None if head.worst or head.queued is None else number(head.queued)
     if live is not None:
@@ -387,8 +378,8 @@ Row = tuple[str, str | None, Peak | None, list[str | None]]
 
 
 def _wait_rows(head: Headline, peaks: Peaks, against: str | None) -> list[Row]:
-    """The headline's wait, then the slowest recent start beside an oldest job's age, each beside
-    its own measure's peak (resolved: the peaks alone); `against` is said beside the first."""
+    """The headline's wait, then the slowest recent start beside an oldest job's age, each by its
+    measure's peak (resolved: the peaks alone); `against` is said beside the first."""
     if head.worst:
         return [("", None, peaks.wait, [against]), ("", None, peaks.start, [])]
     said, of_starts = wait_words(head.wait), bool(head.wait.wait_of_starts)
@@ -403,9 +394,8 @@ def _wait_rows(head: Headline, peaks: Peaks, against: str | None) -> list[Row]:
 def _against(
     threshold: float | None, over: bool | None, shown: Callable[[float], str], *, summed: int = 1
 ) -> str | None:
-    """The number against its threshold, or, from a rule that says only whether it was crossed,
-    that. A queue `summed` over several types is not what the rule holds to its threshold (a
-    type's queue is): said so, or 4 + 10 queued against 12 reads crossed."""
+    """The number against its threshold, or whether a rule crossed it. A queue `summed` over
+    several types is not what the rule holds to its threshold: said so."""
     if threshold is not None:
         return f"threshold {shown(threshold)}" + (" for a runner type" if summed > 1 else "")
     if over is None:
@@ -429,15 +419,13 @@ def queued_cell(queued: float | None) -> str:
 
 
 def point_cell(point: tuple[float | None, float | None] | None) -> str:
-    """A moment of the trend (queued, wait) in a table, "43 · 12 min", under a note that names
-    the measures (the trend keeps the minutes alone); "" where the type was not read then."""
+    """A moment of the trend (queued, wait) in a table, "43 · 12 min"; "" where not read then."""
     said = _wait_words(point[1]) if point else None
     return "" if point is None else queued_cell(point[0]) + (f" · {said[1]}" if said else "")
 
 
 def still_live_said(live: StillLive, *, thresholds: bool = True) -> str:
-    """What is still over when a Resolve asks ("11 jobs still queued (the alert's threshold is
-    0)"); without `thresholds`, as the timeline keeps it."""
+    """What is still over when a Resolve asks; without `thresholds`, as the timeline keeps it."""
     queued, each = live.queued, " for a runner type" if live.per_type else ""
     jobs = queued is not None and f"{number(queued)} job{'' if queued == 1 else 's'} still queued"
     parts = []

@@ -89,8 +89,7 @@ def incident_ref(incident: Incident) -> str:
 
 
 def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
-    """What follows "Resolved": who for a responder (mentioned only in an edited root, which
-    notifies nobody), how for the source."""
+    """What follows "Resolved": who (mentioned only in an edited root, which notifies nobody)."""
     if incident.resolved.how is Resolution.MANUAL and incident.resolved.by:
         if mentions:
             return f"by {md.mention(incident.resolved.by)}"
@@ -108,8 +107,7 @@ _FOLLOW_ENDED = {
 
 
 def followed_how(incident: Incident) -> str:
-    """ "alert cleared, queue drained 4 min later": how a queue followed after its alert cleared
-    ended; "" for any other resolve."""
+    """ "alert cleared, queue drained 4 min later": how a queue followed after its alert ended."""
     follow, ended = incident.drain.follow, incident.resolved.at
     if follow is None or ended is None or follow.ended not in _FOLLOW_ENDED:
         return ""
@@ -143,7 +141,7 @@ def title_text(incident: Incident) -> str:
 
 class StatusShown(BaseModel):
     """A status the tick decided, rendered by the sender when it posts (a waiting status is
-    these few bytes, not its blocks); `previous`: the posted status it is compared with."""
+    these few bytes, not its blocks)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -163,9 +161,8 @@ class StatusShown(BaseModel):
 
 
 def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
-    """A status reply as the sender posts it, from the live view as it is then, headline too:
-    one reply never shows two readings. Its title and age stay the tick's (never one minute
-    twice)."""
+    """A status reply from the live view as it is when posted (one reply never shows two
+    readings); its title and age stay the tick's."""
     view = incident.live if shown.live else None
     current, drain, since = shown.current, shown.drain, shown.since
     if view is not None and view.is_live and view.at != current.at:
@@ -197,8 +194,7 @@ def render_status(
     at: datetime | None = None,
 ) -> Rendered:
     """The numbers now and their change since the previous status. `drain` is (checks that found
-    it drained, checks needed); `since` marks a quiet status edited in place; `at` is the moment
-    it is titled and aged by (the current snapshot's unless said)."""
+    it drained, checks needed); `since` marks a quiet status edited in place."""
     live = view if view is not None and view.is_live else None
     at = at or current.at
     age = _age_line(incident, at, now)
@@ -226,7 +222,6 @@ def render_status(
 
 
 def _age_line(incident: Incident, at: datetime, now: datetime) -> str:
-    """Open, its age at `at`: the status's moment, a minute on from the last status's."""
     if incident.is_open and incident.drain.follow is not None:
         cleared = _age(at - incident.drain.follow.cleared_at)
         line = f"⏳ Alert cleared *{cleared}* ago: following until the queue drains"
@@ -252,8 +247,7 @@ def _age(span: timedelta) -> str:
 def render_summary(
     incident: Incident, events: Sequence[Event], *, now: datetime, chart: bool = False
 ) -> Rendered:
-    """How long, how bad, how it ended, who did what (events oldest first); its chart unless the
-    last status drew the same one (`chart`: whatever the last status)."""
+    """How long, how bad, how it ended, who did what; its chart unless the last status drew it."""
     took = duration((incident.resolved.at or now) - incident.started_at)
     incident_id = md.escape(incident.id)
     if incident.is_open:
@@ -302,7 +296,6 @@ SILENCE_ENDED = "🔕 Its silence was ended at resolve: if the alert fires again
 
 
 def _ended_at_resolve(incident: Incident, events: Sequence[Event]) -> bool:
-    """The silence watch ended the incident's silence at its resolve (nobody did: no actor)."""
     ended = incident.resolved.at
     return ended is not None and any(
         e.kind == "unsilenced" and e.actor is None and e.at >= ended for e in events
@@ -310,8 +303,7 @@ def _ended_at_resolve(incident: Incident, events: Sequence[Event]) -> bool:
 
 
 def _silence_said(incident: Incident, silence: ActiveSilence) -> str:
-    """The silence made from Slack: ended with the incident (the silence watch expires it as it
-    resolves), or still in force, and why."""
+    """The silence made from Slack: ended with the incident, or still in force, and why."""
     which = f"{md.escape(silence.backend)} silence `{md.escaped(silence.silence_id, 80)}`"
     removes = f"`/queue unsilence {md.escape(incident.id)}` removes it."
     until = md.slack_date(silence.until)
@@ -332,8 +324,8 @@ def _silence_said(incident: Incident, silence: ActiveSilence) -> str:
 def summaries(
     incident: Incident, events: Sequence[Event], *, now: datetime
 ) -> tuple[Rendered, Rendered | None]:
-    """The summary, and, when it leaves out the chart the last status drew, the summary with it:
-    what it says instead if that status gave way to it before it was posted."""
+    """The summary, and, where it leaves out the chart the last status drew, the summary with it
+    (for when that status gave way to it before it was posted)."""
     summary = render_summary(incident, events, now=now)
     if not chart_drawn(incident, incident.shown.charted_at):
         return summary, None
@@ -347,8 +339,7 @@ def _chart(incident: Incident) -> list[dict[str, Any]]:
 
 
 def put_back_said(up: ScaleUp, escaped: Callable[[str], str], at: Callable[[datetime], str]) -> str:
-    """ "linux.2xlarge maxRunners 30 goes back to 20 once its queue has stayed drained 30 min
-    (at the latest 14:05)": what the thread's own put-back reply will say was done."""
+    """ "linux.2xlarge maxRunners 30 goes back to 20 once … (at the latest 14:05)"."""
     before = "unset" if up.back_to is None else str(up.back_to)
     line = f"{escaped(up.runner_type)} {escaped(up.field)} {up.back_from} "
     line += f"goes back to {before}" + (f" {escaped(up.back_when)}" if up.back_when else "")
@@ -395,9 +386,7 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
 
 
 def render_act(incident: Incident, scaled: Event) -> Rendered:
-    """A scale-up's own reply as it stands, to edit it in place: its line, what came of its
-    runners (`came_said`, as its follow-up kept it), then the pilot's buttons, or, its record
-    ended, what became of it in their place."""
+    """A scale-up's own reply as it stands, what came of its runners below its line."""
     up = scaled.scale
     assert up is not None, "a scale-up's event"
     if not up.came_said:
@@ -407,9 +396,8 @@ def render_act(incident: Incident, scaled: Event) -> Rendered:
 
 
 def pilot_buttons(ref: str, done: ScaleUp, at: datetime) -> dict[str, Any]:
-    """Undo (puts the act back at once and pauses the pilot) and Pause pilot, under its act.
-    Their value names the act: where it was made (`ref`: an incident's, or `WARNING_REF` and an
-    early warning's uid), its time, its runner type (last: any text)."""
+    """Undo and Pause pilot under its act; their value names where it was made (`ref`), its time
+    and its runner type (last: any text)."""
     value = f"{ref}|{at.isoformat()}|{done.runner_type}"[: md.MAX_BUTTON_VALUE]
     back = f": {done.field} back to {done.before}" if done.field and done.before is not None else ""
     then = (
@@ -425,8 +413,7 @@ def pilot_buttons(ref: str, done: ScaleUp, at: datetime) -> dict[str, Any]:
 def render_outcome(
     incident: Incident, scaled: Event, detail: str, outcome: Outcome, *, edit: bool
 ) -> Rendered:
-    """The outcome under the scale-up's own reply as it was (`detail`: what followed its event),
-    to edit it in place; else a reply of its own."""
+    """The outcome under the scale-up's own reply (`edit`), else a reply of its own."""
     assert scaled.scale is not None, "a scale-up's event"
     said = outcome_said(scaled.scale, outcome, md.escape, md.time_of)
     alone = None if edit else outcome_said(scaled.scale, outcome)
@@ -444,8 +431,7 @@ def render_seen(incident: Incident, silenced: Event, detail: str, seen: Seen) ->
 def render_back_seen(
     incident: Incident, put_back: Event, seen: list[tuple[Back, Landed]], spares: str, *, edit: bool
 ) -> Rendered:
-    """Where the runners of a put-back went, under its own reply as it was, to edit it in place;
-    else a reply of its own."""
+    """Where the runners of a put-back went, under its own reply (`edit`), else a reply alone."""
     lines = [
         f"{OUTCOME_ICONS[landed.back]} "
         + back_said(back, landed, put_back.at, spares, md.escape, md.time_of)

@@ -48,8 +48,7 @@ def covered_said(covered: Covered) -> str:
 
 
 def busiest_hour(hours: Sequence[float]) -> tuple[str, float, int] | None:
-    """The busiest hour ("Tue 14:00–15:00 UTC", the earliest of equals), its job-hours and how
-    many other hours were as busy."""
+    """The busiest hour ("Tue 14:00–15:00 UTC"), its job-hours and how many others were as busy."""
     if len(hours) != HOURS_OF_WEEK or max(hours) <= 0:
         return None
     top = max(range(HOURS_OF_WEEK), key=lambda i: (hours[i], -i))
