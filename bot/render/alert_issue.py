@@ -57,6 +57,7 @@ TITLES = {
     "alert_cleared": "Alert cleared",
     "reopened": "Fired again",
     AMENDED: "Postmortem out of date",
+    "resolved": "Resolved",
 }
 
 
@@ -110,8 +111,7 @@ def comment(
     elif event.kind == POSTMORTEM:
         text = render_postmortem(incident, drafted_from(timeline or [], event), now=event.at)
     else:
-        title = "Resolved" if event.kind == "resolved" else TITLES.get(event.kind)
-        title = title or md_escape(event.kind.replace("_", " ").capitalize(), 60)
+        title = TITLES.get(event.kind) or md_escape(event.kind.replace("_", " ").capitalize(), 60)
         said = event.text
         if event.kind == "diagnosed" and incident.cause.said:
             said = incident.cause.said
@@ -119,10 +119,9 @@ def comment(
         text = f"**{title}**{by} at {utc(event.at)}: {md_escape(said, MAX_EVENT_TEXT)}"
         if event.kind == "resolved":
             upto = [e for e in timeline or [] if e.at <= event.at]
-            summary = summary_section(incident, upto, now).replace("## ", "### ", 1)
-            impact = impact_section(incident).replace("## ", "### ", 1)
-            scaled = scale_ups_section(incident).replace("## ", "### ", 1)
-            text = "\n\n".join(part for part in (text, summary, impact, scaled) if part)
+            parts = [summary_section(incident, upto, now), impact_section(incident)]
+            parts.append(scale_ups_section(incident))
+            text = "\n\n".join([text, *(part.replace("## ", "### ", 1) for part in parts if part)])
     mark = comment_mark(incident, moment.key)
     text = unlinked(text)
     room = MAX_BODY - len(mark) - 40

@@ -289,9 +289,9 @@ def drained_in(incident: Incident, bold: str = "*") -> str:
     """ "Drained in: *55 min* from the peak", where the live readings saw the queue drain by the
     drain rule (a followed queue that only fell under the alert's thresholds did not drain)."""
     peak, follow = incident.peaks.moment, incident.drain.follow
-    if incident.resolved.at is None or incident.resolved.how is not Resolution.DRAINED or not peak:
-        return ""
-    if follow is not None and follow.ended != DRAINED:
+    drained = incident.resolved.how is Resolution.DRAINED
+    followed = follow is None or follow.ended == DRAINED
+    if incident.resolved.at is None or not (drained and followed and peak):
         return ""
     return figure("Drained in", duration(incident.resolved.at - peak.at), " from the peak", bold)
 
@@ -322,6 +322,16 @@ def _resolved_anyway(incident: Incident) -> str:
         return "the alert cleared under its thresholds"
     # Drained by the drain rule: what it left (within DRAIN_MAX_QUEUED) is drained.
     return ""
+
+
+def impact_figures(
+    incident: Incident, clock: Clock, bold: str = "*"
+) -> tuple[list[str], list[str]]:
+    """The summary's peaks, then how the queue ended: drained in, or still queued at resolve."""
+    peaks = [peak_said(peak, clock, bold) for peak in peak_figures(incident) if peak is not None]
+    return peaks, [
+        said for said in (drained_in(incident, bold), left_queued(incident, bold)) if said
+    ]
 
 
 def peak_rows(incident: Incident) -> list[str]:

@@ -29,10 +29,7 @@ from bot.render.follow_ups import bought_said
 from bot.render.mrkdwn import is_linkable, truncate
 from bot.render.numbers import (
     busy_said,
-    drained_in,
-    left_queued,
-    peak_figures,
-    peak_said,
+    impact_figures,
     point_cell,
     queued_cell,
     wait_cell,
@@ -170,12 +167,8 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
 
 
 def impact_section(incident: Incident) -> str:
-    lines = [f"- {peak_said(peak, utc, '**')}" for peak in peak_figures(incident) if peak]
-    if drained := drained_in(incident, "**"):
-        lines.append(f"- {drained}")
-    if left := left_queued(incident, "**"):
-        lines.append(f"- {left}")
-    lines += [f"- {line}" for line in cost_lines(incident, md_escape, utc)]
+    peaks, ended = impact_figures(incident, utc, "**")
+    lines = [f"- {line}" for line in [*peaks, *ended, *cost_lines(incident, md_escape, utc)]]
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
     return "\n\n".join(part for part in [*parts, _workflows(incident.workflows)] if part)

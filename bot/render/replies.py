@@ -34,12 +34,9 @@ from bot.render.chart import chart_block, incident_chart
 from bot.render.cost import cost_lines
 from bot.render.follow_ups import OUTCOME_ICONS, back_said, outcome_said, record_said, seen_said
 from bot.render.numbers import (
-    drained_in,
     gone_lines,
-    left_queued,
-    peak_figures,
+    impact_figures,
     peak_rows,
-    peak_said,
     source_note,
     status_figures,
     type_changes,
@@ -347,12 +344,8 @@ def put_back_said(up: ScaleUp, escaped: Callable[[str], str], at: Callable[[date
 
 
 def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:
-    peaks = [peak_said(peak, md.time_of) for peak in peak_figures(incident) if peak is not None]
-    items = [f"Duration: *{took}*", *(peaks or [NO_NUMBERS])]
-    if drained := drained_in(incident):
-        items.append(drained)
-    if left := left_queued(incident):
-        items.append(left)
+    peaks, ended = impact_figures(incident, md.time_of)
+    items = [f"Duration: *{took}*", *(peaks or [NO_NUMBERS]), *ended]
     if incident.acknowledged.by:
         owner = md.person(incident.acknowledged.by, incident.acknowledged.name)
         items.append(f"Acknowledged by {owner}")

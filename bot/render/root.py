@@ -70,17 +70,16 @@ def render_root(
     if live is not None:
         lines = type_lines(live, incident.trend) or ["_No runner type is queueing._"]
         blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
-        if (live.note or live.paced_s) and incident.is_open:
-            blocks.append(md.context([md.truncate(source_note(live), 2000)]))
     elif not incident.is_open and (peaks := peak_rows(incident)):
         # The summary's record, not the alert's last numbers beside the peaks above.
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     elif incident.runner_types:
         blocks.append(md.section(_runner_listing(incident, now, within_mins)))
-    stopped = incident.live
-    if live is None and stopped is not None and stopped.note and incident.is_open:
-        # The live numbers stopped (the backend failed, GitHub's quota is spent): why.
-        blocks.append(md.context([md.truncate(source_note(stopped), 2000)]))
+    # The reading's word on its numbers, or why the live numbers stopped (GitHub's quota is spent).
+    noted = live if live is not None else incident.live
+    paced = live is not None and live.paced_s
+    if incident.is_open and noted is not None and (noted.note or paced):
+        blocks.append(md.context([md.truncate(source_note(noted), 2000)]))
     if incident.cause.said.strip():
         said = md.escape(one_line(incident.cause.said))
         cause = md.truncate(md.in_zone(said, incident.updated_at), 600)
