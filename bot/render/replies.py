@@ -161,21 +161,11 @@ def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Re
     """A status reply from the live view as it is when posted (one reply never shows two
     readings); its title and age stay the tick's."""
     view = incident.live if shown.live else None
-    current, drain, since = shown.current, shown.drain, shown.since
-    if view is not None and view.is_live and view.at != current.at:
+    said = {name: value for name, value in shown if name != "live"}
+    if view is not None and view.is_live and view.at != shown.current.at:
         # What was decided of the older reading (drained so far, quiet since) is not said of it.
-        current, drain, since = as_snapshot(incident, view, view.at), None, None
-    return render_status(
-        incident,
-        previous=shown.previous,
-        current=current,
-        now=now,
-        view=view,
-        drain=drain,
-        since=since,
-        chart=shown.chart,
-        at=shown.current.at,
-    )
+        said |= {"current": as_snapshot(incident, view, view.at), "drain": None, "since": None}
+    return render_status(incident, now=now, view=view, at=shown.current.at, **said)
 
 
 def render_status(
