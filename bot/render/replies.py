@@ -30,18 +30,10 @@ from bot.domain.scale.put_back_seen import Back, Landed
 from bot.domain.scale.scale_ups import Outcome, ScaleUp
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
+from bot.render import numbers
 from bot.render.chart import chart_block, incident_chart
 from bot.render.cost import cost_lines
 from bot.render.follow_ups import OUTCOME_ICONS, back_said, outcome_said, record_said, seen_said
-from bot.render.numbers import (
-    gone_lines,
-    impact_figures,
-    peak_rows,
-    source_note,
-    status_figures,
-    type_changes,
-    type_lines,
-)
 
 MAX_TIMELINE = 20
 NO_NUMBERS = "_No queue numbers in the alert._"
@@ -186,18 +178,18 @@ def render_status(
     at = at or current.at
     age = _age_line(incident, at, now)
     blocks = [md.section(f"*📊 Status update · {md.time_of(at)}*\n{age}")]
-    headline, said = status_figures(current, previous)
+    headline, said = numbers.status_figures(current, previous)
     if headline:
         blocks.append(md.fields(headline))
     elif not current.runner_types and live is None:
         blocks.append(md.section(NO_NUMBERS))
     if live is not None:
-        lines = type_lines(live, incident.trend)
-        lines += gone_lines(previous, live.runner_types)[:5]
+        lines = numbers.type_lines(live, incident.trend)
+        lines += numbers.gone_lines(previous, live.runner_types)[:5]
         blocks.append(md.section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
-    elif rows := type_changes(current, previous):
+    elif rows := numbers.type_changes(current, previous):
         blocks.append(md.section("*By runner type*\n" + "\n".join(rows)))
-    notes = [source_note(view)] if view is not None else []
+    notes = [numbers.source_note(view)] if view is not None else []
     if drain is not None and drain[0] > 0:
         notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
     if since is not None:
@@ -247,7 +239,7 @@ def render_summary(
         md.section(f"{head}\n{md.truncate(title_text(incident), 500)}"),
         md.fields(_summary_fields(incident, took, events)),
     ]
-    if peaks := peak_rows(incident):
+    if peaks := numbers.peak_rows(incident):
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     if cost := cost_lines(incident, md.escape, md.time_of):
         blocks.append(md.section("\n".join(f"💸 {line}" for line in cost)))
@@ -334,7 +326,7 @@ def put_back_said(up: ScaleUp, escaped: Callable[[str], str], at: Callable[[date
 
 
 def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:
-    peaks, ended = impact_figures(incident, md.time_of)
+    peaks, ended = numbers.impact_figures(incident, md.time_of)
     items = [f"Duration: *{took}*", *(peaks or [NO_NUMBERS]), *ended]
     if incident.acknowledged.by:
         owner = md.person(incident.acknowledged.by, incident.acknowledged.name)

@@ -18,16 +18,7 @@ from bot.domain.reading.judgement import DRAIN_TARGET_MINS
 from bot.domain.shortened import one_line
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
-from bot.render import replies
-from bot.render.numbers import (
-    MAX_RUNNER_ROWS,
-    head_figures,
-    peak_rows,
-    root_figures,
-    source_note,
-    still_live_said,
-    type_lines,
-)
+from bot.render import numbers, replies
 from bot.render.pilot import pilot_lines
 
 ACTIONS_BLOCK_ID = "incident_actions"
@@ -64,13 +55,13 @@ def render_root(
     summary = dict.fromkeys([incident.summary.strip(), incident.description.strip()])
     if summary := [md.escaped(part, 1000) for part in summary if part]:
         blocks.append(md.section("\n".join(summary)))
-    if numbers := root_figures(incident, head):
+    if figures := numbers.root_figures(incident, head):
         label = _headline_label(incident, head)
-        blocks.append(md.fields(numbers, more="+{n} more values", text=label))
+        blocks.append(md.fields(figures, more="+{n} more values", text=label))
     if live is not None:
-        lines = type_lines(live, incident.trend) or ["_No runner type is queueing._"]
+        lines = numbers.type_lines(live, incident.trend) or ["_No runner type is queueing._"]
         blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
-    elif not incident.is_open and (peaks := peak_rows(incident)):
+    elif not incident.is_open and (peaks := numbers.peak_rows(incident)):
         # The summary's record, not the alert's last numbers beside the peaks above.
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     elif incident.runner_types:
@@ -79,7 +70,7 @@ def render_root(
     noted = live if live is not None else incident.live
     paced = live is not None and live.paced_s
     if incident.is_open and noted is not None and (noted.note or paced):
-        blocks.append(md.context([md.truncate(source_note(noted), 2000)]))
+        blocks.append(md.context([md.truncate(numbers.source_note(noted), 2000)]))
     if incident.cause.said.strip():
         said = md.escape(one_line(incident.cause.said))
         cause = md.truncate(md.in_zone(said, incident.updated_at), 600)
@@ -182,7 +173,7 @@ def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> st
     if not incident.is_open:  # resolved: nothing to advise
         unjudged = {n: m.model_copy(update={"judged": None}) for n, m in view.runner_types.items()}
         view = view.model_copy(update={"runner_types": unjudged})
-    lines = type_lines(view, incident.trend, top=MAX_RUNNER_ROWS)
+    lines = numbers.type_lines(view, incident.trend, top=numbers.MAX_RUNNER_ROWS)
     return "*Runner types* (worst first)\n" + "\n".join(lines)
 
 
@@ -266,7 +257,7 @@ def _confirm(incident: Incident) -> dict[str, Any]:
     )
     text, confirm = f"This {closes}", "Resolve"
     if (live := still_live(incident)) is not None:
-        said = f"Still live: {still_live_said(live)}, and the alert is still firing."
+        said = f"Still live: {numbers.still_live_said(live)}, and the alert is still firing."
         text, confirm = f"{said} Resolving anyway {closes}", "Resolve anyway"
     asked = md.confirm(f"Resolve incident {incident.id}?", text, confirm, "Cancel")
     return asked | {"style": "danger"}
@@ -274,9 +265,9 @@ def _confirm(incident: Incident) -> dict[str, Any]:
 
 def render_still_live(incident: Incident, live: StillLive) -> Rendered:
     """A Resolve's answer while the queue is still live: a button, and the command to type."""
-    incident_id = md.escape(incident.id)
+    incident_id, still = md.escape(incident.id), numbers.still_live_said(live)
     text = (
-        f"Incident {incident_id} is still live: {still_live_said(live)} and the alert is still "
+        f"Incident {incident_id} is still live: {still} and the alert is still "
         f"firing. Resolve it anyway? The button below, or `/queue resolve {incident_id} anyway`."
     )
     ref = replies.incident_ref(incident)
@@ -289,5 +280,5 @@ def _fallback(incident: Incident, head: Headline) -> str:
     title = md.truncate(replies.title_text(incident), 200)
     if not incident.is_open:
         return f"✅ Resolved: {title}"
-    shown = ", ".join(head_figures(head))
+    shown = ", ".join(numbers.head_figures(head))
     return f"🔴 {title}: {shown}" if shown else f"🔴 {title}"
