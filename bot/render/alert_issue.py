@@ -32,10 +32,8 @@ from bot.render.postmortem import (
 
 MAX_BODY = 65_536  # GitHub refuses a longer body or comment
 MAX_EVENT_TEXT = 500
-# GitHub finds @mentions and issue references (`#12`, `GH-12`) after Markdown is read, when
-# `md_escape`'s backslashes are gone: an invisible word joiner after `\@` and `\#` and inside
-# `GH\-` (forms only `md_escape` writes) leaves the text as it reads and links nothing. Only
-# GitHub's text gets one: the postmortem file in Slack is read, and copied, as it is.
+# GitHub links @mentions and `#12`, `GH-12` after Markdown is read, when `md_escape`'s backslashes
+# are gone: an invisible word joiner after `\@`, `\#` and inside `GH\-` links nothing.
 WORD_JOINER = "\u2060"
 _REFERENCE = re.compile(r"(?i)(\\@(?=\w)|\\#(?=[0-9])|\bgh(?=\\-[0-9]))")
 

@@ -22,10 +22,8 @@ from bot.render.numbers import busy_said, queued_said, wait_of
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-# Slack's bar chart takes at most 20 categories and 6 series, so the 168 hours of the week fit
-# neither as categories nor as one line: the 7 days are the categories and six 4-hour bands of
-# the UTC day the series, grouped by day. Every hour keeps its day and its time of day, and
-# the text names the busiest single hour.
+# Slack's bar chart takes at most 20 categories and 6 series, so the 168 hours of the week are
+# drawn as 7 days of six 4-hour bands of the UTC day; the text names the busiest single hour.
 BAND_H = 4
 BANDS = tuple(f"{h:02d}–{h + BAND_H:02d} UTC" for h in range(0, 24, BAND_H))
 MAX_SERIES = 6  # a bar chart's, as Slack takes it

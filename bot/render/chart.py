@@ -136,8 +136,7 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
     labels = series_labels([name or "all runner types" for name in series])
     drawn: dict[str, list[float]] = {}
     for name, shown in zip(series, labels, strict=True):
-        # One value per moment: a type the reading did not show then was not queueing (a view
-        # lists the types that queue), so it is 0, not its last value.
+        # A type the reading did not show then was not queueing: 0, not its last value.
         queued = {at: q for at, q, _ in series[name]}
         drawn[shown] = [queued.get(at) or 0.0 for at in times]
     title = md.truncate(data.title or "Queue trend", MAX_TITLE)

@@ -56,8 +56,7 @@ def render_warning(state: WarningState) -> Rendered:
         ]
         return md.rendered(f"Early warning: {said}", blocks)
     if state.phase is Phase.FOLDED:
-        # The incident's thread is linked once the upkeep knows it; anything but a plain http(s)
-        # URL stays text.
+        # The incident's thread is linked once the upkeep knows it.
         label = md.link_label(f"incident {state.incident_id[:MAX_ID]}")
         line = f"🔔 The alert fired: {md.link(state.incident_link, label)} carries it on "
         line += f"(warned at {warned})."

@@ -32,7 +32,6 @@ DIVIDER = {"type": "divider"}
 
 
 # The state a viewer sees of an incident: a change in any is published at once.
-# Its status is `resolved`'s, and said beside these by the record's form.
 _SHOWN = {"id", "uid", "title", "priority", "channel", "started_at", "reopened"}
 _SHOWN |= {"acknowledged", "silence"}
 

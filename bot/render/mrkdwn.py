@@ -26,8 +26,7 @@ _MENTION = re.compile(r"<@([UW][A-Z0-9]+)>")
 _BOLD = re.compile(r"\*([^*\n]+)\*")
 # Escape sequences and `<…>` tokens that truncation must keep whole.
 _TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
-# A moment a stored line says in UTC ("14:02 UTC", "2026-11-27 14:02 UTC", "14:02:07 UTC"); a
-# token's own fallback (inside `<…>`) is matched first and left as it is.
+# A moment a stored line says in UTC ("2026-11-27 14:02 UTC", "14:02:07 UTC"), after any token.
 _UTC_TIME = re.compile(
     r"(?P<token><[^<>]*>)|\b(?:(?P<day>\d{4}-\d{2}-\d{2}) )?"
     r"(?P<clock>(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d)?) UTC\b"
@@ -150,8 +149,7 @@ def rendered(text: str, blocks: list[dict[str, Any]]) -> Rendered:
 
 
 def _mrkdwn(text: str, limit: int) -> dict[str, Any]:
-    # verbatim: Slack's own preprocessing would turn bare URLs and names in alert text into links
-    # and mentions; we emit exactly the tokens we build.
+    # verbatim: Slack would turn bare URLs and names in alert text into links and mentions.
     return {"type": "mrkdwn", "text": truncate(text, limit), "verbatim": True}
 
 
@@ -192,6 +190,10 @@ def sections(lines: list[str]) -> list[dict[str, Any]]:
 
 def plain(text: str, limit: int = MAX_BUTTON_TEXT) -> dict[str, Any]:
     return {"type": "plain_text", "text": truncate(text, limit), "emoji": True}
+
+
+def option(text: str, value: str) -> dict[str, Any]:
+    return {"text": plain(text), "value": value}
 
 
 def button(text: str, action_id: str, value: str, style: str = "") -> dict[str, Any]:

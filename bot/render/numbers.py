@@ -201,12 +201,11 @@ def status_figures(current: Snapshot, previous: Snapshot | None) -> tuple[list[s
         delta = change(mins, _comparable(wait, earlier or None), "min")
         items.append((label.capitalize(), value, delta))
     if now_n.max_queue_size is not None:
-        alike = previous is not None and (
-            sums_types(current.runner_types) == sums_types(previous.runner_types)
-        )
+        alike = previous and sums_types(current.runner_types) == sums_types(previous.runner_types)
         was = before.max_queue_size if before and alike else None
-        queued = now_n.max_queue_size
-        items.append(("Queued jobs", number(queued), change(queued, was)))
+        items.append(
+            ("Queued jobs", number(now_n.max_queue_size), change(now_n.max_queue_size, was))
+        )
     line = ", ".join(f"{label.lower()} {value}{paren(d)}" for label, value, d in items)
     return [figure(label, value, paren(d)) for label, value, d in items], line
 
@@ -260,8 +259,7 @@ def peak_figures(incident: Incident) -> Peaks:
         waits.append(Peak(f"Peak {said[0]}", said[1], at) if said else None)
     if peak.max_queue_size is None:
         return Peaks(*waits, None)
-    # Of several types, their sum at one moment (never one type's beside the per-type peaks);
-    # before a snapshot named them, the alert's figure.
+    # Of several types, their sum at one moment; before a snapshot named them, the alert's figure.
     label = "Peak queued jobs (as the alert said)"
     if incident.peak_summed:
         typed = sum(1 for queue in types if queue.queued is not None)

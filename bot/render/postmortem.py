@@ -44,8 +44,7 @@ RENOTIFIED = frozenset({"updated", "notified"})  # repeats of the alert: one row
 ALL_TYPES = "all runner types"
 CLOCK = "%Y-%m-%d %H:%M"  # UTC, written out: a file has no reader's time zone
 
-# Markdown's special characters each get a backslash (CommonMark allows one before any ASCII
-# punctuation), and so do `://` and `www.`, which GitHub would turn into links.
+# A backslash before each special character, and before `://` and `www.` (GitHub would link them).
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~$@#&])")
 _AUTOLINK = re.compile(r"(?i)(:(?=//)|(?<=www)\.)")
 # What starts a block at the head of a line: a list, a setext underline, a numbered item.

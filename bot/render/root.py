@@ -232,10 +232,7 @@ def _actions(incident: Incident, ref: str) -> dict[str, Any]:
             "option_groups": [
                 {
                     "label": md.plain(label),
-                    "options": [
-                        {"text": md.plain(said), "value": f"{s}{suffix}"}
-                        for s, said in SILENCE_OPTIONS
-                    ],
+                    "options": [md.option(said, f"{s}{suffix}") for s, said in SILENCE_OPTIONS],
                 }
                 for label, suffix in groups
             ],

@@ -81,11 +81,8 @@ def render_scale_form(
     if preview is None:
         waiting = md.context(["Reading the current capacity and the latest advice…"])
         return _modal(SCALE_VIEW, form, [heading, waiting], submit="")
-    options = [
-        {"text": md.plain(name), "value": name}
-        for name in owner.choices[:MAX_OPTIONS]
-        if len(name) <= MAX_OPTION_VALUE
-    ]
+    names = owner.choices[:MAX_OPTIONS]
+    options = [md.option(name, name) for name in names if len(name) <= MAX_OPTION_VALUE]
     chosen = next((o for o in options if o["value"] == form.runner_type), options[0])
     blocks: list[dict[str, Any]] = [heading]
     if (advice := preview.recommended) is not None:  # the reading the advice below is
@@ -96,7 +93,6 @@ def render_scale_form(
     now = f"_{md.escape(preview.capacity_note)}_"
     if capacity is not None:
         now = f"Now: {md.escape(capacity.describe())}"
-    select = {"type": "static_select", "action_id": VALUE, "options": options}
     # Without a default the amount is empty and required: nobody submits a number nobody advised.
     amount = {"type": "number_input", "action_id": VALUE, "is_decimal_allowed": False}
     amount["min_value"] = "1"
@@ -105,7 +101,7 @@ def render_scale_form(
     else:
         amount["placeholder"] = md.plain("None advised: type how many to add anyway", 150)
     blocks += [
-        _input(TYPE_BLOCK, "Runner type", select | {"initial_option": chosen}),
+        _input(TYPE_BLOCK, "Runner type", _choice("static_select", options, chosen)),
         _input(
             AMOUNT_BLOCK, "Runners to add", amount, f"At most +{preview.target.cap} per request."
         ),
@@ -116,14 +112,17 @@ def render_scale_form(
     blocks += _managed(preview)
     if preview.revert_after_s is not None and not preview.cannot_undo:
         after = "the warning" if form.warning else "the incident"
-        keep = {
-            "type": "checkboxes",
-            "action_id": VALUE,
-            "options": [{"text": md.plain(f"Keep it after {after}"), "value": KEEP}],
-        }
+        keep = _choice("checkboxes", [md.option(f"Keep it after {after}", KEEP)])
         hint = f"Unless kept, the scale-up is put back {_plan(preview)}."
         blocks.append(_input(KEEP_BLOCK, f"After {after}", keep, hint) | {"optional": True})
     return _modal(SCALE_VIEW, form, blocks, submit="Review")
+
+
+def _choice(
+    kind: str, options: list[dict[str, Any]], chosen: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    made = {"type": kind, "action_id": VALUE, "options": options}
+    return made | {"initial_option": chosen} if chosen else made
 
 
 def _input(block_id: str, label: str, element: dict[str, Any], hint: str = "") -> dict[str, Any]:
@@ -239,8 +238,8 @@ def _managed(preview: ScalePreview) -> list[dict[str, Any]]:
 
 def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
     capacity, default = preview.capacity, preview.default
-    raise_max = {"text": md.plain("Raise maxRunners (the ceiling)"), "value": RAISE_MAX}
-    raise_min = {"text": md.plain("Raise minRunners (the floor)"), "value": RAISE_MIN}
+    raise_max = md.option("Raise maxRunners (the ceiling)", RAISE_MAX)
+    raise_min = md.option("Raise minRunners (the floor)", RAISE_MIN)
     blocks: list[dict[str, Any]] = []
     if capacity is not None and capacity.at_maximum:
         at_maximum = (
@@ -248,12 +247,8 @@ def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
             "min(minRunners + assigned jobs, maxRunners), so raising minRunners changes nothing."
         )
         blocks.append(md.section(at_maximum))
-    radio = {
-        "type": "radio_buttons",
-        "action_id": VALUE,
-        "options": [raise_max, raise_min],
-        "initial_option": raise_max if default.raise_maximum else raise_min,
-    }
+    chosen = raise_max if default.raise_maximum else raise_min
+    radio = _choice("radio_buttons", [raise_max, raise_min], chosen)
     hint = ""
     if default.raise_maximum and default.delta is not None:
         raised = ""
