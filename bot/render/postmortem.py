@@ -15,7 +15,6 @@ from bot.domain.incident.incidents import (
     Event,
     Incident,
     Resolution,
-    Snapshot,
     actions_taken,
 )
 from bot.domain.queue_cost.jobs import Workflows
@@ -208,31 +207,27 @@ def _at_peak(incident: Incident) -> str:
         return ""
     moment = incident.peaks.moment
     then = moment.runner_types if moment is not None else {}
-    header = ["Runner type", "Most queued", "Worst wait"]
-    align = ["---", "---:", "---"]
-    if then:
+    header, align = ["Runner type", "Most queued", "Worst wait"], ["---", "---:", "---"]
+    if moment is None:  # before a reading named them, the alert's own numbers
+        head = "Runner types, " + (
+            "at their worst" if incident.peaks.types else "as the alert said"
+        )
+    elif then:
+        head = f"The queue at its peak, {utc(moment.at)}, and each runner type at its own worst"
         header[1:1], align[1:1] = ["Queued at the peak", "Wait at the peak"], ["---:", "---"]
+    else:
+        said = queued_cell(moment.numbers.max_queue_size)
+        head = (
+            f"At its peak, {utc(moment.at)}, the alert said {said} queued, naming no runner type; "
+            "each runner type at its own worst"
+        )
     rows = []
     for name in ranked:
         was, worst = then.get(name), types[name]
         at_peak = [queued_cell(was.queued), wait_cell(was)] if was is not None else ["–", "–"]
         cells = [*(at_peak if then else []), queued_cell(worst.queued), wait_cell(worst)]
         rows.append((_type(name), *cells))
-    return f"{_peak_head(incident, moment)}:\n\n{_table(header, rows, align=align, most=MAX_TYPES)}"
-
-
-def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
-    if moment is None:  # before a reading named them, the alert's own numbers
-        return "Runner types, " + (
-            "at their worst" if incident.peaks.types else "as the alert said"
-        )
-    if moment.runner_types:
-        return f"The queue at its peak, {utc(moment.at)}, and each runner type at its own worst"
-    said = queued_cell(moment.numbers.max_queue_size)
-    return (
-        f"At its peak, {utc(moment.at)}, the alert said {said} queued, naming no runner type; "
-        "each runner type at its own worst"
-    )
+    return f"{head}:\n\n{_table(header, rows, align=align, most=MAX_TYPES)}"
 
 
 def _at_last_reading(incident: Incident) -> str:
