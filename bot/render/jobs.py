@@ -86,16 +86,13 @@ def workflow_lines(view: JobsView, runner_type: str) -> list[str]:
 
 def _none(view: JobsView) -> str:
     """What was not seen: from a source that lists only jobs queued over a threshold, those."""
-    if view.listed_over_mins is None:
-        return "no queued jobs"
-    return f"no jobs waiting over {minutes(view.listed_over_mins)}"
+    over = view.listed_over_mins
+    return "no queued jobs" if over is None else f"no jobs waiting over {minutes(over)}"
 
 
 def _limit(view: JobsView) -> str:
     """Beside a count from a source that lists only jobs queued over a threshold, that."""
-    if view.listed_over_mins is None:
-        return ""
-    return f" ({source_of(view.source)} lists only those)"
+    return "" if view.listed_over_mins is None else f" ({source_of(view.source)} lists only those)"
 
 
 def _workflow_line(w: WorkflowQueue, view: JobsView) -> str:

@@ -15,8 +15,7 @@ from bot.domain.shortened import shortened
 from bot.domain.units import plural as plural  # phrased once, for render too
 
 # Slack user IDs start with U (or W on Enterprise Grid); anything else is shown as text.
-_USER_ID = re.compile(r"[UW][A-Z0-9]+")
-_MAX_USER_ID = 32
+_USER_ID = re.compile(r"[UW][A-Z0-9]{1,31}")
 # Longer links are shown as their label: one link must never eat a whole text object.
 MAX_URL = 2000
 _UNSAFE_IN_URL = re.compile(r"[\s|<>]")
@@ -83,9 +82,7 @@ def link_label(text: str) -> str:
 
 
 def mention(user_id: str) -> str:
-    if len(user_id) <= _MAX_USER_ID and _USER_ID.fullmatch(user_id):
-        return f"<@{user_id}>"
-    return escaped(user_id, 64)
+    return f"<@{user_id}>" if _USER_ID.fullmatch(user_id) else escaped(user_id, 64)
 
 
 def person(user_id: str | None, name: str = "") -> str:

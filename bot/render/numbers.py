@@ -327,9 +327,8 @@ def impact_figures(
 ) -> tuple[list[str], list[str]]:
     """The summary's peaks, then how the queue ended: drained in, or still queued at resolve."""
     peaks = [peak_said(peak, clock, bold) for peak in peak_figures(incident) if peak is not None]
-    return peaks, [
-        said for said in (drained_in(incident, bold), left_queued(incident, bold)) if said
-    ]
+    ended = (drained_in(incident, bold), left_queued(incident, bold))
+    return peaks, [said for said in ended if said]
 
 
 def peak_rows(incident: Incident) -> list[str]:
