@@ -108,7 +108,6 @@ def chart_data(
     peak: Snapshot | None = None,
     starts: frozenset[str] = frozenset(),
 ) -> ChartData:
-    """The chart of the `worst` runner types (at most MAX_SERIES) that have a line to draw."""
     drawable = (name for name in worst if len(points_of(trend, name, peak)) >= MIN_POINTS)
     return ChartData(title, trend.keeping(list(islice(drawable, MAX_SERIES))), peak, starts)
 

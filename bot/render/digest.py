@@ -25,8 +25,6 @@ _FIXED_BLOCKS = 3
 
 @dataclass(frozen=True)
 class DigestEntry:
-    """One group of the storm: its incident, and the link to its thread once it has one."""
-
     incident: Incident
     threaded: bool
     link: str = ""

@@ -85,13 +85,11 @@ def workflow_lines(view: JobsView, runner_type: str) -> list[str]:
 
 
 def _none(view: JobsView) -> str:
-    """What was not seen: from a source that lists only jobs queued over a threshold, those."""
     over = view.listed_over_mins
     return "no queued jobs" if over is None else f"no jobs waiting over {minutes(over)}"
 
 
 def _limit(view: JobsView) -> str:
-    """Beside a count from a source that lists only jobs queued over a threshold, that."""
     return "" if view.listed_over_mins is None else f" ({source_of(view.source)} lists only those)"
 
 

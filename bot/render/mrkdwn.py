@@ -102,7 +102,6 @@ def truncate(text: str, limit: int) -> str:
 
 
 def fit_lines(lines: list[str], limit: int) -> list[str]:
-    """The leading lines that fit in `limit` characters joined by newlines."""
     sizes = accumulate(len(line) + 1 for line in lines)  # each line and the newline before it
     return [line for line, size in zip(lines, sizes, strict=True) if size - 1 <= limit]
 
@@ -199,7 +198,6 @@ def button(text: str, action_id: str, value: str, style: str = "") -> dict[str, 
 
 
 def confirm(title: str, text: str, yes: str, no: str) -> dict[str, Any]:
-    """A button's "are you sure?" dialog."""
     said = {"title": plain(title, 100), "text": plain(text, 300)}
     return said | {"confirm": plain(yes, 30), "deny": plain(no, 30)}
 

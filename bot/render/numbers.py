@@ -229,7 +229,6 @@ def type_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
 
 
 def gone_lines(previous: Snapshot | None, now: Mapping[str, object]) -> list[str]:
-    """The runner types the previous status showed that no longer queue."""
     gone = sorted(set(previous.runner_types if previous else {}) - set(now))
     return [f"• {md.runner_name(name)}: no longer queueing" for name in gone]
 

@@ -65,7 +65,6 @@ def _state(state: PilotState) -> str:
 
 
 def pilot_lines(incident: Incident) -> list[str]:
-    """The pilot's word on each runner type it acts on in the incident, as mrkdwn lines."""
     return [
         f"🤖 *Pilot* · `{md.runner_name(name)}`: {md.in_zone(md.escaped(line.said, 400), line.at)}"
         for name, line in sorted(incident.pilot.items())

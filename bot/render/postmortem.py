@@ -173,7 +173,6 @@ def impact_section(incident: Incident) -> str:
 
 
 def scale_ups_section(incident: Incident) -> str:
-    """Per runner type, the scale-ups by people and by the pilot and how many came up."""
     rows = []
     for scaled in scale_record(incident):
         for by, acts in (("people", scaled.people), ("the pilot", scaled.pilot)):
@@ -200,7 +199,6 @@ def scale_ups_section(incident: Incident) -> str:
 
 
 def _at_peak(incident: Incident) -> str:
-    """Each runner type when the peak queue was seen, beside its own worst."""
     types = incident.peaks.types or incident.runner_types
     ranked = [name for name, _ in worst_first(types)]
     if not ranked:
@@ -250,7 +248,6 @@ def _type(name: str) -> str:
 
 
 def _workflows(seen: Workflows | None) -> str:
-    """The workflows behind the incident's runner types, as its jobs listing found them."""
     if seen is None:
         return ""
     if seen.unknown:

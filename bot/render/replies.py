@@ -398,7 +398,6 @@ def render_outcome(
 
 
 def render_seen(incident: Incident, silenced: Event, detail: str, seen: Seen) -> Rendered:
-    """The silence's reply, what its backend showed just after it was made on a line below."""
     line = f"{OUTCOME_ICONS[seen.holds]} {seen_said(seen, md.escape, md.time_of)}"
     return _followed(incident, silenced, [line], detail=detail)
 

@@ -168,7 +168,6 @@ def _headline_label(incident: Incident, head: Headline) -> str:
 
 
 def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> str:
-    """The alert's runner types in the live reading's words, judged while it fires."""
     view = alert_fleet(incident, now=now, within_mins=within_mins)
     if not incident.is_open:  # resolved: nothing to advise
         unjudged = {n: m.model_copy(update={"judged": None}) for n, m in view.runner_types.items()}
