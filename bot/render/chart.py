@@ -195,8 +195,6 @@ def blames_charts(rendered: Rendered, details: Sequence[str]) -> bool:
 
 
 def without_charts(rendered: Rendered) -> Rendered:
-    if not has_charts(rendered):
-        return rendered
     return Rendered(rendered.text, [b for b in rendered.blocks if b.get("type") != BLOCK_TYPE])
 
 
