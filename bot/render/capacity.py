@@ -263,26 +263,15 @@ def hour_of_week_chart(reports: Sequence[TypeReport], days: int) -> list[dict[st
     if not hours or sum(hours) <= 0:
         return []
     per_day = [hours[d * 24 : (d + 1) * 24] for d in range(7)]
-    values = {
-        band: [round(sum(day[b * BAND_H : (b + 1) * BAND_H]), 1) for day in per_day]
-        for b, band in enumerate(BANDS)
-    }
+    banded = [
+        [sum(day[b * BAND_H : (b + 1) * BAND_H]) for b in range(len(BANDS))] for day in per_day
+    ]
+    values = {band: [round(day[b], 1) for day in banded] for b, band in enumerate(BANDS)}
     axes = {"categories": list(DAYS), "x_label": "UTC day", "y_label": "job-hours waited"}
     title = md.truncate(f"Job-hours waited by UTC hour, last {days} days", MAX_TITLE)
-    block = chart("capacity_waited", title, "bar", values, axes)
-    return [block, md.context([_alt_text(title, per_day)])]
-
-
-def _alt_text(title: str, per_day: Sequence[Sequence[float]]) -> str:
-    """The chart in words: each day's job-hours, and the busiest 4-hour band."""
-    days = ", ".join(f"{d} {sum(h):.0f}" for d, h in zip(DAYS, per_day, strict=True))
-    bands = [
-        (sum(hours[b * BAND_H : (b + 1) * BAND_H]), -d, -b)
-        for d, hours in enumerate(per_day)
-        for b in range(len(BANDS))
-    ]
-    most, day, band = max(bands)  # the earliest of equals
-    return (
-        f"{title}, by day: {days}; the most on {DAYS[-day]} {BANDS[-band]} "
-        f"({job_hours_said(most)})."
-    )
+    # In words: each day's job-hours, and the busiest 4-hour band (the earliest of equals).
+    totals = ", ".join(f"{d} {sum(h):.0f}" for d, h in zip(DAYS, per_day, strict=True))
+    most, day, band = max((h, -d, -b) for d, sums in enumerate(banded) for b, h in enumerate(sums))
+    alt = f"{title}, by day: {totals}; the most on {DAYS[-day]} {BANDS[-band]} "
+    alt += f"({job_hours_said(most)})."
+    return [chart("capacity_waited", title, "bar", values, axes), md.context([alt])]

@@ -296,29 +296,23 @@ def drained_in(incident: Incident, bold: str = "*") -> str:
 def left_queued(incident: Incident, bold: str = "*") -> str:
     """ "Still queued at resolve: *1 job* (the alert cleared under its thresholds)": what the last
     live reading saw of a resolve other than by draining, and why it resolved anyway."""
-    view = incident.live
+    view, follow, how = incident.live, incident.drain.follow, incident.resolved.how
     if incident.resolved.at is None or view is None or not view.is_live:
         return ""
-    queued = sum(m.queued or 0 for m in view.runner_types.values())
-    why = _resolved_anyway(incident)
-    if not queued or not why:
+    if how is Resolution.MANUAL:
+        why = "resolved by hand"
+    elif follow is not None and follow.ended == UNDER:
+        why = "the alert cleared and the queue fell under its thresholds"
+    elif follow is not None and follow.ended == CAPPED:
+        followed = duration(incident.resolved.at - follow.cleared_at)
+        why = f"the alert cleared; following stopped at its cap, {followed} later"
+    elif how is Resolution.ALERT:
+        why = "the alert cleared under its thresholds"
+    else:  # drained by the drain rule: what it left (within DRAIN_MAX_QUEUED) is drained
+        return ""
+    if not (queued := sum(m.queued or 0 for m in view.runner_types.values())):
         return ""
     return figure("Still queued at resolve", md.plural(round(queued), "job"), f" ({why})", bold)
-
-
-def _resolved_anyway(incident: Incident) -> str:
-    follow = incident.drain.follow
-    if incident.resolved.how is Resolution.MANUAL:
-        return "resolved by hand"
-    if follow is not None and follow.ended == UNDER:
-        return "the alert cleared and the queue fell under its thresholds"
-    if follow is not None and follow.ended == CAPPED and incident.resolved.at is not None:
-        followed = duration(incident.resolved.at - follow.cleared_at)
-        return f"the alert cleared; following stopped at its cap, {followed} later"
-    if incident.resolved.how is Resolution.ALERT:
-        return "the alert cleared under its thresholds"
-    # Drained by the drain rule: what it left (within DRAIN_MAX_QUEUED) is drained.
-    return ""
 
 
 def impact_figures(
