@@ -38,14 +38,12 @@ def outcome_said(
         took = minutes((outcome.read_at - asked) / timedelta(minutes=1))
         why = f"{came} registered after {took}; {escaped(outcome.why)}"
         return f"+{done.added} asked at {at(asked)}: {why}"
-    said = f"{on}: {came} registered by "
-    return said + f"{at(outcome.read_at)}{_busy_said(judged)}{_queue_said(judged)}"
-
-
-def _busy_said(judged: Judgement) -> str:
-    if judged.busy is None or judged.registered is None:
-        return ""
-    return ", all busy" if judged.busy >= judged.registered else f", {number(judged.busy)} busy"
+    said = f"{on}: {came} registered by {at(outcome.read_at)}"
+    if judged.busy is not None:
+        said += (
+            ", all busy" if judged.busy >= judged.registered else f", {number(judged.busy)} busy"
+        )
+    return said + _queue_said(judged)
 
 
 def _queue_said(judged: Judgement) -> str:
