@@ -83,7 +83,7 @@ def md_escape(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def utc(moment: datetime) -> str:
-    return f"{_clock(moment)} UTC"
+    return f"{moment:{CLOCK}} UTC"
 
 
 def who(user_id: str | None, name: str = "") -> str:
@@ -284,14 +284,14 @@ def _timeline(incident: Incident, events: Sequence[Event]) -> str:
             run.append(event)
             continue
         if len(run) == 1:
-            rows.append((_clock(run[0].at), "The alert was re-notified", ""))
+            rows.append((f"{run[0].at:{CLOCK}}", "The alert was re-notified", ""))
         elif run:
-            when = f"{_clock(run[0].at)} – {_clock(run[-1].at)}"
+            when = f"{run[0].at:{CLOCK}} – {run[-1].at:{CLOCK}}"
             rows.append((when, f"The alert was re-notified {len(run)} times", ""))
         run.clear()
         if event is not None:
             by = who(event.actor, event.actor_name) if event.actor else ""
-            rows.append((_clock(event.at), md_escape(event.text), by))
+            rows.append((f"{event.at:{CLOCK}}", md_escape(event.text), by))
     parts = ["## Timeline", "_Nothing was recorded on the timeline._"]
     if rows:
         left_out = len(rows) - MAX_TIMELINE
@@ -301,10 +301,6 @@ def _timeline(incident: Incident, events: Sequence[Event]) -> str:
         lines = [f"- {replies.put_back_said(p, _type, utc)}" for p in incident.put_backs]
         parts.append("Still to put back:\n\n" + "\n".join(lines))
     return "\n\n".join(parts)
-
-
-def _clock(moment: datetime) -> str:
-    return moment.strftime(CLOCK)
 
 
 def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
