@@ -1,9 +1,6 @@
-"""What the alert's GitHub issue says: the body of an issue queuepilot opens, and one comment per
-moment of the incident (`bot.domain.alerting.alert_issue`), as GitHub-flavoured Markdown.
-
-Every outside text is escaped as the postmortem escapes it, and `unlinked` keeps GitHub from
-linking its @mentions and issue references; each comment ends with its hidden mark
-(`comment_mark`), how a comment whose answer was lost is found again.
+"""What the alert's GitHub issue says: its body, and one comment per moment of the incident, as
+GitHub-flavoured Markdown escaped as the postmortem escapes it. Each comment ends with its hidden
+mark (`comment_mark`), how a comment whose answer was lost is found again.
 """
 
 from __future__ import annotations
@@ -35,10 +32,8 @@ from bot.render.postmortem import (
 
 MAX_BODY = 65_536  # GitHub refuses a longer body or comment
 MAX_EVENT_TEXT = 500
-# GitHub finds @mentions and issue references (`#12`, `GH-12`) after Markdown is read, when
-# `md_escape`'s backslashes are gone: an invisible word joiner after `\@` and `\#` and inside
-# `GH\-` (forms only `md_escape` writes) leaves the text as it reads and links nothing. Only
-# GitHub's text gets one: the postmortem file in Slack is read, and copied, as it is.
+# GitHub links @mentions and `#12`, `GH-12` after Markdown is read, when `md_escape`'s backslashes
+# are gone: an invisible word joiner after `\@`, `\#` and inside `GH\-` links nothing.
 WORD_JOINER = "\u2060"
 _REFERENCE = re.compile(r"(?i)(\\@(?=\w)|\\#(?=[0-9])|\bgh(?=\\-[0-9]))")
 
@@ -60,6 +55,7 @@ TITLES = {
     "alert_cleared": "Alert cleared",
     "reopened": "Fired again",
     AMENDED: "Postmortem out of date",
+    "resolved": "Resolved",
 }
 
 
@@ -98,8 +94,7 @@ def comment(
     timeline: list[Event] | None = None,
     now: datetime,
 ) -> str:
-    """The comment telling `moment`, its mark last; a postmortem's, the write-up as the thread
-    got it (drafted from the same record, at the same moment)."""
+    """The comment telling `moment`, its mark last; a postmortem's, the thread's write-up."""
     event = moment.event
     # Written on the issue itself: its own link there would only lead back to the page it is on.
     unlinked_issue = incident.links.model_copy(update={"issue": ""})
@@ -114,8 +109,7 @@ def comment(
     elif event.kind == POSTMORTEM:
         text = render_postmortem(incident, drafted_from(timeline or [], event), now=event.at)
     else:
-        title = "Resolved" if event.kind == "resolved" else TITLES.get(event.kind)
-        title = title or md_escape(event.kind.replace("_", " ").capitalize(), 60)
+        title = TITLES.get(event.kind) or md_escape(event.kind.replace("_", " ").capitalize(), 60)
         said = event.text
         if event.kind == "diagnosed" and incident.cause.said:
             said = incident.cause.said
@@ -123,10 +117,9 @@ def comment(
         text = f"**{title}**{by} at {utc(event.at)}: {md_escape(said, MAX_EVENT_TEXT)}"
         if event.kind == "resolved":
             upto = [e for e in timeline or [] if e.at <= event.at]
-            summary = summary_section(incident, upto, now).replace("## ", "### ", 1)
-            impact = impact_section(incident).replace("## ", "### ", 1)
-            scaled = scale_ups_section(incident).replace("## ", "### ", 1)
-            text = "\n\n".join(part for part in (text, summary, impact, scaled) if part)
+            parts = [summary_section(incident, upto, now), impact_section(incident)]
+            parts.append(scale_ups_section(incident))
+            text = "\n\n".join([text, *(part.replace("## ", "### ", 1) for part in parts if part)])
     mark = comment_mark(incident, moment.key)
     text = unlinked(text)
     room = MAX_BODY - len(mark) - 40

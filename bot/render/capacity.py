@@ -9,18 +9,24 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.message import Rendered
+from bot.domain.queue_cost.waited import HOURS_OF_WEEK, Covered, summed
 from bot.domain.reading.capacity import NO_TYPE, DryRuns, TypeReport
 from bot.domain.reading.fleet import OOM_KEEP_DAYS
 from bot.domain.scale.scale_record import TypeScaled
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
-from bot.render.chart import MAX_CATEGORIES, chart, series_labels
+from bot.render.chart import MAX_CATEGORIES, MAX_TITLE, chart, series_labels
 from bot.render.cost import cost_said
 from bot.render.numbers import busy_said, queued_said, wait_of
-from bot.render.waited import covered_said, hour_of_week_chart, total_line, waited_said
 
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+# Slack's bar chart takes at most 20 categories and 6 series, so the 168 hours of the week are
+# drawn as 7 days of six 4-hour bands of the UTC day; the text names the busiest single hour.
+BAND_H = 4
+BANDS = tuple(f"{h:02d}–{h + BAND_H:02d} UTC" for h in range(0, 24, BAND_H))
+MAX_SERIES = 6  # a bar chart's, as Slack takes it
 
 
 def render_report(
@@ -32,9 +38,8 @@ def render_report(
     missing: str = "",
     read_back_to: datetime | None = None,
 ) -> str:
-    """`history` names where the queue time and hours at the maximum and over the thresholds
-    come from ("" when the backend keeps none); `missing` what of it could not be read, and why;
-    `read_back_to`: the incidents read reach back only so far into the window."""
+    """`history` names where the history comes from ("" when none); `missing` what of it could
+    not be read, and why; `read_back_to`: how far back the incidents read reach."""
     head = f"*Capacity report · the last {days} days*"
     kept = f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are gone."
     kept = kept if days > kept_days else ""
@@ -146,8 +151,7 @@ def _type_line(report: TypeReport) -> str:
 
 
 def _dry_runs(runs: DryRuns) -> str:
-    """ "the pilot's dry run: 3 acts would have added +24 runners, the first 9 min before a
-    person's first scale-up (median of 2 incidents)"."""
+    """ "the pilot's dry run: 3 acts would have added +24 runners, the first 9 min before …"."""
     said = f"the pilot's dry run: {md.plural(runs.acts, 'act')} would have added +{runs.runners}"
     if not runs.sooner_mins:
         return said + " (no person scaled it)"
@@ -172,8 +176,7 @@ def _came_up(scaled: TypeScaled) -> list[str]:
 
 
 def _pending(report: TypeReport) -> str:
-    """ "runner pods Pending 72 pod-hours, the longest 6 h, 6.0 h unschedulable": the minutes
-    each pod was Pending, added up."""
+    """ "runner pods Pending 72 pod-hours, the longest 6 h, 6.0 h unschedulable"."""
     mins = report.pending_pod_mins or 0.0
     summed = f"{mins / 60:.0f} pod-hours" if mins >= 120 else f"{mins:.0f} pod-min"
     text = f"runner pods Pending {summed}"
@@ -189,9 +192,8 @@ def _hours(hours: float) -> str:
 
 
 def report_message(reports: Sequence[TypeReport], *, days: int, **said: Any) -> Rendered:
-    """The weekly post: the report (`render_report`'s), a bar chart of each type's firing hours
-    and one of the job-hours waited by hour of week, drawn by Slack (left out, as any chart,
-    where the workspace refuses it)."""
+    """The weekly post: the report, a bar chart of each type's firing hours and one of the
+    job-hours waited by hour of week."""
     text = render_report(reports, days=days, **said)
     blocks = md.sections(text.splitlines())
     firing = [r for r in reports if r.runner_type and r.firing.total_seconds() > 0]
@@ -203,3 +205,73 @@ def report_message(reports: Sequence[TypeReport], *, days: int, **said: Any) -> 
         blocks.append(chart("capacity_hours", title, "bar", {"hours firing": hours}, axes))
     blocks += hour_of_week_chart(reports, days)
     return md.rendered(text.splitlines()[0].strip("*"), blocks)
+
+
+def job_hours_said(hours: float) -> str:
+    """ "412 job-hours", "4.2 job-hours", "25 job-min"."""
+    if hours < 1:
+        return f"{hours * 60:.0f} job-min"
+    return f"{hours:.1f} job-hours" if hours < 10 else f"{hours:.0f} job-hours"
+
+
+def waited_said(report: TypeReport) -> str | None:
+    """ "270 job-hours waited, 96% at the maximum": in the type's line."""
+    if report.waited_hours is None:
+        return None
+    text = f"{job_hours_said(report.waited_hours)} waited"
+    if (share := report.share_at_max) is not None:
+        text += f", {share:.0%} at the maximum"
+    return text
+
+
+def covered_said(covered: Covered) -> str:
+    """What the recommendation would have served, with the assumption it rests on."""
+    runners = "runner added" if covered.field == "maxRunners" else "warm runner added"
+    return (
+        f"would have covered ~{covered.share:.0%} of the {job_hours_said(covered.of_hours)} "
+        f"waited, if each {runners} served one queued job a step"
+    )
+
+
+def busiest_hour(hours: Sequence[float]) -> tuple[str, float, int] | None:
+    """The busiest hour ("Tue 14:00–15:00 UTC"), its job-hours and how many others were as busy."""
+    if len(hours) != HOURS_OF_WEEK or max(hours) <= 0:
+        return None
+    top = max(range(HOURS_OF_WEEK), key=lambda i: (hours[i], -i))
+    day, hour = divmod(top, 24)
+    equals = sum(1 for h in hours if round(h, 1) == round(hours[top], 1)) - 1
+    return f"{DAYS[day]} {hour:02d}:00–{hour + 1:02d}:00 UTC", hours[top], equals
+
+
+def total_line(reports: Sequence[TypeReport]) -> str | None:
+    """ "412 job-hours waited in all (…); the busiest hour of the week …": every type read."""
+    known = [r for r in reports if r.waited_hours is not None]
+    if not known:
+        return None
+    total = sum(r.waited_hours or 0.0 for r in known)
+    text = f"{job_hours_said(total)} waited in all (the queue summed over the window)"
+    if busiest := busiest_hour(summed([r.waited_by_hour for r in known if r.waited_by_hour])):
+        when, hours, equals = busiest
+        text += f"; the busiest hour of the week {when}, {job_hours_said(hours)}"
+        text += f" ({equals} other hours as busy)" if equals else ""
+    return text
+
+
+def hour_of_week_chart(reports: Sequence[TypeReport], days: int) -> list[dict[str, Any]]:
+    """The chart, and its alt text in a context under it (the block has none)."""
+    hours = summed([r.waited_by_hour for r in reports if r.waited_by_hour])
+    if not hours or sum(hours) <= 0:
+        return []
+    per_day = [hours[d * 24 : (d + 1) * 24] for d in range(7)]
+    banded = [
+        [sum(day[b * BAND_H : (b + 1) * BAND_H]) for b in range(len(BANDS))] for day in per_day
+    ]
+    values = {band: [round(day[b], 1) for day in banded] for b, band in enumerate(BANDS)}
+    axes = {"categories": list(DAYS), "x_label": "UTC day", "y_label": "job-hours waited"}
+    title = md.truncate(f"Job-hours waited by UTC hour, last {days} days", MAX_TITLE)
+    # In words: each day's job-hours, and the busiest 4-hour band (the earliest of equals).
+    totals = ", ".join(f"{d} {sum(h):.0f}" for d, h in zip(DAYS, per_day, strict=True))
+    most, day, band = max((h, -d, -b) for d, sums in enumerate(banded) for b, h in enumerate(sums))
+    alt = f"{title}, by day: {totals}; the most on {DAYS[-day]} {BANDS[-band]} "
+    alt += f"({job_hours_said(most)})."
+    return [chart("capacity_waited", title, "bar", values, axes), md.context([alt])]

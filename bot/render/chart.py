@@ -10,7 +10,7 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from itertools import islice
@@ -40,29 +40,23 @@ Point = tuple[float, float | None, float | None]  # (unix time, queued, longest 
 
 @dataclass(frozen=True)
 class ChartData:
-    """The worst types' points, with the peak reading where the trend did not keep it (the root
-    follows readings between statuses, the trend only statuses'), so it holds the text's peak."""
+    """The worst types' points, with the peak reading where the trend did not keep it."""
 
     title: str
     trend: Trend = field(default_factory=Trend)
     peak: Snapshot | None = None
-    # The types whose wait is ARC's slowest recent start, not the oldest job's age: said so, and
-    # never drawn on one axis with the others.
-    starts: frozenset[str] = frozenset()
+    starts: frozenset[str] = frozenset()  # waits of ARC's slowest recent start: never on one axis
 
     @property
     def wait_label(self) -> str:
-        """The PNG's wait axis: of the one measure its lines are (`waits_of`)."""
         drawn = set(self.series)
         return "slowest recent start" if drawn and drawn <= self.starts else "longest wait"
 
     def waits_of(self, name: str) -> bool:
-        """Whether `name`'s waits are drawn on the wait axis (of its one measure)."""
         return (name in self.starts) == (self.wait_label == "slowest recent start")
 
     @cached_property
     def series(self) -> dict[str, list[Point]]:
-        """Each runner type's points, oldest first; types with too few to draw are left out."""
         drawn = {name: points_of(self.trend, name, self.peak) for name in self.trend.names()}
         return {name: points for name, points in drawn.items() if len(points) >= MIN_POINTS}
 
@@ -94,7 +88,6 @@ class ChartData:
 
 
 def points_of(trend: Trend, name: str, peak: Snapshot | None = None) -> list[Point]:
-    """With the `peak` reading's point (a type that reading did not show was not queueing)."""
     points = trend.points(name)
     if peak is None or name not in peak.runner_types or _second(peak.at) in trend.times():
         return points
@@ -104,16 +97,19 @@ def points_of(trend: Trend, name: str, peak: Snapshot | None = None) -> list[Poi
 
 
 def _second(moment: datetime) -> float:
-    """A moment as the trend keeps it, to the second."""
     return float(int(moment.timestamp()))
 
 
 def chart_data(
-    title: str, trend: Trend, *, worst: list[str], peak: Snapshot | None = None
+    title: str,
+    trend: Trend,
+    *,
+    worst: list[str],
+    peak: Snapshot | None = None,
+    starts: frozenset[str] = frozenset(),
 ) -> ChartData:
-    """The chart of the `worst` runner types (at most MAX_SERIES) that have a line to draw."""
     drawable = (name for name in worst if len(points_of(trend, name, peak)) >= MIN_POINTS)
-    return ChartData(title, trend.keeping(list(islice(drawable, MAX_SERIES))), peak)
+    return ChartData(title, trend.keeping(list(islice(drawable, MAX_SERIES))), peak, starts)
 
 
 def incident_chart(incident: Incident) -> ChartData:
@@ -127,7 +123,7 @@ def incident_chart(incident: Incident) -> ChartData:
     title, peak = f"Queue trend · incident {incident.id}", incident.peaks.moment
     seen = [queue for view in (live, peak) if view for queue in view.runner_types.items()]
     starts = frozenset(name for name, queue in seen if queue.wait_of_starts)
-    return replace(chart_data(title, trend, worst=names, peak=peak), starts=starts)
+    return chart_data(title, trend, worst=names, peak=peak, starts=starts)
 
 
 def chart_block(data: ChartData) -> dict[str, Any] | None:
@@ -139,8 +135,7 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
     labels = series_labels([name or "all runner types" for name in series])
     drawn: dict[str, list[float]] = {}
     for name, shown in zip(series, labels, strict=True):
-        # One value per moment: a type the reading did not show then was not queueing (a view
-        # lists the types that queue), so it is 0, not its last value.
+        # A type the reading did not show then was not queueing: 0, not its last value.
         queued = {at: q for at, q, _ in series[name]}
         drawn[shown] = [queued.get(at) or 0.0 for at in times]
     title = md.truncate(data.title or "Queue trend", MAX_TITLE)
@@ -151,7 +146,6 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
 def chart(
     block_id: str, title: str, kind: str, values: dict[str, list[float]], axes: dict[str, Any]
 ) -> dict[str, Any]:
-    """One series a name in `values`, a value a category of `axes`."""
     series = [
         {
             "name": name,
@@ -164,9 +158,8 @@ def chart(
 
 
 def sampled(times: list[float], most: int, peak: datetime | None = None) -> list[float]:
-    """At most `most` of `times`: each the nearest to one of `most` moments evenly spread from
-    the first to the last (the trend is thinned in its past, denser lately: drawn to scale, not
-    by count), the first and last kept, and the peak's in place of the nearest other one."""
+    """At most `most` of `times`, each the nearest to one of `most` moments evenly spread (drawn
+    to scale, not by count), the first and last kept, the peak's in place of the nearest other."""
     if len(times) <= most:
         return times
     step = (times[-1] - times[0]) / (most - 1)
@@ -202,8 +195,6 @@ def blames_charts(rendered: Rendered, details: Sequence[str]) -> bool:
 
 
 def without_charts(rendered: Rendered) -> Rendered:
-    if not has_charts(rendered):
-        return rendered
     return Rendered(rendered.text, [b for b in rendered.blocks if b.get("type") != BLOCK_TYPE])
 
 
@@ -220,14 +211,9 @@ def _labels(times: list[float]) -> list[str]:
 
 
 def series_labels(names: Sequence[str], most: int = MAX_LABEL) -> list[str]:
-    """A label of at most `most` characters for each name, all different.
-
-    A runner type says what it is from the left, so a long one keeps its leading parts whole
-    (parts end at ".", "-" or "_"), then as many of its last parts as still fit, "…" where whole
-    parts were left out: `linux.g5.4xlarge…gpu`, `linux.g5.48xlarge…`. Types that still read the
-    same keep their ends instead (`…nightly.a`), and only when those match too does a number
-    part them. A name with no boundary to cut at is cut plainly.
-    """
+    """A label of at most `most` characters for each name, all different: a long one keeps its
+    leading parts whole, "…", then its last parts that fit (`linux.g5.4xlarge…gpu`); types that
+    still read the same keep their ends instead (`…nightly.a`), else a number parts them."""
     labels = [_leading(name, most) for name in names]
     for label, count in Counter(labels).items():
         if count > 1:
@@ -251,8 +237,7 @@ _BOUNDARY = re.compile(r"(?<=[._-])")
 
 
 def _leading(name: str, most: int) -> str:
-    """Leading parts, "…", then last parts that fit (a plain cut where the leading parts would
-    leave less than half the room)."""
+    """A plain cut where the leading parts would leave less than half the room."""
     if len(name) <= most:
         return name
     parts = _BOUNDARY.split(name)

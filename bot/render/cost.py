@@ -1,6 +1,5 @@
-"""What the queue cost, in the one sentence the summary, the postmortem, the alert's GitHub issue
-and the report share: the job-minutes past the threshold first (what the alert was about), then
-all the jobs waited, the longest wait, and the source that told it."""
+"""What the queue cost, in the one sentence every record shares: the job-minutes past the
+threshold first, then all the jobs waited, the longest wait, and the source that told it."""
 
 from __future__ import annotations
 
@@ -69,9 +68,8 @@ def _counted(count: int, one: str, many: str = "") -> str:
 def cost_lines(
     incident: Incident, escaped: Callable[[str], str], at: Callable[[datetime], str]
 ) -> list[str]:
-    """A line per runner type, escaped as its surface escapes outside text (workflow names are
-    the repositories'), and when it was read if before the incident ended (a source that failed
-    since, or a resolve between statuses)."""
+    """A line per runner type, escaped as its surface escapes outside text, and when it was read
+    if before the incident ended."""
     if not incident.queue_cost.by_type and incident.queue_cost.unknown:
         return [escaped(f"Cost not known: {incident.queue_cost.unknown}")]
     end, read = incident.resolved.at, incident.queue_cost.at

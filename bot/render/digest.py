@@ -1,6 +1,5 @@
-"""The storm digest: one message listing every new alert group of a storm, edited in place within
-Block Kit's limits however many join. Groups that join when no edit can add them soon get a
-continuation (`part` 1, 2, …); the first message keeps counting the whole storm.
+"""The storm digest: one message listing every new alert group of a storm, edited in place; groups
+no edit can add soon get a continuation (`part` 1, 2, …), the first counting the whole storm.
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ _FIXED_BLOCKS = 3
 
 @dataclass(frozen=True)
 class DigestEntry:
-    """One group of the storm: its incident, and the link to its thread once it has one."""
-
     incident: Incident
     threaded: bool
     link: str = ""
@@ -43,8 +40,7 @@ def render_digest(
     part: int = 0,
     storm_entries: Sequence[DigestEntry] | None = None,
 ) -> Rendered:
-    """Message `part` (0 the first) of the storm, its summary once `over`; the first counts
-    `storm_entries`, every group (by default its own)."""
+    """Message `part` (0 the first) of the storm, its summary once `over`."""
     counted = entries if part > 0 or storm_entries is None else storm_entries
     total, threaded = len(counted), sum(1 for entry in counted if entry.threaded)
     noun = "alert group" if total == 1 else "alert groups"

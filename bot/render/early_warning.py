@@ -1,6 +1,5 @@
 """An early warning as Slack shows it: one quiet channel message per runner type, edited in place
-as the forecast moves and when it ends (cleared, the alert fired, dismissed). What was scaled from
-it stays on it in every phase; once the alert fired, it links the incident's thread."""
+as the forecast moves and when it ends; what was scaled from it stays on it in every phase."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def render_warning(state: WarningState) -> Rendered:
         ]
         return md.rendered(f"Early warning: {said}", blocks)
     if state.phase is Phase.FOLDED:
-        # The incident's thread is linked once the upkeep knows it; anything but a plain http(s)
-        # URL stays text.
+        # The incident's thread is linked once the upkeep knows it.
         label = md.link_label(f"incident {state.incident_id[:MAX_ID]}")
         line = f"🔔 The alert fired: {md.link(state.incident_link, label)} carries it on "
         line += f"(warned at {warned})."
@@ -75,8 +73,7 @@ def render_warning(state: WarningState) -> Rendered:
 
 
 def _pilot_act(state: WarningState) -> list[dict[str, Any]]:
-    """Undo and Pause pilot under the pilot's last act from the warning while it can be put
-    back; once an incident took the warning on, they are on its reply in the thread."""
+    """Undo and Pause pilot under the pilot's last act while it can be put back."""
     acts = warning_acts(state)
     last = acts[-1] if acts else None
     if last is None or last.at is None or not last.back or last.undone:

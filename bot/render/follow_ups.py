@@ -1,6 +1,5 @@
-"""What came of an action in words: a scale-up's outcome, a silence's read-back and a put-back's
-runners, each its timeline event's (plain times) and its thread's (each reader's own time zone;
-`replies` puts it in the action's own reply); the summary's lines of the scale record."""
+"""What came of an action in words (a scale-up's outcome, a silence's read-back, a put-back's
+runners), plain for the timeline or escaped for the thread; the summary's scale record."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ def outcome_said(
     escaped: Callable[[str], str] = str,
     at: Callable[[datetime], str] = lambda moment: f"{moment:%H:%M} UTC",
 ) -> str:
-    """ "+7 on linux.2xlarge at 14:02: 7 registered by 14:04, all busy; the queue falls 5
-    jobs/min"; `at` says a time (plain by default, as the timeline keeps it)."""
+    """ "+7 on linux.2xlarge at 14:02: 7 registered by 14:04, all busy; the queue falls 5 …"."""
     asked, judged = done.at or outcome.read_at, outcome.judged
     on = f"+{done.added} on {escaped(done.runner_type)} at {at(asked)}"
     if outcome.came is None or judged is None or judged.registered is None:
@@ -40,14 +38,12 @@ def outcome_said(
         took = minutes((outcome.read_at - asked) / timedelta(minutes=1))
         why = f"{came} registered after {took}; {escaped(outcome.why)}"
         return f"+{done.added} asked at {at(asked)}: {why}"
-    said = f"{on}: {came} registered by "
-    return said + f"{at(outcome.read_at)}{_busy_said(judged)}{_queue_said(judged)}"
-
-
-def _busy_said(judged: Judgement) -> str:
-    if judged.busy is None or judged.registered is None:
-        return ""
-    return ", all busy" if judged.busy >= judged.registered else f", {number(judged.busy)} busy"
+    said = f"{on}: {came} registered by {at(outcome.read_at)}"
+    if judged.busy is not None:
+        said += (
+            ", all busy" if judged.busy >= judged.registered else f", {number(judged.busy)} busy"
+        )
+    return said + _queue_said(judged)
 
 
 def _queue_said(judged: Judgement) -> str:
@@ -117,8 +113,7 @@ MAX_ACTS = 6  # the summary's latest scale-ups; the timeline keeps them all
 def record_said(
     incident: Incident, escaped: Callable[[str], str], at: Callable[[datetime], str]
 ) -> list[str]:
-    """The summary's lines of the scale record: each scale-up, who made it and what came of it,
-    then each type's minutes from the alert to added capacity."""
+    """Each scale-up, who made it and what came of it, then each type's time to capacity."""
     made = [(e.at, e.scale) for e in incident.actions if e.scale is not None]
     more = len(made) - MAX_ACTS
     lines = [f"_{more} earlier scale-ups not shown_"] if more > 0 else []
@@ -145,8 +140,7 @@ def record_said(
 
 
 def bought_said(bought: Bought) -> str:
-    """What a scale-up's runners bought, as every record says it ("it took ~6 min off the
-    drain …"); the rate after is the one its runners would have made with the arrivals before."""
+    """ "it took ~6 min off the drain …", the rate after as with the arrivals before."""
     if not bought.measured:
         return f"what it bought is not measurable: {bought.why}"
     before, after = bought.fell_before or 0.0, bought.fell_after or 0.0

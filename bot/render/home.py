@@ -1,8 +1,6 @@
-"""The App Home as one view: every open incident, the early warnings standing, the pilots (where a
-type has one), the fleet now, and how to use the bot. Nothing on it is personal, so it is rendered
-once a round for everyone; its lists are capped (Slack allows 100 blocks). `digests` tell a change
-of state, published at once, from a change of numbers (every reading), published at a slower
-cadence.
+"""The App Home as one view, the same for everyone: open incidents, early warnings, pilots, the
+fleet now, how to use the bot. `digests` tell a change of state, published at once, from a change
+of numbers, published at a slower cadence.
 """
 
 from __future__ import annotations
@@ -31,10 +29,21 @@ MAX_WARNINGS = 10
 MAX_FLEET_TYPES = 15
 MAX_LABEL = 200  # a link's label: the link must fit its line whole
 DIVIDER = {"type": "divider"}
+HOW_TO = (
+    "*New to queuepilot?*\n"
+    "• When a CI queue's alert fires, queuepilot opens an *incident*: one message in the "
+    "team's channel, kept up to date, and a thread with status updates and everything "
+    "people did.\n"
+    "• On that message, *Acknowledge* says you are on it; *Silence*, *Scale up…*, "
+    "*Diagnose* and *Resolve* do what they say, and the thread records it.\n"
+    "• An *early warning* comes before the alert when a queue keeps building: scale up "
+    "from it, or dismiss it.\n"
+    "• `{cmd}` shows the queues now, `{cmd} incidents` the recent incidents, "
+    "`{cmd} help` every command."
+)
 
 
 # The state a viewer sees of an incident: a change in any is published at once.
-# Its status is `resolved`'s, and said beside these by the record's form.
 _SHOWN = {"id", "uid", "title", "priority", "channel", "started_at", "reopened"}
 _SHOWN |= {"acknowledged", "silence"}
 
@@ -93,7 +102,7 @@ def render_home(home: HomeState, now: datetime) -> dict[str, Any]:
         *([md.section(render_pilot(home.pilots, home.command)), DIVIDER] if home.pilots else []),
         *_fleet(home),
         DIVIDER,
-        md.section(_how_to(md.escape(home.command))),
+        md.section(HOW_TO.format(cmd=md.escape(home.command))),
     ]
     return {"type": "home", "callback_id": CALLBACK_ID, "blocks": blocks[:MAX_HOME_BLOCKS]}
 
@@ -186,8 +195,7 @@ def _worst(incident: Incident) -> tuple[str, Any] | None:
 
 
 def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
-    """The incident's worst runner type, its numbers from the reading under "The fleet now" when
-    that has the type (one reading on the page), else the root's."""
+    """The incident's worst runner type, its numbers from "The fleet now" where it has the type."""
     worst = _worst(incident)
     if worst is None:
         said = " · ".join(head_figures(headline(incident)))
@@ -232,21 +240,6 @@ def _fleet(home: HomeState) -> list[dict[str, Any]]:
         head += f"\n⚠️ {md.escaped(home.fleet_note, 300)}"
     lines = type_lines(fleet, top=MAX_FLEET_TYPES, home=True) or ["_No runner type is known._"]
     return md.sections([head, *lines])[:2]
-
-
-def _how_to(cmd: str) -> str:
-    return (
-        "*New to queuepilot?*\n"
-        "• When a CI queue's alert fires, queuepilot opens an *incident*: one message in the "
-        "team's channel, kept up to date, and a thread with status updates and everything "
-        "people did.\n"
-        "• On that message, *Acknowledge* says you are on it; *Silence*, *Scale up…*, "
-        "*Diagnose* and *Resolve* do what they say, and the thread records it.\n"
-        "• An *early warning* comes before the alert when a queue keeps building: scale up "
-        "from it, or dismiss it.\n"
-        f"• `{cmd}` shows the queues now, `{cmd} incidents` the recent incidents, "
-        f"`{cmd} help` every command."
-    )
 
 
 def _hashed(value: Any) -> str:

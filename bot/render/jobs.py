@@ -20,8 +20,7 @@ def render_jobs(
     view: JobsView, runner_types: list[str], *, limit: int = 2900, others: int = 0
 ) -> str:
     """The head, each runner type's lines, then the footnotes; lines that do not fit are left out
-    whole, and the answer says so. `others`: the types with queued jobs left out as other
-    channels' (the channel asked from owns `runner_types` only)."""
+    whole. `others`: the types with queued jobs left out as other channels'."""
     foot = footnotes(view)
     body = [line for name in runner_types[:MAX_TYPES] for line in workflow_lines(view, name)]
     if not body:
@@ -86,17 +85,12 @@ def workflow_lines(view: JobsView, runner_type: str) -> list[str]:
 
 
 def _none(view: JobsView) -> str:
-    """What was not seen: from a source that lists only jobs queued over a threshold, those."""
-    if view.listed_over_mins is None:
-        return "no queued jobs"
-    return f"no jobs waiting over {minutes(view.listed_over_mins)}"
+    over = view.listed_over_mins
+    return "no queued jobs" if over is None else f"no jobs waiting over {minutes(over)}"
 
 
 def _limit(view: JobsView) -> str:
-    """Beside a count from a source that lists only jobs queued over a threshold, that."""
-    if view.listed_over_mins is None:
-        return ""
-    return f" ({source_of(view.source)} lists only those)"
+    return "" if view.listed_over_mins is None else f" ({source_of(view.source)} lists only those)"
 
 
 def _workflow_line(w: WorkflowQueue, view: JobsView) -> str:

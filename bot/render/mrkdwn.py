@@ -15,8 +15,7 @@ from bot.domain.shortened import shortened
 from bot.domain.units import plural as plural  # phrased once, for render too
 
 # Slack user IDs start with U (or W on Enterprise Grid); anything else is shown as text.
-_USER_ID = re.compile(r"[UW][A-Z0-9]+")
-_MAX_USER_ID = 32
+_USER_ID = re.compile(r"[UW][A-Z0-9]{1,31}")
 # Longer links are shown as their label: one link must never eat a whole text object.
 MAX_URL = 2000
 _UNSAFE_IN_URL = re.compile(r"[\s|<>]")
@@ -26,8 +25,7 @@ _MENTION = re.compile(r"<@([UW][A-Z0-9]+)>")
 _BOLD = re.compile(r"\*([^*\n]+)\*")
 # Escape sequences and `<…>` tokens that truncation must keep whole.
 _TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
-# A moment a stored line says in UTC ("14:02 UTC", "2026-11-27 14:02 UTC", "14:02:07 UTC"); a
-# token's own fallback (inside `<…>`) is matched first and left as it is.
+# A moment a stored line says in UTC ("2026-11-27 14:02 UTC", "14:02:07 UTC"), after any token.
 _UTC_TIME = re.compile(
     r"(?P<token><[^<>]*>)|\b(?:(?P<day>\d{4}-\d{2}-\d{2}) )?"
     r"(?P<clock>(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d)?) UTC\b"
@@ -56,8 +54,7 @@ def escaped(text: str, limit: int) -> str:
 
 
 def plain_text(mrkdwn: str) -> str:
-    """Mrkdwn made here as plain text (a date's fallback, a link's label, a mention's user ID):
-    for an answer kept as a timeline line, escaped again wherever it is shown."""
+    """Mrkdwn made here as plain text (a date's fallback, a link's label, a mention's user ID)."""
     text = _BOLD.sub(r"\1", _MENTION.sub(r"\1", _LABELLED.sub(r"\1", mrkdwn)))
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
@@ -85,14 +82,11 @@ def link_label(text: str) -> str:
 
 
 def mention(user_id: str) -> str:
-    if len(user_id) <= _MAX_USER_ID and _USER_ID.fullmatch(user_id):
-        return f"<@{user_id}>"
-    return escaped(user_id, 64)
+    return f"<@{user_id}>" if _USER_ID.fullmatch(user_id) else escaped(user_id, 64)
 
 
 def person(user_id: str | None, name: str = "") -> str:
-    """Someone named, pinging nobody: the display name on one line (a newline breaks a list), else
-    the user ID as text, which Slack never turns into a mention on its own."""
+    """Someone named, pinging nobody: the display name on one line, else the user ID as text."""
     shown = " ".join(name.split()) or (user_id or "someone")
     return f"*{escaped(shown, 80)}*"
 
@@ -108,7 +102,6 @@ def truncate(text: str, limit: int) -> str:
 
 
 def fit_lines(lines: list[str], limit: int) -> list[str]:
-    """The leading lines that fit in `limit` characters joined by newlines."""
     sizes = accumulate(len(line) + 1 for line in lines)  # each line and the newline before it
     return [line for line, size in zip(lines, sizes, strict=True) if size - 1 <= limit]
 
@@ -117,19 +110,15 @@ _FALLBACKS = {"{time}": "%H:%M UTC", "{time_secs}": "%H:%M:%S UTC"}
 
 
 def slack_date(moment: datetime, token: str = "{date_short_pretty} {time}") -> str:
-    """A date each reader's client shows in their time zone, so the message never needs
-    re-rendering; the fallback is UTC."""
+    """A date each reader's client shows in their time zone; the fallback is UTC."""
     utc = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
     fallback = utc.strftime(_FALLBACKS.get(token, "%Y-%m-%d %H:%M UTC"))
     return f"<!date^{int(utc.timestamp())}^{token}|{fallback}>"
 
 
 def in_zone(text: str, around: datetime) -> str:
-    """Mrkdwn already made safe (`escape`) with each moment it says in UTC as a date token, shown
-    in each reader's zone; convert before a cut (`truncate` never splits a token). A line kept
-    as text says UTC, right for the postmortem and the GitHub issue; in Slack it is rendered
-    here, the day of a bare "14:02 UTC" the one nearest `around` (its line's own moment: it
-    speaks of moments within hours of it; one further off is written with its date)."""
+    """Escaped mrkdwn with each moment it says in UTC as a date token (convert before a cut);
+    the day of a bare "14:02 UTC" is the one nearest `around`, its line's own moment."""
     near = (around if around.tzinfo else around.replace(tzinfo=UTC)).astimezone(UTC)
 
     def token(found: re.Match[str]) -> str:
@@ -156,8 +145,7 @@ def rendered(text: str, blocks: list[dict[str, Any]]) -> Rendered:
 
 
 def _mrkdwn(text: str, limit: int) -> dict[str, Any]:
-    # verbatim: Slack's own preprocessing would turn bare URLs and names in alert text into links
-    # and mentions; we emit exactly the tokens we build.
+    # verbatim: Slack would turn bare URLs and names in alert text into links and mentions.
     return {"type": "mrkdwn", "text": truncate(text, limit), "verbatim": True}
 
 
@@ -200,13 +188,16 @@ def plain(text: str, limit: int = MAX_BUTTON_TEXT) -> dict[str, Any]:
     return {"type": "plain_text", "text": truncate(text, limit), "emoji": True}
 
 
+def option(text: str, value: str) -> dict[str, Any]:
+    return {"text": plain(text), "value": value}
+
+
 def button(text: str, action_id: str, value: str, style: str = "") -> dict[str, Any]:
     made = {"type": "button", "text": plain(text), "action_id": action_id, "value": value}
     return made | {"style": style} if style else made
 
 
 def confirm(title: str, text: str, yes: str, no: str) -> dict[str, Any]:
-    """A button's "are you sure?" dialog."""
     said = {"title": plain(title, 100), "text": plain(text, 300)}
     return said | {"confirm": plain(yes, 30), "deny": plain(no, 30)}
 

@@ -1,12 +1,7 @@
-"""The queue's numbers in words: every message that says how many jobs queue, how long they wait,
-how busy the runners are, what to do about it or what the worst was, says it through here.
-
-`bot.domain.reading.judging` decides once per runner type what a reading means (a `Judgement`);
-the incident keeps the reading, its compact form (`Snapshot`) and its peaks. Nothing here decides
-or recomputes, so the root's "*43* queued", a status's "Queued jobs: *43* (▲ +6)" and the
-summary's "Peak queued jobs: *43* at 14:05" are one reading. A label names one measure: the
-longest wait (the oldest job's age) and the slowest recent start are two rows; a change is only
-between readings of one measure; each peak is its own measure's, at its own moment.
+"""The queue's numbers in words, for every message that says them. Nothing here decides or
+recomputes (`bot.domain.reading.judging` judges, the incident keeps readings and peaks), so every
+surface says one reading. A label names one measure (longest wait and slowest recent start are two
+rows); a change is only between readings of one measure; each peak is at its own moment.
 """
 
 from __future__ import annotations
@@ -50,9 +45,8 @@ Clock = Callable[[datetime], str]
 
 def queued_said(queued: float | None, *, bold: bool = False) -> str:
     """ "*43* queued", "" when not read."""
-    if queued is None:
-        return ""
-    return f"*{number(queued)}* queued" if bold else f"{number(queued)} queued"
+    star = "*" if bold else ""
+    return "" if queued is None else f"{star}{number(queued)}{star} queued"
 
 
 def busy_said(busy: float | None, registered: float | None) -> str:
@@ -73,10 +67,9 @@ def judged_parts(j: Judgement) -> list[str]:
 
 
 def wait_part(j: Judgement, *, bold: bool = True) -> str:
-    """ "longest wait *12 min*", with "as the alert said at 14:02" where the alert's stands in
-    for the reading's, or a plain "longest wait not known: …" while jobs queue; "" otherwise."""
-    said = _wait_words(j.wait_mins, j.wait_over, j.wait_of_starts)
-    if said is None:
+    """ "longest wait *12 min*" ("as the alert said at 14:02" where the alert's stands in), or
+    "longest wait not known: …" while jobs queue."""
+    if (said := _wait_words(j.wait_mins, j.wait_over, j.wait_of_starts)) is None:
         why = j.wait_unknown or "the source gives none"
         return md.escape(f"{NOT_KNOWN}: {why}") if j.queued else ""
     when = f" as the alert said at {md.time_of(j.wait_alert_at)}" if j.wait_alert_at else ""
@@ -117,8 +110,8 @@ def wait_known(queue: RunnerQueue | RunnerTypeMetrics) -> str:
 def type_parts(
     queue: RunnerQueue | RunnerTypeMetrics | None, absent: str = "", *, bold: bool = True
 ) -> tuple[list[str], list[str]]:
-    """A type's numbers and advice: its judgement's; `absent` where the source did not list it (no
-    count was read: not "0 queued"); a queue judged nothing of: its numbers alone."""
+    """A type's numbers and advice: its judgement's, else its numbers alone; `absent` where the
+    source did not list it (no count was read: not "0 queued")."""
     if absent or queue is None:
         return [absent] if absent else [], []
     judged = queue.judged if isinstance(queue, RunnerTypeMetrics) else None
@@ -126,11 +119,6 @@ def type_parts(
         return judged_parts(judged), [part for part in (judged.heading, judged.advice) if part]
     parts = (queued_said(queue.queued, bold=bold), wait_of(queue, bold=bold))
     return [part for part in parts if part], []
-
-
-def queue_numbers(queue: RunnerQueue | RunnerTypeMetrics) -> str:
-    """ "14 queued · longest wait 114 min", or "" when neither was read."""
-    return " · ".join(type_parts(queue, bold=False)[0])
 
 
 def head_figures(head: Headline, *, queued_first: bool = False) -> list[str]:
@@ -145,8 +133,7 @@ def type_lines(
 ) -> list[str]:
     """The worst `top` types, then how many more; on the App Home, names as code and maximums."""
     ranked = worst_first(view.runner_types)
-    # What a source that lists no job of a type said of it: from one that counts only jobs
-    # queued longer than a threshold, nothing queued longer than that.
+    # A source that counts only jobs queued longer than a threshold says nothing of the others.
     over = view.queued_over_mins
     absent = f"none queued over {minutes(over)}" if over else "none queued"
     lines = []
@@ -167,7 +154,6 @@ def type_lines(
 
 
 def _maximum(metrics: RunnerTypeMetrics) -> list[str]:
-    """The App Home's runners beyond the line: busy where no judgement said it, and the maximum."""
     j = metrics.judged
     maximum = j.maximum if j is not None else metrics.maximum
     busy = "" if j is not None else busy_said(metrics.busy, metrics.registered)
@@ -186,8 +172,7 @@ def source_note(view: FleetSnapshot) -> str:
 
 
 def read_at(fleet: FleetSnapshot) -> str:
-    """When the reading was made, and when the next comes where its source paces it to a quota
-    (GitHub's): a reading that stands for minutes says its age. Ordinary pacing, no warning."""
+    """When the reading was made, and when the next comes where its source paces it to a quota."""
     when = f"at {md.time_of(fleet.at)}"
     if fleet.paced_s:
         when += f", next at {md.time_of(fleet.at + timedelta(seconds=fleet.paced_s))}"
@@ -203,7 +188,7 @@ def _comparable(now: RunnerQueue, was: RunnerQueue | None) -> float | None:
 
 def status_figures(current: Snapshot, previous: Snapshot | None) -> tuple[list[str], str]:
     """A status's fields ("Queued jobs: *43* (▲ +6)") and notification line: a change only from
-    the same measure (a sum of the types' queues is no change from the alert's own figure)."""
+    the same measure (a sum of the types' queues is none from the alert's own figure)."""
     now_n, before = current.numbers, previous.numbers if previous else None
     items = []
     for starts, mins in ((False, now_n.max_queue_time_mins), (True, now_n.slowest_start_mins)):
@@ -216,12 +201,11 @@ def status_figures(current: Snapshot, previous: Snapshot | None) -> tuple[list[s
         delta = change(mins, _comparable(wait, earlier or None), "min")
         items.append((label.capitalize(), value, delta))
     if now_n.max_queue_size is not None:
-        alike = previous is not None and (
-            sums_types(current.runner_types) == sums_types(previous.runner_types)
-        )
+        alike = previous and sums_types(current.runner_types) == sums_types(previous.runner_types)
         was = before.max_queue_size if before and alike else None
-        queued = now_n.max_queue_size
-        items.append(("Queued jobs", number(queued), change(queued, was)))
+        items.append(
+            ("Queued jobs", number(now_n.max_queue_size), change(now_n.max_queue_size, was))
+        )
     line = ", ".join(f"{label.lower()} {value}{paren(d)}" for label, value, d in items)
     return [figure(label, value, paren(d)) for label, value, d in items], line
 
@@ -245,7 +229,6 @@ def type_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
 
 
 def gone_lines(previous: Snapshot | None, now: Mapping[str, object]) -> list[str]:
-    """The runner types the previous status showed that no longer queue."""
     gone = sorted(set(previous.runner_types if previous else {}) - set(now))
     return [f"• {md.runner_name(name)}: no longer queueing" for name in gone]
 
@@ -259,15 +242,12 @@ class Peak(NamedTuple):
 
 
 class Peaks(NamedTuple):
-    """The incident's peaks as its record keeps them, each of one measure at its own moment."""
-
     wait: Peak | None
     start: Peak | None
     queued: Peak | None
 
 
 def peak_figures(incident: Incident) -> Peaks:
-    """Each peak at the moment it was first reached: the record's, never recomputed."""
     peak, types = incident.peaks.numbers, incident.peaks.types.values()
     waits = []
     for mins, starts, at in (
@@ -278,8 +258,7 @@ def peak_figures(incident: Incident) -> Peaks:
         waits.append(Peak(f"Peak {said[0]}", said[1], at) if said else None)
     if peak.max_queue_size is None:
         return Peaks(*waits, None)
-    # Of several types, their sum at one moment (never one type's beside the per-type peaks);
-    # before a snapshot named them, the alert's figure.
+    # Of several types, their sum at one moment; before a snapshot named them, the alert's figure.
     label = "Peak queued jobs (as the alert said)"
     if incident.peak_summed:
         typed = sum(1 for queue in types if queue.queued is not None)
@@ -304,51 +283,52 @@ def at_said(item: Peak, clock: Clock) -> str:
 
 
 def drained_in(incident: Incident, bold: str = "*") -> str:
-    """ "Drained in: *55 min* from the peak": from the peak queue to the resolve; "" unless the
-    live readings saw the queue drain by the drain rule (to 0, or within DRAIN_MAX_QUEUED): a
-    followed queue that only fell under the alert's thresholds did not drain."""
+    """ "Drained in: *55 min* from the peak", where the live readings saw the queue drain by the
+    drain rule (a followed queue that only fell under the alert's thresholds did not drain)."""
     peak, follow = incident.peaks.moment, incident.drain.follow
-    if incident.resolved.at is None or incident.resolved.how is not Resolution.DRAINED or not peak:
-        return ""
-    if follow is not None and follow.ended != DRAINED:
+    drained = incident.resolved.how is Resolution.DRAINED
+    followed = follow is None or follow.ended == DRAINED
+    if incident.resolved.at is None or not (drained and followed and peak):
         return ""
     return figure("Drained in", duration(incident.resolved.at - peak.at), " from the peak", bold)
 
 
 def left_queued(incident: Incident, bold: str = "*") -> str:
-    """ "Still queued at resolve: *1 job* (the alert cleared under its thresholds)": the jobs the
-    last live reading still saw when it resolved other than by draining, and why it resolved
-    anyway; "" when none or not known."""
-    view = incident.live
+    """ "Still queued at resolve: *1 job* (the alert cleared under its thresholds)": what the last
+    live reading saw of a resolve other than by draining, and why it resolved anyway."""
+    view, follow, how = incident.live, incident.drain.follow, incident.resolved.how
     if incident.resolved.at is None or view is None or not view.is_live:
         return ""
-    queued = sum(m.queued or 0 for m in view.runner_types.values())
-    why = _resolved_anyway(incident)
-    if not queued or not why:
+    if how is Resolution.MANUAL:
+        why = "resolved by hand"
+    elif follow is not None and follow.ended == UNDER:
+        why = "the alert cleared and the queue fell under its thresholds"
+    elif follow is not None and follow.ended == CAPPED:
+        followed = duration(incident.resolved.at - follow.cleared_at)
+        why = f"the alert cleared; following stopped at its cap, {followed} later"
+    elif how is Resolution.ALERT:
+        why = "the alert cleared under its thresholds"
+    else:  # drained by the drain rule: what it left (within DRAIN_MAX_QUEUED) is drained
+        return ""
+    if not (queued := sum(m.queued or 0 for m in view.runner_types.values())):
         return ""
     return figure("Still queued at resolve", md.plural(round(queued), "job"), f" ({why})", bold)
 
 
-def _resolved_anyway(incident: Incident) -> str:
-    follow = incident.drain.follow
-    if incident.resolved.how is Resolution.MANUAL:
-        return "resolved by hand"
-    if follow is not None and follow.ended == UNDER:
-        return "the alert cleared and the queue fell under its thresholds"
-    if follow is not None and follow.ended == CAPPED and incident.resolved.at is not None:
-        followed = duration(incident.resolved.at - follow.cleared_at)
-        return f"the alert cleared; following stopped at its cap, {followed} later"
-    if incident.resolved.how is Resolution.ALERT:
-        return "the alert cleared under its thresholds"
-    # Drained by the drain rule: what it left (within DRAIN_MAX_QUEUED) is drained.
-    return ""
+def impact_figures(
+    incident: Incident, clock: Clock, bold: str = "*"
+) -> tuple[list[str], list[str]]:
+    """The summary's peaks, then how the queue ended: drained in, or still queued at resolve."""
+    peaks = [peak_said(peak, clock, bold) for peak in peak_figures(incident) if peak is not None]
+    ended = (drained_in(incident, bold), left_queued(incident, bold))
+    return peaks, [said for said in ended if said]
 
 
 def peak_rows(incident: Incident) -> list[str]:
     """Each runner type at its worst: the summary's, and the root's once resolved."""
     rows = []
     for name, queue in worst_first(incident.peaks.types)[:MAX_PEAK_ROWS]:
-        if said := queue_numbers(queue):
+        if said := " · ".join(type_parts(queue, bold=False)[0]):
             rows.append(f"• {md.runner_name(name) or 'all runner types'}: {said}")
     return _capped(rows, len(incident.peaks.types) - MAX_PEAK_ROWS)
 
@@ -358,9 +338,8 @@ def _capped(rows: list[str], more: int) -> list[str]:
 
 
 def root_figures(incident: Incident, head: Headline) -> list[str]:
-    """The headline's wait and queued jobs against the alert's thresholds (else the alert's
-    other values), a peak beside a number only as the same measure, at its own moment. A live
-    headline has none beside it, and says how many types were not read."""
+    """The headline's wait and queued jobs against the alert's thresholds (else the alert's other
+    values), beside the same measure's peak; a live headline says how many types were unread."""
     live, unread = head.live, ""
     queued = None if head.worst or head.queued is None else number(head.queued)
     if live is not None:
@@ -399,8 +378,8 @@ Row = tuple[str, str | None, Peak | None, list[str | None]]
 
 
 def _wait_rows(head: Headline, peaks: Peaks, against: str | None) -> list[Row]:
-    """The headline's wait, then the slowest recent start beside an oldest job's age, each beside
-    its own measure's peak (resolved: the peaks alone); `against` is said beside the first."""
+    """The headline's wait, then the slowest recent start beside an oldest job's age, each by its
+    measure's peak (resolved: the peaks alone); `against` is said beside the first."""
     if head.worst:
         return [("", None, peaks.wait, [against]), ("", None, peaks.start, [])]
     said, of_starts = wait_words(head.wait), bool(head.wait.wait_of_starts)
@@ -415,9 +394,8 @@ def _wait_rows(head: Headline, peaks: Peaks, against: str | None) -> list[Row]:
 def _against(
     threshold: float | None, over: bool | None, shown: Callable[[float], str], *, summed: int = 1
 ) -> str | None:
-    """The number against its threshold, or, from a rule that says only whether it was crossed,
-    that. A queue `summed` over several types is not what the rule holds to its threshold (a
-    type's queue is): said so, or 4 + 10 queued against 12 reads crossed."""
+    """The number against its threshold, or whether a rule crossed it. A queue `summed` over
+    several types is not what the rule holds to its threshold: said so."""
     if threshold is not None:
         return f"threshold {shown(threshold)}" + (" for a runner type" if summed > 1 else "")
     if over is None:
@@ -441,15 +419,13 @@ def queued_cell(queued: float | None) -> str:
 
 
 def point_cell(point: tuple[float | None, float | None] | None) -> str:
-    """A moment of the trend (queued, wait) in a table, "43 · 12 min", under a note that names
-    the measures (the trend keeps the minutes alone); "" where the type was not read then."""
+    """A moment of the trend (queued, wait) in a table, "43 · 12 min"; "" where not read then."""
     said = _wait_words(point[1]) if point else None
     return "" if point is None else queued_cell(point[0]) + (f" · {said[1]}" if said else "")
 
 
 def still_live_said(live: StillLive, *, thresholds: bool = True) -> str:
-    """What is still over when a Resolve asks ("11 jobs still queued (the alert's threshold is
-    0)"); without `thresholds`, as the timeline keeps it."""
+    """What is still over when a Resolve asks; without `thresholds`, as the timeline keeps it."""
     queued, each = live.queued, " for a runner type" if live.per_type else ""
     jobs = queued is not None and f"{number(queued)} job{'' if queued == 1 else 's'} still queued"
     parts = []

@@ -1,6 +1,5 @@
-"""The pilot of each runner type, as `/queue pilot` and the App Home show it, in the same words:
-its policy; on (and what it is doing), paused (by whom, why, how long ago) or off; its last act
-and what came of it. All of it is what the leader and people stored, never recomputed here."""
+"""The pilot of each runner type, as `/queue pilot` and the App Home show it: its policy, its
+state, its last act and what came of it, as stored, never recomputed here."""
 
 from __future__ import annotations
 
@@ -66,7 +65,6 @@ def _state(state: PilotState) -> str:
 
 
 def pilot_lines(incident: Incident) -> list[str]:
-    """The pilot's word on each runner type it acts on in the incident, as mrkdwn lines."""
     return [
         f"🤖 *Pilot* · `{md.runner_name(name)}`: {md.in_zone(md.escaped(line.said, 400), line.at)}"
         for name, line in sorted(incident.pilot.items())

@@ -1,8 +1,6 @@
-"""An incident's postmortem: a GitHub-flavoured Markdown write-up drafted from what was recorded.
-
-A pure function of the incident, its timeline and `now`. Its numbers are the closing summary's own
-(one set of numbers). Every outside text goes through `md_escape`, so it can neither break a table
-nor become a link, an image or HTML. Times are UTC, written out: a file has no reader's time zone.
+"""An incident's postmortem: a GitHub-flavoured Markdown write-up drafted from what was recorded,
+its numbers the closing summary's own. Every outside text goes through `md_escape`, so it can
+neither break a table nor become a link, an image or HTML.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from bot.domain.incident.incidents import (
     Event,
     Incident,
     Resolution,
-    Snapshot,
     actions_taken,
 )
 from bot.domain.queue_cost.jobs import Workflows
@@ -31,10 +28,7 @@ from bot.render.follow_ups import bought_said
 from bot.render.mrkdwn import is_linkable, truncate
 from bot.render.numbers import (
     busy_said,
-    drained_in,
-    left_queued,
-    peak_figures,
-    peak_said,
+    impact_figures,
     point_cell,
     queued_cell,
     wait_cell,
@@ -49,8 +43,7 @@ RENOTIFIED = frozenset({"updated", "notified"})  # repeats of the alert: one row
 ALL_TYPES = "all runner types"
 CLOCK = "%Y-%m-%d %H:%M"  # UTC, written out: a file has no reader's time zone
 
-# Markdown's special characters each get a backslash (CommonMark allows one before any ASCII
-# punctuation), and so do `://` and `www.`, which GitHub would turn into links.
+# A backslash before each special character, and before `://` and `www.` (GitHub would link them).
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~$@#&])")
 _AUTOLINK = re.compile(r"(?i)(:(?=//)|(?<=www)\.)")
 # What starts a block at the head of a line: a list, a setext underline, a numbered item.
@@ -90,7 +83,7 @@ def md_escape(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def utc(moment: datetime) -> str:
-    return f"{_clock(moment)} UTC"
+    return f"{moment:{CLOCK}} UTC"
 
 
 def who(user_id: str | None, name: str = "") -> str:
@@ -104,8 +97,7 @@ def safe_url(url: str) -> bool:
 
 
 def render_postmortem(incident: Incident, events: Sequence[Event], *, now: datetime) -> str:
-    """The write-up from the timeline (`events`, oldest first) and the incident's record, its
-    workflows those its postmortem's jobs listing found (`Incident.workflows`)."""
+    """The write-up from the timeline (`events`, oldest first) and the incident's record."""
     title = md_escape(incident.title)
     if incident.priority:
         title = f"{md_escape(incident.priority, 20)} · {title}"
@@ -173,20 +165,14 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
 
 
 def impact_section(incident: Incident) -> str:
-    lines = [f"- {peak_said(peak, utc, '**')}" for peak in peak_figures(incident) if peak]
-    if drained := drained_in(incident, "**"):
-        lines.append(f"- {drained}")
-    if left := left_queued(incident, "**"):
-        lines.append(f"- {left}")
-    lines += [f"- {line}" for line in cost_lines(incident, md_escape, utc)]
+    peaks, ended = impact_figures(incident, utc, "**")
+    lines = [f"- {line}" for line in [*peaks, *ended, *cost_lines(incident, md_escape, utc)]]
     parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
     return "\n\n".join(part for part in [*parts, _workflows(incident.workflows)] if part)
 
 
 def scale_ups_section(incident: Incident) -> str:
-    """Per runner type, the scale-ups by people and by the pilot, how many came up, and the
-    minutes from the alert to the first of them whose runners came ("" when none was made)."""
     rows = []
     for scaled in scale_record(incident):
         for by, acts in (("people", scaled.people), ("the pilot", scaled.pilot)):
@@ -213,43 +199,36 @@ def scale_ups_section(incident: Incident) -> str:
 
 
 def _at_peak(incident: Incident) -> str:
-    """Each runner type when the peak queue was seen, beside its own worst: the queue as it stood
-    at its height, not as it was left."""
     types = incident.peaks.types or incident.runner_types
     ranked = [name for name, _ in worst_first(types)]
     if not ranked:
         return ""
     moment = incident.peaks.moment
     then = moment.runner_types if moment is not None else {}
-    header = ["Runner type", "Most queued", "Worst wait"]
-    align = ["---", "---:", "---"]
-    if then:
+    header, align = ["Runner type", "Most queued", "Worst wait"], ["---", "---:", "---"]
+    if moment is None:  # before a reading named them, the alert's own numbers
+        head = "Runner types, " + (
+            "at their worst" if incident.peaks.types else "as the alert said"
+        )
+    elif then:
+        head = f"The queue at its peak, {utc(moment.at)}, and each runner type at its own worst"
         header[1:1], align[1:1] = ["Queued at the peak", "Wait at the peak"], ["---:", "---"]
+    else:
+        said = queued_cell(moment.numbers.max_queue_size)
+        head = (
+            f"At its peak, {utc(moment.at)}, the alert said {said} queued, naming no runner type; "
+            "each runner type at its own worst"
+        )
     rows = []
     for name in ranked:
         was, worst = then.get(name), types[name]
         at_peak = [queued_cell(was.queued), wait_cell(was)] if was is not None else ["–", "–"]
         cells = [*(at_peak if then else []), queued_cell(worst.queued), wait_cell(worst)]
         rows.append((_type(name), *cells))
-    return f"{_peak_head(incident, moment)}:\n\n{_table(header, rows, align=align, most=MAX_TYPES)}"
-
-
-def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
-    if moment is None:  # before a reading named them, the alert's own numbers
-        return "Runner types, " + (
-            "at their worst" if incident.peaks.types else "as the alert said"
-        )
-    if moment.runner_types:
-        return f"The queue at its peak, {utc(moment.at)}, and each runner type at its own worst"
-    said = queued_cell(moment.numbers.max_queue_size)
-    return (
-        f"At its peak, {utc(moment.at)}, the alert said {said} queued, naming no runner type; "
-        "each runner type at its own worst"
-    )
+    return f"{head}:\n\n{_table(header, rows, align=align, most=MAX_TYPES)}"
 
 
 def _at_last_reading(incident: Incident) -> str:
-    """The runner types as the metrics backend last read them: where the incident left them."""
     live = incident.live
     if live is None or not live.is_live or not live.runner_types:
         return ""
@@ -269,8 +248,6 @@ def _type(name: str) -> str:
 
 
 def _workflows(seen: Workflows | None) -> str:
-    """The workflows behind the incident's runner types, as its postmortem's jobs listing found
-    them (nothing before a postmortem read one)."""
     if seen is None:
         return ""
     if seen.unknown:
@@ -299,7 +276,7 @@ def _workflows(seen: Workflows | None) -> str:
 
 
 def _timeline(incident: Incident, events: Sequence[Event]) -> str:
-    """One row per event; a run of the alert's re-notifications is one row saying how many."""
+    """A run of the alert's re-notifications is one row saying how many."""
     rows: list[tuple[str, str, str]] = []
     run: list[Event] = []
     for event in [*events, None]:
@@ -307,14 +284,14 @@ def _timeline(incident: Incident, events: Sequence[Event]) -> str:
             run.append(event)
             continue
         if len(run) == 1:
-            rows.append((_clock(run[0].at), "The alert was re-notified", ""))
+            rows.append((f"{run[0].at:{CLOCK}}", "The alert was re-notified", ""))
         elif run:
-            when = f"{_clock(run[0].at)} – {_clock(run[-1].at)}"
+            when = f"{run[0].at:{CLOCK}} – {run[-1].at:{CLOCK}}"
             rows.append((when, f"The alert was re-notified {len(run)} times", ""))
         run.clear()
         if event is not None:
             by = who(event.actor, event.actor_name) if event.actor else ""
-            rows.append((_clock(event.at), md_escape(event.text), by))
+            rows.append((f"{event.at:{CLOCK}}", md_escape(event.text), by))
     parts = ["## Timeline", "_Nothing was recorded on the timeline._"]
     if rows:
         left_out = len(rows) - MAX_TIMELINE
@@ -324,10 +301,6 @@ def _timeline(incident: Incident, events: Sequence[Event]) -> str:
         lines = [f"- {replies.put_back_said(p, _type, utc)}" for p in incident.put_backs]
         parts.append("Still to put back:\n\n" + "\n".join(lines))
     return "\n\n".join(parts)
-
-
-def _clock(moment: datetime) -> str:
-    return moment.strftime(CLOCK)
 
 
 def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
@@ -346,8 +319,7 @@ def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
             parts.append("  \n".join(lines))
     if runs:
         said = [
-            f"- {_clock(e.at)} UTC, by {who(e.actor, e.actor_name)}: {md_escape(e.text)}"
-            for e in runs
+            f"- {utc(e.at)}, by {who(e.actor, e.actor_name)}: {md_escape(e.text)}" for e in runs
         ]
         parts.append(
             "Diagnostics were run (each report, with every check, is in the incident's "
@@ -357,9 +329,8 @@ def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
 
 
 def _queue_over_time(incident: Incident, events: Sequence[Event]) -> str:
-    """The series the thread's chart draws, at most MAX_CHART_ROWS rows of them: a reading
-    that repeats the one before it is no row (the drain checks' 0, 0, 0: the first says when);
-    the opening, the peak, the reading after each action and the last change are always rows."""
+    """The series the thread's chart draws in at most MAX_CHART_ROWS rows: a reading that repeats
+    the one before it is no row; the opening, the peak and the reading after each action are."""
     data = incident_chart(incident)
     series, times = data.series, data.times
     if not series:
@@ -385,9 +356,8 @@ def _queue_over_time(incident: Incident, events: Sequence[Event]) -> str:
 
 
 def _moments(times: list[float], peak: datetime | None, acted: Sequence[datetime]) -> list[float]:
-    """`times` evenly sampled, with the peak's reading (the last at or before it: a repeat of
-    it is no row) and the first reading at or after each action in place of the nearest
-    others, the first and the last always kept."""
+    """`times` evenly sampled, with the peak's reading (the last at or before it) and the first
+    reading at or after each action in place of the nearest others; the first and last kept."""
     picks = list(sampled(times, MAX_CHART_ROWS))
     musts = [max((t for t in times if t <= peak.timestamp()), default=times[0])] if peak else []
     musts += [
@@ -415,8 +385,7 @@ def _table(
     most: int = 0,
     of: str = " runner types",
 ) -> str:
-    """A GitHub table; every cell is already escaped (`md_escape` escapes `|`). Past `most` rows,
-    a last one says how many more were left out."""
+    """A GitHub table of cells already escaped; past `most` rows, one says how many more."""
     if most and len(rows) > most:
         rows = [*rows[:most], (f"+{len(rows) - most} more{of}", *[""] * (len(header) - 1))]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align or ["---"] * len(header)) + "|"]

@@ -1,6 +1,5 @@
-"""`/queue`'s overview: the live queue by runner type (`bot.render.numbers`' lines) under the
-reading it comes from, and the open incidents with their roots' numbers.
-"""
+"""`/queue`'s overview: the live queue by runner type, and the open incidents with their roots'
+numbers."""
 
 from __future__ import annotations
 
@@ -73,7 +72,7 @@ def open_incidents(
     head: str, here: list[Incident], elsewhere: list[Incident], *, numbers: bool = True
 ) -> str:
     """The open incidents of this channel under `head`, and a line for those in other channels;
-    without `numbers` when `head` is a live reading (an older one beside it would disagree)."""
+    without `numbers` under a live reading (an older one beside it would disagree)."""
     others = ""
     if elsewhere:
         shown = _channels({i.channel for i in elsewhere if i.channel})

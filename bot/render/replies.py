@@ -30,21 +30,10 @@ from bot.domain.scale.put_back_seen import Back, Landed
 from bot.domain.scale.scale_ups import Outcome, ScaleUp
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
+from bot.render import numbers
 from bot.render.chart import chart_block, incident_chart
 from bot.render.cost import cost_lines
 from bot.render.follow_ups import OUTCOME_ICONS, back_said, outcome_said, record_said, seen_said
-from bot.render.numbers import (
-    drained_in,
-    gone_lines,
-    left_queued,
-    peak_figures,
-    peak_rows,
-    peak_said,
-    source_note,
-    status_figures,
-    type_changes,
-    type_lines,
-)
 
 MAX_TIMELINE = 20
 NO_NUMBERS = "_No queue numbers in the alert._"
@@ -89,8 +78,7 @@ def incident_ref(incident: Incident) -> str:
 
 
 def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
-    """What follows "Resolved": who for a responder (mentioned only in an edited root, which
-    notifies nobody), how for the source."""
+    """What follows "Resolved": who (mentioned only in an edited root, which notifies nobody)."""
     if incident.resolved.how is Resolution.MANUAL and incident.resolved.by:
         if mentions:
             return f"by {md.mention(incident.resolved.by)}"
@@ -108,8 +96,7 @@ _FOLLOW_ENDED = {
 
 
 def followed_how(incident: Incident) -> str:
-    """ "alert cleared, queue drained 4 min later": how a queue followed after its alert cleared
-    ended; "" for any other resolve."""
+    """ "alert cleared, queue drained 4 min later": how a queue followed after its alert ended."""
     follow, ended = incident.drain.follow, incident.resolved.at
     if follow is None or ended is None or follow.ended not in _FOLLOW_ENDED:
         return ""
@@ -143,7 +130,7 @@ def title_text(incident: Incident) -> str:
 
 class StatusShown(BaseModel):
     """A status the tick decided, rendered by the sender when it posts (a waiting status is
-    these few bytes, not its blocks); `previous`: the posted status it is compared with."""
+    these few bytes, not its blocks)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -163,25 +150,14 @@ class StatusShown(BaseModel):
 
 
 def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
-    """A status reply as the sender posts it, from the live view as it is then, headline too:
-    one reply never shows two readings. Its title and age stay the tick's (never one minute
-    twice)."""
+    """A status reply from the live view as it is when posted (one reply never shows two
+    readings); its title and age stay the tick's."""
     view = incident.live if shown.live else None
-    current, drain, since = shown.current, shown.drain, shown.since
-    if view is not None and view.is_live and view.at != current.at:
+    said = {name: value for name, value in shown if name != "live"}
+    if view is not None and view.is_live and view.at != shown.current.at:
         # What was decided of the older reading (drained so far, quiet since) is not said of it.
-        current, drain, since = as_snapshot(incident, view, view.at), None, None
-    return render_status(
-        incident,
-        previous=shown.previous,
-        current=current,
-        now=now,
-        view=view,
-        drain=drain,
-        since=since,
-        chart=shown.chart,
-        at=shown.current.at,
-    )
+        said |= {"current": as_snapshot(incident, view, view.at), "drain": None, "since": None}
+    return render_status(incident, now=now, view=view, at=shown.current.at, **said)
 
 
 def render_status(
@@ -197,24 +173,23 @@ def render_status(
     at: datetime | None = None,
 ) -> Rendered:
     """The numbers now and their change since the previous status. `drain` is (checks that found
-    it drained, checks needed); `since` marks a quiet status edited in place; `at` is the moment
-    it is titled and aged by (the current snapshot's unless said)."""
+    it drained, checks needed); `since` marks a quiet status edited in place."""
     live = view if view is not None and view.is_live else None
     at = at or current.at
     age = _age_line(incident, at, now)
     blocks = [md.section(f"*📊 Status update · {md.time_of(at)}*\n{age}")]
-    headline, said = status_figures(current, previous)
+    headline, said = numbers.status_figures(current, previous)
     if headline:
         blocks.append(md.fields(headline))
     elif not current.runner_types and live is None:
         blocks.append(md.section(NO_NUMBERS))
     if live is not None:
-        lines = type_lines(live, incident.trend)
-        lines += gone_lines(previous, live.runner_types)[:5]
+        lines = numbers.type_lines(live, incident.trend)
+        lines += numbers.gone_lines(previous, live.runner_types)[:5]
         blocks.append(md.section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
-    elif rows := type_changes(current, previous):
+    elif rows := numbers.type_changes(current, previous):
         blocks.append(md.section("*By runner type*\n" + "\n".join(rows)))
-    notes = [source_note(view)] if view is not None else []
+    notes = [numbers.source_note(view)] if view is not None else []
     if drain is not None and drain[0] > 0:
         notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
     if since is not None:
@@ -226,7 +201,6 @@ def render_status(
 
 
 def _age_line(incident: Incident, at: datetime, now: datetime) -> str:
-    """Open, its age at `at`: the status's moment, a minute on from the last status's."""
     if incident.is_open and incident.drain.follow is not None:
         cleared = _age(at - incident.drain.follow.cleared_at)
         line = f"⏳ Alert cleared *{cleared}* ago: following until the queue drains"
@@ -234,7 +208,7 @@ def _age_line(incident: Incident, at: datetime, now: datetime) -> str:
         line = f"Firing for *{_age(at - incident.started_at)}*"
     else:
         took = duration((incident.resolved.at or now) - incident.started_at)
-        line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
+        line = " ".join(filter(None, ("✅ Resolved", resolved_how(incident), f"after *{took}*")))
     if incident.silence is not None:
         line += f" · 🔕 silenced until {md.time_of(incident.silence.until)}"
     if incident.acknowledged.by:
@@ -252,19 +226,20 @@ def _age(span: timedelta) -> str:
 def render_summary(
     incident: Incident, events: Sequence[Event], *, now: datetime, chart: bool = False
 ) -> Rendered:
-    """How long, how bad, how it ended, who did what (events oldest first); its chart unless the
-    last status drew the same one (`chart`: whatever the last status)."""
+    """How long, how bad, how it ended, who did what; its chart unless the last status drew it."""
     took = duration((incident.resolved.at or now) - incident.started_at)
     incident_id = md.escape(incident.id)
     if incident.is_open:
         head = f"🔴 *Incident {incident_id} still firing*"
     else:
-        head = _join(f"✅ *Incident {incident_id} resolved*", resolved_how(incident))
+        head = " ".join(
+            filter(None, (f"✅ *Incident {incident_id} resolved*", resolved_how(incident)))
+        )
     blocks = [
         md.section(f"{head}\n{md.truncate(title_text(incident), 500)}"),
         md.fields(_summary_fields(incident, took, events)),
     ]
-    if peaks := peak_rows(incident):
+    if peaks := numbers.peak_rows(incident):
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     if cost := cost_lines(incident, md.escape, md.time_of):
         blocks.append(md.section("\n".join(f"💸 {line}" for line in cost)))
@@ -300,7 +275,6 @@ SILENCE_ENDED = "🔕 Its silence was ended at resolve: if the alert fires again
 
 
 def _ended_at_resolve(incident: Incident, events: Sequence[Event]) -> bool:
-    """The silence watch ended the incident's silence at its resolve (nobody did: no actor)."""
     ended = incident.resolved.at
     return ended is not None and any(
         e.kind == "unsilenced" and e.actor is None and e.at >= ended for e in events
@@ -308,8 +282,7 @@ def _ended_at_resolve(incident: Incident, events: Sequence[Event]) -> bool:
 
 
 def _silence_said(incident: Incident, silence: ActiveSilence) -> str:
-    """The silence made from Slack: ended with the incident (the silence watch expires it as it
-    resolves), or still in force, and why."""
+    """The silence made from Slack: ended with the incident, or still in force, and why."""
     which = f"{md.escape(silence.backend)} silence `{md.escaped(silence.silence_id, 80)}`"
     removes = f"`/queue unsilence {md.escape(incident.id)}` removes it."
     until = md.slack_date(silence.until)
@@ -330,8 +303,8 @@ def _silence_said(incident: Incident, silence: ActiveSilence) -> str:
 def summaries(
     incident: Incident, events: Sequence[Event], *, now: datetime
 ) -> tuple[Rendered, Rendered | None]:
-    """The summary, and, when it leaves out the chart the last status drew, the summary with it:
-    what it says instead if that status gave way to it before it was posted."""
+    """The summary, and, where it leaves out the chart the last status drew, the summary with it
+    (for when that status gave way to it before it was posted)."""
     summary = render_summary(incident, events, now=now)
     if not chart_drawn(incident, incident.shown.charted_at):
         return summary, None
@@ -345,8 +318,7 @@ def _chart(incident: Incident) -> list[dict[str, Any]]:
 
 
 def put_back_said(up: ScaleUp, escaped: Callable[[str], str], at: Callable[[datetime], str]) -> str:
-    """ "linux.2xlarge maxRunners 30 goes back to 20 once its queue has stayed drained 30 min
-    (at the latest 14:05)": what the thread's own put-back reply will say was done."""
+    """ "linux.2xlarge maxRunners 30 goes back to 20 once … (at the latest 14:05)"."""
     before = "unset" if up.back_to is None else str(up.back_to)
     line = f"{escaped(up.runner_type)} {escaped(up.field)} {up.back_from} "
     line += f"goes back to {before}" + (f" {escaped(up.back_when)}" if up.back_when else "")
@@ -354,12 +326,8 @@ def put_back_said(up: ScaleUp, escaped: Callable[[str], str], at: Callable[[date
 
 
 def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:
-    peaks = [peak_said(peak, md.time_of) for peak in peak_figures(incident) if peak is not None]
-    items = [f"Duration: *{took}*", *(peaks or [NO_NUMBERS])]
-    if drained := drained_in(incident):
-        items.append(drained)
-    if left := left_queued(incident):
-        items.append(left)
+    peaks, ended = numbers.impact_figures(incident, md.time_of)
+    items = [f"Duration: *{took}*", *(peaks or [NO_NUMBERS]), *ended]
     if incident.acknowledged.by:
         owner = md.person(incident.acknowledged.by, incident.acknowledged.name)
         items.append(f"Acknowledged by {owner}")
@@ -393,80 +361,74 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
 
 
 def render_act(incident: Incident, scaled: Event) -> Rendered:
-    """A scale-up's own reply as it stands, to edit it in place: its line, what came of its
-    runners (`came_said`, as its follow-up kept it), then the pilot's buttons, or, its record
-    ended, what became of it in their place."""
+    """A scale-up's own reply as it stands, what came of its runners below its line."""
     up = scaled.scale
     assert up is not None, "a scale-up's event"
-    rendered = render_event(incident, scaled, detail=up.detail)
     if not up.came_said:
-        return rendered
-    return _followed(rendered, md.in_zone(md.escaped(up.came_said, 2000), up.seen_at or scaled.at))
+        return render_event(incident, scaled, detail=up.detail)
+    came = md.in_zone(md.escaped(up.came_said, 2000), up.seen_at or scaled.at)
+    return _followed(incident, scaled, [came], detail=up.detail)
 
 
 def pilot_buttons(ref: str, done: ScaleUp, at: datetime) -> dict[str, Any]:
-    """Undo (puts the act back at once and pauses the pilot) and Pause pilot, under its act.
-    Their value names the act: where it was made (`ref`: an incident's, or `WARNING_REF` and an
-    early warning's uid), its time, its runner type (last: any text)."""
+    """Undo and Pause pilot under its act; their value names where it was made (`ref`), its time
+    and its runner type (last: any text)."""
     value = f"{ref}|{at.isoformat()}|{done.runner_type}"[: md.MAX_BUTTON_VALUE]
-    undo = md.button("Undo", PILOT_UNDO, value) | {"confirm": _undo_confirm(done)}
-    return md.actions([undo, md.button("Pause pilot", PILOT_PAUSE, value)])
-
-
-def _undo_confirm(done: ScaleUp) -> dict[str, Any]:
-    back = f"{done.field} back to {done.before}" if done.field and done.before is not None else ""
-    body = (
-        f"Put the pilot's +{done.added} on {done.runner_type} back now{': ' + back if back else ''}"
+    back = f": {done.field} back to {done.before}" if done.field and done.before is not None else ""
+    then = (
+        f"Put the pilot's +{done.added} on {done.runner_type} back now{back}, and pause its pilot"
     )
-    then = f"{body}, and pause its pilot until someone resumes it."
-    return md.confirm("Undo the pilot's act?", then, "Undo", "Keep it")
-
-
-def _join(*parts: str) -> str:
-    return " ".join(part for part in parts if part)
+    asked = md.confirm(
+        "Undo the pilot's act?", f"{then} until someone resumes it.", "Undo", "Keep it"
+    )
+    undo = md.button("Undo", PILOT_UNDO, value) | {"confirm": asked}
+    return md.actions([undo, md.button("Pause pilot", PILOT_PAUSE, value)])
 
 
 def render_outcome(
     incident: Incident, scaled: Event, detail: str, outcome: Outcome, *, edit: bool
 ) -> Rendered:
-    """The outcome under the scale-up's own reply as it was (`detail`: what followed its event),
-    to edit it in place; else a reply of its own."""
+    """The outcome under the scale-up's own reply (`edit`), else a reply of its own."""
     assert scaled.scale is not None, "a scale-up's event"
     said = outcome_said(scaled.scale, outcome, md.escape, md.time_of)
-    line = f"{OUTCOME_ICONS[outcome.came]} {said}"
-    if not edit:
-        plain = md.escape(outcome_said(scaled.scale, outcome))
-        return md.rendered(f"Incident {md.escape(incident.id)}: {plain}", [md.section(line)])
-    return _followed(render_event(incident, scaled, detail=detail), line)
+    alone = None if edit else outcome_said(scaled.scale, outcome)
+    return _followed(
+        incident, scaled, [f"{OUTCOME_ICONS[outcome.came]} {said}"], detail=detail, alone=alone
+    )
 
 
 def render_seen(incident: Incident, silenced: Event, detail: str, seen: Seen) -> Rendered:
-    """The silence's reply, what its backend showed just after it was made on a line below."""
     line = f"{OUTCOME_ICONS[seen.holds]} {seen_said(seen, md.escape, md.time_of)}"
-    return _followed(render_event(incident, silenced, detail=detail), line)
+    return _followed(incident, silenced, [line], detail=detail)
 
 
 def render_back_seen(
     incident: Incident, put_back: Event, seen: list[tuple[Back, Landed]], spares: str, *, edit: bool
 ) -> Rendered:
-    """Where the runners of a put-back went, under its own reply as it was, to edit it in place;
-    else a reply of its own."""
+    """Where the runners of a put-back went, under its own reply (`edit`), else a reply alone."""
     lines = [
         f"{OUTCOME_ICONS[landed.back]} "
         + back_said(back, landed, put_back.at, spares, md.escape, md.time_of)
         for back, landed in seen
     ]
-    if edit:
-        return _followed(render_event(incident, put_back), *lines)
-    plain = "; ".join(back_said(back, landed, put_back.at, spares) for back, landed in seen)
-    text = f"Incident {md.escape(incident.id)}: {md.escape(plain)}"
-    return md.rendered(text, [md.section(line) for line in lines])
+    alone = "; ".join(back_said(b, landed, put_back.at, spares) for b, landed in seen)
+    return _followed(incident, put_back, lines, alone=None if edit else alone)
 
 
-def _followed(before: Rendered, *lines: str) -> Rendered:
-    """`lines` under the reply's own, above its buttons or the line that took their place (the
-    pilot's Undo, or why it is gone, stays last)."""
-    last = ("actions", "context")
+def _followed(
+    incident: Incident,
+    event: Event,
+    lines: list[str],
+    *,
+    detail: str = "",
+    alone: str | None = None,
+) -> Rendered:
+    """`lines` under the event's reply, above its buttons or the line that took their place (the
+    pilot's Undo, or why it is gone, stays last); with `alone`, a reply of their own saying it."""
+    if alone is not None:
+        text = f"Incident {md.escape(incident.id)}: {md.escape(alone)}"
+        return md.rendered(text, [md.section(line) for line in lines])
+    before, last = render_event(incident, event, detail=detail), ("actions", "context")
     said = [b for b in before.blocks if b.get("type") not in last]
     buttons = [b for b in before.blocks if b.get("type") in last]
     return md.rendered(before.text, [*said, *(md.section(line) for line in lines), *buttons])

@@ -1,9 +1,6 @@
 """An incident's root message: its dashboard, re-rendered and edited in place after every change.
-
 Its times are Slack date tokens each client renders, so an unchanged rendering skips the edit.
-Only the owner is mentioned; everyone else is named with `person`. The silence select has no value
-of its own, so the incident's reference also rides in the facts' block_id (`incident_ref_of`).
-Its Resolve asks first while the queue is still live (`render_still_live`, `_confirm`).
+The silence select has no value of its own: the incident's reference rides in a block_id too.
 """
 
 from __future__ import annotations
@@ -21,16 +18,7 @@ from bot.domain.reading.judgement import DRAIN_TARGET_MINS
 from bot.domain.shortened import one_line
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
-from bot.render import replies
-from bot.render.numbers import (
-    MAX_RUNNER_ROWS,
-    head_figures,
-    peak_rows,
-    root_figures,
-    source_note,
-    still_live_said,
-    type_lines,
-)
+from bot.render import numbers, replies
 from bot.render.pilot import pilot_lines
 
 ACTIONS_BLOCK_ID = "incident_actions"
@@ -56,8 +44,7 @@ def render_root(
     mentions: bool = True,
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> Rendered:
-    """Block Kit has no colours: "turning green" is the ✅ and the actions going away. The first
-    post (`mentions=False`) notifies the channel, so only later edits mention the owner."""
+    """The first post (`mentions=False`) notifies the channel: later edits mention the owner."""
     live = shown_live(incident)
     head = headline(incident)
     status = "\n".join(filter(None, [_status_line(incident, mentions), _responders(incident)]))
@@ -68,23 +55,22 @@ def render_root(
     summary = dict.fromkeys([incident.summary.strip(), incident.description.strip()])
     if summary := [md.escaped(part, 1000) for part in summary if part]:
         blocks.append(md.section("\n".join(summary)))
-    if numbers := root_figures(incident, head):
+    if figures := numbers.root_figures(incident, head):
         label = _headline_label(incident, head)
-        blocks.append(md.fields(numbers, more="+{n} more values", text=label))
+        blocks.append(md.fields(figures, more="+{n} more values", text=label))
     if live is not None:
-        lines = type_lines(live, incident.trend) or ["_No runner type is queueing._"]
+        lines = numbers.type_lines(live, incident.trend) or ["_No runner type is queueing._"]
         blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
-        if (live.note or live.paced_s) and incident.is_open:
-            blocks.append(md.context([md.truncate(source_note(live), 2000)]))
-    elif not incident.is_open and (peaks := peak_rows(incident)):
+    elif not incident.is_open and (peaks := numbers.peak_rows(incident)):
         # The summary's record, not the alert's last numbers beside the peaks above.
         blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     elif incident.runner_types:
         blocks.append(md.section(_runner_listing(incident, now, within_mins)))
-    stopped = incident.live
-    if live is None and stopped is not None and stopped.note and incident.is_open:
-        # The live numbers stopped (the backend failed, GitHub's quota is spent): why.
-        blocks.append(md.context([md.truncate(source_note(stopped), 2000)]))
+    # The reading's word on its numbers, or why the live numbers stopped (GitHub's quota is spent).
+    noted = live if live is not None else incident.live
+    paced = live is not None and live.paced_s
+    if incident.is_open and noted is not None and (noted.note or paced):
+        blocks.append(md.context([md.truncate(numbers.source_note(noted), 2000)]))
     if incident.cause.said.strip():
         said = md.escape(one_line(incident.cause.said))
         cause = md.truncate(md.in_zone(said, incident.updated_at), 600)
@@ -111,7 +97,6 @@ def render_root(
 
 
 def incident_ref_of(message: dict[str, Any]) -> str | None:
-    """The incident reference of a root message as Slack echoes it in an action payload."""
     for block in message.get("blocks") or ():
         block_id = block.get("block_id") if isinstance(block, dict) else None
         if isinstance(block_id, str) and block_id.startswith(INCIDENT_BLOCK_PREFIX):
@@ -169,8 +154,7 @@ def _responders(incident: Incident) -> str:
 
 
 def _headline_label(incident: Incident, head: Headline) -> str:
-    """Where the headline's numbers come from, and when: one source at a time, so the root never
-    shows the alert's 97 minutes over a live line of 114."""
+    """Where the headline's numbers come from, and when: one source at a time."""
     if head.live is not None:
         source = md.escape(source_name(head.live.source))
         return f"*Now* · live from {source} at {md.time_of(head.live.at)}"
@@ -184,13 +168,11 @@ def _headline_label(incident: Incident, head: Headline) -> str:
 
 
 def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> str:
-    """The alert's runner types, in the live reading's words, and while it fires the judgement of
-    its numbers (the one the form and diagnostics give for them)."""
     view = alert_fleet(incident, now=now, within_mins=within_mins)
     if not incident.is_open:  # resolved: nothing to advise
         unjudged = {n: m.model_copy(update={"judged": None}) for n, m in view.runner_types.items()}
         view = view.model_copy(update={"runner_types": unjudged})
-    lines = type_lines(view, incident.trend, top=MAX_RUNNER_ROWS)
+    lines = numbers.type_lines(view, incident.trend, top=numbers.MAX_RUNNER_ROWS)
     return "*Runner types* (worst first)\n" + "\n".join(lines)
 
 
@@ -208,8 +190,7 @@ def _source(incident: Incident) -> str:
 
 
 def _links(incident: Incident) -> list[str]:
-    """One context element per link, so a long Grafana silence URL cannot crowd out the others.
-    The silence link is Grafana's form; when the incident was silenced elsewhere, it says so."""
+    """One context element per link, so a long Grafana silence URL cannot crowd out the others."""
     links = incident.links
     made = incident.silence.backend if incident.silence else ""
     silence = "🔕 Silence in Grafana"
@@ -248,7 +229,10 @@ def _actions(incident: Incident, ref: str) -> dict[str, Any]:
             "action_id": "incident_silence",
             "placeholder": md.plain("Silence…"),
             "option_groups": [
-                {"label": md.plain(label), "options": _silence_options(suffix)}
+                {
+                    "label": md.plain(label),
+                    "options": [md.option(said, f"{s}{suffix}") for s, said in SILENCE_OPTIONS],
+                }
                 for label, suffix in groups
             ],
         }
@@ -261,12 +245,7 @@ def _actions(incident: Incident, ref: str) -> dict[str, Any]:
     return md.actions(elements, ACTIONS_BLOCK_ID)
 
 
-def _silence_options(suffix: str) -> list[dict[str, Any]]:
-    return [{"text": md.plain(said), "value": f"{s}{suffix}"} for s, said in SILENCE_OPTIONS]
-
-
 def _confirm(incident: Incident) -> dict[str, Any]:
-    """While the queue is still live, what is (current: the root is rendered on every change)."""
     closes = "closes the incident and stops its status updates. " + (
         "Its alert cleared already: nothing reopens it."
         if incident.drain.follow is not None
@@ -274,18 +253,17 @@ def _confirm(incident: Incident) -> dict[str, Any]:
     )
     text, confirm = f"This {closes}", "Resolve"
     if (live := still_live(incident)) is not None:
-        said = f"Still live: {still_live_said(live)}, and the alert is still firing."
+        said = f"Still live: {numbers.still_live_said(live)}, and the alert is still firing."
         text, confirm = f"{said} Resolving anyway {closes}", "Resolve anyway"
     asked = md.confirm(f"Resolve incident {incident.id}?", text, confirm, "Cancel")
     return asked | {"style": "danger"}
 
 
 def render_still_live(incident: Incident, live: StillLive) -> Rendered:
-    """A Resolve's answer while the queue is still live: a button, and a command for those who
-    typed one."""
-    incident_id = md.escape(incident.id)
+    """A Resolve's answer while the queue is still live: a button, and the command to type."""
+    incident_id, still = md.escape(incident.id), numbers.still_live_said(live)
     text = (
-        f"Incident {incident_id} is still live: {still_live_said(live)} and the alert is still "
+        f"Incident {incident_id} is still live: {still} and the alert is still "
         f"firing. Resolve it anyway? The button below, or `/queue resolve {incident_id} anyway`."
     )
     ref = replies.incident_ref(incident)
@@ -298,5 +276,5 @@ def _fallback(incident: Incident, head: Headline) -> str:
     title = md.truncate(replies.title_text(incident), 200)
     if not incident.is_open:
         return f"✅ Resolved: {title}"
-    shown = ", ".join(head_figures(head))
+    shown = ", ".join(numbers.head_figures(head))
     return f"🔴 {title}: {shown}" if shown else f"🔴 {title}"

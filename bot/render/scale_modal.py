@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-from bot.domain.reading.judgement import Judgement
 from bot.domain.scale.scaling import Capacity, ScaleOwner, ScalePreview
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
@@ -33,8 +32,7 @@ MAX_OPTION_VALUE = 150
 
 @dataclass(frozen=True)
 class ScaleForm:
-    # A form another release opened keeps the fields this one knows: a field it adds is left
-    # out, so a rollback or upgrade does not lose the forms open meanwhile.
+    # A form another release opened (a rollback, an upgrade) keeps the fields this one knows.
     __pydantic_config__ = ConfigDict(extra="ignore")
 
     ref: str
@@ -44,8 +42,7 @@ class ScaleForm:
     raise_maximum: bool = False
     keep: bool = False  # not put back when the incident resolves
     warning: str = ""  # from an early warning: its uid (`ref` is then empty)
-    # What the form filled in when it opened (0: nothing; None: not known, nothing read in
-    # time), for the review to compare the advice now with.
+    # What the form filled in when it opened (0: nothing; None: nothing read in time).
     advised: int | None = None
 
     def dump(self) -> str:
@@ -63,7 +60,6 @@ _FORM = TypeAdapter(ScaleForm)
 
 
 def scale_about(owner: ScaleOwner, runner_type: str) -> str:
-    """Where the confirmed scale-up is recorded, said under the review."""
     if owner.warning is not None:
         return f"Early warning for {md.escaped(runner_type, 200)} · shown on its message"
     incident_id = owner.incident.id if owner.incident is not None else ""
@@ -73,8 +69,7 @@ def scale_about(owner: ScaleOwner, runner_type: str) -> str:
 def render_scale_form(
     form: ScaleForm, owner: ScaleOwner, preview: ScalePreview | None
 ) -> dict[str, Any]:
-    """Step one. `preview` is None while the capacity is read (the modal opens first: Slack's
-    trigger expires in 3 seconds): no input then, and nothing to submit."""
+    """Step one; `preview` is None while the capacity is read (Slack's trigger expires in 3 s)."""
     about = ""
     if (warned := owner.warning) is not None:
         # Its words are an older reading's: the numbers below are the reading the advice is.
@@ -86,22 +81,19 @@ def render_scale_form(
     if preview is None:
         waiting = md.context(["Reading the current capacity and the latest advice…"])
         return _modal(SCALE_VIEW, form, [heading, waiting], submit="")
-    options = [
-        {"text": md.plain(name), "value": name}
-        for name in owner.choices[:MAX_OPTIONS]
-        if len(name) <= MAX_OPTION_VALUE
-    ]
+    names = owner.choices[:MAX_OPTIONS]
+    options = [md.option(name, name) for name in names if len(name) <= MAX_OPTION_VALUE]
     chosen = next((o for o in options if o["value"] == form.runner_type), options[0])
     blocks: list[dict[str, Any]] = [heading]
-    if (reading := _reading(preview.recommended)) is not None:
-        blocks.append(md.context([reading]))
+    if (advice := preview.recommended) is not None:  # the reading the advice below is
+        said = " · ".join(part for part in (*judged_parts(advice), advice.heading) if part)
+        at = md.time_of(advice.at.astimezone(UTC))
+        blocks.append(md.context([f"The fleet at {at}: {said or 'no numbers'}"]))
     capacity = preview.capacity
     now = f"_{md.escape(preview.capacity_note)}_"
     if capacity is not None:
         now = f"Now: {md.escape(capacity.describe())}"
-    select = {"type": "static_select", "action_id": VALUE, "options": options}
-    # The amount is pre-filled with the default; with none it is empty and required, so nobody
-    # submits a number nobody advised.
+    # Without a default the amount is empty and required: nobody submits a number nobody advised.
     amount = {"type": "number_input", "action_id": VALUE, "is_decimal_allowed": False}
     amount["min_value"] = "1"
     if (delta := preview.default.delta) is not None:
@@ -109,27 +101,28 @@ def render_scale_form(
     else:
         amount["placeholder"] = md.plain("None advised: type how many to add anyway", 150)
     blocks += [
-        _input(TYPE_BLOCK, "Runner type", select | {"initial_option": chosen}),
+        _input(TYPE_BLOCK, "Runner type", _choice("static_select", options, chosen)),
         _input(
             AMOUNT_BLOCK, "Runners to add", amount, f"At most +{preview.target.cap} per request."
         ),
         md.context([now, *_advice_lines(preview)]),
     ]
-    # Raising the maximum instead of the floor is offered where the backend can (ARC), unless
-    # the target has no maximum to raise.
     if preview.can_raise_maximum and (capacity is None or capacity.maximum is not None):
         blocks += _raise_maximum_choice(preview)
     blocks += _managed(preview)
     if preview.revert_after_s is not None and not preview.cannot_undo:
         after = "the warning" if form.warning else "the incident"
-        keep = {
-            "type": "checkboxes",
-            "action_id": VALUE,
-            "options": [{"text": md.plain(f"Keep it after {after}"), "value": KEEP}],
-        }
+        keep = _choice("checkboxes", [md.option(f"Keep it after {after}", KEEP)])
         hint = f"Unless kept, the scale-up is put back {_plan(preview)}."
         blocks.append(_input(KEEP_BLOCK, f"After {after}", keep, hint) | {"optional": True})
     return _modal(SCALE_VIEW, form, blocks, submit="Review")
+
+
+def _choice(
+    kind: str, options: list[dict[str, Any]], chosen: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    made = {"type": kind, "action_id": VALUE, "options": options}
+    return made | {"initial_option": chosen} if chosen else made
 
 
 def _input(block_id: str, label: str, element: dict[str, Any], hint: str = "") -> dict[str, Any]:
@@ -140,7 +133,6 @@ def _input(block_id: str, label: str, element: dict[str, Any], hint: str = "") -
 
 
 def _advice_lines(preview: ScalePreview) -> list[str]:
-    """The advice in the words every surface shows, and what the form made of it."""
     advice, default, cap = preview.recommended, preview.default, preview.target.cap
     if advice is None:
         return ["No reading of this runner type to advise from: type how many runners to add."]
@@ -159,15 +151,6 @@ def _advice_lines(preview: ScalePreview) -> list[str]:
         most = f"Filled in: +{default.delta}, the most the target takes now"
         return [said, f"{most}: {md.escape(default.limited)}."]
     return [said]
-
-
-def _reading(advice: Judgement | None) -> str | None:
-    """The reading the advice below is, in the words every surface uses for it."""
-    if advice is None:
-        return None
-    parts = [*judged_parts(advice), advice.heading]
-    said = " · ".join(part for part in parts if part)
-    return f"The fleet at {md.time_of(advice.at.astimezone(UTC))}: {said or 'no numbers'}"
 
 
 def render_scale_confirm(
@@ -201,8 +184,8 @@ def render_scale_confirm(
 
 
 def _against_advice(form: ScaleForm, preview: ScalePreview) -> list[dict[str, Any]]:
-    """The advice now, said and offered where it moved or differs from what was typed; where new
-    pods cannot start, more runners would wait the same, and that is said whatever was typed."""
+    """The advice now, offered where it moved or differs from what was typed; that new pods
+    cannot start is said whatever was typed."""
     advice = preview.recommended
     if advice is None:
         return []
@@ -226,7 +209,6 @@ def _against_advice(form: ScaleForm, preview: ScalePreview) -> list[dict[str, An
 
 
 def _after(form: ScaleForm, can_raise_maximum: bool, capacity: Capacity) -> str:
-    """The value that changes, before → after, named as the thread's reply will name it."""
     if form.raise_maximum and capacity.maximum is not None:
         return f"maxRunners {capacity.maximum} → {capacity.maximum + form.delta}"
     if can_raise_maximum and capacity.minimum is not None:
@@ -256,8 +238,8 @@ def _managed(preview: ScalePreview) -> list[dict[str, Any]]:
 
 def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
     capacity, default = preview.capacity, preview.default
-    raise_max = {"text": md.plain("Raise maxRunners (the ceiling)"), "value": RAISE_MAX}
-    raise_min = {"text": md.plain("Raise minRunners (the floor)"), "value": RAISE_MIN}
+    raise_max = md.option("Raise maxRunners (the ceiling)", RAISE_MAX)
+    raise_min = md.option("Raise minRunners (the floor)", RAISE_MIN)
     blocks: list[dict[str, Any]] = []
     if capacity is not None and capacity.at_maximum:
         at_maximum = (
@@ -265,12 +247,8 @@ def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
             "min(minRunners + assigned jobs, maxRunners), so raising minRunners changes nothing."
         )
         blocks.append(md.section(at_maximum))
-    radio = {
-        "type": "radio_buttons",
-        "action_id": VALUE,
-        "options": [raise_max, raise_min],
-        "initial_option": raise_max if default.raise_maximum else raise_min,
-    }
+    chosen = raise_max if default.raise_maximum else raise_min
+    radio = _choice("radio_buttons", [raise_max, raise_min], chosen)
     hint = ""
     if default.raise_maximum and default.delta is not None:
         raised = ""
@@ -284,7 +262,6 @@ def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
 def _modal(
     callback: str, form: ScaleForm, blocks: list[dict[str, Any]], *, submit: str
 ) -> dict[str, Any]:
-    """A step of the modal; without `submit`, one that cannot be submitted yet."""
     view = {
         "type": "modal",
         "callback_id": callback,

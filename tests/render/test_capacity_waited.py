@@ -14,9 +14,8 @@ from bot.domain.incident.incidents import Incident
 from bot.domain.reading.capacity import TypeReport, capacity_report
 from bot.domain.reading.early_warning import Thresholds
 from bot.domain.reading.fleet import RunnerTypeMetrics
-from bot.render.capacity import render_report, report_message
+from bot.render.capacity import BANDS, MAX_SERIES, render_report, report_message
 from bot.render.chart import MAX_CATEGORIES, MAX_LABEL, MAX_TITLE
-from bot.render.waited import BANDS, MAX_SERIES
 from sandbox.slack_limits import validate_blocks
 from tests.support.fakes.queue_week import MAXIMUM, MINIMUM, MONDAY, Week, simulated
 
