@@ -30,7 +30,7 @@ from bot.render.chart import BLOCK_TYPE, chart_block, incident_chart
 from bot.render.replies import StatusShown, render_shown
 from bot.render.root import render_root
 from bot.status.tick import StatusReporter
-from bot.storage.incident_store import Commit, IncidentStore
+from bot.storage.incident_store import STATUS_KINDS, Commit, IncidentStore
 from bot.storage.send_queue import SendQueue
 from bot.telemetry import Telemetry
 from sandbox.silence_api import FakeSilenceApi
@@ -84,7 +84,7 @@ class Outbox:
     async def send(self) -> None:
         while (head := await self.queue.head_reply("1")) is not None:
             text, blocks = head.rendered.text, head.rendered.blocks
-            if head.is_status and (incident := await self.store.get("1")) is not None:
+            if head.kind in STATUS_KINDS and (incident := await self.store.get("1")) is not None:
                 shown = StatusShown.from_extra(head.extra)
                 blocks = render_shown(incident, shown, now=self.now[0]).blocks
                 text = str(blocks[0]["text"]["text"])
