@@ -4,7 +4,8 @@ races such as "a resolved notification overtaking a firing one" are table tests.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -114,10 +115,9 @@ def actions_taken(events: Sequence[Event]) -> list[Event]:
 
 
 def drafted_from(events: Sequence[Event], drafted: Event) -> list[Event]:
-    """The timeline a write-up recorded as `drafted` was drafted from: the events before it, so
-    its copy on the alert's issue, drafted later, says what the one in Slack said."""
-    before = list(events)
-    return before[: before.index(drafted)] if drafted in before else before
+    """The events before the write-up `drafted`: its copy drafted later says what Slack's said."""
+    events = list(events)
+    return events[: events.index(drafted)] if drafted in events else events
 
 
 class PilotLine(BaseModel):
@@ -225,10 +225,8 @@ class Snapshot(BaseModel):
 
 
 class Peaks(BaseModel):
-    """The most the incident showed, each of its own measure: kept, not derived, since they fold
-    in every reading shown and the record keeps only the latest (`live`) and the latest statuses
-    (`trend`). `numbers`: the most jobs, the longest wait and the slowest recent start, with the
-    latest thresholds; `moment`: the first reading with the most jobs, and its types."""
+    """The most the incident showed, each of its own measure: kept, as the record keeps only the
+    latest readings. `numbers` has the latest thresholds; `moment`: the first with the most jobs."""
 
     numbers: QueueNumbers = QueueNumbers()
     moment: Snapshot | None = None
@@ -250,8 +248,7 @@ class QueueCost(BaseModel):
 
 class Drain(BaseModel):
     """`checks`: consecutive checks that found the queue drained; `read_at`: the reading the last
-    of them counted (a reading standing longer than a check, GitHub's paced to its quota, is one
-    check however often it is looked at); `follow`: the queue followed after its alert cleared."""
+    counted (one reading is one check however often it is looked at); `follow`: after the alert."""
 
     checks: int = 0
     read_at: datetime | None = None
@@ -260,11 +257,9 @@ class Drain(BaseModel):
 
 class Shown(BaseModel):
     """What the thread shows, held still for people. `status`: what the latest new status reply
-    showed (before any, the opening numbers), which the next is compared with; `statuses`: the
-    status replies posted; `replied_since`: a reply other than a status followed the latest one
-    (editing it would show numbers newer than the reply below it); `charted_at`, `pictured_at`:
-    the trend's end when a status last drew it, and posted it as a picture (0: never), so the
-    summary leaves out what the thread shows already."""
+    showed (before any, the opening numbers); `replied_since`: another reply followed it (an edit
+    would show numbers newer than the reply below); `charted_at`, `pictured_at`: the trend's end
+    when a status last drew it, as a picture (0: never), which the summary leaves out."""
 
     status: Snapshot | None = None
     statuses: int = 0
@@ -274,9 +269,8 @@ class Shown(BaseModel):
 
 
 class Cause(BaseModel):
-    """The latest diagnostics' conclusion (`said`, plain text). A shortfall against `runner_type`'s
-    `maximum`: a reading with a higher one disproves it; or its new runner pods cannot start
-    (`pods`): a reading where they can disproves it."""
+    """The latest diagnostics' conclusion (`said`): a shortfall against `runner_type`'s `maximum`,
+    or its new pods cannot start (`pods`); a reading that disproves it clears it."""
 
     said: str = ""
     runner_type: str = ""
@@ -508,21 +502,16 @@ def _going_back(incident: Incident, put_backs: list[Any]) -> Incident:
     for kept in put_backs:
         if not isinstance(kept, dict):
             continue
-        mine = [
-            at
-            for at, up in ups.items()
-            if (up.runner_type, up.field) == (kept.get("runner_type"), kept.get("field"))
-        ]
+        of = (kept.get("runner_type"), kept.get("field"))
+        mine = [at for at, up in ups.items() if (up.runner_type, up.field) == of]
         landed = [at for at in mine if ups[at].back_from == kept.get("after")] or [
             at for at in mine if not ups[at].undone
         ]
         if not landed:
             continue
         fields = {f: kept.get(name) for name, f in _PUT_BACK_KEPT.items()}
-        try:
+        with suppress(ValidationError):
             ups[landed[-1]] = ScaleUp.model_validate(ups[landed[-1]].model_dump() | fields)
-        except ValidationError:
-            continue
     return with_scale_ups(incident, ups)
 
 
@@ -561,12 +550,9 @@ def entry_order(entry_id: str) -> tuple[int, int]:
 def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
     """Older in stream order than the newest entry applied, or a firing whose alerts were all
     seen resolved (a lagging HA peer repeats the old startsAt; a re-fire has a new one)."""
-    if entry_order(entry_id) <= entry_order(group.last_entry):
-        return True
-    if delivery.status == "firing" and delivery.firing:
-        seen = set(group.resolved)
-        return all(instance in seen for instance in delivery.firing)
-    return False
+    older = entry_order(entry_id) <= entry_order(group.last_entry)
+    refired = delivery.status == "firing" and bool(delivery.firing)
+    return older or (refired and set(group.resolved).issuperset(delivery.firing))
 
 
 def noted(group: GroupState, delivery: Delivery, entry_id: str) -> GroupState:
@@ -600,11 +586,7 @@ def open_incident(
     incident = _with_facts(incident, delivery.facts, now=now)
     # The trend starts with the alert's reading, so that a chart covers the incident from it.
     first = incident.snapshot(now)
-    trend = incident.trend.appended(
-        now, first.numbers.max_queue_size, first.runner_types, limit=TREND_POINTS
-    )
-    shown = incident.shown.model_copy(update={"status": first})
-    incident = incident.model_copy(update={"shown": shown, "trend": trend})
+    incident = incident.model_copy(update={"shown": Shown(status=first), "trend": _trended(first)})
     if incident.is_test:
         # Grafana never resolves a test notification; left open it would post status forever.
         return _resolved(incident, Resolution.TEST, now)
@@ -626,10 +608,9 @@ def apply_notification(
         if not incident.is_open or incident.drain.follow is not None:
             return incident, Change.STALE
         # `now`, not the alert's endsAt: the reopen window and the duration are this incident's.
+        count = incident.notified.count + 1
         update = {"numbers": QueueNumbers(), "runner_types": {}, "firing_count": 0}
-        update["notified"] = incident.notified.model_copy(
-            update={"count": incident.notified.count + 1}
-        )
+        update["notified"] = incident.notified.model_copy(update={"count": count})
         if still_queued:
             return _followed(incident, still_queued, now, update), Change.FOLLOWED
         return _resolved(incident, Resolution.ALERT, now, **update), Change.RESOLVED
@@ -912,22 +893,22 @@ def record_status(
     drain, shown = incident.drain, incident.shown
     counted = live is not None and drain_checks > drain.checks
     read_at = live.at if counted and live is not None else drain.read_at
-    update = {
-        "trend": incident.trend.appended(
-            snapshot.at,
-            snapshot.numbers.max_queue_size,
-            snapshot.runner_types,
-            limit=TREND_POINTS,
-            keep={shown.charted_at},  # what `chart_moved` compares with
-        ),
-        "drain": drain.model_copy(update={"checks": drain_checks, "read_at": read_at}),
-        "shown": shown.model_copy(update={"statuses": shown.statuses + posted}),
-    }
+    seen: dict[str, object] = {"statuses": shown.statuses + posted}
     if posted:
-        update["shown"] = update["shown"].model_copy(
-            update={"status": snapshot, "replied_since": False}
-        )
+        seen |= {"status": snapshot, "replied_since": False}
+    update = {
+        # Keeps the point `chart_moved` compares with.
+        "trend": _trended(snapshot, incident.trend, keep={shown.charted_at}),
+        "drain": drain.model_copy(update={"checks": drain_checks, "read_at": read_at}),
+        "shown": shown.model_copy(update=seen),
+    }
     return with_live(incident.model_copy(update=update), live, snapshot)
+
+
+def _trended(seen: Snapshot, trend: Trend | None = None, keep: Collection[float] = ()) -> Trend:
+    """`trend` (None: a new one) with `seen` appended."""
+    queued, trend = seen.numbers.max_queue_size, Trend() if trend is None else trend
+    return trend.appended(seen.at, queued, seen.runner_types, limit=TREND_POINTS, keep=keep)
 
 
 # A status reply is posted only when what a responder acts on changed since the last one (at a
@@ -1031,31 +1012,19 @@ def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) ->
     """The incident once it shows a reading (`live` None: the alert's numbers stand), `seen`
     counted in the peaks: every number a surface showed is one the summary may be asked about."""
     peaks = peaks_seen(incident.peaks, seen)
-    update: dict[str, object] = {}
-    if (
-        live is not None
-        and live.is_live
-        and len(incident.trend) == 1
-        and not incident.trend.names()
-    ):
-        # The first reading by type, not the alert's dot, starts the chart: the first status comes
-        # minutes later, and the chart covers the incident from its first reading.
-        update["trend"] = Trend().appended(
-            seen.at, seen.numbers.max_queue_size, seen.runner_types, limit=TREND_POINTS
-        )
-    if live is not None:
-        update["live"] = live
-        update |= _still_likely(incident, live)
-        if live.is_live:
-            peaks = peaks.model_copy(update={"runners": runners_seen(peaks.runners, live)})
+    if live is None:
+        return incident.model_copy(update={"peaks": peaks})
+    update: dict[str, object] = {"live": live, **_still_likely(incident, live)}
+    if live.is_live:
+        runners = dict(peaks.runners)
+        for name, metrics in live.runner_types.items():
+            runners[name] = most_runners(runners.get(name, RunnersSeen()), metrics)
+        peaks = peaks.model_copy(update={"runners": runners})
+        if len(incident.trend) == 1 and not incident.trend.names():
+            # The first reading by type, not the alert's dot, starts the chart: the first status
+            # comes minutes later, and the chart covers the incident from its first reading.
+            update["trend"] = _trended(seen)
     return incident.model_copy(update={**update, "peaks": peaks})
-
-
-def runners_seen(before: Mapping[str, RunnersSeen], live: FleetSnapshot) -> dict[str, RunnersSeen]:
-    seen = dict(before)
-    for name, metrics in live.runner_types.items():
-        seen[name] = most_runners(seen.get(name, RunnersSeen()), metrics)
-    return seen
 
 
 def most_runners(seen: RunnersSeen, more: RunnersSeen | RunnerTypeMetrics | None) -> RunnersSeen:
@@ -1094,10 +1063,8 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
         "links": Links(**links, issue=incident.links.issue),  # the issue is ours, not the alert's
         "runner_types": dict(facts.runner_types),
         "other_values": dict(facts.other_values),
-        "notified": Notified(count=incident.notified.count + 1, at=now),
-        "updated_at": now,
     }
-    updated = incident.model_copy(update=update)
+    updated = repeated(incident, now=now).model_copy(update=update)
     return with_live(updated, None, updated.snapshot(now))
 
 

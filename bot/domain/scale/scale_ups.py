@@ -1,8 +1,6 @@
-"""A scale-up's whole life in one record: asked (by a person, the pilot or an early warning's
-form) → made (its field, before → after) → followed (until its runners register or `due`
-passes) → bought (the drain before and after they came) → put back, or undone. It is kept on the
-incident's "scaled" event, or on the early warning it was made from until the alert fires and
-the incident takes it on; every surface reads it, and what it says is decided here, once."""
+"""A scale-up's whole life in one record: asked → made (its field, before → after) → followed
+(until its runners register or `due` passes) → bought → put back, or undone. It is kept on the
+incident's "scaled" event, or on its early warning until the incident takes it on."""
 
 from __future__ import annotations
 
@@ -32,15 +30,11 @@ class DryRun(BaseModel):
 
 
 class ScaleUp(BaseModel):
-    """One scale-up. `after`: what the field became (a reading that does not show it predates
-    it). While `due` is set its runners are followed, from `baseline` (its type's registered
-    runners as the latest reading before it showed them; None: not read), and its reply
-    (`reply`, its number in the thread, `detail` what followed its event) is edited to say what
-    came of them. `came`: what the reading at `seen_at` found (None: not known yet, or never).
-    `back` names the record that puts it back ("": nothing does any more), to `back_to` (None:
-    unset) `back_when` and at the latest `back_by`; a later scale-up of the same record carries
-    them on. On an early warning's message, `said` is its line, `came_said` what came of it and
-    `fate` when it goes back, then what became of it."""
+    """One scale-up. While `due` is set its runners are followed from `baseline` (its type's
+    registered runners before it; None: not read), and its reply (`reply`, `detail`) says what
+    came of them: `came`, as read at `seen_at`. `back` names the record that puts it back ("":
+    none), to `back_to` (None: unset), `back_when` and at the latest `back_by`. An early warning's
+    message says `said`, then what came of it (`came_said`) and when it goes back (`fate`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -93,10 +87,8 @@ def follow(
     detail: str = "",
     earlier: Sequence[ScaleUp] = (),
 ) -> ScaleUp:
-    """`up`, made at its `at`, followed until `verify_s` after it from its type's registered
-    runners as the reading before it judged them (`judged`; None: not read), and no fewer than
-    an `earlier` scale-up of the type still followed brings: its runners are not this one's (a
-    pilot acting again while the last act's runners boot)."""
+    """`up` followed until `verify_s` after it from its type's registered runners as `judged`
+    before it, and no fewer than an `earlier` scale-up still followed brings."""
     assert up.at is not None, "made at a moment"
     baseline = judged.registered if judged is not None else None
     coming = [
@@ -118,8 +110,8 @@ def follow(
 
 @dataclass(frozen=True)
 class Outcome:
-    """What came of a scale-up: `came` (None: not known, `why` says why), as the reading at
-    `read_at` judged it; `why`, when they did not come, is what that reading knows of the cause."""
+    """What came of a scale-up as the reading at `read_at` judged it: `came` (None: not known),
+    and `why` not, or what the reading knows of the cause."""
 
     came: bool | None
     read_at: datetime
@@ -131,10 +123,9 @@ class Outcome:
 def outcome_of(
     up: ScaleUp, view: FleetSnapshot | None, now: datetime, said: str = ""
 ) -> Outcome | None:
-    """Came: a reading after the scale-up shows the type's registered runners at the baseline
-    plus those added (or the maximum); not by the deadline: did not come, why as the reading's
-    pods say it, else as the scaler `said`; a reading that counts no registered runners (`view`
-    None: none will come) knows neither. None: not yet."""
+    """Came: a reading after it shows the type's registered runners at the baseline plus those
+    added (or the maximum); not by `due`: did not come, why as the pods or the scaler `said` it;
+    a reading that counts no registered runners (`view` None: none will) knows neither."""
     assert up.at is not None and up.due is not None, "a followed scale-up"
     metrics = of_type(view.runner_types, up.runner_type) if view is not None else None
     judged = metrics.judged if metrics is not None else None
@@ -201,18 +192,12 @@ def credited(
     *,
     final: bool = False,
 ) -> list[ScaleUp]:
-    """`made` (in order), each whose runners came with what it bought (`bought`), read once a
-    `window` of readings followed them, or at once where its incident ends (`final`): its type's
-    drain before and after, between the scale-ups of that type before and after it."""
+    """`made` (in order), each whose runners came with what it bought, read once a `window` of
+    readings followed them, or at once where its incident ends (`final`)."""
     credit = []
     for up in made:
-        if not (
-            up.came
-            and up.bought is None
-            and up.seen_at
-            and up.at
-            and (final or now >= up.seen_at + window)
-        ):
+        ready = up.seen_at is not None and (final or now >= up.seen_at + window)
+        if not (up.came and up.bought is None and up.at and ready):
             credit.append(up)
             continue
         same = [d for d in made if d.runner_type == up.runner_type and d.at and d is not up]

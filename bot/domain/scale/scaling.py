@@ -107,10 +107,9 @@ def scale_default(
     can_raise_maximum: bool,
     refusal: Refusal,
 ) -> ScaleDefault:
-    """The judgement's `runners`, as much as one request may add and the target accepts, by
-    raising the maximum where the advice does or the target refuses a higher floor; refused,
-    the most the target accepts, saying why; else nothing, rather than a number a responder
-    would take by accident."""
+    """The judgement's `runners`, as much as one request may add and the target accepts (raising
+    the maximum where the advice does or the floor is refused), saying why where less; else
+    nothing, rather than a number a responder would take by accident."""
     if advice is None or advice.runners <= 0:
         # Still the shape a first runner fits; while new pods cannot start, none.
         if advice is not None and (advice.cannot_start or advice.nodes_short):
@@ -145,12 +144,10 @@ def _shapes(
         return [floor]
     wanted = advice.new_maximum
     maximum = capacity.maximum if capacity is not None else None
-    more = advice.beyond_cap
-    if wanted is not None and maximum is None:
-        return [(True, advice.raise_maximum_by + more), floor]
-    if wanted is not None and maximum is not None and wanted > maximum:
+    if wanted is not None and (maximum is None or wanted > maximum):
         # To the advice's maximum from the target's own, which may have moved since.
-        return [(True, wanted - maximum + more), floor]
+        by = advice.raise_maximum_by if maximum is None else wanted - maximum
+        return [(True, by + advice.beyond_cap), floor]
     # A floor the target refuses (at or near its maximum): the maximum rises by the runners.
     return [floor, (True, floor[1])]
 
