@@ -129,24 +129,20 @@ def alert_fleet(
     """Queued jobs and the longest wait per runner type (all an alert carries), judged as of when
     the alert said them (the same numbers are the same judgement whenever read), the direction
     from the incident's trend before then."""
-    types = {
-        name: RunnerTypeMetrics(queued=q.queued, longest_wait_mins=q.longest_wait_mins)
-        for name, q in incident.runner_types.items()
-    }
-    numbers = incident.numbers
-    if not types and (numbers.max_queue_size is not None or numbers.max_queue_time_mins):
-        types[ALL_TYPES] = RunnerTypeMetrics(
-            queued=numbers.max_queue_size, longest_wait_mins=numbers.max_queue_time_mins
-        )
+    numbers, trend = incident.numbers, incident.trend
+    queues = dict(incident.runner_types)
+    if not queues and (numbers.max_queue_size is not None or numbers.max_queue_time_mins):
+        queues[ALL_TYPES] = RunnerQueue(numbers.max_queue_size, numbers.max_queue_time_mins)
     said = incident.notified.at or incident.opened_at
-    trend = incident.trend
-    for name, metrics in types.items():
+    types: dict[str, RunnerTypeMetrics] = {}
+    for name, queue in queues.items():
         queued = trend.totals() if name == ALL_TYPES else trend.queued_of(name)
         observed = [
             (at, q)
             for at, q in zip(trend.times(), queued, strict=True)
             if q is not None and at < said.timestamp()
         ][-(RECENT_READINGS - 1) :]
+        metrics = RunnerTypeMetrics(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
         types[name] = judged_as(metrics, observed, said, within_mins, "alert")
     view = FleetSnapshot(at=now, source="alert", runner_types=types, note=note)
     return counting_scale_ups(view, incident.actions)
@@ -191,9 +187,8 @@ def _relevant(
     # Followed: every type the incident has shown or its alert named; the alert's name wins.
     followed = {runner_key(n): n for n in (*incident.peaks.types, *incident.runner_types) if n}
     absent = sorted(name for key, name in followed.items() if key not in by_key)
-    # Shown from their absence, where the source says absence means nothing queued: only types a
-    # reading showed this incident before. A type only its alert names is more likely spelt
-    # otherwise in the source (`lf.linux.4xlarge`) than drained, and would close it at once.
+    # Shown from their absence (where it means nothing queued) only if a reading showed them: a
+    # type only its alert names is more likely spelt otherwise in the source than drained.
     read = _read_before(incident) if fleet.absent_means_empty else set()
     empty = [name for name in absent if runner_key(name) in read]
     named = {runner_key(name) for name in incident.runner_types if name}
@@ -282,8 +277,7 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
     return incident.drain.checks + (counted is None or view.at > counted)
 
 
-# Every target is scraped within this of an alert: Prometheus's scrape intervals are a minute or
-# less, and an alert's rule evaluated scraped numbers already.
+# Every target is scraped within this of an alert (Prometheus scrapes every minute or less).
 SCRAPED_WITHIN = timedelta(minutes=5)
 
 

@@ -157,8 +157,7 @@ class ActiveSilence(BaseModel):
     by: str
     by_name: str = ""
     at: datetime
-    # The bot's own silences end when the incident resolves, unless whoever made it chose to
-    # keep it (a re-fire meanwhile would be hidden, so that is a person's choice).
+    # Ended at the resolve unless its maker chose to keep it (it would hide a re-fire).
     kept: bool = False
     unended: str = ""  # why ending it at the resolve failed for good: it runs out instead
 
@@ -198,8 +197,7 @@ class RunnersSeen(BaseModel):
     maximum: float | None = None
 
 
-# A runner type's advice as a responder acts on it, from its stored (stabilized) judgement:
-# its direction, the runners to add, how far to raise the maximum, the nodes short.
+# A type's stored advice: its direction, runners to add, maximum to raise by, nodes short.
 Advice = tuple[str, int, int, int]
 
 
@@ -300,45 +298,21 @@ class Notified(BaseModel):
     at: datetime | None = None
 
 
-# Each group's fields as the record keeps them, flat, as 0.27 wrote and reads them: a rollback to
-# it reads this release's records, and this release reads its. From 0.29 the groups are kept.
+# Each group's fields as the record keeps them, flat, as 0.27 wrote and reads them (in the group's
+# order): a rollback to it reads this release's records, and this release reads its. From 0.29 the
+# groups are kept.
 _KEPT_FLAT = {
-    "peaks": {
-        "numbers": "peak",
-        "moment": "peak_snapshot",
-        "wait_at": "peak_wait_at",
-        "start_at": "peak_start_at",
-        "types": "peak_types",
-        "runners": "peak_runners",
-    },
-    "queue_cost": {
-        "by_type": "cost",
-        "at": "cost_at",
-        "unknown": "cost_unknown",
-        "counted": "cost_counted",
-    },
-    "drain": {"checks": "drain_checks", "read_at": "drain_read_at", "follow": "follow"},
-    "shown": {
-        "status": "posted_status",
-        "statuses": "status_posts",
-        "replied_since": "replied_since_status",
-        "charted_at": "charted_at",
-        "pictured_at": "pictured_at",
-    },
-    "cause": {
-        "said": "likely_cause",
-        "runner_type": "cause_type",
-        "maximum": "cause_maximum",
-        "pods": "cause_pods",
-    },
-    "acknowledged": {"by": "acknowledged_by", "name": "acknowledged_name"},
-    "resolved": {
-        "at": "resolved_at",
-        "how": "resolution",
-        "by": "resolved_by",
-        "by_name": "resolved_by_name",
-    },
-    "notified": {"count": "notifications", "at": "alerted_at"},
+    group: dict(zip(model.model_fields, flat.split(), strict=True))
+    for group, model, flat in (
+        ("peaks", Peaks, "peak peak_snapshot peak_wait_at peak_start_at peak_types peak_runners"),
+        ("queue_cost", QueueCost, "cost cost_at cost_unknown cost_counted"),
+        ("drain", Drain, "drain_checks drain_read_at follow"),
+        ("shown", Shown, "posted_status status_posts replied_since_status charted_at pictured_at"),
+        ("cause", Cause, "likely_cause cause_type cause_maximum cause_pods"),
+        ("acknowledged", Acknowledged, "acknowledged_by acknowledged_name"),
+        ("resolved", Resolved, "resolved_at resolution resolved_by resolved_by_name"),
+        ("notified", Notified, "notifications alerted_at"),
+    )
 }
 
 
@@ -853,23 +827,19 @@ def diagnosed(
     return incident.model_copy(update={"cause": cause})
 
 
-def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
-    """The conclusion cleared when a live reading disproves it: the maximum it was short of was
-    raised, or the type needs no higher one; the pods that could not start now can. The alert's
-    numbers, standing in for a failed reading, prove nothing."""
-    cleared, cause = {"cause": Cause()}, incident.cause
+def _disproved(cause: Cause, live: FleetSnapshot) -> bool:
+    """Whether a live reading disproves the conclusion: the maximum it was short of was raised, or
+    the type needs no higher one; the pods that could not start now can."""
     if not live.is_live or (cause.maximum is None and not cause.pods):
-        return {}
+        return False
     found = of_type(live.runner_types, cause.runner_type)
-    judged = found.judged if found is not None else None
+    if found is None or found.judged is None:
+        return False
     if cause.pods:
         # Read without the pods (their sources gone), the reading says nothing of them.
-        known = judged is not None and found is not None and found.pods is not None
-        return cleared if known and not judged.cannot_start else {}
-    if judged is None or judged.maximum is None:
-        return {}
-    raised = judged.maximum > cause.maximum or not judged.raise_maximum_by
-    return cleared if raised else {}
+        return found.pods is not None and not found.judged.cannot_start
+    maximum = found.judged.maximum
+    return maximum is not None and (maximum > cause.maximum or not found.judged.raise_maximum_by)
 
 
 def silenced(incident: Incident, silence: ActiveSilence) -> Incident:
@@ -911,11 +881,9 @@ def _trended(seen: Snapshot, trend: Trend | None = None, keep: Collection[float]
     return trend.appended(seen.at, queued, seen.runner_types, limit=TREND_POINTS, keep=keep)
 
 
-# A status reply is posted only when what a responder acts on changed since the last one (at a
-# 10-minute cadence a two-hour incident would otherwise post 12): the numbers moving alone are
-# no news, the root has them current. A threshold counts as crossed once the queue or the wait
-# is clear of it by both a step and a ratio, so one wobbling around it does not cross it at
-# every reading; the trend chart is drawn again once the queue moved as much.
+# A status reply is posted only when what a responder acts on changed (the root keeps the numbers
+# current): a threshold counts as crossed once clear of it by both a step and a ratio, so a queue
+# wobbling around it does not cross it at every reading; the chart, once the queue moved as much.
 QUEUED_STEP, QUEUED_RATIO = 3.0, 0.25
 WAIT_STEP_MINS, WAIT_RATIO = 10.0, 0.25
 # Two status replies never carry the same minute (their titles, their "Firing for").
@@ -968,15 +936,10 @@ def _crossed(
 
 def _drain_crossed(posted: Snapshot, current: Snapshot, drain: DrainRule) -> bool:
     """Out of the drain rule since the posted status, by more than a step: a queue back after it
-    looked drained is news. Looking drained is not: the root says it at once, and the summary
-    follows within the drain checks."""
-    was, now = (_drained(s, drain.max_queued, drain.max_wait_mins) for s in (posted, current))
-    return (
-        was
-        and not now
-        and not _drained(
-            current, drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS
-        )
+    looked drained is news. Looking drained is not: the root says it at once."""
+    beyond = (drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS)
+    return _drained(posted, drain.max_queued, drain.max_wait_mins) and not _drained(
+        current, *beyond
     )
 
 
@@ -1001,8 +964,7 @@ def chart_moved(incident: Incident) -> bool:
     end left the trend), or the queue moved by a step and a ratio since."""
     times, totals = incident.trend.times(), incident.trend.totals()
     if incident.shown.charted_at not in times:
-        # Two statuses since the first point (the alert's dot, or the first reading in its
-        # place): a line of the incident's own.
+        # Two statuses since the first point (the alert's dot): a line of the incident's own.
         return len(times) > 2
     at = times.index(incident.shown.charted_at)
     return moved(totals[at], totals[-1], QUEUED_STEP, QUEUED_RATIO)
@@ -1014,15 +976,16 @@ def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) ->
     peaks = peaks_seen(incident.peaks, seen)
     if live is None:
         return incident.model_copy(update={"peaks": peaks})
-    update: dict[str, object] = {"live": live, **_still_likely(incident, live)}
+    update: dict[str, object] = {"live": live}
+    if _disproved(incident.cause, live):
+        update["cause"] = Cause()
     if live.is_live:
         runners = dict(peaks.runners)
         for name, metrics in live.runner_types.items():
             runners[name] = most_runners(runners.get(name, RunnersSeen()), metrics)
         peaks = peaks.model_copy(update={"runners": runners})
         if len(incident.trend) == 1 and not incident.trend.names():
-            # The first reading by type, not the alert's dot, starts the chart: the first status
-            # comes minutes later, and the chart covers the incident from its first reading.
+            # The first reading by type, not the alert's dot, starts the chart.
             update["trend"] = _trended(seen)
     return incident.model_copy(update={**update, "peaks": peaks})
 

@@ -93,8 +93,7 @@ class Trend(BaseModel):
     def _without(self, index: int) -> Trend:
         def cut(column: str) -> str:
             cells = column.split(",")
-            del cells[index]
-            return ",".join(cells)
+            return ",".join(cells[:index] + cells[index + 1 :])
 
         return Trend.model_construct(
             at=cut(self.at),

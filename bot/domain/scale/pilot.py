@@ -70,8 +70,7 @@ class Verdict:
     kind: str = field(default="", compare=False)
 
 
-# What it waits for that a responder should read on the incident's record (a hold or a period
-# passes by itself; these say why it stands aside).
+# Why it stands aside that a responder should read on the record (a hold or a period passes).
 NOTEWORTHY = frozenset({"cannot_start", "autoscaler", "failed", "cooldown", "up_to", "falling"})
 
 
@@ -116,8 +115,7 @@ def verdict(
     # node, may never start, and more would wait the same way: it waits for them, one boot at most
     # (ephemeral runners keep some booting for good).
     every = sorted({act_key(up): up for up in (*others, *mine)}.values(), key=_made)
-    # Booting counts every scale-up of the last boot once, the reading's or added since it:
-    # the rest are the autoscaler's own, whatever the scale-ups' follow-ups decided yet.
+    # Booting counts every scale-up of the last boot once: the rest are the autoscaler's own.
     booted = judged.at - timedelta(minutes=BOOT_MINS)
     ours = sum(up.added for up in every if booted <= _made(up) and not up.undone)
     theirs = judged.booting - ours
@@ -137,8 +135,7 @@ def verdict(
     if judged.direction is Direction.FALLING:
         return Verdict(0, "the queue is falling", "falling")
     own = {act_key(up) for up in mine if up.pilot}
-    # Its own acts here count as capacity while they boot, where the reading counts runners at
-    # all (a queue-only source would buy them again); another's may not show here.
+    # Its own acts here count as capacity while they boot, where the reading counts runners.
     counted = judged.registered is not None or judged.busy is not None
     for up in reversed(every):
         said = f"the +{up.added} at {_made(up):%H:%M} UTC"
@@ -160,8 +157,7 @@ def verdict(
     if room <= 0:
         return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}", "up_to")
     wanted = math.floor(hold.least - capacity + 1e-9)
-    # HPA's tolerance: a least within a tenth of the capacity moves nothing (a runner or two of
-    # a large fleet is a reply, a put-back and the type's lock for no drain anyone would see).
+    # HPA's tolerance: a least within a tenth of the capacity moves nothing.
     if wanted <= 0 or hold.least <= capacity * (1 + TOLERANCE):
         covered = f"the {_runners(capacity)} it has cover the least its readings want"
         return Verdict(0, covered, "covered")
@@ -211,8 +207,7 @@ class Piloted(BaseModel):
     last: str = ""
     outcome: str = ""
     failed: str = ""  # the last act whose runners did not come, as its time: paused for once
-    # The act under way, as it was claimed ("<where> <claim>"): kept before the scaler's call and
-    # gone once the look ends, so a leader that finds it met a predecessor stopped mid-act.
+    # The act under way ("<where> <claim>"): a leader that finds it met a predecessor stopped.
     acting: str = ""
     kind: str = ""  # the rule that decided (`Verdict.kind`), "paused", or "" where none did
 

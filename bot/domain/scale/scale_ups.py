@@ -132,9 +132,8 @@ def outcome_of(
     registered = judged.registered if judged is not None else None
     read_at = view.at if view is not None else now
     wanted = None if up.baseline is None else up.baseline + up.added
-    # No more can come than the maximum lets in: the one the act set where it raised it (a
-    # reading after the raise can still show the old one: ARC's listener reports it late), else
-    # the reading's (minRunners raised past the room under it).
+    # No more can come than the maximum lets in: the one the act set where it raised it (ARC's
+    # listener reports it late), else the reading's.
     bound = up.after if up.field == RAISED_MAXIMUM else judged.maximum if judged else None
     if wanted is not None and bound is not None:
         wanted = min(wanted, bound)
@@ -150,8 +149,7 @@ def outcome_of(
         why = f"no reading before it counted the registered {up.runner_type} runners"
         return Outcome(None, read_at, why=why)
     if judged.queued == 0 and not (said or judged.causes or judged.cannot_start):
-        # Nothing waits and nothing holds them back: an autoscaler starts runners for jobs, and
-        # none were left for these; they were not needed, which is no failure to pause on.
+        # No job was left for them: not needed, which is no failure to pause on.
         why = "the queue drained before they registered, so no job was left for them"
         return Outcome(None, read_at, judged, up.baseline, why=why)
     return Outcome(False, read_at, judged, up.baseline, why=cause_of(judged, said))

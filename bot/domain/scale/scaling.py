@@ -67,9 +67,8 @@ class ScaleOwner:
     @property
     def until(self) -> str:
         """What puts its scale-up back besides the time ("": the incident's resolve and settle)."""
-        if self.warning is not None and self.warning.phase is not Phase.FOLDED:
-            return SCALE_UNTIL
-        return ""
+        unfolded = self.warning is not None and self.warning.phase is not Phase.FOLDED
+        return SCALE_UNTIL if unfolded else ""
 
 
 # Why the target would refuse adding `delta` (to its maximum, when True); "" when it would not.
