@@ -1,8 +1,5 @@
 """An incident's share of the fleet reading: which runner types it shows, whether it drained.
-
-The reading is matched to the alert's types by `runner_key` (the alert's `linux.2xlarge` is
-ARC's `linux-2xlarge`); an alert that names none shows every type that queues. Without a fresh
-reading the alert's numbers stand in.
+Matched to the alert's types by `runner_key`; without a fresh reading the alert's numbers stand in.
 """
 
 from __future__ import annotations
@@ -100,9 +97,8 @@ def incident_fleet(
 
 
 def with_alert_waits(view: FleetSnapshot, incident: Incident) -> FleetSnapshot:
-    """Each queueing type whose reading knows no wait judged with the alert's wait for it (of the
-    type it names; of the one type shown, when it names none), said as the alert's and when. The
-    reading's own numbers stay as read: an old alert's wait never holds up a drain."""
+    """Each queueing type whose reading knows no wait judged with the alert's wait for it (or for
+    the one type shown), said as the alert's; the reading's numbers stay, no drain waits on it."""
     said_at = incident.notified.at or incident.opened_at
     types = dict(view.runner_types)
     for name, metrics in view.runner_types.items():
@@ -127,8 +123,7 @@ def alert_fleet(
     incident: Incident, *, now: datetime, note: str = "", within_mins: float = DRAIN_TARGET_MINS
 ) -> FleetSnapshot:
     """Queued jobs and the longest wait per runner type (all an alert carries), judged as of when
-    the alert said them (the same numbers are the same judgement whenever read), the direction
-    from the incident's trend before then."""
+    the alert said them, the direction from the incident's trend before then."""
     numbers, trend = incident.numbers, incident.trend
     queues = dict(incident.runner_types)
     if not queues and (numbers.max_queue_size is not None or numbers.max_queue_time_mins):
@@ -182,8 +177,7 @@ def _relevant(
     routing: Routing | None,
 ) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], list[str], str]:
     """The types to show (worst first), those followed the reading cannot speak for, those shown
-    from their absence, and a note. A type the incident showed before stays, under its own name:
-    one that drained reads "0 queued" instead of vanishing."""
+    from their absence, and a note. A type shown before stays: drained, it reads "0 queued"."""
     # Followed: every type the incident has shown or its alert named; the alert's name wins.
     followed = {runner_key(n): n for n in (*incident.peaks.types, *incident.runner_types) if n}
     absent = sorted(name for key, name in followed.items() if key not in by_key)
@@ -235,9 +229,8 @@ def is_drained(view: FleetSnapshot, rule: DrainRule) -> bool:
 
 
 def _within(m: RunnerTypeMetrics, rule: DrainRule) -> bool:
-    """An unknown wait does not count; a wait "over" a number, or over an unknown one (a jobs
-    listing that failed), is not known to be under any; an unknown queue is not known to be
-    drained."""
+    """An unknown wait does not count; a wait "over" a number is not known to be under any; an
+    unknown queue is not known to be drained."""
     wait = m.longest_wait_mins
     waits = not m.wait_over and (wait is None or wait <= rule.max_wait_mins)
     return m.queued is not None and m.queued <= rule.max_queued and waits
@@ -257,9 +250,7 @@ def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool
 
 def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
     """Consecutive drained checks including this one (0: it queues, or the alert's numbers);
-    unchanged while a live reading cannot tell, or for the reading the last check counted. Only
-    a live view of the incident's own types, with their queues, can close it: not a misread
-    label, nor a view of no type while a target may be unscraped (`_can_show_none`)."""
+    unchanged while a live view of the incident's own types cannot tell, or for the same reading."""
     if not view.is_live:
         return 0
     named = {runner_key(name) for name in incident.runner_types if name}
@@ -283,8 +274,7 @@ SCRAPED_WITHIN = timedelta(minutes=5)
 
 def _can_show_none(incident: Incident, view: FleetSnapshot) -> bool:
     """Whether a view of no runner type means nothing queues: the source lists every queue, or
-    every target is scraped by now (else such an incident waits for a resolve that may never
-    come)."""
+    every target is scraped by now."""
     return view.absent_means_empty or view.at - incident.opened_at >= SCRAPED_WITHIN
 
 

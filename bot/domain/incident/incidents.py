@@ -365,9 +365,8 @@ class Incident(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Incident:
-        """The groups from their fields kept flat (`_KEPT_FLAT`); `status` follows `resolved`.
-        A record written before `RECORD_RELEASE` (0.27's, or one a rolled-back 0.27 rewrote: it
-        drops what it does not know, `written_by` too) is read as `_apart` says."""
+        """The groups from their fields kept flat; `status` follows `resolved`. A record written
+        before `RECORD_RELEASE` (0.27's, or one a rolled-back 0.27 rewrote) is read `_apart`."""
         if not isinstance(data, dict):
             return handler(data)
         data = dict(data)
@@ -441,8 +440,7 @@ class Incident(BaseModel):
 
 def _apart(incident: Incident) -> Incident:
     """0.27 kept the slowest recent start as the longest wait where it was the longer (its type
-    said which): its statuses' and its peak's two measures set apart, its peak wait kept as the
-    start it was. A record this release wrote has them apart and is read as written."""
+    said which): its statuses' and its peak's two measures set apart."""
     shown, peaks = incident.shown, incident.peaks
     for group, name in ((shown, "status"), (peaks, "moment")):
         if (moment := getattr(group, name)) is not None:
@@ -469,9 +467,8 @@ def _put_back_kept(up: ScaleUp) -> dict[str, Any]:
 
 
 def _going_back(incident: Incident, put_backs: list[Any]) -> Incident:
-    """The scale-ups `put_backs` names marked to go back, no others: the latest scale-up of its
-    type and field, the one it goes back from where one is. An entry that is not 0.27's shape
-    is passed over: a record is always read."""
+    """The scale-ups `put_backs` names (the latest of its type and field, the one it goes back
+    from where one is) marked to go back, no others; an entry not of 0.27's shape passed over."""
     ups = {e.at: e.scale.model_copy(update=_NOT_BACK) for e in incident.actions if e.scale}
     for kept in put_backs:
         if not isinstance(kept, dict):
@@ -530,10 +527,8 @@ def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
 
 
 def noted(group: GroupState, delivery: Delivery, entry_id: str) -> GroupState:
-    resolved = list(dict.fromkeys((*group.resolved, *delivery.resolved)))
-    return group.model_copy(
-        update={"last_entry": entry_id, "resolved": tuple(resolved[-MAX_RESOLVED_INSTANCES:])}
-    )
+    resolved = tuple(dict.fromkeys((*group.resolved, *delivery.resolved)))[-MAX_RESOLVED_INSTANCES:]
+    return group.model_copy(update={"last_entry": entry_id, "resolved": resolved})
 
 
 def is_reopenable(incident: Incident, now: datetime, window: timedelta) -> bool:
@@ -563,7 +558,7 @@ def open_incident(
     incident = incident.model_copy(update={"shown": Shown(status=first), "trend": _trended(first)})
     if incident.is_test:
         # Grafana never resolves a test notification; left open it would post status forever.
-        return _resolved(incident, Resolution.TEST, now)
+        return _resolved(incident, Resolved(at=now, how=Resolution.TEST))
     return incident
 
 
@@ -575,9 +570,8 @@ def apply_notification(
     now: datetime,
     still_queued: float | None = None,
 ) -> tuple[Incident, Change]:
-    """A later notification of the group (one `is_stale` let through) folded into its incident.
-    `still_queued`: the jobs the live reading still sees over the alert's thresholds, which a
-    resolved notification leaves followed instead of resolved."""
+    """A later notification of the group folded into its incident. `still_queued`: jobs the live
+    reading sees over the alert's thresholds, which a resolve leaves followed, not resolved."""
     if delivery.status == "resolved":
         if not incident.is_open or incident.drain.follow is not None:
             return incident, Change.STALE
@@ -587,7 +581,8 @@ def apply_notification(
         update["notified"] = incident.notified.model_copy(update={"count": count})
         if still_queued:
             return _followed(incident, still_queued, now, update), Change.FOLLOWED
-        return _resolved(incident, Resolution.ALERT, now, **update), Change.RESOLVED
+        cleared = _resolved(incident, Resolved(at=now, how=Resolution.ALERT), **update)
+        return cleared, Change.RESOLVED
     resolved = incident.resolved
     resolved_ms = resolved.at.timestamp() * 1000 if resolved.at else 0.0
     if resolved.how is Resolution.MANUAL and entry_order(entry_id)[0] < resolved_ms:
@@ -644,30 +639,22 @@ def repeated(incident: Incident, *, now: datetime) -> Incident:
     )
 
 
-def _resolved(
-    incident: Incident,
-    resolution: Resolution,
-    now: datetime,
-    *,
-    by: str | None = None,
-    by_name: str = "",
-    **update: object,
-) -> Incident:
-    resolved = Resolved(at=now, how=resolution, by=by, by_name=by_name)
-    return incident.model_copy(update={"resolved": resolved, "updated_at": now, **update})
+def _resolved(incident: Incident, resolved: Resolved, **update: object) -> Incident:
+    return incident.model_copy(update={"resolved": resolved, "updated_at": resolved.at, **update})
 
 
 def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
-    return _resolved(incident, Resolution.MANUAL, now, by=by, by_name=name)
+    return _resolved(incident, Resolved(at=now, how=Resolution.MANUAL, by=by, by_name=name))
 
 
 def resolve_drained(incident: Incident, *, now: datetime, ended: str = DRAINED) -> Incident:
     """Drained, or a followed queue no longer followed (`ended`: why)."""
     if (follow := incident.drain.follow) is None:
-        return _resolved(incident, Resolution.DRAINED, now)
+        return _resolved(incident, Resolved(at=now, how=Resolution.DRAINED))
     ended_follow = follow.model_copy(update={"ended": ended})
     resolution = Resolution.ALERT if ended == CAPPED else Resolution.DRAINED
-    return _resolved(incident, resolution, now, drain=_following(incident, ended_follow))
+    resolved = Resolved(at=now, how=resolution)
+    return _resolved(incident, resolved, drain=_following(incident, ended_follow))
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
@@ -701,9 +688,8 @@ def with_action(incident: Incident, event: Event) -> Incident:
 
 
 def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
-    """The newest `MAX_ACTIONS`, and before them each responder's first, so the responders stay
-    whole and in order, and each scale-up still to go back, so its summary says so. A scale-up
-    that many actions back is long past any reading's window (`counting_scale_ups`)."""
+    """The newest `MAX_ACTIONS`, and before them each responder's first (the responders stay
+    whole) and each scale-up still to go back (its summary says so)."""
     older, newest = actions[:-MAX_ACTIONS], actions[-MAX_ACTIONS:]
     seen: set[str] = set()
     kept = []
@@ -716,9 +702,8 @@ def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
 
 
 def counting_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
-    """Each type's judgement counting the runners added from Slack after its reading, and for a
-    boot's time before it, those the reading cannot show yet. `actions`: all of them, whatever
-    came after a scale-up: only its moment decides whether it counts."""
+    """Each type's judgement counting the runners added after its reading, and for a boot's time
+    before it, those the reading cannot show yet; only a scale-up's moment decides."""
     made = [d.model_copy(update={"at": d.at or e.at}) for e in actions if (d := e.scale)]
     return counting(view, made)
 
@@ -799,8 +784,7 @@ def shown_now(incident: Incident, **changed: object) -> Incident:
 
 def trend_end(incident: Incident) -> float:
     """What a chart drawn now ends on (0: nothing)."""
-    times = incident.trend.times()
-    return times[-1] if times else 0.0
+    return (incident.trend.times() or [0.0])[-1]
 
 
 def chart_drawn(incident: Incident, drawn_at: float) -> bool:
@@ -904,9 +888,8 @@ def advice_of(judged: Judgement) -> Advice:
 
 
 def is_material(posted: Snapshot | None, current: Snapshot, drain: DrainRule) -> bool:
-    """Worth a new status reply since the `posted` one: a runner type's advice changed (its
-    direction, runners to add, maximum to raise, nodes short, compared as stored), or the queue
-    or the wait crossed the alert's threshold or the drain rule's."""
+    """Worth a new status reply since the `posted` one: a runner type's advice changed, or the
+    queue or the wait crossed the alert's threshold or the drain rule's."""
     if posted is None:
         return True
     # A status stored without its advice knows none to compare: not news by itself.
@@ -1002,9 +985,8 @@ def most_runners(seen: RunnersSeen, more: RunnersSeen | RunnerTypeMetrics | None
 def peak_types_of(
     peak: dict[str, RunnerQueue], current: dict[str, RunnerQueue]
 ) -> dict[str, RunnerQueue]:
-    """The worst queue seen per runner type; the wait keeps how it was measured with its number
-    (a tie keeps the one seen first), the longest of one measure: the oldest job's age once one
-    was read, before that the slowest recent start (never the larger of the two)."""
+    """The worst queue seen per runner type; the wait the longest of one measure (the oldest job's
+    age once one was read, before that the slowest recent start), the first on a tie."""
     merged = dict(peak)
     for name, queue in current.items():
         before = merged.get(name, queue)
@@ -1044,9 +1026,8 @@ def sums_types(types: Mapping[str, RunnerQueue]) -> bool:
 
 
 def peaks_seen(peaks: Peaks, seen: Snapshot) -> Peaks:
-    """The peak queue is the most jobs any snapshot said, `moment` the first moment it was said;
-    each type's peak the most it showed; the longest wait and the slowest recent start each the
-    most of its own measure shown, and when first."""
+    """The most jobs any snapshot said (`moment`: first said), each type's most, and the longest
+    wait and the slowest recent start each of its own measure, and when first."""
     queued, waited = queued_total(seen.numbers, seen.runner_types), seen.numbers.max_queue_time_mins
     started, start = seen.numbers.slowest_start_mins, peaks.numbers.slowest_start_mins
     before, wait = peaks.numbers.max_queue_size, peaks.numbers.max_queue_time_mins

@@ -152,8 +152,7 @@ def verdict(
         did = "it would have acted" if policy.dry_run else "it acted"  # a dry run's acts
         said = f"{did} at {_clock(_made(acts[-1]))}: again from {_clock(again)}"
         return Verdict(0, said, "period")
-    added = sum(up.added for up in mine if up.pilot)
-    room = policy.up_to - added
+    room = policy.up_to - sum(up.added for up in mine if up.pilot)
     if room <= 0:
         return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}", "up_to")
     wanted = math.floor(hold.least - capacity + 1e-9)

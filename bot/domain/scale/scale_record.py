@@ -65,9 +65,8 @@ def scale_record(incident: Incident) -> list[TypeScaled]:
     """Per runner type, in the order first scaled up (a person's scale-up, the pilot's, or one
     taken on from an early warning)."""
     fired, made = alert_fired(incident), made_scale_ups(incident)
-    types = dict.fromkeys(done.runner_type for done in made)
     record = []
-    for runner_type in types:
+    for runner_type in dict.fromkeys(done.runner_type for done in made):
         of = [done for done in made if done.runner_type == runner_type]
         people, pilot = (_acts([d for d in of if d.pilot is by], fired) for by in (False, True))
         record.append(TypeScaled(runner_type, people, pilot, _first(of, fired)))

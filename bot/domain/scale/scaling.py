@@ -48,11 +48,8 @@ class Capacity:
     def describe(self) -> str:
         """ "40 runners (min 0, max 120)"."""
         runners = f"{self.current} runners" if self.current is not None else "runners unknown"
-        bounds = [
-            f"{name} {value}"
-            for name, value in (("min", self.minimum), ("max", self.maximum))
-            if value is not None
-        ]
+        named = (("min", self.minimum), ("max", self.maximum))
+        bounds = [f"{name} {value}" for name, value in named if value is not None]
         return runners + (f" ({', '.join(bounds)})" if bounds else "")
 
 
