@@ -921,9 +921,8 @@ def _drain_crossed(posted: Snapshot, current: Snapshot, drain: DrainRule) -> boo
     """Out of the drain rule since the posted status, by more than a step: a queue back after it
     looked drained is news. Looking drained is not: the root says it at once."""
     beyond = (drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS)
-    return _drained(posted, drain.max_queued, drain.max_wait_mins) and not _drained(
-        current, *beyond
-    )
+    was = _drained(posted, drain.max_queued, drain.max_wait_mins)
+    return was and not _drained(current, *beyond)
 
 
 def _drained(snapshot: Snapshot, max_queued: float, max_wait_mins: float) -> bool:
