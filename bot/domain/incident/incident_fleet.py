@@ -42,6 +42,8 @@ NOTHING_QUEUED = RunnerTypeMetrics(queued=0)  # a followed type whose absence me
 BASELINE_WINDOW = timedelta(hours=6)
 BASELINE_GAP = timedelta(minutes=10)
 ALL_TYPES = ""  # the alert's headline numbers when it names no runner type
+# Every target is scraped within this of an alert (Prometheus scrapes every minute or less).
+SCRAPED_WITHIN = timedelta(minutes=5)
 
 
 def incident_fleet(
@@ -132,11 +134,8 @@ def alert_fleet(
     types: dict[str, RunnerTypeMetrics] = {}
     for name, queue in queues.items():
         queued = trend.totals() if name == ALL_TYPES else trend.queued_of(name)
-        observed = [
-            (at, q)
-            for at, q in zip(trend.times(), queued, strict=True)
-            if q is not None and at < said.timestamp()
-        ][-(RECENT_READINGS - 1) :]
+        known = [(at, q) for at, q in zip(trend.times(), queued, strict=True) if q is not None]
+        observed = [(at, q) for at, q in known if at < said.timestamp()][-(RECENT_READINGS - 1) :]
         metrics = RunnerTypeMetrics(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
         types[name] = judged_as(metrics, observed, said, within_mins, "alert")
     view = FleetSnapshot(at=now, source="alert", runner_types=types, note=note)
@@ -255,27 +254,20 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
         return 0
     named = {runner_key(name) for name in incident.runner_types if name}
     blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, rule.max_wait_mins)
+    # A view of no type says nothing queues only where the source lists every queue, or once
+    # every target is scraped.
+    scraped = view.absent_means_empty or view.at - incident.opened_at >= SCRAPED_WITHIN
     if (
         blind
         or not _readable(view)
         or (named and not any(runner_key(n) in named for n in view.runner_types))
-        or (not view.runner_types and not _can_show_none(incident, view))
+        or (not view.runner_types and not scraped)
     ):
         return incident.drain.checks
     if not is_drained(view, rule):
         return 0
     counted = incident.drain.read_at
     return incident.drain.checks + (counted is None or view.at > counted)
-
-
-# Every target is scraped within this of an alert (Prometheus scrapes every minute or less).
-SCRAPED_WITHIN = timedelta(minutes=5)
-
-
-def _can_show_none(incident: Incident, view: FleetSnapshot) -> bool:
-    """Whether a view of no runner type means nothing queues: the source lists every queue, or
-    every target is scraped by now."""
-    return view.absent_means_empty or view.at - incident.opened_at >= SCRAPED_WITHIN
 
 
 def still_queued(incident: Incident, rule: DrainRule) -> float | None:
@@ -354,9 +346,8 @@ def with_baselines(
 ) -> FleetSnapshot:
     """The baselines the backend could not give, from the readings in the hours before the
     incident. `read_as`: a shown type's name in the readings, where the incident's differs."""
-    before = [
-        p for p in history if started_at - BASELINE_WINDOW <= p.at <= started_at - BASELINE_GAP
-    ]
+    since, until = started_at - BASELINE_WINDOW, started_at - BASELINE_GAP
+    before = [p for p in history if since <= p.at <= until]
     if not before:
         return view
     types = {}

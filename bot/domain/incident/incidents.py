@@ -595,12 +595,10 @@ def apply_notification(
             update["silence"] = incident.silence.model_copy(update={"unended": ""})
         return updated.model_copy(update=update), Change.REOPENED
     if incident.drain.follow is not None:  # it never resolved: firing again, as the thread hears
-        return updated.model_copy(
-            update={"drain": _following(updated, None)}
-        ), Change.ALERTS_CHANGED
-    alerts = [(i.firing_count, set(i.runner_types)) for i in (incident, updated)]
-    changed = alerts[0] != alerts[1]
-    return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
+        followed = updated.model_copy(update={"drain": _following(updated, None)})
+        return followed, Change.ALERTS_CHANGED
+    before, after = ((i.firing_count, set(i.runner_types)) for i in (incident, updated))
+    return updated, Change.ALERTS_CHANGED if before != after else Change.UPDATED
 
 
 def _followed(
@@ -634,9 +632,8 @@ def thresholds(incident: Incident) -> tuple[float | None, float | None]:
 
 def repeated(incident: Incident, *, now: datetime) -> Incident:
     """The delivery the incident was just UPDATED with, again: only the count moves."""
-    return incident.model_copy(
-        update={"notified": Notified(count=incident.notified.count + 1, at=now), "updated_at": now}
-    )
+    notified = Notified(count=incident.notified.count + 1, at=now)
+    return incident.model_copy(update={"notified": notified, "updated_at": now})
 
 
 def _resolved(incident: Incident, resolved: Resolved, **update: object) -> Incident:
@@ -651,10 +648,9 @@ def resolve_drained(incident: Incident, *, now: datetime, ended: str = DRAINED) 
     """Drained, or a followed queue no longer followed (`ended`: why)."""
     if (follow := incident.drain.follow) is None:
         return _resolved(incident, Resolved(at=now, how=Resolution.DRAINED))
-    ended_follow = follow.model_copy(update={"ended": ended})
-    resolution = Resolution.ALERT if ended == CAPPED else Resolution.DRAINED
-    resolved = Resolved(at=now, how=resolution)
-    return _resolved(incident, resolved, drain=_following(incident, ended_follow))
+    how = Resolution.ALERT if ended == CAPPED else Resolution.DRAINED
+    drain = _following(incident, follow.model_copy(update={"ended": ended}))
+    return _resolved(incident, Resolved(at=now, how=how), drain=drain)
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
@@ -669,13 +665,9 @@ def would_said(runner_type: str, runners: int, at: datetime) -> str:
 
 def would_event(runner_type: str, runners: int, at: datetime, why: str) -> Event:
     """A dry-run pilot's act as the timeline keeps it: nothing was scaled."""
-    return Event(
-        at=at,
-        kind=DRY_RUN,
-        text=f"{DRY_RUN_BY} {would_said(runner_type, runners, at)}: {why}",
-        actor_name=PILOT,
-        would=DryRun(runner_type=runner_type, runners=runners),
-    )
+    text = f"{DRY_RUN_BY} {would_said(runner_type, runners, at)}: {why}"
+    would = DryRun(runner_type=runner_type, runners=runners)
+    return Event(at=at, kind=DRY_RUN, text=text, actor_name=PILOT, would=would)
 
 
 def with_action(incident: Incident, event: Event) -> Incident:
@@ -899,11 +891,15 @@ def is_material(posted: Snapshot | None, current: Snapshot, drain: DrainRule) ->
     queued = (before.max_queue_size, now.max_queue_size, now.queue_size_threshold)
     waited = (before.max_queue_time_mins, now.max_queue_time_mins, now.queue_time_threshold)
     started = (before.slowest_start_mins, now.slowest_start_mins, now.queue_time_threshold)
+    # Out of the drain rule by more than a step: a queue back after it looked drained is news.
+    # Looking drained is not: the root says it at once.
+    beyond = (drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS)
+    was = _drained(posted, drain.max_queued, drain.max_wait_mins)
     return (
         _crossed(*queued, QUEUED_STEP, QUEUED_RATIO)
         or _crossed(*waited, WAIT_STEP_MINS, WAIT_RATIO)
         or _crossed(*started, WAIT_STEP_MINS, WAIT_RATIO)
-        or _drain_crossed(posted, current, drain)
+        or (was and not _drained(current, *beyond))
     )
 
 
@@ -915,14 +911,6 @@ def _crossed(
         return False
     margin = max(step, ratio * threshold)
     return now > threshold + margin if before < threshold else now < threshold - margin
-
-
-def _drain_crossed(posted: Snapshot, current: Snapshot, drain: DrainRule) -> bool:
-    """Out of the drain rule since the posted status, by more than a step: a queue back after it
-    looked drained is news. Looking drained is not: the root says it at once."""
-    beyond = (drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS)
-    was = _drained(posted, drain.max_queued, drain.max_wait_mins)
-    return was and not _drained(current, *beyond)
 
 
 def _drained(snapshot: Snapshot, max_queued: float, max_wait_mins: float) -> bool:
@@ -976,9 +964,8 @@ def most_runners(seen: RunnersSeen, more: RunnersSeen | RunnerTypeMetrics | None
     """Each of `seen`'s numbers at its most with `more`'s."""
     if more is None:
         return seen
-    return RunnersSeen(
-        **{f: max_known(getattr(seen, f), getattr(more, f)) for f in RunnersSeen.model_fields}
-    )
+    fields = RunnersSeen.model_fields
+    return RunnersSeen(**{f: max_known(getattr(seen, f), getattr(more, f)) for f in fields})
 
 
 def peak_types_of(

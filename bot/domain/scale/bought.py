@@ -103,10 +103,8 @@ def bought(
 
 def _fell(readings: Sequence[Reading]) -> tuple[float, float] | None:
     """Jobs a minute the queue fell over `readings`, and the standard error of it."""
-    first = readings[0].at
-    fit = slope_fit(
-        [(r.at - first).total_seconds() / 60 for r in readings], [r.queued for r in readings]
-    )
+    minutes = [(r.at - readings[0].at).total_seconds() / 60 for r in readings]
+    fit = slope_fit(minutes, [r.queued for r in readings])
     return (-fit[0], fit[1]) if fit is not None else None
 
 

@@ -98,14 +98,9 @@ def follow(
     ]
     if baseline is not None and coming:
         baseline = max(baseline, *coming)
-    return up.model_copy(
-        update={
-            "due": up.at + timedelta(seconds=verify_s),
-            "baseline": baseline,
-            "reply": reply,
-            "detail": detail,
-        }
-    )
+    due = up.at + timedelta(seconds=verify_s)
+    update = {"due": due, "baseline": baseline, "reply": reply, "detail": detail}
+    return up.model_copy(update=update)
 
 
 @dataclass(frozen=True)
@@ -206,12 +201,7 @@ def credited(
             for point in history
             if (queued := point.gauges_of(up.runner_type).get("queued")) is not None
         ]
-        measured = bought(
-            up.seen_at,
-            readings,
-            after=max(earlier, default=None),
-            until=min([*later, now], default=None),
-            window=window,
-        )
+        after, until = max(earlier, default=None), min([*later, now])
+        measured = bought(up.seen_at, readings, after=after, until=until, window=window)
         credit.append(up.model_copy(update={"bought": measured}))
     return credit

@@ -218,9 +218,8 @@ def managed_by(labels: object, annotations: object) -> ManagedBy | None:
 
 
 def _argo_cd(application: str, marking: str) -> ManagedBy:
-    return ManagedBy(
-        "Argo CD", f"application {_name(application)}", f"tracked by {marking}", ARGO_SYNC
-    )
+    owner = f"application {_name(application)}"
+    return ManagedBy("Argo CD", owner, f"tracked by {marking}", ARGO_SYNC)
 
 
 def _strings(metadata: object) -> dict[str, str]:
