@@ -1,7 +1,5 @@
 """Text cut to a limit the way a person would shorten it: whole clauses dropped from the end, and
-"…" where they were. A limit met mid-word ("the alert fires a…") leaves a reader guessing at the
-word; a clause dropped leaves a sentence that is true as far as it goes. Every cut in the bot's
-text (Slack's, GitHub's, a title's, a backend's answer) is this one."""
+"…" where they were, so what is left is true as far as it goes. Every cut in the bot's text."""
 
 from __future__ import annotations
 
@@ -18,10 +16,8 @@ _DANGLING = re.compile(r"(?<!&amp)(?<!&lt)(?<!&gt)[\s.,;:!?…·\-–—(\"']+$"
 
 def shortened(text: str, limit: int, whole: re.Pattern[str] | None = None) -> str:
     """`text` within `limit` characters, "…" where it was cut: after its last clause that fits,
-    else (one clause longer than the room) after its last word that fits; only a word filling
-    more than half the room (an ID, a URL, a title without spaces) is cut within, where the words
-    before it alone would say next to nothing. A match of `whole` (an escape, a Slack token) is
-    never cut, and no space within one is a place to cut."""
+    else its last word; only a word filling more than half the room (an ID, a URL) is cut within.
+    A match of `whole` (an escape, a Slack token) is never cut."""
     if len(text) <= limit:
         return text
     room = max(limit - len(ELLIPSIS), 0)

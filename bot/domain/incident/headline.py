@@ -89,13 +89,8 @@ def still_live(incident: Incident) -> StillLive | None:
     wait_over = _over(head.wait.longest_wait_mins, time_limit, numbers.queue_time_over)
     if not queued_over and not wait_over:
         return None
-    return StillLive(
-        queued=head.queued if queued_over else None,
-        queued_threshold=size_limit,
-        per_type=len(queues) > 1,
-        wait=head.wait if wait_over else None,
-        wait_threshold=time_limit,
-    )
+    queued, wait = head.queued if queued_over else None, head.wait if wait_over else None
+    return StillLive(queued, size_limit, len(queues) > 1, wait, time_limit)
 
 
 def _over(value: float | None, threshold: float | None, said_over: bool | None) -> bool:

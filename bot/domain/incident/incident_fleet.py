@@ -1,8 +1,5 @@
 """An incident's share of the fleet reading: which runner types it shows, whether it drained.
-
-The reading is matched to the alert's types by `runner_key` (the alert's `linux.2xlarge` is
-ARC's `linux-2xlarge`); an alert that names none shows every type that queues. Without a fresh
-reading the alert's numbers stand in.
+Matched to the alert's types by `runner_key`; without a fresh reading the alert's numbers stand in.
 """
 
 from __future__ import annotations
@@ -45,6 +42,8 @@ NOTHING_QUEUED = RunnerTypeMetrics(queued=0)  # a followed type whose absence me
 BASELINE_WINDOW = timedelta(hours=6)
 BASELINE_GAP = timedelta(minutes=10)
 ALL_TYPES = ""  # the alert's headline numbers when it names no runner type
+# Every target is scraped within this of an alert (Prometheus scrapes every minute or less).
+SCRAPED_WITHIN = timedelta(minutes=5)
 
 
 def incident_fleet(
@@ -100,9 +99,8 @@ def incident_fleet(
 
 
 def with_alert_waits(view: FleetSnapshot, incident: Incident) -> FleetSnapshot:
-    """Each queueing type whose reading knows no wait judged with the alert's wait for it (of the
-    type it names; of the one type shown, when it names none), said as the alert's and when. The
-    reading's own numbers stay as read: an old alert's wait never holds up a drain."""
+    """Each queueing type whose reading knows no wait judged with the alert's wait for it (or for
+    the one type shown), said as the alert's; the reading's numbers stay, no drain waits on it."""
     said_at = incident.notified.at or incident.opened_at
     types = dict(view.runner_types)
     for name, metrics in view.runner_types.items():
@@ -127,26 +125,18 @@ def alert_fleet(
     incident: Incident, *, now: datetime, note: str = "", within_mins: float = DRAIN_TARGET_MINS
 ) -> FleetSnapshot:
     """Queued jobs and the longest wait per runner type (all an alert carries), judged as of when
-    the alert said them (the same numbers are the same judgement whenever read), the direction
-    from the incident's trend before then."""
-    types = {
-        name: RunnerTypeMetrics(queued=q.queued, longest_wait_mins=q.longest_wait_mins)
-        for name, q in incident.runner_types.items()
-    }
-    numbers = incident.numbers
-    if not types and (numbers.max_queue_size is not None or numbers.max_queue_time_mins):
-        types[ALL_TYPES] = RunnerTypeMetrics(
-            queued=numbers.max_queue_size, longest_wait_mins=numbers.max_queue_time_mins
-        )
+    the alert said them, the direction from the incident's trend before then."""
+    numbers, trend = incident.numbers, incident.trend
+    queues = dict(incident.runner_types)
+    if not queues and (numbers.max_queue_size is not None or numbers.max_queue_time_mins):
+        queues[ALL_TYPES] = RunnerQueue(numbers.max_queue_size, numbers.max_queue_time_mins)
     said = incident.notified.at or incident.opened_at
-    trend = incident.trend
-    for name, metrics in types.items():
+    types: dict[str, RunnerTypeMetrics] = {}
+    for name, queue in queues.items():
         queued = trend.totals() if name == ALL_TYPES else trend.queued_of(name)
-        observed = [
-            (at, q)
-            for at, q in zip(trend.times(), queued, strict=True)
-            if q is not None and at < said.timestamp()
-        ][-(RECENT_READINGS - 1) :]
+        known = [(at, q) for at, q in zip(trend.times(), queued, strict=True) if q is not None]
+        observed = [(at, q) for at, q in known if at < said.timestamp()][-(RECENT_READINGS - 1) :]
+        metrics = RunnerTypeMetrics(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
         verdict = judge(metrics, observed, at=said, within_mins=within_mins, source="alert")
         types[name] = metrics.model_copy(update={"judged": verdict})
     view = FleetSnapshot(at=now, source="alert", runner_types=types, note=note)
@@ -187,14 +177,12 @@ def _relevant(
     routing: Routing | None,
 ) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], list[str], str]:
     """The types to show (worst first), those followed the reading cannot speak for, those shown
-    from their absence, and a note. A type the incident showed before stays, under its own name:
-    one that drained reads "0 queued" instead of vanishing."""
+    from their absence, and a note. A type shown before stays: drained, it reads "0 queued"."""
     # Followed: every type the incident has shown or its alert named; the alert's name wins.
     followed = {runner_key(n): n for n in (*incident.peaks.types, *incident.runner_types) if n}
     absent = sorted(name for key, name in followed.items() if key not in by_key)
-    # Shown from their absence, where the source says absence means nothing queued: only types a
-    # reading showed this incident before. A type only its alert names is more likely spelt
-    # otherwise in the source (`lf.linux.4xlarge`) than drained, and would close it at once.
+    # Shown from their absence (where it means nothing queued) only if a reading showed them: a
+    # type only its alert names is more likely spelt otherwise in the source than drained.
     read = _read_before(incident) if fleet.absent_means_empty else set()
     empty = [name for name in absent if runner_key(name) in read]
     named = {runner_key(name) for name in incident.runner_types if name}
@@ -241,9 +229,8 @@ def is_drained(view: FleetSnapshot, rule: DrainRule) -> bool:
 
 
 def _within(m: RunnerTypeMetrics, rule: DrainRule) -> bool:
-    """An unknown wait does not count; a wait "over" a number, or over an unknown one (a jobs
-    listing that failed), is not known to be under any; an unknown queue is not known to be
-    drained."""
+    """An unknown wait does not count; a wait "over" a number is not known to be under any; an
+    unknown queue is not known to be drained."""
     wait = m.longest_wait_mins
     waits = not m.wait_over and (wait is None or wait <= rule.max_wait_mins)
     return m.queued is not None and m.queued <= rule.max_queued and waits
@@ -263,36 +250,25 @@ def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool
 
 def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
     """Consecutive drained checks including this one (0: it queues, or the alert's numbers);
-    unchanged while a live reading cannot tell, or for the reading the last check counted. Only
-    a live view of the incident's own types, with their queues, can close it: not a misread
-    label, nor a view of no type while a target may be unscraped (`_can_show_none`)."""
+    unchanged while a live view of the incident's own types cannot tell, or for the same reading."""
     if not view.is_live:
         return 0
     named = {runner_key(name) for name in incident.runner_types if name}
     blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, rule.max_wait_mins)
+    # A view of no type says nothing queues only where the source lists every queue, or once
+    # every target is scraped.
+    scraped = view.absent_means_empty or view.at - incident.opened_at >= SCRAPED_WITHIN
     if (
         blind
         or not _readable(view)
         or (named and not any(runner_key(n) in named for n in view.runner_types))
-        or (not view.runner_types and not _can_show_none(incident, view))
+        or (not view.runner_types and not scraped)
     ):
         return incident.drain.checks
     if not is_drained(view, rule):
         return 0
     counted = incident.drain.read_at
     return incident.drain.checks + (counted is None or view.at > counted)
-
-
-# Every target is scraped within this of an alert: Prometheus's scrape intervals are a minute or
-# less, and an alert's rule evaluated scraped numbers already.
-SCRAPED_WITHIN = timedelta(minutes=5)
-
-
-def _can_show_none(incident: Incident, view: FleetSnapshot) -> bool:
-    """Whether a view of no runner type means nothing queues: the source lists every queue, or
-    every target is scraped by now (else such an incident waits for a resolve that may never
-    come)."""
-    return view.absent_means_empty or view.at - incident.opened_at >= SCRAPED_WITHIN
 
 
 def still_queued(incident: Incident, rule: DrainRule) -> float | None:
@@ -371,9 +347,8 @@ def with_baselines(
 ) -> FleetSnapshot:
     """The baselines the backend could not give, from the readings in the hours before the
     incident. `read_as`: a shown type's name in the readings, where the incident's differs."""
-    before = [
-        p for p in history if started_at - BASELINE_WINDOW <= p.at <= started_at - BASELINE_GAP
-    ]
+    since, until = started_at - BASELINE_WINDOW, started_at - BASELINE_GAP
+    before = [p for p in history if since <= p.at <= until]
     if not before:
         return view
     types = {}

@@ -4,7 +4,8 @@ races such as "a resolved notification overtaking a firing one" are table tests.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -114,10 +115,9 @@ def actions_taken(events: Sequence[Event]) -> list[Event]:
 
 
 def drafted_from(events: Sequence[Event], drafted: Event) -> list[Event]:
-    """The timeline a write-up recorded as `drafted` was drafted from: the events before it, so
-    its copy on the alert's issue, drafted later, says what the one in Slack said."""
-    before = list(events)
-    return before[: before.index(drafted)] if drafted in before else before
+    """The events before the write-up `drafted`: its copy drafted later says what Slack's said."""
+    events = list(events)
+    return events[: events.index(drafted)] if drafted in events else events
 
 
 class PilotLine(BaseModel):
@@ -157,8 +157,7 @@ class ActiveSilence(BaseModel):
     by: str
     by_name: str = ""
     at: datetime
-    # The bot's own silences end when the incident resolves, unless whoever made it chose to
-    # keep it (a re-fire meanwhile would be hidden, so that is a person's choice).
+    # Ended at the resolve unless its maker chose to keep it (it would hide a re-fire).
     kept: bool = False
     unended: str = ""  # why ending it at the resolve failed for good: it runs out instead
 
@@ -198,8 +197,7 @@ class RunnersSeen(BaseModel):
     maximum: float | None = None
 
 
-# A runner type's advice as a responder acts on it, from its stored (stabilized) judgement:
-# its direction, the runners to add, how far to raise the maximum, the nodes short.
+# A type's stored advice: its direction, runners to add, maximum to raise by, nodes short.
 Advice = tuple[str, int, int, int]
 
 
@@ -225,10 +223,8 @@ class Snapshot(BaseModel):
 
 
 class Peaks(BaseModel):
-    """The most the incident showed, each of its own measure: kept, not derived, since they fold
-    in every reading shown and the record keeps only the latest (`live`) and the latest statuses
-    (`trend`). `numbers`: the most jobs, the longest wait and the slowest recent start, with the
-    latest thresholds; `moment`: the first reading with the most jobs, and its types."""
+    """The most the incident showed, each of its own measure: kept, as the record keeps only the
+    latest readings. `numbers` has the latest thresholds; `moment`: the first with the most jobs."""
 
     numbers: QueueNumbers = QueueNumbers()
     moment: Snapshot | None = None
@@ -250,8 +246,7 @@ class QueueCost(BaseModel):
 
 class Drain(BaseModel):
     """`checks`: consecutive checks that found the queue drained; `read_at`: the reading the last
-    of them counted (a reading standing longer than a check, GitHub's paced to its quota, is one
-    check however often it is looked at); `follow`: the queue followed after its alert cleared."""
+    counted (one reading is one check however often it is looked at); `follow`: after the alert."""
 
     checks: int = 0
     read_at: datetime | None = None
@@ -260,11 +255,9 @@ class Drain(BaseModel):
 
 class Shown(BaseModel):
     """What the thread shows, held still for people. `status`: what the latest new status reply
-    showed (before any, the opening numbers), which the next is compared with; `statuses`: the
-    status replies posted; `replied_since`: a reply other than a status followed the latest one
-    (editing it would show numbers newer than the reply below it); `charted_at`, `pictured_at`:
-    the trend's end when a status last drew it, and posted it as a picture (0: never), so the
-    summary leaves out what the thread shows already."""
+    showed (before any, the opening numbers); `replied_since`: another reply followed it (an edit
+    would show numbers newer than the reply below); `charted_at`, `pictured_at`: the trend's end
+    when a status last drew it, as a picture (0: never), which the summary leaves out."""
 
     status: Snapshot | None = None
     statuses: int = 0
@@ -274,9 +267,8 @@ class Shown(BaseModel):
 
 
 class Cause(BaseModel):
-    """The latest diagnostics' conclusion (`said`, plain text). A shortfall against `runner_type`'s
-    `maximum`: a reading with a higher one disproves it; or its new runner pods cannot start
-    (`pods`): a reading where they can disproves it."""
+    """The latest diagnostics' conclusion (`said`): a shortfall against `runner_type`'s `maximum`,
+    or its new pods cannot start (`pods`); a reading that disproves it clears it."""
 
     said: str = ""
     runner_type: str = ""
@@ -306,45 +298,21 @@ class Notified(BaseModel):
     at: datetime | None = None
 
 
-# Each group's fields as the record keeps them, flat, as 0.27 wrote and reads them: a rollback to
-# it reads this release's records, and this release reads its. From 0.29 the groups are kept.
+# Each group's fields as the record keeps them, flat, as 0.27 wrote and reads them (in the group's
+# order): a rollback to it reads this release's records, and this release reads its. From 0.29 the
+# groups are kept.
 _KEPT_FLAT = {
-    "peaks": {
-        "numbers": "peak",
-        "moment": "peak_snapshot",
-        "wait_at": "peak_wait_at",
-        "start_at": "peak_start_at",
-        "types": "peak_types",
-        "runners": "peak_runners",
-    },
-    "queue_cost": {
-        "by_type": "cost",
-        "at": "cost_at",
-        "unknown": "cost_unknown",
-        "counted": "cost_counted",
-    },
-    "drain": {"checks": "drain_checks", "read_at": "drain_read_at", "follow": "follow"},
-    "shown": {
-        "status": "posted_status",
-        "statuses": "status_posts",
-        "replied_since": "replied_since_status",
-        "charted_at": "charted_at",
-        "pictured_at": "pictured_at",
-    },
-    "cause": {
-        "said": "likely_cause",
-        "runner_type": "cause_type",
-        "maximum": "cause_maximum",
-        "pods": "cause_pods",
-    },
-    "acknowledged": {"by": "acknowledged_by", "name": "acknowledged_name"},
-    "resolved": {
-        "at": "resolved_at",
-        "how": "resolution",
-        "by": "resolved_by",
-        "by_name": "resolved_by_name",
-    },
-    "notified": {"count": "notifications", "at": "alerted_at"},
+    group: dict(zip(model.model_fields, flat.split(), strict=True))
+    for group, model, flat in (
+        ("peaks", Peaks, "peak peak_snapshot peak_wait_at peak_start_at peak_types peak_runners"),
+        ("queue_cost", QueueCost, "cost cost_at cost_unknown cost_counted"),
+        ("drain", Drain, "drain_checks drain_read_at follow"),
+        ("shown", Shown, "posted_status status_posts replied_since_status charted_at pictured_at"),
+        ("cause", Cause, "likely_cause cause_type cause_maximum cause_pods"),
+        ("acknowledged", Acknowledged, "acknowledged_by acknowledged_name"),
+        ("resolved", Resolved, "resolved_at resolution resolved_by resolved_by_name"),
+        ("notified", Notified, "notifications alerted_at"),
+    )
 }
 
 
@@ -397,9 +365,8 @@ class Incident(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Incident:
-        """The groups from their fields kept flat (`_KEPT_FLAT`); `status` follows `resolved`.
-        A record written before `RECORD_RELEASE` (0.27's, or one a rolled-back 0.27 rewrote: it
-        drops what it does not know, `written_by` too) is read as `_apart` says."""
+        """The groups from their fields kept flat; `status` follows `resolved`. A record written
+        before `RECORD_RELEASE` (0.27's, or one a rolled-back 0.27 rewrote) is read `_apart`."""
         if not isinstance(data, dict):
             return handler(data)
         data = dict(data)
@@ -473,8 +440,7 @@ class Incident(BaseModel):
 
 def _apart(incident: Incident) -> Incident:
     """0.27 kept the slowest recent start as the longest wait where it was the longer (its type
-    said which): its statuses' and its peak's two measures set apart, its peak wait kept as the
-    start it was. A record this release wrote has them apart and is read as written."""
+    said which): its statuses' and its peak's two measures set apart."""
     shown, peaks = incident.shown, incident.peaks
     for group, name in ((shown, "status"), (peaks, "moment")):
         if (moment := getattr(group, name)) is not None:
@@ -501,28 +467,22 @@ def _put_back_kept(up: ScaleUp) -> dict[str, Any]:
 
 
 def _going_back(incident: Incident, put_backs: list[Any]) -> Incident:
-    """The scale-ups `put_backs` names marked to go back, no others: the latest scale-up of its
-    type and field, the one it goes back from where one is. An entry that is not 0.27's shape
-    is passed over: a record is always read."""
+    """The scale-ups `put_backs` names (the latest of its type and field, the one it goes back
+    from where one is) marked to go back, no others; an entry not of 0.27's shape passed over."""
     ups = {e.at: e.scale.model_copy(update=_NOT_BACK) for e in incident.actions if e.scale}
     for kept in put_backs:
         if not isinstance(kept, dict):
             continue
-        mine = [
-            at
-            for at, up in ups.items()
-            if (up.runner_type, up.field) == (kept.get("runner_type"), kept.get("field"))
-        ]
+        of = (kept.get("runner_type"), kept.get("field"))
+        mine = [at for at, up in ups.items() if (up.runner_type, up.field) == of]
         landed = [at for at in mine if ups[at].back_from == kept.get("after")] or [
             at for at in mine if not ups[at].undone
         ]
         if not landed:
             continue
         fields = {f: kept.get(name) for name, f in _PUT_BACK_KEPT.items()}
-        try:
+        with suppress(ValidationError):
             ups[landed[-1]] = ScaleUp.model_validate(ups[landed[-1]].model_dump() | fields)
-        except ValidationError:
-            continue
     return with_scale_ups(incident, ups)
 
 
@@ -561,19 +521,14 @@ def entry_order(entry_id: str) -> tuple[int, int]:
 def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
     """Older in stream order than the newest entry applied, or a firing whose alerts were all
     seen resolved (a lagging HA peer repeats the old startsAt; a re-fire has a new one)."""
-    if entry_order(entry_id) <= entry_order(group.last_entry):
-        return True
-    if delivery.status == "firing" and delivery.firing:
-        seen = set(group.resolved)
-        return all(instance in seen for instance in delivery.firing)
-    return False
+    older = entry_order(entry_id) <= entry_order(group.last_entry)
+    refired = delivery.status == "firing" and bool(delivery.firing)
+    return older or (refired and set(group.resolved).issuperset(delivery.firing))
 
 
 def noted(group: GroupState, delivery: Delivery, entry_id: str) -> GroupState:
-    resolved = list(dict.fromkeys((*group.resolved, *delivery.resolved)))
-    return group.model_copy(
-        update={"last_entry": entry_id, "resolved": tuple(resolved[-MAX_RESOLVED_INSTANCES:])}
-    )
+    resolved = tuple(dict.fromkeys((*group.resolved, *delivery.resolved)))[-MAX_RESOLVED_INSTANCES:]
+    return group.model_copy(update={"last_entry": entry_id, "resolved": resolved})
 
 
 def is_reopenable(incident: Incident, now: datetime, window: timedelta) -> bool:
@@ -600,14 +555,10 @@ def open_incident(
     incident = _with_facts(incident, delivery.facts, now=now)
     # The trend starts with the alert's reading, so that a chart covers the incident from it.
     first = incident.snapshot(now)
-    trend = incident.trend.appended(
-        now, first.numbers.max_queue_size, first.runner_types, limit=TREND_POINTS
-    )
-    shown = incident.shown.model_copy(update={"status": first})
-    incident = incident.model_copy(update={"shown": shown, "trend": trend})
+    incident = incident.model_copy(update={"shown": Shown(status=first), "trend": _trended(first)})
     if incident.is_test:
         # Grafana never resolves a test notification; left open it would post status forever.
-        return _resolved(incident, Resolution.TEST, now)
+        return _resolved(incident, Resolved(at=now, how=Resolution.TEST))
     return incident
 
 
@@ -619,20 +570,19 @@ def apply_notification(
     now: datetime,
     still_queued: float | None = None,
 ) -> tuple[Incident, Change]:
-    """A later notification of the group (one `is_stale` let through) folded into its incident.
-    `still_queued`: the jobs the live reading still sees over the alert's thresholds, which a
-    resolved notification leaves followed instead of resolved."""
+    """A later notification of the group folded into its incident. `still_queued`: jobs the live
+    reading sees over the alert's thresholds, which a resolve leaves followed, not resolved."""
     if delivery.status == "resolved":
         if not incident.is_open or incident.drain.follow is not None:
             return incident, Change.STALE
         # `now`, not the alert's endsAt: the reopen window and the duration are this incident's.
+        count = incident.notified.count + 1
         update = {"numbers": QueueNumbers(), "runner_types": {}, "firing_count": 0}
-        update["notified"] = incident.notified.model_copy(
-            update={"count": incident.notified.count + 1}
-        )
+        update["notified"] = incident.notified.model_copy(update={"count": count})
         if still_queued:
             return _followed(incident, still_queued, now, update), Change.FOLLOWED
-        return _resolved(incident, Resolution.ALERT, now, **update), Change.RESOLVED
+        cleared = _resolved(incident, Resolved(at=now, how=Resolution.ALERT), **update)
+        return cleared, Change.RESOLVED
     resolved = incident.resolved
     resolved_ms = resolved.at.timestamp() * 1000 if resolved.at else 0.0
     if resolved.how is Resolution.MANUAL and entry_order(entry_id)[0] < resolved_ms:
@@ -645,12 +595,10 @@ def apply_notification(
             update["silence"] = incident.silence.model_copy(update={"unended": ""})
         return updated.model_copy(update=update), Change.REOPENED
     if incident.drain.follow is not None:  # it never resolved: firing again, as the thread hears
-        return updated.model_copy(
-            update={"drain": _following(updated, None)}
-        ), Change.ALERTS_CHANGED
-    alerts = [(i.firing_count, set(i.runner_types)) for i in (incident, updated)]
-    changed = alerts[0] != alerts[1]
-    return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
+        followed = updated.model_copy(update={"drain": _following(updated, None)})
+        return followed, Change.ALERTS_CHANGED
+    before, after = ((i.firing_count, set(i.runner_types)) for i in (incident, updated))
+    return updated, Change.ALERTS_CHANGED if before != after else Change.UPDATED
 
 
 def _followed(
@@ -684,35 +632,25 @@ def thresholds(incident: Incident) -> tuple[float | None, float | None]:
 
 def repeated(incident: Incident, *, now: datetime) -> Incident:
     """The delivery the incident was just UPDATED with, again: only the count moves."""
-    return incident.model_copy(
-        update={"notified": Notified(count=incident.notified.count + 1, at=now), "updated_at": now}
-    )
+    notified = Notified(count=incident.notified.count + 1, at=now)
+    return incident.model_copy(update={"notified": notified, "updated_at": now})
 
 
-def _resolved(
-    incident: Incident,
-    resolution: Resolution,
-    now: datetime,
-    *,
-    by: str | None = None,
-    by_name: str = "",
-    **update: object,
-) -> Incident:
-    resolved = Resolved(at=now, how=resolution, by=by, by_name=by_name)
-    return incident.model_copy(update={"resolved": resolved, "updated_at": now, **update})
+def _resolved(incident: Incident, resolved: Resolved, **update: object) -> Incident:
+    return incident.model_copy(update={"resolved": resolved, "updated_at": resolved.at, **update})
 
 
 def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
-    return _resolved(incident, Resolution.MANUAL, now, by=by, by_name=name)
+    return _resolved(incident, Resolved(at=now, how=Resolution.MANUAL, by=by, by_name=name))
 
 
 def resolve_drained(incident: Incident, *, now: datetime, ended: str = DRAINED) -> Incident:
     """Drained, or a followed queue no longer followed (`ended`: why)."""
     if (follow := incident.drain.follow) is None:
-        return _resolved(incident, Resolution.DRAINED, now)
-    ended_follow = follow.model_copy(update={"ended": ended})
-    resolution = Resolution.ALERT if ended == CAPPED else Resolution.DRAINED
-    return _resolved(incident, resolution, now, drain=_following(incident, ended_follow))
+        return _resolved(incident, Resolved(at=now, how=Resolution.DRAINED))
+    how = Resolution.ALERT if ended == CAPPED else Resolution.DRAINED
+    drain = _following(incident, follow.model_copy(update={"ended": ended}))
+    return _resolved(incident, Resolved(at=now, how=how), drain=drain)
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
@@ -727,13 +665,9 @@ def would_said(runner_type: str, runners: int, at: datetime) -> str:
 
 def would_event(runner_type: str, runners: int, at: datetime, why: str) -> Event:
     """A dry-run pilot's act as the timeline keeps it: nothing was scaled."""
-    return Event(
-        at=at,
-        kind=DRY_RUN,
-        text=f"{DRY_RUN_BY} {would_said(runner_type, runners, at)}: {why}",
-        actor_name=PILOT,
-        would=DryRun(runner_type=runner_type, runners=runners),
-    )
+    text = f"{DRY_RUN_BY} {would_said(runner_type, runners, at)}: {why}"
+    would = DryRun(runner_type=runner_type, runners=runners)
+    return Event(at=at, kind=DRY_RUN, text=text, actor_name=PILOT, would=would)
 
 
 def with_action(incident: Incident, event: Event) -> Incident:
@@ -746,9 +680,8 @@ def with_action(incident: Incident, event: Event) -> Incident:
 
 
 def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
-    """The newest `MAX_ACTIONS`, and before them each responder's first, so the responders stay
-    whole and in order, and each scale-up still to go back, so its summary says so. A scale-up
-    that many actions back is long past any reading's window (`counting_scale_ups`)."""
+    """The newest `MAX_ACTIONS`, and before them each responder's first (the responders stay
+    whole) and each scale-up still to go back (its summary says so)."""
     older, newest = actions[:-MAX_ACTIONS], actions[-MAX_ACTIONS:]
     seen: set[str] = set()
     kept = []
@@ -761,9 +694,8 @@ def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
 
 
 def counting_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
-    """Each type's judgement counting the runners added from Slack after its reading, and for a
-    boot's time before it, those the reading cannot show yet. `actions`: all of them, whatever
-    came after a scale-up: only its moment decides whether it counts."""
+    """Each type's judgement counting the runners added after its reading, and for a boot's time
+    before it, those the reading cannot show yet; only a scale-up's moment decides."""
     made = [d.model_copy(update={"at": d.at or e.at}) for e in actions if (d := e.scale)]
     return counting(view, made)
 
@@ -844,8 +776,7 @@ def shown_now(incident: Incident, **changed: object) -> Incident:
 
 def trend_end(incident: Incident) -> float:
     """What a chart drawn now ends on (0: nothing)."""
-    times = incident.trend.times()
-    return times[-1] if times else 0.0
+    return (incident.trend.times() or [0.0])[-1]
 
 
 def chart_drawn(incident: Incident, drawn_at: float) -> bool:
@@ -872,23 +803,19 @@ def diagnosed(
     return incident.model_copy(update={"cause": cause})
 
 
-def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
-    """The conclusion cleared when a live reading disproves it: the maximum it was short of was
-    raised, or the type needs no higher one; the pods that could not start now can. The alert's
-    numbers, standing in for a failed reading, prove nothing."""
-    cleared, cause = {"cause": Cause()}, incident.cause
+def _disproved(cause: Cause, live: FleetSnapshot) -> bool:
+    """Whether a live reading disproves the conclusion: the maximum it was short of was raised, or
+    the type needs no higher one; the pods that could not start now can."""
     if not live.is_live or (cause.maximum is None and not cause.pods):
-        return {}
+        return False
     found = of_type(live.runner_types, cause.runner_type)
-    judged = found.judged if found is not None else None
+    if found is None or found.judged is None:
+        return False
     if cause.pods:
         # Read without the pods (their sources gone), the reading says nothing of them.
-        known = judged is not None and found is not None and found.pods is not None
-        return cleared if known and not judged.cannot_start else {}
-    if judged is None or judged.maximum is None:
-        return {}
-    raised = judged.maximum > cause.maximum or not judged.raise_maximum_by
-    return cleared if raised else {}
+        return found.pods is not None and not found.judged.cannot_start
+    maximum = found.judged.maximum
+    return maximum is not None and (maximum > cause.maximum or not found.judged.raise_maximum_by)
 
 
 def silenced(incident: Incident, silence: ActiveSilence) -> Incident:
@@ -912,29 +839,27 @@ def record_status(
     drain, shown = incident.drain, incident.shown
     counted = live is not None and drain_checks > drain.checks
     read_at = live.at if counted and live is not None else drain.read_at
-    update = {
-        "trend": incident.trend.appended(
-            snapshot.at,
-            snapshot.numbers.max_queue_size,
-            snapshot.runner_types,
-            limit=TREND_POINTS,
-            keep={shown.charted_at},  # what `chart_moved` compares with
-        ),
-        "drain": drain.model_copy(update={"checks": drain_checks, "read_at": read_at}),
-        "shown": shown.model_copy(update={"statuses": shown.statuses + posted}),
-    }
+    seen: dict[str, object] = {"statuses": shown.statuses + posted}
     if posted:
-        update["shown"] = update["shown"].model_copy(
-            update={"status": snapshot, "replied_since": False}
-        )
+        seen |= {"status": snapshot, "replied_since": False}
+    update = {
+        # Keeps the point `chart_moved` compares with.
+        "trend": _trended(snapshot, incident.trend, keep={shown.charted_at}),
+        "drain": drain.model_copy(update={"checks": drain_checks, "read_at": read_at}),
+        "shown": shown.model_copy(update=seen),
+    }
     return with_live(incident.model_copy(update=update), live, snapshot)
 
 
-# A status reply is posted only when what a responder acts on changed since the last one (at a
-# 10-minute cadence a two-hour incident would otherwise post 12): the numbers moving alone are
-# no news, the root has them current. A threshold counts as crossed once the queue or the wait
-# is clear of it by both a step and a ratio, so one wobbling around it does not cross it at
-# every reading; the trend chart is drawn again once the queue moved as much.
+def _trended(seen: Snapshot, trend: Trend | None = None, keep: Collection[float] = ()) -> Trend:
+    """`trend` (None: a new one) with `seen` appended."""
+    queued, trend = seen.numbers.max_queue_size, Trend() if trend is None else trend
+    return trend.appended(seen.at, queued, seen.runner_types, limit=TREND_POINTS, keep=keep)
+
+
+# A status reply is posted only when what a responder acts on changed (the root keeps the numbers
+# current): a threshold counts as crossed once clear of it by both a step and a ratio, so a queue
+# wobbling around it does not cross it at every reading; the chart, once the queue moved as much.
 QUEUED_STEP, QUEUED_RATIO = 3.0, 0.25
 WAIT_STEP_MINS, WAIT_RATIO = 10.0, 0.25
 # Two status replies never carry the same minute (their titles, their "Firing for").
@@ -955,9 +880,8 @@ def advice_of(judged: Judgement) -> Advice:
 
 
 def is_material(posted: Snapshot | None, current: Snapshot, drain: DrainRule) -> bool:
-    """Worth a new status reply since the `posted` one: a runner type's advice changed (its
-    direction, runners to add, maximum to raise, nodes short, compared as stored), or the queue
-    or the wait crossed the alert's threshold or the drain rule's."""
+    """Worth a new status reply since the `posted` one: a runner type's advice changed, or the
+    queue or the wait crossed the alert's threshold or the drain rule's."""
     if posted is None:
         return True
     # A status stored without its advice knows none to compare: not news by itself.
@@ -967,11 +891,15 @@ def is_material(posted: Snapshot | None, current: Snapshot, drain: DrainRule) ->
     queued = (before.max_queue_size, now.max_queue_size, now.queue_size_threshold)
     waited = (before.max_queue_time_mins, now.max_queue_time_mins, now.queue_time_threshold)
     started = (before.slowest_start_mins, now.slowest_start_mins, now.queue_time_threshold)
+    # Out of the drain rule by more than a step: a queue back after it looked drained is news.
+    # Looking drained is not: the root says it at once.
+    beyond = (drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS)
+    was = _drained(posted, drain.max_queued, drain.max_wait_mins)
     return (
         _crossed(*queued, QUEUED_STEP, QUEUED_RATIO)
         or _crossed(*waited, WAIT_STEP_MINS, WAIT_RATIO)
         or _crossed(*started, WAIT_STEP_MINS, WAIT_RATIO)
-        or _drain_crossed(posted, current, drain)
+        or (was and not _drained(current, *beyond))
     )
 
 
@@ -983,20 +911,6 @@ def _crossed(
         return False
     margin = max(step, ratio * threshold)
     return now > threshold + margin if before < threshold else now < threshold - margin
-
-
-def _drain_crossed(posted: Snapshot, current: Snapshot, drain: DrainRule) -> bool:
-    """Out of the drain rule since the posted status, by more than a step: a queue back after it
-    looked drained is news. Looking drained is not: the root says it at once, and the summary
-    follows within the drain checks."""
-    was, now = (_drained(s, drain.max_queued, drain.max_wait_mins) for s in (posted, current))
-    return (
-        was
-        and not now
-        and not _drained(
-            current, drain.max_queued + QUEUED_STEP, drain.max_wait_mins + WAIT_STEP_MINS
-        )
-    )
 
 
 def _drained(snapshot: Snapshot, max_queued: float, max_wait_mins: float) -> bool:
@@ -1020,8 +934,7 @@ def chart_moved(incident: Incident) -> bool:
     end left the trend), or the queue moved by a step and a ratio since."""
     times, totals = incident.trend.times(), incident.trend.totals()
     if incident.shown.charted_at not in times:
-        # Two statuses since the first point (the alert's dot, or the first reading in its
-        # place): a line of the incident's own.
+        # Two statuses since the first point (the alert's dot): a line of the incident's own.
         return len(times) > 2
     at = times.index(incident.shown.charted_at)
     return moved(totals[at], totals[-1], QUEUED_STEP, QUEUED_RATIO)
@@ -1031,48 +944,35 @@ def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) ->
     """The incident once it shows a reading (`live` None: the alert's numbers stand), `seen`
     counted in the peaks: every number a surface showed is one the summary may be asked about."""
     peaks = peaks_seen(incident.peaks, seen)
-    update: dict[str, object] = {}
-    if (
-        live is not None
-        and live.is_live
-        and len(incident.trend) == 1
-        and not incident.trend.names()
-    ):
-        # The first reading by type, not the alert's dot, starts the chart: the first status comes
-        # minutes later, and the chart covers the incident from its first reading.
-        update["trend"] = Trend().appended(
-            seen.at, seen.numbers.max_queue_size, seen.runner_types, limit=TREND_POINTS
-        )
-    if live is not None:
-        update["live"] = live
-        update |= _still_likely(incident, live)
-        if live.is_live:
-            peaks = peaks.model_copy(update={"runners": runners_seen(peaks.runners, live)})
+    if live is None:
+        return incident.model_copy(update={"peaks": peaks})
+    update: dict[str, object] = {"live": live}
+    if _disproved(incident.cause, live):
+        update["cause"] = Cause()
+    if live.is_live:
+        runners = dict(peaks.runners)
+        for name, metrics in live.runner_types.items():
+            runners[name] = most_runners(runners.get(name, RunnersSeen()), metrics)
+        peaks = peaks.model_copy(update={"runners": runners})
+        if len(incident.trend) == 1 and not incident.trend.names():
+            # The first reading by type, not the alert's dot, starts the chart.
+            update["trend"] = _trended(seen)
     return incident.model_copy(update={**update, "peaks": peaks})
-
-
-def runners_seen(before: Mapping[str, RunnersSeen], live: FleetSnapshot) -> dict[str, RunnersSeen]:
-    seen = dict(before)
-    for name, metrics in live.runner_types.items():
-        seen[name] = most_runners(seen.get(name, RunnersSeen()), metrics)
-    return seen
 
 
 def most_runners(seen: RunnersSeen, more: RunnersSeen | RunnerTypeMetrics | None) -> RunnersSeen:
     """Each of `seen`'s numbers at its most with `more`'s."""
     if more is None:
         return seen
-    return RunnersSeen(
-        **{f: max_known(getattr(seen, f), getattr(more, f)) for f in RunnersSeen.model_fields}
-    )
+    fields = RunnersSeen.model_fields
+    return RunnersSeen(**{f: max_known(getattr(seen, f), getattr(more, f)) for f in fields})
 
 
 def peak_types_of(
     peak: dict[str, RunnerQueue], current: dict[str, RunnerQueue]
 ) -> dict[str, RunnerQueue]:
-    """The worst queue seen per runner type; the wait keeps how it was measured with its number
-    (a tie keeps the one seen first), the longest of one measure: the oldest job's age once one
-    was read, before that the slowest recent start (never the larger of the two)."""
+    """The worst queue seen per runner type; the wait the longest of one measure (the oldest job's
+    age once one was read, before that the slowest recent start), the first on a tie."""
     merged = dict(peak)
     for name, queue in current.items():
         before = merged.get(name, queue)
@@ -1094,10 +994,8 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
         "links": Links(**links, issue=incident.links.issue),  # the issue is ours, not the alert's
         "runner_types": dict(facts.runner_types),
         "other_values": dict(facts.other_values),
-        "notified": Notified(count=incident.notified.count + 1, at=now),
-        "updated_at": now,
     }
-    updated = incident.model_copy(update=update)
+    updated = repeated(incident, now=now).model_copy(update=update)
     return with_live(updated, None, updated.snapshot(now))
 
 
@@ -1114,9 +1012,8 @@ def sums_types(types: Mapping[str, RunnerQueue]) -> bool:
 
 
 def peaks_seen(peaks: Peaks, seen: Snapshot) -> Peaks:
-    """The peak queue is the most jobs any snapshot said, `moment` the first moment it was said;
-    each type's peak the most it showed; the longest wait and the slowest recent start each the
-    most of its own measure shown, and when first."""
+    """The most jobs any snapshot said (`moment`: first said), each type's most, and the longest
+    wait and the slowest recent start each of its own measure, and when first."""
     queued, waited = queued_total(seen.numbers, seen.runner_types), seen.numbers.max_queue_time_mins
     started, start = seen.numbers.slowest_start_mins, peaks.numbers.slowest_start_mins
     before, wait = peaks.numbers.max_queue_size, peaks.numbers.max_queue_time_mins

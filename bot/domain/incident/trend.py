@@ -80,8 +80,7 @@ class Trend(BaseModel):
         stay (statuses' sparklines and the alert's judgement read the latest); of the others, the
         one whose neighbours are closest, the oldest on a tie, so what is left is spread evenly
         over the incident and memory stays bounded."""
-        times = self.times()
-        peak = self.peak_at()
+        times, peak = self.times(), self.peak_at()
         kept = {0} | {i for i, at in enumerate(times) if at in keep}
         if peak is not None:
             kept.add(times.index(peak.timestamp()))
@@ -93,8 +92,7 @@ class Trend(BaseModel):
     def _without(self, index: int) -> Trend:
         def cut(column: str) -> str:
             cells = column.split(",")
-            del cells[index]
-            return ",".join(cells)
+            return ",".join(cells[:index] + cells[index + 1 :])
 
         return Trend.model_construct(
             at=cut(self.at),
@@ -126,16 +124,14 @@ class Trend(BaseModel):
     def points(self, name: str) -> list[Point]:
         if name not in self.queued:
             return []
-        columns = zip(
-            self.times(), _column(self.queued[name]), _column(self.waits[name]), strict=True
-        )
+        queued, waits = _column(self.queued[name]), _column(self.waits[name])
+        columns = zip(self.times(), queued, waits, strict=True)
         return [(at, q, w) for at, q, w in columns if q is not None or w is not None]
 
     def peak_at(self) -> datetime | None:
         """When the most jobs queued (the first such status on a tie)."""
-        known = [
-            (t, at) for at, t in zip(self.times(), self.totals(), strict=True) if t is not None
-        ]
+        totals = zip(self.times(), self.totals(), strict=True)
+        known = [(t, at) for at, t in totals if t is not None]
         if not known:
             return None
         return datetime.fromtimestamp(max(known, key=lambda p: (p[0], -p[1]))[1], UTC)

@@ -1,8 +1,6 @@
-"""What a scale-up bought: how fast its type's queue drained over the minutes before its runners
-registered and over those after, and the minutes that took off the drain against the rate
-before, arrivals held. Honest, not flattering: where arrivals changed too much to tell a faster
-drain from fewer jobs coming, or too few readings frame the moment, it is not measurable, and
-says why."""
+"""What a scale-up bought: how fast its type's queue drained before its runners registered and
+after, and the minutes that took off the drain, arrivals held. Where arrivals changed too much to
+tell a faster drain from fewer jobs coming, or too few readings frame it, it says why not."""
 
 from __future__ import annotations
 
@@ -34,10 +32,9 @@ class Reading:
 
 
 class Bought(BaseModel):
-    """`fell_before`/`fell_after`: jobs a minute the queue fell (negative: it rose), after as it
-    would have with the arrivals before (what the runners took, less them); `saved_mins`:
-    the minutes taken off the drain, None where the rate before would never have drained it;
-    `why`: why it is not measurable ("" when it is)."""
+    """`fell_before`/`fell_after`: jobs a minute the queue fell (negative: rose), after as with the
+    arrivals before; `saved_mins`: None where the rate before would never have drained it; `why`:
+    why it is not measurable."""
 
     at: datetime | None  # when its runners registered
     fell_before: float | None = None
@@ -75,26 +72,24 @@ def bought(
     if len(before) < READINGS or len(later) < READINGS:
         sides = f"{len(before)} before its runners came and {len(later)} after"
         return Bought(at=registered_at, why=f"too few readings frame it ({sides})")
-    fits = _fell(before), _fell(later)
-    if fits[0] is None or fits[1] is None:
+    fit_before, fit_after = _fell(before), _fell(later)
+    if fit_before is None or fit_after is None:
         return Bought(at=registered_at, why="the queue's readings give no rate")
-    (fell_before, error_before), (fell_after, error_after) = fits
+    (fell_before, error_before), (fell_after, error_after) = fit_before, fit_after
     queued = before[-1].queued
     measured = Bought(
         at=registered_at, fell_before=fell_before, fell_after=fell_after, queued=queued
     )
-    arriving = _mean([r.arrivals for r in before]), _mean([r.arrivals for r in later])
-    if arriving[0] is None or arriving[1] is None:
+    was, now = _mean([r.arrivals for r in before]), _mean([r.arrivals for r in later])
+    if was is None or now is None:
         return measured.model_copy(update={"why": NO_ARRIVALS})
-    was, now = arriving
     measured = measured.model_copy(update={"arrivals": (was, now)})
     if abs(now - was) > max(ARRIVALS_MOVED * was, ARRIVALS_FLOOR):
         moved = "fell" if now < was else "rose"
         said = f"arrivals {moved} from {was:.1f} to {now:.1f} jobs/min as its runners came"
         return measured.model_copy(update={"why": said})
-    # What the runners took a minute on each side (the fall plus what arrived), so a change in
-    # arrivals the check above let through is not credited to them; the drain after is the one
-    # those runners would have made with the arrivals before.
+    # The drain after as those runners would have made it with the arrivals before, so a change
+    # in arrivals the check above let through is not credited to them.
     held_after = fell_after + now - was
     measured = measured.model_copy(update={"fell_after": held_after})
     # A gain within the rates' own scatter is none: two standard errors of their difference.
@@ -108,10 +103,8 @@ def bought(
 
 def _fell(readings: Sequence[Reading]) -> tuple[float, float] | None:
     """Jobs a minute the queue fell over `readings`, and the standard error of it."""
-    first = readings[0].at
-    fit = slope_fit(
-        [(r.at - first).total_seconds() / 60 for r in readings], [r.queued for r in readings]
-    )
+    minutes = [(r.at - readings[0].at).total_seconds() / 60 for r in readings]
+    fit = slope_fit(minutes, [r.queued for r in readings])
     return (-fit[0], fit[1]) if fit is not None else None
 
 

@@ -1,12 +1,9 @@
 """The pilot's judgement for one runner type at one reading: act (by how many runners, and why)
-or decline (why not), within the type's policy, as Kubernetes' HPA scales up with its
-`behavior`. Each reading asks for a desired capacity (`Judgement.desired`); an act adds the least
-desired over the up window (`hold_seconds`, HPA's `stabilizationWindowSeconds`) less the capacity
-there is, runners booting and its own earlier acts included, so it never asks twice for one
-need; at most `step` an act, again after `period_seconds` (HPA's `periodSeconds`) while the
-window still wants more, and its additions in one incident within `up_to` (`maxReplicas`,
-counted as runners added). `cooldown_seconds` is the quiet after a person's scale-up: the pilot
-does not fight a person, and its own acts never cool it down."""
+or decline (why not), as Kubernetes' HPA scales up with its `behavior`: an act adds the least
+desired capacity over the up window (`hold_seconds`, HPA's `stabilizationWindowSeconds`) less the
+capacity there is, booting runners included; at most `step` an act, every `period_seconds`, and
+`up_to` in one incident (`maxReplicas`). It never acts within `cooldown_seconds` of a person's
+scale-up."""
 
 from __future__ import annotations
 
@@ -23,16 +20,14 @@ from bot.domain.reading.judgement import BOOT_MINS, TOLERANCE, Direction, Judgem
 from bot.domain.reading.runner_names import runner_key, same_type
 from bot.domain.scale.scale_ups import ScaleUp
 from bot.domain.scale.scaling import Policy
-from bot.domain.units import duration, number
+from bot.domain.units import duration, number, plural
 
 WARNING_REF = "warning:"  # an act's buttons name an early warning (its uid after), not an incident
 
 
 class Hold(BaseModel):
-    """Every reading since `since` wanted more runners than the type had then. `asks` are the
-    desired capacities of the readings of the last up window that a later one did not undercut,
-    oldest first (a sliding window's minimum): the first is the least desired over the window,
-    the last the latest reading's."""
+    """Every reading since `since` wanted more runners than the type had then. `asks`: the desired
+    capacities of the up window that no later one undercut, oldest (the least) first."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -75,8 +70,7 @@ class Verdict:
     kind: str = field(default="", compare=False)
 
 
-# What it waits for that a responder should read on the incident's record (a hold or a period
-# passes by itself; these say why it stands aside).
+# Why it stands aside that a responder should read on the record (a hold or a period passes).
 NOTEWORTHY = frozenset({"cannot_start", "autoscaler", "failed", "cooldown", "up_to", "falling"})
 
 
@@ -105,29 +99,23 @@ def verdict(
     resumed: datetime | None = None,
     within: str = "incident",
 ) -> Verdict:
-    """Whether the pilot adds runners to a type now, from the type's judgement of the latest
-    reading, as the surfaces of what it acts `within` show it (an incident, or an early warning
-    before one), and the scale-ups of the type there (`mine`) and in every other open incident or
-    warning (`others`): a person's anywhere counts for the cooldown. A scale-up that did not come
-    up before someone `resumed` the pilot is theirs to have looked at."""
+    """Whether the pilot adds runners to a type now, from its latest judgement and its scale-ups
+    in what it acts `within` (`mine`) and in every other open incident or warning (`others`): a
+    person's anywhere counts for the cooldown; one that did not come before someone `resumed` the
+    pilot is theirs to have looked at."""
     if judged is None:
         return Verdict(0, "no live reading of it", "unread")
     if judged.causes or judged.cannot_start:
-        pods = "pod" if judged.cannot_start == 1 else "pods"
-        cause = judged.causes[0].evidence if judged.causes else f"{judged.cannot_start} {pods}"
+        cause = judged.causes[0].evidence if judged.causes else plural(judged.cannot_start, "pod")
         return Verdict(0, f"runners cannot start: {cause}", "cannot_start")
     if judged.nodes_short:
         short = f"runners cannot start: {judged.unplaced} new runner pods find no node"
         return Verdict(0, short, "cannot_start")
-    # Runners the autoscaler started itself and not yet registered: where their pods are not
-    # read, or some wait for a node, whether they start at all is not known until they do or
-    # their pods are seen stuck (a node group at its limit), and more of them would wait the same
-    # way. For one boot from the hold's start at most: ephemeral runners replaced as jobs finish
-    # keep some booting for good. Pods read and all placed are booting: no wait. Its own acts'
-    # runners count as capacity while they boot.
+    # Runners the autoscaler started itself, where their pods are not read or some wait for a
+    # node, may never start, and more would wait the same way: it waits for them, one boot at most
+    # (ephemeral runners keep some booting for good).
     every = sorted({act_key(up): up for up in (*others, *mine)}.values(), key=_made)
-    # Booting counts every scale-up of the last boot once, the reading's or added since it:
-    # the rest are the autoscaler's own, whatever the scale-ups' follow-ups decided yet.
+    # Booting counts every scale-up of the last boot once: the rest are the autoscaler's own.
     booted = judged.at - timedelta(minutes=BOOT_MINS)
     ours = sum(up.added for up in every if booted <= _made(up) and not up.undone)
     theirs = judged.booting - ours
@@ -136,7 +124,7 @@ def verdict(
         return Verdict(0, f"its readings want no more than the {_runners(capacity)} it has", "none")
     unsure = not judged.pods_read or judged.unplaced
     if theirs > 0 and unsure and now - hold.since < timedelta(minutes=BOOT_MINS):
-        waits = f"waiting for {_runners_of(theirs)} the autoscaler started to register"
+        waits = f"waiting for {plural(theirs, 'runner')} the autoscaler started to register"
         return Verdict(0, waits, "autoscaler")
     asked_s = (hold.at - hold.since).total_seconds()
     if asked_s < policy.hold_s:
@@ -147,8 +135,7 @@ def verdict(
     if judged.direction is Direction.FALLING:
         return Verdict(0, "the queue is falling", "falling")
     own = {act_key(up) for up in mine if up.pilot}
-    # Its own acts here count as capacity while they boot, where the reading counts runners at
-    # all (a queue-only source would buy them again); another's may not show here.
+    # Its own acts here count as capacity while they boot, where the reading counts runners.
     counted = judged.registered is not None or judged.busy is not None
     for up in reversed(every):
         said = f"the +{up.added} at {_made(up):%H:%M} UTC"
@@ -165,18 +152,17 @@ def verdict(
         did = "it would have acted" if policy.dry_run else "it acted"  # a dry run's acts
         said = f"{did} at {_clock(_made(acts[-1]))}: again from {_clock(again)}"
         return Verdict(0, said, "period")
-    added = sum(up.added for up in mine if up.pilot)
-    room = policy.up_to - added
+    room = policy.up_to - sum(up.added for up in mine if up.pilot)
     if room <= 0:
         return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}", "up_to")
     wanted = math.floor(hold.least - capacity + 1e-9)
-    # HPA's tolerance: a least within a tenth of the capacity moves nothing (a runner or two of
-    # a large fleet is a reply, a put-back and the type's lock for no drain anyone would see).
+    # HPA's tolerance: a least within a tenth of the capacity moves nothing.
     if wanted <= 0 or hold.least <= capacity * (1 + TOLERANCE):
         covered = f"the {_runners(capacity)} it has cover the least its readings want"
         return Verdict(0, covered, "covered")
     runners = min(wanted, policy.step, room, judged.cap or wanted)
-    why = f"+{wanted} wanted for {_mins(asked_s)} ({number(capacity)} → {number(hold.least)})"
+    asked = duration(timedelta(seconds=asked_s))
+    why = f"+{wanted} wanted for {asked} ({number(capacity)} → {number(hold.least)})"
     if runners == wanted:
         return Verdict(runners, f"{why}, within up_to {policy.up_to}", "act")
     bounds = ((policy.step, "its step"), (room, f"up_to {policy.up_to}"), (judged.cap, "the cap"))
@@ -195,10 +181,6 @@ def _clock(at: datetime) -> str:
     return f"{at:%H:%M:%S} UTC" if at.second else f"{at:%H:%M} UTC"
 
 
-def _runners_of(count: int) -> str:
-    return f"{count} runner" if count == 1 else f"{count} runners"
-
-
 def _runners(capacity: float) -> str:
     return f"{number(capacity)} runners running and booting"
 
@@ -206,10 +188,6 @@ def _runners(capacity: float) -> str:
 def _made(up: ScaleUp) -> datetime:
     assert up.at is not None, "a scale-up kept on an event or a warning says when it was made"
     return up.at
-
-
-def _mins(seconds: float) -> str:
-    return duration(timedelta(seconds=seconds))
 
 
 class Paused(BaseModel):
@@ -228,8 +206,7 @@ class Piloted(BaseModel):
     last: str = ""
     outcome: str = ""
     failed: str = ""  # the last act whose runners did not come, as its time: paused for once
-    # The act under way, as it was claimed ("<where> <claim>"): kept before the scaler's call and
-    # gone once the look ends, so a leader that finds it met a predecessor stopped mid-act.
+    # The act under way ("<where> <claim>"): a leader that finds it met a predecessor stopped.
     acting: str = ""
     kind: str = ""  # the rule that decided (`Verdict.kind`), "paused", or "" where none did
 

@@ -1,6 +1,5 @@
-"""What an incident's scale-ups came to, per runner type: the one record the summary, the
-postmortem, the alert's issue and `/queue report` render. Derived from the scale-ups' own events
-(`bot.domain.scale.scale_ups`), never kept beside them."""
+"""What an incident's scale-ups came to, per runner type, as every report renders it: derived
+from the scale-ups' own events, never kept beside them."""
 
 from __future__ import annotations
 
@@ -14,9 +13,8 @@ from bot.domain.scale.scale_ups import ScaleUp
 
 @dataclass(frozen=True)
 class Acts:
-    """Scale-ups of one kind (people's or the pilot's): how many, the runners they asked for,
-    how many came up or did not (the rest are not known); `capacity_mins`, one per incident, the
-    minutes from its alert to the first of them whose runners came."""
+    """Scale-ups of one kind (people's or the pilot's): how many, the runners asked, how many came
+    or did not; `capacity_mins`, one per incident, alert to the first whose runners came."""
 
     count: int = 0
     runners: int = 0
@@ -67,9 +65,8 @@ def scale_record(incident: Incident) -> list[TypeScaled]:
     """Per runner type, in the order first scaled up (a person's scale-up, the pilot's, or one
     taken on from an early warning)."""
     fired, made = alert_fired(incident), made_scale_ups(incident)
-    types = dict.fromkeys(done.runner_type for done in made)
     record = []
-    for runner_type in types:
+    for runner_type in dict.fromkeys(done.runner_type for done in made):
         of = [done for done in made if done.runner_type == runner_type]
         people, pilot = (_acts([d for d in of if d.pilot is by], fired) for by in (False, True))
         record.append(TypeScaled(runner_type, people, pilot, _first(of, fired)))

@@ -1,8 +1,6 @@
-"""A scale-up's whole life in one record: asked (by a person, the pilot or an early warning's
-form) → made (its field, before → after) → followed (until its runners register or `due`
-passes) → bought (the drain before and after they came) → put back, or undone. It is kept on the
-incident's "scaled" event, or on the early warning it was made from until the alert fires and
-the incident takes it on; every surface reads it, and what it says is decided here, once."""
+"""A scale-up's whole life in one record: asked → made (its field, before → after) → followed
+(until its runners register or `due` passes) → bought → put back, or undone. It is kept on the
+incident's "scaled" event, or on its early warning until the incident takes it on."""
 
 from __future__ import annotations
 
@@ -32,15 +30,11 @@ class DryRun(BaseModel):
 
 
 class ScaleUp(BaseModel):
-    """One scale-up. `after`: what the field became (a reading that does not show it predates
-    it). While `due` is set its runners are followed, from `baseline` (its type's registered
-    runners as the latest reading before it showed them; None: not read), and its reply
-    (`reply`, its number in the thread, `detail` what followed its event) is edited to say what
-    came of them. `came`: what the reading at `seen_at` found (None: not known yet, or never).
-    `back` names the record that puts it back ("": nothing does any more), to `back_to` (None:
-    unset) `back_when` and at the latest `back_by`; a later scale-up of the same record carries
-    them on. On an early warning's message, `said` is its line, `came_said` what came of it and
-    `fate` when it goes back, then what became of it."""
+    """One scale-up. While `due` is set its runners are followed from `baseline` (its type's
+    registered runners before it; None: not read), and its reply (`reply`, `detail`) says what
+    came of them: `came`, as read at `seen_at`. `back` names the record that puts it back ("":
+    none), to `back_to` (None: unset), `back_when` and at the latest `back_by`. An early warning's
+    message says `said`, then what came of it (`came_said`) and when it goes back (`fate`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -93,10 +87,8 @@ def follow(
     detail: str = "",
     earlier: Sequence[ScaleUp] = (),
 ) -> ScaleUp:
-    """`up`, made at its `at`, followed until `verify_s` after it from its type's registered
-    runners as the reading before it judged them (`judged`; None: not read), and no fewer than
-    an `earlier` scale-up of the type still followed brings: its runners are not this one's (a
-    pilot acting again while the last act's runners boot)."""
+    """`up` followed until `verify_s` after it from its type's registered runners as `judged`
+    before it, and no fewer than an `earlier` scale-up still followed brings."""
     assert up.at is not None, "made at a moment"
     baseline = judged.registered if judged is not None else None
     coming = [
@@ -106,20 +98,15 @@ def follow(
     ]
     if baseline is not None and coming:
         baseline = max(baseline, *coming)
-    return up.model_copy(
-        update={
-            "due": up.at + timedelta(seconds=verify_s),
-            "baseline": baseline,
-            "reply": reply,
-            "detail": detail,
-        }
-    )
+    due = up.at + timedelta(seconds=verify_s)
+    update = {"due": due, "baseline": baseline, "reply": reply, "detail": detail}
+    return up.model_copy(update=update)
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What came of a scale-up: `came` (None: not known, `why` says why), as the reading at
-    `read_at` judged it; `why`, when they did not come, is what that reading knows of the cause."""
+    """What came of a scale-up as the reading at `read_at` judged it: `came` (None: not known),
+    and `why` not, or what the reading knows of the cause."""
 
     came: bool | None
     read_at: datetime
@@ -131,19 +118,17 @@ class Outcome:
 def outcome_of(
     up: ScaleUp, view: FleetSnapshot | None, now: datetime, said: str = ""
 ) -> Outcome | None:
-    """Came: a reading after the scale-up shows the type's registered runners at the baseline
-    plus those added (or the maximum); not by the deadline: did not come, why as the reading's
-    pods say it, else as the scaler `said`; a reading that counts no registered runners (`view`
-    None: none will come) knows neither. None: not yet."""
+    """Came: a reading after it shows the type's registered runners at the baseline plus those
+    added (or the maximum); not by `due`: did not come, why as the pods or the scaler `said` it;
+    a reading that counts no registered runners (`view` None: none will) knows neither."""
     assert up.at is not None and up.due is not None, "a followed scale-up"
     metrics = of_type(view.runner_types, up.runner_type) if view is not None else None
     judged = metrics.judged if metrics is not None else None
     registered = judged.registered if judged is not None else None
     read_at = view.at if view is not None else now
     wanted = None if up.baseline is None else up.baseline + up.added
-    # No more can come than the maximum lets in: the one the act set where it raised it (a
-    # reading after the raise can still show the old one: ARC's listener reports it late), else
-    # the reading's (minRunners raised past the room under it).
+    # No more can come than the maximum lets in: the one the act set where it raised it (ARC's
+    # listener reports it late), else the reading's.
     bound = up.after if up.field == RAISED_MAXIMUM else judged.maximum if judged else None
     if wanted is not None and bound is not None:
         wanted = min(wanted, bound)
@@ -159,8 +144,7 @@ def outcome_of(
         why = f"no reading before it counted the registered {up.runner_type} runners"
         return Outcome(None, read_at, why=why)
     if judged.queued == 0 and not (said or judged.causes or judged.cannot_start):
-        # Nothing waits and nothing holds them back: an autoscaler starts runners for jobs, and
-        # none were left for these; they were not needed, which is no failure to pause on.
+        # No job was left for them: not needed, which is no failure to pause on.
         why = "the queue drained before they registered, so no job was left for them"
         return Outcome(None, read_at, judged, up.baseline, why=why)
     return Outcome(False, read_at, judged, up.baseline, why=cause_of(judged, said))
@@ -201,18 +185,12 @@ def credited(
     *,
     final: bool = False,
 ) -> list[ScaleUp]:
-    """`made` (in order), each whose runners came with what it bought (`bought`), read once a
-    `window` of readings followed them, or at once where its incident ends (`final`): its type's
-    drain before and after, between the scale-ups of that type before and after it."""
+    """`made` (in order), each whose runners came with what it bought, read once a `window` of
+    readings followed them, or at once where its incident ends (`final`)."""
     credit = []
     for up in made:
-        if not (
-            up.came
-            and up.bought is None
-            and up.seen_at
-            and up.at
-            and (final or now >= up.seen_at + window)
-        ):
+        ready = up.seen_at is not None and (final or now >= up.seen_at + window)
+        if not (up.came and up.bought is None and up.at and ready):
             credit.append(up)
             continue
         same = [d for d in made if d.runner_type == up.runner_type and d.at and d is not up]
@@ -223,12 +201,7 @@ def credited(
             for point in history
             if (queued := point.gauges_of(up.runner_type).get("queued")) is not None
         ]
-        measured = bought(
-            up.seen_at,
-            readings,
-            after=max(earlier, default=None),
-            until=min([*later, now], default=None),
-            window=window,
-        )
+        after, until = max(earlier, default=None), min([*later, now])
+        measured = bought(up.seen_at, readings, after=after, until=until, window=window)
         credit.append(up.model_copy(update={"bought": measured}))
     return credit

@@ -48,11 +48,8 @@ class Capacity:
     def describe(self) -> str:
         """ "40 runners (min 0, max 120)"."""
         runners = f"{self.current} runners" if self.current is not None else "runners unknown"
-        bounds = [
-            f"{name} {value}"
-            for name, value in (("min", self.minimum), ("max", self.maximum))
-            if value is not None
-        ]
+        named = (("min", self.minimum), ("max", self.maximum))
+        bounds = [f"{name} {value}" for name, value in named if value is not None]
         return runners + (f" ({', '.join(bounds)})" if bounds else "")
 
 
@@ -67,9 +64,8 @@ class ScaleOwner:
     @property
     def until(self) -> str:
         """What puts its scale-up back besides the time ("": the incident's resolve and settle)."""
-        if self.warning is not None and self.warning.phase is not Phase.FOLDED:
-            return SCALE_UNTIL
-        return ""
+        unfolded = self.warning is not None and self.warning.phase is not Phase.FOLDED
+        return SCALE_UNTIL if unfolded else ""
 
 
 # Why the target would refuse adding `delta` (to its maximum, when True); "" when it would not.
@@ -107,10 +103,9 @@ def scale_default(
     can_raise_maximum: bool,
     refusal: Refusal,
 ) -> ScaleDefault:
-    """The judgement's `runners`, as much as one request may add and the target accepts, by
-    raising the maximum where the advice does or the target refuses a higher floor; refused,
-    the most the target accepts, saying why; else nothing, rather than a number a responder
-    would take by accident."""
+    """The judgement's `runners`, as much as one request may add and the target accepts (raising
+    the maximum where the advice does or the floor is refused), saying why where less; else
+    nothing, rather than a number a responder would take by accident."""
     if advice is None or advice.runners <= 0:
         # Still the shape a first runner fits; while new pods cannot start, none.
         if advice is not None and (advice.cannot_start or advice.nodes_short):
@@ -145,12 +140,10 @@ def _shapes(
         return [floor]
     wanted = advice.new_maximum
     maximum = capacity.maximum if capacity is not None else None
-    more = advice.beyond_cap
-    if wanted is not None and maximum is None:
-        return [(True, advice.raise_maximum_by + more), floor]
-    if wanted is not None and maximum is not None and wanted > maximum:
+    if wanted is not None and (maximum is None or wanted > maximum):
         # To the advice's maximum from the target's own, which may have moved since.
-        return [(True, wanted - maximum + more), floor]
+        by = advice.raise_maximum_by if maximum is None else wanted - maximum
+        return [(True, by + advice.beyond_cap), floor]
     # A floor the target refuses (at or near its maximum): the maximum rises by the runners.
     return [floor, (True, floor[1])]
 
@@ -225,9 +218,8 @@ def managed_by(labels: object, annotations: object) -> ManagedBy | None:
 
 
 def _argo_cd(application: str, marking: str) -> ManagedBy:
-    return ManagedBy(
-        "Argo CD", f"application {_name(application)}", f"tracked by {marking}", ARGO_SYNC
-    )
+    owner = f"application {_name(application)}"
+    return ManagedBy("Argo CD", owner, f"tracked by {marking}", ARGO_SYNC)
 
 
 def _strings(metadata: object) -> dict[str, str]:
