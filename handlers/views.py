@@ -12,7 +12,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions.core import Outcome
+from bot.actions.core import ActionCore, Outcome
+from bot.domain.scale.scaling import ScaleOwner
 from bot.domain.units import ascii_whole
 from bot.outbound.gateway import SlackError
 from bot.render.mrkdwn import plain_text
@@ -72,9 +73,7 @@ async def open_scale_form(body: dict[str, Any], context: AsyncBoltContext) -> No
     else:
         await tell(slack, body, NO_INCIDENT)
         return
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
-    )
+    owner = await _owner(core, body, form, form.runner_type)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner)
         return
@@ -123,9 +122,7 @@ async def review_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncB
     if amount is None or problem:
         block = TYPE_BLOCK if runner_type not in core.scaling.targets else AMOUNT_BLOCK
         return await refuse(block, problem or "A whole number.")
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
-    )
+    owner = await _owner(core, body, form, runner_type)
     if isinstance(owner, Outcome):
         return await refuse(TYPE_BLOCK, owner.message)
     left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
@@ -154,9 +151,7 @@ async def take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
     amount = ascii_whole(text_at(first_action(body), "value"), MAX_AMOUNT)
     if form is None or amount is None or core.scaling.check(form.runner_type, amount):
         return
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
-    )
+    owner = await _owner(core, body, form, form.runner_type)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner, channel=form.channel)
         return
@@ -211,6 +206,14 @@ async def keep_scale_refusal(body: dict[str, Any], context: AsyncBoltContext) ->
     ref = await incident_ref_of(body, core)
     if ref and (refusal := await core.scaling.refusal(actor)) is not None:
         await core.scaling.acting.keep_refusal(ref, "Scale-up", actor, refusal)
+
+
+async def _owner(
+    core: ActionCore, body: dict[str, Any], form: ScaleForm, runner_type: str
+) -> ScaleOwner | Outcome:
+    return await core.scale_owner(
+        actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
+    )
 
 
 def _selected(values: dict[str, Any], block: str) -> str:

@@ -1,24 +1,18 @@
 """The alert's GitHub issue, kept in step with its incident (`GITHUB_ISSUES_REPO`).
 
 A commit that gives the issue something to hear marks the incident in `issue_due`. A tick claims
-each due incident, holds its pass's lease (renewed before each call: a commit marks the incident
-due again at once, and a successor must not start a pass beside a deposed leader still in its own)
-and runs one pass over it: link the alert's open `area:alerting`
-issue (with `GITHUB_ISSUES_OPEN`, open one once `GITHUB_ISSUES_OPEN_AFTER_SECONDS` have passed since
-the alert fired without one from pytorch/alerting-infra), tell it the thread's link and then each
-moment not yet told, one comment each, and close or reopen an issue queuepilot opened. Each write
-is named in the link before it is sent (`trying`), so a call whose answer was lost is looked for
-before it is made again; the link is saved after each call.
+each due incident, holds its pass's lease (renewed before each call, so a successor never runs a
+pass beside a deposed leader's) and runs one pass: link the alert's open `area:alerting` issue
+(pytorch/alerting-infra's; with `GITHUB_ISSUES_OPEN`, one queuepilot opens once
+`GITHUB_ISSUES_OPEN_AFTER_SECONDS` passed without it), comment the thread's link and each moment
+not yet told, and close or reopen an issue queuepilot opened. Each write is named in the link
+(`trying`) before it is sent, so a call whose answer was lost is looked for before it is made again.
 
-An issue someone else opened (alerting-infra's) is theirs: never closed or reopened, never told
-anything once closed. alerting-infra closes its issue when the alert resolves and opens a new one
-when it fires again, so after a re-fire the incident links the issue open now. A transferred issue
-is followed; one deleted or gone is left, and the alert's issue looked for again.
-
-Every call takes the app-wide `github` slot; a failure is retried with the one backoff; a refusal
-is said once in the thread and tried again every `REFUSED_RETRY_S`, except GitHub's 422 to the
-issue queuepilot opens, which the same request would meet again: it is said and logged once, with
-its fix, and that incident's issue is left.
+An issue someone else opened is theirs: never closed or reopened, never told anything once closed;
+after a re-fire the incident links the one open now. A transferred issue is followed; a deleted one
+is left and the alert's issue looked for again. A failure is retried with the one backoff; a
+refusal is said once in the thread and tried again every `REFUSED_RETRY_S`, except a 422 to the
+issue queuepilot opens, which is said and logged once with its fix.
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ from bot.domain.reading.early_warning import (
 )
 from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.reading.runner_names import runner_key
-from bot.domain.scale.scale_ups import ScaleUp, decided, outcome_of
+from bot.domain.scale.scale_ups import ScaleUp, outcome_of
 from bot.fleet.readings import FleetReadings
-from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
+from bot.status.follow_ups import said_decided
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import ATTEMPTS, Commit, IncidentStore
 
@@ -210,10 +210,7 @@ class EarlyWarnings:
 def _followed(up: ScaleUp, fleet: FleetSnapshot, now: datetime) -> ScaleUp:
     """`up` with what `fleet` decides of its runners, if it does."""
     outcome = outcome_of(up, fleet, now) if up.followed else None
-    if outcome is None:
-        return up
-    said = f"{OUTCOME_ICONS[outcome.came]} {outcome_said(up, outcome)}."
-    return decided(up, outcome).model_copy(update={"came_said": said})
+    return up if outcome is None else said_decided(up, outcome, ".")
 
 
 def _current(state: WarningState, now: float) -> bool:
