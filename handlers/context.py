@@ -35,7 +35,6 @@ class Parts:
 
 
 async def ack_only(ack: AsyncAck) -> None:
-    """A listener's ack when all its work is lazy."""
     await ack()
 
 
@@ -131,10 +130,8 @@ async def tell(
     if not url:
         log.warning("could not answer %s: the request has no response_url", user)
         return
-    message: dict[str, Any] = {"text": said}
-    if outcome.blocks:
-        message["blocks"] = list(outcome.blocks)
-    message.update(response_type="ephemeral", replace_original=False)
+    blocks = {"blocks": list(outcome.blocks)} if outcome.blocks else {}
+    message = {"text": said, **blocks, "response_type": "ephemeral", "replace_original": False}
     calls = slack.telemetry.slack_calls
     try:
         answer = await AsyncWebhookClient(url).send_dict(message)

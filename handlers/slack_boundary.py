@@ -111,7 +111,6 @@ def _late_answer(body: Any) -> BoltResponse:
 
 
 def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
-
     claims, keys = Leases(redis), Keys(prefix)
 
     async def handled_once(

@@ -15,7 +15,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from bot.actions.core import ActionCore, Outcome
 from bot.domain.scale.scaling import ScaleOwner
 from bot.domain.units import ascii_whole
-from bot.outbound.gateway import SlackError
+from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.mrkdwn import plain_text
 from bot.render.replies import incident_ref
 from bot.render.scale_modal import (
@@ -61,8 +61,7 @@ MAX_AMOUNT = 1_000_000
 
 
 async def open_scale_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
-    """Open the form at once (the trigger expires in 3 s), then fill in the capacity and the
-    default."""
+    """Open the form at once (the trigger expires in 3 s), then fill in the capacity."""
     slack, core, action = slack_of(context), core_of(context), first_action(body)
     if text_at(action, "action_id") == "warning_scale":
         # An early warning's: its value is `<warning uid>:<runner type>`.
@@ -88,19 +87,11 @@ async def open_scale_form(body: dict[str, Any], context: AsyncBoltContext) -> No
     except SlackError as exc:
         await tell(slack, body, Outcome(False, f"Could not open the scale form ({exc.error})."))
         return
-    view = opened.get("view") or {}
     preview = await core.scale_preview(owner, form.runner_type, timeout_s=PREVIEW_IN_FORM_S)
     if preview.recommended is not None:  # the review compares the advice then with the advice now
         form = replace(form, advised=preview.default.delta or 0)
-    try:
-        await slack.call(
-            "views.update",
-            view_id=view.get("id"),
-            hash=view.get("hash"),
-            view=render_scale_form(form, owner, preview),
-        )
-    except SlackError as exc:  # closed meanwhile
-        log.info("scale form not updated: %s", exc.error)
+    view = opened.get("view") or {}
+    await _update(slack, view, render_scale_form(form, owner, preview), "scale form")
 
 
 async def review_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -166,10 +157,7 @@ async def take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
     step = replace(form, delta=amount, advised=amount, raise_maximum=raise_maximum)
     about = scale_about(owner, form.runner_type)
     review = render_scale_confirm(step, preview, core.scaling.backend_name, about=about)
-    try:
-        await slack.call("views.update", view_id=view.get("id"), hash=view.get("hash"), view=review)
-    except SlackError as exc:  # closed or moved on meanwhile
-        log.info("scale review not updated: %s", exc.error)
+    await _update(slack, view, review, "scale review")
 
 
 async def close_views(ack: AsyncAck) -> None:
@@ -214,6 +202,15 @@ async def _owner(
     return await core.scale_owner(
         actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
     )
+
+
+async def _update(
+    slack: SlackGateway, view: dict[str, Any], new: dict[str, Any], what: str
+) -> None:
+    try:
+        await slack.call("views.update", view_id=view.get("id"), hash=view.get("hash"), view=new)
+    except SlackError as exc:  # closed or moved on meanwhile
+        log.info("%s not updated: %s", what, exc.error)
 
 
 def _selected(values: dict[str, Any], block: str) -> str:

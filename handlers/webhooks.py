@@ -100,14 +100,12 @@ class AlertWebhooks:
                     raise _Rejected(401, "bad_signature", problem)
             notification = parse_notification(source, parse_json_body(body))
             entry_id = await self._stream.append(notification, body, time.time())
-        except _Rejected as exc:
-            return rejected(self._telemetry, source, *exc.args)
-        except PayloadError as exc:
-            return rejected(self._telemetry, source, 400, "invalid", str(exc))
+        except (_Rejected, PayloadError) as exc:
+            return rejected(self._telemetry, source, exc)
         except RedisError as exc:
             log.error("webhook: cannot persist a %s notification: %s", source, exc)
             message = "cannot persist the notification now; retry"
-            return rejected(self._telemetry, source, 503, "unavailable", message)
+            return rejected(self._telemetry, source, _Rejected(503, "unavailable", message))
         self._telemetry.notifications.labels(source, "accepted").inc()
         # Debug: a line per notification is a fifth of the intake's CPU in a flood.
         log.debug(
@@ -219,14 +217,12 @@ class GithubWebhooks:
             if outcome == "stale":
                 message = "the job's state is older than the day queuepilot keeps: nothing changed"
                 raise _Rejected(422, "stale", message)
-        except _Rejected as exc:
-            return rejected(self._telemetry, "github", *exc.args)
-        except PayloadError as exc:
-            return rejected(self._telemetry, "github", 400, "invalid", str(exc))
+        except (_Rejected, PayloadError) as exc:
+            return rejected(self._telemetry, "github", exc)
         except RedisError as exc:  # only the record reaches Redis: the delivery is verified
             log.error("github webhook: cannot record delivery %s: %s", delivery_id, exc)
             message = "cannot record the delivery now; redeliver it"
-            return rejected(self._telemetry, "github", 503, "unavailable", message)
+            return rejected(self._telemetry, "github", _Rejected(503, "unavailable", message))
         self._telemetry.notifications.labels("github", counted).inc()
         # Debug: a line per job state would be most of the log in a busy organization's push.
         log.debug("github webhook: delivery %s, %s: %s", delivery_id, kind, said["status"])
@@ -267,10 +263,10 @@ class GithubWebhooks:
         return event, delivery_id, body, signature.strip().lower()
 
 
-def rejected(
-    telemetry: Telemetry, source: str, status: int, reason: str, message: str
-) -> JsonAnswer:
+def rejected(telemetry: Telemetry, source: str, refusal: _Rejected | PayloadError) -> JsonAnswer:
     """A refusal of a webhook's delivery: counted by why, logged without its body, said."""
+    invalid = (400, "invalid", str(refusal))
+    status, reason, message = refusal.args if isinstance(refusal, _Rejected) else invalid
     telemetry.notifications.labels(source, reason).inc()
     log.info("webhook: refused a %s delivery (%d): %s", source, status, message)
     return JsonAnswer({"status": "rejected", "error": message}, status_code=status)
