@@ -164,7 +164,11 @@ class EarlyWarnings:
                 return True
             if incident is None and state.phase is Phase.ACTIVE:
                 return await self.warnings.save(state.changed(now, phase=Phase.CLEARED))
-            return await self._link_folded(state, now)
+            if state.phase is not Phase.FOLDED or state.incident_link or not state.incident_id:
+                return True
+            # A folded warning gets its incident's link once the root is posted.
+            link = await self._thread_link(state.incident_id)
+            return not link or await self.warnings.save(state.changed(now, incident_link=link))
         if incident is not None or said is None:
             return True
         fields = {"text": said.text, "scalable": name in self.config.scalable}
@@ -189,13 +193,6 @@ class EarlyWarnings:
 
         if not (await self.store.commit_fresh(incident_id, line, clock=self.clock)).committed:
             log.warning("early warning: incident %s: its line not kept", incident_id)
-
-    async def _link_folded(self, state: WarningState, now: float) -> bool:
-        """A folded warning gets its incident's link once the root is posted."""
-        if state.phase is not Phase.FOLDED or state.incident_link or not state.incident_id:
-            return True
-        link = await self._thread_link(state.incident_id)
-        return not link or await self.warnings.save(state.changed(now, incident_link=link))
 
     async def _thread_link(self, incident_id: str) -> str:
         """The root's permalink; "" while not posted or not known (the message reads without)."""

@@ -126,8 +126,13 @@ class StatusReporter:
         applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
         costs, self._costs = self._costs, {}
         for (claim, commit), done in zip(decided, applied, strict=True):
-            if done is True and commit.incident is not None and commit.incident.id in costs:
-                self._counted(costs[commit.incident.id])
+            # What the queue cost since the incident's last count, for dashboards.
+            counted = costs.get(claim.member, {}) if done is True else {}
+            for runner_type, (seconds, delayed) in counted.items():
+                if seconds > 0:
+                    self.telemetry.queue_wait_job_seconds.labels(runner_type).inc(seconds)
+                if delayed > 0:
+                    self.telemetry.incident_jobs_delayed.labels(runner_type).inc(delayed)
             if done is not True:
                 # An error, or the incident moved on since it was read: decided afresh next tick.
                 channel = commit.incident.channel if commit.incident is not None else None
@@ -137,14 +142,6 @@ class StatusReporter:
                 self.telemetry.incidents_resolved.labels("drained").inc()
             elif any(reply.kind == STATUS for reply in commit.replies):
                 self.telemetry.status_posts.inc()
-
-    def _counted(self, added: Mapping[str, tuple[float, int]]) -> None:
-        """What the queue cost since the incident's last count, for dashboards."""
-        for runner_type, (seconds, delayed) in added.items():
-            if seconds > 0:
-                self.telemetry.queue_wait_job_seconds.labels(runner_type).inc(seconds)
-            if delayed > 0:
-                self.telemetry.incident_jobs_delayed.labels(runner_type).inc(delayed)
 
     async def _roots_to_reading(self) -> None:
         """Each open incident's view (what the root, diagnostics and the forms answer from) is
