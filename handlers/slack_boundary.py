@@ -145,8 +145,7 @@ def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
 
 def slack_request(request: Request, body: bytes) -> AsyncBoltRequest:
     """Bolt's request for what Slack sent, less the `X-Slack-Bolt-Lazy-*` headers (unsigned, sent
-    only by Bolt's Lambda adapter): Bolt would run that lazy function alone, here, and the
-    leader's work would skip the requests stream."""
+    only by Bolt's Lambda adapter): Bolt would run that lazy function here, skipping the stream."""
     built = to_async_bolt_request(request, body)
     built.lazy_only, built.lazy_function_name = False, None
     return built

@@ -203,10 +203,9 @@ class GithubWebhooks:
                     counted, said = "ignored", {"status": "ignored", "reason": found}
                 else:
                     delivered, counted, said = found, "accepted", {"status": "recorded"}
-            # Once by its body as signed, whatever it is: GitHub's redelivery repeats it under
-            # the same ID, and a replay under a fresh ID or event (those headers are not signed)
-            # is the same body again. Any other delivery is recorded as heard, so `check` can say
-            # the webhook sends more than queuepilot reads.
+            # Once by its body as signed: a redelivery, or a replay under a fresh ID or event
+            # (headers GitHub does not sign), is the same body again. Any other delivery is
+            # recorded as heard, so `check` can say the webhook sends more than queuepilot reads.
             outcome = await self._jobs.record(signed, kind[:KIND_CAP], delivered, time.time())
             if outcome == "duplicate":
                 message = (

@@ -98,8 +98,7 @@ class GroupLoop(Generic[E]):
     ) -> bool:
         """Whether `call()` was done: tried once even as the term ends (work done then is still
         acknowledged, not performed again by the next leader), retried while Redis fails; after
-        `intake_max_attempts` other failures `entry` is dead-lettered (a bug costs one entry,
-        never the consumer)."""
+        `intake_max_attempts` other failures `entry` is dead-lettered."""
         backoff, errors = Backoff(1.0, first=0.02), 0
         while True:
             try:

@@ -1,11 +1,8 @@
-"""The early warning's upkeep: once per fleet reading, which runner types get a warning.
-
-A reading's warnings are decided once, by whoever claims it first. Per runner type the forecast
-(`bot.domain.reading.early_warning`) says whether its queue crosses the alert's thresholds within
-`EARLY_WARNING_MINUTES`. A warning is raised once the build is beyond the readings' noise, edited
-as its forecast moves, cleared once it no longer crosses within the horizon, folded into the
-incident once the alert fires, held back while dismissed.
-"""
+"""The early warning's upkeep: once per fleet reading (by whoever claims it first), which runner
+types' queues the forecast (`bot.domain.reading.early_warning`) sees crossing the alert's thresholds
+within `EARLY_WARNING_MINUTES`. A warning is raised once the build is beyond the readings' noise,
+edited as its forecast moves, cleared once it no longer crosses, folded into the incident once the
+alert fires, held back while dismissed."""
 
 from __future__ import annotations
 

@@ -41,9 +41,8 @@ def settled(
         events.append(outcome_event(up, outcome, now))
         edit = incident.replies == up.reply and not replies
         rendered = render_outcome(incident, scaled, up.detail, outcome, edit=edit)
-        replies.append(
-            Reply("action", BAND_ACTION, rendered, edits=reply_ts(up.reply) if edit else "")
-        )
+        edits = reply_ts(up.reply) if edit else ""
+        replies.append(Reply("action", BAND_ACTION, rendered, edits=edits))
     if not events:
         return incident, (), ()
     return with_scale_ups(incident, changed), (*events,), (*replies,)
