@@ -95,9 +95,7 @@ async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:
     if isinstance(message.get("blocks"), list) and (ref := incident_ref_of_message(message)):
         return ref
     message_ts = text_at(body, "container", "message_ts")
-    if not message_ts:
-        return None
-    return await core.incident_of_message(channel_of(body), message_ts)
+    return await core.incident_of_message(channel_of(body), message_ts) if message_ts else None
 
 
 def core_of(context: AsyncBoltContext) -> ActionCore:

@@ -116,8 +116,8 @@ def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
     async def handled_once(
         req: AsyncBoltRequest, next: Callable[[], Awaitable[BoltResponse]]
     ) -> BoltResponse:
-        # Slack delivers an event again until it gets a fast ack (`X-Slack-Retry-Num`, or an
-        # envelope's `retry_attempt`): each `event_id` is handled once, across replicas.
+        # Slack delivers an event again (`X-Slack-Retry-Num`) until it gets a fast ack: each
+        # `event_id` is handled once, across replicas.
         event_id = req.body.get("event_id") if req.body.get("type") == "event_callback" else None
         if isinstance(event_id, str) and event_id:
             key = keys.slack_event(event_id[:MAX_EVENT_ID])

@@ -62,8 +62,7 @@ class Intake:
     # Waits while Slack's history is read after a possible loss of state (`StateGuard.held`): a
     # group opened before its root is found would have two threads.
     held: Callable[[str | None], Awaitable[None]] = _at_once
-    # Opening takes the ID sequence's next number: one at a time, or a storm of new groups would
-    # be a crowd refusing each other's numbers.
+    # One opening at a time, or a storm of new groups would refuse each other's numbers.
     _opening: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     def __post_init__(self) -> None:

@@ -158,8 +158,7 @@ class AlertIssues:
             return None
         # A refused write was not made; a refused lookup says nothing of the write it sought.
         log.warning("alert issue: incident %s: %s", step.id, said)
-        trying = "" if step.writing else link.trying
-        await step.save(trying=trying, refused=said)
+        await step.save(trying="" if step.writing else link.trying, refused=said)
         if said != link.refused:
             await step.tell_refusal(said)
         return now + REFUSED_RETRY_S
