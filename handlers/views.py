@@ -79,11 +79,8 @@ async def open_scale_form(body: dict[str, Any], context: AsyncBoltContext) -> No
     ref = incident_ref(owner.incident) if owner.incident is not None else ""
     form = replace(form, ref=ref, runner_type=owner.choices[0])
     try:
-        opened = await slack.call(
-            "views.open",
-            trigger_id=text_at(body, "trigger_id"),
-            view=render_scale_form(form, owner, None),
-        )
+        shown = render_scale_form(form, owner, None)
+        opened = await slack.call("views.open", trigger_id=text_at(body, "trigger_id"), view=shown)
     except SlackError as exc:
         await tell(slack, body, Outcome(False, f"Could not open the scale form ({exc.error})."))
         return

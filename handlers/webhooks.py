@@ -177,11 +177,9 @@ class GithubWebhooks:
         if refusal is not None:
             # Counted, not logged: `DeliveryLimits` sums them up in a line a minute.
             self._telemetry.notifications.labels("github", refusal.reason).inc()
-            return JsonAnswer(
-                {"status": "rejected", "error": refusal.message},
-                status_code=refusal.status,
-                headers={"Retry-After": str(refusal.retry_after_s)},
-            )
+            said = {"status": "rejected", "error": refusal.message}
+            retry = {"Retry-After": str(refusal.retry_after_s)}
+            return JsonAnswer(said, status_code=refusal.status, headers=retry)
         try:
             return await self._taken(request)
         finally:

@@ -255,12 +255,8 @@ class IssuePass:
             soon = owner.clock() + timedelta(seconds=SEARCH_AGAIN_S[0])
             raise Later(min(soon, waited_for).timestamp())
         else:
-            issue = await self.write(
-                OPENING,
-                lambda: owner.issues.create(
-                    issue_title(incident), issue_body(incident), issue_labels(incident)
-                ),
-            )
+            made = issue_title(incident), issue_body(incident), issue_labels(incident)
+            issue = await self.write(OPENING, lambda: owner.issues.create(*made))
             ours = True
         repo = issue.repo or owner.config.github_issues_repo
         await self.save(repo=repo, number=issue.number, url=issue.url, ours=ours, trying="")

@@ -255,23 +255,15 @@ class StatusReporter:
             resolved = with_bought(resolved, history, now, self._credit_window, final=True)
             event = Event(at=now, kind="resolved", text=drained_said(resolved))
             events = [*await self.store.events(incident.id), event]
-            return Commit(
-                resolved,
-                events=(event,),
-                replies=summary_replies(BAND_EVENT, summaries(resolved, events, now=now), resolved),
-                stop_status=True,
-            )
+            replies = summary_replies(BAND_EVENT, summaries(resolved, events, now=now), resolved)
+            return Commit(resolved, events=(event,), replies=replies, stop_status=True)
         kind = status_kind(incident, current, rule)
         posted = kind == STATUS
         updated = record_status(incident, current, live=live, drain_checks=checks, posted=posted)
+        drain = (checks, needed) if checks else None
+        pictures = bool(self.config.status_chart_every) and view.is_live
         updated, replies = status_replies(
-            incident,
-            updated,
-            kind,
-            current,
-            live=live is not None,
-            drain=(checks, needed) if checks else None,
-            pictures=bool(self.config.status_chart_every) and view.is_live,
+            incident, updated, kind, current, live=live is not None, drain=drain, pictures=pictures
         )
         every_s = self.config.status_interval_seconds
         # A queue followed after its alert cleared is looked at as often as a draining one.
@@ -323,13 +315,9 @@ def status_replies(
     # An edit keeps the chart when the reply it edits (or a later edit of it) drew one.
     drawn = incident.shown.charted_at >= int(posted.at.timestamp())
     chart = chart_moved(updated) or (edit and drawn)
+    since = posted.at if edit else None
     shown = StatusShown(
-        current=current,
-        previous=posted,
-        live=live,
-        drain=drain,
-        since=posted.at if edit else None,
-        chart=chart,
+        current=current, previous=posted, live=live, drain=drain, since=since, chart=chart
     )
     # Rendered by the sender when it posts: this text only names the reply while it waits.
     text = Rendered(STATUS_FALLBACK, [])
