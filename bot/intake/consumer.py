@@ -142,8 +142,7 @@ class Intake:
 
     async def _held(self, pending: list[StreamEntry], read: GroupLoad) -> None:
         """Until an incident this group may open can be (`StateGuard.held`): with the group's
-        channel when Redis knows nothing of it, as its root may be there. A group whose found root
-        is known goes on in it at once."""
+        channel when Redis knows nothing of it, as its root may be there."""
         deliveries = [entry.delivery for entry in pending if entry.delivery is not None]
         current, found = read[2].incident, read[4]
         if found is not None or all(d.status == "resolved" for d in deliveries):

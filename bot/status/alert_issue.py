@@ -285,9 +285,8 @@ class IssuePass:
         thread_url = await self.thread_url() if moment.key == THREAD_MOMENT else ""
         if moment.event is not None and moment.event.kind == "reopened":
             await self.set_state()  # open again before saying it fired again
-        body = comment(
-            incident, moment, thread_url=thread_url, timeline=timeline, now=owner.clock()
-        )
+        now = owner.clock()
+        body = comment(incident, moment, thread_url=thread_url, timeline=timeline, now=now)
         try:
             await self.write(moment.key, lambda: owner.issues.comment(self.link.repo, number, body))
         except BackendError as exc:
