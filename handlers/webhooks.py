@@ -122,12 +122,11 @@ class AlertWebhooks:
         basic = self._basic is not None and self._basic[1]
         configured = self._token or basic or (source == "grafana" and self._hmac_secret)
         if not configured and not self._config.alert_webhook_allow_unauthenticated:
-            raise _Rejected(
-                401,
-                "unauthorized",
+            message = (
                 f"no credential is configured for {ENDPOINT[source]}: set ALERT_WEBHOOK_TOKEN "
-                "or basic auth on the bot, and send it",
+                "or basic auth on the bot, and send it"
             )
+            raise _Rejected(401, "unauthorized", message)
         header = request.headers.get("authorization")
         allowed = [bearer_ok(header, self._token)] if self._token else []
         if self._basic is not None:
