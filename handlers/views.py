@@ -102,8 +102,7 @@ async def review_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncB
     core, view = core_of(context), object_at(body, "view")
     form = ScaleForm.load(text_at(view, "private_metadata"))
     values = object_at(view, "state", "values")
-    runner_type = _selected(values, TYPE_BLOCK)
-    amount = _amount(values)
+    runner_type, amount = _selected(values, TYPE_BLOCK), _amount(values)
     if form is None or (form.warning and runner_type != form.runner_type):
         return await refuse(TYPE_BLOCK, "This form is out of date.")
     problem = core.scaling.check(runner_type, amount or 0)
