@@ -30,9 +30,8 @@ from handlers.context import (
 
 CHOOSE = Outcome(False, "Choose how long to silence it for.")
 
-# Each incident button's command by its action_id; Silence takes its duration from the select.
-# The root's Resolve asked in its confirm dialog, with what is still live: confirmed, it resolves
-# anyway.
+# Each incident button's command by its action_id; the root's Resolve asks in its confirm dialog
+# first (with what is still live), so confirmed it resolves anyway.
 COMMANDS = {
     "incident_ack": Command("ack"),
     "incident_resolve": Command("resolve", anyway=True),
@@ -49,8 +48,7 @@ async def act_on_incident(body: dict[str, Any], context: AsyncBoltContext) -> No
     command = COMMANDS[text_at(action, "action_id")]
     outcome = NO_INCIDENT
     if ref := await incident_ref_of(body, core):
-        # The select's option values are durations in seconds, `:keep` for one kept after the
-        # resolve.
+        # The select's values are seconds, with `:keep` for a silence kept after the resolve.
         chosen = text_at(action, "selected_option", "value")
         keep = chosen.endswith(KEEP_SILENCE)
         seconds = ascii_whole(chosen.removesuffix(KEEP_SILENCE), MAX_SILENCE_S + 1)

@@ -29,14 +29,10 @@ async def is_command(body: dict[str, Any], context: AsyncBoltContext) -> bool:
 
 
 async def run_queue_command(body: dict[str, Any], context: AsyncBoltContext) -> None:
-    text = text_at(body, "text")
+    core, text, channel = core_of(context), text_at(body, "text"), text_at(body, "channel_id")
     try:
         outcome = await run_command(
-            core_of(context),
-            actor_of(body),
-            text,
-            channel=text_at(body, "channel_id"),
-            interaction=interaction_of(body),
+            core, actor_of(body), text, channel=channel, interaction=interaction_of(body)
         )
     except Exception:
         # Slack has its 200 already: without this the person would see nothing at all.

@@ -35,7 +35,6 @@ class Parts:
 
 
 async def ack_only(ack: AsyncAck) -> None:
-    """A listener's ack when all its work is lazy."""
     await ack()
 
 
@@ -96,9 +95,7 @@ async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:
     if isinstance(message.get("blocks"), list) and (ref := incident_ref_of_message(message)):
         return ref
     message_ts = text_at(body, "container", "message_ts")
-    if not message_ts:
-        return None
-    return await core.incident_of_message(channel_of(body), message_ts)
+    return await core.incident_of_message(channel_of(body), message_ts) if message_ts else None
 
 
 def core_of(context: AsyncBoltContext) -> ActionCore:
@@ -131,10 +128,8 @@ async def tell(
     if not url:
         log.warning("could not answer %s: the request has no response_url", user)
         return
-    message: dict[str, Any] = {"text": said}
-    if outcome.blocks:
-        message["blocks"] = list(outcome.blocks)
-    message.update(response_type="ephemeral", replace_original=False)
+    blocks = {"blocks": list(outcome.blocks)} if outcome.blocks else {}
+    message = {"text": said, **blocks, "response_type": "ephemeral", "replace_original": False}
     calls = slack.telemetry.slack_calls
     try:
         answer = await AsyncWebhookClient(url).send_dict(message)

@@ -48,6 +48,5 @@ def register(
             await backlogs()
         return Response(generate_latest(telemetry.registry), media_type=CONTENT_TYPE_LATEST)
 
-    app.add_route("/healthz", healthz, methods=["GET"])
-    app.add_route("/readyz", readyz, methods=["GET"])
-    app.add_route("/metrics", metrics, methods=["GET"])
+    for path, route in (("/healthz", healthz), ("/readyz", readyz), ("/metrics", metrics)):
+        app.add_route(path, route, methods=["GET"])

@@ -28,17 +28,13 @@ Wanted = Callable[[dict[str, Any], AsyncBoltContext], Awaitable[bool]]
 NOT_TAKEN = Outcome(False, "queuepilot could not take this request; its log says why.", "error")
 
 
-async def always(body: dict[str, Any], context: AsyncBoltContext) -> bool:
-    return True
-
-
 @dataclass(frozen=True)
 class Work:
     """A lazy function the leader performs, and whether a request needs it at all: asked where
     Slack arrived, so what needs no leader is neither appended nor hostage to Redis."""
 
     perform: Lazy
-    wanted: Wanted = always
+    wanted: Wanted | None = None  # None: always
 
 
 class StreamRunner(AsyncLazyListenerRunner):
@@ -72,11 +68,11 @@ class StreamRunner(AsyncLazyListenerRunner):
             log.warning("slack: %d acknowledged requests not done at the stop", self.pending)
 
     async def _append(
-        self, key: str, wanted: Wanted, body: dict[str, Any], context: AsyncBoltContext
+        self, key: str, wanted: Wanted | None, body: dict[str, Any], context: AsyncBoltContext
     ) -> None:
         """A request that cannot be appended is answered here, so the person hears why."""
         try:
-            if not await wanted(body, context):
+            if wanted is not None and not await wanted(body, context):
                 return
         except RedisError as exc:
             # Its other lazy work, done here, meets the same Redis and tells the person.

@@ -111,14 +111,13 @@ def _late_answer(body: Any) -> BoltResponse:
 
 
 def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
-
     claims, keys = Leases(redis), Keys(prefix)
 
     async def handled_once(
         req: AsyncBoltRequest, next: Callable[[], Awaitable[BoltResponse]]
     ) -> BoltResponse:
-        # Slack delivers an event again until it gets a fast ack (`X-Slack-Retry-Num`, or an
-        # envelope's `retry_attempt`): each `event_id` is handled once, across replicas.
+        # Slack delivers an event again (`X-Slack-Retry-Num`) until it gets a fast ack: each
+        # `event_id` is handled once, across replicas.
         event_id = req.body.get("event_id") if req.body.get("type") == "event_callback" else None
         if isinstance(event_id, str) and event_id:
             key = keys.slack_event(event_id[:MAX_EVENT_ID])
@@ -146,8 +145,7 @@ def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
 
 def slack_request(request: Request, body: bytes) -> AsyncBoltRequest:
     """Bolt's request for what Slack sent, less the `X-Slack-Bolt-Lazy-*` headers (unsigned, sent
-    only by Bolt's Lambda adapter): Bolt would run that lazy function alone, here, and the
-    leader's work would skip the requests stream."""
+    only by Bolt's Lambda adapter): Bolt would run that lazy function here, skipping the stream."""
     built = to_async_bolt_request(request, body)
     built.lazy_only, built.lazy_function_name = False, None
     return built

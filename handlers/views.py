@@ -12,9 +12,10 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions.core import Outcome
+from bot.actions.core import ActionCore, Outcome
+from bot.domain.scale.scaling import ScaleOwner
 from bot.domain.units import ascii_whole
-from bot.outbound.gateway import SlackError
+from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.mrkdwn import plain_text
 from bot.render.replies import incident_ref
 from bot.render.scale_modal import (
@@ -60,8 +61,7 @@ MAX_AMOUNT = 1_000_000
 
 
 async def open_scale_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
-    """Open the form at once (the trigger expires in 3 s), then fill in the capacity and the
-    default."""
+    """Open the form at once (the trigger expires in 3 s), then fill in the capacity."""
     slack, core, action = slack_of(context), core_of(context), first_action(body)
     if text_at(action, "action_id") == "warning_scale":
         # An early warning's: its value is `<warning uid>:<runner type>`.
@@ -72,36 +72,23 @@ async def open_scale_form(body: dict[str, Any], context: AsyncBoltContext) -> No
     else:
         await tell(slack, body, NO_INCIDENT)
         return
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
-    )
+    owner = await _owner(core, body, form, form.runner_type)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner)
         return
     ref = incident_ref(owner.incident) if owner.incident is not None else ""
     form = replace(form, ref=ref, runner_type=owner.choices[0])
     try:
-        opened = await slack.call(
-            "views.open",
-            trigger_id=text_at(body, "trigger_id"),
-            view=render_scale_form(form, owner, None),
-        )
+        shown = render_scale_form(form, owner, None)
+        opened = await slack.call("views.open", trigger_id=text_at(body, "trigger_id"), view=shown)
     except SlackError as exc:
         await tell(slack, body, Outcome(False, f"Could not open the scale form ({exc.error})."))
         return
-    view = opened.get("view") or {}
     preview = await core.scale_preview(owner, form.runner_type, timeout_s=PREVIEW_IN_FORM_S)
     if preview.recommended is not None:  # the review compares the advice then with the advice now
         form = replace(form, advised=preview.default.delta or 0)
-    try:
-        await slack.call(
-            "views.update",
-            view_id=view.get("id"),
-            hash=view.get("hash"),
-            view=render_scale_form(form, owner, preview),
-        )
-    except SlackError as exc:  # closed meanwhile
-        log.info("scale form not updated: %s", exc.error)
+    view = opened.get("view") or {}
+    await _update(slack, view, render_scale_form(form, owner, preview), "scale form")
 
 
 async def review_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -115,17 +102,14 @@ async def review_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncB
     core, view = core_of(context), object_at(body, "view")
     form = ScaleForm.load(text_at(view, "private_metadata"))
     values = object_at(view, "state", "values")
-    runner_type = _selected(values, TYPE_BLOCK)
-    amount = _amount(values)
+    runner_type, amount = _selected(values, TYPE_BLOCK), _amount(values)
     if form is None or (form.warning and runner_type != form.runner_type):
         return await refuse(TYPE_BLOCK, "This form is out of date.")
     problem = core.scaling.check(runner_type, amount or 0)
     if amount is None or problem:
         block = TYPE_BLOCK if runner_type not in core.scaling.targets else AMOUNT_BLOCK
         return await refuse(block, problem or "A whole number.")
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
-    )
+    owner = await _owner(core, body, form, runner_type)
     if isinstance(owner, Outcome):
         return await refuse(TYPE_BLOCK, owner.message)
     left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
@@ -154,9 +138,7 @@ async def take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
     amount = ascii_whole(text_at(first_action(body), "value"), MAX_AMOUNT)
     if form is None or amount is None or core.scaling.check(form.runner_type, amount):
         return
-    owner = await core.scale_owner(
-        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
-    )
+    owner = await _owner(core, body, form, form.runner_type)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner, channel=form.channel)
         return
@@ -171,10 +153,7 @@ async def take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
     step = replace(form, delta=amount, advised=amount, raise_maximum=raise_maximum)
     about = scale_about(owner, form.runner_type)
     review = render_scale_confirm(step, preview, core.scaling.backend_name, about=about)
-    try:
-        await slack.call("views.update", view_id=view.get("id"), hash=view.get("hash"), view=review)
-    except SlackError as exc:  # closed or moved on meanwhile
-        log.info("scale review not updated: %s", exc.error)
+    await _update(slack, view, review, "scale review")
 
 
 async def close_views(ack: AsyncAck) -> None:
@@ -211,6 +190,23 @@ async def keep_scale_refusal(body: dict[str, Any], context: AsyncBoltContext) ->
     ref = await incident_ref_of(body, core)
     if ref and (refusal := await core.scaling.refusal(actor)) is not None:
         await core.scaling.acting.keep_refusal(ref, "Scale-up", actor, refusal)
+
+
+async def _owner(
+    core: ActionCore, body: dict[str, Any], form: ScaleForm, runner_type: str
+) -> ScaleOwner | Outcome:
+    return await core.scale_owner(
+        actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
+    )
+
+
+async def _update(
+    slack: SlackGateway, view: dict[str, Any], new: dict[str, Any], what: str
+) -> None:
+    try:
+        await slack.call("views.update", view_id=view.get("id"), hash=view.get("hash"), view=new)
+    except SlackError as exc:  # closed or moved on meanwhile
+        log.info("%s not updated: %s", what, exc.error)
 
 
 def _selected(values: dict[str, Any], block: str) -> str:

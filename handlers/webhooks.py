@@ -100,14 +100,12 @@ class AlertWebhooks:
                     raise _Rejected(401, "bad_signature", problem)
             notification = parse_notification(source, parse_json_body(body))
             entry_id = await self._stream.append(notification, body, time.time())
-        except _Rejected as exc:
-            return rejected(self._telemetry, source, *exc.args)
-        except PayloadError as exc:
-            return rejected(self._telemetry, source, 400, "invalid", str(exc))
+        except (_Rejected, PayloadError) as exc:
+            return rejected(self._telemetry, source, exc)
         except RedisError as exc:
             log.error("webhook: cannot persist a %s notification: %s", source, exc)
             message = "cannot persist the notification now; retry"
-            return rejected(self._telemetry, source, 503, "unavailable", message)
+            return rejected(self._telemetry, source, _Rejected(503, "unavailable", message))
         self._telemetry.notifications.labels(source, "accepted").inc()
         # Debug: a line per notification is a fifth of the intake's CPU in a flood.
         log.debug(
@@ -124,12 +122,11 @@ class AlertWebhooks:
         basic = self._basic is not None and self._basic[1]
         configured = self._token or basic or (source == "grafana" and self._hmac_secret)
         if not configured and not self._config.alert_webhook_allow_unauthenticated:
-            raise _Rejected(
-                401,
-                "unauthorized",
+            message = (
                 f"no credential is configured for {ENDPOINT[source]}: set ALERT_WEBHOOK_TOKEN "
-                "or basic auth on the bot, and send it",
+                "or basic auth on the bot, and send it"
             )
+            raise _Rejected(401, "unauthorized", message)
         header = request.headers.get("authorization")
         allowed = [bearer_ok(header, self._token)] if self._token else []
         if self._basic is not None:
@@ -179,11 +176,9 @@ class GithubWebhooks:
         if refusal is not None:
             # Counted, not logged: `DeliveryLimits` sums them up in a line a minute.
             self._telemetry.notifications.labels("github", refusal.reason).inc()
-            return JsonAnswer(
-                {"status": "rejected", "error": refusal.message},
-                status_code=refusal.status,
-                headers={"Retry-After": str(refusal.retry_after_s)},
-            )
+            said = {"status": "rejected", "error": refusal.message}
+            retry = {"Retry-After": str(refusal.retry_after_s)}
+            return JsonAnswer(said, status_code=refusal.status, headers=retry)
         try:
             return await self._taken(request)
         finally:
@@ -205,10 +200,9 @@ class GithubWebhooks:
                     counted, said = "ignored", {"status": "ignored", "reason": found}
                 else:
                     delivered, counted, said = found, "accepted", {"status": "recorded"}
-            # Once by its body as signed, whatever it is: GitHub's redelivery repeats it under
-            # the same ID, and a replay under a fresh ID or event (those headers are not signed)
-            # is the same body again. Any other delivery is recorded as heard, so `check` can say
-            # the webhook sends more than queuepilot reads.
+            # Once by its body as signed: a redelivery, or a replay under a fresh ID or event
+            # (headers GitHub does not sign), is the same body again. Any other delivery is
+            # recorded as heard, so `check` can say the webhook sends more than queuepilot reads.
             outcome = await self._jobs.record(signed, kind[:KIND_CAP], delivered, time.time())
             if outcome == "duplicate":
                 message = (
@@ -219,14 +213,12 @@ class GithubWebhooks:
             if outcome == "stale":
                 message = "the job's state is older than the day queuepilot keeps: nothing changed"
                 raise _Rejected(422, "stale", message)
-        except _Rejected as exc:
-            return rejected(self._telemetry, "github", *exc.args)
-        except PayloadError as exc:
-            return rejected(self._telemetry, "github", 400, "invalid", str(exc))
+        except (_Rejected, PayloadError) as exc:
+            return rejected(self._telemetry, "github", exc)
         except RedisError as exc:  # only the record reaches Redis: the delivery is verified
             log.error("github webhook: cannot record delivery %s: %s", delivery_id, exc)
             message = "cannot record the delivery now; redeliver it"
-            return rejected(self._telemetry, "github", 503, "unavailable", message)
+            return rejected(self._telemetry, "github", _Rejected(503, "unavailable", message))
         self._telemetry.notifications.labels("github", counted).inc()
         # Debug: a line per job state would be most of the log in a busy organization's push.
         log.debug("github webhook: delivery %s, %s: %s", delivery_id, kind, said["status"])
@@ -267,10 +259,10 @@ class GithubWebhooks:
         return event, delivery_id, body, signature.strip().lower()
 
 
-def rejected(
-    telemetry: Telemetry, source: str, status: int, reason: str, message: str
-) -> JsonAnswer:
+def rejected(telemetry: Telemetry, source: str, refusal: _Rejected | PayloadError) -> JsonAnswer:
     """A refusal of a webhook's delivery: counted by why, logged without its body, said."""
+    invalid = (400, "invalid", str(refusal))
+    status, reason, message = refusal.args if isinstance(refusal, _Rejected) else invalid
     telemetry.notifications.labels(source, reason).inc()
     log.info("webhook: refused a %s delivery (%d): %s", source, status, message)
     return JsonAnswer({"status": "rejected", "error": message}, status_code=status)

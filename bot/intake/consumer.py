@@ -59,12 +59,10 @@ class Intake:
     config: Settings
     consumer: str
     clock: Callable[[], datetime]
-    # While a read of Slack's history after a possible loss of state numbers new incidents or
-    # finds roots (`StateGuard.held`, by its phase): a group opened before its root is found has
-    # two threads.
+    # Waits while Slack's history is read after a possible loss of state (`StateGuard.held`): a
+    # group opened before its root is found would have two threads.
     held: Callable[[str | None], Awaitable[None]] = _at_once
-    # Opening takes the ID sequence's next number: one at a time, or a storm of new groups would
-    # be a crowd refusing each other's numbers.
+    # One opening at a time, or a storm of new groups would refuse each other's numbers.
     _opening: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     def __post_init__(self) -> None:
@@ -94,7 +92,7 @@ class Intake:
             partial(self._apply_all, pending), f"a batch of {len(pending)} entries", None
         ):
             return
-        for entry in list(pending):
+        for entry in pending:
             await self.handle(entry)
 
     async def handle(self, entry: StreamEntry) -> None:
@@ -144,8 +142,7 @@ class Intake:
 
     async def _held(self, pending: list[StreamEntry], read: GroupLoad) -> None:
         """Until an incident this group may open can be (`StateGuard.held`): with the group's
-        channel when Redis knows nothing of it, as its root may be there. A group whose found root
-        is known goes on in it at once."""
+        channel when Redis knows nothing of it, as its root may be there."""
         deliveries = [entry.delivery for entry in pending if entry.delivery is not None]
         current, found = read[2].incident, read[4]
         if found is not None or all(d.status == "resolved" for d in deliveries):
@@ -224,15 +221,12 @@ class Intake:
     ) -> tuple[Change, Commit]:
         """A new incident; in the group's root found in Slack after Redis lost the state, by that
         root's number and UID (its buttons keep working), told in its thread."""
-        channel = self._channel(delivery)
-        if found is not None:
-            incident_id, channel = found.incident_id, found.channel
+        if found is None:
+            uid, channel = secrets.token_hex(6), self._channel(delivery)
+        else:
+            incident_id, uid, channel = found.incident_id, found.uid, found.channel
         incident = incidents.open_incident(
-            delivery,
-            incident_id=incident_id,
-            uid=found.uid if found is not None else secrets.token_hex(6),
-            channel=channel,
-            now=now,
+            delivery, incident_id=incident_id, uid=uid, channel=channel, now=now
         )
         logs.tag(incident=incident.id, channel=incident.channel)
         opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
@@ -264,24 +258,22 @@ class Intake:
         incident, change = incidents.apply_notification(
             current, delivery, entry_id=entry_id, now=now, still_queued=queued
         )
-        fenced = {"incident": incident, "version": loaded.version, "thread": loaded.thread}
         if change is Change.STALE:
             return change, base
+        fenced = replace(base, incident=incident, version=loaded.version, thread=loaded.thread)
         if change is Change.UPDATED:
-            return change, replace(base, **fenced)
+            return change, fenced
         event = _event_for(change, incident, now)
         if change is Change.RESOLVED:
             events = [*await self.store.events(incident.id), event]
             summary = summaries(incident, events, now=now)
             replies = incident_store.summary_replies(BAND_EVENT, summary, incident)
-            return change, replace(
-                base, **fenced, events=(event,), replies=replies, stop_status=True
-            )
+            return change, replace(fenced, events=(event,), replies=replies, stop_status=True)
         due = self._next_status(now) if change is Change.REOPENED else None
         if change is Change.FOLLOWED:  # looked at as often as a draining queue
             due = now.timestamp() + self.config.drain_check_seconds
         reply = Reply("event", BAND_EVENT, render_event(incident, event))
-        return change, replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
+        return change, replace(fenced, events=(event,), replies=(reply,), status_due=due)
 
     def _channel(self, delivery: Delivery) -> str:
         return channel_for(self.config.slack_routes, delivery.facts, self.config.slack_channel)

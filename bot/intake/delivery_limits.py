@@ -1,8 +1,6 @@
 """GitHub's deliveries taken by one replica: at most GITHUB_WEBHOOK_RATE a second (a second's worth
-at once) and GITHUB_WEBHOOK_CONCURRENCY at once, decided before the body is read or Redis is asked.
-The endpoint shares its event loop with Slack's, which must be answered within 3 s: a flood,
-forged or not, then costs a refusal each, not a body, a signature and a Redis call each. The
-limits are the replica's own, in its memory, since asking Redis is what they spare."""
+at once) and GITHUB_WEBHOOK_CONCURRENCY at once, decided in memory before the body is read or Redis
+is asked: the endpoint shares its event loop with Slack's, which must be answered within 3 s."""
 
 from __future__ import annotations
 

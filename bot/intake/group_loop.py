@@ -98,8 +98,7 @@ class GroupLoop(Generic[E]):
     ) -> bool:
         """Whether `call()` was done: tried once even as the term ends (work done then is still
         acknowledged, not performed again by the next leader), retried while Redis fails; after
-        `intake_max_attempts` other failures `entry` is dead-lettered (a bug costs one entry,
-        never the consumer)."""
+        `intake_max_attempts` other failures `entry` is dead-lettered."""
         backoff, errors = Backoff(1.0, first=0.02), 0
         while True:
             try:
@@ -188,9 +187,8 @@ class GroupLoop(Generic[E]):
         for entry in entries:
             self._start(entry)
         if entries:
-            # The entries' tasks go before the next read. Under load (several entries, fewer than
-            # asked for) the next ones gather a moment to share a batch, so a flood costs fewer
-            # commits; a lone entry or a full read is never held up.
+            # Under load (several entries, fewer than asked for) the next ones gather a moment to
+            # share a batch, so a flood costs fewer commits.
             await asyncio.sleep(self.gather_s if 1 < len(entries) < free else 0)
 
     async def _read(self, count: int, *, block_ms: int) -> list[E]:

@@ -1,24 +1,12 @@
 """The alert's GitHub issue, kept in step with its incident (`GITHUB_ISSUES_REPO`).
 
-A commit that gives the issue something to hear marks the incident in `issue_due`. A tick claims
-each due incident, holds its pass's lease (renewed before each call: a commit marks the incident
-due again at once, and a successor must not start a pass beside a deposed leader still in its own)
-and runs one pass over it: link the alert's open `area:alerting`
-issue (with `GITHUB_ISSUES_OPEN`, open one once `GITHUB_ISSUES_OPEN_AFTER_SECONDS` have passed since
-the alert fired without one from pytorch/alerting-infra), tell it the thread's link and then each
-moment not yet told, one comment each, and close or reopen an issue queuepilot opened. Each write
-is named in the link before it is sent (`trying`), so a call whose answer was lost is looked for
-before it is made again; the link is saved after each call.
-
-An issue someone else opened (alerting-infra's) is theirs: never closed or reopened, never told
-anything once closed. alerting-infra closes its issue when the alert resolves and opens a new one
-when it fires again, so after a re-fire the incident links the issue open now. A transferred issue
-is followed; one deleted or gone is left, and the alert's issue looked for again.
-
-Every call takes the app-wide `github` slot; a failure is retried with the one backoff; a refusal
-is said once in the thread and tried again every `REFUSED_RETRY_S`, except GitHub's 422 to the
-issue queuepilot opens, which the same request would meet again: it is said and logged once, with
-its fix, and that incident's issue is left.
+A tick runs one pass per incident due in `issue_due`, under a lease renewed before each call (so a
+successor never runs a pass beside a deposed leader's): link the alert's open `area:alerting` issue
+(pytorch/alerting-infra's; with `GITHUB_ISSUES_OPEN`, one queuepilot opens once
+`GITHUB_ISSUES_OPEN_AFTER_SECONDS` passed without it), comment each moment not yet told, and close
+or reopen an issue queuepilot opened. Each write is named in the link (`trying`) before it is sent,
+so a call whose answer was lost is looked for before it is made again. An issue someone else opened
+is theirs: never closed or reopened, never told anything once closed.
 """
 
 from __future__ import annotations
@@ -116,9 +104,8 @@ class AlertIssues:
             await self.store.issue_due.reschedule(claim, self.clock().timestamp() + BUSY_S)
             return
         try:
-            link = await self.links.get(incident_id) or IssueLink(
-                repo=self.config.github_issues_repo
-            )
+            fresh = IssueLink(repo=self.config.github_issues_repo)
+            link = await self.links.get(incident_id) or fresh
             step = IssuePass(self, loaded.incident, loaded.thread, link, lease)
             again: float | None = None
             try:
@@ -171,8 +158,7 @@ class AlertIssues:
             return None
         # A refused write was not made; a refused lookup says nothing of the write it sought.
         log.warning("alert issue: incident %s: %s", step.id, said)
-        trying = "" if step.writing else link.trying
-        await step.save(trying=trying, refused=said)
+        await step.save(trying="" if step.writing else link.trying, refused=said)
         if said != link.refused:
             await step.tell_refusal(said)
         return now + REFUSED_RETRY_S
@@ -208,8 +194,7 @@ class IssuePass:
         await self.owner.links.save(self.id, self.link)
 
     async def call(self) -> None:
-        """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
-        (another pass may have begun)."""
+        """Take the app-wide turn for one call and keep the pass's lease, or stop for `Later`."""
         owner, interval_ms = self.owner, self.owner.config.github_issues_interval_ms
         away_s = await owner.pacing.wait_for_slot(SLOT, interval_ms, within_s=SLOT_WAIT_S)
         now = owner.clock().timestamp()
@@ -266,17 +251,12 @@ class IssuePass:
                 await self.save(trying="")
             raise Later(self.search_again())
         elif owner.clock() < waited_for:
-            # alerting-infra's issue comes seconds after the notification: its chance first,
-            # linked when it is seen.
+            # alerting-infra's issue comes seconds after the notification: its chance first.
             soon = owner.clock() + timedelta(seconds=SEARCH_AGAIN_S[0])
             raise Later(min(soon, waited_for).timestamp())
         else:
-            issue = await self.write(
-                OPENING,
-                lambda: owner.issues.create(
-                    issue_title(incident), issue_body(incident), issue_labels(incident)
-                ),
-            )
+            made = issue_title(incident), issue_body(incident), issue_labels(incident)
+            issue = await self.write(OPENING, lambda: owner.issues.create(*made))
             ours = True
         repo = issue.repo or owner.config.github_issues_repo
         await self.save(repo=repo, number=issue.number, url=issue.url, ours=ours, trying="")
@@ -305,9 +285,8 @@ class IssuePass:
         thread_url = await self.thread_url() if moment.key == THREAD_MOMENT else ""
         if moment.event is not None and moment.event.kind == "reopened":
             await self.set_state()  # open again before saying it fired again
-        body = comment(
-            incident, moment, thread_url=thread_url, timeline=timeline, now=owner.clock()
-        )
+        now = owner.clock()
+        body = comment(incident, moment, thread_url=thread_url, timeline=timeline, now=now)
         try:
             await self.write(moment.key, lambda: owner.issues.comment(self.link.repo, number, body))
         except BackendError as exc:
@@ -378,8 +357,7 @@ class IssuePass:
 
     def is_linked(self, issue: Issue) -> bool:
         """Whether `issue` is the linked one where it was (GitHub's names ignore case)."""
-        link = self.link
-        return issue.number == link.number and issue.repo.lower() == link.repo.lower()
+        return issue.number == self.link.number and issue.repo.lower() == self.link.repo.lower()
 
     @property
     def where(self) -> str:
@@ -407,8 +385,7 @@ class IssuePass:
         await self.record("issue_unlinked", f"{why}: looking for the alert's issue")
 
     async def tell_refusal(self, said: str, *, then: str = "") -> None:
-        """In the thread: what GitHub refused, and `then` what follows (by default: it is tried
-        again)."""
+        """In the thread: what GitHub refused, and `then` what follows."""
         then = then or f"queuepilot tries again every {round(REFUSED_RETRY_S / 60)} min"
         text = (
             f"GitHub refused the alert's issue in {self.owner.config.github_issues_repo}: {said}. "
@@ -417,8 +394,7 @@ class IssuePass:
         await self.record("issue_refused", text, reply=True)
 
     async def record(self, kind: str, text: str, *, reply: bool = False, url: str = "") -> None:
-        """A line on the timeline (unless `text` is empty), in the thread with `reply`; with
-        `url`, the root links the issue."""
+        """A line on the timeline; with `url`, the root links the issue."""
 
         def recorded(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
             event = Event(at=now, kind=kind, text=text)

@@ -1,11 +1,8 @@
-"""The early warning's upkeep: once per fleet reading, which runner types get a warning.
-
-A reading's warnings are decided once, by whoever claims it first. Per runner type the forecast
-(`bot.domain.reading.early_warning`) says whether its queue crosses the alert's thresholds within
-`EARLY_WARNING_MINUTES`. A warning is raised once the build is beyond the readings' noise, edited
-as its forecast moves, cleared once it no longer crosses within the horizon, folded into the
-incident once the alert fires, held back while dismissed.
-"""
+"""The early warning's upkeep: once per fleet reading (by whoever claims it first), which runner
+types' queues the forecast (`bot.domain.reading.early_warning`) sees crossing the alert's thresholds
+within `EARLY_WARNING_MINUTES`. A warning is raised once the build is beyond the readings' noise,
+edited as its forecast moves, cleared once it no longer crosses, folded into the incident once the
+alert fires, held back while dismissed."""
 
 from __future__ import annotations
 
@@ -33,9 +30,9 @@ from bot.domain.reading.early_warning import (
 )
 from bot.domain.reading.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.reading.runner_names import runner_key
-from bot.domain.scale.scale_ups import ScaleUp, decided, outcome_of
+from bot.domain.scale.scale_ups import ScaleUp, outcome_of
 from bot.fleet.readings import FleetReadings
-from bot.render.follow_ups import OUTCOME_ICONS, outcome_said
+from bot.status.follow_ups import said_decided
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import ATTEMPTS, Commit, IncidentStore
 
@@ -164,7 +161,11 @@ class EarlyWarnings:
                 return True
             if incident is None and state.phase is Phase.ACTIVE:
                 return await self.warnings.save(state.changed(now, phase=Phase.CLEARED))
-            return await self._link_folded(state, now)
+            if state.phase is not Phase.FOLDED or state.incident_link or not state.incident_id:
+                return True
+            # A folded warning gets its incident's link once the root is posted.
+            link = await self._thread_link(state.incident_id)
+            return not link or await self.warnings.save(state.changed(now, incident_link=link))
         if incident is not None or said is None:
             return True
         fields = {"text": said.text, "scalable": name in self.config.scalable}
@@ -190,13 +191,6 @@ class EarlyWarnings:
         if not (await self.store.commit_fresh(incident_id, line, clock=self.clock)).committed:
             log.warning("early warning: incident %s: its line not kept", incident_id)
 
-    async def _link_folded(self, state: WarningState, now: float) -> bool:
-        """A folded warning gets its incident's link once the root is posted."""
-        if state.phase is not Phase.FOLDED or state.incident_link or not state.incident_id:
-            return True
-        link = await self._thread_link(state.incident_id)
-        return not link or await self.warnings.save(state.changed(now, incident_link=link))
-
     async def _thread_link(self, incident_id: str) -> str:
         """The root's permalink; "" while not posted or not known (the message reads without)."""
         if self.permalink is None:
@@ -210,10 +204,7 @@ class EarlyWarnings:
 def _followed(up: ScaleUp, fleet: FleetSnapshot, now: datetime) -> ScaleUp:
     """`up` with what `fleet` decides of its runners, if it does."""
     outcome = outcome_of(up, fleet, now) if up.followed else None
-    if outcome is None:
-        return up
-    said = f"{OUTCOME_ICONS[outcome.came]} {outcome_said(up, outcome)}."
-    return decided(up, outcome).model_copy(update={"came_said": said})
+    return up if outcome is None else said_decided(up, outcome, ".")
 
 
 def _current(state: WarningState, now: float) -> bool:

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from bot.domain.incident.incidents import Event, Incident, with_scale_ups
 from bot.domain.reading.fleet import FleetSnapshot
-from bot.domain.scale.scale_ups import ScaleUp, decided, outcome_of
+from bot.domain.scale.scale_ups import Outcome, ScaleUp, decided, outcome_of
 from bot.render.follow_ups import OUTCOME_ICONS, outcome_event, outcome_said
 from bot.render.replies import render_outcome
 from bot.storage.incident_store import BAND_ACTION, Reply, reply_ts
@@ -37,18 +37,22 @@ def settled(
         outcome = outcome_of(up, view, now, (said or {}).get(up.runner_type, ""))
         if outcome is None:
             continue
-        # What came of it kept in words too: an edit of its reply later (its put-back) keeps it.
-        came_said = f"{OUTCOME_ICONS[outcome.came]} {outcome_said(up, outcome)}"
-        changed[scaled.at] = decided(up, outcome).model_copy(update={"came_said": came_said})
+        changed[scaled.at] = said_decided(up, outcome)
         events.append(outcome_event(up, outcome, now))
         edit = incident.replies == up.reply and not replies
         rendered = render_outcome(incident, scaled, up.detail, outcome, edit=edit)
-        replies.append(
-            Reply("action", BAND_ACTION, rendered, edits=reply_ts(up.reply) if edit else "")
-        )
+        edits = reply_ts(up.reply) if edit else ""
+        replies.append(Reply("action", BAND_ACTION, rendered, edits=edits))
     if not events:
         return incident, (), ()
     return with_scale_ups(incident, changed), (*events,), (*replies,)
+
+
+def said_decided(up: ScaleUp, outcome: Outcome, end: str = "") -> ScaleUp:
+    """`up` decided, with what came of it kept in words too: a later edit of its reply (its
+    put-back, or the warning's message) keeps them."""
+    said = f"{OUTCOME_ICONS[outcome.came]} {outcome_said(up, outcome)}{end}"
+    return decided(up, outcome).model_copy(update={"came_said": said})
 
 
 def _followed(incident: Incident) -> list[tuple[Event, ScaleUp]]:

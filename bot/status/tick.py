@@ -1,8 +1,6 @@
 """Periodic status: every open incident gets a status each interval until its queue drains.
 
-A tick takes the fleet's reading once, decides each due incident's status and commits it, fenced by
-the incident's version, with the next due time (`status_due`, claimed for the tick). After
-DRAIN_CHECKS drained checks in a row the incident resolves itself, as one whose alert cleared
+After DRAIN_CHECKS drained checks in a row the incident resolves itself, as one whose alert cleared
 while jobs still queued does once they are under its thresholds or DRAIN_FOLLOW_MAX has passed.
 """
 
@@ -12,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from redis.exceptions import RedisError
@@ -128,8 +126,13 @@ class StatusReporter:
         applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
         costs, self._costs = self._costs, {}
         for (claim, commit), done in zip(decided, applied, strict=True):
-            if done is True and commit.incident is not None and commit.incident.id in costs:
-                self._counted(costs[commit.incident.id])
+            # What the queue cost since the incident's last count, for dashboards.
+            counted = costs.get(claim.member, {}) if done is True else {}
+            for runner_type, (seconds, delayed) in counted.items():
+                if seconds > 0:
+                    self.telemetry.queue_wait_job_seconds.labels(runner_type).inc(seconds)
+                if delayed > 0:
+                    self.telemetry.incident_jobs_delayed.labels(runner_type).inc(delayed)
             if done is not True:
                 # An error, or the incident moved on since it was read: decided afresh next tick.
                 channel = commit.incident.channel if commit.incident is not None else None
@@ -140,21 +143,11 @@ class StatusReporter:
             elif any(reply.kind == STATUS for reply in commit.replies):
                 self.telemetry.status_posts.inc()
 
-    def _counted(self, added: Mapping[str, tuple[float, int]]) -> None:
-        """What the queue cost since the incident's last count, for dashboards."""
-        for runner_type, (seconds, delayed) in added.items():
-            if seconds > 0:
-                self.telemetry.queue_wait_job_seconds.labels(runner_type).inc(seconds)
-            if delayed > 0:
-                self.telemetry.incident_jobs_delayed.labels(runner_type).inc(delayed)
-
     async def _roots_to_reading(self) -> None:
         """Each open incident's view (what the root, diagnostics and the forms answer from) is
-        brought to the newest reading between statuses, so they and `/queue` say one moment;
-        `ROOTS_PER_TICK` a tick, so a thousand open ones never hold the loop long. Beyond
+        brought to the newest reading between statuses, `ROOTS_PER_TICK` a tick. Beyond
         `ROOTS_FOLLOWING_EVERY_READING` open incidents the root is edited only for news: Slack
-        allows an app about 50 `chat.update` a minute, and a click's edit must not wait behind a
-        storm's numbers."""
+        allows an app about 50 `chat.update` a minute."""
         if not self.readings.metrics.live:
             return
         reading = await self.readings.latest()
@@ -180,8 +173,7 @@ class StatusReporter:
                 view = self.readings.incident_view(incident, reading, history, now)
                 if not view.is_live:
                     continue
-                # Scale-ups are followed to their effect at each new reading; the scaler is
-                # read only for those that did not come.
+                # The scaler is read only for the scale-ups that did not come.
                 asked = not_come(incident, view, now) if self.scaler_says else {}
                 said = await self.scaler_says(asked) if asked and self.scaler_says else {}
                 followed, events, replies = settled(incident, view, now, said)
@@ -196,23 +188,15 @@ class StatusReporter:
                 news = is_material(before, current, self.config.drain_rule)
                 seen = with_live(followed, view, current)
                 root = news or self._open <= ROOTS_FOLLOWING_EVERY_READING
-                commits.append(
-                    Commit(
-                        seen,
-                        events=events,
-                        replies=replies,
-                        root=root,
-                        version=loaded.version,
-                        thread=loaded.thread,
-                    )
-                )
+                commit = Commit(seen, events=events, replies=replies, root=root)
+                commits.append(replace(commit, version=loaded.version, thread=loaded.thread))
         await self.store.commit_many(commits, now=now.timestamp())
 
     async def _decided(
         self,
         claim: Claim,
         read: DueRead,
-        load: Loaded | Exception,
+        loaded: Loaded | Exception,
         reading: Reading | None,
         history: Sequence[HistoryPoint],
         now: datetime,
@@ -220,15 +204,15 @@ class StatusReporter:
     ) -> Commit | None:
         """A claimed incident's status to commit; None when there is none (put off, or done)."""
         try:
-            if isinstance(load, Exception):
-                raise load
-            loaded = load
-            if loaded.incident is None or not loaded.incident.is_open:
+            if isinstance(loaded, Exception):
+                raise loaded
+            incident = loaded.incident
+            if incident is None or not incident.is_open:
                 await self.store.status_due.done(claim)
             elif read.due_at == claim.token:  # else a commit set it anew since the claim
-                logs.tag(channel=loaded.incident.channel)
-                cost = costs.get(loaded.incident.id)
-                return await self._decide(loaded, loaded.incident, reading, history, now, cost)
+                logs.tag(channel=incident.channel)
+                commit = await self._decide(incident, reading, history, now, costs.get(incident.id))
+                return replace(commit, version=loaded.version, thread=loaded.thread)
         except (BackendError, RedisError, TimeoutError) as exc:
             await self._again(claim, exc)
         except Exception:
@@ -244,7 +228,6 @@ class StatusReporter:
 
     async def _decide(
         self,
-        loaded: Loaded,
         incident: Incident,
         reading: Reading | None,
         history: Sequence[HistoryPoint],
@@ -272,25 +255,15 @@ class StatusReporter:
             resolved = with_bought(resolved, history, now, self._credit_window, final=True)
             event = Event(at=now, kind="resolved", text=drained_said(resolved))
             events = [*await self.store.events(incident.id), event]
-            return Commit(
-                resolved,
-                events=(event,),
-                replies=summary_replies(BAND_EVENT, summaries(resolved, events, now=now), resolved),
-                stop_status=True,
-                version=loaded.version,
-                thread=loaded.thread,
-            )
+            replies = summary_replies(BAND_EVENT, summaries(resolved, events, now=now), resolved)
+            return Commit(resolved, events=(event,), replies=replies, stop_status=True)
         kind = status_kind(incident, current, rule)
         posted = kind == STATUS
         updated = record_status(incident, current, live=live, drain_checks=checks, posted=posted)
+        drain = (checks, needed) if checks else None
+        pictures = bool(self.config.status_chart_every) and view.is_live
         updated, replies = status_replies(
-            incident,
-            updated,
-            kind,
-            current,
-            live=live is not None,
-            drain=(checks, needed) if checks else None,
-            pictures=bool(self.config.status_chart_every) and view.is_live,
+            incident, updated, kind, current, live=live is not None, drain=drain, pictures=pictures
         )
         every_s = self.config.status_interval_seconds
         # A queue followed after its alert cleared is looked at as often as a draining one.
@@ -299,22 +272,15 @@ class StatusReporter:
         last = incident.shown.status
         if kind is None and last is not None and is_material(last, current, rule):
             due = min(due, (last.at + STATUS_SPACING).timestamp())  # news, once it may be said
-        return Commit(
-            updated,
-            replies=replies,
-            root=view.is_live or incident.live is not None,
-            status_due=due,
-            version=loaded.version,
-            thread=loaded.thread,
-        )
+        root = view.is_live or incident.live is not None
+        return Commit(updated, replies=replies, root=root, status_due=due)
 
 
 def reads_alike(incident: Incident, before: FleetSnapshot, after: FleetSnapshot) -> bool:
     """Whether the root would read the same from `after` as from `before`: its runner types'
     lines and where they come from, as rendered (one definition of what it shows)."""
-    if source_note(before) != source_note(after):
-        return False
-    return type_lines(before, incident.trend) == type_lines(after, incident.trend)
+    same_source = source_note(before) == source_note(after)
+    return same_source and type_lines(before, incident.trend) == type_lines(after, incident.trend)
 
 
 def status_kind(incident: Incident, current: Snapshot, drain: DrainRule) -> str | None:
@@ -349,13 +315,9 @@ def status_replies(
     # An edit keeps the chart when the reply it edits (or a later edit of it) drew one.
     drawn = incident.shown.charted_at >= int(posted.at.timestamp())
     chart = chart_moved(updated) or (edit and drawn)
+    since = posted.at if edit else None
     shown = StatusShown(
-        current=current,
-        previous=posted,
-        live=live,
-        drain=drain,
-        since=posted.at if edit else None,
-        chart=chart,
+        current=current, previous=posted, live=live, drain=drain, since=since, chart=chart
     )
     # Rendered by the sender when it posts: this text only names the reply while it waits.
     text = Rendered(STATUS_FALLBACK, [])
