@@ -259,13 +259,14 @@ class Piloting:
         if (incident := found.incident) is None:
             assert found.warning is not None and self.warnings is not None
             uid, act = found.warning.uid, (now.timestamp(), decided.runners)
-            kept = []
+            kept = False
 
             def keep(state: WarningState | None) -> WarningState | None:
+                nonlocal kept  # the last attempt's: a save that lost a race is tried again
                 # A newer warning, or one an incident took on meanwhile: the next look acts there.
-                if state is None or state.uid != uid or state.phase is not Phase.ACTIVE:
+                kept = state is not None and state.uid == uid and state.phase is Phase.ACTIVE
+                if not kept or state is None:
                     return None
-                kept.append(state)
                 return replace(state, would=(*state.would, act), version=state.version + 1)
 
             await self.warnings.save_fresh(found.warning.runner_type, keep)

@@ -31,8 +31,9 @@ async def probe(settings: Settings) -> list[Finding]:
     silencer = build_silencer(settings)
     grafana = settings.silence_backend is SilenceBackend.GRAFANA
     url = settings.grafana_url if grafana else settings.alertmanager_url
-    assert isinstance(silencer, Silencer) and url
+    assert isinstance(silencer, Silencer)
     async with aclosing(silencer):
+        assert url  # the settings require the chosen backend's URL
         return await (_grafana if grafana else _alertmanager)(silencer, shown_url(url))
 
 
