@@ -144,7 +144,9 @@ class Piloting:
         kept = {"last": piloted.last, "outcome": piloted.outcome, "failed": piloted.failed}
         if not self.config.pilot_enabled:
             return Piloted(why="", at=now, **kept)
-        # Its leader stopped mid-act, the act perhaps made: a person looks before it goes on.
+        # Its leader stopped mid-act: its claim still held, the act may have been made, whatever
+        # the readings ask now (they may show it already, or be too stale to): a person looks
+        # before it goes on. Released, it changed nothing; recorded, it is on the record.
         key, _, claim = piloted.acting.rpartition(" ")
         mid_act = paused is None and piloted.acting and not _recorded(found, key, claim)
         if mid_act and await self.store.act_claimed(key, runner_type, claim):

@@ -350,7 +350,8 @@ class Scaling:
             )
         except Exception:
             # A bug: answered, never raised, or the requests stream would call the scaler again.
-            # A cancelled call keeps the lock: it may have reached the backend.
+            # The lock goes, so the next person is not told the type "was just scaled" for its
+            # lifetime. A cancelled call keeps the lock: it may have reached the backend.
             log.exception("scale-up of %s: %s failed unexpectedly", target, scaler.name)
             try:
                 await lock.release()

@@ -92,8 +92,9 @@ class Page:
 
 
 class EtagCache:
-    """The pages GitHub answered, kept for their ETag (a 304 costs no quota). Least recently used
-    first out: a finished run's `/jobs` never comes back."""
+    """The pages GitHub answered, kept for their ETag (a 304 costs no quota). Bounded, least
+    recently used first out: a finished run's `/jobs` never comes back, so an unbounded cache
+    would grow with every run the organization ever had."""
 
     def __init__(self, *, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries

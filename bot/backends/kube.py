@@ -1,8 +1,9 @@
 """How the bot reaches the Kubernetes API (`kube_access`): SCALER_KUBECONFIG, else the pod's
-service account, else kubectl's kubeconfig, through lightkube's client; every call counted and
-its failure classified once (`call`). A kubeconfig user's `exec` plugin runs as client-go runs it,
-its token used until its `expirationTimestamp` (or a 401): lightkube knows no v1 ExecCredential and
-keeps a token past its expiry, so the bot runs plugins in a transport in front of lightkube's."""
+service account, else kubectl's kubeconfig, through lightkube's client (which rereads the service
+account's rotated token after a 401); every call counted and its failure classified once (`call`).
+A kubeconfig user's `exec` plugin runs as client-go runs it, its token used until its
+`expirationTimestamp` (or a 401): lightkube knows no v1 ExecCredential and keeps a token past its
+expiry, so the bot runs plugins in a transport in front of lightkube's."""
 
 from __future__ import annotations
 

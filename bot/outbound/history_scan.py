@@ -1,9 +1,11 @@
 """Reading the channels' history for the bot's roots after a possible loss of state.
 
 Slack gives an internal app Tier 3 and 999 messages a call, a distributed one a call a minute and
-15 messages; the app cannot ask which, so every call asks for 999 and Slack's answers (a short page,
-a 429's `Retry-After`) tell the rest. The channels take turns, a page each, so every channel's
-newest page (its highest number) comes first; the readers grow by one a page up to `READERS`."""
+15 messages; the app cannot ask which, so every call asks for 999 and Slack's answers (a short page
+with more to come is the most it gives; a 429's `Retry-After`) tell the rest. The channels take
+turns, a page each, so every channel's newest page (its highest number) comes first; the readers
+grow by one a page up to `READERS`, so a first read meets two 429s at most before it knows the
+pace."""
 
 from __future__ import annotations
 
@@ -112,7 +114,8 @@ async def _read_page(
     failures = 0
     while True:
         try:
-            # The gateway paces the method as Slack's 429s tell (the lookups share that budget).
+            # The gateway paces the method as Slack's 429s tell (the lookups share that budget),
+            # as fast as Slack lets otherwise (on Tier 3 twenty channels take one's time).
             messages, cursor = await slack.page(
                 HISTORY,
                 channel,

@@ -1,6 +1,7 @@
 """Every Redis key and Lua script queuepilot uses. State lives under `<prefix>:v2:`, so a key of
-another layout is never read as this one's; the streams are not versioned, so entries accepted
-before an upgrade are applied after it. Each script is `lua/<name>.lua` after the shared prelude."""
+another layout is never read as this one's; the streams and their dead letters are not versioned,
+so entries accepted before an upgrade are applied after it (they are also the only keys without a
+TTL). Each script is `lua/<name>.lua` after the shared prelude."""
 
 from __future__ import annotations
 

@@ -40,7 +40,8 @@ T = TypeVar("T")
 # What of a run's listing entry changes when any of its jobs does.
 Mark = tuple[str, Any, Any]
 # A run in progress is read again this long after its last read, even unchanged: GitHub moves a
-# run's `updated_at` when its jobs change "in the vast majority of cases" (vscode-github-actions).
+# run's `updated_at` when its jobs change "in the vast majority of cases"
+# (github/vscode-github-actions, src/store/workflowRun.ts).
 REREAD_S = 600.0
 # A run whose `updated_at` is this close to its last read is read again: GitHub's timestamps have
 # whole seconds, so a change in the second of the read leaves the entry as the read saw it.

@@ -30,10 +30,12 @@ NO_WORKFLOW_ARC = (
 NO_REF_ARC = "ARC's startup histogram carries no job_workflow_ref"
 # Gone from the HUD's list in a longer gap of its readings, a job's start is not guessed at.
 FOLLOW_GAP = timedelta(minutes=15)
-# GitHub ends a job no self-hosted runner took within a day: one gone from the list later got none.
+# GitHub ends a job no self-hosted runner took within a day: one gone from the list later got none
+# (a run the HUD still lists as queued after GitHub abandoned it leaves it at a week).
 QUEUE_LIMIT = timedelta(days=1)
 CIFLOW = "ciflow/"  # PyTorch's tag for more CI on a PR: `ciflow/<name>/<PR number>`
-# The HUD takes a job with such a label for ARC's: listed until its containers have started.
+# The HUD takes a job with such a label for ARC's: listed until its containers have started, at
+# most 10 minutes after it was created.
 ARC_LABEL = "l-"
 _PULL = re.compile(r"@refs/pull/([0-9]+)/")
 _BRANCH = "@refs/heads/"
@@ -244,7 +246,8 @@ def waited_of_buckets(
     buckets: Series, sums: Series, counts: Series, threshold_mins: float
 ) -> Waited:
     """From the window's increase of ARC's `gha_job_startup_duration_seconds` for one runner type:
-    jobs and job-minutes exact (`_count`, `_sum`), the rest estimated from the buckets."""
+    jobs and job-minutes exact (`_count`, `_sum`), the rest estimated from the buckets (`le` in
+    seconds)."""
     threshold_s = max(threshold_mins, 0.0) * 60
     cumulative, totals, unreadable = _series_of(buckets, sums, counts)
     tallies: dict[str, list[float]] = {}  # workflow -> [jobs, seconds, jobs past, seconds past]

@@ -30,7 +30,8 @@ from bot.domain.units import duration, number
 
 WINDOW = 5  # readings the growth is fitted over: fewer cannot tell a trend from a wander
 # Standard errors the slope must stand above flat: Student's t at 3 degrees of freedom, ~0.5%
-# one-sided; then the same at the readings' noise. Lower bars let a wandering queue warn daily.
+# one-sided; then the same at the readings' noise (a normal's tail). Lower bars let a wandering
+# queue warn daily.
 T_MIN = 6.0
 T_NOISE = 4.0
 NOISE_READINGS = 30
@@ -183,9 +184,9 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     if _minutes(window)[-1] < WINDOW - 1 and fit[0] > 0:
         # Readings less than a minute apart: five rise too little however steep the build, so
         # the line reaches back as far as the evidence needs, held to the noise of the readings
-        # before the five (a rise's own readings measure none). Readings a minute apart keep the
-        # five: reaching back there, a wandering queue warned a few times a day
-        # (docs/benchmarks.md).
+        # before the five (a rise's own readings measure none, and counted in it, let it through
+        # only once they were most of the last 30). Readings a minute apart keep the five:
+        # reaching back there, a wandering queue warned a few times a day (docs/benchmarks.md).
         noise = _noise_before(recent[:-WINDOW]) or noise
         window = _reach(recent, fit[0], noise)
         fit = _fit(window)
@@ -211,7 +212,9 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
 def _reach(recent: Sequence[Point], slope: float, noise: float) -> list[Point]:
     """The readings a rise at `slope` (the last `WINDOW`'s) is judged over: as many as it takes
     for a line at that slope to rise `MIN_RISE` and stand `T_NOISE` standard errors above flat at
-    `noise` (all of `recent` when none do). The evidence is then the line fitted through them."""
+    `noise` (all of `recent` when none do). The evidence is then the line fitted through them.
+    Sized to the rise alone, the warning came as late as 28 s into 29 s of a job a second to 30
+    queued."""
     for n in range(WINDOW, len(recent) + 1):
         window = recent[-n:]
         risen = slope * _minutes(window)[-1] >= MIN_RISE - 1e-9

@@ -219,9 +219,12 @@ def _stabilized(
     j: Judgement, earlier: Sequence[Advised], rise_mins: float, noise: int, held: int = 0
 ) -> Judgement:
     """Stabilized as HPA's `behavior` stabilizes a scale, on capacity: each reading's advice is
-    what it desired less the capacity there is now. A dip within the queue's `noise` (runners),
-    a fall not yet told from a wobble, or a rise within HPA's tolerance moves nothing; `held`:
-    what the queue would ask if it held where it stands."""
+    what it desired less the capacity there is now. What is shown rises to the least any reading
+    of the rise window asked and falls to the most any of the same window asked: a spike or dip of
+    a few readings moves nothing, and the ask ends once the runners that came cover what every
+    reading wanted. The longer window governs only what may be put back, never an ask. A dip
+    within the queue's `noise` (runners), a fall not yet told from a wobble, or a rise within
+    HPA's tolerance moves nothing; `held`: what the queue would ask if it held where it stands."""
     if j.cannot_start or not earlier or (not j.queued and not j.own):
         return j  # nothing queued and none advised is none at once: no runner to add to idle ones
     supply = j.supply
