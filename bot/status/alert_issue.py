@@ -6,7 +6,10 @@ successor never runs a pass beside a deposed leader's): link the alert's open `a
 `GITHUB_ISSUES_OPEN_AFTER_SECONDS` passed without it), comment each moment not yet told, and close
 or reopen an issue queuepilot opened. Each write is named in the link (`trying`) before it is sent,
 so a call whose answer was lost is looked for before it is made again. An issue someone else opened
-is theirs: never closed or reopened, never told anything once closed.
+is theirs: never closed or reopened, never told anything once closed. alerting-infra closes its
+issue at the resolve and opens a new one at a re-fire, so the link moves; a transferred issue is
+followed, a deleted one looked for again. GitHub's 422 to the issue queuepilot opens is not retried:
+the same request would meet it again (said and logged once, with its fix; that issue is left).
 """
 
 from __future__ import annotations

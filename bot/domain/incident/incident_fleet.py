@@ -182,7 +182,8 @@ def _relevant(
     followed = {runner_key(n): n for n in (*incident.peaks.types, *incident.runner_types) if n}
     absent = sorted(name for key, name in followed.items() if key not in by_key)
     # Shown from their absence (where it means nothing queued) only if a reading showed them: a
-    # type only its alert names is more likely spelt otherwise in the source than drained.
+    # type only its alert names is more likely spelt otherwise in the source (`lf.linux.4xlarge`)
+    # than drained, and would close the incident at once.
     read = _read_before(incident) if fleet.absent_means_empty else set()
     empty = [name for name in absent if runner_key(name) in read]
     named = {runner_key(name) for name in incident.runner_types if name}
@@ -256,7 +257,7 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
     named = {runner_key(name) for name in incident.runner_types if name}
     blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, rule.max_wait_mins)
     # A view of no type says nothing queues only where the source lists every queue, or once
-    # every target is scraped.
+    # every target is scraped (else the incident waits for a resolve that may never come).
     scraped = view.absent_means_empty or view.at - incident.opened_at >= SCRAPED_WITHIN
     if (
         blind

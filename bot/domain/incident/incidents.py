@@ -366,7 +366,8 @@ class Incident(BaseModel):
     @classmethod
     def _read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Incident:
         """The groups from their fields kept flat; `status` follows `resolved`. A record written
-        before `RECORD_RELEASE` (0.27's, or one a rolled-back 0.27 rewrote) is read `_apart`."""
+        before `RECORD_RELEASE` (0.27's, or one a rolled-back 0.27 rewrote: it drops what it does
+        not know, `written_by` too) is read `_apart`."""
         if not isinstance(data, dict):
             return handler(data)
         data = dict(data)
@@ -681,7 +682,8 @@ def with_action(incident: Incident, event: Event) -> Incident:
 
 def kept_actions(actions: tuple[Event, ...]) -> tuple[Event, ...]:
     """The newest `MAX_ACTIONS`, and before them each responder's first (the responders stay
-    whole) and each scale-up still to go back (its summary says so)."""
+    whole) and each scale-up still to go back (its summary says so). A scale-up that many actions
+    back is long past any reading's window (`counting_scale_ups`)."""
     older, newest = actions[:-MAX_ACTIONS], actions[-MAX_ACTIONS:]
     seen: set[str] = set()
     kept = []

@@ -135,7 +135,8 @@ def verdict(
     if judged.direction is Direction.FALLING:
         return Verdict(0, "the queue is falling", "falling")
     own = {act_key(up) for up in mine if up.pilot}
-    # Its own acts here count as capacity while they boot, where the reading counts runners.
+    # Its own acts here count as capacity while they boot, where the reading counts runners at
+    # all (a queue-only source would buy them again).
     counted = judged.registered is not None or judged.busy is not None
     for up in reversed(every):
         said = f"the +{up.added} at {_made(up):%H:%M} UTC"
@@ -156,7 +157,8 @@ def verdict(
     if room <= 0:
         return Verdict(0, f"it added its up_to of {policy.up_to} in this {within}", "up_to")
     wanted = math.floor(hold.least - capacity + 1e-9)
-    # HPA's tolerance: a least within a tenth of the capacity moves nothing.
+    # HPA's tolerance: a least within a tenth of the capacity moves nothing (a runner or two of
+    # a large fleet is a reply, a put-back and the type's lock for no drain anyone would see).
     if wanted <= 0 or hold.least <= capacity * (1 + TOLERANCE):
         covered = f"the {_runners(capacity)} it has cover the least its readings want"
         return Verdict(0, covered, "covered")
