@@ -11,6 +11,7 @@ import pytest
 
 from bot.domain.alerting.alerts import QueueNumbers, RunnerQueue
 from bot.domain.incident.incidents import (
+    _KEPT_FLAT,
     RECORD_RELEASE,
     Incident,
     Snapshot,
@@ -55,6 +56,56 @@ def with_peak_wait_of(minutes: float) -> Incident:
         posted_status=status,
     )
     return resolve_drained(incident, now=at(12))
+
+
+# The flat names 0.27 reads each group's fields under, as 0.27 wrote them: the record keeps them
+# so a rollback reads every field where it looks (its own names, not the groups' order).
+FLAT_AS_0_27_READS = {
+    "peaks": {
+        "numbers": "peak",
+        "moment": "peak_snapshot",
+        "wait_at": "peak_wait_at",
+        "start_at": "peak_start_at",
+        "types": "peak_types",
+        "runners": "peak_runners",
+    },
+    "queue_cost": {
+        "by_type": "cost",
+        "at": "cost_at",
+        "unknown": "cost_unknown",
+        "counted": "cost_counted",
+    },
+    "drain": {"checks": "drain_checks", "read_at": "drain_read_at", "follow": "follow"},
+    "shown": {
+        "status": "posted_status",
+        "statuses": "status_posts",
+        "replied_since": "replied_since_status",
+        "charted_at": "charted_at",
+        "pictured_at": "pictured_at",
+    },
+    "cause": {
+        "said": "likely_cause",
+        "runner_type": "cause_type",
+        "maximum": "cause_maximum",
+        "pods": "cause_pods",
+    },
+    "acknowledged": {"by": "acknowledged_by", "name": "acknowledged_name"},
+    "resolved": {
+        "at": "resolved_at",
+        "how": "resolution",
+        "by": "resolved_by",
+        "by_name": "resolved_by_name",
+    },
+    "notified": {"count": "notifications", "at": "alerted_at"},
+}
+
+
+def test_each_groups_field_is_stored_under_the_flat_name_0_27_reads() -> None:
+    """The table pairs the names with a group's fields in their order: two fields swapped in a
+    group would store each under the other's name, and a rollback would read them crossed."""
+    assert _KEPT_FLAT == FLAT_AS_0_27_READS
+    stored = json.loads(state_json(changed(make_incident(), acknowledged_by="U1")))
+    assert stored["acknowledged_by"] == "U1" and "acknowledged" not in stored
 
 
 def test_a_record_this_release_wrote_is_read_and_stored_back_as_written() -> None:
