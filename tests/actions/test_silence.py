@@ -510,7 +510,9 @@ async def _ended_at_resolve(running: RunningBot) -> bool:
 async def test_a_silence_kept_stays_after_the_resolve_as_its_maker_chose(
     settings_for: Any, slack: Slack, grafana: FakeSilenceApi
 ) -> None:
-    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+    # The watch looks every 5 s (its least): it is seen to look after the resolve, and leave it.
+    settings = grafana_settings(settings_for, grafana, silence_check_seconds=5)
+    async with run_bot(settings) as running:
         root, made = await silenced_from_slack(running, slack, keep=True)
         until = f"<!date^{int(made.silence.until.timestamp())}^"
         said = await eventually(
@@ -526,8 +528,17 @@ async def test_a_silence_kept_stays_after_the_resolve_as_its_maker_chose(
             lambda: "incident_unsilence" in action_ids(root_now(slack, root.ts)),
             what="the resolved root still offers to remove the silence",
         )
-        await asyncio.sleep(0.5)  # several of the watch's ticks
-        assert grafana.silences[made.silence.silence_id]["status"]["state"] == "active"
+        sid, looks = made.silence.silence_id, len(grafana.requests)
+        await eventually(
+            lambda: (
+                ("GET", f"{grafana.prefix}/silence/{sid}")
+                in [(method, path) for method, path, _ in grafana.requests[looks:]]
+            ),
+            what="the watch's look at the kept silence after the resolve",
+            timeout=20,
+        )
+        assert grafana.silences[sid]["status"]["state"] == "active"
+        assert "DELETE" not in {method for method, _, _ in grafana.requests}, "never expired"
 
 
 async def test_ending_the_silence_is_tried_again_after_a_failure(
