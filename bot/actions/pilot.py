@@ -261,17 +261,14 @@ class Piloting:
         if (incident := found.incident) is None:
             assert found.warning is not None and self.warnings is not None
             uid, act = found.warning.uid, (now.timestamp(), decided.runners)
-            kept = False
 
             def keep(state: WarningState | None) -> WarningState | None:
-                nonlocal kept  # the last attempt's: a save that lost a race is tried again
                 # A newer warning, or one an incident took on meanwhile: the next look acts there.
-                kept = state is not None and state.uid == uid and state.phase is Phase.ACTIVE
-                if not kept or state is None:
+                if state is None or state.uid != uid or state.phase is not Phase.ACTIVE:
                     return None
                 return replace(state, would=(*state.would, act), version=state.version + 1)
 
-            await self.warnings.save_fresh(found.warning.runner_type, keep)
+            kept = await self.warnings.save_fresh(found.warning.runner_type, keep)
             ended = "not kept: its early warning ended meanwhile"
             return f"{said} ({'on its early warning' if kept else ended})"
 

@@ -235,15 +235,13 @@ class Scaling:
         line += f"({self.backend_name})."
         up = self._made(runner_type, delta, name, at, scaled, pilot)
         entry = scaled_from(line, plan, up.back, up, judged, self.config.scale_verify_s)
-        kept = []
 
         def noted(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != uid:
                 return None  # replaced or gone meanwhile: nothing says the scale-up
-            kept.append(state)
             return state.with_scaled((*state.scaled, entry))
 
-        return await warnings.save_fresh(runner_type, noted) and bool(kept)
+        return bool(await warnings.save_fresh(runner_type, noted))
 
     async def record(
         self,

@@ -431,7 +431,7 @@ class ScaleReverts:
 
         if self.warnings is None:
             log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
-        elif not await self.warnings.save_fresh(record.target.runner_type, said):
+        elif await self.warnings.save_fresh(record.target.runner_type, said) is False:
             log.warning("scale reverts: warning kept changing; not told: %s", text)
 
     async def _say(

@@ -122,7 +122,7 @@ class EarlyWarnings:
             scaled = tuple(_followed(s, fleet, now) for s in state.scaled)
             return state.with_scaled(scaled) if scaled != state.scaled else None
 
-        if not await self.warnings.save_fresh(name, decided):
+        if await self.warnings.save_fresh(name, decided) is False:
             log.warning("early warning: %s kept changing; its scale-ups followed next time", name)
 
     async def _hold(self, last_read: datetime) -> None:

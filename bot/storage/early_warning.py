@@ -5,7 +5,7 @@ a while, so a flapping forecast edits one message and a dismissal holds."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from typing import Literal, cast
 
 from redis.asyncio import Redis
 
@@ -65,12 +65,13 @@ class WarningStore(Records):
 
     async def save_fresh(
         self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
-    ) -> bool:
-        """Save what `change` makes of the warning as it is now; False when it kept changing."""
+    ) -> WarningState | Literal[False] | None:
+        """Save what `change` makes of the warning as it is now: the state saved, None where the
+        last attempt's `change` made nothing to save, False when the warning kept changing."""
         for _ in range(ATTEMPTS):
             changed = change(await self.get(runner_type))
             if changed is None or await self.save(changed):
-                return True
+                return changed
         return False
 
     async def record_post(self, state: WarningState, ts: str) -> None:

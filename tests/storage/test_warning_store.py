@@ -4,6 +4,7 @@ words, the scale-ups themselves kept beside it), read back whole."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from redis.asyncio import Redis
 
@@ -54,3 +55,22 @@ async def test_a_new_warning_leaves_no_scale_ups_of_the_last_beside_it(redis: Re
     assert await store.save(again)
     assert await store.get("linux") == again
     assert await redis.exists(KEYS.warning_scaled("linux")) == 0
+
+
+async def test_what_a_change_saved_is_its_last_attempts(redis: Redis) -> None:
+    """A change whose save lost a race is tried again on what is stored now: if that attempt
+    finds nothing to do (the warning was replaced), nothing was saved, and the caller (a scale-up
+    noted on the warning, a dry run's act) must not say it was kept."""
+    store, state = WarningStore(redis, KEYS), scaled_up()
+    assert await store.save(state)
+    seen: list[WarningState | None] = []
+
+    def lost_then_nothing(now: WarningState | None) -> WarningState | None:
+        seen.append(now)
+        # First a write no newer than the stored version (what a lost race writes): refused.
+        return replace(now, text="stale") if now and len(seen) == 1 else None
+
+    assert await store.save_fresh("linux", lost_then_nothing) is None
+    assert len(seen) == 2 and await store.get("linux") == state
+    noted = await store.save_fresh("linux", lambda now: now and now.with_scaled((LEFT,)))
+    assert noted and await store.get("linux") == noted and noted.scaled == (LEFT,)
