@@ -282,6 +282,13 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
     # a minute apart at the closest (a loaded machine's slower drain may see one more).
     messages = sandbox.emulator.channel_messages(CHANNEL)
     [incident] = [m for m in messages if visitor.TITLE in m.text + str(m.blocks)]
+
+    def put_back_followed() -> list[Any]:
+        replies = sandbox.emulator.thread(CHANNEL, incident.ts)[1:]
+        return [r for r in replies if " back to " in r.text and " runners by " in r.text]
+
+    # The put-back followed to its effect, once its runners went.
+    wait_until(put_back_followed, timeout=120, what="the put-back's follow-up in the thread")
     replies = sandbox.emulator.thread(CHANNEL, incident.ts)[1:]
     said = "\n".join(repr(r.text) for r in replies)  # whole, where a failure says them
     steps = (
@@ -294,11 +301,8 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
     for step in (*steps, ": Put ", "Postmortem"):
         assert sum(step in r.text + str(r.files) for r in replies) == 1, f"{step}:\n{said}"
     statuses = [float(r.ts) for r in replies if r.text.startswith("Status update: ")]
-    # The put-back followed to its effect, once its runners went (a slow machine's test lasts
-    # long enough to see it).
-    back = [r for r in replies if " back to " in r.text and " runners by " in r.text]
-    assert len(back) <= 1, said
-    assert len(replies) == len(statuses) + len(steps) + 2 + len(back), said
+    assert len(put_back_followed()) == 1, said
+    assert len(replies) == len(statuses) + len(steps) + 3, said
     # A minute apart by their readings; posted a few seconds either way on a loaded machine.
     spaced = STATUS_SPACING.total_seconds() - 10
     assert statuses and all(b - a >= spaced for a, b in itertools.pairwise(statuses)), said
